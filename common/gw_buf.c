@@ -1,0 +1,102 @@
+#include "gw_buf.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_error.h"
+
+void gw_buf_init(struct gw_buf *b, size_t max)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max ? max : SIZE_MAX / 2;
+}
+
+void gw_buf_free(struct gw_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void gw_buf_reset(struct gw_buf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+/* Makes room for n more bytes plus the NUL, respecting the ceiling. */
+static int reserve(struct gw_buf *b, size_t n)
+{
+    if (n > b->max - b->len)
+        return GW_ELIMIT;
+    size_t need = b->len + n + 1;
+    if (need <= b->cap)
+        return GW_OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d)
+        return GW_ENOMEM;
+    b->data = d;
+    b->cap = cap;
+    return GW_OK;
+}
+
+int gw_buf_append(struct gw_buf *b, const void *p, size_t n)
+{
+    int rc = reserve(b, n);
+    if (rc)
+        return rc;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return GW_OK;
+}
+
+int gw_buf_appends(struct gw_buf *b, const char *s)
+{
+    return gw_buf_append(b, s, strlen(s));
+}
+
+int gw_buf_vprintf(struct gw_buf *b, const char *fmt, va_list ap)
+{
+    va_list cp;
+    va_copy(cp, ap);
+    int n = vsnprintf(NULL, 0, fmt, cp);
+    va_end(cp);
+    if (n < 0)
+        return GW_EINVAL;
+    int rc = reserve(b, (size_t)n);
+    if (rc)
+        return rc;
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+    return GW_OK;
+}
+
+int gw_buf_printf(struct gw_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = gw_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void gw_buf_consume(struct gw_buf *b, size_t n)
+{
+    if (n >= b->len) {
+        gw_buf_reset(b);
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    b->data[b->len] = '\0';
+}

@@ -1,0 +1,196 @@
+/*
+ * libcurl multi_socket API on libevent, after curl's multi-event example:
+ * curl tells us which sockets to watch (socket callback) and when to call
+ * back (timer callback); libevent tells curl which socket is ready. The
+ * timer callback only arms a timer: calling socket_action from inside it
+ * would re-enter curl.
+ */
+#include "gw_curlev.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+
+#include "gw_error.h"
+
+struct transfer {
+    gw_curlev_done_cb cb;
+    void *arg;
+    CURL *easy;
+    struct transfer *prev, *next;
+};
+
+struct gw_curlev {
+    struct event_base *base;
+    CURLM *multi;
+    struct event *timer;
+    struct transfer *transfers; /* running, for gw_curlev_free */
+    size_t running;
+};
+
+static void unlink_transfer(struct gw_curlev *m, struct transfer *t)
+{
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        m->transfers = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    m->running--;
+}
+
+static void check_done(struct gw_curlev *m)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(m->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *easy = msg->easy_handle;
+        CURLcode result = msg->data.result;
+        struct transfer *t = NULL;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
+        curl_multi_remove_handle(m->multi, easy);
+        curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+        if (t) {
+            unlink_transfer(m, t);
+            gw_curlev_done_cb cb = t->cb;
+            void *arg = t->arg;
+            free(t);
+            cb(easy, result, arg);
+        }
+    }
+}
+
+static void on_socket_ready(evutil_socket_t fd, short what, void *arg)
+{
+    struct gw_curlev *m = arg;
+    int action = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
+                 ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+    int still;
+    curl_multi_socket_action(m->multi, fd, action, &still);
+    check_done(m);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_curlev *m = arg;
+    int still;
+    curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+    check_done(m);
+}
+
+static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    (void)easy;
+    struct gw_curlev *m = userp;
+    struct event *ev = socketp;
+    if (what == CURL_POLL_REMOVE) {
+        if (ev) {
+            event_free(ev);
+            curl_multi_assign(m->multi, s, NULL);
+        }
+        return 0;
+    }
+    short kind = EV_PERSIST | ((what & CURL_POLL_IN) ? EV_READ : 0) |
+                 ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
+    if (ev) {
+        event_del(ev);
+        event_assign(ev, m->base, s, kind, on_socket_ready, m);
+    } else {
+        ev = event_new(m->base, s, kind, on_socket_ready, m);
+        if (!ev)
+            return -1;
+        curl_multi_assign(m->multi, s, ev);
+    }
+    event_add(ev, NULL);
+    return 0;
+}
+
+static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    (void)multi;
+    struct gw_curlev *m = userp;
+    if (timeout_ms < 0) {
+        evtimer_del(m->timer);
+        return 0;
+    }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(m->timer, &tv);
+    return 0;
+}
+
+struct gw_curlev *gw_curlev_new(struct event_base *base)
+{
+    struct gw_curlev *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->base = base;
+    m->multi = curl_multi_init();
+    m->timer = evtimer_new(base, on_timeout, m);
+    if (!m->multi || !m->timer) {
+        gw_curlev_free(m);
+        return NULL;
+    }
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
+    /* Keep enough idle upstream connections for a busy loop to reuse. */
+    curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, 1024L);
+    return m;
+}
+
+void gw_curlev_free(struct gw_curlev *m)
+{
+    if (!m)
+        return;
+    while (m->transfers)
+        gw_curlev_remove(m, m->transfers->easy);
+    if (m->multi)
+        curl_multi_cleanup(m->multi);
+    if (m->timer)
+        event_free(m->timer);
+    free(m);
+}
+
+int gw_curlev_add(struct gw_curlev *m, CURL *easy, gw_curlev_done_cb cb, void *arg)
+{
+    struct transfer *t = malloc(sizeof(*t));
+    if (!t)
+        return GW_ENOMEM;
+    t->cb = cb;
+    t->arg = arg;
+    t->easy = easy;
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
+    if (curl_multi_add_handle(m->multi, easy) != CURLM_OK) {
+        curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+        free(t);
+        return GW_EINVAL;
+    }
+    t->prev = NULL;
+    t->next = m->transfers;
+    if (m->transfers)
+        m->transfers->prev = t;
+    m->transfers = t;
+    m->running++;
+    return GW_OK;
+}
+
+void gw_curlev_remove(struct gw_curlev *m, CURL *easy)
+{
+    struct transfer *t = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
+    if (!t)
+        return;
+    curl_multi_remove_handle(m->multi, easy);
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+    unlink_transfer(m, t);
+    free(t);
+}
+
+size_t gw_curlev_running(const struct gw_curlev *m)
+{
+    return m->running;
+}

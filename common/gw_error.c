@@ -1,0 +1,16 @@
+#include "gw_error.h"
+
+const char *gw_strerror(int code)
+{
+    switch (code) {
+    case GW_OK: return "ok";
+    case GW_EAGAIN: return "again";
+    case GW_ENOMEM: return "out of memory";
+    case GW_EINVAL: return "invalid argument";
+    case GW_ELIMIT: return "limit exceeded";
+    case GW_ECLOSED: return "closed";
+    case GW_EIO: return "i/o error";
+    case GW_ENOTFOUND: return "not found";
+    default: return "unknown error";
+    }
+}

@@ -1,0 +1,824 @@
+/*
+ * HTTP/1.1 server on bufferevents. See gw_http.h for the contract.
+ *
+ * A connection moves HEAD -> BODY -> ACTIVE -> HEAD ... A request becomes
+ * ACTIVE when its body is complete; the owner then ends it. While a request
+ * is active the connection keeps reading (so a client that goes away is
+ * noticed at once) but does not parse further requests; pipelined bytes
+ * wait in the input buffer, bounded by a read high-watermark.
+ *
+ * Frees are deferred while the connection is inside its own processing
+ * loop (the handler may end the request synchronously, or abort it), so no
+ * frame ever touches a freed connection.
+ */
+#include "gw_http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gw_buf.h"
+#include "gw_time.h"
+
+#define MAX_HEADERS 100
+
+enum conn_state { C_HEAD, C_BODY, C_ACTIVE };
+
+struct header {
+    char *name;
+    char *value;
+};
+
+struct conn;
+
+struct gw_http_req {
+    struct conn *conn;      /* NULL once the client connection is gone */
+    struct gw_http_server *srv;
+    struct gw_pool *pool;
+    char *method;
+    char *path;
+    char *query;
+    struct header hdrs[MAX_HEADERS];
+    size_t nhdrs;
+    char *body;
+    size_t body_len;
+    int64_t start_us;
+    int keepalive;
+    int started;
+    int gone;               /* the client left; writes fail */
+    gw_http_req_cb close_cb;
+    void *close_arg;
+    gw_http_req_cb drain_cb;
+    void *drain_arg;
+    size_t low_water;
+    struct gw_buf extra;    /* response headers added by the owner */
+    char peer[INET6_ADDRSTRLEN];
+};
+
+struct conn {
+    struct gw_http_server *srv;
+    struct bufferevent *bev;
+    struct conn *prev, *next;
+    enum conn_state state;
+    struct gw_http_req *req;  /* parsing (HEAD/BODY) or owned (ACTIVE) */
+    size_t body_need;
+    int in_process;
+    int doomed;               /* free at the end of processing */
+    int closing;              /* close once output is flushed */
+    int rejecting;            /* the current request is a refusal */
+    int lingering;            /* refusal sent: discard input until EOF */
+    size_t discarded;
+    char peer[INET6_ADDRSTRLEN];
+};
+
+struct gw_http_server {
+    struct event_base *base;
+    struct evconnlistener *listener;
+    struct gw_http_server_opts o;
+    struct conn *conns;
+    size_t nconns;
+    size_t active;
+    int draining;
+};
+
+static void conn_process(struct conn *c);
+static void conn_free(struct conn *c);
+
+/* ---------------------------------------------------------------- listen */
+
+int gw_http_listen(const char *host, int port, int reuseport, int *bound_port)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    char portstr[16];
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    if (getaddrinfo(host, portstr, &hints, &res) != 0 || !res)
+        return GW_EINVAL;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(res);
+        return GW_EIO;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+        freeaddrinfo(res);
+        close(fd);
+        return GW_EIO;
+    }
+    freeaddrinfo(res);
+    if (bound_port) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET)
+                *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            else
+                *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+    }
+    return fd;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static struct gw_http_req *req_new(struct conn *c)
+{
+    struct gw_pool *pool = gw_pool_new(4096);
+    if (!pool)
+        return NULL;
+    struct gw_http_req *r = gw_pool_calloc(pool, sizeof(*r));
+    if (!r) {
+        gw_pool_free(pool);
+        return NULL;
+    }
+    r->pool = pool;
+    r->conn = c;
+    r->srv = c->srv;
+    r->keepalive = 1;
+    gw_buf_init(&r->extra, 16384);
+    memcpy(r->peer, c->peer, sizeof(r->peer));
+    return r;
+}
+
+static void req_free(struct gw_http_req *r)
+{
+    gw_buf_free(&r->extra);
+    gw_pool_free(r->pool);
+}
+
+const char *gw_http_req_method(const struct gw_http_req *r) { return r->method; }
+const char *gw_http_req_path(const struct gw_http_req *r) { return r->path; }
+const char *gw_http_req_query(const struct gw_http_req *r) { return r->query; }
+struct gw_pool *gw_http_req_pool(struct gw_http_req *r) { return r->pool; }
+int64_t gw_http_req_start_us(const struct gw_http_req *r) { return r->start_us; }
+const char *gw_http_req_peer(const struct gw_http_req *r) { return r->peer; }
+int gw_http_started(const struct gw_http_req *r) { return r->started; }
+
+const char *gw_http_req_header(const struct gw_http_req *r, const char *name)
+{
+    for (size_t i = 0; i < r->nhdrs; i++)
+        if (strcasecmp(r->hdrs[i].name, name) == 0)
+            return r->hdrs[i].value;
+    return NULL;
+}
+
+const char *gw_http_req_body(const struct gw_http_req *r, size_t *len)
+{
+    if (len)
+        *len = r->body_len;
+    return r->body ? r->body : "";
+}
+
+void gw_http_req_on_close(struct gw_http_req *r, gw_http_req_cb cb, void *arg)
+{
+    r->close_cb = cb;
+    r->close_arg = arg;
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static int is_tchar(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') || strchr("!#$%&'*+-.^_`|~", ch);
+}
+
+/* Parses the request line and headers in place (buf is pool memory ending
+ * in "\r\n\r\n" plus a NUL). Returns 0 or a status code to refuse with. */
+static int parse_head(struct gw_http_req *r, char *buf, const char **why)
+{
+    char *line = buf;
+    char *eol = strstr(line, "\r\n");
+    *eol = '\0';
+    char *sp1 = strchr(line, ' ');
+    char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+    if (!sp1 || !sp2 || sp1 == line || sp2 == sp1 + 1) {
+        *why = "malformed request line";
+        return 400;
+    }
+    *sp1 = *sp2 = '\0';
+    r->method = line;
+    for (char *m = r->method; *m; m++)
+        if (!is_tchar((unsigned char)*m)) {
+            *why = "malformed method";
+            return 400;
+        }
+    const char *ver = sp2 + 1;
+    if (strcmp(ver, "HTTP/1.1") == 0)
+        r->keepalive = 1;
+    else if (strcmp(ver, "HTTP/1.0") == 0)
+        r->keepalive = 0;
+    else {
+        *why = "unsupported HTTP version";
+        return 505;
+    }
+    int http10 = !r->keepalive;
+    r->path = sp1 + 1;
+    char *q = strchr(r->path, '?');
+    if (q) {
+        *q = '\0';
+        r->query = q + 1;
+    } else {
+        r->query = "";
+    }
+    for (line = eol + 2; *line && !(line[0] == '\r' && line[1] == '\n');) {
+        eol = strstr(line, "\r\n");
+        *eol = '\0';
+        if (*line == ' ' || *line == '\t') {
+            *why = "obsolete header folding";
+            return 400;
+        }
+        char *colon = strchr(line, ':');
+        if (!colon || colon == line) {
+            *why = "malformed header line";
+            return 400;
+        }
+        *colon = '\0';
+        for (char *n = line; *n; n++)
+            if (!is_tchar((unsigned char)*n)) {
+                *why = "malformed header name";
+                return 400;
+            }
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        char *end = v + strlen(v);
+        while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+            *--end = '\0';
+        if (r->nhdrs == MAX_HEADERS) {
+            *why = "too many headers";
+            return 431;
+        }
+        r->hdrs[r->nhdrs].name = line;
+        r->hdrs[r->nhdrs].value = v;
+        r->nhdrs++;
+        line = eol + 2;
+    }
+    const char *conn = gw_http_req_header(r, "connection");
+    if (conn) {
+        if (strcasestr(conn, "close"))
+            r->keepalive = 0;
+        else if (http10 && strcasestr(conn, "keep-alive"))
+            r->keepalive = 1;
+    }
+    return 0;
+}
+
+/* Strict Content-Length: digits only, every copy equal. -1 when invalid,
+ * -2 when absent. */
+static long long content_length(const struct gw_http_req *r)
+{
+    long long cl = -2;
+    for (size_t i = 0; i < r->nhdrs; i++) {
+        if (strcasecmp(r->hdrs[i].name, "content-length") != 0)
+            continue;
+        const char *v = r->hdrs[i].value;
+        if (!*v || strlen(v) > 18)
+            return -1;
+        long long n = 0;
+        for (; *v; v++) {
+            if (*v < '0' || *v > '9')
+                return -1;
+            n = n * 10 + (*v - '0');
+        }
+        if (cl != -2 && cl != n)
+            return -1;
+        cl = n;
+    }
+    return cl;
+}
+
+/* ---------------------------------------------------------------- responses */
+
+const char *gw_http_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 402: return "Payment Required";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Entity";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 499: return "Client Closed Request";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    case 529: return "Overloaded";
+    default: return "Unknown";
+    }
+}
+
+int gw_http_add_header(struct gw_http_req *r, const char *name, const char *value)
+{
+    if (r->started)
+        return GW_EINVAL;
+    /* Refuse CR/LF so a value taken from upstream cannot split the head. */
+    if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+        return GW_EINVAL;
+    return gw_buf_printf(&r->extra, "%s: %s\r\n", name, value);
+}
+
+static void write_head(struct gw_http_req *r, struct evbuffer *out, int status,
+                       const char *ctype, long long clen)
+{
+    struct conn *c = r->conn;
+    if (c->srv->draining)
+        r->keepalive = 0;
+    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, gw_http_reason(status));
+    if (ctype)
+        evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
+    if (clen >= 0)
+        evbuffer_add_printf(out, "Content-Length: %lld\r\n", clen);
+    else
+        evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+    if (r->extra.len)
+        evbuffer_add(out, r->extra.data, r->extra.len);
+    if (!r->keepalive)
+        evbuffer_add(out, "Connection: close\r\n", 19);
+    evbuffer_add(out, "\r\n", 2);
+    r->started = 1;
+}
+
+/* Ends the request: frees it, and moves its connection on (next request,
+ * or close once flushed). */
+static void end_request(struct gw_http_req *r, int abort_conn)
+{
+    struct conn *c = r->conn;
+    struct gw_http_server *srv = r->srv;
+    int was_active = c ? (c->state == C_ACTIVE && c->req == r) : 1;
+    int keepalive = r->keepalive && !abort_conn;
+    if (was_active && srv->active > 0)
+        srv->active--;
+    req_free(r);
+    if (!c)
+        return;
+    c->req = NULL;
+    if (abort_conn) {
+        conn_free(c);
+        return;
+    }
+    if (!keepalive || c->rejecting || srv->draining) {
+        c->closing = 1;
+        /* After a refusal the client may still be sending the body we
+         * refused; closing with unread input would reset the connection
+         * and lose our answer, so read and discard it for a while. */
+        c->lingering = c->rejecting;
+        if (!c->lingering)
+            bufferevent_disable(c->bev, EV_READ);
+        bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+        bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+            bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS |
+                                BEV_TRIG_IGNORE_WATERMARKS);
+        return;
+    }
+    c->state = C_HEAD;
+    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+    struct timeval tv = {srv->o.idle_timeout_ms / 1000,
+                         (srv->o.idle_timeout_ms % 1000) * 1000};
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    bufferevent_enable(c->bev, EV_READ);
+    /* A pipelined request may already be buffered: run the read callback
+     * from the loop, never from inside the owner's call. */
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+}
+
+void gw_http_respond(struct gw_http_req *r, int status, const char *ctype,
+                     const char *body, size_t len)
+{
+    /* Answering a request whose chunked response already started is a
+     * caller bug: the only safe end is to cut the connection. */
+    int misuse = r->started && !r->gone;
+    if (r->conn && !r->gone && !r->started) {
+        struct evbuffer *out = bufferevent_get_output(r->conn->bev);
+        write_head(r, out, status, ctype, (long long)len);
+        if (len)
+            evbuffer_add(out, body, len);
+    }
+    end_request(r, misuse);
+}
+
+int gw_http_start(struct gw_http_req *r, int status, const char *ctype)
+{
+    if (!r->conn || r->gone)
+        return GW_ECLOSED;
+    if (r->started)
+        return GW_EINVAL;
+    write_head(r, bufferevent_get_output(r->conn->bev), status, ctype, -1);
+    return GW_OK;
+}
+
+int gw_http_write(struct gw_http_req *r, const void *data, size_t len)
+{
+    if (!r->conn || r->gone)
+        return GW_ECLOSED;
+    if (!r->started)
+        return GW_EINVAL;
+    if (len == 0)
+        return GW_OK;
+    struct evbuffer *out = bufferevent_get_output(r->conn->bev);
+    evbuffer_add_printf(out, "%zx\r\n", len);
+    evbuffer_add(out, data, len);
+    evbuffer_add(out, "\r\n", 2);
+    return GW_OK;
+}
+
+size_t gw_http_pending(const struct gw_http_req *r)
+{
+    if (!r->conn || r->gone)
+        return 0;
+    return evbuffer_get_length(bufferevent_get_output(r->conn->bev));
+}
+
+void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb,
+                      void *arg)
+{
+    r->drain_cb = cb;
+    r->drain_arg = arg;
+    r->low_water = low_water;
+    if (r->conn && !r->gone) {
+        bufferevent_setwatermark(r->conn->bev, EV_WRITE, low_water, 0);
+        if (gw_http_pending(r) <= low_water)
+            bufferevent_trigger(r->conn->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS |
+                                BEV_TRIG_IGNORE_WATERMARKS);
+    }
+}
+
+void gw_http_finish(struct gw_http_req *r)
+{
+    if (r->conn && !r->gone && r->started)
+        evbuffer_add(bufferevent_get_output(r->conn->bev), "0\r\n\r\n", 5);
+    end_request(r, r->started ? 0 : 1);
+}
+
+void gw_http_abort(struct gw_http_req *r)
+{
+    end_request(r, 1);
+}
+
+/* ---------------------------------------------------------------- refusals */
+
+static void default_reject(struct gw_http_req *r, int status, const char *code,
+                           const char *message, void *arg)
+{
+    (void)arg;
+    char body[512];
+    int n = snprintf(body, sizeof(body),
+                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
+                     "\"code\":\"%s\"}}",
+                     message, code);
+    gw_http_respond(r, status, "application/json", body,
+                    n > 0 && (size_t)n < sizeof(body) ? (size_t)n : 0);
+}
+
+/* Refuses the request being parsed; the connection closes after the answer
+ * because the rest of the input can no longer be framed. */
+static void reject(struct conn *c, int status, const char *code, const char *msg)
+{
+    struct gw_http_req *r = c->req;
+    if (!r->method)
+        r->method = "";
+    if (!r->path)
+        r->path = "";
+    if (!r->query)
+        r->query = "";
+    r->keepalive = 0;
+    c->rejecting = 1;
+    c->state = C_ACTIVE;
+    c->srv->active++;
+    gw_http_reject_cb cb = c->srv->o.reject ? c->srv->o.reject : default_reject;
+    cb(r, status, code, msg, c->srv->o.arg);
+}
+
+/* ---------------------------------------------------------------- connection */
+
+static int read_head(struct conn *c, struct evbuffer *in)
+{
+    struct gw_http_server *srv = c->srv;
+    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+    if (end.pos < 0) {
+        if (evbuffer_get_length(in) > srv->o.max_header_bytes) {
+            if (!(c->req = req_new(c)))
+                return -1;
+            reject(c, 431, "headers_too_large", "request headers too large");
+            return -1;
+        }
+        return 0;
+    }
+    /* Tolerate stray CRLFs between pipelined requests (RFC 9112 2.2). */
+    size_t hlen = (size_t)end.pos + 4;
+    if (hlen > srv->o.max_header_bytes + 4) {
+        if (!(c->req = req_new(c)))
+            return -1;
+        reject(c, 431, "headers_too_large", "request headers too large");
+        return -1;
+    }
+    if (!(c->req = req_new(c)))
+        return -1;
+    struct gw_http_req *r = c->req;
+    char *head = gw_pool_alloc(r->pool, hlen + 1);
+    if (!head)
+        return -1;
+    evbuffer_remove(in, head, hlen);
+    head[hlen] = '\0';
+    char *start = head;
+    while (start[0] == '\r' && start[1] == '\n')
+        start += 2;
+    if (!*start) {
+        req_free(r);
+        c->req = NULL;
+        return 1; /* only blank lines: keep reading */
+    }
+    r->start_us = gw_now_us();
+    const char *why = NULL;
+    int st = parse_head(r, start, &why);
+    if (st) {
+        reject(c, st, "invalid_http", why);
+        return -1;
+    }
+    if (gw_http_req_header(r, "transfer-encoding")) {
+        reject(c, 411, "length_required",
+               "chunked request bodies are not supported: send Content-Length");
+        return -1;
+    }
+    long long cl = content_length(r);
+    if (cl == -1) {
+        reject(c, 400, "invalid_http", "invalid Content-Length");
+        return -1;
+    }
+    if (cl < 0)
+        cl = 0;
+    if ((unsigned long long)cl > srv->o.max_body_bytes) {
+        char *msg = gw_pool_printf(r->pool,
+                                   "request body of %lld bytes exceeds the limit of %zu bytes",
+                                   cl, srv->o.max_body_bytes);
+        reject(c, 413, "request_too_large", msg ? msg : "request body too large");
+        return -1;
+    }
+    c->body_need = (size_t)cl;
+    const char *expect = gw_http_req_header(r, "expect");
+    if (expect && strcasecmp(expect, "100-continue") == 0 &&
+        evbuffer_get_length(in) < c->body_need)
+        evbuffer_add(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    c->state = C_BODY;
+    return 1;
+}
+
+static int read_body(struct conn *c, struct evbuffer *in)
+{
+    if (evbuffer_get_length(in) < c->body_need)
+        return 0;
+    struct gw_http_req *r = c->req;
+    r->body = gw_pool_alloc(r->pool, c->body_need + 1);
+    if (!r->body)
+        return -1;
+    evbuffer_remove(in, r->body, c->body_need);
+    r->body[c->body_need] = '\0';
+    r->body_len = c->body_need;
+    c->state = C_ACTIVE;
+    c->srv->active++;
+    /* While the owner works, stop the idle timer; bound pipelined input. */
+    bufferevent_set_timeouts(c->bev, NULL, NULL);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, c->srv->o.max_header_bytes);
+    c->srv->o.handler(r, c->srv->o.arg);
+    return 1;
+}
+
+static void conn_process(struct conn *c)
+{
+    c->in_process = 1;
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    int rc = 1;
+    while (rc > 0 && !c->doomed && !c->closing) {
+        if (c->state == C_HEAD)
+            rc = read_head(c, in);
+        else if (c->state == C_BODY)
+            rc = read_body(c, in);
+        else
+            break;
+    }
+    c->in_process = 0;
+    if (rc < 0 && !c->doomed && c->state != C_ACTIVE && !c->closing)
+        c->doomed = 1;  /* allocation failure: nothing else to do */
+    if (c->doomed)
+        conn_free(c);
+}
+
+static void conn_free(struct conn *c)
+{
+    if (c->in_process) {
+        c->doomed = 1;
+        return;
+    }
+    struct gw_http_server *srv = c->srv;
+    struct gw_http_req *r = c->req;
+    c->req = NULL;
+    if (r) {
+        if (c->state == C_ACTIVE) {
+            /* The owner still holds it: detach and tell it. */
+            r->conn = NULL;
+            r->gone = 1;
+        } else {
+            req_free(r);
+            r = NULL;
+        }
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->nconns--;
+    bufferevent_free(c->bev);
+    free(c);
+    if (r && r->close_cb) {
+        gw_http_req_cb cb = r->close_cb;
+        r->close_cb = NULL;
+        cb(r, r->close_arg);
+    }
+}
+
+#define LINGER_MAX_BYTES (64u << 20)
+#define LINGER_MS 2000
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    if (c->lingering) {
+        struct evbuffer *in = bufferevent_get_input(bev);
+        c->discarded += evbuffer_get_length(in);
+        evbuffer_drain(in, evbuffer_get_length(in));
+        if (c->discarded > LINGER_MAX_BYTES)
+            conn_free(c);
+        return;
+    }
+    if (c->state != C_ACTIVE && !c->closing)
+        conn_process(c);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    if (c->closing) {
+        if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+            return;
+        if (!c->lingering) {
+            conn_free(c);
+            return;
+        }
+        /* Answer flushed: half-close, then wait for the client's EOF. */
+        shutdown(bufferevent_getfd(bev), SHUT_WR);
+        struct timeval tv = {LINGER_MS / 1000, (LINGER_MS % 1000) * 1000};
+        bufferevent_set_timeouts(bev, &tv, NULL);
+        bufferevent_enable(bev, EV_READ);
+        return;
+    }
+    struct gw_http_req *r = c->req;
+    if (r && c->state == C_ACTIVE && r->drain_cb &&
+        evbuffer_get_length(bufferevent_get_output(bev)) <= r->low_water) {
+        gw_http_req_cb cb = r->drain_cb;
+        r->drain_cb = NULL;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        cb(r, r->drain_arg);
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    struct conn *c = arg;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+        conn_free(c);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+                      struct sockaddr *sa, int salen, void *arg)
+{
+    (void)l;
+    (void)salen;
+    struct gw_http_server *srv = arg;
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
+    c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->bev) {
+        close(fd);
+        free(c);
+        return;
+    }
+    c->srv = srv;
+    c->state = C_HEAD;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+    struct timeval tv = {srv->o.idle_timeout_ms / 1000,
+                         (srv->o.idle_timeout_ms % 1000) * 1000};
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+/* ---------------------------------------------------------------- server */
+
+struct gw_http_server *gw_http_server_new(struct event_base *base, int fd,
+                                          const struct gw_http_server_opts *o)
+{
+    struct gw_http_server *srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return NULL;
+    srv->base = base;
+    srv->o = *o;
+    if (!srv->o.max_header_bytes)
+        srv->o.max_header_bytes = 32 * 1024;
+    if (!srv->o.max_body_bytes)
+        srv->o.max_body_bytes = 4 * 1024 * 1024;
+    if (!srv->o.idle_timeout_ms)
+        srv->o.idle_timeout_ms = 60000;
+    srv->listener = evconnlistener_new(base, on_accept, srv, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+    if (!srv->listener) {
+        free(srv);
+        return NULL;
+    }
+    return srv;
+}
+
+void gw_http_server_drain(struct gw_http_server *srv)
+{
+    if (srv->draining)
+        return;
+    srv->draining = 1;
+    if (srv->listener) {
+        evconnlistener_free(srv->listener);
+        srv->listener = NULL;
+    }
+    struct conn *c = srv->conns;
+    while (c) {
+        struct conn *next = c->next;
+        if (c->state != C_ACTIVE && !c->closing)
+            conn_free(c);
+        c = next;
+    }
+}
+
+size_t gw_http_server_active(const struct gw_http_server *srv) { return srv->active; }
+size_t gw_http_server_connections(const struct gw_http_server *srv) { return srv->nconns; }
+
+void gw_http_server_free(struct gw_http_server *srv)
+{
+    if (!srv)
+        return;
+    if (srv->listener)
+        evconnlistener_free(srv->listener);
+    while (srv->conns)
+        conn_free(srv->conns);
+    free(srv);
+}

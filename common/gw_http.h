@@ -1,0 +1,149 @@
+/*
+ * gw_http: a small HTTP/1.1 server on libevent bufferevents.
+ *
+ * Every llmgw daemon and the mock provider serve HTTP through this module.
+ * It is written for a proxy's needs rather than a web server's: bounded
+ * header and body sizes (an oversized body is refused before it is read),
+ * keep-alive, Expect: 100-continue, responses that are either complete
+ * (Content-Length) or streamed (chunked), early notice when the client goes
+ * away, and write-side backpressure so a slow client can pause an upstream.
+ *
+ * One gw_http_server lives on one event loop and is used from that loop's
+ * thread only. Several servers (one per thread) may share a port through
+ * SO_REUSEPORT: see gw_http_listen().
+ *
+ * Request lifetime: the server parses a request, then calls the handler.
+ * From then on the caller owns the request and must end it exactly once with
+ * gw_http_respond(), gw_http_finish() or gw_http_abort(); each of those
+ * releases the request (the pointer is invalid afterwards). If the client
+ * disconnects first, the close callback set with gw_http_req_on_close() runs
+ * once (never from inside a gw_http_* call made by the owner); the owner then
+ * still ends the request, and writes in between fail with GW_ECLOSED.
+ */
+#ifndef GW_HTTP_H
+#define GW_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_error.h"
+#include "gw_pool.h"
+
+struct event_base;
+struct gw_http_server;
+struct gw_http_req;
+
+typedef void (*gw_http_handler_cb)(struct gw_http_req *req, void *arg);
+typedef void (*gw_http_req_cb)(struct gw_http_req *req, void *arg);
+
+/*
+ * Called when a request is refused before the handler sees it (oversized
+ * body: 413, malformed request line or headers: 400, unsupported transfer
+ * encoding: 411/501). The callback must answer with gw_http_respond(); the
+ * connection is closed after that answer. NULL gives a plain JSON body.
+ */
+typedef void (*gw_http_reject_cb)(struct gw_http_req *req, int status,
+                                  const char *code, const char *message,
+                                  void *arg);
+
+struct gw_http_server_opts {
+    gw_http_handler_cb handler;
+    gw_http_reject_cb reject;   /* may be NULL */
+    void *arg;                  /* passed to handler and reject */
+    size_t max_header_bytes;    /* 0: 32 KiB */
+    size_t max_body_bytes;      /* 0: 4 MiB */
+    int idle_timeout_ms;        /* keep-alive idle close; 0: 60 s */
+};
+
+/*
+ * Opens a listening TCP socket on host:port (port 0 picks one), non-blocking,
+ * with SO_REUSEADDR and, when reuseport is set, SO_REUSEPORT. Returns the fd
+ * (>= 0) or a negative GW_E code. *bound_port receives the actual port.
+ */
+int gw_http_listen(const char *host, int port, int reuseport, int *bound_port)
+    __attribute__((warn_unused_result));
+
+/*
+ * Creates a server accepting on the listening fd `fd` (the server owns and
+ * closes it). Returns NULL on allocation failure.
+ */
+struct gw_http_server *gw_http_server_new(struct event_base *base, int fd,
+                                          const struct gw_http_server_opts *o);
+
+/*
+ * Drain mode: close the listener, close idle keep-alive connections, and
+ * close each remaining connection when its current response ends.
+ */
+void gw_http_server_drain(struct gw_http_server *srv);
+
+/* Requests handed to the handler and not yet ended. */
+size_t gw_http_server_active(const struct gw_http_server *srv);
+
+/* Open client connections (idle ones included). */
+size_t gw_http_server_connections(const struct gw_http_server *srv);
+
+/* Closes every connection at once and frees the server. Active requests
+ * get their close callback first, so owners can release upstream work. */
+void gw_http_server_free(struct gw_http_server *srv);
+
+/* ---- request accessors (valid until the request is ended) ---- */
+
+const char *gw_http_req_method(const struct gw_http_req *req);
+/* The path without the query string. */
+const char *gw_http_req_path(const struct gw_http_req *req);
+/* The query string without '?', or "" */
+const char *gw_http_req_query(const struct gw_http_req *req);
+/* Case-insensitive lookup; NULL when absent. */
+const char *gw_http_req_header(const struct gw_http_req *req, const char *name);
+/* The body (NUL-terminated for convenience; len excludes the NUL). */
+const char *gw_http_req_body(const struct gw_http_req *req, size_t *len);
+/* The request's pool: freed when the request ends. */
+struct gw_pool *gw_http_req_pool(struct gw_http_req *req);
+/* Microseconds (CLOCK_MONOTONIC) when the request's headers were complete. */
+int64_t gw_http_req_start_us(const struct gw_http_req *req);
+/* Peer address as text ("127.0.0.1"). */
+const char *gw_http_req_peer(const struct gw_http_req *req);
+
+/* The client went away before the request ended. Runs at most once. */
+void gw_http_req_on_close(struct gw_http_req *req, gw_http_req_cb cb, void *arg);
+
+/* ---- responses ---- */
+
+/* Adds a response header (before the response starts). Both strings are
+ * copied. Returns GW_EINVAL after the response started. */
+int gw_http_add_header(struct gw_http_req *req, const char *name,
+                       const char *value);
+
+/* A complete response with Content-Length. Ends the request. */
+void gw_http_respond(struct gw_http_req *req, int status,
+                     const char *content_type, const char *body, size_t len);
+
+/* Starts a chunked response. Returns 0 or GW_ECLOSED. */
+int gw_http_start(struct gw_http_req *req, int status, const char *content_type)
+    __attribute__((warn_unused_result));
+
+/* Appends one chunk (len 0 is a no-op). Returns 0 or GW_ECLOSED. */
+int gw_http_write(struct gw_http_req *req, const void *data, size_t len)
+    __attribute__((warn_unused_result));
+
+/* Bytes queued for the client and not yet written to the socket. */
+size_t gw_http_pending(const struct gw_http_req *req);
+
+/* Calls cb once, when pending output falls to low_water or below (at once,
+ * from the event loop, if it already is). Backpressure for streaming. */
+void gw_http_on_drain(struct gw_http_req *req, size_t low_water,
+                      gw_http_req_cb cb, void *arg);
+
+/* Ends a chunked response with the terminating chunk. Ends the request. */
+void gw_http_finish(struct gw_http_req *req);
+
+/* Ends the request by closing the connection at once (a chunked response is
+ * left without its terminator, which clients see as an error). */
+void gw_http_abort(struct gw_http_req *req);
+
+/* True once the response head has been queued. */
+int gw_http_started(const struct gw_http_req *req);
+
+const char *gw_http_reason(int status);
+
+#endif

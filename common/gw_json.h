@@ -1,0 +1,37 @@
+/*
+ * gw_json: small helpers over jansson used on every request path: typed
+ * lookups that never crash on a wrong type, JSON string escaping into a
+ * bounded buffer (for answers built by hand on hot paths), and the OpenAI
+ * error body every facade answers with.
+ */
+#ifndef GW_JSON_H
+#define GW_JSON_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "gw_buf.h"
+
+/* The string at obj[key], or NULL when obj is not an object, the key is
+ * absent, or the value is not a string. The result is owned by obj. */
+const char *gw_json_str(const json_t *obj, const char *key);
+/* obj[key] as an integer into *out; GW_ENOTFOUND when absent or null,
+ * GW_EINVAL when not an integer. */
+int gw_json_int(const json_t *obj, const char *key, long long *out);
+/* obj[key] as a boolean; def when absent or null; GW_EINVAL when another
+ * type (returned through *err when err is not NULL). */
+int gw_json_bool(const json_t *obj, const char *key, int def, int *err);
+
+/* Appends s (n bytes) as a quoted JSON string, escaping as RFC 8259 needs.
+ * Invalid UTF-8 bytes are replaced with U+FFFD, so the output always
+ * parses. Returns 0 or GW_ELIMIT/GW_ENOMEM. */
+int gw_json_escape(struct gw_buf *b, const char *s, size_t n)
+    __attribute__((warn_unused_result));
+
+/* Renders an OpenAI-style error body:
+ *   {"error":{"message":M,"type":T,"param":P|null,"code":C|null}}
+ * into a malloc'd NUL-terminated string (caller frees), or NULL. */
+char *gw_json_error_body(const char *message, const char *type,
+                         const char *param, const char *code, size_t *len);
+
+#endif

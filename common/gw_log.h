@@ -1,0 +1,31 @@
+/*
+ * gw_log: one JSON object per line. Diagnostics go to stderr, access logs to
+ * their own stream. A line is written with a single write(2) so lines from
+ * several threads never interleave. Callers pass fields, never free text
+ * built from request content: prompt and completion text must never reach a
+ * log (ARCHITECTURE invariant 7).
+ */
+#ifndef GW_LOG_H
+#define GW_LOG_H
+
+#include <jansson.h>
+
+enum gw_log_level { GW_LOG_DEBUG, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR };
+
+/* Minimum level written to stderr (default INFO; env LLMGW_LOG_LEVEL). */
+void gw_log_set_level(enum gw_log_level level);
+/* Where access lines go: a path, or "-" for stdout. 0 or GW_EIO. */
+int gw_log_open_access(const char *path) __attribute__((warn_unused_result));
+
+/* Writes {"ts":...,"level":...,"msg":msg, ...fields} to stderr and takes
+ * ownership of fields (may be NULL). */
+void gw_log(enum gw_log_level level, const char *msg, json_t *fields);
+/* Writes fields plus ts and "msg":"access" to the access stream; steals fields. */
+void gw_log_access(json_t *fields);
+/* Writes obj as one line to fd; steals obj. Used for the "listening" line. */
+void gw_log_line_fd(int fd, json_t *obj);
+
+/* Convenience: gw_log(level, msg, json_pack(fmt, ...)). */
+#define gw_logf(level, msg, ...) gw_log((level), (msg), json_pack(__VA_ARGS__))
+
+#endif

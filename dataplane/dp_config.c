@@ -1,0 +1,133 @@
+#include "dp_config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gw_error.h"
+
+static const char usage[] =
+    "usage: llmgw-dataplane --snapshot FILE [--listen HOST:PORT] [--threads N]\n"
+    "                       [--max-body-bytes N] [--drain-timeout-ms N] [--access-log FILE|-]\n"
+    "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_LISTEN,\n"
+    "LLMGW_THREADS, LLMGW_MAX_BODY_BYTES, LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG.\n";
+
+static int parse_num(const char *flag, const char *v, long long lo, long long hi,
+                     long long *out)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > hi) {
+        fprintf(stderr, "llmgw-dataplane: %s: '%s' is not an integer from %lld to %lld\n",
+                flag, v, lo, hi);
+        return GW_EINVAL;
+    }
+    *out = n;
+    return GW_OK;
+}
+
+static int parse_listen(struct dp_config *c, const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    long long port;
+    if (!colon || colon == v || (size_t)(colon - v) >= sizeof(c->host)) {
+        fprintf(stderr, "llmgw-dataplane: --listen: '%s' is not HOST:PORT\n", v);
+        return GW_EINVAL;
+    }
+    if (parse_num("--listen", colon + 1, 0, 65535, &port))
+        return GW_EINVAL;
+    size_t hl = (size_t)(colon - v);
+    const char *h = v;
+    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') { /* [::1]:8080 */
+        h++;
+        hl -= 2;
+    }
+    memcpy(c->host, h, hl);
+    c->host[hl] = '\0';
+    c->port = (int)port;
+    return GW_OK;
+}
+
+static int apply(struct dp_config *c, const char *flag, const char *v)
+{
+    long long n;
+    if (strcmp(flag, "--snapshot") == 0)
+        c->snapshot_path = v;
+    else if (strcmp(flag, "--listen") == 0)
+        return parse_listen(c, v);
+    else if (strcmp(flag, "--threads") == 0) {
+        if (parse_num(flag, v, 1, 256, &n))
+            return GW_EINVAL;
+        c->threads = (int)n;
+    } else if (strcmp(flag, "--max-body-bytes") == 0) {
+        if (parse_num(flag, v, 1024, 1LL << 30, &n))
+            return GW_EINVAL;
+        c->max_body_bytes = (size_t)n;
+    } else if (strcmp(flag, "--drain-timeout-ms") == 0) {
+        if (parse_num(flag, v, 0, 3600 * 1000, &n))
+            return GW_EINVAL;
+        c->drain_timeout_ms = (long)n;
+    } else if (strcmp(flag, "--access-log") == 0)
+        c->access_log = v;
+    else {
+        fprintf(stderr, "llmgw-dataplane: unknown flag '%s'\n%s", flag, usage);
+        return GW_EINVAL;
+    }
+    return GW_OK;
+}
+
+int dp_config_parse(struct dp_config *c, int argc, char **argv)
+{
+    static const char *const env[][2] = {
+        {"LLMGW_SNAPSHOT", "--snapshot"},
+        {"LLMGW_LISTEN", "--listen"},
+        {"LLMGW_THREADS", "--threads"},
+        {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
+        {"LLMGW_DRAIN_TIMEOUT_MS", "--drain-timeout-ms"},
+        {"LLMGW_ACCESS_LOG", "--access-log"},
+    };
+    memset(c, 0, sizeof(*c));
+    memcpy(c->host, "127.0.0.1", 10);
+    c->port = 8080;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = cores > 0 ? (int)cores : 1;
+    c->max_body_bytes = 4u << 20;
+    c->drain_timeout_ms = 30000;
+    c->access_log = "-";
+    for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+        const char *v = getenv(env[i][0]);
+        if (v && *v && apply(c, env[i][1], v))
+            return GW_EINVAL;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        const char *flag = argv[i];
+        const char *eq = strchr(flag, '=');
+        char name[64];
+        const char *v;
+        if (eq && (size_t)(eq - flag) < sizeof(name)) {
+            memcpy(name, flag, (size_t)(eq - flag));
+            name[eq - flag] = '\0';
+            flag = name;
+            v = eq + 1;
+        } else if (i + 1 < argc) {
+            v = argv[++i];
+        } else {
+            fprintf(stderr, "llmgw-dataplane: %s needs a value\n%s", flag, usage);
+            return GW_EINVAL;
+        }
+        if (apply(c, flag, v))
+            return GW_EINVAL;
+    }
+    if (!c->snapshot_path) {
+        fprintf(stderr, "llmgw-dataplane: --snapshot is required\n%s", usage);
+        return GW_EINVAL;
+    }
+    return GW_OK;
+}

@@ -1,0 +1,21 @@
+/* Data-plane settings from the command line and the environment. */
+#ifndef DP_CONFIG_H
+#define DP_CONFIG_H
+
+#include <stddef.h>
+
+struct dp_config {
+    const char *snapshot_path;
+    char host[256];
+    int port;
+    int threads;
+    size_t max_body_bytes;
+    long drain_timeout_ms;
+    const char *access_log;
+};
+
+/* Fills cfg from defaults, then LLMGW_* variables, then argv. Returns 0, or
+ * GW_EINVAL after printing a message naming the flag; 1 after --help. */
+int dp_config_parse(struct dp_config *cfg, int argc, char **argv);
+
+#endif

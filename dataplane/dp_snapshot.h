@@ -1,0 +1,109 @@
+/*
+ * dp_snapshot: the immutable configuration a data plane serves from:
+ * providers, routes with their ordered entries, and API keys (hashes only).
+ *
+ * The JSON shape is the one the control plane will push over its Watch
+ * stream (docs/dataplane.md); until then it is loaded from a file. A
+ * snapshot never changes once built. The current one is swapped atomically
+ * (dp_snapshot_publish); every request takes a reference at its start
+ * (dp_snapshot_acquire) and serves to its end from that one, so a reload in
+ * the middle of a stream never mixes two configurations.
+ *
+ * Credentials: a provider holds a credential_ref. In file mode "env:NAME"
+ * resolves from the environment at load; the plaintext lives only in this
+ * in-memory snapshot (ARCHITECTURE invariant 8), never in the file.
+ */
+#ifndef DP_SNAPSHOT_H
+#define DP_SNAPSHOT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "gw_pool.h"
+
+struct dp_provider {
+    const char *name;
+    const char *driver;          /* "openai" in this cut */
+    const char *base_url;        /* no trailing slash */
+    const char *credential_ref;  /* may be NULL */
+    const char *credential;      /* resolved, memory only; NULL if none */
+    const char **headers;        /* "Name: value" lines, nheaders of them */
+    size_t nheaders;
+    int enabled;
+    long first_byte_timeout_ms;
+    long idle_timeout_ms;
+};
+
+struct dp_route_entry {
+    const struct dp_provider *provider;
+    const char *model;
+};
+
+struct dp_route {
+    const char *name;
+    const char **aliases;
+    size_t naliases;
+    const char *capability;
+    const char *strategy;
+    struct dp_route_entry *entries;
+    size_t nentries;
+};
+
+struct dp_key {
+    const char *id;
+    char hash[65];               /* sha256 hex of the plaintext */
+    const char *status;          /* "active", "disabled", ... */
+    const char *team;
+};
+
+struct dp_snapshot {
+    long long version;
+    struct dp_provider *providers;
+    size_t nproviders;
+    struct dp_route *routes;
+    size_t nroutes;
+    struct dp_key *keys;
+    size_t nkeys;
+    struct gw_pool *pool;        /* owns everything above */
+    int refs;                    /* atomic */
+};
+
+/* What a selector resolved to. */
+struct dp_target {
+    const struct dp_route *route;       /* NULL for an exact provider/model */
+    const struct dp_provider *provider;
+    const char *model;
+};
+
+/*
+ * Builds a snapshot from JSON. On failure returns NULL and writes a message
+ * naming the offending field (e.g. "routes[0].entries[1].provider: no
+ * provider named 'x'") into err. The result has one reference.
+ */
+struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errlen);
+/* Reads and builds a snapshot file. */
+struct dp_snapshot *dp_snapshot_load(const char *path, char *err, size_t errlen);
+
+void dp_snapshot_ref(struct dp_snapshot *s);
+void dp_snapshot_unref(struct dp_snapshot *s);
+
+/* Process-wide current snapshot. publish takes over the caller's reference
+ * and drops the previous one's; acquire returns a new reference (or NULL
+ * before the first publish). Thread-safe. */
+void dp_snapshot_publish(struct dp_snapshot *s);
+struct dp_snapshot *dp_snapshot_acquire(void);
+
+/*
+ * Resolves a request's model selector: a route name or alias, else an
+ * exact "provider/model". Returns 0 and fills *t, GW_ENOTFOUND when nothing
+ * matches, or GW_EAGAIN when a route matches but none of its entries is
+ * enabled (t->route is set for the error message).
+ */
+int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector,
+                        struct dp_target *t);
+
+/* The key whose hash is sha256(plaintext), or NULL. */
+const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s,
+                                          const char *plaintext, size_t len);
+
+#endif

@@ -1,0 +1,266 @@
+#include "dp_worker.h"
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "dp_chat.h"
+#include "dp_snapshot.h"
+#include "gw_crypto.h"
+#include "gw_curlev.h"
+#include "gw_error.h"
+#include "gw_http.h"
+#include "gw_json.h"
+#include "gw_log.h"
+#include "gw_time.h"
+
+#define DRAIN_TICK_MS 50
+
+void dp_reply_error(struct gw_http_req *req, int status, const char *type, const char *param,
+                    const char *code, const char *message)
+{
+    size_t n = 0;
+    char *body = gw_json_error_body(message, type, param, code, &n);
+    gw_http_respond(req, status, "application/json", body ? body : "", body ? n : 0);
+    free(body);
+}
+
+/* A client's X-Request-Id is echoed only when it is short and plain, so it
+ * can go into headers and logs as is. */
+static int valid_request_id(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 0 && n <= 128 &&
+           s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")] ==
+               '\0';
+}
+
+static const char *request_id(struct dp_worker *w, struct gw_http_req *req)
+{
+    const char *given = gw_http_req_header(req, "x-request-id");
+    if (given && valid_request_id(given))
+        return given;
+    /* xorshift64* over a random seed: unique enough, and no syscall. */
+    uint64_t x = w->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    w->rng = x;
+    return gw_pool_printf(gw_http_req_pool(req), "req_%016llx%04x",
+                          (unsigned long long)(x * 0x2545F4914F6CDD1DULL),
+                          (unsigned)(++w->seq & 0xffff));
+}
+
+static void log_simple(struct gw_http_req *req, const char *id, int status, const char *code)
+{
+    json_t *f = json_pack("{s:s,s:s,s:s,s:i}", "request_id", id ? id : "", "method",
+                          gw_http_req_method(req), "path", gw_http_req_path(req), "status",
+                          status);
+    if (f && code)
+        json_object_set_new(f, "error_code", json_string(code));
+    gw_log_access(f);
+}
+
+static void error_and_log(struct gw_http_req *req, const char *id, int status, const char *type,
+                          const char *param, const char *code, const char *msg)
+{
+    /* Log first: replying ends the request and frees its strings. */
+    log_simple(req, id, status, code);
+    dp_reply_error(req, status, type, param, code, msg);
+}
+
+/* The API key from "Authorization: Bearer K" or "x-api-key: K". */
+static const char *presented_key(struct gw_http_req *req)
+{
+    const char *auth = gw_http_req_header(req, "authorization");
+    if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+        auth += 7;
+        while (*auth == ' ')
+            auth++;
+        return *auth ? auth : NULL;
+    }
+    const char *k = gw_http_req_header(req, "x-api-key");
+    return k && *k ? k : NULL;
+}
+
+static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s)
+{
+    json_t *data = json_array();
+    for (size_t i = 0; i < s->nroutes; i++) {
+        const struct dp_route *r = &s->routes[i];
+        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->name, "object",
+                                              "model", "created", 0, "owned_by", "llmgw"));
+        for (size_t j = 0; j < r->naliases; j++)
+            json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->aliases[j],
+                                                  "object", "model", "created", 0,
+                                                  "owned_by", "llmgw"));
+    }
+    json_t *o = json_pack("{s:s,s:o}", "object", "list", "data", data);
+    char *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    gw_http_respond(req, 200, "application/json", body ? body : "{}", body ? strlen(body) : 2);
+    free(body);
+}
+
+static void handle(struct gw_http_req *req, void *arg)
+{
+    struct dp_worker *w = arg;
+    const char *id = request_id(w, req);
+    (void)gw_http_add_header(req, "x-request-id", id);
+    const char *path = gw_http_req_path(req);
+    const char *method = gw_http_req_method(req);
+
+    if (strcmp(path, "/healthz") == 0) {
+        gw_http_respond(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+        return;
+    }
+    int is_chat = strcmp(path, "/v1/chat/completions") == 0;
+    int is_models = strcmp(path, "/v1/models") == 0;
+    if (!is_chat && !is_models) {
+        error_and_log(req, id, 404, "invalid_request_error", NULL, "not_found",
+                      "no such endpoint: see /v1/chat/completions and /v1/models");
+        return;
+    }
+    if ((is_chat && strcmp(method, "POST") != 0) || (is_models && strcmp(method, "GET") != 0)) {
+        (void)gw_http_add_header(req, "allow", is_chat ? "POST" : "GET");
+        error_and_log(req, id, 405, "invalid_request_error", NULL, "method_not_allowed",
+                      is_chat ? "use POST for this endpoint" : "use GET for this endpoint");
+        return;
+    }
+    struct dp_snapshot *snap = dp_snapshot_acquire();
+    if (!snap) {
+        error_and_log(req, id, 503, "api_error", NULL, "not_ready", "no configuration loaded yet");
+        return;
+    }
+    const struct dp_key *key = NULL;
+    if (snap->nkeys > 0) {
+        const char *k = presented_key(req);
+        key = k ? dp_snapshot_find_key(snap, k, strlen(k)) : NULL;
+        if (!key || strcmp(key->status, "active") != 0) {
+            dp_snapshot_unref(snap);
+            error_and_log(req, id, 401, "invalid_request_error", NULL, "invalid_api_key",
+                          !k ? "missing API key: send Authorization: Bearer KEY or x-api-key"
+                          : !key ? "invalid API key"
+                                 : "this API key is not active");
+            return;
+        }
+    }
+    if (is_models) {
+        log_simple(req, id, 200, NULL);
+        serve_models(req, snap);
+        dp_snapshot_unref(snap);
+        return;
+    }
+    dp_chat_handle(w, req, snap, key, id);
+}
+
+static void reject(struct gw_http_req *req, int status, const char *code, const char *msg,
+                   void *arg)
+{
+    struct dp_worker *w = arg;
+    error_and_log(req, request_id(w, req), status, "invalid_request_error", NULL, code, msg);
+}
+
+/* ---------------------------------------------------------------- drain */
+
+static void drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct dp_worker *w = arg;
+    if (gw_now_us() >= w->drain_deadline_us && w->attempts) {
+        gw_logf(GW_LOG_WARN, "drain timeout: ending open requests", "{s:i}", "worker", w->id);
+        while (w->attempts)
+            dp_chat_shutdown(w->attempts);
+    }
+    if (gw_http_server_active(w->http) == 0 && gw_http_server_connections(w->http) == 0) {
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    /* Connections still flushing their last bytes get a little longer. */
+    if (gw_now_us() >= w->drain_deadline_us + 2000000) {
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    struct timeval tv = {0, DRAIN_TICK_MS * 1000};
+    evtimer_add(w->drain_tick, &tv);
+}
+
+static void on_drain(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct dp_worker *w = arg;
+    if (w->draining)
+        return;
+    w->draining = 1;
+    w->drain_deadline_us = gw_now_us() + (int64_t)w->cfg->drain_timeout_ms * 1000;
+    gw_http_server_drain(w->http);
+    drain_tick(-1, 0, w);
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int listen_fd)
+{
+    memset(w, 0, sizeof(*w));
+    w->id = id;
+    w->cfg = cfg;
+    if (gw_random_bytes(&w->rng, sizeof(w->rng)) != GW_OK || w->rng == 0)
+        w->rng = (uint64_t)gw_now_us() | 1;
+    w->base = event_base_new();
+    if (!w->base)
+        return GW_ENOMEM;
+    struct gw_http_server_opts o = {
+        .handler = handle,
+        .reject = reject,
+        .arg = w,
+        .max_body_bytes = cfg->max_body_bytes,
+    };
+    w->http = gw_http_server_new(w->base, listen_fd, &o);
+    w->curl = gw_curlev_new(w->base);
+    w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
+    w->drain_tick = evtimer_new(w->base, drain_tick, w);
+    if (!w->http || !w->curl || !w->drain_ev || !w->drain_tick)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+static void *run(void *arg)
+{
+    struct dp_worker *w = arg;
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+int dp_worker_start(struct dp_worker *w)
+{
+    return pthread_create(&w->thread, NULL, run, w) == 0 ? GW_OK : GW_EIO;
+}
+
+void dp_worker_drain(struct dp_worker *w)
+{
+    event_active(w->drain_ev, 0, 0);
+}
+
+void dp_worker_join(struct dp_worker *w)
+{
+    pthread_join(w->thread, NULL);
+}
+
+void dp_worker_destroy(struct dp_worker *w)
+{
+    while (w->attempts)
+        dp_chat_shutdown(w->attempts);
+    gw_http_server_free(w->http);
+    gw_curlev_free(w->curl);
+    if (w->drain_ev)
+        event_free(w->drain_ev);
+    if (w->drain_tick)
+        event_free(w->drain_tick);
+    if (w->base)
+        event_base_free(w->base);
+}

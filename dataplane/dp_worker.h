@@ -1,0 +1,54 @@
+/*
+ * dp_worker: one event-loop thread of the data plane. Each worker owns its
+ * libevent base, its own listener on the shared port (SO_REUSEPORT, so the
+ * kernel spreads connections), its HTTP server and its curl multi handle;
+ * nothing on the request path is shared between workers but the current
+ * snapshot.
+ */
+#ifndef DP_WORKER_H
+#define DP_WORKER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "dp_config.h"
+
+struct event_base;
+struct event;
+struct gw_http_server;
+struct gw_http_req;
+struct gw_curlev;
+struct dp_attempt;
+
+struct dp_worker {
+    int id;
+    const struct dp_config *cfg;
+    pthread_t thread;
+    struct event_base *base;
+    struct gw_http_server *http;
+    struct gw_curlev *curl;
+    struct event *drain_ev;      /* activated from the main thread */
+    struct event *drain_tick;
+    int64_t drain_deadline_us;
+    int draining;
+    struct dp_attempt *attempts; /* in flight, for drain and shutdown */
+    uint64_t rng;                /* request ids */
+    uint64_t seq;
+};
+
+/* Creates the worker's loop, server (on listen_fd, which it takes) and curl
+ * multi. Returns 0 or a GW_E code. */
+int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int listen_fd)
+    __attribute__((warn_unused_result));
+/* Runs the loop on a new thread. */
+int dp_worker_start(struct dp_worker *w) __attribute__((warn_unused_result));
+/* Thread-safe: asks the worker to drain and stop. */
+void dp_worker_drain(struct dp_worker *w);
+void dp_worker_join(struct dp_worker *w);
+void dp_worker_destroy(struct dp_worker *w);
+
+/* Answers with an OpenAI-style error body and ends the request. */
+void dp_reply_error(struct gw_http_req *req, int status, const char *type,
+                    const char *param, const char *code, const char *message);
+
+#endif

@@ -1,0 +1,140 @@
+/*
+ * llmgw-dataplane: the serving half of llmgw. Applications send OpenAI-format
+ * requests here; each worker thread answers them from the current snapshot
+ * by calling the selected provider. See docs/dataplane.md.
+ *
+ * The main thread only starts workers and handles signals: SIGTERM/SIGINT
+ * drain (stop accepting, let open requests finish up to the drain timeout,
+ * exit 0), SIGHUP reloads the snapshot file (a bad file keeps the last good
+ * snapshot).
+ */
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "dp_config.h"
+#include "dp_snapshot.h"
+#include "dp_worker.h"
+#include "gw_error.h"
+#include "gw_http.h"
+#include "gw_log.h"
+
+struct main_ctx {
+    struct dp_config cfg;
+    struct dp_worker *workers;
+    int nworkers;
+    int draining;
+};
+
+static void on_term(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct main_ctx *m = arg;
+    if (m->draining)
+        return;
+    m->draining = 1;
+    gw_logf(GW_LOG_INFO, "draining", "{s:i,s:I}", "signal", (int)sig, "drain_timeout_ms",
+            (json_int_t)m->cfg.drain_timeout_ms);
+    for (int i = 0; i < m->nworkers; i++)
+        dp_worker_drain(&m->workers[i]);
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    struct main_ctx *m = arg;
+    char err[512];
+    struct dp_snapshot *s = dp_snapshot_load(m->cfg.snapshot_path, err, sizeof(err));
+    if (!s) {
+        gw_logf(GW_LOG_ERROR, "snapshot reload failed; keeping the last good one", "{s:s}",
+                "error", err);
+        return;
+    }
+    long long v = s->version;
+    dp_snapshot_publish(s);
+    gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I}", "version", (json_int_t)v);
+}
+
+int main(int argc, char **argv)
+{
+    struct main_ctx m = {0};
+    int rc = dp_config_parse(&m.cfg, argc, argv);
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    signal(SIGPIPE, SIG_IGN);
+    if (evthread_use_pthreads() != 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "llmgw-dataplane: library initialisation failed\n");
+        return 1;
+    }
+    if (gw_log_open_access(m.cfg.access_log) != GW_OK) {
+        fprintf(stderr, "llmgw-dataplane: --access-log: cannot open '%s'\n", m.cfg.access_log);
+        return 2;
+    }
+    char err[512];
+    struct dp_snapshot *snap = dp_snapshot_load(m.cfg.snapshot_path, err, sizeof(err));
+    if (!snap) {
+        gw_logf(GW_LOG_ERROR, "invalid snapshot", "{s:s}", "error", err);
+        return 2;
+    }
+    long long version = snap->version;
+    dp_snapshot_publish(snap);
+
+    m.nworkers = m.cfg.threads;
+    m.workers = calloc((size_t)m.nworkers, sizeof(*m.workers));
+    if (!m.workers)
+        return 1;
+    int port = m.cfg.port;
+    for (int i = 0; i < m.nworkers; i++) {
+        /* The first socket resolves port 0; the rest join it. */
+        int fd = gw_http_listen(m.cfg.host, port, 1, &port);
+        if (fd < 0) {
+            gw_logf(GW_LOG_ERROR, "cannot listen", "{s:s,s:i}", "host", m.cfg.host, "port",
+                    m.cfg.port);
+            return 1;
+        }
+        if (dp_worker_init(&m.workers[i], i, &m.cfg, fd) != GW_OK) {
+            gw_logf(GW_LOG_ERROR, "cannot start worker", "{s:i}", "worker", i);
+            return 1;
+        }
+    }
+    for (int i = 0; i < m.nworkers; i++)
+        if (dp_worker_start(&m.workers[i]) != GW_OK) {
+            gw_logf(GW_LOG_ERROR, "cannot start worker thread", "{s:i}", "worker", i);
+            return 1;
+        }
+
+    struct event_base *base = event_base_new();
+    struct event *term = evsignal_new(base, SIGTERM, on_term, &m);
+    struct event *intr = evsignal_new(base, SIGINT, on_term, &m);
+    struct event *hup = evsignal_new(base, SIGHUP, on_hup, &m);
+    if (!base || !term || !intr || !hup)
+        return 1;
+    event_add(term, NULL);
+    event_add(intr, NULL);
+    event_add(hup, NULL);
+    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:I}", "msg", "listening", "host", m.cfg.host,
+                                "port", port, "threads", m.nworkers, "snapshot_version",
+                                (json_int_t)version));
+
+    /* The signal loop runs until every worker has drained and exited. */
+    while (!m.draining)
+        event_base_loop(base, EVLOOP_ONCE);
+    for (int i = 0; i < m.nworkers; i++)
+        dp_worker_join(&m.workers[i]);
+    for (int i = 0; i < m.nworkers; i++)
+        dp_worker_destroy(&m.workers[i]);
+    free(m.workers);
+    event_free(term);
+    event_free(intr);
+    event_free(hup);
+    event_base_free(base);
+    dp_snapshot_publish(NULL);
+    curl_global_cleanup();
+    gw_log(GW_LOG_INFO, "stopped", NULL);
+    return 0;
+}
