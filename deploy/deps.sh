@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything llmgw needs to build, test, benchmark and run locally:
+# Debian packages, then the npm packages of the client checks. Idempotent and
+# quick when all is already there (no apt-get update unless a package is
+# missing). Used by deploy/local/up.sh and tests/run.sh.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+pkgs=(
+  build-essential cmake pkg-config
+  libevent-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcunit1-dev
+  curl jq wrk nginx-light
+)
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Client SDKs for the integration tests, pinned by the lock file.
+it="$root/tests/integration"
+if [ ! -f "$it/node_modules/.package-lock.json" ] || [ "$it/package-lock.json" -nt "$it/node_modules/.package-lock.json" ]; then
+  echo "deps: npm ci in tests/integration"
+  (cd "$it" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
