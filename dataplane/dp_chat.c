@@ -31,9 +31,10 @@ struct dp_attempt {
     struct dp_attempt *prev, *next;
     struct gw_http_req *req;     /* NULL once the client side has ended */
     struct dp_snapshot *snap;
-    struct dp_target t;
+    struct dp_target t;          /* t.model points at model[] */
     const struct dp_key *key;
     char request_id[160];
+    char *model;
     int client_stream;
     CURL *easy;
     int running;                 /* easy is in the multi handle */
@@ -104,6 +105,7 @@ static void attempt_free(struct dp_attempt *a)
         curl_easy_cleanup(a->easy);
     curl_slist_free_all(a->hdrs);
     free(a->body);
+    free(a->model);
     if (a->fb_timer)
         event_free(a->fb_timer);
     gw_sse_free(&a->sse);
@@ -150,11 +152,11 @@ static void queue_stream_error(struct dp_attempt *a, const char *code, const cha
     free(body);
 }
 
-static int flush_out(struct dp_attempt *a)
+static int flush_out(struct dp_attempt *a, struct gw_http_req *req)
 {
     if (!a->out.len)
         return GW_OK;
-    int rc = gw_http_write(a->req, a->out.data, a->out.len);
+    int rc = gw_http_write(req, a->out.data, a->out.len);
     gw_buf_reset(&a->out);
     return rc;
 }
@@ -178,7 +180,7 @@ static void client_end(struct dp_attempt *a, int ok, int http_status, const char
     if (a->is_sse) {
         if (!ok)
             queue_stream_error(a, code, msg);
-        if (flush_out(a) == GW_OK) {
+        if (flush_out(a, req) == GW_OK) {
             gw_http_finish(req);
             return;
         }
@@ -375,7 +377,7 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
                    "an upstream stream event exceeded the gateway's limit");
         return 0;
     }
-    return flush_out(a) == GW_OK ? n : 0;
+    return flush_out(a, a->req) == GW_OK ? n : 0;
 }
 
 static void read_body_usage(struct dp_attempt *a)
@@ -528,10 +530,7 @@ static void reply_bad_request(struct gw_http_req *req, struct dp_snapshot *snap,
                               const char *param, const char *code, const char *msg,
                               const char *request_id)
 {
-    dp_reply_error(req, status, "invalid_request_error", param, code, msg);
-    gw_log_access(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I}", "request_id", request_id, "method",
-                            "POST", "path", "/v1/chat/completions", "status", status,
-                            "error_code", code, "snapshot_version", snap->version));
+    dp_reply_error_logged(req, request_id, status, "invalid_request_error", param, code, msg);
     dp_snapshot_unref(snap);
 }
 
@@ -597,6 +596,10 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
     a->req = req;
     a->snap = snap;
     a->t = t;
+    /* An exact selector's model points into the request JSON, which is
+     * freed below; the attempt keeps its own copy. */
+    a->model = strdup(t.model);
+    a->t.model = a->model ? a->model : "";
     a->key = key;
     a->client_stream = stream;
     a->t0 = gw_http_req_start_us(req);
@@ -609,11 +612,11 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
         w->attempts->prev = a;
     w->attempts = a;
 
-    json_object_set_new(root, "model", json_string(t.model));
+    json_object_set_new(root, "model", json_string(a->t.model));
     a->body = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     a->fb_timer = evtimer_new(w->base, on_first_byte_timeout, a);
-    if (!a->body || !a->fb_timer || build_upstream(a, strlen(a->body)) != GW_OK ||
+    if (!a->model || !a->body || !a->fb_timer || build_upstream(a, strlen(a->body)) != GW_OK ||
         gw_curlev_add(w->curl, a->easy, on_done, a) != GW_OK) {
         set_failure(a, "internal_error", NULL);
         client_end(a, 0, 500, "internal_error", "the gateway could not start the upstream request");

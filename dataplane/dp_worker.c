@@ -64,8 +64,8 @@ static void log_simple(struct gw_http_req *req, const char *id, int status, cons
     gw_log_access(f);
 }
 
-static void error_and_log(struct gw_http_req *req, const char *id, int status, const char *type,
-                          const char *param, const char *code, const char *msg)
+void dp_reply_error_logged(struct gw_http_req *req, const char *id, int status, const char *type,
+                           const char *param, const char *code, const char *msg)
 {
     /* Log first: replying ends the request and frees its strings. */
     log_simple(req, id, status, code);
@@ -120,19 +120,19 @@ static void handle(struct gw_http_req *req, void *arg)
     int is_chat = strcmp(path, "/v1/chat/completions") == 0;
     int is_models = strcmp(path, "/v1/models") == 0;
     if (!is_chat && !is_models) {
-        error_and_log(req, id, 404, "invalid_request_error", NULL, "not_found",
+        dp_reply_error_logged(req, id, 404, "invalid_request_error", NULL, "not_found",
                       "no such endpoint: see /v1/chat/completions and /v1/models");
         return;
     }
     if ((is_chat && strcmp(method, "POST") != 0) || (is_models && strcmp(method, "GET") != 0)) {
         (void)gw_http_add_header(req, "allow", is_chat ? "POST" : "GET");
-        error_and_log(req, id, 405, "invalid_request_error", NULL, "method_not_allowed",
+        dp_reply_error_logged(req, id, 405, "invalid_request_error", NULL, "method_not_allowed",
                       is_chat ? "use POST for this endpoint" : "use GET for this endpoint");
         return;
     }
     struct dp_snapshot *snap = dp_snapshot_acquire();
     if (!snap) {
-        error_and_log(req, id, 503, "api_error", NULL, "not_ready", "no configuration loaded yet");
+        dp_reply_error_logged(req, id, 503, "api_error", NULL, "not_ready", "no configuration loaded yet");
         return;
     }
     const struct dp_key *key = NULL;
@@ -141,7 +141,7 @@ static void handle(struct gw_http_req *req, void *arg)
         key = k ? dp_snapshot_find_key(snap, k, strlen(k)) : NULL;
         if (!key || strcmp(key->status, "active") != 0) {
             dp_snapshot_unref(snap);
-            error_and_log(req, id, 401, "invalid_request_error", NULL, "invalid_api_key",
+            dp_reply_error_logged(req, id, 401, "invalid_request_error", NULL, "invalid_api_key",
                           !k ? "missing API key: send Authorization: Bearer KEY or x-api-key"
                           : !key ? "invalid API key"
                                  : "this API key is not active");
@@ -161,7 +161,9 @@ static void reject(struct gw_http_req *req, int status, const char *code, const 
                    void *arg)
 {
     struct dp_worker *w = arg;
-    error_and_log(req, request_id(w, req), status, "invalid_request_error", NULL, code, msg);
+    const char *id = request_id(w, req);
+    (void)gw_http_add_header(req, "x-request-id", id);
+    dp_reply_error_logged(req, id, status, "invalid_request_error", NULL, code, msg);
 }
 
 /* ---------------------------------------------------------------- drain */

@@ -51,4 +51,9 @@ void dp_worker_destroy(struct dp_worker *w);
 void dp_reply_error(struct gw_http_req *req, int status, const char *type,
                     const char *param, const char *code, const char *message);
 
+/* The same, after writing the request's access-log line (id, method, path,
+ * status, code): for requests refused before any upstream work. */
+void dp_reply_error_logged(struct gw_http_req *req, const char *id, int status, const char *type,
+                           const char *param, const char *code, const char *message);
+
 #endif

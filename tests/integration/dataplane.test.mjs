@@ -1,0 +1,440 @@
+// Integration tests of llmgw-dataplane against llmgw-mockprovider (real processes).
+// Contracts: docs/dataplane.md and docs/mockprovider.md.
+
+import { after, afterEach, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import * as h from './harness.mjs';
+
+const MESSAGES = [{ role: 'user', content: 'hello there' }];
+const T = { timeout: 60_000 };
+
+let mock;
+let gw;
+
+// A small body ceiling for the 413 test; every other request here is far below it.
+const GW_ARGS = ['--max-body-bytes', '65536'];
+
+before(async () => {
+  h.requireBinaries();
+  mock = await h.startMock();
+  gw = await h.startGateway({ mock, args: GW_ARGS });
+});
+
+// A gateway crash fails the test during which it happened, not every test after it.
+afterEach(async () => {
+  const r = await h.replaceIfDead(gw, () => h.startGateway({ mock, args: GW_ARGS }));
+  gw = r.gateway;
+  if (r.error) throw r.error;
+});
+
+after(async () => {
+  await h.stopAll();
+});
+
+function chat(body, { headers = {}, ...rest } = {}) {
+  return h.request(gw.port, { body, headers: { ...h.AUTH, ...headers }, ...rest });
+}
+
+function mockChat(body, headers = {}) {
+  return h.request(mock.port, { body, headers });
+}
+
+function assertError(res, status, code, param) {
+  assert.equal(res.status, status, `status; body: ${res.text}`);
+  assert.match(String(res.headers['content-type']), /application\/json/, 'content-type of an error');
+  assert.ok(res.json && typeof res.json === 'object', `error body is not JSON: ${res.text}`);
+  assert.ok(res.json.error && typeof res.json.error === 'object', `no error object: ${res.text}`);
+  assert.equal(typeof res.json.error.message, 'string', `error.message: ${res.text}`);
+  assert.ok(res.json.error.message.length > 0, 'error.message is empty');
+  if (code !== undefined) assert.equal(res.json.error.code, code, `error.code; body: ${res.text}`);
+  if (param !== undefined) assert.equal(res.json.error.param, param, `error.param; body: ${res.text}`);
+  assert.ok(res.headers['x-request-id'], 'x-request-id on an error response');
+}
+
+function assertAlive(g) {
+  assert.equal(g.proc.exitInfo, null, `the gateway exited: ${JSON.stringify(g.proc.exitInfo)}\n${g.proc.describe()}`);
+}
+
+function assertGatewayAlive() {
+  assertAlive(gw);
+}
+
+/** Splits parsed events into [chunks..., error?, '[DONE]'] checks common to failed streams. */
+function assertStreamEndsWithError(s, what) {
+  assert.equal(s.status, 200, `${what}: the stream had started (status)`);
+  assert.ok(s.complete, `${what}: the response must end cleanly, not with a silent EOF/reset; raw:\n${s.raw.slice(-1500)}`);
+  assert.equal(s.error, null, `${what}: connection error ${s.error}`);
+  const ev = h.parseEvents(s.events);
+  assert.ok(ev.length >= 2, `${what}: too few events; raw:\n${s.raw}`);
+  assert.equal(ev.at(-1), '[DONE]', `${what}: last event must be [DONE]; raw:\n${s.raw}`);
+  const err = ev.at(-2);
+  assert.ok(err && typeof err === 'object' && err.error && typeof err.error === 'object',
+    `${what}: the event before [DONE] must be data: {"error":{...}}; raw:\n${s.raw}`);
+  assert.equal(typeof err.error.message, 'string', `${what}: error.message`);
+  assert.ok(err.error.message.length > 0);
+  return ev;
+}
+
+describe('basic proxying', () => {
+  test('GET /healthz', T, async () => {
+    const r = await h.request(gw.port, { method: 'GET', path: '/healthz' });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { status: 'ok' });
+  });
+
+  test('non-streaming: gateway answer equals the mock\'s direct answer', T, async () => {
+    const rid = h.randomId('nonstream');
+    const viaGw = await chat({ model: 'fast', messages: MESSAGES }, { headers: { 'x-request-id': rid } });
+    const direct = await mockChat({ model: 'mock-gpt', messages: MESSAGES });
+
+    assert.equal(viaGw.status, 200, viaGw.text);
+    assert.equal(direct.status, 200, direct.text);
+    assert.match(String(viaGw.headers['content-type']), /application\/json/);
+    assert.equal(viaGw.headers['x-request-id'], rid, 'the client\'s X-Request-Id is echoed');
+    assert.ok(viaGw.json, `gateway body is not JSON: ${viaGw.text}`);
+
+    assert.deepEqual(h.stripVolatile(viaGw.json), h.stripVolatile(direct.json));
+    // Concrete values, so this can fail even if both sides were equally wrong.
+    assert.equal(viaGw.json.object, 'chat.completion');
+    assert.equal(viaGw.json.model, 'mock-gpt');
+    assert.equal(typeof viaGw.json.id, 'string');
+    assert.ok(viaGw.json.id.length > 0, 'an id');
+    assert.equal(viaGw.json.choices[0].message.role, 'assistant');
+    assert.equal(viaGw.json.choices[0].message.content, h.mockText(8));
+    assert.equal(viaGw.json.choices[0].finish_reason, 'stop');
+    assert.equal(viaGw.json.usage.prompt_tokens, h.mockInputTokens(MESSAGES));
+    assert.equal(viaGw.json.usage.completion_tokens, 8);
+
+    // The gateway sent the same id upstream.
+    const u = await mock.usageFor(rid);
+    assert.equal(u.outcome, 'completed');
+    assert.equal(u.model, 'mock-gpt');
+    assert.equal(u.stream, false);
+  });
+
+  test('the alias and the exact provider/model selector reach the same model', T, async () => {
+    for (const model of ['default', 'mock/mock-gpt']) {
+      const r = await chat({ model, messages: MESSAGES, max_tokens: 3 });
+      assert.equal(r.status, 200, `${model}: ${r.text}`);
+      assert.equal(r.json.model, 'mock-gpt', model);
+      assert.equal(r.json.choices[0].message.content, h.mockText(3), model);
+      assert.equal(r.json.choices[0].finish_reason, 'length', model);
+    }
+  });
+
+  test('x-request-id: a generated one when absent or invalid', T, async () => {
+    const a = await chat({ model: 'fast', messages: MESSAGES });
+    assert.equal(a.status, 200);
+    assert.match(String(a.headers['x-request-id']), /^[A-Za-z0-9._:-]{1,128}$/);
+    const bad = 'has spaces and /slashes/';
+    const b = await chat({ model: 'fast', messages: MESSAGES }, { headers: { 'x-request-id': bad } });
+    assert.equal(b.status, 200);
+    assert.ok(b.headers['x-request-id'], 'x-request-id present');
+    assert.notEqual(b.headers['x-request-id'], bad, 'an invalid client id is replaced');
+    assert.notEqual(b.headers['x-request-id'], a.headers['x-request-id'], 'generated ids differ');
+  });
+
+  test('keep-alive: sequential requests on one connection', T, async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const r = await chat({ model: 'fast', messages: MESSAGES }, { agent });
+        assert.equal(r.status, 200, `request ${i}: ${r.text}`);
+        assert.equal(r.json.choices[0].message.content, h.mockText(8));
+      }
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  test('GET /v1/models lists the routes', T, async () => {
+    const r = await h.request(gw.port, { method: 'GET', path: '/v1/models', headers: h.AUTH });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.object, 'list');
+    assert.ok(Array.isArray(r.json.data));
+    assert.ok(r.json.data.some((m) => m.id === 'fast'), `route "fast" missing: ${r.text}`);
+  });
+});
+
+describe('streaming', () => {
+  test('SSE events through the gateway equal the mock\'s direct stream (with usage)', T, async () => {
+    const body = { stream: true, stream_options: { include_usage: true }, messages: MESSAGES };
+    const rid = h.randomId('stream');
+    const viaGw = await h.collectStream(gw.port, {
+      body: { ...body, model: 'fast' }, headers: { ...h.AUTH, 'x-request-id': rid },
+    });
+    const direct = await h.collectStream(mock.port, { body: { ...body, model: 'mock-gpt' } });
+
+    assert.equal(viaGw.status, 200, viaGw.raw);
+    assert.match(String(viaGw.headers['content-type']), /text\/event-stream/);
+    assert.equal(viaGw.headers['x-request-id'], rid);
+    assert.ok(viaGw.complete, 'the gateway stream ended cleanly');
+    assert.equal(direct.status, 200);
+
+    const g = h.parseEvents(viaGw.events);
+    const d = h.parseEvents(direct.events);
+    assert.equal(g.at(-1), '[DONE]', `last event; raw:\n${viaGw.raw}`);
+    assert.deepEqual(g.map(h.stripVolatile), d.map(h.stripVolatile));
+
+    const chunks = g.slice(0, -1);
+    for (const c of chunks) assert.equal(c.object, 'chat.completion.chunk', JSON.stringify(c));
+    assert.equal(h.streamedContent(chunks), h.mockText(8));
+    const usageChunk = chunks.at(-1);
+    assert.deepEqual(usageChunk.choices, [], 'the usage chunk has "choices":[]');
+    assert.equal(usageChunk.usage.prompt_tokens, h.mockInputTokens(MESSAGES));
+    assert.equal(usageChunk.usage.completion_tokens, 8);
+    assert.ok(chunks.some((c) => c.choices[0]?.finish_reason === 'stop'), 'a chunk has finish_reason stop');
+
+    const u = await mock.usageFor(rid);
+    assert.equal(u.stream, true);
+    assert.equal(u.outcome, 'completed');
+    assert.equal(u.usage.output_tokens, 8);
+  });
+
+  test('SSE without include_usage has no usage chunk and equals the direct stream', T, async () => {
+    const body = { stream: true, messages: MESSAGES };
+    const viaGw = await h.collectStream(gw.port, { body: { ...body, model: 'fast' }, headers: h.AUTH });
+    const direct = await h.collectStream(mock.port, { body: { ...body, model: 'mock-gpt' } });
+    assert.equal(viaGw.status, 200, viaGw.raw);
+    const g = h.parseEvents(viaGw.events);
+    const d = h.parseEvents(direct.events);
+    assert.deepEqual(g.map(h.stripVolatile), d.map(h.stripVolatile));
+    assert.equal(g.at(-1), '[DONE]');
+    assert.ok(!g.slice(0, -1).some((c) => Array.isArray(c.choices) && c.choices.length === 0 && c.usage),
+      'no usage chunk without stream_options.include_usage');
+    assert.equal(h.streamedContent(g.slice(0, -1)), h.mockText(8));
+  });
+
+  test('client disconnect mid-stream cancels the upstream request', T, async () => {
+    const rid = h.randomId('disconnect');
+    // 50 chunks x 200 ms: ~10 s if nobody cancels.
+    const s = await h.openStream(gw.port, {
+      body: { model: 'mock/mock-gpt#chunks=50,chunk_delay_ms=200', stream: true, messages: MESSAGES },
+      headers: { ...h.AUTH, 'x-request-id': rid },
+    });
+    assert.equal(s.status, 200);
+    assert.equal(s.headers['x-request-id'], rid);
+    // Read until the first content chunk, then go away.
+    let first;
+    for (;;) {
+      const e = await s.nextEvent(15_000);
+      assert.ok(e !== null, `the stream ended before any content; raw:\n${s.raw}`);
+      const j = h.tryParseJson(e);
+      if (j?.choices?.[0]?.delta?.content) { first = j; break; }
+    }
+    assert.equal(first.choices[0].delta.content, 'tok1');
+    const abortedAt = Date.now();
+    s.destroy();
+
+    // Either outcome is reported: a "completed" line ~10 s later means no cancel.
+    const u = await mock.usageFor(rid, { timeoutMs: 20_000 });
+    const afterAbortMs = Date.now() - abortedAt;
+    assert.equal(u.outcome, 'client_closed', `mock usage line: ${JSON.stringify(u)}`);
+    assert.ok(afterAbortMs < 6000, `upstream cancel took ${afterAbortMs} ms after the client left (stream would take 10 s)`);
+    assert.ok(u.usage.output_tokens < 50, `output_tokens ${u.usage.output_tokens} (should be a partial answer)`);
+    assertGatewayAlive();
+  });
+});
+
+describe('malformed input', () => {
+  test('body that is not JSON -> 400 invalid_json', T, async () => {
+    assertError(await chat('{"model": "fast", oops', { headers: { 'content-type': 'application/json' } }), 400, 'invalid_json');
+    assertError(await chat('[1,2,3]', { headers: { 'content-type': 'application/json' } }), 400, 'invalid_json');
+  });
+
+  test('missing model -> 400 param model', T, async () => {
+    assertError(await chat({ messages: MESSAGES }), 400, 'missing_required_parameter', 'model');
+    assertError(await chat({ model: 42, messages: MESSAGES }), 400, 'missing_required_parameter', 'model');
+  });
+
+  test('stream not a boolean -> 400 invalid_type param stream', T, async () => {
+    assertError(await chat({ model: 'fast', stream: 'yes', messages: MESSAGES }), 400, 'invalid_type', 'stream');
+  });
+
+  test('unknown model -> 404 model_not_found', T, async () => {
+    assertError(await chat({ model: 'no-such-route', messages: MESSAGES }), 404, 'model_not_found', 'model');
+    assertError(await chat({ model: 'no-such-provider/mock-gpt', messages: MESSAGES }), 404, 'model_not_found', 'model');
+  });
+
+  test('body above --max-body-bytes -> 413 request_too_large', T, async () => {
+    const big = { model: 'fast', messages: [{ role: 'user', content: 'x'.repeat(100 * 1024) }] };
+    assertError(await chat(big), 413, 'request_too_large');
+  });
+
+  test('missing or unknown key -> 401 invalid_api_key', T, async () => {
+    assertError(await h.request(gw.port, { body: { model: 'fast', messages: MESSAGES } }), 401, 'invalid_api_key');
+    assertError(await h.request(gw.port, {
+      body: { model: 'fast', messages: MESSAGES }, headers: { authorization: 'Bearer not-the-key' },
+    }), 401, 'invalid_api_key');
+    // x-api-key is accepted as well as Authorization: Bearer.
+    const ok = await h.request(gw.port, {
+      body: { model: 'fast', messages: MESSAGES }, headers: { 'x-api-key': h.DEMO_API_KEY },
+    });
+    assert.equal(ok.status, 200, ok.text);
+  });
+
+  test('unknown path -> 404 not_found, wrong method -> 405', T, async () => {
+    assertError(await chat({ model: 'fast', messages: MESSAGES }, { path: '/v1/chat/completion' }), 404, 'not_found');
+    assertError(await h.request(gw.port, { method: 'GET', path: '/nope', headers: h.AUTH }), 404, 'not_found');
+    assertError(await h.request(gw.port, { method: 'GET', path: '/v1/chat/completions', headers: h.AUTH }), 405, 'method_not_allowed');
+  });
+
+  test('the gateway still serves a good request afterwards', T, async () => {
+    assertGatewayAlive();
+    const r = await chat({ model: 'fast', messages: MESSAGES });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].message.content, h.mockText(8));
+  });
+});
+
+describe('upstream faults', () => {
+  test('#status=500 passes through as 500 with the upstream JSON body', T, async () => {
+    const viaGw = await chat({ model: 'mock/mock-gpt#status=500', messages: MESSAGES });
+    const direct = await mockChat({ model: 'mock-gpt#status=500', messages: MESSAGES });
+    assert.equal(direct.status, 500);
+    assertError(viaGw, 500);
+    assert.deepEqual(viaGw.json, direct.json, 'the upstream error body is passed through');
+  });
+
+  test('#status=429 passes through with Retry-After', T, async () => {
+    const r = await chat({ model: 'mock/mock-gpt#status=429,retry_after=3', messages: MESSAGES });
+    assertError(r, 429);
+    assert.equal(r.headers['retry-after'], '3');
+  });
+
+  test('#hang=1 with first_byte_timeout_ms 1500 -> 504 upstream_timeout', T, async () => {
+    const t0 = Date.now();
+    const r = await chat({ model: 'mockfast/mock-gpt#hang=1', messages: MESSAGES }, { timeoutMs: 20_000 });
+    const ms = Date.now() - t0;
+    assertError(r, 504, 'upstream_timeout');
+    assert.ok(ms >= 1400, `answered after ${ms} ms, before the 1500 ms first-byte timeout`);
+    assert.ok(ms < 15_000, `answered after ${ms} ms`);
+  });
+
+  test('upstream unreachable -> 502 upstream_network', T, async () => {
+    assertError(await chat({ model: 'deadend/mock-gpt', messages: MESSAGES }), 502, 'upstream_network');
+  });
+
+  // These two run on a gateway of their own, so that a crash there cannot fail the tests after them.
+  test('stream #drop_after=2 ends with an in-band error event and [DONE]', T, async (t) => {
+    const own = await h.startGateway({ mock });
+    t.after(() => own.proc.stop());
+    const s = await h.collectStream(own.port, {
+      body: { model: 'mock/mock-gpt#drop_after=2', stream: true, messages: MESSAGES }, headers: h.AUTH,
+    }).catch(async (e) => assert.fail(`${e.message}; ${await h.exitNote(own.proc)}`));
+    const ev = assertStreamEndsWithError(s, 'drop_after=2');
+    assert.equal(h.streamedContent(ev.slice(0, -2)), h.mockText(2), 'the two chunks before the drop were forwarded');
+    assertAlive(own);
+  });
+
+  test('stream #malformed=2 ends with an in-band error event and [DONE]', T, async (t) => {
+    const own = await h.startGateway({ mock });
+    t.after(() => own.proc.stop());
+    const s = await h.collectStream(own.port, {
+      body: { model: 'mock/mock-gpt#malformed=2', stream: true, messages: MESSAGES }, headers: h.AUTH,
+    }).catch(async (e) => assert.fail(`${e.message}; ${await h.exitNote(own.proc)}`));
+    assertStreamEndsWithError(s, 'malformed=2');
+    assertAlive(own);
+  });
+});
+
+describe('access log', () => {
+  test('one JSON line per request with request_id and status; never the prompt', T, async () => {
+    const canary = `CANARY${h.randomId('prompt').replace(/-/g, '')}`;
+    const msgs = [{ role: 'user', content: `remember the secret word ${canary} please` }];
+    const ridOk = h.randomId('log-ok');
+    const ridStream = h.randomId('log-stream');
+    const ridDenied = h.randomId('log-401');
+
+    const ok = await chat({ model: 'fast', messages: msgs }, { headers: { 'x-request-id': ridOk } });
+    assert.equal(ok.status, 200);
+    const st = await h.collectStream(gw.port, {
+      body: { model: 'fast', stream: true, messages: msgs }, headers: { ...h.AUTH, 'x-request-id': ridStream },
+    });
+    assert.equal(st.status, 200);
+    const denied = await h.request(gw.port, {
+      body: { model: 'fast', messages: msgs }, headers: { 'x-request-id': ridDenied },
+    });
+    assert.equal(denied.status, 401);
+
+    const lOk = await gw.accessLogFor(ridOk);
+    const lStream = await gw.accessLogFor(ridStream);
+    const lDenied = await gw.accessLogFor(ridDenied);
+    assert.equal(lOk.status, 200);
+    assert.equal(lStream.status, 200);
+    assert.equal(lDenied.status, 401);
+
+    await h.sleep(300); // any duplicate line would have been written by now
+    for (const rid of [ridOk, ridStream, ridDenied]) {
+      assert.equal(gw.accessLog().filter((l) => l.request_id === rid).length, 1, `exactly one line for ${rid}`);
+    }
+    // Every stdout line is a JSON object (the listening line and access-log lines).
+    for (const line of gw.proc.stdoutLines.filter((l) => l.trim() !== '')) {
+      const j = h.tryParseJson(line);
+      assert.ok(j && typeof j === 'object', `stdout line is not a JSON object: ${line}`);
+    }
+    assert.ok(!gw.proc.stdoutText.includes(canary), 'the prompt text appears on the gateway stdout');
+    assert.ok(!gw.proc.stderrText.includes(canary), 'the prompt text appears on the gateway stderr');
+  });
+});
+
+describe('shutdown', () => {
+  test('SIGTERM: open streams finish, new connections are refused, exit code 0', { timeout: 90_000 }, async () => {
+    const gw2 = await h.startGateway({ mock, args: ['--drain-timeout-ms', '30000'] });
+    const CHUNKS = 20;
+    const model = `mock/mock-gpt#chunks=${CHUNKS},chunk_delay_ms=150`; // ~3 s each
+    const rids = [0, 1, 2].map((i) => h.randomId(`drain${i}`));
+    const streams = await Promise.all(rids.map((rid) => h.openStream(gw2.port, {
+      body: { model, stream: true, messages: MESSAGES }, headers: { ...h.AUTH, 'x-request-id': rid },
+      timeoutMs: 60_000,
+    })));
+    for (const s of streams) {
+      assert.equal(s.status, 200);
+      const e = await s.nextEvent(15_000);
+      assert.ok(e !== null, `a stream ended before its first chunk; raw:\n${s.raw}`);
+    }
+
+    gw2.proc.signal('SIGTERM');
+
+    // New connections must be refused while the old streams are still draining.
+    let refusedWhileOpen = null;
+    const probes = [];
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      const openBefore = streams.filter((s) => !s.done).length;
+      const r = await h.tryConnect(gw2.port);
+      probes.push(r);
+      if (r === 'refused') {
+        refusedWhileOpen = openBefore;
+        break;
+      }
+      if (!gw2.proc.running) break;
+      await h.sleep(25);
+    }
+    assert.ok(refusedWhileOpen !== null, `no connection was refused after SIGTERM; probes: ${probes.join(',')}`);
+    assert.ok(refusedWhileOpen > 0,
+      'the listener must close while streams are still open, but all had ended before the first refusal '
+      + `(cleanly: ${streams.map((s) => s.complete).join(',')}; gateway exit: ${JSON.stringify(gw2.proc.exitInfo)})`);
+    for (let i = 0; i < 3; i++) {
+      assert.equal(await h.tryConnect(gw2.port), 'refused', 'connections stay refused');
+    }
+
+    await Promise.all(streams.map((s) => s.readAll(60_000)));
+    const exit = await gw2.proc.waitExit(30_000);
+    const note = `gateway exit: ${JSON.stringify(exit)}`;
+    streams.forEach((s, i) => {
+      const tail = `raw tail:\n${s.raw.slice(-600)}`;
+      assert.ok(s.complete, `stream ${i} did not end cleanly (${note}); ${tail}`);
+      const ev = h.parseEvents(s.events);
+      assert.equal(ev.at(-1), '[DONE]', `stream ${i} ends with [DONE] (${note}); ${tail}`);
+      assert.ok(!ev.some((e) => e && typeof e === 'object' && e.error), `stream ${i} has an error event; ${tail}`);
+      assert.equal(h.streamedContent(ev.slice(0, -1)), h.mockText(CHUNKS), `stream ${i} has the full content`);
+    });
+    assert.deepEqual(exit, { code: 0, signal: null }, gw2.proc.describe());
+    for (const rid of rids) {
+      const u = await mock.usageFor(rid);
+      assert.equal(u.outcome, 'completed', JSON.stringify(u));
+    }
+  });
+});

@@ -1,0 +1,734 @@
+// Test harness for the llmgw integration tests.
+//
+// Starts the real binaries (the mock provider and the data plane) on loopback
+// with port 0, learns their ports from the `{"msg":"listening",...}` JSON line
+// they print on stdout, writes a temporary snapshot pointing the gateway at the
+// mock, collects every process's stdout/stderr, and stops every process by pid
+// (SIGTERM, then SIGKILL after a bound). Nothing is left running: `stopAll()`
+// is meant for an `after` hook, and an exit handler SIGKILLs any straggler.
+//
+// Binaries: $LLMGW_BUILD_DIR/tests/mockprovider/llmgw-mockprovider and
+// $LLMGW_BUILD_DIR/dataplane/llmgw-dataplane, LLMGW_BUILD_DIR defaulting to
+// <repo>/build. LLMGW_MOCKPROVIDER_BIN / LLMGW_DATAPLANE_BIN override each.
+
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const HERE = path.dirname(fileURLToPath(import.meta.url));
+export const REPO_ROOT = path.resolve(HERE, '..', '..');
+export const BUILD_DIR = process.env.LLMGW_BUILD_DIR
+  ? path.resolve(REPO_ROOT, process.env.LLMGW_BUILD_DIR) // a relative value is taken from the repo root
+  : path.join(REPO_ROOT, 'build');
+export const MOCK_BIN = process.env.LLMGW_MOCKPROVIDER_BIN
+  || path.join(BUILD_DIR, 'tests', 'mockprovider', 'llmgw-mockprovider');
+export const DATAPLANE_BIN = process.env.LLMGW_DATAPLANE_BIN
+  || path.join(BUILD_DIR, 'dataplane', 'llmgw-dataplane');
+
+// Bounds. They are sanity bounds ("finished within N"), sized for an
+// AddressSanitizer build (~3x slower), never performance assertions.
+export const START_TIMEOUT_MS = 20_000;
+export const STOP_GRACE_MS = 10_000;
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+// The demo API key (plaintext) whose sha256 hex goes into the snapshot's keys.
+export const DEMO_API_KEY = `llmgw-demo-${randomBytes(12).toString('hex')}`;
+export const DEMO_KEY_HASH = sha256hex(DEMO_API_KEY);
+export const AUTH = Object.freeze({ authorization: `Bearer ${DEMO_API_KEY}` });
+// The upstream credential the gateway reads via credential_ref env:MOCK_API_KEY.
+export const MOCK_UPSTREAM_KEY = `mock-upstream-${randomBytes(6).toString('hex')}`;
+
+export function sha256hex(s) {
+  return createHash('sha256').update(s, 'utf8').digest('hex');
+}
+
+export function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export function randomId(prefix = 'it') {
+  return `${prefix}-${randomBytes(8).toString('hex')}`;
+}
+
+/** Polls fn() until it returns a truthy value; returns that value or throws after timeoutMs. */
+export async function waitFor(fn, { timeoutMs = 10_000, intervalMs = 50, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() >= deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await sleep(intervalMs);
+  }
+}
+
+/** Rejects after ms with a message, so a hung await fails a test with context. */
+export function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+export function requireBinaries() {
+  const missing = [MOCK_BIN, DATAPLANE_BIN].filter((p) => {
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (missing.length) {
+    throw new Error(
+      `integration binaries not found (build first, or set LLMGW_BUILD_DIR): ${missing.join(', ')}`,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Processes
+
+const live = new Set(); // ManagedProcess still running
+const everyProcess = []; // every ManagedProcess started, for the crash report in stopAll()
+const tmpDirs = new Set();
+
+function killAllNow() {
+  for (const p of live) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}
+process.on('exit', killAllNow);
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.once(sig, () => {
+    killAllNow();
+    process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
+  });
+}
+
+export function makeTmpDir() {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'llmgw-it-'));
+  tmpDirs.add(d);
+  return d;
+}
+
+export class ManagedProcess {
+  constructor(name, bin, args, { env } = {}) {
+    this.name = name;
+    this.bin = bin;
+    this.args = args;
+    this.stdoutText = '';
+    this.stderrText = '';
+    this.stdoutLines = [];
+    this.stderrLines = [];
+    this.exitInfo = null; // {code, signal} once exited
+    this._outTail = '';
+    this._errTail = '';
+    this._lineWaiters = [];
+
+    this.child = spawn(bin, args, { env: env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.pid = this.child.pid;
+    this.exitExpected = false; // set once the test signals it / stops it
+    live.add(this);
+    everyProcess.push(this);
+    this.child.stdout.setEncoding('utf8');
+    this.child.stderr.setEncoding('utf8');
+    this.child.stdout.on('data', (d) => {
+      this.stdoutText += d;
+      this._outTail = this._split(this._outTail + d, this.stdoutLines);
+      this._checkWaiters();
+    });
+    this.child.stderr.on('data', (d) => {
+      this.stderrText += d;
+      this._errTail = this._split(this._errTail + d, this.stderrLines);
+    });
+    this.exited = new Promise((resolve) => {
+      this.child.on('error', (err) => {
+        // spawn failure (e.g. ENOENT): there will be no process to wait for
+        this.spawnError = err;
+        this.stderrText += `spawn error: ${err.message}\n`;
+        if (this.pid === undefined && !this.exitInfo) {
+          this.exitInfo = { code: null, signal: null, error: err.message };
+          live.delete(this);
+          this._checkWaiters();
+          resolve(this.exitInfo);
+        }
+      });
+      this.child.on('close', (code, signal) => {
+        if (this._outTail) this.stdoutLines.push(this._outTail);
+        if (this._errTail) this.stderrLines.push(this._errTail);
+        this._outTail = this._errTail = '';
+        this.exitInfo = { code, signal };
+        live.delete(this);
+        this._checkWaiters();
+        resolve(this.exitInfo);
+      });
+    });
+  }
+
+  _split(text, into) {
+    const parts = text.split('\n');
+    const tail = parts.pop();
+    for (const l of parts) into.push(l.replace(/\r$/, ''));
+    return tail;
+  }
+
+  _checkWaiters() {
+    this._lineWaiters = this._lineWaiters.filter((w) => {
+      const hit = this.stdoutLines.find(w.pred);
+      if (hit !== undefined) {
+        w.resolve(hit);
+        return false;
+      }
+      if (this.exitInfo) {
+        w.reject(new Error(`${this.name} exited (${JSON.stringify(this.exitInfo)}) before the expected stdout line\n${this.describe()}`));
+        return false;
+      }
+      return true;
+    });
+  }
+
+  /** Resolves with the first stdout line for which pred(line) is true. */
+  waitForStdoutLine(pred, timeoutMs = START_TIMEOUT_MS, what = 'stdout line') {
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        this._lineWaiters = this._lineWaiters.filter((x) => x !== w);
+        reject(new Error(`${this.name}: timed out after ${timeoutMs} ms waiting for ${what}\n${this.describe()}`));
+      }, timeoutMs);
+      const w = {
+        pred,
+        resolve: (v) => { clearTimeout(t); resolve(v); },
+        reject: (e) => { clearTimeout(t); reject(e); },
+      };
+      this._lineWaiters.push(w);
+      this._checkWaiters();
+    });
+  }
+
+  /** Waits for the `{"msg":"listening",...,"port":N}` line and returns it parsed. */
+  async waitListening(timeoutMs = START_TIMEOUT_MS) {
+    const line = await this.waitForStdoutLine((l) => {
+      const j = tryParseJson(l);
+      return j && j.msg === 'listening' && Number.isInteger(j.port) && j.port > 0;
+    }, timeoutMs, 'the {"msg":"listening"} line');
+    return JSON.parse(line);
+  }
+
+  /** stdout lines that parse as JSON objects. */
+  stdoutJson() {
+    return this.stdoutLines.map(tryParseJson).filter((j) => j && typeof j === 'object');
+  }
+
+  get running() {
+    return this.exitInfo === null;
+  }
+
+  signal(sig) {
+    if (sig === 'SIGTERM' || sig === 'SIGINT' || sig === 'SIGKILL') this.exitExpected = true;
+    process.kill(this.pid, sig);
+  }
+
+  async waitExit(timeoutMs) {
+    return withTimeout(this.exited, timeoutMs, `${this.name} (pid ${this.pid}) to exit`);
+  }
+
+  /** SIGTERM, then SIGKILL after graceMs; resolves with {code, signal}. */
+  async stop(graceMs = STOP_GRACE_MS) {
+    if (!this.running) return this.exitInfo;
+    this.exitExpected = true;
+    try {
+      process.kill(this.pid, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
+    let timer;
+    const killed = new Promise((resolve) => {
+      timer = setTimeout(() => {
+        if (this.running) {
+          this.killedAfterGrace = true;
+          try {
+            process.kill(this.pid, 'SIGKILL');
+          } catch {
+            /* gone */
+          }
+        }
+        resolve();
+      }, graceMs);
+    });
+    await Promise.race([this.exited, killed]);
+    clearTimeout(timer);
+    return this.exited;
+  }
+
+  describe() {
+    const cut = (s) => (s.length > 4000 ? `...${s.slice(-4000)}` : s);
+    return `--- ${this.name} ${this.bin} ${this.args.join(' ')}\n--- stdout:\n${cut(this.stdoutText)}\n--- stderr:\n${cut(this.stderrText)}`;
+  }
+}
+
+export function tryParseJson(s) {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * For an afterEach hook: if the gateway died during the test just run, starts a
+ * new one (so that one crash does not fail every later test) and returns it with
+ * an error for the hook to throw, which fails that test with the exit status and
+ * the tail of the dead gateway's stderr. Returns {gateway, error}.
+ */
+export async function replaceIfDead(gateway, restart) {
+  await sleep(30); // a crash right after the last response
+  if (!gateway || gateway.proc.running) return { gateway, error: null };
+  const dead = gateway.proc;
+  dead.reported = true;
+  const next = await restart();
+  const tail = dead.stderrText.length > 6000 ? `...${dead.stderrText.slice(-6000)}` : dead.stderrText;
+  return {
+    gateway: next,
+    error: new Error(`the gateway (pid ${dead.pid}) died during this test: ${JSON.stringify(dead.exitInfo)}; `
+      + `a new one serves the tests after it. Its stderr:\n${tail}`),
+  };
+}
+
+/** For a failed request: waits up to 1 s for the process to exit and describes how it ended. */
+export async function exitNote(proc) {
+  await Promise.race([proc.exited, sleep(1000)]);
+  return proc.exitInfo ? `${proc.name} exited: ${JSON.stringify(proc.exitInfo)}` : `${proc.name} still running`;
+}
+
+/** Starts a process and waits for its listening line; returns {proc, port}. */
+async function startListening(name, bin, args, opts) {
+  const proc = new ManagedProcess(name, bin, args, opts);
+  try {
+    const l = await proc.waitListening();
+    return { proc, port: l.port, listening: l };
+  } catch (e) {
+    await proc.stop(2000);
+    throw e;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The mock provider
+
+export class Mock {
+  constructor(proc, port, usageLogPath) {
+    this.proc = proc;
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}`;
+    this.v1 = `${this.url}/v1`;
+    this.usageLogPath = usageLogPath;
+  }
+
+  /** Complete lines of the usage log, parsed (a partially written last line is skipped). */
+  readUsage() {
+    let text;
+    try {
+      text = fs.readFileSync(this.usageLogPath, 'utf8');
+    } catch (e) {
+      if (e.code === 'ENOENT') return [];
+      throw e;
+    }
+    const lines = text.split('\n');
+    lines.pop(); // '' after the last newline, or an incomplete line
+    return lines.filter((l) => l.trim() !== '').map((l) => {
+      const j = tryParseJson(l);
+      if (j === undefined) throw new Error(`usage log line is not JSON: ${l}`);
+      return j;
+    });
+  }
+
+  /** Polls the usage log until a line matches pred; returns it. */
+  async waitForUsage(pred, { timeoutMs = 10_000, what = 'a usage log line' } = {}) {
+    try {
+      return await waitFor(() => this.readUsage().find(pred), { timeoutMs, intervalMs: 25, what });
+    } catch (e) {
+      e.message += `\nusage log so far:\n${this.readUsage().map((j) => JSON.stringify(j)).join('\n')}`;
+      throw e;
+    }
+  }
+
+  usageFor(requestId, opts = {}) {
+    return this.waitForUsage((l) => l.x_request_id === requestId, {
+      what: `the usage log line with x_request_id ${requestId}`,
+      ...opts,
+    });
+  }
+}
+
+export async function startMock({ args = [] } = {}) {
+  const dir = makeTmpDir();
+  const usageLog = path.join(dir, 'usage.jsonl');
+  const { proc, port } = await startListening('mockprovider', MOCK_BIN, [
+    '--listen', '127.0.0.1:0', '--usage-log', usageLog, ...args,
+  ]);
+  return new Mock(proc, port, usageLog);
+}
+
+// ---------------------------------------------------------------------------
+// The data plane
+
+/** A loopback port on which nothing listens (bound, then closed). */
+export async function deadPort() {
+  const srv = net.createServer();
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address();
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/**
+ * The snapshot used by the tests. Providers:
+ *  - mock:     the mock, generous timeouts (the route `fast` / alias `default` maps to mock-gpt)
+ *  - mockfast: the same mock with first_byte_timeout_ms 1500 (for the upstream timeout test)
+ *  - deadend:  a loopback port nothing listens on (upstream unreachable)
+ */
+export function makeSnapshot({ mockV1, deadV1, extraProviders = [], extraRoutes = [] }) {
+  const providers = [
+    {
+      name: 'mock', driver: 'openai', base_url: mockV1,
+      credential_ref: 'env:MOCK_API_KEY', headers: { 'x-extra': '1' },
+      enabled: true, first_byte_timeout_ms: 60000, idle_timeout_ms: 60000,
+    },
+    {
+      name: 'mockfast', driver: 'openai', base_url: mockV1,
+      credential_ref: 'env:MOCK_API_KEY', headers: {},
+      enabled: true, first_byte_timeout_ms: 1500, idle_timeout_ms: 60000,
+    },
+  ];
+  if (deadV1) {
+    providers.push({
+      name: 'deadend', driver: 'openai', base_url: deadV1,
+      credential_ref: 'env:MOCK_API_KEY', headers: {},
+      enabled: true, first_byte_timeout_ms: 5000, idle_timeout_ms: 5000,
+    });
+  }
+  return {
+    version: 1,
+    providers: [...providers, ...extraProviders],
+    routes: [
+      {
+        name: 'fast', aliases: ['default'], capability: 'chat', strategy: 'ordered',
+        entries: [{ provider: 'mock', model: 'mock-gpt' }],
+      },
+      ...extraRoutes,
+    ],
+    keys: [{ id: 'key_demo', hash: DEMO_KEY_HASH, status: 'active', team: 'demo' }],
+  };
+}
+
+export class Gateway {
+  constructor(proc, port, snapshotPath, snapshot) {
+    this.proc = proc;
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}`;
+    this.v1 = `${this.url}/v1`;
+    this.snapshotPath = snapshotPath;
+    this.snapshot = snapshot;
+  }
+
+  /** Access-log lines (JSON objects on stdout carrying a request_id). */
+  accessLog() {
+    return this.proc.stdoutJson().filter((j) => j && j.request_id !== undefined);
+  }
+
+  async accessLogFor(requestId, timeoutMs = 10_000) {
+    try {
+      return await waitFor(() => this.accessLog().find((j) => j.request_id === requestId), {
+        timeoutMs, intervalMs: 25, what: `the access log line with request_id ${requestId}`,
+      });
+    } catch (e) {
+      e.message += `\n${this.proc.describe()}`;
+      throw e;
+    }
+  }
+}
+
+const GATEWAY_ENV_VARS = [
+  'LLMGW_SNAPSHOT', 'LLMGW_LISTEN', 'LLMGW_THREADS', 'LLMGW_MAX_BODY_BYTES',
+  'LLMGW_DRAIN_TIMEOUT_MS', 'LLMGW_ACCESS_LOG',
+];
+
+export async function startGateway({ mock, args = [], snapshot, threads = 2 } = {}) {
+  const dir = makeTmpDir();
+  const snap = snapshot ?? makeSnapshot({
+    mockV1: mock.v1,
+    deadV1: `http://127.0.0.1:${await deadPort()}/v1`,
+  });
+  const snapshotPath = path.join(dir, 'snapshot.json');
+  fs.writeFileSync(snapshotPath, JSON.stringify(snap, null, 2));
+  const env = { ...process.env, MOCK_API_KEY: MOCK_UPSTREAM_KEY };
+  for (const k of GATEWAY_ENV_VARS) delete env[k];
+  const { proc, port } = await startListening('dataplane', DATAPLANE_BIN, [
+    '--snapshot', snapshotPath, '--listen', '127.0.0.1:0', '--threads', String(threads), ...args,
+  ], { env });
+  return new Gateway(proc, port, snapshotPath, snap);
+}
+
+// What a sanitizer build prints when it finds a bug (leaks are reported at exit).
+const SANITIZER_REPORT = /ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer/;
+
+/**
+ * Stops every process still running (SIGTERM, SIGKILL after a bound) and
+ * removes temp dirs. Throws, failing the calling `after` hook, when any
+ * process crashed, ignored SIGTERM, exited non-zero, or printed a
+ * sanitizer report: a test file passes only if every process it started
+ * stayed clean to its end.
+ */
+export async function stopAll() {
+  const problems = [];
+  const report = (p, what) => {
+    p.reported = true;
+    const msg = `${p.name} (pid ${p.pid}) ${what}`;
+    problems.push(msg);
+    console.error(`# ${msg}\n${p.describe()}`);
+  };
+  // A process that died on its own (a crash) is reported with its output.
+  for (const p of everyProcess) {
+    const e = p.exitInfo;
+    if (e && !p.reported && (!p.exitExpected || (e.signal && e.signal !== 'SIGTERM' && e.signal !== 'SIGKILL'))) {
+      report(p, `exited unexpectedly: ${JSON.stringify(p.exitInfo)}`);
+    }
+  }
+  await Promise.all([...live].map((p) => p.stop()));
+  for (const p of everyProcess) {
+    if (SANITIZER_REPORT.test(p.stderrText)) {
+      problems.push(`${p.name} (pid ${p.pid}) printed a sanitizer report`);
+      console.error(`# ${p.name} (pid ${p.pid}) printed a sanitizer report:\n${p.stderrText.slice(-8000)}`);
+    }
+    if (p.reported) continue;
+    if (p.killedAfterGrace) {
+      report(p, `ignored SIGTERM for ${STOP_GRACE_MS} ms and was SIGKILLed`);
+    } else if (p.exitInfo && p.exitInfo.code !== 0 && p.exitInfo.signal !== 'SIGTERM' && !p.nonZeroExitExpected) {
+      report(p, `exited with ${JSON.stringify(p.exitInfo)} when stopped`);
+    }
+  }
+  if (!process.env.LLMGW_KEEP_TMP) {
+    for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
+    tmpDirs.clear();
+  }
+  if (problems.length) throw new Error(`processes did not stay clean:\n  ${problems.join('\n  ')}`);
+}
+
+// ---------------------------------------------------------------------------
+// HTTP helpers (node:http; a fresh connection per request unless an agent is given)
+
+function buildRequest(port, { method = 'POST', path: p = '/v1/chat/completions', headers = {}, body, agent }) {
+  let payload;
+  const h = { ...headers };
+  if (body !== undefined) {
+    if (typeof body === 'string' || Buffer.isBuffer(body)) {
+      payload = Buffer.from(body);
+    } else {
+      payload = Buffer.from(JSON.stringify(body));
+      if (!Object.keys(h).some((k) => k.toLowerCase() === 'content-type')) h['content-type'] = 'application/json';
+    }
+    h['content-length'] = String(payload.length);
+  }
+  const req = http.request({ host: '127.0.0.1', port, method, path: p, headers: h, agent: agent ?? false });
+  return { req, payload };
+}
+
+/**
+ * One request; resolves with {status, headers, text, json} once the body ended.
+ * `json` is the parsed body or undefined.
+ */
+export function request(port, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const { req, payload } = buildRequest(port, opts);
+    req.setTimeout(opts.timeoutMs ?? REQUEST_TIMEOUT_MS, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('error', reject);
+      res.on('end', () => {
+        resolve({ status: res.statusCode, headers: res.headers, text, json: tryParseJson(text) });
+      });
+    });
+    req.end(payload);
+  });
+}
+
+/** Incremental server-sent-events reader over an http.IncomingMessage. */
+export class SSEStream {
+  constructor(req, res) {
+    this.req = req;
+    this.res = res;
+    this.status = res.statusCode;
+    this.headers = res.headers;
+    this.raw = '';
+    this.events = []; // every event's data (string), in order
+    this.done = false; // the response ended or the connection closed
+    this.complete = false; // the response ended cleanly (chunked terminator / full length)
+    this.error = null;
+    this._buf = '';
+    this._read = 0; // index of the next event nextEvent() returns
+    this._waiters = [];
+    res.setEncoding('utf8');
+    res.on('data', (d) => {
+      this.raw += d;
+      this._buf += d;
+      this._parse();
+      this._wake();
+    });
+    res.on('end', () => {
+      this.complete = res.complete;
+      this._finish();
+    });
+    res.on('error', (e) => {
+      this.error = e;
+      this._finish();
+    });
+    res.on('close', () => {
+      this.complete = this.complete || res.complete;
+      this._finish();
+    });
+  }
+
+  _parse() {
+    for (;;) {
+      let buf = this._buf.replace(/\r\n/g, '\n');
+      if (buf.endsWith('\r')) buf = buf.slice(0, -1); // wait for the '\n' that may follow
+      const i = buf.indexOf('\n\n');
+      if (i < 0) return;
+      const block = buf.slice(0, i);
+      // consume from the original buffer: find the same point there
+      this._buf = this._buf.replace(/\r\n/g, '\n').slice(i + 2);
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line === '' || line.startsWith(':')) continue;
+        const c = line.indexOf(':');
+        const field = c < 0 ? line : line.slice(0, c);
+        let value = c < 0 ? '' : line.slice(c + 1);
+        if (value.startsWith(' ')) value = value.slice(1);
+        if (field === 'data') data.push(value);
+      }
+      if (data.length) this.events.push(data.join('\n'));
+    }
+  }
+
+  _finish() {
+    if (this.done) return;
+    this.done = true;
+    this.trailing = this._buf; // bytes after the last complete event (should be '')
+    this._wake();
+  }
+
+  _wake() {
+    const ws = this._waiters;
+    this._waiters = [];
+    for (const w of ws) w();
+  }
+
+  _changed() {
+    return new Promise((r) => this._waiters.push(r));
+  }
+
+  /** The next event's data, or null when the stream ended first. */
+  async nextEvent(timeoutMs = REQUEST_TIMEOUT_MS) {
+    const deadline = Date.now() + timeoutMs;
+    while (this._read >= this.events.length) {
+      if (this.done) return null;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out after ${timeoutMs} ms waiting for an SSE event; raw so far:\n${this.raw}`);
+      await withTimeout(this._changed(), left, 'an SSE event').catch(() => {});
+    }
+    return this.events[this._read++];
+  }
+
+  /** Waits for the end of the stream; resolves with this. */
+  async readAll(timeoutMs = REQUEST_TIMEOUT_MS) {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.done) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out after ${timeoutMs} ms waiting for the stream to end; raw so far:\n${this.raw}`);
+      await withTimeout(this._changed(), left, 'the end of the stream').catch(() => {});
+    }
+    return this;
+  }
+
+  /** Closes the connection (the client going away). */
+  destroy() {
+    this.res.destroy();
+    this.req.destroy();
+  }
+}
+
+/** Sends a request and resolves with an SSEStream once the response headers arrived. */
+export function openStream(port, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const { req, payload } = buildRequest(port, opts);
+    req.setTimeout(opts.timeoutMs ?? REQUEST_TIMEOUT_MS, () => req.destroy(new Error('request timed out')));
+    req.on('error', (e) => reject(e));
+    req.on('response', (res) => resolve(new SSEStream(req, res)));
+    req.end(payload);
+  });
+}
+
+/** Opens a stream and reads it to the end. */
+export async function collectStream(port, opts = {}) {
+  const s = await openStream(port, opts);
+  return s.readAll(opts.timeoutMs);
+}
+
+/** Tries a TCP connect: 'connected', 'refused', or another error code. */
+export function tryConnect(port, timeoutMs = 2000) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: '127.0.0.1', port });
+    const t = setTimeout(() => { sock.destroy(); resolve('timeout'); }, timeoutMs);
+    sock.once('connect', () => { clearTimeout(t); sock.destroy(); resolve('connected'); });
+    sock.once('error', (e) => { clearTimeout(t); resolve(e.code === 'ECONNREFUSED' ? 'refused' : e.code || String(e)); });
+  });
+}
+
+// ---------------------------------------------------------------------------
+// OpenAI payload helpers
+
+/** Parses SSE data payloads: JSON objects, or the string '[DONE]'. Non-JSON payloads stay strings. */
+export function parseEvents(events) {
+  return events.map((d) => (d === '[DONE]' ? d : (tryParseJson(d) ?? d)));
+}
+
+/** A copy without the top-level fields that legitimately differ per request (id, created). */
+export function stripVolatile(obj) {
+  if (!obj || typeof obj !== 'object') return obj;
+  const { id, created, ...rest } = obj; // eslint-disable-line no-unused-vars
+  return rest;
+}
+
+/** The concatenated delta.content of chat.completion.chunk objects. */
+export function streamedContent(chunks) {
+  return chunks
+    .filter((c) => c && typeof c === 'object' && Array.isArray(c.choices))
+    .map((c) => c.choices.map((ch) => ch.delta?.content ?? '').join(''))
+    .join('');
+}
+
+/** The mock's deterministic answer text for n chunks. */
+export function mockText(n) {
+  return Array.from({ length: n }, (_, i) => `tok${i + 1}`).join(' ');
+}
+
+/** The mock's input token count for OpenAI messages with string content. */
+export function mockInputTokens(messages) {
+  return messages.reduce((n, m) => n + 1 + m.content.split(/\s+/).filter(Boolean).length, 0);
+}
