@@ -124,6 +124,166 @@ int gw_json_escape(struct gw_buf *b, const char *str, size_t n)
     return rc;
 }
 
+struct scan {
+    const unsigned char *p, *end;
+};
+
+static void skip_ws(struct scan *sc)
+{
+    while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\t' || *sc->p == '\n' || *sc->p == '\r'))
+        sc->p++;
+}
+
+static int hex4(const unsigned char *p)
+{
+    for (int i = 0; i < 4; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f') ||
+              (p[i] >= 'A' && p[i] <= 'F')))
+            return 0;
+    return 1;
+}
+
+static int scan_string(struct scan *sc)
+{
+    sc->p++; /* opening quote */
+    while (sc->p < sc->end) {
+        unsigned char c = *sc->p;
+        if (c == '"') {
+            sc->p++;
+            return 1;
+        }
+        if (c < 0x20)
+            return 0;
+        if (c == '\\') {
+            if (sc->end - sc->p < 2)
+                return 0;
+            unsigned char e = sc->p[1];
+            if (e == 'u') {
+                if (sc->end - sc->p < 6 || !hex4(sc->p + 2))
+                    return 0;
+                sc->p += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || e == '\0')
+                return 0;
+            sc->p += 2;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t l = utf8_len(sc->p, (size_t)(sc->end - sc->p));
+            if (!l)
+                return 0;
+            sc->p += l;
+            continue;
+        }
+        sc->p++;
+    }
+    return 0;
+}
+
+static int scan_digits(struct scan *sc)
+{
+    const unsigned char *start = sc->p;
+    while (sc->p < sc->end && *sc->p >= '0' && *sc->p <= '9')
+        sc->p++;
+    return sc->p > start;
+}
+
+static int scan_number(struct scan *sc)
+{
+    if (*sc->p == '-')
+        sc->p++;
+    if (sc->p < sc->end && *sc->p == '0')
+        sc->p++;
+    else if (!scan_digits(sc))
+        return 0;
+    if (sc->p < sc->end && *sc->p == '.') {
+        sc->p++;
+        if (!scan_digits(sc))
+            return 0;
+    }
+    if (sc->p < sc->end && (*sc->p == 'e' || *sc->p == 'E')) {
+        sc->p++;
+        if (sc->p < sc->end && (*sc->p == '+' || *sc->p == '-'))
+            sc->p++;
+        if (!scan_digits(sc))
+            return 0;
+    }
+    return 1;
+}
+
+static int scan_literal(struct scan *sc, const char *lit, size_t n)
+{
+    if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, lit, n) != 0)
+        return 0;
+    sc->p += n;
+    return 1;
+}
+
+static int scan_value(struct scan *sc, int depth)
+{
+    skip_ws(sc);
+    if (sc->p >= sc->end)
+        return 0;
+    switch (*sc->p) {
+    case '"':
+        return scan_string(sc);
+    case 't':
+        return scan_literal(sc, "true", 4);
+    case 'f':
+        return scan_literal(sc, "false", 5);
+    case 'n':
+        return scan_literal(sc, "null", 4);
+    case '{':
+    case '[': {
+        unsigned char close = *sc->p == '{' ? '}' : ']';
+        int object = close == '}';
+        if (depth <= 0)
+            return 0;
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == close) {
+            sc->p++;
+            return 1;
+        }
+        for (;;) {
+            if (object) {
+                skip_ws(sc);
+                if (sc->p >= sc->end || *sc->p != '"' || !scan_string(sc))
+                    return 0;
+                skip_ws(sc);
+                if (sc->p >= sc->end || *sc->p != ':')
+                    return 0;
+                sc->p++;
+            }
+            if (!scan_value(sc, depth - 1))
+                return 0;
+            skip_ws(sc);
+            if (sc->p >= sc->end)
+                return 0;
+            if (*sc->p == close) {
+                sc->p++;
+                return 1;
+            }
+            if (*sc->p != ',')
+                return 0;
+            sc->p++;
+        }
+    }
+    default:
+        return (*sc->p == '-' || (*sc->p >= '0' && *sc->p <= '9')) && scan_number(sc);
+    }
+}
+
+int gw_json_valid(const char *s, size_t n, int max_depth)
+{
+    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    if (!scan_value(&sc, max_depth))
+        return 0;
+    skip_ws(&sc);
+    return sc.p == sc.end;
+}
+
 char *gw_json_error_body(const char *message, const char *type, const char *param,
                          const char *code, size_t *len)
 {

@@ -28,6 +28,12 @@ int gw_json_bool(const json_t *obj, const char *key, int def, int *err);
 int gw_json_escape(struct gw_buf *b, const char *s, size_t n)
     __attribute__((warn_unused_result));
 
+/* Checks that s[0..n) is one complete JSON value (RFC 8259: strings with
+ * valid escapes, numbers, literals, nesting up to max_depth) with nothing
+ * but whitespace around it, without allocating. 1 when valid. Used on hot
+ * paths where a relayed document only needs to be well-formed. */
+int gw_json_valid(const char *s, size_t n, int max_depth);
+
 /* Renders an OpenAI-style error body:
  *   {"error":{"message":M,"type":T,"param":P|null,"code":C|null}}
  * into a malloc'd NUL-terminated string (caller frees), or NULL. */

@@ -101,8 +101,15 @@ static void attempt_free(struct dp_attempt *a)
 {
     if (a->running)
         gw_curlev_remove(a->w->curl, a->easy);
-    if (a->easy)
-        curl_easy_cleanup(a->easy);
+    if (a->easy) {
+        struct dp_worker *w = a->w;
+        if (w->nidle_easy < DP_IDLE_EASY) {
+            curl_easy_reset(a->easy);
+            w->idle_easy[w->nidle_easy++] = a->easy;
+        } else {
+            curl_easy_cleanup(a->easy);
+        }
+    }
     curl_slist_free_all(a->hdrs);
     free(a->body);
     free(a->model);
@@ -259,25 +266,48 @@ static int has_content(const json_t *chunk)
     return 0;
 }
 
-/* One upstream event: check it, note usage and content, queue it. */
+/* True when the JSON text has a member "key" whose value is an object
+ * (or, for want_any, anything but null). A cheap pre-check: a quote inside
+ * a JSON string is escaped, so "key" can only be a key or a whole string. */
+static int has_member(const char *s, size_t n, const char *key, int want_any)
+{
+    size_t kl = strlen(key);
+    const char *end = s + n;
+    for (const char *p = s; (p = memmem(p, (size_t)(end - p), key, kl)); p += kl) {
+        const char *v = p + kl;
+        while (v < end && (*v == ' ' || *v == ':' || *v == '\t' || *v == '\n' || *v == '\r'))
+            v++;
+        if (v < end && (want_any ? *v != 'n' : *v == '{'))
+            return 1;
+    }
+    return 0;
+}
+
+/* One upstream event: check it, note usage and content, queue it. Every
+ * event is checked to be well-formed JSON; only the few that can matter
+ * (before the first content, a usage object, an error) are fully parsed. */
 static int relay_event(struct dp_attempt *a, const struct gw_sse_event *ev)
 {
     if (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0) {
         a->saw_done = 1;
         return gw_buf_appends(&a->out, "data: [DONE]\n\n");
     }
-    json_error_t je;
-    json_t *j = json_loadb(ev->data, ev->data_len, 0, &je);
-    if (!json_is_object(j)) {
-        json_decref(j);
+    if (!gw_json_valid(ev->data, ev->data_len, 64) || ev->data[0] != '{')
         return GW_EINVAL;
+    if (!a->t_first_content || has_member(ev->data, ev->data_len, "\"usage\"", 0) ||
+        has_member(ev->data, ev->data_len, "\"error\"", 1)) {
+        json_t *j = json_loadb(ev->data, ev->data_len, 0, NULL);
+        if (!json_is_object(j)) {
+            json_decref(j);
+            return GW_EINVAL;
+        }
+        read_usage(a, json_object_get(j, "usage"));
+        if (!a->t_first_content && has_content(j))
+            a->t_first_content = gw_now_us();
+        if (json_object_get(j, "error"))
+            set_failure(a, "upstream_error", "provider_stream_error");
+        json_decref(j);
     }
-    read_usage(a, json_object_get(j, "usage"));
-    if (!a->t_first_content && has_content(j))
-        a->t_first_content = gw_now_us();
-    if (json_object_get(j, "error"))
-        set_failure(a, "upstream_error", "provider_stream_error");
-    json_decref(j);
     int rc = GW_OK;
     if (ev->event_len)
         rc = gw_buf_printf(&a->out, "event: %s\n", ev->event);
@@ -493,7 +523,7 @@ static int build_upstream(struct dp_attempt *a, size_t body_len)
         ADD(p->headers[i]);
 #undef ADD
     a->hdrs = h;
-    a->easy = curl_easy_init();
+    a->easy = a->w->nidle_easy > 0 ? a->w->idle_easy[--a->w->nidle_easy] : curl_easy_init();
     if (!a->easy)
         return GW_ENOMEM;
     char url[2048];

@@ -1,5 +1,6 @@
 #include "dp_worker.h"
 
+#include <curl/curl.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <stdio.h>
@@ -259,6 +260,8 @@ void dp_worker_destroy(struct dp_worker *w)
         dp_chat_shutdown(w->attempts);
     gw_http_server_free(w->http);
     gw_curlev_free(w->curl);
+    while (w->nidle_easy > 0)
+        curl_easy_cleanup(w->idle_easy[--w->nidle_easy]);
     if (w->drain_ev)
         event_free(w->drain_ev);
     if (w->drain_tick)

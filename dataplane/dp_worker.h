@@ -20,6 +20,10 @@ struct gw_http_req;
 struct gw_curlev;
 struct dp_attempt;
 
+/* Idle curl easy handles a worker keeps for reuse: creating one per
+ * request costs an allocation and initialisation on the hot path. */
+#define DP_IDLE_EASY 64
+
 struct dp_worker {
     int id;
     const struct dp_config *cfg;
@@ -32,6 +36,8 @@ struct dp_worker {
     int64_t drain_deadline_us;
     int draining;
     struct dp_attempt *attempts; /* in flight, for drain and shutdown */
+    void *idle_easy[DP_IDLE_EASY]; /* reset curl handles, reused */
+    int nidle_easy;
     uint64_t rng;                /* request ids */
     uint64_t seq;
 };

@@ -1,5 +1,7 @@
 /* Tests for common/gw_json.c. */
 #include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gw_buf.h"
@@ -89,7 +91,74 @@ static void test_error_body(void)
     free(s);
 }
 
+static void test_valid(void)
+{
+    static const char *const good[] = {
+        "{}", "[]", " {\"a\" : [1, -2.5e+3, 0, 0.1, true, false, null, \"x\"]} ",
+        "\"\\u00e9\\n\\\"\\/\"", "123", "-0", "1E9", "{\"a\":{\"b\":{\"c\":[[]]}}}",
+        "\"caf\xc3\xa9\"",
+        "{\"id\":\"chatcmpl-1\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}",
+    };
+    static const char *const bad[] = {
+        "", " ", "{", "}", "[1,]", "{\"a\":}", "{\"a\" 1}", "{a:1}", "[1 2]", "01", "1.",
+        ".5", "-", "1e", "+1", "tru", "nul", "\"abc", "\"a\\x\"", "\"\\u12g4\"",
+        "\"tab\there\"", "{} {}", "[1]]", "{\"a\":1,}", "\"\xc3\"", "\"\xff\"", "NaN",
+        "{\"choices\":[{\"delta\":{\"content\":\"tok2\"", /* a malformed chunk */
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        if (!gw_json_valid(good[i], strlen(good[i]), 64))
+            fprintf(stderr, "\n  rejected valid: %s\n", good[i]);
+        CU_ASSERT_TRUE(gw_json_valid(good[i], strlen(good[i]), 64));
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (gw_json_valid(bad[i], strlen(bad[i]), 64))
+            fprintf(stderr, "\n  accepted invalid: %s\n", bad[i]);
+        CU_ASSERT_FALSE(gw_json_valid(bad[i], strlen(bad[i]), 64));
+    }
+    /* Depth is bounded, so hostile nesting cannot exhaust the stack. */
+    char deep[200];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    CU_ASSERT_TRUE(gw_json_valid(deep, 200, 100));
+    CU_ASSERT_FALSE(gw_json_valid(deep, 200, 99));
+}
+
+/* Against jansson on mutated documents: whatever jansson accepts, the
+ * validator accepts too (jansson is the stricter of the two: it also
+ * refuses lone surrogate escapes and numbers it cannot represent). */
+static void test_valid_vs_jansson(void)
+{
+    static const char seed[] =
+        "{\"id\":\"x\",\"n\":[1,-2.5e3,true,null],\"s\":\"a\\\"b\\u00e9\",\"o\":{}}";
+    char doc[sizeof(seed)];
+    static const char alphabet[] = "{}[]:,\"\\0123456789.-+eEtrufalsn \x80\xc3\xa9u";
+    srand(777);
+    int agree = 0;
+    for (int round = 0; round < 20000; round++) {
+        memcpy(doc, seed, sizeof(seed));
+        size_t len = sizeof(seed) - 1;
+        int muts = 1 + rand() % 3;
+        for (int m = 0; m < muts; m++)
+            doc[rand() % len] = alphabet[rand() % (sizeof(alphabet) - 1)];
+        if (rand() % 4 == 0)
+            len = (size_t)(rand() % (int)len);
+        json_t *j = json_loadb(doc, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        int v = gw_json_valid(doc, len, 64);
+        if (j && !v) {
+            fprintf(stderr, "\n  jansson accepts, validator refuses: %.*s\n", (int)len, doc);
+            CU_FAIL("validator stricter than jansson");
+            json_decref(j);
+            return;
+        }
+        agree += (j != NULL) == v;
+        json_decref(j);
+    }
+    CU_ASSERT(agree > 19000);
+}
+
 static CU_TestInfo tests[] = {
+    {"validator: valid and invalid documents", test_valid},
+    {"validator agrees with jansson on mutations", test_valid_vs_jansson},
     {"typed getters", test_typed_getters},
     {"string escaping", test_escape},
     {"escaping respects the ceiling", test_escape_ceiling},
