@@ -266,10 +266,13 @@ static int has_content(const json_t *chunk)
     return 0;
 }
 
-/* True when the JSON text has a member "key" whose value is an object
- * (or, for want_any, anything but null). A cheap pre-check: a quote inside
- * a JSON string is escaped, so "key" can only be a key or a whole string. */
-static int has_member(const char *s, size_t n, const char *key, int want_any)
+/* Where the value of a member "key" starts in JSON text, when that value
+ * is an object (want '{') or anything but null (want 0); NULL when no such
+ * member. A cheap scan, not a parse: a quote inside a JSON string is
+ * escaped, so "key" can only be a key or a whole string, and a nested
+ * member of the same name would match too, which OpenAI-format documents
+ * never have for "usage" and "error". */
+static const char *member_value(const char *s, size_t n, const char *key, char want)
 {
     size_t kl = strlen(key);
     const char *end = s + n;
@@ -277,10 +280,10 @@ static int has_member(const char *s, size_t n, const char *key, int want_any)
         const char *v = p + kl;
         while (v < end && (*v == ' ' || *v == ':' || *v == '\t' || *v == '\n' || *v == '\r'))
             v++;
-        if (v < end && (want_any ? *v != 'n' : *v == '{'))
-            return 1;
+        if (v < end && (want ? *v == want : *v != 'n'))
+            return v;
     }
-    return 0;
+    return NULL;
 }
 
 /* One upstream event: check it, note usage and content, queue it. Every
@@ -294,8 +297,8 @@ static int relay_event(struct dp_attempt *a, const struct gw_sse_event *ev)
     }
     if (!gw_json_valid(ev->data, ev->data_len, 64) || ev->data[0] != '{')
         return GW_EINVAL;
-    if (!a->t_first_content || has_member(ev->data, ev->data_len, "\"usage\"", 0) ||
-        has_member(ev->data, ev->data_len, "\"error\"", 1)) {
+    if (!a->t_first_content || member_value(ev->data, ev->data_len, "\"usage\"", '{') ||
+        member_value(ev->data, ev->data_len, "\"error\"", 0)) {
         json_t *j = json_loadb(ev->data, ev->data_len, 0, NULL);
         if (!json_is_object(j)) {
             json_decref(j);
@@ -410,13 +413,18 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
     return flush_out(a, a->req) == GW_OK ? n : 0;
 }
 
+/* Usage of a JSON answer: only the "usage" member is parsed, from where its
+ * value starts (jansson stops at the end of that value). */
 static void read_body_usage(struct dp_attempt *a)
 {
     if (a->is_sse || a->usage_overflow || !a->acc.len || a->status != 200)
         return;
-    json_t *j = json_loadb(a->acc.data, a->acc.len, 0, NULL);
-    read_usage(a, json_object_get(j, "usage"));
-    json_decref(j);
+    const char *v = member_value(a->acc.data, a->acc.len, "\"usage\"", '{');
+    if (!v)
+        return;
+    json_t *u = json_loadb(v, a->acc.len - (size_t)(v - a->acc.data), JSON_DISABLE_EOF_CHECK, NULL);
+    read_usage(a, u);
+    json_decref(u);
 }
 
 static void on_done(CURL *easy, CURLcode rc, void *arg)

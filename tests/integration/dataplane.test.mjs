@@ -350,7 +350,8 @@ describe('access log', () => {
     const ok = await chat({ model: 'fast', messages: msgs }, { headers: { 'x-request-id': ridOk } });
     assert.equal(ok.status, 200);
     const st = await h.collectStream(gw.port, {
-      body: { model: 'fast', stream: true, messages: msgs }, headers: { ...h.AUTH, 'x-request-id': ridStream },
+      body: { model: 'fast', stream: true, stream_options: { include_usage: true }, messages: msgs },
+      headers: { ...h.AUTH, 'x-request-id': ridStream },
     });
     assert.equal(st.status, 200);
     const denied = await h.request(gw.port, {
@@ -364,6 +365,18 @@ describe('access log', () => {
     assert.equal(lOk.status, 200);
     assert.equal(lStream.status, 200);
     assert.equal(lDenied.status, 401);
+    // Tokens come from the provider's own usage, streamed or not.
+    const okUsage = ok.json.usage;
+    assert.deepEqual(lOk.tokens, {
+      input: okUsage.prompt_tokens, output: okUsage.completion_tokens, total: okUsage.total_tokens,
+    });
+    assert.equal(lOk.route, 'fast');
+    assert.equal(lOk.provider, 'mock');
+    assert.equal(lOk.model, 'mock-gpt');
+    assert.equal(lOk.outcome, 'ok');
+    assert.ok(lOk.ttfb_ms > 0 && lOk.latency_ms >= lOk.ttfb_ms, JSON.stringify(lOk));
+    assert.deepEqual(lStream.tokens, lOk.tokens);
+    assert.ok(lStream.ttfc_ms >= lStream.ttfb_ms, JSON.stringify(lStream));
 
     await h.sleep(300); // any duplicate line would have been written by now
     for (const rid of [ridOk, ridStream, ridDenied]) {
