@@ -27,7 +27,7 @@ int gw_buf_appends(struct gw_buf *b, const char *s)
 int gw_buf_printf(struct gw_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), warn_unused_result));
 int gw_buf_vprintf(struct gw_buf *b, const char *fmt, va_list ap)
-    __attribute__((warn_unused_result));
+    __attribute__((format(printf, 2, 0), warn_unused_result));
 /* Drops the first n bytes. */
 void gw_buf_consume(struct gw_buf *b, size_t n);
 

@@ -34,6 +34,8 @@
 #include "gw_time.h"
 
 #define MAX_HEADERS 100
+/* How long a closing connection may take to flush what is queued. */
+#define CLOSE_FLUSH_MS 10000
 
 enum conn_state { C_HEAD, C_BODY, C_ACTIVE };
 
@@ -389,12 +391,11 @@ static void end_request(struct gw_http_req *r, int abort_conn)
     if (!c)
         return;
     c->req = NULL;
-    if (abort_conn) {
-        conn_free(c);
-        return;
-    }
-    if (!keepalive || c->rejecting || srv->draining) {
+    if (abort_conn || !keepalive || c->rejecting || srv->draining) {
         c->closing = 1;
+        /* A peer that never reads must not hold a closing connection open. */
+        struct timeval wt = {CLOSE_FLUSH_MS / 1000, (CLOSE_FLUSH_MS % 1000) * 1000};
+        bufferevent_set_timeouts(c->bev, NULL, &wt);
         /* After a refusal the client may still be sending the body we
          * refused; closing with unread input would reset the connection
          * and lose our answer, so read and discard it for a while. */

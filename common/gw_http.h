@@ -137,8 +137,9 @@ void gw_http_on_drain(struct gw_http_req *req, size_t low_water,
 /* Ends a chunked response with the terminating chunk. Ends the request. */
 void gw_http_finish(struct gw_http_req *req);
 
-/* Ends the request by closing the connection at once (a chunked response is
- * left without its terminator, which clients see as an error). */
+/* Ends the request and closes the connection once what is already queued
+ * has been sent: a chunked response is left without its terminator, which
+ * clients see as an error. */
 void gw_http_abort(struct gw_http_req *req);
 
 /* True once the response head has been queued. */

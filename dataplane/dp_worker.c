@@ -214,7 +214,15 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     w->cfg = cfg;
     if (gw_random_bytes(&w->rng, sizeof(w->rng)) != GW_OK || w->rng == 0)
         w->rng = (uint64_t)gw_now_us() | 1;
-    w->base = event_base_new();
+    /* The epoll changelist folds the add/delete pairs that every response
+     * (and curl's socket callbacks) make into one epoll_ctl, or none. The
+     * base keeps its lock: the main thread activates drain_ev. */
+    struct event_config *ec = event_config_new();
+    if (!ec)
+        return GW_ENOMEM;
+    event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    w->base = event_base_new_with_config(ec);
+    event_config_free(ec);
     if (!w->base)
         return GW_ENOMEM;
     struct gw_http_server_opts o = {

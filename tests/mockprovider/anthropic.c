@@ -1,0 +1,298 @@
+/*
+ * The Anthropic wire format: POST /v1/messages, as JSON or as the SSE event
+ * sequence message_start, content_block_start, ping, content_block_delta...,
+ * content_block_stop, message_delta, message_stop. Each SSE event carries
+ * both an "event:" line and the same "type" in its data, as Anthropic's do;
+ * the SDK's MessageStream rebuilds the message from them, so usage must be
+ * complete in message_start (input side) and message_delta (output side).
+ *
+ * Anthropic counts input_tokens without the cached part: input_tokens +
+ * cache_read_input_tokens + cache_creation_input_tokens is the whole
+ * prompt. The mock's own accounting (c->input_tokens) is the whole prompt.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gw_error.h"
+#include "mock.h"
+
+static const char *stop_reason(const struct mock_call *c)
+{
+    if (c->f.empty)
+        return "end_turn";
+    switch (c->finish) {
+    case MOCK_FINISH_LENGTH: return "max_tokens";
+    case MOCK_FINISH_TOOLS: return "tool_use";
+    default: return "end_turn";
+    }
+}
+
+static int uncached_input(const struct mock_call *c)
+{
+    return c->input_tokens - c->cache_read - c->cache_write;
+}
+
+/* The usage object of a complete message (and of message_start). */
+static int append_usage(struct gw_buf *b, const struct mock_call *c, int out)
+{
+    return mock_buf_printf(b,
+                           "{\"input_tokens\":%d,\"cache_creation_input_tokens\":%d,"
+                           "\"cache_read_input_tokens\":%d,\"cache_creation\":"
+                           "{\"ephemeral_5m_input_tokens\":%d,\"ephemeral_1h_input_tokens\":0},"
+                           "\"output_tokens\":%d,\"service_tier\":\"standard\"}",
+                           uncached_input(c), c->cache_write, c->cache_read,
+                           c->cache_write, out);
+}
+
+/* ---- request ---- */
+
+static int tool_get(json_t *tool, const char **name, json_t **schema)
+{
+    /* Server tools (web search, ...) have no input_schema: the mock cannot
+     * "call" them, so they are skipped. */
+    *schema = json_object_get(tool, "input_schema");
+    *name = json_string_value(json_object_get(tool, "name"));
+    return *name != NULL && json_is_object(*schema);
+}
+
+static const char *messages_parse(struct mock_call *c, json_t *root)
+{
+    json_t *messages = json_object_get(root, "messages");
+    if (!json_is_array(messages))
+        return "messages: Field required";
+    long long max;
+    if (mock_json_int(root, "max_tokens", 0, 1 << 30, &max) != 1)
+        return "max_tokens: Field required";
+    size_t i;
+    json_t *msg;
+    json_array_foreach(messages, i, msg) {
+        c->input_tokens += 1 + mock_count_text(json_object_get(msg, "content"));
+    }
+    c->input_tokens += mock_count_text(json_object_get(root, "system"));
+
+    int chunks = c->f.chunks >= 0 ? c->f.chunks : c->th->sh->cfg->chunks;
+    c->ntext = chunks;
+    c->finish = MOCK_FINISH_STOP;
+    if (max < chunks) {
+        c->ntext = (int)max;
+        c->finish = MOCK_FINISH_LENGTH;
+    }
+
+    json_t *tools = json_object_get(root, "tools");
+    json_t *choice = json_object_get(root, "tool_choice");
+    if (!json_is_array(tools) || json_array_size(tools) == 0)
+        return NULL;
+    const char *type = json_string_value(json_object_get(choice, "type"));
+    if (type != NULL && strcmp(type, "none") == 0)
+        return NULL;
+    const char *named = NULL;
+    if (type != NULL && strcmp(type, "tool") == 0) {
+        named = json_string_value(json_object_get(choice, "name"));
+        if (named == NULL)
+            return "tool_choice.name: Field required";
+    }
+    return mock_pick_tools(c, tools, named, tool_get);
+}
+
+/* ---- complete answer ---- */
+
+static int append_tool_use(struct gw_buf *b, const struct mock_call *c, int i,
+                           int with_input)
+{
+    const struct mock_tool *t = &c->tools[i];
+    int rc = mock_buf_printf(b, "{\"type\":\"tool_use\",\"id\":\"toolu_mock_%llu_%d\",\"name\":",
+                             (unsigned long long)c->n, i);
+    rc |= mock_buf_json_str(b, t->name, strlen(t->name), 0);
+    rc |= gw_buf_appends(b, ",\"input\":");
+    rc |= with_input ? gw_buf_append(b, t->args, t->args_len) : gw_buf_appends(b, "{}");
+    rc |= gw_buf_appends(b, "}");
+    return rc;
+}
+
+static int message_head(struct gw_buf *b, const struct mock_call *c)
+{
+    int rc = mock_buf_printf(b,
+                             "{\"id\":\"msg_mock_%llu\",\"type\":\"message\","
+                             "\"role\":\"assistant\",\"model\":",
+                             (unsigned long long)c->n);
+    rc |= mock_buf_json_str(b, c->model, strlen(c->model), 0);
+    return rc;
+}
+
+static int messages_body(struct mock_call *c, struct gw_buf *b)
+{
+    int rc = message_head(b, c);
+    rc |= gw_buf_appends(b, ",\"content\":[");
+    if (c->f.empty) {
+        /* no content blocks at all */
+    } else if (c->ntools > 0) {
+        for (int i = 0; i < c->ntools; i++) {
+            if (i)
+                rc |= gw_buf_appends(b, ",");
+            rc |= append_tool_use(b, c, i, 1);
+        }
+    } else {
+        rc |= gw_buf_appends(b, "{\"type\":\"text\",\"text\":\"");
+        rc |= mock_append_tokens(b, 0, c->ntext);
+        rc |= gw_buf_appends(b, "\"}");
+    }
+    rc |= mock_buf_printf(b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":",
+                          stop_reason(c));
+    rc |= append_usage(b, c, mock_call_output_tokens(c));
+    rc |= gw_buf_appends(b, "}");
+    return rc ? GW_ELIMIT : 0;
+}
+
+/* ---- stream ---- */
+
+enum { A_START, A_BLOCK_START, A_PING, A_DELTA, A_BLOCK_STOP, A_MSG_DELTA,
+       A_MSG_STOP, A_END };
+
+static int event_open(struct gw_buf *b, const char *type)
+{
+    return mock_buf_printf(b, "event: %s\ndata: {\"type\":\"%s\"", type, type);
+}
+
+static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
+{
+    int rc = 0;
+    enum mock_frame kind = MOCK_FRAME_PRE;
+    for (;;) {
+        switch (c->phase) {
+        case A_START: {
+            int out_tokens = mock_call_output_tokens(c);
+            rc |= event_open(out, "message_start");
+            rc |= gw_buf_appends(out, ",\"message\":");
+            rc |= message_head(out, c);
+            rc |= gw_buf_appends(out, ",\"content\":[],\"stop_reason\":null,"
+                                      "\"stop_sequence\":null,\"usage\":");
+            /* Like Anthropic, an early output count of 1: the final count
+             * comes in message_delta and replaces it. */
+            rc |= append_usage(out, c, out_tokens > 0 ? 1 : 0);
+            rc |= gw_buf_appends(out, "}}\n\n");
+            c->phase = c->f.empty ? A_MSG_DELTA : A_BLOCK_START;
+            kind = MOCK_FRAME_PRE;
+            break;
+        }
+        case A_BLOCK_START:
+            rc |= event_open(out, "content_block_start");
+            rc |= mock_buf_printf(out, ",\"index\":%d,\"content_block\":", c->idx);
+            if (c->ntools > 0)
+                rc |= append_tool_use(out, c, c->idx, 0);
+            else
+                rc |= gw_buf_appends(out, "{\"type\":\"text\",\"text\":\"\"}");
+            rc |= gw_buf_appends(out, "}\n\n");
+            c->off = 0;
+            c->phase = c->idx == 0 ? A_PING : A_DELTA;
+            kind = c->idx == 0 ? MOCK_FRAME_PRE : MOCK_FRAME_MID;
+            break;
+        case A_PING:
+            rc |= event_open(out, "ping");
+            rc |= gw_buf_appends(out, "}\n\n");
+            c->phase = A_DELTA;
+            kind = MOCK_FRAME_PRE;
+            break;
+        case A_DELTA:
+            if (c->ntools > 0) {
+                const struct mock_tool *t = &c->tools[c->idx];
+                if (c->off >= t->args_len) {
+                    c->phase = A_BLOCK_STOP;
+                    continue;
+                }
+                size_t n = t->args_len - c->off;
+                if (n > MOCK_ARG_PIECE)
+                    n = MOCK_ARG_PIECE;
+                rc |= event_open(out, "content_block_delta");
+                rc |= mock_buf_printf(out, ",\"index\":%d,\"delta\":{\"type\":"
+                                         "\"input_json_delta\",\"partial_json\":",
+                                      c->idx);
+                rc |= mock_buf_json_str(out, t->args + c->off, n, 0);
+                rc |= gw_buf_appends(out, "}}\n\n");
+                c->off += n;
+            } else {
+                if (c->off >= (size_t)c->ntext) {
+                    c->phase = A_BLOCK_STOP;
+                    continue;
+                }
+                rc |= event_open(out, "content_block_delta");
+                rc |= gw_buf_appends(out, ",\"index\":0,\"delta\":{\"type\":"
+                                          "\"text_delta\",\"text\":\"");
+                rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
+                rc |= gw_buf_appends(out, "\"}}\n\n");
+                c->off++;
+            }
+            kind = MOCK_FRAME_CONTENT;
+            break;
+        case A_BLOCK_STOP:
+            rc |= event_open(out, "content_block_stop");
+            rc |= mock_buf_printf(out, ",\"index\":%d}\n\n", c->idx);
+            c->idx++;
+            if (c->ntools > 0 && c->idx < c->ntools) {
+                c->phase = A_BLOCK_START;
+                kind = MOCK_FRAME_MID;
+            } else {
+                c->phase = A_MSG_DELTA;
+                kind = MOCK_FRAME_POST;
+            }
+            break;
+        case A_MSG_DELTA:
+            rc |= event_open(out, "message_delta");
+            rc |= mock_buf_printf(out,
+                                  ",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},"
+                                  "\"usage\":{\"input_tokens\":%d,"
+                                  "\"cache_creation_input_tokens\":%d,"
+                                  "\"cache_read_input_tokens\":%d,\"output_tokens\":%d}}\n\n",
+                                  stop_reason(c), uncached_input(c), c->cache_write,
+                                  c->cache_read, c->emitted);
+            c->phase = A_MSG_STOP;
+            kind = MOCK_FRAME_POST;
+            break;
+        case A_MSG_STOP:
+            rc |= event_open(out, "message_stop");
+            rc |= gw_buf_appends(out, "}\n\n");
+            c->phase = A_END;
+            kind = MOCK_FRAME_POST;
+            break;
+        default:
+            return MOCK_FRAME_END;
+        }
+        return rc ? MOCK_FRAME_END : kind;
+    }
+}
+
+const struct mock_api mock_anthropic_messages = {
+    .log_name = "anthropic.messages",
+    .id_prefix = "msg_mock_",
+    .anthropic_errors = 1,
+    .parse = messages_parse,
+    .body = messages_body,
+    .frame = messages_frame,
+};
+
+/* ---- errors ---- */
+
+int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message,
+                              uint64_t n)
+{
+    const char *type = status >= 500 ? "api_error" : "invalid_request_error";
+    const char *dflt = status >= 500 ? "Internal server error (mock fault)"
+                                     : "Invalid request (mock fault)";
+    switch (status) {
+    case 401: type = "authentication_error"; dflt = "invalid x-api-key (mock fault)"; break;
+    case 402: type = "billing_error"; dflt = "Billing issue (mock fault)"; break;
+    case 403: type = "permission_error"; dflt = "Permission denied (mock fault)"; break;
+    case 404: type = "not_found_error"; dflt = "Not found (mock fault)"; break;
+    case 413: type = "request_too_large"; dflt = "Request exceeds the maximum allowed number of bytes (mock fault)"; break;
+    case 429: type = "rate_limit_error"; dflt = "Number of requests has exceeded your rate limit (mock fault)"; break;
+    case 504: type = "timeout_error"; dflt = "Request timed out (mock fault)"; break;
+    case 529: type = "overloaded_error"; dflt = "Overloaded (mock fault)"; break;
+    default: break;
+    }
+    if (message == NULL)
+        message = dflt;
+    int rc = mock_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":",
+                             type);
+    rc |= mock_buf_json_str(b, message, strlen(message), 0);
+    rc |= mock_buf_printf(b, "},\"request_id\":\"req_mock_%llu\"}", (unsigned long long)n);
+    return rc ? GW_ELIMIT : 0;
+}

@@ -1,0 +1,471 @@
+/*
+ * One model call, from the parsed body to the usage-log line.
+ *
+ * The flow is the same for every API: parse the body, resolve the fault
+ * SPEC (header, then "model#spec", then --fault), then either answer at
+ * once (the benchmark path: no timer, no allocation beyond the request's
+ * pool and a jansson tree) or go asynchronous for ttfb_ms, hang and
+ * streams. The asynchronous state lives in the request's pool, so it dies
+ * exactly when gw_http ends the request; every path that ends the request
+ * writes the usage line first, and the timer is freed by a pool cleanup so
+ * it can never fire into freed memory.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "gw_error.h"
+#include "mock.h"
+
+/* Streams stop generating while this much output waits for the client and
+ * resume below the low mark, so a slow reader cannot make us buffer an
+ * arbitrarily long answer. */
+#define STREAM_HIGH_WATER (256u * 1024u)
+#define STREAM_LOW_WATER (64u * 1024u)
+
+static const char *const SSE_TYPE = "text/event-stream; charset=utf-8";
+static const char *const JSON_TYPE = "application/json";
+
+int mock_call_output_tokens(const struct mock_call *c)
+{
+    if (c->f.empty)
+        return 0;
+    if (c->ntools == 0)
+        return c->ntext;
+    int pieces = 0;
+    for (int i = 0; i < c->ntools; i++)
+        pieces += (int)((c->tools[i].args_len + MOCK_ARG_PIECE - 1) / MOCK_ARG_PIECE);
+    return pieces;
+}
+
+/* ---- usage log ---- */
+
+static void usage_log(struct mock_call *c, const char *outcome, int output_tokens)
+{
+    int fd = c->th->sh->usage_fd;
+    if (fd < 0)
+        return;
+    struct gw_buf *b = &c->th->line;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    /* OpenAI has no wire field for cache writes, so the log (which records
+     * what the provider reported) says 0 there. */
+    int cache_write = c->api->anthropic_errors ? c->cache_write : 0;
+    int rc = 0;
+    gw_buf_reset(b);
+    rc |= mock_buf_printf(b, "{\"ts_ms\":%lld,\"id\":", ms);
+    if (c->api->id_prefix != NULL)
+        rc |= mock_buf_printf(b, "\"%s%llu\"", c->api->id_prefix,
+                              (unsigned long long)c->n);
+    else
+        rc |= gw_buf_appends(b, "null");
+    rc |= gw_buf_appends(b, ",\"x_request_id\":");
+    if (c->x_request_id != NULL)
+        rc |= mock_buf_json_str(b, c->x_request_id, strlen(c->x_request_id), 1);
+    else
+        rc |= gw_buf_appends(b, "null");
+    rc |= mock_buf_printf(b, ",\"api\":\"%s\",\"model\":", c->api->log_name);
+    if (c->model != NULL)
+        rc |= mock_buf_json_str(b, c->model, strlen(c->model), 1);
+    else
+        rc |= gw_buf_appends(b, "null");
+    rc |= mock_buf_printf(b, ",\"stream\":%s,\"status\":%d,\"outcome\":\"%s\",\"fault\":",
+                          c->stream ? "true" : "false", c->status, outcome);
+    rc |= mock_buf_json_str(b, c->fault_spec, strlen(c->fault_spec), 1);
+    rc |= mock_buf_printf(b,
+                          ",\"usage\":{\"input_tokens\":%d,\"output_tokens\":%d,"
+                          "\"cache_read_tokens\":%d,\"cache_write_tokens\":%d}}\n",
+                          c->input_tokens, output_tokens, c->cache_read, cache_write);
+    if (rc != 0)
+        return;
+    /* One write(2) on an O_APPEND fd: lines from several threads never
+     * interleave. A failed write is dropped: the log must not stall calls. */
+    ssize_t w = write(fd, b->data, b->len);
+    (void)w;
+}
+
+/* ---- ending a call: log first, then release the request ---- */
+
+static void respond(struct mock_call *c, int status, const char *body,
+                    size_t len, const char *outcome, int output_tokens)
+{
+    c->status = status;
+    usage_log(c, outcome, output_tokens);
+    gw_http_respond(c->req, status, JSON_TYPE, body, len);
+}
+
+static void end_abort(struct mock_call *c, const char *outcome)
+{
+    /* A stream bills what it sent; a complete answer bills everything once
+     * its head went out, nothing before. */
+    int out = c->stream ? c->emitted : c->status != 0 ? mock_call_output_tokens(c) : 0;
+    usage_log(c, outcome, out);
+    gw_http_abort(c->req);
+}
+
+static void end_closed(struct mock_call *c)
+{
+    end_abort(c, "client_closed");
+}
+
+static void on_drop_flushed(struct gw_http_req *req, void *arg)
+{
+    (void)req;
+    end_abort(arg, "dropped");
+}
+
+static void watch_close(struct mock_call *c);
+
+/* drop_after: the client must receive what was written before the
+ * connection closes, and gw_http_abort() closes at once, discarding queued
+ * output; so wait until everything is flushed to the socket first. */
+static void drop(struct mock_call *c)
+{
+    watch_close(c);
+    gw_http_on_drain(c->req, 0, on_drop_flushed, c);
+}
+
+static void on_client_close(struct gw_http_req *req, void *arg)
+{
+    (void)req;
+    end_closed(arg);
+}
+
+static void watch_close(struct mock_call *c)
+{
+    if (!c->watching) {
+        c->watching = 1;
+        gw_http_req_on_close(c->req, on_client_close, c);
+    }
+}
+
+static void free_timer(void *data)
+{
+    event_free(data);
+}
+
+/* One timer per call, re-armed for each wait; what the wait was for is in
+ * c->waiting, so the event is never re-assigned while libevent holds it. */
+static void on_timer(evutil_socket_t fd, short what, void *arg);
+
+static int arm_timer(struct mock_call *c, int ms, enum mock_wait why)
+{
+    if (c->timer == NULL) {
+        c->timer = event_new(c->th->base, -1, 0, on_timer, c);
+        if (c->timer == NULL)
+            return GW_ENOMEM;
+        if (gw_pool_cleanup(c->pool, free_timer, c->timer) != 0) {
+            event_free(c->timer);
+            c->timer = NULL;
+            return GW_ENOMEM;
+        }
+    }
+    c->waiting = why;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return evtimer_add(c->timer, &tv) == 0 ? 0 : GW_EIO;
+}
+
+/* ---- errors ---- */
+
+static void respond_error(struct mock_call *c, int status, const char *message)
+{
+    struct gw_buf *b = &c->th->out;
+    gw_buf_reset(b);
+    int rc = c->api->anthropic_errors
+                 ? mock_anthropic_error_body(b, status, message, c->n)
+                 : mock_openai_error_body(b, status, message, NULL);
+    /* Both providers name the request in a header; the SDKs surface it. */
+    char rid[40];
+    snprintf(rid, sizeof(rid), "req_mock_%llu", (unsigned long long)c->n);
+    (void)gw_http_add_header(c->req, c->api->anthropic_errors ? "request-id" : "x-request-id",
+                             rid);
+    if (status == 429 || c->f.retry_after >= 0) {
+        char secs[16];
+        snprintf(secs, sizeof(secs), "%d", c->f.retry_after >= 0 ? c->f.retry_after : 1);
+        (void)gw_http_add_header(c->req, "Retry-After", secs);
+    }
+    if (rc != 0)
+        respond(c, status, "{}", 2, "error", 0);
+    else
+        respond(c, status, b->data, b->len, "error", 0);
+}
+
+/* ---- streaming ---- */
+
+static void pump(struct mock_call *c);
+
+static void on_drain(struct gw_http_req *req, void *arg)
+{
+    (void)req;
+    pump(arg);
+}
+
+/* Cuts the JSON of the frame's last "data: " line in half: the Nth content
+ * chunk arrives as an SSE event whose payload does not parse. */
+static void malform(struct gw_buf *f)
+{
+    const char *data = NULL;
+    for (const char *p = f->data; (p = strstr(p, "data: ")) != NULL; p += 6)
+        data = p + 6;
+    if (data == NULL)
+        return;
+    size_t start = (size_t)(data - f->data);
+    size_t json_len = f->len - start;
+    while (json_len > 0 && f->data[start + json_len - 1] == '\n')
+        json_len--;
+    /* The frame shrinks, so the two bytes always fit. */
+    f->len = start + json_len / 2;
+    f->data[f->len] = '\0';
+    if (gw_buf_appends(f, "\n\n") != 0)
+        f->len = 0;
+}
+
+static void end_stream(struct mock_call *c)
+{
+    const char *outcome = c->malformed_sent ? "malformed"
+                          : c->f.empty      ? "empty"
+                                            : "completed";
+    usage_log(c, outcome, c->emitted);
+    gw_http_finish(c->req);
+}
+
+/* Writes frames until the stream ends, a chunk delay is due, the client
+ * lags (backpressure) or a drop_after fault fires. Re-entered from the
+ * delay timer and the drain callback. */
+static void pump(struct mock_call *c)
+{
+    for (;;) {
+        if (!c->have_frame) {
+            gw_buf_reset(&c->frame);
+            c->frame_kind = c->api->frame(c, &c->frame);
+            if (c->frame_kind == MOCK_FRAME_END) {
+                end_stream(c);
+                return;
+            }
+            c->have_frame = 1;
+            c->delayed = 0;
+        }
+        if (c->f.drop_after >= 0 && c->emitted >= c->f.drop_after &&
+            c->frame_kind != MOCK_FRAME_PRE) {
+            drop(c);
+            return;
+        }
+        if (c->frame_kind == MOCK_FRAME_CONTENT && c->emitted > 0 &&
+            c->delay_ms > 0 && !c->delayed) {
+            /* Without a timer the stream cannot go on: cut it. */
+            if (arm_timer(c, c->delay_ms, MOCK_WAIT_DELAY) != 0)
+                end_abort(c, "dropped");
+            return;
+        }
+        if (gw_http_pending(c->req) > STREAM_HIGH_WATER) {
+            gw_http_on_drain(c->req, STREAM_LOW_WATER, on_drain, c);
+            return;
+        }
+        if (c->frame_kind == MOCK_FRAME_CONTENT && c->f.malformed > 0 &&
+            c->emitted + 1 == c->f.malformed) {
+            malform(&c->frame);
+            c->malformed_sent = 1;
+        }
+        c->have_frame = 0;
+        if (gw_http_write(c->req, c->frame.data, c->frame.len) != 0) {
+            end_closed(c);
+            return;
+        }
+        if (c->frame_kind == MOCK_FRAME_CONTENT)
+            c->emitted++;
+    }
+}
+
+static void free_frame(void *data)
+{
+    gw_buf_free(data);
+}
+
+static void start_stream(struct mock_call *c)
+{
+    gw_buf_init(&c->frame, MOCK_OUT_MAX);
+    if (gw_pool_cleanup(c->pool, free_frame, &c->frame) != 0) {
+        respond_error(c, 500, "mock: out of memory");
+        return;
+    }
+    watch_close(c);
+    if (gw_http_start(c->req, 200, SSE_TYPE) != 0) {
+        end_closed(c);
+        return;
+    }
+    c->status = 200;
+    pump(c);
+}
+
+/* ---- complete answers ---- */
+
+static void respond_body(struct mock_call *c)
+{
+    struct gw_buf *b = &c->th->out;
+    gw_buf_reset(b);
+    if (c->api->body(c, b) != 0) {
+        respond_error(c, 500, "mock: answer too large");
+        return;
+    }
+    int out = mock_call_output_tokens(c);
+    if (c->f.drop_after >= 0) {
+        /* The head and part of the body, then the connection closes: the
+         * client sees a response cut short. */
+        if (gw_http_start(c->req, 200, JSON_TYPE) != 0) {
+            end_closed(c);
+            return;
+        }
+        c->status = 200;
+        if (gw_http_write(c->req, b->data, b->len / 2) != 0) {
+            end_closed(c);
+            return;
+        }
+        drop(c);
+    } else if (c->f.malformed > 0) {
+        respond(c, 200, b->data, b->len / 2, "malformed", out);
+    } else {
+        respond(c, 200, b->data, b->len, c->f.empty ? "empty" : "completed", out);
+    }
+}
+
+/* The answer proper, once any ttfb delay is over. */
+static void answer(struct mock_call *c)
+{
+    if (c->f.status != 0)
+        respond_error(c, c->f.status, NULL);
+    else if (c->stream)
+        start_stream(c);
+    else
+        respond_body(c);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct mock_call *c = arg;
+    if (c->waiting == MOCK_WAIT_TTFB) {
+        answer(c);
+    } else {
+        c->delayed = 1;
+        pump(c);
+    }
+}
+
+/* ---- parsing ---- */
+
+/* Picks the fault SPEC: header, then the model's "#..." suffix, then
+ * --fault. The first one present wins as a whole. */
+static const char *resolve_fault(struct mock_call *c, const char *model_spec,
+                                 char *err, size_t errlen)
+{
+    const char *h = gw_http_req_header(c->req, "x-mock-fault");
+    const char *spec = NULL;
+    if (h != NULL && h[0] != '\0')
+        spec = h;
+    else if (model_spec != NULL && model_spec[0] != '\0')
+        spec = model_spec;
+    if (spec == NULL) {
+        c->fault_spec = c->th->sh->cfg->fault_spec;
+        c->f = c->th->sh->cfg->fault;
+        return NULL;
+    }
+    c->fault_spec = spec;
+    if (mock_fault_parse(spec, strlen(spec), &c->f, err, errlen) != 0)
+        return err;
+    return NULL;
+}
+
+static void free_json(void *data)
+{
+    json_decref(data);
+}
+
+/* Returns NULL or an error message for a 400. */
+static const char *parse(struct mock_call *c, char *err, size_t errlen)
+{
+    size_t len;
+    const char *body = gw_http_req_body(c->req, &len);
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (root == NULL)
+        return "mock: the body is not valid JSON";
+    /* Tool names point into the tree: it lives as long as the request. */
+    if (gw_pool_cleanup(c->pool, free_json, root) != 0) {
+        json_decref(root);
+        return "mock: out of memory";
+    }
+    if (!json_is_object(root))
+        return "mock: the body is not a JSON object";
+    json_t *model = json_object_get(root, "model");
+    if (!json_is_string(model))
+        return "model: field required (a string)";
+    const char *m = json_string_value(model);
+    const char *hash = strchr(m, '#');
+    c->model = hash ? gw_pool_strndup(c->pool, m, (size_t)(hash - m)) : m;
+    if (c->model == NULL)
+        return "mock: out of memory";
+    json_t *stream = json_object_get(root, "stream");
+    if (stream != NULL && !json_is_boolean(stream) && !json_is_null(stream))
+        return "stream: must be a boolean";
+    c->stream = json_is_true(stream) && c->api->frame != NULL;
+    const char *ferr = resolve_fault(c, hash ? hash + 1 : NULL, err, errlen);
+    if (ferr != NULL)
+        return ferr;
+    c->delay_ms = c->f.chunk_delay_ms >= 0 ? c->f.chunk_delay_ms
+                                           : c->th->sh->cfg->chunk_delay_ms;
+    const char *aerr = c->api->parse(c, root);
+    if (aerr != NULL)
+        return aerr;
+    int in = c->input_tokens;
+    c->cache_read = c->f.cache_read < in ? c->f.cache_read : in;
+    c->cache_write = c->f.cache_write < in - c->cache_read ? c->f.cache_write
+                                                           : in - c->cache_read;
+    return NULL;
+}
+
+void mock_call_start(struct mock_thread *th, struct gw_http_req *req,
+                     const struct mock_api *api)
+{
+    struct gw_pool *pool = gw_http_req_pool(req);
+    struct mock_call *c = gw_pool_calloc(pool, sizeof(*c));
+    if (c == NULL) {
+        static const char oom[] = "{\"error\":{\"message\":\"mock: out of memory\"}}";
+        gw_http_respond(req, 500, JSON_TYPE, oom, sizeof(oom) - 1);
+        return;
+    }
+    c->req = req;
+    c->th = th;
+    c->api = api;
+    c->pool = pool;
+    c->fault_spec = "";
+    mock_fault_clear(&c->f);
+    c->x_request_id = gw_http_req_header(req, "x-request-id");
+    c->n = atomic_fetch_add_explicit(&th->sh->next_id, 1, memory_order_relaxed) + 1;
+    c->created = (long long)time(NULL);
+
+    char err[160];
+    const char *msg = parse(c, err, sizeof(err));
+    if (msg != NULL) {
+        /* A bad request is answered at once, whatever its fault says. */
+        c->f.retry_after = -1;
+        respond_error(c, 400, msg);
+        return;
+    }
+    if (c->f.hang) {
+        /* Never answer; the close callback logs and releases the request. */
+        watch_close(c);
+        return;
+    }
+    if (c->f.ttfb_ms > 0) {
+        watch_close(c);
+        if (arm_timer(c, c->f.ttfb_ms, MOCK_WAIT_TTFB) != 0)
+            respond_error(c, 500, "mock: cannot arm a timer");
+        return;
+    }
+    answer(c);
+}

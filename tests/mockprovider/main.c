@@ -1,0 +1,395 @@
+/*
+ * llmgw-mockprovider: the one fake in the llmgw project.
+ *
+ * Tests and benchmarks point the gateway at this program instead of a real
+ * LLM provider. It speaks the OpenAI (chat completions, embeddings, models)
+ * and Anthropic (messages) wire formats closely enough that the official
+ * SDKs accept it, answers deterministically (so a test can predict every
+ * token and every usage count), fails on command through fault SPECs
+ * (status codes, delays, drops, hangs, malformed chunks, ...), and writes a
+ * usage log that a gateway's ledger can be reconciled against. The contract
+ * is docs/mockprovider.md.
+ *
+ * It must never be the bottleneck of a benchmark, so it serves on the
+ * project's own HTTP server (common/gw_http.h) with one libevent loop per
+ * thread, all threads sharing the port through SO_REUSEPORT, and the
+ * non-streaming answer is built into a per-thread buffer without
+ * allocations of its own.
+ *
+ * This file: the command line, the threads and their shutdown, and the
+ * endpoints that are not model calls.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pipe2 */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "gw_error.h"
+#include "gw_http.h"
+#include "gw_log.h"
+#include "mock.h"
+
+#define MAX_THREADS 64
+
+static const char usage_text[] =
+    "usage: llmgw-mockprovider [--listen HOST:PORT] [--threads N]\n"
+    "                          [--usage-log FILE] [--fault SPEC]\n"
+    "                          [--chunks N] [--chunk-delay-ms MS]\n"
+    "see docs/mockprovider.md\n";
+
+/* ---- simple endpoints ---- */
+
+static void respond_json(struct gw_http_req *req, int status, const char *body)
+{
+    gw_http_respond(req, status, "application/json", body, strlen(body));
+}
+
+/* Errors outside a model call, shaped like the API the path belongs to. */
+static void respond_plain_error(struct gw_http_req *req, int status,
+                                const char *code, const char *message)
+{
+    struct gw_buf b;
+    gw_buf_init(&b, 64 * 1024);
+    const char *path = gw_http_req_path(req);
+    int rc = path != NULL && strncmp(path, "/v1/messages", 12) == 0
+                 ? mock_anthropic_error_body(&b, status, message, 0)
+                 : mock_openai_error_body(&b, status, message, code);
+    if (rc == 0)
+        gw_http_respond(req, status, "application/json", b.data, b.len);
+    else
+        respond_json(req, status, "{}");
+    gw_buf_free(&b);
+}
+
+static const char openai_models[] =
+    "{\"object\":\"list\",\"data\":["
+    "{\"id\":\"mock-gpt\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"},"
+    "{\"id\":\"mock-gpt-large\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"},"
+    "{\"id\":\"mock-claude\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"},"
+    "{\"id\":\"mock-embed\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"}]}";
+
+/* Anthropic clients (they send anthropic-version) get Anthropic's list shape. */
+static const char anthropic_models[] =
+    "{\"data\":["
+    "{\"type\":\"model\",\"id\":\"mock-gpt\",\"display_name\":\"Mock GPT\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
+    "{\"type\":\"model\",\"id\":\"mock-gpt-large\",\"display_name\":\"Mock GPT Large\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
+    "{\"type\":\"model\",\"id\":\"mock-claude\",\"display_name\":\"Mock Claude\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
+    "{\"type\":\"model\",\"id\":\"mock-embed\",\"display_name\":\"Mock Embed\",\"created_at\":\"2023-11-14T22:13:20Z\"}],"
+    "\"has_more\":false,\"first_id\":\"mock-gpt\",\"last_id\":\"mock-embed\"}";
+
+static void on_request(struct gw_http_req *req, void *arg)
+{
+    struct mock_thread *th = arg;
+    const char *path = gw_http_req_path(req);
+    const char *method = gw_http_req_method(req);
+    int post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
+    const struct mock_api *api = NULL;
+    int want_post = 1;
+
+    if (strcmp(path, "/v1/chat/completions") == 0)
+        api = &mock_openai_chat;
+    else if (strcmp(path, "/v1/messages") == 0)
+        api = &mock_anthropic_messages;
+    else if (strcmp(path, "/v1/embeddings") == 0)
+        api = &mock_openai_embeddings;
+    else if (strcmp(path, "/v1/models") == 0 || strcmp(path, "/healthz") == 0)
+        want_post = 0;
+    else {
+        /* OpenAI's wording for a path it does not serve. */
+        char msg[160];
+        snprintf(msg, sizeof(msg), "Invalid URL (%.16s %.100s)", method, path);
+        respond_plain_error(req, 404, NULL, msg);
+        return;
+    }
+    if (want_post ? !post : !get) {
+        (void)gw_http_add_header(req, "Allow", want_post ? "POST" : "GET");
+        respond_plain_error(req, 405, "method_not_allowed", "mock: method not allowed");
+        return;
+    }
+    if (api != NULL)
+        mock_call_start(th, req, api);
+    else if (path[1] == 'h')
+        respond_json(req, 200, "{\"status\":\"ok\"}");
+    else if (gw_http_req_header(req, "anthropic-version") != NULL)
+        respond_json(req, 200, anthropic_models);
+    else
+        respond_json(req, 200, openai_models);
+}
+
+static void on_reject(struct gw_http_req *req, int status, const char *code,
+                      const char *message, void *arg)
+{
+    (void)arg;
+    respond_plain_error(req, status, code, message);
+}
+
+/* ---- command line ---- */
+
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return GW_EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+/* HOST:PORT, or [V6ADDR]:PORT. host receives a copy. */
+static int parse_listen(const char *arg, char *host, size_t hostlen, int *port)
+{
+    const char *colon = strrchr(arg, ':');
+    if (colon == NULL)
+        return GW_EINVAL;
+    const char *h = arg;
+    size_t hl = (size_t)(colon - arg);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= hostlen)
+        return GW_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    return parse_int(colon + 1, 0, 65535, port);
+}
+
+static int die_usage(const char *why, const char *arg)
+{
+    fprintf(stderr, "llmgw-mockprovider: %s%s%s\n%s", why, arg ? ": " : "",
+            arg ? arg : "", usage_text);
+    return 2;
+}
+
+/* Fills cfg from argv. Returns 0, or an exit status (2) after a message. */
+static int parse_args(int argc, char **argv, struct mock_config *cfg,
+                      char *host, size_t hostlen)
+{
+    snprintf(host, hostlen, "127.0.0.1");
+    cfg->host = host;
+    cfg->port = 9090;
+    cfg->threads = 1;
+    cfg->usage_log = NULL;
+    cfg->fault_spec = "";
+    cfg->chunks = 8;
+    cfg->chunk_delay_ms = 0;
+    mock_fault_clear(&cfg->fault);
+
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i], *val = NULL;
+        char name[32];
+        const char *eq = strchr(flag, '=');
+        size_t nl = eq ? (size_t)(eq - flag) : strlen(flag);
+        if (nl >= sizeof(name))
+            return die_usage("unknown flag", flag);
+        memcpy(name, flag, nl);
+        name[nl] = '\0';
+        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+            fputs(usage_text, stdout);
+            exit(0);
+        }
+        if (eq != NULL)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else
+            return die_usage("missing value for", flag);
+
+        if (strcmp(name, "--listen") == 0) {
+            if (parse_listen(val, host, hostlen, &cfg->port) != 0)
+                return die_usage("bad --listen (want HOST:PORT)", val);
+        } else if (strcmp(name, "--threads") == 0) {
+            if (parse_int(val, 1, MAX_THREADS, &cfg->threads) != 0)
+                return die_usage("bad --threads (1-64)", val);
+        } else if (strcmp(name, "--usage-log") == 0) {
+            cfg->usage_log = val;
+        } else if (strcmp(name, "--fault") == 0) {
+            char err[160];
+            if (mock_fault_parse(val, strlen(val), &cfg->fault, err, sizeof(err)) != 0)
+                return die_usage(err, val);
+            cfg->fault_spec = val;
+        } else if (strcmp(name, "--chunks") == 0) {
+            if (parse_int(val, 0, MOCK_MAX_CHUNKS, &cfg->chunks) != 0)
+                return die_usage("bad --chunks", val);
+        } else if (strcmp(name, "--chunk-delay-ms") == 0) {
+            if (parse_int(val, 0, MOCK_MAX_MS, &cfg->chunk_delay_ms) != 0)
+                return die_usage("bad --chunk-delay-ms", val);
+        } else {
+            return die_usage("unknown flag", flag);
+        }
+    }
+    return 0;
+}
+
+/* ---- threads ---- */
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    char byte;
+    while (read(fd, &byte, 1) > 0) {
+    }
+    event_base_loopbreak(arg);
+}
+
+static void *thread_main(void *arg)
+{
+    struct mock_thread *th = arg;
+    event_base_dispatch(th->base);
+    /* Requests still open (hangs, slow streams) get their close callback
+     * here and are logged as client_closed. */
+    gw_http_server_free(th->srv);
+    th->srv = NULL;
+    event_free(th->wake_ev);
+    th->wake_ev = NULL;
+    event_base_free(th->base);
+    th->base = NULL;
+    return NULL;
+}
+
+static int thread_init(struct mock_thread *th, struct mock_shared *sh, int fd)
+{
+    memset(th, 0, sizeof(*th));
+    th->sh = sh;
+    th->listen_fd = fd;
+    th->wake_fd[0] = th->wake_fd[1] = -1;
+    gw_buf_init(&th->out, MOCK_OUT_MAX);
+    gw_buf_init(&th->line, 1u << 20);
+    struct gw_http_server_opts opts = {
+        .handler = on_request,
+        .reject = on_reject,
+        .arg = th,
+    };
+    /* No locking (each base is used by its own thread only), and epoll's
+     * changelist: every response arms and disarms EV_WRITE, and coalescing
+     * those within a loop iteration saves an epoll_ctl per request. */
+    struct event_config *ec = event_config_new();
+    if (ec == NULL)
+        return GW_ENOMEM;
+    event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK | EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    th->base = event_base_new_with_config(ec);
+    event_config_free(ec);
+    if (th->base == NULL || pipe2(th->wake_fd, O_CLOEXEC | O_NONBLOCK) != 0)
+        return GW_EIO;
+    th->wake_ev = event_new(th->base, th->wake_fd[0], EV_READ | EV_PERSIST,
+                            on_wake, th->base);
+    if (th->wake_ev == NULL || event_add(th->wake_ev, NULL) != 0)
+        return GW_ENOMEM;
+    th->srv = gw_http_server_new(th->base, fd, &opts);
+    return th->srv != NULL ? 0 : GW_ENOMEM;
+}
+
+int main(int argc, char **argv)
+{
+    struct mock_config cfg;
+    char host[256];
+    int rc = parse_args(argc, argv, &cfg, host, sizeof(host));
+    if (rc != 0)
+        return rc;
+
+    /* Seed jansson's hash once, before threads parse concurrently. */
+    json_object_seed(0);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct mock_shared sh = {.cfg = &cfg, .usage_fd = -1};
+    atomic_init(&sh.next_id, 0);
+    if (cfg.usage_log != NULL) {
+        sh.usage_fd = open(cfg.usage_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (sh.usage_fd < 0) {
+            gw_logf(GW_LOG_ERROR, "cannot open usage log", "{s:s,s:s}", "path",
+                    cfg.usage_log, "error", strerror(errno));
+            return 1;
+        }
+    }
+
+    struct mock_thread *threads = calloc((size_t)cfg.threads, sizeof(*threads));
+    if (threads == NULL)
+        return 1;
+
+    /* The first socket learns the port (port 0 picks one); the others bind
+     * the same port, and the kernel spreads connections among them. */
+    int fds[MAX_THREADS];
+    int nfds = 0, port = cfg.port;
+    for (; nfds < cfg.threads; nfds++) {
+        int bound = 0;
+        fds[nfds] = gw_http_listen(cfg.host, port, 1, &bound);
+        if (fds[nfds] < 0) {
+            gw_logf(GW_LOG_ERROR, "cannot listen", "{s:s,s:i,s:s}", "host", cfg.host,
+                    "port", port, "error", gw_strerror(fds[nfds]));
+            rc = 1;
+            break;
+        }
+        port = bound;
+    }
+
+    /* Only the main thread takes SIGTERM/SIGINT (sigwait below); the event
+     * loops inherit the blocked mask and are stopped through their pipe. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+    int inited = 0, started = 0;
+    for (int i = 0; rc == 0 && i < cfg.threads; i++) {
+        int irc = thread_init(&threads[i], &sh, fds[i]);
+        inited++;
+        if (irc != 0 || pthread_create(&threads[i].tid, NULL, thread_main, &threads[i]) != 0) {
+            gw_log(GW_LOG_ERROR, "cannot start an event-loop thread", NULL);
+            rc = 1;
+            break;
+        }
+        started++;
+    }
+
+    if (rc == 0) {
+        gw_log_line_fd(1, json_pack("{s:s,s:s,s:i}", "msg", "listening", "host",
+                                    cfg.host, "port", port));
+        int sig = 0;
+        while (sigwait(&stop, &sig) != 0) {
+        }
+    }
+
+    for (int i = 0; i < started; i++) {
+        ssize_t w = write(threads[i].wake_fd[1], "x", 1);
+        (void)w;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i].tid, NULL);
+    for (int i = 0; i < inited; i++) {
+        struct mock_thread *th = &threads[i];
+        if (i >= started) {
+            /* Never ran: free what thread_init built (the server owns the
+             * listening fd once it exists). */
+            if (th->srv != NULL)
+                gw_http_server_free(th->srv);
+            else
+                close(fds[i]);
+            if (th->wake_ev != NULL)
+                event_free(th->wake_ev);
+            if (th->base != NULL)
+                event_base_free(th->base);
+        }
+        if (th->wake_fd[0] >= 0)
+            close(th->wake_fd[0]);
+        if (th->wake_fd[1] >= 0)
+            close(th->wake_fd[1]);
+        gw_buf_free(&th->out);
+        gw_buf_free(&th->line);
+    }
+    for (int i = inited; i < nfds; i++)
+        close(fds[i]);
+    free(threads);
+    if (sh.usage_fd >= 0)
+        close(sh.usage_fd);
+    return rc;
+}
