@@ -58,6 +58,7 @@ struct gw_http_req {
     char *body;
     size_t body_len;
     int64_t start_us;
+    uint64_t conn_id;
     int keepalive;
     int started;
     int gone;               /* the client left; writes fail */
@@ -75,6 +76,7 @@ struct conn {
     struct bufferevent *bev;
     struct conn *prev, *next;
     enum conn_state state;
+    uint64_t id;
     struct gw_http_req *req;  /* parsing (HEAD/BODY) or owned (ACTIVE) */
     size_t body_need;
     int in_process;
@@ -155,6 +157,7 @@ static struct gw_http_req *req_new(struct conn *c)
     r->conn = c;
     r->srv = c->srv;
     r->keepalive = 1;
+    r->conn_id = c->id;
     gw_buf_init(&r->extra, 16384);
     memcpy(r->peer, c->peer, sizeof(r->peer));
     return r;
@@ -171,6 +174,7 @@ const char *gw_http_req_path(const struct gw_http_req *r) { return r->path; }
 const char *gw_http_req_query(const struct gw_http_req *r) { return r->query; }
 struct gw_pool *gw_http_req_pool(struct gw_http_req *r) { return r->pool; }
 int64_t gw_http_req_start_us(const struct gw_http_req *r) { return r->start_us; }
+uint64_t gw_http_req_conn_id(const struct gw_http_req *r) { return r->conn_id; }
 const char *gw_http_req_peer(const struct gw_http_req *r) { return r->peer; }
 int gw_http_started(const struct gw_http_req *r) { return r->started; }
 
@@ -754,6 +758,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
         free(c);
         return;
     }
+    /* Process-wide so ids stay unique across servers on other threads. */
+    static uint64_t next_conn_id;
+    c->id = __atomic_add_fetch(&next_conn_id, 1, __ATOMIC_RELAXED);
     c->srv = srv;
     c->state = C_HEAD;
     c->next = srv->conns;

@@ -101,6 +101,10 @@ const char *gw_http_req_body(const struct gw_http_req *req, size_t *len);
 struct gw_pool *gw_http_req_pool(struct gw_http_req *req);
 /* Microseconds (CLOCK_MONOTONIC) when the request's headers were complete. */
 int64_t gw_http_req_start_us(const struct gw_http_req *req);
+/* An id for the client connection the request came on, unique among the
+ * connections this process accepted (so a peer can tell reuse from new
+ * connections, and logs can group requests by connection). */
+uint64_t gw_http_req_conn_id(const struct gw_http_req *req);
 /* Peer address as text ("127.0.0.1"). */
 const char *gw_http_req_peer(const struct gw_http_req *req);
 

@@ -148,6 +148,24 @@ describe('basic proxying', () => {
     }
   });
 
+  test('upstream connections are reused across client connections', T, async () => {
+    // Each request arrives on a new client connection; upstream, each worker
+    // thread's curl multi handle keeps its connections, so the mock sees at
+    // most one connection per gateway thread (sequential requests).
+    const rids = [];
+    for (let i = 0; i < 12; i++) {
+      const rid = h.randomId(`reuse${i}`);
+      rids.push(rid);
+      const r = await chat({ model: 'fast', messages: MESSAGES }, { headers: { 'x-request-id': rid } });
+      assert.equal(r.status, 200, r.text);
+    }
+    const lines = await Promise.all(rids.map((rid) => mock.usageFor(rid)));
+    const conns = new Set(lines.map((l) => l.conn));
+    assert.ok(lines.every((l) => Number.isInteger(l.conn) && l.conn > 0), JSON.stringify(lines[0]));
+    assert.ok(conns.size <= gw.threads, `12 requests used ${conns.size} upstream connections `
+      + `for ${gw.threads} gateway threads: ${[...conns].join(',')}`);
+  });
+
   test('GET /v1/models lists the routes', T, async () => {
     const r = await h.request(gw.port, { method: 'GET', path: '/v1/models', headers: h.AUTH });
     assert.equal(r.status, 200, r.text);

@@ -476,10 +476,12 @@ export async function startGateway({ mock, args = [], snapshot, threads = 2 } = 
   fs.writeFileSync(snapshotPath, JSON.stringify(snap, null, 2));
   const env = { ...process.env, MOCK_API_KEY: MOCK_UPSTREAM_KEY };
   for (const k of GATEWAY_ENV_VARS) delete env[k];
-  const { proc, port } = await startListening('dataplane', DATAPLANE_BIN, [
+  const { proc, port, listening } = await startListening('dataplane', DATAPLANE_BIN, [
     '--snapshot', snapshotPath, '--listen', '127.0.0.1:0', '--threads', String(threads), ...args,
   ], { env });
-  return new Gateway(proc, port, snapshotPath, snap);
+  const gw = new Gateway(proc, port, snapshotPath, snap);
+  gw.threads = listening.threads; // as the gateway reports it
+  return gw;
 }
 
 // What a sanitizer build prints when it finds a bug (leaks are reported at exit).

@@ -68,6 +68,7 @@ static void usage_log(struct mock_call *c, const char *outcome, int output_token
         rc |= mock_buf_json_str(b, c->x_request_id, strlen(c->x_request_id), 1);
     else
         rc |= gw_buf_appends(b, "null");
+    rc |= mock_buf_printf(b, ",\"conn\":%llu", (unsigned long long)c->conn_id);
     rc |= mock_buf_printf(b, ",\"api\":\"%s\",\"model\":", c->api->log_name);
     if (c->model != NULL)
         rc |= mock_buf_json_str(b, c->model, strlen(c->model), 1);
@@ -445,6 +446,7 @@ void mock_call_start(struct mock_thread *th, struct gw_http_req *req,
     c->fault_spec = "";
     mock_fault_clear(&c->f);
     c->x_request_id = gw_http_req_header(req, "x-request-id");
+    c->conn_id = gw_http_req_conn_id(req);
     c->n = atomic_fetch_add_explicit(&th->sh->next_id, 1, memory_order_relaxed) + 1;
     c->created = (long long)time(NULL);
 

@@ -149,6 +149,7 @@ struct mock_call {
     const char *model;        /* without the "#fault" suffix */
     const char *fault_spec;   /* the SPEC in force, "" when none */
     const char *x_request_id; /* NULL when absent */
+    uint64_t conn_id;         /* the client connection, for reuse checks */
     struct mock_fault f;
     uint64_t n;
     long long created;        /* unix seconds */
