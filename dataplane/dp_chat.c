@@ -578,7 +578,9 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
     size_t len;
     const char *body = gw_http_req_body(req, &len);
     json_error_t je;
-    json_t *root = json_loadb(body, len, 0, &je);
+    /* Duplicate keys are refused: parsers disagree on which one wins, and
+     * the gateway must route on the same model the provider will read. */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     char msg[512];
     if (!json_is_object(root)) {
         if (root)

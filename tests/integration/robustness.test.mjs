@@ -1,0 +1,174 @@
+// Bad input must get a clear answer and never crash the gateway. These tests
+// throw a bounded, seeded stream of broken requests at a real data plane over
+// raw sockets: random bytes, mutated request heads, well-framed requests with
+// mangled JSON bodies, and JSON of the wrong shape. Afterwards the gateway
+// must still serve a good request, and (on the sanitizer build) stopAll()
+// fails the file if any process printed a sanitizer report.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import * as h from './harness.mjs';
+
+let mock;
+let gw;
+
+before(async () => {
+  h.requireBinaries();
+  mock = await h.startMock();
+  gw = await h.startGateway({ mock, args: ['--max-body-bytes', '65536'] });
+});
+
+after(async () => {
+  await h.stopAll();
+});
+
+// A small deterministic PRNG (mulberry32), so a failure can be replayed.
+function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Sends raw bytes on a new connection, half-closes, collects what comes
+ * back until the server closes or waitMs passes. */
+function raw(bytes, waitMs = 300) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: '127.0.0.1', port: gw.port });
+    const chunks = [];
+    let done = false;
+    const finish = (how) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ how, text: Buffer.concat(chunks).toString('latin1') });
+    };
+    const timer = setTimeout(() => finish('timeout'), waitMs);
+    sock.on('data', (d) => chunks.push(d));
+    sock.on('end', () => finish('closed'));
+    sock.on('error', (e) => finish(e.code || 'error'));
+    sock.on('connect', () => sock.write(bytes));
+  });
+}
+
+function request(body, { auth = true } = {}) {
+  const b = Buffer.isBuffer(body) ? body : Buffer.from(body, 'latin1');
+  const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nConnection: close\r\n'
+    + 'Content-Type: application/json\r\n'
+    + (auth ? `Authorization: Bearer ${h.DEMO_API_KEY}\r\n` : '')
+    + `Content-Length: ${b.length}\r\n\r\n`;
+  return Buffer.concat([Buffer.from(head, 'latin1'), b]);
+}
+
+/** The body of a raw HTTP/1.1 response, chunked encoding undone. */
+function bodyOf(text) {
+  const at = text.indexOf('\r\n\r\n');
+  const head = text.slice(0, at).toLowerCase();
+  let rest = text.slice(at + 4);
+  if (!head.includes('transfer-encoding: chunked')) return rest;
+  let out = '';
+  for (;;) {
+    const nl = rest.indexOf('\r\n');
+    const n = parseInt(rest.slice(0, nl), 16);
+    if (!(n > 0)) return out;
+    out += rest.slice(nl + 2, nl + 2 + n);
+    rest = rest.slice(nl + 4 + n);
+  }
+}
+
+function statusOf(text) {
+  const m = /^HTTP\/1\.1 (\d{3}) /.exec(text);
+  return m ? Number(m[1]) : null;
+}
+
+async function stillServes() {
+  const r = await h.request(gw.port, {
+    body: { model: 'fast', messages: [{ role: 'user', content: 'still there?' }] }, headers: h.AUTH,
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(gw.proc.running, 'the gateway exited');
+}
+
+const GOOD = JSON.stringify({
+  model: 'fast', stream: false, max_tokens: 5,
+  messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hello "there" \u00e9' }],
+});
+
+test('random bytes and mutated request heads never crash the gateway', { timeout: 120_000 }, async () => {
+  const rand = rng(20261129);
+  const valid = request(GOOD).toString('latin1');
+  for (let i = 0; i < 150; i++) {
+    let bytes;
+    if (i % 3 === 0) {
+      const n = 1 + Math.floor(rand() * 600);
+      bytes = Buffer.alloc(n);
+      for (let j = 0; j < n; j++) bytes[j] = Math.floor(rand() * 256);
+    } else {
+      // Flip, insert or delete a few bytes of the head of a valid request.
+      const arr = [...valid];
+      const headEnd = valid.indexOf('\r\n\r\n') + 4;
+      for (let m = 0; m < 1 + Math.floor(rand() * 4); m++) {
+        const at = Math.floor(rand() * headEnd);
+        const op = rand();
+        const ch = String.fromCharCode(Math.floor(rand() * 256));
+        if (op < 0.5) arr[at] = ch;
+        else if (op < 0.75) arr.splice(at, 0, ch);
+        else arr.splice(at, 1);
+      }
+      bytes = Buffer.from(arr.join(''), 'latin1');
+    }
+    const r = await raw(bytes);
+    const st = statusOf(r.text);
+    // Whatever came back is a well-formed status line and a refusal (505 for
+    // a mangled version), never a server error.
+    if (r.text.length > 0) assert.ok(st !== null, `input ${i}: not an HTTP answer: ${JSON.stringify(r.text.slice(0, 80))}`);
+    if (st !== null) assert.ok(st < 500 || st === 505, `input ${i}: status ${st}: ${r.text.slice(0, 300)}`);
+  }
+  await stillServes();
+});
+
+test('well-framed requests with mangled or mis-shaped JSON get 4xx JSON errors', { timeout: 120_000 }, async () => {
+  const rand = rng(42);
+  const shapes = [
+    '', '{', '[]', 'null', '"x"', '1e999', '{"model":1}', '{"model":null}', '{"model":""}',
+    '{"model":["fast"]}', '{"model":"fast","stream":"yes"}', '{"model":"fast","stream":1}',
+    '{"model":"fast","model":"fast"}', '{"model":"nope/x"}', '{"model":"/"}', '{"model":"fast/"}',
+    `{"model":"${'a'.repeat(5000)}"}`, '{"model":"fast\\u0000"}', '{"model":"\\ud800"}',
+    `${'['.repeat(3000)}${']'.repeat(3000)}`, `{"model":"fast","x":${'['.repeat(3000)}${']'.repeat(3000)}}`,
+    '{"model":"fast"}\u0000', '\u00ef\u00bb\u00bf{"model":"fast"}', '{"model":"mock/mock-gpt#status=abc"}',
+  ];
+  for (const [i, body] of shapes.entries()) {
+    const r = await raw(request(body), 2000);
+    const st = statusOf(r.text);
+    assert.ok(st !== null && st >= 400 && st < 500, `shape ${i} ${JSON.stringify(body.slice(0, 60))}: ${r.text.slice(0, 300)}`);
+    const json = h.tryParseJson(bodyOf(r.text));
+    assert.ok(json && json.error && typeof json.error.message === 'string',
+      `shape ${i}: the error body is not OpenAI-style JSON: ${r.text.slice(0, 300)}`);
+  }
+  for (let i = 0; i < 150; i++) {
+    const arr = [...GOOD];
+    for (let m = 0; m < 1 + Math.floor(rand() * 3); m++) {
+      arr[Math.floor(rand() * arr.length)] = '{}[]",:\\ \u0000\u00ff0e-'[Math.floor(rand() * 17)];
+    }
+    const r = await raw(request(arr.join('')), 2000);
+    const st = statusOf(r.text);
+    assert.ok(st !== null, `mutation ${i}: no answer (${r.how}) for ${JSON.stringify(arr.join(''))}`);
+    assert.ok(st === 200 || (st >= 400 && st < 500), `mutation ${i}: status ${st}: ${r.text.slice(0, 300)}`);
+  }
+  await stillServes();
+});
+
+test('a client that sends half a request and leaves costs nothing', { timeout: 60_000 }, async () => {
+  const full = request(GOOD);
+  for (let i = 0; i < 40; i++) {
+    const cut = Math.floor((full.length * i) / 40);
+    const r = await raw(full.subarray(0, cut), 50);
+    assert.ok(r.text === '' || statusOf(r.text) !== null, `cut ${cut}: ${r.text.slice(0, 100)}`);
+  }
+  await stillServes();
+});
