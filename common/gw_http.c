@@ -34,6 +34,8 @@
 #include "gw_time.h"
 
 #define MAX_HEADERS 100
+/* Answers queued for a pipelining client before we stop reading from it. */
+#define PIPELINE_OUT_MAX (64u << 10)
 /* How long a closing connection may take to flush what is queued. */
 #define CLOSE_FLUSH_MS 10000
 
@@ -60,6 +62,8 @@ struct gw_http_req {
     int64_t start_us;
     uint64_t conn_id;
     int keepalive;
+    int http10;             /* no chunked encoding: the close ends the body */
+    int head_only;          /* HEAD: headers, never a body */
     int started;
     int gone;               /* the client left; writes fail */
     gw_http_req_cb close_cb;
@@ -79,11 +83,13 @@ struct conn {
     uint64_t id;
     struct gw_http_req *req;  /* parsing (HEAD/BODY) or owned (ACTIVE) */
     size_t body_need;
+    size_t head_scanned;      /* input bytes already searched for the head's end */
     int in_process;
     int doomed;               /* free at the end of processing */
     int closing;              /* close once output is flushed */
     int rejecting;            /* the current request is a refusal */
     int lingering;            /* refusal sent: discard input until EOF */
+    int read_paused;          /* too many unread answers queued */
     size_t discarded;
     char peer[INET6_ADDRSTRLEN];
 };
@@ -96,6 +102,7 @@ struct gw_http_server {
     size_t nconns;
     size_t active;
     int draining;
+    int freeing;
 };
 
 static void conn_process(struct conn *c);
@@ -209,6 +216,28 @@ static int is_tchar(unsigned char ch)
 
 /* Parses the request line and headers in place (buf is pool memory ending
  * in "\r\n\r\n" plus a NUL). Returns 0 or a status code to refuse with. */
+/* Every line of a head ends in CRLF; no NUL, no bare CR or LF, no control
+ * byte but HTAB anywhere. A bare LF is a line end to some parsers and not
+ * to others: accepting it lets a client hide a header from a proxy in front
+ * of us (request smuggling), so it is refused outright. */
+static int head_bytes_ok(const char *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c == '\r') {
+            if (i + 1 >= n || h[i + 1] != '\n')
+                return 0;
+            i++;
+        } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Parses the request line and headers in place (buf is pool memory that
+ * passed head_bytes_ok and ends in "\r\n\r\n" plus a NUL). Returns 0 or a
+ * status code to refuse with. */
 static int parse_head(struct gw_http_req *r, char *buf, const char **why)
 {
     char *line = buf;
@@ -221,12 +250,19 @@ static int parse_head(struct gw_http_req *r, char *buf, const char **why)
         return 400;
     }
     *sp1 = *sp2 = '\0';
-    r->method = line;
-    for (char *m = r->method; *m; m++)
+    for (char *m = line; *m; m++)
         if (!is_tchar((unsigned char)*m)) {
             *why = "malformed method";
             return 400;
         }
+    /* The target is visible ASCII (RFC 9112 3.2): no spaces, no raw UTF-8. */
+    for (const unsigned char *t = (const unsigned char *)sp1 + 1; *t; t++)
+        if (*t < 0x21 || *t > 0x7e) {
+            *why = "malformed request target";
+            return 400;
+        }
+    r->method = line;
+    r->head_only = strcmp(line, "HEAD") == 0;
     const char *ver = sp2 + 1;
     if (strcmp(ver, "HTTP/1.1") == 0)
         r->keepalive = 1;
@@ -237,6 +273,7 @@ static int parse_head(struct gw_http_req *r, char *buf, const char **why)
         return 505;
     }
     int http10 = !r->keepalive;
+    r->http10 = http10;
     r->path = sp1 + 1;
     char *q = strchr(r->path, '?');
     if (q) {
@@ -360,18 +397,27 @@ int gw_http_add_header(struct gw_http_req *r, const char *name, const char *valu
     return gw_buf_printf(&r->extra, "%s: %s\r\n", name, value);
 }
 
+static int no_body_status(int status)
+{
+    return status < 200 || status == 204 || status == 304;
+}
+
+/* clen < 0 starts a streamed body: chunked for HTTP/1.1, delimited by the
+ * connection's close for HTTP/1.0 (which has no chunked encoding). */
 static void write_head(struct gw_http_req *r, struct evbuffer *out, int status,
                        const char *ctype, long long clen)
 {
     struct conn *c = r->conn;
-    if (c->srv->draining)
+    if (c->srv->draining || (clen < 0 && r->http10))
         r->keepalive = 0;
     evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, gw_http_reason(status));
     if (ctype)
         evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
-    if (clen >= 0)
+    if (no_body_status(status))
+        ; /* RFC 9110 8.6: no Content-Length on 1xx, 204 and 304 */
+    else if (clen >= 0)
         evbuffer_add_printf(out, "Content-Length: %lld\r\n", clen);
-    else
+    else if (!r->http10)
         evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
     if (r->extra.len)
         evbuffer_add(out, r->extra.data, r->extra.len);
@@ -389,7 +435,7 @@ static void end_request(struct gw_http_req *r, int abort_conn)
     struct gw_http_server *srv = r->srv;
     int was_active = c ? (c->state == C_ACTIVE && c->req == r) : 1;
     int keepalive = r->keepalive && !abort_conn;
-    if (was_active && srv->active > 0)
+    if (srv && was_active && srv->active > 0)
         srv->active--;
     req_free(r);
     if (!c)
@@ -435,7 +481,7 @@ void gw_http_respond(struct gw_http_req *r, int status, const char *ctype,
     if (r->conn && !r->gone && !r->started) {
         struct evbuffer *out = bufferevent_get_output(r->conn->bev);
         write_head(r, out, status, ctype, (long long)len);
-        if (len)
+        if (len && !r->head_only && !no_body_status(status))
             evbuffer_add(out, body, len);
     }
     end_request(r, misuse);
@@ -459,7 +505,11 @@ int gw_http_write(struct gw_http_req *r, const void *data, size_t len)
         return GW_EINVAL;
     if (len == 0)
         return GW_OK;
+    if (r->head_only)
+        return GW_OK;
     struct evbuffer *out = bufferevent_get_output(r->conn->bev);
+    if (r->http10)
+        return evbuffer_add(out, data, len) == 0 ? GW_OK : GW_ENOMEM;
     evbuffer_add_printf(out, "%zx\r\n", len);
     evbuffer_add(out, data, len);
     evbuffer_add(out, "\r\n", 2);
@@ -489,7 +539,7 @@ void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb
 
 void gw_http_finish(struct gw_http_req *r)
 {
-    if (r->conn && !r->gone && r->started)
+    if (r->conn && !r->gone && r->started && !r->http10 && !r->head_only)
         evbuffer_add(bufferevent_get_output(r->conn->bev), "0\r\n\r\n", 5);
     end_request(r, r->started ? 0 : 1);
 }
@@ -538,8 +588,14 @@ static void reject(struct conn *c, int status, const char *code, const char *msg
 static int read_head(struct conn *c, struct evbuffer *in)
 {
     struct gw_http_server *srv = c->srv;
-    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+    /* Resume the search where the last one stopped (less the 3 bytes a
+     * terminator could straddle), so a head sent byte by byte costs O(n). */
+    struct evbuffer_ptr from;
+    evbuffer_ptr_set(in, &from, c->head_scanned > 3 ? c->head_scanned - 3 : 0,
+                     EVBUFFER_PTR_SET);
+    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, &from);
     if (end.pos < 0) {
+        c->head_scanned = evbuffer_get_length(in);
         if (evbuffer_get_length(in) > srv->o.max_header_bytes) {
             if (!(c->req = req_new(c)))
                 return -1;
@@ -556,6 +612,7 @@ static int read_head(struct conn *c, struct evbuffer *in)
         reject(c, 431, "headers_too_large", "request headers too large");
         return -1;
     }
+    c->head_scanned = 0;
     if (!(c->req = req_new(c)))
         return -1;
     struct gw_http_req *r = c->req;
@@ -574,6 +631,10 @@ static int read_head(struct conn *c, struct evbuffer *in)
     }
     r->start_us = gw_now_us();
     const char *why = NULL;
+    if (!head_bytes_ok(start, hlen - (size_t)(start - head))) {
+        reject(c, 400, "invalid_http", "control characters or bare CR/LF in the request head");
+        return -1;
+    }
     int st = parse_head(r, start, &why);
     if (st) {
         reject(c, st, "invalid_http", why);
@@ -633,6 +694,14 @@ static void conn_process(struct conn *c)
     struct evbuffer *in = bufferevent_get_input(c->bev);
     int rc = 1;
     while (rc > 0 && !c->doomed && !c->closing) {
+        if (c->state == C_HEAD &&
+            evbuffer_get_length(bufferevent_get_output(c->bev)) > PIPELINE_OUT_MAX) {
+            /* A client that pipelines without reading its answers: stop
+             * reading until it has taken them (on_write resumes). */
+            bufferevent_disable(c->bev, EV_READ);
+            c->read_paused = 1;
+            break;
+        }
         if (c->state == C_HEAD)
             rc = read_head(c, in);
         else if (c->state == C_BODY)
@@ -658,9 +727,12 @@ static void conn_free(struct conn *c)
     c->req = NULL;
     if (r) {
         if (c->state == C_ACTIVE) {
-            /* The owner still holds it: detach and tell it. */
+            /* The owner still holds it: detach and tell it. When the server
+             * itself is going away, the request must not point at it. */
             r->conn = NULL;
             r->gone = 1;
+            if (srv->freeing)
+                r->srv = NULL;
         } else {
             req_free(r);
             r = NULL;
@@ -715,6 +787,13 @@ static void on_write(struct bufferevent *bev, void *arg)
         struct timeval tv = {LINGER_MS / 1000, (LINGER_MS % 1000) * 1000};
         bufferevent_set_timeouts(bev, &tv, NULL);
         bufferevent_enable(bev, EV_READ);
+        return;
+    }
+    if (c->read_paused && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        c->read_paused = 0;
+        bufferevent_enable(bev, EV_READ);
+        if (c->state == C_HEAD)
+            conn_process(c);
         return;
     }
     struct gw_http_req *r = c->req;
@@ -824,6 +903,7 @@ void gw_http_server_free(struct gw_http_server *srv)
 {
     if (!srv)
         return;
+    srv->freeing = 1;
     if (srv->listener)
         evconnlistener_free(srv->listener);
     while (srv->conns)

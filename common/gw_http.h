@@ -83,7 +83,8 @@ size_t gw_http_server_active(const struct gw_http_server *srv);
 size_t gw_http_server_connections(const struct gw_http_server *srv);
 
 /* Closes every connection at once and frees the server. Active requests
- * get their close callback first, so owners can release upstream work. */
+ * get their close callback first, so owners can release upstream work; an
+ * owner may end its request later, but must not use the server then. */
 void gw_http_server_free(struct gw_http_server *srv);
 
 /* ---- request accessors (valid until the request is ended) ---- */

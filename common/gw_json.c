@@ -284,17 +284,34 @@ int gw_json_valid(const char *s, size_t n, int max_depth)
     return sc.p == sc.end;
 }
 
+/* Appends "s" as a JSON string, or null for NULL. */
+static int escape_or_null(struct gw_buf *b, const char *s)
+{
+    return s ? gw_json_escape(b, s, strlen(s)) : gw_buf_appends(b, "null");
+}
+
 char *gw_json_error_body(const char *message, const char *type, const char *param,
                          const char *code, size_t *len)
 {
-    json_t *o = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message",
-                          message ? message : "", "type", type ? type : "api_error",
-                          "param", param, "code", code);
-    if (!o)
+    /* Built with gw_json_escape rather than jansson: a message that quotes
+     * client text cut at a byte limit may end in half a UTF-8 character,
+     * which jansson would refuse and the escaper repairs. */
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    int rc = gw_buf_appends(&b, "{\"error\":{\"message\":");
+    rc = rc ? rc : escape_or_null(&b, message ? message : "");
+    rc = rc ? rc : gw_buf_appends(&b, ",\"type\":");
+    rc = rc ? rc : escape_or_null(&b, type ? type : "api_error");
+    rc = rc ? rc : gw_buf_appends(&b, ",\"param\":");
+    rc = rc ? rc : escape_or_null(&b, param);
+    rc = rc ? rc : gw_buf_appends(&b, ",\"code\":");
+    rc = rc ? rc : escape_or_null(&b, code);
+    rc = rc ? rc : gw_buf_appends(&b, "}}");
+    if (rc) {
+        gw_buf_free(&b);
         return NULL;
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (s && len)
-        *len = strlen(s);
-    return s;
+    }
+    if (len)
+        *len = b.len;
+    return b.data;
 }

@@ -32,8 +32,11 @@ static int process_line(struct gw_sse *p, struct gw_sse_event *ev, int *err)
     const char *s = p->line.data ? p->line.data : "";
     size_t n = p->line.len;
     if (n == 0) {
-        if (!p->data_seen) {
+        /* An event whose data is empty is not dispatched (WHATWG 9.2.6). */
+        if (!p->data_seen || p->data.len == 0) {
             gw_buf_reset(&p->event);
+            gw_buf_reset(&p->data);
+            p->data_seen = 0;
             return 0;
         }
         ev->event = p->event.data ? p->event.data : "";

@@ -51,8 +51,8 @@ struct dp_attempt {
     struct gw_sse sse;
     struct gw_buf acc;           /* copy of a JSON body, for usage */
     struct gw_buf out;           /* client bytes batched per callback */
-    struct event *fb_timer;
-    int64_t t0, t_first_byte, t_first_content;
+    struct event *watchdog;      /* first byte, then idle gaps (see arm_watchdog) */
+    int64_t t0, t_first_byte, t_first_content, t_client_end;
     long long in_tok, out_tok, total_tok;
     int have_usage;
     int final_status;
@@ -76,8 +76,9 @@ static void log_access(struct dp_attempt *a)
                           a->client_stream);
     if (!f)
         return;
-    int64_t now = gw_now_us();
-    json_object_set_new(f, "latency_ms", json_real((double)(now - a->t0) / 1000.0));
+    /* Latency is what the client saw: until its response ended. */
+    int64_t end = a->t_client_end ? a->t_client_end : gw_now_us();
+    json_object_set_new(f, "latency_ms", json_real((double)(end - a->t0) / 1000.0));
     if (a->t_first_byte)
         json_object_set_new(f, "ttfb_ms", json_real((double)(a->t_first_byte - a->t0) / 1000.0));
     if (a->t_first_content)
@@ -113,8 +114,8 @@ static void attempt_free(struct dp_attempt *a)
     curl_slist_free_all(a->hdrs);
     free(a->body);
     free(a->model);
-    if (a->fb_timer)
-        event_free(a->fb_timer);
+    if (a->watchdog)
+        event_free(a->watchdog);
     gw_sse_free(&a->sse);
     gw_buf_free(&a->acc);
     gw_buf_free(&a->out);
@@ -178,6 +179,7 @@ static void client_end(struct dp_attempt *a, int ok, int http_status, const char
     if (!req)
         return;
     a->req = NULL;
+    a->t_client_end = gw_now_us();
     if (!a->started) {
         a->final_status = http_status;
         dp_reply_error(req, http_status, "upstream_error", NULL, code, msg);
@@ -232,6 +234,12 @@ static int start_client(struct dp_attempt *a)
 }
 
 /* ---------------------------------------------------------------- upstream */
+
+static void arm_watchdog(struct dp_attempt *a, long ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(a->watchdog, &tv);
+}
 
 static void read_usage(struct dp_attempt *a, const json_t *usage)
 {
@@ -314,13 +322,23 @@ static int relay_event(struct dp_attempt *a, const struct gw_sse_event *ev)
     int rc = GW_OK;
     if (ev->event_len)
         rc = gw_buf_printf(&a->out, "event: %s\n", ev->event);
-    /* A valid JSON payload has no raw newline, so one data line carries it. */
-    if (!rc)
+    /* JSON may contain raw newlines between tokens (the upstream then sent
+     * several data: lines): each line goes out as a data: line again. */
+    const char *p = ev->data, *end = ev->data + ev->data_len;
+    while (!rc) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
         rc = gw_buf_appends(&a->out, "data: ");
+        if (!rc)
+            rc = gw_buf_append(&a->out, p, (size_t)(stop - p));
+        if (!rc)
+            rc = gw_buf_append(&a->out, "\n", 1);
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
     if (!rc)
-        rc = gw_buf_append(&a->out, ev->data, ev->data_len);
-    if (!rc)
-        rc = gw_buf_appends(&a->out, "\n\n");
+        rc = gw_buf_append(&a->out, "\n", 1);
     return rc;
 }
 
@@ -330,7 +348,7 @@ static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
     size_t n = size * nmemb;
     if (!a->t_first_byte) {
         a->t_first_byte = gw_now_us();
-        evtimer_del(a->fb_timer);
+        arm_watchdog(a, a->t.provider->idle_timeout_ms);
     }
     if (n > 5 && strncmp(buf, "HTTP/", 5) == 0) {
         /* A new status line (after 100 Continue or a redirect) resets. */
@@ -360,7 +378,12 @@ static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
         dst = a->retry_after;
         cap = sizeof(a->retry_after);
     }
-    if (dst && vl < cap) {
+    /* Values are copied into our own response head: any control byte (a
+     * bare CR could start a header of the provider's choosing) drops them. */
+    int clean = 1;
+    for (size_t i = 0; i < vl; i++)
+        clean &= (unsigned char)v[i] >= 0x20 && v[i] != 0x7f;
+    if (dst && vl < cap && clean) {
         memcpy(dst, v, vl);
         dst[vl] = '\0';
     }
@@ -372,12 +395,15 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
     struct dp_attempt *a = arg;
     size_t n = size * nmemb;
     if (!a->req)
-        return 0; /* client side already ended: stop the transfer */
+        return a->saw_done ? n : 0; /* after [DONE], drain; else stop */
+    arm_watchdog(a, a->t.provider->idle_timeout_ms);
     if (gw_http_pending(a->req) > OUT_HIGH_WATER) {
         a->paused = 1;
         gw_http_on_drain(a->req, OUT_LOW_WATER, on_client_drain, a);
         return CURL_WRITEFUNC_PAUSE;
     }
+    if (a->saw_done)
+        return n; /* the client's stream is complete: ignore the rest */
     if (!a->started) {
         a->is_sse = a->status >= 200 && a->status < 300 &&
                     strncasecmp(a->ctype, "text/event-stream", 17) == 0;
@@ -393,7 +419,7 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
     size_t left = n;
     struct gw_sse_event ev;
     int rc;
-    while ((rc = gw_sse_next(&a->sse, &p, &left, &ev)) == GW_OK) {
+    while (!a->saw_done && (rc = gw_sse_next(&a->sse, &p, &left, &ev)) == GW_OK) {
         rc = relay_event(a, &ev);
         if (rc == GW_EINVAL) {
             set_failure(a, "upstream_malformed", "provider_5xx");
@@ -403,6 +429,13 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
         }
         if (rc != GW_OK)
             break;
+    }
+    if (a->saw_done) {
+        /* The answer is complete: end the client's stream now, and let the
+         * upstream response finish on its own so its connection is reused
+         * (the watchdog bounds it). */
+        client_end(a, 1, a->status, NULL, NULL);
+        return n;
     }
     if (rc != GW_EAGAIN) {
         set_failure(a, "upstream_malformed", "provider_5xx");
@@ -438,13 +471,18 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
         return;
     }
     if (rc == CURLE_OK) {
-        if (!a->started) {
-            /* No body at all: relay the status with an empty body. */
+        if (!a->started && a->status >= 200 && a->status < 300) {
+            /* A success with no body is no answer at all (empty_output). */
+            set_failure(a, "upstream_empty", "empty_output");
+            client_end(a, 0, 502, "upstream_empty",
+                       "the upstream provider answered with an empty body");
+        } else if (!a->started) {
+            /* An error status with no body: relay the status. */
             struct gw_http_req *req = a->req;
             a->req = NULL;
+            a->t_client_end = gw_now_us();
             a->final_status = a->status;
-            if (a->status >= 400)
-                set_failure(a, "upstream_error", a->status >= 500 ? "provider_5xx" : NULL);
+            set_failure(a, "upstream_error", a->status >= 500 ? "provider_5xx" : NULL);
             gw_http_respond(req, a->status, a->ctype[0] ? a->ctype : "application/json", "", 0);
         } else if (a->is_sse && !a->saw_done) {
             set_failure(a, "upstream_incomplete", "network");
@@ -469,7 +507,11 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
     attempt_end(a);
 }
 
-static void on_first_byte_timeout(evutil_socket_t fd, short what, void *arg)
+/* One timer guards the attempt: until the first byte it is the provider's
+ * first-byte timeout; after it, the idle timeout, re-armed by every piece of
+ * body; while the upstream is paused for a slow client, the same idle
+ * timeout bounds how long that client may stall. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -478,9 +520,26 @@ static void on_first_byte_timeout(evutil_socket_t fd, short what, void *arg)
         gw_curlev_remove(a->w->curl, a->easy);
         a->running = 0;
     }
-    set_failure(a, "upstream_timeout", "timeout");
-    client_end(a, 0, 504, "upstream_timeout",
-               "the upstream provider did not answer within its first-byte timeout");
+    if (a->saw_done && !a->req) {
+        /* The client has its whole answer; only the upstream's tail
+         * stalled. Nothing failed that the client could see. */
+    } else if (a->paused) {
+        /* The client stopped reading: it cannot be told anything. */
+        set_failure(a, "client_stalled", "canceled");
+        struct gw_http_req *req = a->req;
+        a->req = NULL;
+        a->final_status = 499;
+        if (req)
+            gw_http_abort(req);
+    } else if (!a->t_first_byte) {
+        set_failure(a, "upstream_timeout", "timeout");
+        client_end(a, 0, 504, "upstream_timeout",
+                   "the upstream provider did not answer within its first-byte timeout");
+    } else {
+        set_failure(a, "upstream_timeout", "timeout");
+        client_end(a, 0, 504, "upstream_timeout",
+                   "the upstream provider stopped sending before the answer was complete");
+    }
     attempt_end(a);
 }
 
@@ -554,9 +613,8 @@ static int build_upstream(struct dp_attempt *a, size_t body_len)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    /* No total timeout on streams: a stall between bytes is the failure. */
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (p->idle_timeout_ms + 999) / 1000);
+    /* No total timeout on streams: a stall between bytes is the failure,
+     * and the attempt's watchdog timer measures it exactly. */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     return GW_OK;
 nomem:
@@ -614,16 +672,26 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
     int rc = dp_snapshot_resolve(snap, selector, &t);
     if (rc != GW_OK) {
         /* The selector is client text; quote a bounded piece of it. */
-        snprintf(msg, sizeof(msg),
-                 rc == GW_ENOTFOUND
-                     ? "the model '%.100s' does not exist: use a route name, an alias, or "
-                       "provider/model"
-                     : "the model '%.100s' has no enabled provider",
-                 selector);
+        int status = 404;
+        const char *code = "model_not_found";
+        if (rc == GW_EINVAL) {
+            status = 400;
+            code = "invalid_model";
+            snprintf(msg, sizeof(msg),
+                     "the model id in '%.100s' must be 1 to %d visible ASCII characters",
+                     selector, DP_MAX_MODEL_ID);
+        } else if (rc == GW_EAGAIN) {
+            status = 503;
+            code = "no_enabled_target";
+            snprintf(msg, sizeof(msg), "the model '%.100s' has no enabled provider", selector);
+        } else {
+            snprintf(msg, sizeof(msg),
+                     "the model '%.100s' does not exist: use a route name, an alias, or "
+                     "provider/model",
+                     selector);
+        }
         json_decref(root);
-        reply_bad_request(req, snap, rc == GW_ENOTFOUND ? 404 : 503, "model",
-                          rc == GW_ENOTFOUND ? "model_not_found" : "no_enabled_target", msg,
-                          request_id);
+        reply_bad_request(req, snap, status, "model", code, msg, request_id);
         return;
     }
     struct dp_attempt *a = calloc(1, sizeof(*a));
@@ -655,8 +723,8 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
     json_object_set_new(root, "model", json_string(a->t.model));
     a->body = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    a->fb_timer = evtimer_new(w->base, on_first_byte_timeout, a);
-    if (!a->model || !a->body || !a->fb_timer || build_upstream(a, strlen(a->body)) != GW_OK ||
+    a->watchdog = evtimer_new(w->base, on_watchdog, a);
+    if (!a->model || !a->body || !a->watchdog || build_upstream(a, strlen(a->body)) != GW_OK ||
         gw_curlev_add(w->curl, a->easy, on_done, a) != GW_OK) {
         set_failure(a, "internal_error", NULL);
         client_end(a, 0, 500, "internal_error", "the gateway could not start the upstream request");
@@ -664,8 +732,6 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
         return;
     }
     a->running = 1;
-    long ms = t.provider->first_byte_timeout_ms;
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(a->fb_timer, &tv);
+    arm_watchdog(a, t.provider->first_byte_timeout_ms);
     gw_http_req_on_close(req, on_client_close, a);
 }

@@ -421,6 +421,14 @@ int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector,
     const struct dp_provider *p = find_provider(s, selector, (size_t)(slash - selector));
     if (!p)
         return GW_ENOTFOUND;
+    /* The model part is client text sent upstream and logged: it must look
+     * like a model id (visible ASCII, bounded), never like a prompt. */
+    size_t ml = strlen(slash + 1);
+    if (ml > DP_MAX_MODEL_ID)
+        return GW_EINVAL;
+    for (const unsigned char *m = (const unsigned char *)slash + 1; *m; m++)
+        if (*m < 0x21 || *m > 0x7e)
+            return GW_EINVAL;
     t->provider = p;
     t->model = slash + 1;
     return p->enabled ? GW_OK : GW_EAGAIN;

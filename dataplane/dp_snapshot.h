@@ -93,11 +93,16 @@ void dp_snapshot_unref(struct dp_snapshot *s);
 void dp_snapshot_publish(struct dp_snapshot *s);
 struct dp_snapshot *dp_snapshot_acquire(void);
 
+/* The longest model id an exact provider/model selector may carry. */
+#define DP_MAX_MODEL_ID 256
+
 /*
  * Resolves a request's model selector: a route name or alias, else an
  * exact "provider/model". Returns 0 and fills *t, GW_ENOTFOUND when nothing
- * matches, or GW_EAGAIN when a route matches but none of its entries is
- * enabled (t->route is set for the error message).
+ * matches, GW_EINVAL when the model part of an exact selector is not a
+ * plausible model id (over DP_MAX_MODEL_ID bytes, or not visible ASCII), or
+ * GW_EAGAIN when a route matches but none of its entries is enabled
+ * (t->route is set for the error message).
  */
 int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector,
                         struct dp_target *t);

@@ -357,6 +357,62 @@ describe('upstream faults', () => {
   });
 });
 
+describe('unusual but valid upstream framing', () => {
+  const streamOf = (model, rid) => h.collectStream(gw.port, {
+    body: { model, stream: true, messages: MESSAGES }, headers: { ...h.AUTH, ...(rid ? { 'x-request-id': rid } : {}) },
+  });
+
+  test('SSE payloads split over several data: lines reach the client as valid events', T, async () => {
+    const s = await streamOf('mock/mock-gpt#multiline=1');
+    assert.equal(s.status, 200);
+    const evs = h.parseEvents(s.events);
+    assert.equal(evs.at(-1), '[DONE]');
+    for (const e of evs.slice(0, -1)) assert.equal(typeof e, 'object', `an event is not JSON: ${JSON.stringify(e)}`);
+    assert.equal(h.streamedContent(evs.slice(0, -1)), h.mockText(8));
+  });
+
+  test('empty events and comments between chunks are skipped, not fatal', T, async () => {
+    const s = await streamOf('mock/mock-gpt#blank_events=1');
+    const evs = h.parseEvents(s.events);
+    assert.equal(evs.at(-1), '[DONE]');
+    assert.ok(!evs.some((e) => e && e.error), `an error event: ${s.raw}`);
+    assert.equal(h.streamedContent(evs.slice(0, -1)), h.mockText(8));
+  });
+
+  test('the client stream ends at [DONE] even when the upstream response goes on', T, async () => {
+    const rid = h.randomId('tail');
+    const t0 = Date.now();
+    const s = await streamOf('mock/mock-gpt#tail_ms=4000', rid);
+    const took = Date.now() - t0;
+    assert.equal(h.parseEvents(s.events).at(-1), '[DONE]');
+    assert.ok(s.complete, 'the response did not end cleanly');
+    assert.ok(took < 3000, `the client waited ${took} ms for an answer complete at [DONE]`);
+    // The attempt is logged once the upstream ends, as a success.
+    const line = await gw.accessLogFor(rid, 15_000);
+    assert.equal(line.outcome, 'ok', JSON.stringify(line));
+    assert.ok(line.latency_ms < 3000, `latency is the client's: ${JSON.stringify(line)}`);
+  });
+
+  test('a 200 with an empty body is a failure (502 upstream_empty), streamed or not', T, async () => {
+    for (const stream of [false, true]) {
+      const r = await chat({ model: 'mock/mock-gpt#no_body=1', stream, messages: MESSAGES });
+      assertError(r, 502, 'upstream_empty');
+    }
+  });
+
+  test('an exact selector must carry a plausible model id, and none reaches the logs', T, async () => {
+    const canary = `CANARY${h.randomId('sel').replace(/-/g, '')}`;
+    for (const model of [`mock/please summarise ${canary}`, `mock/${'x'.repeat(300)}${canary}`]) {
+      const r = await chat({ model, messages: MESSAGES });
+      assertError(r, 400, 'invalid_model');
+      assert.equal(r.json.error.param, 'model');
+    }
+    await h.sleep(200);
+    assert.ok(!gw.proc.stdoutText.includes(canary), 'the selector text appears in the access log');
+    assert.ok(!gw.proc.stderrText.includes(canary), 'the selector text appears on stderr');
+  });
+});
+
 describe('access log', () => {
   test('one JSON line per request with request_id and status; never the prompt', T, async () => {
     const canary = `CANARY${h.randomId('prompt').replace(/-/g, '')}`;

@@ -113,21 +113,11 @@ static void end_closed(struct mock_call *c)
     end_abort(c, "client_closed");
 }
 
-static void on_drop_flushed(struct gw_http_req *req, void *arg)
-{
-    (void)req;
-    end_abort(arg, "dropped");
-}
-
-static void watch_close(struct mock_call *c);
-
-/* drop_after: the client must receive what was written before the
- * connection closes, and gw_http_abort() closes at once, discarding queued
- * output; so wait until everything is flushed to the socket first. */
+/* drop_after: gw_http_abort() sends what is already queued, then closes
+ * without the terminator, so the client gets the chunks and then the cut. */
 static void drop(struct mock_call *c)
 {
-    watch_close(c);
-    gw_http_on_drain(c->req, 0, on_drop_flushed, c);
+    end_abort(c, "dropped");
 }
 
 static void on_client_close(struct gw_http_req *req, void *arg)
@@ -234,6 +224,39 @@ static void end_stream(struct mock_call *c)
     gw_http_finish(c->req);
 }
 
+/* Rewrites a frame the way some providers frame SSE, all valid: each JSON
+ * payload split after its first comma into two data: lines (multiline),
+ * and an empty event plus a comment before it (blank_events). */
+static int reshape(const struct mock_call *c, struct gw_buf *f)
+{
+    if (!c->f.multiline && !c->f.blank_events)
+        return 0;
+    struct gw_buf out;
+    gw_buf_init(&out, MOCK_OUT_MAX);
+    int rc = c->f.blank_events ? gw_buf_appends(&out, "data:\n\n: keepalive\n\n") : 0;
+    const char *p = f->data;
+    const char *end = f->data + f->len;
+    while (!rc && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+        const char *comma = n > 7 && memcmp(p, "data: {", 7) == 0 ? memchr(p, ',', n) : NULL;
+        if (c->f.multiline && comma) {
+            rc = gw_buf_append(&out, p, (size_t)(comma - p) + 1);
+            rc = rc ? rc : gw_buf_appends(&out, "\ndata: ");
+            rc = rc ? rc : gw_buf_append(&out, comma + 1, n - (size_t)(comma - p) - 1);
+        } else {
+            rc = gw_buf_append(&out, p, n);
+        }
+        p += n;
+    }
+    if (!rc) {
+        gw_buf_reset(f);
+        rc = gw_buf_append(f, out.data, out.len);
+    }
+    gw_buf_free(&out);
+    return rc;
+}
+
 /* Writes frames until the stream ends, a chunk delay is due, the client
  * lags (backpressure) or a drop_after fault fires. Re-entered from the
  * delay timer and the drain callback. */
@@ -244,6 +267,12 @@ static void pump(struct mock_call *c)
             gw_buf_reset(&c->frame);
             c->frame_kind = c->api->frame(c, &c->frame);
             if (c->frame_kind == MOCK_FRAME_END) {
+                /* tail_ms: the last event is out, the response is not over. */
+                if (c->f.tail_ms > 0 && !c->tail_done) {
+                    if (arm_timer(c, c->f.tail_ms, MOCK_WAIT_TAIL) != 0)
+                        end_stream(c);
+                    return;
+                }
                 end_stream(c);
                 return;
             }
@@ -272,6 +301,10 @@ static void pump(struct mock_call *c)
             c->malformed_sent = 1;
         }
         c->have_frame = 0;
+        if (reshape(c, &c->frame) != 0) {
+            end_abort(c, "dropped");
+            return;
+        }
         if (gw_http_write(c->req, c->frame.data, c->frame.len) != 0) {
             end_closed(c);
             return;
@@ -299,6 +332,11 @@ static void start_stream(struct mock_call *c)
         return;
     }
     c->status = 200;
+    if (c->f.no_body) {
+        usage_log(c, "empty", 0);
+        gw_http_finish(c->req);
+        return;
+    }
     pump(c);
 }
 
@@ -326,6 +364,8 @@ static void respond_body(struct mock_call *c)
             return;
         }
         drop(c);
+    } else if (c->f.no_body) {
+        respond(c, 200, "", 0, "empty", 0);
     } else if (c->f.malformed > 0) {
         respond(c, 200, b->data, b->len / 2, "malformed", out);
     } else {
@@ -351,6 +391,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     struct mock_call *c = arg;
     if (c->waiting == MOCK_WAIT_TTFB) {
         answer(c);
+    } else if (c->waiting == MOCK_WAIT_TAIL) {
+        c->tail_done = 1;
+        pump(c);
     } else {
         c->delayed = 1;
         pump(c);

@@ -56,6 +56,10 @@ struct mock_fault {
     int cache_read;
     int cache_write;
     int parallel;        /* 0: not given */
+    int no_body;         /* a 200 whose body is empty */
+    int multiline;       /* each SSE payload split over two data: lines */
+    int blank_events;    /* an empty event and a comment before each chunk */
+    int tail_ms;         /* after the last event, wait before ending */
 };
 
 void mock_fault_clear(struct mock_fault *f);
@@ -109,7 +113,7 @@ enum mock_frame {
     MOCK_FRAME_POST,     /* after the content: finish, usage, terminator */
 };
 
-enum mock_wait { MOCK_WAIT_TTFB, MOCK_WAIT_DELAY };
+enum mock_wait { MOCK_WAIT_TTFB, MOCK_WAIT_DELAY, MOCK_WAIT_TAIL };
 
 enum mock_finish { MOCK_FINISH_STOP, MOCK_FINISH_LENGTH, MOCK_FINISH_TOOLS };
 
@@ -179,6 +183,7 @@ struct mock_call {
     int idx;
     size_t off;
     unsigned malformed_sent : 1;
+    unsigned tail_done : 1;   /* the tail_ms wait after the last event is over */
     unsigned have_frame : 1;  /* frame holds an unsent frame */
     unsigned delayed : 1;     /* the chunk delay for frame has elapsed */
     unsigned watching : 1;    /* close callback registered */

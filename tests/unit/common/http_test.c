@@ -135,13 +135,30 @@ static void read_until(int fd, struct gw_buf *out, const char *marker, int want)
     }
 }
 
+static void send_str(int fd, const char *s)
+{
+    send_all(fd, s, strlen(s));
+}
+
+struct writer_args {
+    int fd;
+    struct gw_buf *b;
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer_args *w = arg;
+    send_all(w->fd, w->b->data, w->b->len);
+    return NULL;
+}
+
 static void test_keepalive_and_pipelining(void)
 {
     int fd = connect_client();
     CU_ASSERT_FATAL(fd >= 0);
     struct gw_buf out;
     gw_buf_init(&out, 0);
-    send_all(fd, "GET /a?x=1 HTTP/1.1\r\nHost: t\r\nX-Test: one\r\n\r\n", 45);
+    send_str(fd, "GET /a?x=1 HTTP/1.1\r\nHost: t\r\nX-Test: one\r\n\r\n");
     read_until(fd, &out, "h=one", 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "HTTP/1.1 200 OK\r\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "GET /a q=x=1 body=0: h=one"));
@@ -179,7 +196,7 @@ static void test_chunked_response(void)
 {
     int fd = connect_client();
     CU_ASSERT_FATAL(fd >= 0);
-    send_all(fd, "GET /stream HTTP/1.1\r\n\r\n", 24);
+    send_str(fd, "GET /stream HTTP/1.1\r\n\r\n");
     struct gw_buf out;
     gw_buf_init(&out, 0);
     read_until(fd, &out, "0\r\n\r\n", 1);
@@ -217,12 +234,12 @@ static void test_expect_continue(void)
 {
     int fd = connect_client();
     CU_ASSERT_FATAL(fd >= 0);
-    send_all(fd, "POST /e HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n", 61);
+    send_str(fd, "POST /e HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n");
     struct gw_buf out;
     gw_buf_init(&out, 0);
     read_until(fd, &out, "100 Continue\r\n\r\n", 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "HTTP/1.1 100 Continue\r\n\r\n"));
-    send_all(fd, "ok", 2);
+    send_str(fd, "ok");
     read_until(fd, &out, "h=-", 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "body=2:ok"));
     gw_buf_free(&out);
@@ -254,6 +271,22 @@ static void test_malformed(void)
             "HTTP/1.1 400 ", "invalid_http");
     refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 411 ",
             "length_required");
+    refused("GET /a\xff HTTP/1.1\r\n\r\n", "HTTP/1.1 400 ", "invalid_http");
+    /* Smuggling shapes: a bare LF inside a value would hide a header from
+     * some front proxies; a NUL used to crash the parser. */
+    refused("POST /h HTTP/1.1\r\nX-Foo: a\nContent-Length: 28\r\n\r\n", "HTTP/1.1 400 ",
+            "invalid_http");
+    refused("GET /h HTTP/1.1\r\nX: a\rb\r\n\r\n", "HTTP/1.1 400 ", "invalid_http");
+    static const char nul[] = "GET /healthz HTTP/1.1\r\nX: a\0b\r\n\r\n";
+    int fd = connect_client();
+    CU_ASSERT_FATAL(fd >= 0);
+    send_all(fd, nul, sizeof(nul) - 1);
+    struct gw_buf out;
+    gw_buf_init(&out, 0);
+    read_until(fd, &out, "}}", 1);
+    CU_ASSERT_PTR_NOT_NULL(out.data ? strstr(out.data, "HTTP/1.1 400 ") : NULL);
+    gw_buf_free(&out);
+    close(fd);
     char big[40000];
     memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
     memset(big + 19, 'a', sizeof(big) - 20);
@@ -266,7 +299,7 @@ static void test_client_close_notifies(void)
     int fd = connect_client();
     CU_ASSERT_FATAL(fd >= 0);
     __atomic_store_n(&closed_seen, 0, __ATOMIC_SEQ_CST);
-    send_all(fd, "GET /hold HTTP/1.1\r\n\r\n", 22);
+    send_str(fd, "GET /hold HTTP/1.1\r\n\r\n");
     usleep(100000);
     close(fd);
     for (int i = 0; i < 200 && !__atomic_load_n(&closed_seen, __ATOMIC_SEQ_CST); i++)
@@ -278,7 +311,7 @@ static void test_http10_closes(void)
 {
     int fd = connect_client();
     CU_ASSERT_FATAL(fd >= 0);
-    send_all(fd, "GET /old HTTP/1.0\r\n\r\n", 21);
+    send_str(fd, "GET /old HTTP/1.0\r\n\r\n");
     struct gw_buf out;
     gw_buf_init(&out, 0);
     read_until(fd, &out, "never-present", 1); /* reads to EOF */
@@ -288,7 +321,71 @@ static void test_http10_closes(void)
     close(fd);
 }
 
+static void test_head_and_http10_streaming(void)
+{
+    int fd = connect_client();
+    CU_ASSERT_FATAL(fd >= 0);
+    /* HEAD: the length of the body, never the body; keep-alive intact. */
+    send_str(fd, "HEAD /x HTTP/1.1\r\n\r\nGET /y HTTP/1.1\r\n\r\n");
+    struct gw_buf out;
+    gw_buf_init(&out, 0);
+    read_until(fd, &out, "h=-", 1);
+    const char *second = strstr(out.data, "HTTP/1.1 200 OK\r\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(second);
+    second = strstr(second + 1, "HTTP/1.1 200 OK\r\n");
+    CU_ASSERT_PTR_NOT_NULL(second);
+    CU_ASSERT_PTR_NULL(strstr(out.data, "HEAD /x"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "GET /y q= body=0: h=-"));
+    gw_buf_free(&out);
+    close(fd);
+    /* HTTP/1.0 has no chunked encoding: the close ends a streamed body. */
+    fd = connect_client();
+    CU_ASSERT_FATAL(fd >= 0);
+    send_str(fd, "GET /stream HTTP/1.0\r\n\r\n");
+    gw_buf_init(&out, 0);
+    read_until(fd, &out, "never-present", 1);
+    CU_ASSERT_PTR_NULL(strstr(out.data, "Transfer-Encoding"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "Connection: close\r\n\r\nhello world"));
+    gw_buf_free(&out);
+    close(fd);
+}
+
+/* A client that pipelines many requests before reading any answer: the
+ * server stops reading while answers pile up, and resumes as the client
+ * reads, so every request is still answered, in order. */
+static void test_pipelining_flood(void)
+{
+    int fd = connect_client();
+    CU_ASSERT_FATAL(fd >= 0);
+    enum { N = 3000 };
+    struct gw_buf req;
+    gw_buf_init(&req, 0);
+    for (int i = 0; i < N; i++)
+        CU_ASSERT_EQUAL_FATAL(gw_buf_printf(&req, "GET /p%d HTTP/1.1\r\n\r\n", i), GW_OK);
+    /* Write from a helper thread: the server stops reading while we do not
+     * read, so a single blocking write here could wait forever. */
+    struct gw_buf out;
+    gw_buf_init(&out, 0);
+    pthread_t t;
+    struct writer_args wr = {fd, &req};
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, writer_main, &wr), 0);
+    read_until(fd, &out, "h=-", N);
+    pthread_join(t, NULL);
+    char last[32];
+    snprintf(last, sizeof(last), "GET /p%d q=", N - 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, last));
+    int count = 0;
+    for (const char *p = out.data; (p = strstr(p, "HTTP/1.1 200")); p++)
+        count++;
+    CU_ASSERT_EQUAL(count, N);
+    gw_buf_free(&out);
+    gw_buf_free(&req);
+    close(fd);
+}
+
 static CU_TestInfo tests[] = {
+    {"HEAD and HTTP/1.0 streaming", test_head_and_http10_streaming},
+    {"pipelining flood is answered in full", test_pipelining_flood},
     {"keep-alive and pipelining", test_keepalive_and_pipelining},
     {"request written byte by byte", test_byte_by_byte},
     {"chunked response framing", test_chunked_response},

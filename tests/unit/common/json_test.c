@@ -82,6 +82,14 @@ static void test_error_body(void)
     CU_ASSERT_STRING_EQUAL(gw_json_str(e, "code"), "model_not_found");
     json_decref(j);
     free(s);
+    /* A message cut inside a UTF-8 character still gives valid JSON. */
+    s = gw_json_error_body("model 'caf\xc3", "t", NULL, NULL, NULL);
+    j = json_loads(s, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL(j);
+    CU_ASSERT_STRING_EQUAL(gw_json_str(json_object_get(j, "error"), "message"),
+                           "model 'caf\xef\xbf\xbd");
+    json_decref(j);
+    free(s);
     s = gw_json_error_body("m", NULL, NULL, NULL, NULL);
     j = json_loads(s, 0, NULL);
     e = json_object_get(j, "error");

@@ -51,7 +51,8 @@ static const char STREAM[] =
     "id: 7\n\n"
     "retry: 100\n"
     "unknown: x\n"
-    "data\n\n"
+    "event: ignored\n"
+    "data\n\n" /* empty data: not dispatched, and the event name is dropped */
     "\n\n"
     "data: [DONE]\n\n"
     "data: incomplete-at-eof";
@@ -61,7 +62,6 @@ static const char EXPECTED[] =
     "message_start|{\"type\":\"message_start\"}|-\n"
     "|no-space|-\n"
     "|line1\nline2|7\n"
-    "||7\n"
     "|[DONE]|7\n";
 
 static void test_whole(void)
