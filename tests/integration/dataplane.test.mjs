@@ -346,6 +346,27 @@ describe('upstream faults', () => {
     assertAlive(own);
   });
 
+  test('a stream that stalls past the idle timeout ends with an in-band upstream_timeout', T, async () => {
+    // mockfast: idle_timeout_ms 1500; the mock waits 5 s between chunks.
+    const rid = h.randomId('idle');
+    const t0 = Date.now();
+    const s = await h.collectStream(gw.port, {
+      body: { model: 'mockfast/mock-gpt#chunks=3,chunk_delay_ms=5000', stream: true, messages: MESSAGES },
+      headers: { ...h.AUTH, 'x-request-id': rid },
+    });
+    const took = Date.now() - t0;
+    const evs = h.parseEvents(s.events);
+    assert.equal(evs.at(-1), '[DONE]', s.raw);
+    const err = evs.find((e) => e && e.error);
+    assert.ok(err, `no error event: ${s.raw}`);
+    assert.equal(err.error.code, 'upstream_timeout');
+    assert.equal(h.streamedContent(evs.filter((e) => e && e.choices)), 'tok1', 'the content before the stall');
+    assert.ok(took > 1200 && took < 4500, `ended after ${took} ms, not at the 1.5 s idle timeout`);
+    const line = await gw.accessLogFor(rid);
+    assert.equal(line.outcome, 'upstream_timeout');
+    assert.equal(line.error_class, 'timeout');
+  });
+
   test('stream #malformed=2 ends with an in-band error event and [DONE]', T, async (t) => {
     const own = await h.startGateway({ mock });
     t.after(() => own.proc.stop());

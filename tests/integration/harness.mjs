@@ -410,7 +410,7 @@ export function makeSnapshot({ mockV1, deadV1, extraProviders = [], extraRoutes 
     {
       name: 'mockfast', driver: 'openai', base_url: mockV1,
       credential_ref: 'env:MOCK_API_KEY', headers: {},
-      enabled: true, first_byte_timeout_ms: 1500, idle_timeout_ms: 60000,
+      enabled: true, first_byte_timeout_ms: 1500, idle_timeout_ms: 1500,
     },
   ];
   if (deadV1) {
