@@ -418,7 +418,7 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
     const char *p = buf;
     size_t left = n;
     struct gw_sse_event ev;
-    int rc;
+    int rc = GW_EAGAIN;
     while (!a->saw_done && (rc = gw_sse_next(&a->sse, &p, &left, &ev)) == GW_OK) {
         rc = relay_event(a, &ev);
         if (rc == GW_EINVAL) {
@@ -494,9 +494,10 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
             client_end(a, 1, a->status, NULL, NULL);
         }
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+        /* Only the connect timeout is curl's; the watchdog times the rest. */
         set_failure(a, "upstream_timeout", "timeout");
         client_end(a, 0, 504, "upstream_timeout",
-                   "the upstream provider stopped sending before the answer was complete");
+                   "the connection to the upstream provider timed out");
     } else {
         set_failure(a, "upstream_network", "network");
         char msg[256];
