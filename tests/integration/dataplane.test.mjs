@@ -4,6 +4,7 @@
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import * as h from './harness.mjs';
 
 const MESSAGES = [{ role: 'user', content: 'hello there' }];
@@ -365,6 +366,32 @@ describe('upstream faults', () => {
     const line = await gw.accessLogFor(rid);
     assert.equal(line.outcome, 'upstream_timeout');
     assert.equal(line.error_class, 'timeout');
+  });
+
+  test('a client that stops reading is cut after the idle timeout, and the upstream canceled', T, async () => {
+    // The client reads the head, then stops reading. The kernel buffers
+    // fill, the gateway queues past its 1 MiB high mark and pauses the
+    // upstream; mockfast's 1.5 s idle timeout then ends the request.
+    const rid = h.randomId('stall');
+    const body = JSON.stringify({
+      model: 'mockfast/mock-gpt#chunks=100000', stream: true, messages: MESSAGES,
+    });
+    const sock = net.connect({ host: '127.0.0.1', port: gw.port });
+    sock.on('error', () => {});
+    sock.once('data', () => sock.pause());
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n`
+      + `Authorization: Bearer ${h.DEMO_API_KEY}\r\nx-request-id: ${rid}\r\n`
+      + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    try {
+      const line = await gw.accessLogFor(rid, 30_000);
+      assert.equal(line.outcome, 'client_stalled', JSON.stringify(line));
+      assert.equal(line.status, 499);
+      const up = await mock.usageFor(rid, { timeoutMs: 10_000 });
+      assert.equal(up.outcome, 'client_closed', 'the upstream transfer was not canceled');
+      assert.ok(up.usage.output_tokens < 100000, 'the upstream ran to its end');
+    } finally {
+      sock.destroy();
+    }
   });
 
   test('stream #malformed=2 ends with an in-band error event and [DONE]', T, async (t) => {
