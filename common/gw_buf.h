@@ -11,19 +11,17 @@
 #include <stddef.h>
 
 struct gw_buf {
-    char *data;   /* NULL until the first append */
+    char *data; /* NULL until the first append */
     size_t len;
     size_t cap;
-    size_t max;   /* ceiling on len; 0 means SIZE_MAX/2 */
+    size_t max; /* ceiling on len; 0 means SIZE_MAX/2 */
 };
 
 void gw_buf_init(struct gw_buf *b, size_t max);
 void gw_buf_free(struct gw_buf *b);
 void gw_buf_reset(struct gw_buf *b); /* len = 0, keeps memory */
-int gw_buf_append(struct gw_buf *b, const void *p, size_t n)
-    __attribute__((warn_unused_result));
-int gw_buf_appends(struct gw_buf *b, const char *s)
-    __attribute__((warn_unused_result));
+int gw_buf_append(struct gw_buf *b, const void *p, size_t n) __attribute__((warn_unused_result));
+int gw_buf_appends(struct gw_buf *b, const char *s) __attribute__((warn_unused_result));
 int gw_buf_printf(struct gw_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), warn_unused_result));
 int gw_buf_vprintf(struct gw_buf *b, const char *fmt, va_list ap)

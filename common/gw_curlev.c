@@ -64,8 +64,8 @@ static void check_done(struct gw_curlev *m)
 static void on_socket_ready(evutil_socket_t fd, short what, void *arg)
 {
     struct gw_curlev *m = arg;
-    int action = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
-                 ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+    int action =
+        ((what & EV_READ) ? CURL_CSELECT_IN : 0) | ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
     int still;
     curl_multi_socket_action(m->multi, fd, action, &still);
     check_done(m);

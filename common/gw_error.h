@@ -7,12 +7,12 @@
 #define GW_ERROR_H
 
 #define GW_OK 0
-#define GW_EAGAIN (-1)   /* need more input / would block */
-#define GW_ENOMEM (-2)   /* allocation failed */
-#define GW_EINVAL (-3)   /* invalid argument or input */
-#define GW_ELIMIT (-4)   /* a bounded buffer would pass its ceiling */
-#define GW_ECLOSED (-5)  /* the peer or object is gone */
-#define GW_EIO (-6)      /* system call failed (errno says why) */
+#define GW_EAGAIN (-1)  /* need more input / would block */
+#define GW_ENOMEM (-2)  /* allocation failed */
+#define GW_EINVAL (-3)  /* invalid argument or input */
+#define GW_ELIMIT (-4)  /* a bounded buffer would pass its ceiling */
+#define GW_ECLOSED (-5) /* the peer or object is gone */
+#define GW_EIO (-6)     /* system call failed (errno says why) */
 #define GW_ENOTFOUND (-7)
 
 const char *gw_strerror(int code);

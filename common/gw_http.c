@@ -49,7 +49,7 @@ struct header {
 struct conn;
 
 struct gw_http_req {
-    struct conn *conn;      /* NULL once the client connection is gone */
+    struct conn *conn; /* NULL once the client connection is gone */
     struct gw_http_server *srv;
     struct gw_pool *pool;
     char *method;
@@ -62,16 +62,16 @@ struct gw_http_req {
     int64_t start_us;
     uint64_t conn_id;
     int keepalive;
-    int http10;             /* no chunked encoding: the close ends the body */
-    int head_only;          /* HEAD: headers, never a body */
+    int http10;    /* no chunked encoding: the close ends the body */
+    int head_only; /* HEAD: headers, never a body */
     int started;
-    int gone;               /* the client left; writes fail */
+    int gone; /* the client left; writes fail */
     gw_http_req_cb close_cb;
     void *close_arg;
     gw_http_req_cb drain_cb;
     void *drain_arg;
     size_t low_water;
-    struct gw_buf extra;    /* response headers added by the owner */
+    struct gw_buf extra; /* response headers added by the owner */
     char peer[INET6_ADDRSTRLEN];
 };
 
@@ -81,15 +81,15 @@ struct conn {
     struct conn *prev, *next;
     enum conn_state state;
     uint64_t id;
-    struct gw_http_req *req;  /* parsing (HEAD/BODY) or owned (ACTIVE) */
+    struct gw_http_req *req; /* parsing (HEAD/BODY) or owned (ACTIVE) */
     size_t body_need;
-    size_t head_scanned;      /* input bytes already searched for the head's end */
+    size_t head_scanned; /* input bytes already searched for the head's end */
     int in_process;
-    int doomed;               /* free at the end of processing */
-    int closing;              /* close once output is flushed */
-    int rejecting;            /* the current request is a refusal */
-    int lingering;            /* refusal sent: discard input until EOF */
-    int read_paused;          /* too many unread answers queued */
+    int doomed;      /* free at the end of processing */
+    int closing;     /* close once output is flushed */
+    int rejecting;   /* the current request is a refusal */
+    int lingering;   /* refusal sent: discard input until EOF */
+    int read_paused; /* too many unread answers queued */
     size_t discarded;
     char peer[INET6_ADDRSTRLEN];
 };
@@ -176,14 +176,38 @@ static void req_free(struct gw_http_req *r)
     gw_pool_free(r->pool);
 }
 
-const char *gw_http_req_method(const struct gw_http_req *r) { return r->method; }
-const char *gw_http_req_path(const struct gw_http_req *r) { return r->path; }
-const char *gw_http_req_query(const struct gw_http_req *r) { return r->query; }
-struct gw_pool *gw_http_req_pool(struct gw_http_req *r) { return r->pool; }
-int64_t gw_http_req_start_us(const struct gw_http_req *r) { return r->start_us; }
-uint64_t gw_http_req_conn_id(const struct gw_http_req *r) { return r->conn_id; }
-const char *gw_http_req_peer(const struct gw_http_req *r) { return r->peer; }
-int gw_http_started(const struct gw_http_req *r) { return r->started; }
+const char *gw_http_req_method(const struct gw_http_req *r)
+{
+    return r->method;
+}
+const char *gw_http_req_path(const struct gw_http_req *r)
+{
+    return r->path;
+}
+const char *gw_http_req_query(const struct gw_http_req *r)
+{
+    return r->query;
+}
+struct gw_pool *gw_http_req_pool(struct gw_http_req *r)
+{
+    return r->pool;
+}
+int64_t gw_http_req_start_us(const struct gw_http_req *r)
+{
+    return r->start_us;
+}
+uint64_t gw_http_req_conn_id(const struct gw_http_req *r)
+{
+    return r->conn_id;
+}
+const char *gw_http_req_peer(const struct gw_http_req *r)
+{
+    return r->peer;
+}
+int gw_http_started(const struct gw_http_req *r)
+{
+    return r->started;
+}
 
 const char *gw_http_req_header(const struct gw_http_req *r, const char *name)
 {
@@ -210,8 +234,8 @@ void gw_http_req_on_close(struct gw_http_req *r, gw_http_req_cb cb, void *arg)
 
 static int is_tchar(unsigned char ch)
 {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-           (ch >= '0' && ch <= '9') || strchr("!#$%&'*+-.^_`|~", ch);
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           strchr("!#$%&'*+-.^_`|~", ch);
 }
 
 /* Parses the request line and headers in place (buf is pool memory ending
@@ -354,36 +378,66 @@ static long long content_length(const struct gw_http_req *r)
 const char *gw_http_reason(int status)
 {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 402: return "Payment Required";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 499: return "Client Closed Request";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    case 529: return "Overloaded";
-    default: return "Unknown";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 402:
+        return "Payment Required";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
+    case 413:
+        return "Payload Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 499:
+        return "Client Closed Request";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    case 529:
+        return "Overloaded";
+    default:
+        return "Unknown";
     }
 }
 
@@ -404,8 +458,8 @@ static int no_body_status(int status)
 
 /* clen < 0 starts a streamed body: chunked for HTTP/1.1, delimited by the
  * connection's close for HTTP/1.0 (which has no chunked encoding). */
-static void write_head(struct gw_http_req *r, struct evbuffer *out, int status,
-                       const char *ctype, long long clen)
+static void write_head(struct gw_http_req *r, struct evbuffer *out, int status, const char *ctype,
+                       long long clen)
 {
     struct conn *c = r->conn;
     if (c->srv->draining || (clen < 0 && r->http10))
@@ -455,15 +509,14 @@ static void end_request(struct gw_http_req *r, int abort_conn)
         bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
         bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
         if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-            bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS |
-                                BEV_TRIG_IGNORE_WATERMARKS);
+            bufferevent_trigger(c->bev, EV_WRITE,
+                                BEV_TRIG_DEFER_CALLBACKS | BEV_TRIG_IGNORE_WATERMARKS);
         return;
     }
     c->state = C_HEAD;
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
-    struct timeval tv = {srv->o.idle_timeout_ms / 1000,
-                         (srv->o.idle_timeout_ms % 1000) * 1000};
+    struct timeval tv = {srv->o.idle_timeout_ms / 1000, (srv->o.idle_timeout_ms % 1000) * 1000};
     bufferevent_set_timeouts(c->bev, &tv, NULL);
     bufferevent_enable(c->bev, EV_READ);
     /* A pipelined request may already be buffered: run the read callback
@@ -472,8 +525,8 @@ static void end_request(struct gw_http_req *r, int abort_conn)
         bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
 }
 
-void gw_http_respond(struct gw_http_req *r, int status, const char *ctype,
-                     const char *body, size_t len)
+void gw_http_respond(struct gw_http_req *r, int status, const char *ctype, const char *body,
+                     size_t len)
 {
     /* Answering a request whose chunked response already started is a
      * caller bug: the only safe end is to cut the connection. */
@@ -523,8 +576,7 @@ size_t gw_http_pending(const struct gw_http_req *r)
     return evbuffer_get_length(bufferevent_get_output(r->conn->bev));
 }
 
-void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb,
-                      void *arg)
+void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb, void *arg)
 {
     r->drain_cb = cb;
     r->drain_arg = arg;
@@ -532,8 +584,8 @@ void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb
     if (r->conn && !r->gone) {
         bufferevent_setwatermark(r->conn->bev, EV_WRITE, low_water, 0);
         if (gw_http_pending(r) <= low_water)
-            bufferevent_trigger(r->conn->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS |
-                                BEV_TRIG_IGNORE_WATERMARKS);
+            bufferevent_trigger(r->conn->bev, EV_WRITE,
+                                BEV_TRIG_DEFER_CALLBACKS | BEV_TRIG_IGNORE_WATERMARKS);
     }
 }
 
@@ -551,8 +603,8 @@ void gw_http_abort(struct gw_http_req *r)
 
 /* ---------------------------------------------------------------- refusals */
 
-static void default_reject(struct gw_http_req *r, int status, const char *code,
-                           const char *message, void *arg)
+static void default_reject(struct gw_http_req *r, int status, const char *code, const char *message,
+                           void *arg)
 {
     (void)arg;
     char body[512];
@@ -591,8 +643,7 @@ static int read_head(struct conn *c, struct evbuffer *in)
     /* Resume the search where the last one stopped (less the 3 bytes a
      * terminator could straddle), so a head sent byte by byte costs O(n). */
     struct evbuffer_ptr from;
-    evbuffer_ptr_set(in, &from, c->head_scanned > 3 ? c->head_scanned - 3 : 0,
-                     EVBUFFER_PTR_SET);
+    evbuffer_ptr_set(in, &from, c->head_scanned > 3 ? c->head_scanned - 3 : 0, EVBUFFER_PTR_SET);
     struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, &from);
     if (end.pos < 0) {
         c->head_scanned = evbuffer_get_length(in);
@@ -653,16 +704,15 @@ static int read_head(struct conn *c, struct evbuffer *in)
     if (cl < 0)
         cl = 0;
     if ((unsigned long long)cl > srv->o.max_body_bytes) {
-        char *msg = gw_pool_printf(r->pool,
-                                   "request body of %lld bytes exceeds the limit of %zu bytes",
-                                   cl, srv->o.max_body_bytes);
+        char *msg =
+            gw_pool_printf(r->pool, "request body of %lld bytes exceeds the limit of %zu bytes", cl,
+                           srv->o.max_body_bytes);
         reject(c, 413, "request_too_large", msg ? msg : "request body too large");
         return -1;
     }
     c->body_need = (size_t)cl;
     const char *expect = gw_http_req_header(r, "expect");
-    if (expect && strcasecmp(expect, "100-continue") == 0 &&
-        evbuffer_get_length(in) < c->body_need)
+    if (expect && strcasecmp(expect, "100-continue") == 0 && evbuffer_get_length(in) < c->body_need)
         evbuffer_add(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
     c->state = C_BODY;
     return 1;
@@ -711,7 +761,7 @@ static void conn_process(struct conn *c)
     }
     c->in_process = 0;
     if (rc < 0 && !c->doomed && c->state != C_ACTIVE && !c->closing)
-        c->doomed = 1;  /* allocation failure: nothing else to do */
+        c->doomed = 1; /* allocation failure: nothing else to do */
     if (c->doomed)
         conn_free(c);
 }
@@ -814,8 +864,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         conn_free(c);
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
-                      struct sockaddr *sa, int salen, void *arg)
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                      void *arg)
 {
     (void)l;
     (void)salen;
@@ -848,8 +898,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     srv->conns = c;
     srv->nconns++;
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
-    struct timeval tv = {srv->o.idle_timeout_ms / 1000,
-                         (srv->o.idle_timeout_ms % 1000) * 1000};
+    struct timeval tv = {srv->o.idle_timeout_ms / 1000, (srv->o.idle_timeout_ms % 1000) * 1000};
     bufferevent_set_timeouts(c->bev, &tv, NULL);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
@@ -896,8 +945,14 @@ void gw_http_server_drain(struct gw_http_server *srv)
     }
 }
 
-size_t gw_http_server_active(const struct gw_http_server *srv) { return srv->active; }
-size_t gw_http_server_connections(const struct gw_http_server *srv) { return srv->nconns; }
+size_t gw_http_server_active(const struct gw_http_server *srv)
+{
+    return srv->active;
+}
+size_t gw_http_server_connections(const struct gw_http_server *srv)
+{
+    return srv->nconns;
+}
 
 void gw_http_server_free(struct gw_http_server *srv)
 {

@@ -42,17 +42,16 @@ typedef void (*gw_http_req_cb)(struct gw_http_req *req, void *arg);
  * encoding: 411/501). The callback must answer with gw_http_respond(); the
  * connection is closed after that answer. NULL gives a plain JSON body.
  */
-typedef void (*gw_http_reject_cb)(struct gw_http_req *req, int status,
-                                  const char *code, const char *message,
-                                  void *arg);
+typedef void (*gw_http_reject_cb)(struct gw_http_req *req, int status, const char *code,
+                                  const char *message, void *arg);
 
 struct gw_http_server_opts {
     gw_http_handler_cb handler;
-    gw_http_reject_cb reject;   /* may be NULL */
-    void *arg;                  /* passed to handler and reject */
-    size_t max_header_bytes;    /* 0: 32 KiB */
-    size_t max_body_bytes;      /* 0: 4 MiB */
-    int idle_timeout_ms;        /* keep-alive idle close; 0: 60 s */
+    gw_http_reject_cb reject; /* may be NULL */
+    void *arg;                /* passed to handler and reject */
+    size_t max_header_bytes;  /* 0: 32 KiB */
+    size_t max_body_bytes;    /* 0: 4 MiB */
+    int idle_timeout_ms;      /* keep-alive idle close; 0: 60 s */
 };
 
 /*
@@ -116,12 +115,11 @@ void gw_http_req_on_close(struct gw_http_req *req, gw_http_req_cb cb, void *arg)
 
 /* Adds a response header (before the response starts). Both strings are
  * copied. Returns GW_EINVAL after the response started. */
-int gw_http_add_header(struct gw_http_req *req, const char *name,
-                       const char *value);
+int gw_http_add_header(struct gw_http_req *req, const char *name, const char *value);
 
 /* A complete response with Content-Length. Ends the request. */
-void gw_http_respond(struct gw_http_req *req, int status,
-                     const char *content_type, const char *body, size_t len);
+void gw_http_respond(struct gw_http_req *req, int status, const char *content_type,
+                     const char *body, size_t len);
 
 /* Starts a chunked response. Returns 0 or GW_ECLOSED. */
 int gw_http_start(struct gw_http_req *req, int status, const char *content_type)
@@ -136,8 +134,7 @@ size_t gw_http_pending(const struct gw_http_req *req);
 
 /* Calls cb once, when pending output falls to low_water or below (at once,
  * from the event loop, if it already is). Backpressure for streaming. */
-void gw_http_on_drain(struct gw_http_req *req, size_t low_water,
-                      gw_http_req_cb cb, void *arg);
+void gw_http_on_drain(struct gw_http_req *req, size_t low_water, gw_http_req_cb cb, void *arg);
 
 /* Ends a chunked response with the terminating chunk. Ends the request. */
 void gw_http_finish(struct gw_http_req *req);

@@ -68,9 +68,8 @@ static size_t utf8_len(const unsigned char *s, size_t n)
         cp = (cp << 6) | (s[i] & 0x3F);
     }
     /* Reject overlong forms, surrogates and values past U+10FFFF. */
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-        (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return len;
 }
@@ -290,8 +289,8 @@ static int escape_or_null(struct gw_buf *b, const char *s)
     return s ? gw_json_escape(b, s, strlen(s)) : gw_buf_appends(b, "null");
 }
 
-char *gw_json_error_body(const char *message, const char *type, const char *param,
-                         const char *code, size_t *len)
+char *gw_json_error_body(const char *message, const char *type, const char *param, const char *code,
+                         size_t *len)
 {
     /* Built with gw_json_escape rather than jansson: a message that quotes
      * client text cut at a byte limit may end in half a UTF-8 character,

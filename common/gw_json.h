@@ -25,8 +25,7 @@ int gw_json_bool(const json_t *obj, const char *key, int def, int *err);
 /* Appends s (n bytes) as a quoted JSON string, escaping as RFC 8259 needs.
  * Invalid UTF-8 bytes are replaced with U+FFFD, so the output always
  * parses. Returns 0 or GW_ELIMIT/GW_ENOMEM. */
-int gw_json_escape(struct gw_buf *b, const char *s, size_t n)
-    __attribute__((warn_unused_result));
+int gw_json_escape(struct gw_buf *b, const char *s, size_t n) __attribute__((warn_unused_result));
 
 /* Checks that s[0..n) is one complete JSON value (RFC 8259: strings with
  * valid escapes, numbers, literals, nesting up to max_depth) with nothing
@@ -37,7 +36,7 @@ int gw_json_valid(const char *s, size_t n, int max_depth);
 /* Renders an OpenAI-style error body:
  *   {"error":{"message":M,"type":T,"param":P|null,"code":C|null}}
  * into a malloc'd NUL-terminated string (caller frees), or NULL. */
-char *gw_json_error_body(const char *message, const char *type,
-                         const char *param, const char *code, size_t *len);
+char *gw_json_error_body(const char *message, const char *type, const char *param, const char *code,
+                         size_t *len);
 
 #endif

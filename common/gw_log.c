@@ -7,9 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,10 +22,14 @@ static int access_fd = 1;
 static const char *level_name(enum gw_log_level l)
 {
     switch (l) {
-    case GW_LOG_DEBUG: return "debug";
-    case GW_LOG_INFO: return "info";
-    case GW_LOG_WARN: return "warn";
-    default: return "error";
+    case GW_LOG_DEBUG:
+        return "debug";
+    case GW_LOG_INFO:
+        return "info";
+    case GW_LOG_WARN:
+        return "warn";
+    default:
+        return "error";
     }
 }
 

@@ -79,8 +79,7 @@ static int process_line(struct gw_sse *p, struct gw_sse_event *ev, int *err)
     return 0;
 }
 
-int gw_sse_next(struct gw_sse *p, const char **buf, size_t *len,
-                struct gw_sse_event *ev)
+int gw_sse_next(struct gw_sse *p, const char **buf, size_t *len, struct gw_sse_event *ev)
 {
     if (p->dispatched) {
         /* The caller is done with the last event: clear it (id persists). */

@@ -24,11 +24,11 @@
 #include "gw_buf.h"
 
 struct gw_sse_event {
-    const char *event;   /* "" when no event: field; NUL-terminated */
+    const char *event; /* "" when no event: field; NUL-terminated */
     size_t event_len;
-    const char *data;    /* NUL-terminated */
+    const char *data; /* NUL-terminated */
     size_t data_len;
-    const char *id;      /* NULL when the stream never set one */
+    const char *id; /* NULL when the stream never set one */
 };
 
 struct gw_sse {
@@ -37,9 +37,9 @@ struct gw_sse {
     struct gw_buf event;
     struct gw_buf id;
     int have_id;
-    int data_seen;       /* a data field arrived for the pending event */
-    int skip_lf;         /* the previous byte was CR */
-    int dispatched;      /* buffers hold an event handed out last call */
+    int data_seen;  /* a data field arrived for the pending event */
+    int skip_lf;    /* the previous byte was CR */
+    int dispatched; /* buffers hold an event handed out last call */
 };
 
 /* max_event_bytes bounds one line and one event's data (0: 1 MiB). */
@@ -48,7 +48,7 @@ void gw_sse_free(struct gw_sse *p);
 /* Consumes input from buf and len (advancing both) until an event is complete
  * (GW_OK, *ev filled) or the input is used up (GW_EAGAIN). GW_ELIMIT when a
  * line or event passes the ceiling: the parser must then be discarded. */
-int gw_sse_next(struct gw_sse *p, const char **buf, size_t *len,
-                struct gw_sse_event *ev) __attribute__((warn_unused_result));
+int gw_sse_next(struct gw_sse *p, const char **buf, size_t *len, struct gw_sse_event *ev)
+    __attribute__((warn_unused_result));
 
 #endif

@@ -29,29 +29,29 @@
 struct dp_attempt {
     struct dp_worker *w;
     struct dp_attempt *prev, *next;
-    struct gw_http_req *req;     /* NULL once the client side has ended */
+    struct gw_http_req *req; /* NULL once the client side has ended */
     struct dp_snapshot *snap;
-    struct dp_target t;          /* t.model points at model[] */
+    struct dp_target t; /* t.model points at model[] */
     const struct dp_key *key;
     char request_id[160];
     char *model;
     int client_stream;
     CURL *easy;
-    int running;                 /* easy is in the multi handle */
+    int running; /* easy is in the multi handle */
     struct curl_slist *hdrs;
     char *body;
-    int status;                  /* upstream HTTP status */
+    int status; /* upstream HTTP status */
     char ctype[128];
     char retry_after[32];
     int is_sse;
-    int started;                 /* client response head sent */
+    int started; /* client response head sent */
     int paused;
     int saw_done;
     int usage_overflow;
     struct gw_sse sse;
-    struct gw_buf acc;           /* copy of a JSON body, for usage */
-    struct gw_buf out;           /* client bytes batched per callback */
-    struct event *watchdog;      /* first byte, then idle gaps (see arm_watchdog) */
+    struct gw_buf acc;      /* copy of a JSON body, for usage */
+    struct gw_buf out;      /* client bytes batched per callback */
+    struct event *watchdog; /* first byte, then idle gaps (see arm_watchdog) */
     int64_t t0, t_first_byte, t_first_content, t_client_end;
     long long in_tok, out_tok, total_tok;
     int have_usage;
@@ -71,9 +71,8 @@ static void log_access(struct dp_attempt *a)
 {
     json_t *f = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:b}", "request_id", a->request_id,
                           "method", "POST", "path", "/v1/chat/completions", "status",
-                          a->final_status, "route", a->t.route ? a->t.route->name : "",
-                          "provider", a->t.provider->name, "model", a->t.model, "stream",
-                          a->client_stream);
+                          a->final_status, "route", a->t.route ? a->t.route->name : "", "provider",
+                          a->t.provider->name, "model", a->t.model, "stream", a->client_stream);
     if (!f)
         return;
     /* Latency is what the client saw: until its response ended. */
@@ -82,13 +81,13 @@ static void log_access(struct dp_attempt *a)
     if (a->t_first_byte)
         json_object_set_new(f, "ttfb_ms", json_real((double)(a->t_first_byte - a->t0) / 1000.0));
     if (a->t_first_content)
-        json_object_set_new(f, "ttfc_ms",
-                            json_real((double)(a->t_first_content - a->t0) / 1000.0));
+        json_object_set_new(f, "ttfc_ms", json_real((double)(a->t_first_content - a->t0) / 1000.0));
     if (a->status)
         json_object_set_new(f, "upstream_status", json_integer(a->status));
     if (a->have_usage)
-        json_object_set_new(f, "tokens", json_pack("{s:I,s:I,s:I}", "input", a->in_tok,
-                                                   "output", a->out_tok, "total", a->total_tok));
+        json_object_set_new(f, "tokens",
+                            json_pack("{s:I,s:I,s:I}", "input", a->in_tok, "output", a->out_tok,
+                                      "total", a->total_tok));
     json_object_set_new(f, "outcome", json_string(a->outcome ? a->outcome : "ok"));
     if (a->error_class)
         json_object_set_new(f, "error_class", json_string(a->error_class));
@@ -262,7 +261,8 @@ static int has_content(const json_t *chunk)
     json_t *choices = json_object_get(chunk, "choices");
     size_t i;
     json_t *c;
-    json_array_foreach(choices, i, c) {
+    json_array_foreach(choices, i, c)
+    {
         json_t *d = json_object_get(c, "delta");
         const char *s = gw_json_str(d, "content");
         if ((s && *s) || json_array_size(json_object_get(d, "tool_calls")) > 0)
@@ -466,7 +466,7 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
     struct dp_attempt *a = arg;
     a->running = 0;
     read_body_usage(a);
-    if (!a->req) {           /* the client side ended from on_body */
+    if (!a->req) { /* the client side ended from on_body */
         attempt_end(a);
         return;
     }
@@ -562,12 +562,12 @@ static int build_upstream(struct dp_attempt *a, size_t body_len)
     const struct dp_provider *p = a->t.provider;
     char line[512];
     struct curl_slist *h = NULL;
-#define ADD(s)                                      \
-    do {                                            \
-        struct curl_slist *nh = curl_slist_append(h, (s)); \
-        if (!nh)                                    \
-            goto nomem;                             \
-        h = nh;                                     \
+#define ADD(s)                                                                                     \
+    do {                                                                                           \
+        struct curl_slist *nh = curl_slist_append(h, (s));                                         \
+        if (!nh)                                                                                   \
+            goto nomem;                                                                            \
+        h = nh;                                                                                    \
     } while (0)
     ADD("Content-Type: application/json");
     ADD("Expect:"); /* no 100-continue round trip on large prompts */
@@ -665,8 +665,8 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
     }
     if (err) {
         json_decref(root);
-        reply_bad_request(req, snap, 400, "stream", "invalid_type",
-                          "'stream' must be a boolean", request_id);
+        reply_bad_request(req, snap, 400, "stream", "invalid_type", "'stream' must be a boolean",
+                          request_id);
         return;
     }
     struct dp_target t;
@@ -679,8 +679,8 @@ void dp_chat_handle(struct dp_worker *w, struct gw_http_req *req, struct dp_snap
             status = 400;
             code = "invalid_model";
             snprintf(msg, sizeof(msg),
-                     "the model id in '%.100s' must be 1 to %d visible ASCII characters",
-                     selector, DP_MAX_MODEL_ID);
+                     "the model id in '%.100s' must be 1 to %d visible ASCII characters", selector,
+                     DP_MAX_MODEL_ID);
         } else if (rc == GW_EAGAIN) {
             status = 503;
             code = "no_enabled_target";

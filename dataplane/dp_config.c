@@ -14,15 +14,14 @@ static const char usage[] =
     "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_LISTEN,\n"
     "LLMGW_THREADS, LLMGW_MAX_BODY_BYTES, LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG.\n";
 
-static int parse_num(const char *flag, const char *v, long long lo, long long hi,
-                     long long *out)
+static int parse_num(const char *flag, const char *v, long long lo, long long hi, long long *out)
 {
     char *end;
     errno = 0;
     long long n = strtoll(v, &end, 10);
     if (errno || end == v || *end || n < lo || n > hi) {
-        fprintf(stderr, "llmgw-dataplane: %s: '%s' is not an integer from %lld to %lld\n",
-                flag, v, lo, hi);
+        fprintf(stderr, "llmgw-dataplane: %s: '%s' is not an integer from %lld to %lld\n", flag, v,
+                lo, hi);
         return GW_EINVAL;
     }
     *out = n;

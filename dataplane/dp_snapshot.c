@@ -31,8 +31,7 @@ __attribute__((format(printf, 2, 3))) static void fail(struct build *b, const ch
 }
 
 /* A required non-empty string field. */
-static const char *req_str(struct build *b, const json_t *o, const char *key,
-                           const char *where)
+static const char *req_str(struct build *b, const json_t *o, const char *key, const char *where)
 {
     json_t *v = json_object_get(o, key);
     if (!json_is_string(v) || json_string_length(v) == 0) {
@@ -42,8 +41,8 @@ static const char *req_str(struct build *b, const json_t *o, const char *key,
     return gw_pool_strdup(b->pool, json_string_value(v));
 }
 
-static const char *opt_str(struct build *b, const json_t *o, const char *key,
-                           const char *where, const char *def)
+static const char *opt_str(struct build *b, const json_t *o, const char *key, const char *where,
+                           const char *def)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
@@ -55,22 +54,19 @@ static const char *opt_str(struct build *b, const json_t *o, const char *key,
     return gw_pool_strdup(b->pool, json_string_value(v));
 }
 
-static long opt_ms(struct build *b, const json_t *o, const char *key,
-                   const char *where, long def)
+static long opt_ms(struct build *b, const json_t *o, const char *key, const char *where, long def)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return def;
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
-        json_integer_value(v) > 3600 * 1000) {
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 3600 * 1000) {
         fail(b, "%s.%s: must be an integer from 1 to 3600000 (milliseconds)", where, key);
         return def;
     }
     return (long)json_integer_value(v);
 }
 
-static int opt_bool(struct build *b, const json_t *o, const char *key,
-                    const char *where, int def)
+static int opt_bool(struct build *b, const json_t *o, const char *key, const char *where, int def)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
@@ -92,13 +88,12 @@ static const char *resolve_credential(const char *ref, const char *provider)
             return v;
     }
     /* Never fatal: the provider stays, without credentials, and says so. */
-    gw_logf(GW_LOG_WARN, "credential_ref does not resolve", "{s:s,s:s}", "provider",
-            provider, "credential_ref", ref);
+    gw_logf(GW_LOG_WARN, "credential_ref does not resolve", "{s:s,s:s}", "provider", provider,
+            "credential_ref", ref);
     return NULL;
 }
 
-static void build_provider(struct build *b, struct dp_provider *p, const json_t *o,
-                           size_t i)
+static void build_provider(struct build *b, struct dp_provider *p, const json_t *o, size_t i)
 {
     char where[48];
     snprintf(where, sizeof(where), "providers[%zu]", i);
@@ -146,11 +141,11 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         p->headers = gw_pool_calloc(b->pool, (json_object_size(h) + 1) * sizeof(char *));
         const char *k;
         json_t *v;
-        json_object_foreach(h, k, v) {
+        json_object_foreach(h, k, v)
+        {
             const char *sv = json_string_value(v);
             if (!sv || strpbrk(k, "\r\n: ") || strpbrk(sv, "\r\n") || !*k) {
-                fail(b, "%s.headers.%s: must be a single-line string with a valid name",
-                     where, k);
+                fail(b, "%s.headers.%s: must be a single-line string with a valid name", where, k);
                 return;
             }
             p->headers[p->nheaders++] = gw_pool_printf(b->pool, "%s: %s", k, sv);
@@ -162,8 +157,7 @@ static const struct dp_provider *find_provider(const struct dp_snapshot *s, cons
                                                size_t len)
 {
     for (size_t i = 0; i < s->nproviders; i++)
-        if (strlen(s->providers[i].name) == len &&
-            memcmp(s->providers[i].name, name, len) == 0)
+        if (strlen(s->providers[i].name) == len && memcmp(s->providers[i].name, name, len) == 0)
             return &s->providers[i];
     return NULL;
 }
@@ -181,8 +175,8 @@ static const struct dp_route *find_route(const struct dp_snapshot *s, const char
     return NULL;
 }
 
-static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route *r,
-                        const json_t *o, size_t i)
+static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route *r, const json_t *o,
+                        size_t i)
 {
     char where[48];
     snprintf(where, sizeof(where), "routes[%zu]", i);
@@ -196,8 +190,7 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     if (b->failed)
         return;
     if (strchr(r->name, '/')) {
-        fail(b, "%s.name: '%s' may not contain '/' (reserved for provider/model)", where,
-             r->name);
+        fail(b, "%s.name: '%s' may not contain '/' (reserved for provider/model)", where, r->name);
         return;
     }
     json_t *al = json_object_get(o, "aliases");
@@ -209,9 +202,9 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
         r->aliases = gw_pool_calloc(b->pool, (json_array_size(al) + 1) * sizeof(char *));
         size_t j;
         json_t *v;
-        json_array_foreach(al, j, v) {
-            if (!json_is_string(v) || !json_string_length(v) ||
-                strchr(json_string_value(v), '/')) {
+        json_array_foreach(al, j, v)
+        {
+            if (!json_is_string(v) || !json_string_length(v) || strchr(json_string_value(v), '/')) {
                 fail(b, "%s.aliases[%zu]: must be a non-empty string without '/'", where, j);
                 return;
             }
@@ -226,7 +219,8 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     r->entries = gw_pool_calloc(b->pool, json_array_size(en) * sizeof(*r->entries));
     size_t j;
     json_t *e;
-    json_array_foreach(en, j, e) {
+    json_array_foreach(en, j, e)
+    {
         char ew[80];
         snprintf(ew, sizeof(ew), "%s.entries[%zu]", where, j);
         if (!json_is_object(e)) {
@@ -269,8 +263,7 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t
     memcpy(k->hash, h, 65);
 }
 
-static const json_t *req_array(struct build *b, const json_t *root, const char *key,
-                               int required)
+static const json_t *req_array(struct build *b, const json_t *root, const char *key, int required)
 {
     json_t *a = json_object_get(root, key);
     if (!a || json_is_null(a)) {
@@ -328,12 +321,11 @@ struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errl
             fail(&b, "routes[%zu].name: '%s' is already a route name or alias", i, r->name);
         for (size_t j = 0; j < r->naliases && !b.failed; j++) {
             if (find_route(s, r->aliases[j]) || strcmp(r->aliases[j], r->name) == 0)
-                fail(&b, "routes[%zu].aliases[%zu]: '%s' is already a route name or alias",
-                     i, j, r->aliases[j]);
+                fail(&b, "routes[%zu].aliases[%zu]: '%s' is already a route name or alias", i, j,
+                     r->aliases[j]);
             for (size_t k = 0; k < j && !b.failed; k++)
                 if (strcmp(r->aliases[k], r->aliases[j]) == 0)
-                    fail(&b, "routes[%zu].aliases[%zu]: duplicate alias '%s'", i, j,
-                         r->aliases[j]);
+                    fail(&b, "routes[%zu].aliases[%zu]: duplicate alias '%s'", i, j, r->aliases[j]);
         }
         s->nroutes = i + 1;
     }
@@ -397,8 +389,7 @@ struct dp_snapshot *dp_snapshot_acquire(void)
     return s;
 }
 
-int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector,
-                        struct dp_target *t)
+int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struct dp_target *t)
 {
     memset(t, 0, sizeof(*t));
     const struct dp_route *r = find_route(s, selector);

@@ -23,11 +23,11 @@
 
 struct dp_provider {
     const char *name;
-    const char *driver;          /* "openai" in this cut */
-    const char *base_url;        /* no trailing slash */
-    const char *credential_ref;  /* may be NULL */
-    const char *credential;      /* resolved, memory only; NULL if none */
-    const char **headers;        /* "Name: value" lines, nheaders of them */
+    const char *driver;         /* "openai" in this cut */
+    const char *base_url;       /* no trailing slash */
+    const char *credential_ref; /* may be NULL */
+    const char *credential;     /* resolved, memory only; NULL if none */
+    const char **headers;       /* "Name: value" lines, nheaders of them */
     size_t nheaders;
     int enabled;
     long first_byte_timeout_ms;
@@ -51,8 +51,8 @@ struct dp_route {
 
 struct dp_key {
     const char *id;
-    char hash[65];               /* sha256 hex of the plaintext */
-    const char *status;          /* "active", "disabled", ... */
+    char hash[65];      /* sha256 hex of the plaintext */
+    const char *status; /* "active", "disabled", ... */
     const char *team;
 };
 
@@ -64,13 +64,13 @@ struct dp_snapshot {
     size_t nroutes;
     struct dp_key *keys;
     size_t nkeys;
-    struct gw_pool *pool;        /* owns everything above */
-    int refs;                    /* atomic */
+    struct gw_pool *pool; /* owns everything above */
+    int refs;             /* atomic */
 };
 
 /* What a selector resolved to. */
 struct dp_target {
-    const struct dp_route *route;       /* NULL for an exact provider/model */
+    const struct dp_route *route; /* NULL for an exact provider/model */
     const struct dp_provider *provider;
     const char *model;
 };
@@ -104,11 +104,10 @@ struct dp_snapshot *dp_snapshot_acquire(void);
  * GW_EAGAIN when a route matches but none of its entries is enabled
  * (t->route is set for the error message).
  */
-int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector,
-                        struct dp_target *t);
+int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struct dp_target *t);
 
 /* The key whose hash is sha256(plaintext), or NULL. */
-const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s,
-                                          const char *plaintext, size_t len);
+const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,
+                                          size_t len);
 
 #endif

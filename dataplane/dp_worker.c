@@ -58,8 +58,7 @@ static const char *request_id(struct dp_worker *w, struct gw_http_req *req)
 static void log_simple(struct gw_http_req *req, const char *id, int status, const char *code)
 {
     json_t *f = json_pack("{s:s,s:s,s:s,s:i}", "request_id", id ? id : "", "method",
-                          gw_http_req_method(req), "path", gw_http_req_path(req), "status",
-                          status);
+                          gw_http_req_method(req), "path", gw_http_req_path(req), "status", status);
     if (f && code)
         json_object_set_new(f, "error_code", json_string(code));
     gw_log_access(f);
@@ -92,12 +91,12 @@ static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s)
     json_t *data = json_array();
     for (size_t i = 0; i < s->nroutes; i++) {
         const struct dp_route *r = &s->routes[i];
-        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->name, "object",
-                                              "model", "created", 0, "owned_by", "llmgw"));
+        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->name, "object", "model",
+                                              "created", 0, "owned_by", "llmgw"));
         for (size_t j = 0; j < r->naliases; j++)
-            json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->aliases[j],
-                                                  "object", "model", "created", 0,
-                                                  "owned_by", "llmgw"));
+            json_array_append_new(data,
+                                  json_pack("{s:s,s:s,s:i,s:s}", "id", r->aliases[j], "object",
+                                            "model", "created", 0, "owned_by", "llmgw"));
     }
     json_t *o = json_pack("{s:s,s:o}", "object", "list", "data", data);
     char *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -122,18 +121,19 @@ static void handle(struct gw_http_req *req, void *arg)
     int is_models = strcmp(path, "/v1/models") == 0;
     if (!is_chat && !is_models) {
         dp_reply_error_logged(req, id, 404, "invalid_request_error", NULL, "not_found",
-                      "no such endpoint: see /v1/chat/completions and /v1/models");
+                              "no such endpoint: see /v1/chat/completions and /v1/models");
         return;
     }
     if ((is_chat && strcmp(method, "POST") != 0) || (is_models && strcmp(method, "GET") != 0)) {
         (void)gw_http_add_header(req, "allow", is_chat ? "POST" : "GET");
         dp_reply_error_logged(req, id, 405, "invalid_request_error", NULL, "method_not_allowed",
-                      is_chat ? "use POST for this endpoint" : "use GET for this endpoint");
+                              is_chat ? "use POST for this endpoint" : "use GET for this endpoint");
         return;
     }
     struct dp_snapshot *snap = dp_snapshot_acquire();
     if (!snap) {
-        dp_reply_error_logged(req, id, 503, "api_error", NULL, "not_ready", "no configuration loaded yet");
+        dp_reply_error_logged(req, id, 503, "api_error", NULL, "not_ready",
+                              "no configuration loaded yet");
         return;
     }
     const struct dp_key *key = NULL;
@@ -142,10 +142,11 @@ static void handle(struct gw_http_req *req, void *arg)
         key = k ? dp_snapshot_find_key(snap, k, strlen(k)) : NULL;
         if (!key || strcmp(key->status, "active") != 0) {
             dp_snapshot_unref(snap);
-            dp_reply_error_logged(req, id, 401, "invalid_request_error", NULL, "invalid_api_key",
-                          !k ? "missing API key: send Authorization: Bearer KEY or x-api-key"
-                          : !key ? "invalid API key"
-                                 : "this API key is not active");
+            dp_reply_error_logged(
+                req, id, 401, "invalid_request_error", NULL, "invalid_api_key",
+                !k     ? "missing API key: send Authorization: Bearer KEY or x-api-key"
+                : !key ? "invalid API key"
+                       : "this API key is not active");
             return;
         }
     }

@@ -31,14 +31,14 @@ struct dp_worker {
     struct event_base *base;
     struct gw_http_server *http;
     struct gw_curlev *curl;
-    struct event *drain_ev;      /* activated from the main thread */
+    struct event *drain_ev; /* activated from the main thread */
     struct event *drain_tick;
     int64_t drain_deadline_us;
     int draining;
-    struct dp_attempt *attempts; /* in flight, for drain and shutdown */
+    struct dp_attempt *attempts;   /* in flight, for drain and shutdown */
     void *idle_easy[DP_IDLE_EASY]; /* reset curl handles, reused */
     int nidle_easy;
-    uint64_t rng;                /* request ids */
+    uint64_t rng; /* request ids */
     uint64_t seq;
 };
 
@@ -54,8 +54,8 @@ void dp_worker_join(struct dp_worker *w);
 void dp_worker_destroy(struct dp_worker *w);
 
 /* Answers with an OpenAI-style error body and ends the request. */
-void dp_reply_error(struct gw_http_req *req, int status, const char *type,
-                    const char *param, const char *code, const char *message);
+void dp_reply_error(struct gw_http_req *req, int status, const char *type, const char *param,
+                    const char *code, const char *message);
 
 /* The same, after writing the request's access-log line (id, method, path,
  * status, code): for requests refused before any upstream work. */

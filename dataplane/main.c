@@ -51,8 +51,8 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     char err[512];
     struct dp_snapshot *s = dp_snapshot_load(m->cfg.snapshot_path, err, sizeof(err));
     if (!s) {
-        gw_logf(GW_LOG_ERROR, "snapshot reload failed; keeping the last good one", "{s:s}",
-                "error", err);
+        gw_logf(GW_LOG_ERROR, "snapshot reload failed; keeping the last good one", "{s:s}", "error",
+                err);
         return;
     }
     long long v = s->version;

@@ -9,7 +9,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(
   build-essential cmake pkg-config
   libevent-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcunit1-dev
-  curl jq wrk nginx-light
+  curl jq wrk nginx-light clang-format
 )
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)

@@ -17,6 +17,15 @@ total_passed=0
 total_failed=0
 summary=()
 
+# The C sources follow the checked-in .clang-format (CONVENTIONS.md).
+echo "=== format (clang-format $(clang-format --version | grep -o '[0-9][0-9.]*' | head -1))"
+if clang-format --dry-run --Werror $(git ls-files '*.c' '*.h') 2>&1 | head -20 | grep .; then
+  summary+=("format: FAILED (run: clang-format -i \$(git ls-files '*.c' '*.h'))")
+  total_failed=$((total_failed + 1))
+else
+  total_passed=$((total_passed + 1))
+fi
+
 for pass in "${passes[@]}"; do
   case "$pass" in
     normal) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGW_SANITIZE=OFF) ;;

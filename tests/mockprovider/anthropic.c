@@ -21,9 +21,12 @@ static const char *stop_reason(const struct mock_call *c)
     if (c->f.empty)
         return "end_turn";
     switch (c->finish) {
-    case MOCK_FINISH_LENGTH: return "max_tokens";
-    case MOCK_FINISH_TOOLS: return "tool_use";
-    default: return "end_turn";
+    case MOCK_FINISH_LENGTH:
+        return "max_tokens";
+    case MOCK_FINISH_TOOLS:
+        return "tool_use";
+    default:
+        return "end_turn";
     }
 }
 
@@ -40,8 +43,7 @@ static int append_usage(struct gw_buf *b, const struct mock_call *c, int out)
                            "\"cache_read_input_tokens\":%d,\"cache_creation\":"
                            "{\"ephemeral_5m_input_tokens\":%d,\"ephemeral_1h_input_tokens\":0},"
                            "\"output_tokens\":%d,\"service_tier\":\"standard\"}",
-                           uncached_input(c), c->cache_write, c->cache_read,
-                           c->cache_write, out);
+                           uncached_input(c), c->cache_write, c->cache_read, c->cache_write, out);
 }
 
 /* ---- request ---- */
@@ -65,7 +67,8 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
         return "max_tokens: Field required";
     size_t i;
     json_t *msg;
-    json_array_foreach(messages, i, msg) {
+    json_array_foreach(messages, i, msg)
+    {
         c->input_tokens += 1 + mock_count_text(json_object_get(msg, "content"));
     }
     c->input_tokens += mock_count_text(json_object_get(root, "system"));
@@ -96,8 +99,7 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
 
 /* ---- complete answer ---- */
 
-static int append_tool_use(struct gw_buf *b, const struct mock_call *c, int i,
-                           int with_input)
+static int append_tool_use(struct gw_buf *b, const struct mock_call *c, int i, int with_input)
 {
     const struct mock_tool *t = &c->tools[i];
     int rc = mock_buf_printf(b, "{\"type\":\"tool_use\",\"id\":\"toolu_mock_%llu_%d\",\"name\":",
@@ -136,8 +138,8 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
         rc |= mock_append_tokens(b, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"}");
     }
-    rc |= mock_buf_printf(b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":",
-                          stop_reason(c));
+    rc |= mock_buf_printf(
+        b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":", stop_reason(c));
     rc |= append_usage(b, c, mock_call_output_tokens(c));
     rc |= gw_buf_appends(b, "}");
     return rc ? GW_ELIMIT : 0;
@@ -145,8 +147,7 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
 
 /* ---- stream ---- */
 
-enum { A_START, A_BLOCK_START, A_PING, A_DELTA, A_BLOCK_STOP, A_MSG_DELTA,
-       A_MSG_STOP, A_END };
+enum { A_START, A_BLOCK_START, A_PING, A_DELTA, A_BLOCK_STOP, A_MSG_DELTA, A_MSG_STOP, A_END };
 
 static int event_open(struct gw_buf *b, const char *type)
 {
@@ -203,8 +204,9 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
                 if (n > MOCK_ARG_PIECE)
                     n = MOCK_ARG_PIECE;
                 rc |= event_open(out, "content_block_delta");
-                rc |= mock_buf_printf(out, ",\"index\":%d,\"delta\":{\"type\":"
-                                         "\"input_json_delta\",\"partial_json\":",
+                rc |= mock_buf_printf(out,
+                                      ",\"index\":%d,\"delta\":{\"type\":"
+                                      "\"input_json_delta\",\"partial_json\":",
                                       c->idx);
                 rc |= mock_buf_json_str(out, t->args + c->off, n, 0);
                 rc |= gw_buf_appends(out, "}}\n\n");
@@ -242,8 +244,8 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
                                   "\"usage\":{\"input_tokens\":%d,"
                                   "\"cache_creation_input_tokens\":%d,"
                                   "\"cache_read_input_tokens\":%d,\"output_tokens\":%d}}\n\n",
-                                  stop_reason(c), uncached_input(c), c->cache_write,
-                                  c->cache_read, c->emitted);
+                                  stop_reason(c), uncached_input(c), c->cache_write, c->cache_read,
+                                  c->emitted);
             c->phase = A_MSG_STOP;
             kind = MOCK_FRAME_POST;
             break;
@@ -271,27 +273,51 @@ const struct mock_api mock_anthropic_messages = {
 
 /* ---- errors ---- */
 
-int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message,
-                              uint64_t n)
+int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message, uint64_t n)
 {
     const char *type = status >= 500 ? "api_error" : "invalid_request_error";
-    const char *dflt = status >= 500 ? "Internal server error (mock fault)"
-                                     : "Invalid request (mock fault)";
+    const char *dflt =
+        status >= 500 ? "Internal server error (mock fault)" : "Invalid request (mock fault)";
     switch (status) {
-    case 401: type = "authentication_error"; dflt = "invalid x-api-key (mock fault)"; break;
-    case 402: type = "billing_error"; dflt = "Billing issue (mock fault)"; break;
-    case 403: type = "permission_error"; dflt = "Permission denied (mock fault)"; break;
-    case 404: type = "not_found_error"; dflt = "Not found (mock fault)"; break;
-    case 413: type = "request_too_large"; dflt = "Request exceeds the maximum allowed number of bytes (mock fault)"; break;
-    case 429: type = "rate_limit_error"; dflt = "Number of requests has exceeded your rate limit (mock fault)"; break;
-    case 504: type = "timeout_error"; dflt = "Request timed out (mock fault)"; break;
-    case 529: type = "overloaded_error"; dflt = "Overloaded (mock fault)"; break;
-    default: break;
+    case 401:
+        type = "authentication_error";
+        dflt = "invalid x-api-key (mock fault)";
+        break;
+    case 402:
+        type = "billing_error";
+        dflt = "Billing issue (mock fault)";
+        break;
+    case 403:
+        type = "permission_error";
+        dflt = "Permission denied (mock fault)";
+        break;
+    case 404:
+        type = "not_found_error";
+        dflt = "Not found (mock fault)";
+        break;
+    case 413:
+        type = "request_too_large";
+        dflt = "Request exceeds the maximum allowed number of bytes (mock fault)";
+        break;
+    case 429:
+        type = "rate_limit_error";
+        dflt = "Number of requests has exceeded your rate limit (mock fault)";
+        break;
+    case 504:
+        type = "timeout_error";
+        dflt = "Request timed out (mock fault)";
+        break;
+    case 529:
+        type = "overloaded_error";
+        dflt = "Overloaded (mock fault)";
+        break;
+    default:
+        break;
     }
     if (message == NULL)
         message = dflt;
-    int rc = mock_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":",
-                             type);
+    int rc =
+        mock_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":", type);
     rc |= mock_buf_json_str(b, message, strlen(message), 0);
     rc |= mock_buf_printf(b, "},\"request_id\":\"req_mock_%llu\"}", (unsigned long long)n);
     return rc ? GW_ELIMIT : 0;

@@ -59,8 +59,7 @@ static void usage_log(struct mock_call *c, const char *outcome, int output_token
     gw_buf_reset(b);
     rc |= mock_buf_printf(b, "{\"ts_ms\":%lld,\"id\":", ms);
     if (c->api->id_prefix != NULL)
-        rc |= mock_buf_printf(b, "\"%s%llu\"", c->api->id_prefix,
-                              (unsigned long long)c->n);
+        rc |= mock_buf_printf(b, "\"%s%llu\"", c->api->id_prefix, (unsigned long long)c->n);
     else
         rc |= gw_buf_appends(b, "null");
     rc |= gw_buf_appends(b, ",\"x_request_id\":");
@@ -91,8 +90,8 @@ static void usage_log(struct mock_call *c, const char *outcome, int output_token
 
 /* ---- ending a call: log first, then release the request ---- */
 
-static void respond(struct mock_call *c, int status, const char *body,
-                    size_t len, const char *outcome, int output_tokens)
+static void respond(struct mock_call *c, int status, const char *body, size_t len,
+                    const char *outcome, int output_tokens)
 {
     c->status = status;
     usage_log(c, outcome, output_tokens);
@@ -166,14 +165,12 @@ static void respond_error(struct mock_call *c, int status, const char *message)
 {
     struct gw_buf *b = &c->th->out;
     gw_buf_reset(b);
-    int rc = c->api->anthropic_errors
-                 ? mock_anthropic_error_body(b, status, message, c->n)
-                 : mock_openai_error_body(b, status, message, NULL);
+    int rc = c->api->anthropic_errors ? mock_anthropic_error_body(b, status, message, c->n)
+                                      : mock_openai_error_body(b, status, message, NULL);
     /* Both providers name the request in a header; the SDKs surface it. */
     char rid[40];
     snprintf(rid, sizeof(rid), "req_mock_%llu", (unsigned long long)c->n);
-    (void)gw_http_add_header(c->req, c->api->anthropic_errors ? "request-id" : "x-request-id",
-                             rid);
+    (void)gw_http_add_header(c->req, c->api->anthropic_errors ? "request-id" : "x-request-id", rid);
     if (status == 429 || c->f.retry_after >= 0) {
         char secs[16];
         snprintf(secs, sizeof(secs), "%d", c->f.retry_after >= 0 ? c->f.retry_after : 1);
@@ -217,9 +214,7 @@ static void malform(struct gw_buf *f)
 
 static void end_stream(struct mock_call *c)
 {
-    const char *outcome = c->malformed_sent ? "malformed"
-                          : c->f.empty      ? "empty"
-                                            : "completed";
+    const char *outcome = c->malformed_sent ? "malformed" : c->f.empty ? "empty" : "completed";
     usage_log(c, outcome, c->emitted);
     gw_http_finish(c->req);
 }
@@ -284,8 +279,8 @@ static void pump(struct mock_call *c)
             drop(c);
             return;
         }
-        if (c->frame_kind == MOCK_FRAME_CONTENT && c->emitted > 0 &&
-            c->delay_ms > 0 && !c->delayed) {
+        if (c->frame_kind == MOCK_FRAME_CONTENT && c->emitted > 0 && c->delay_ms > 0 &&
+            !c->delayed) {
             /* Without a timer the stream cannot go on: cut it. */
             if (arm_timer(c, c->delay_ms, MOCK_WAIT_DELAY) != 0)
                 end_abort(c, "dropped");
@@ -404,8 +399,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 /* Picks the fault SPEC: header, then the model's "#..." suffix, then
  * --fault. The first one present wins as a whole. */
-static const char *resolve_fault(struct mock_call *c, const char *model_spec,
-                                 char *err, size_t errlen)
+static const char *resolve_fault(struct mock_call *c, const char *model_spec, char *err,
+                                 size_t errlen)
 {
     const char *h = gw_http_req_header(c->req, "x-mock-fault");
     const char *spec = NULL;
@@ -460,20 +455,17 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
     const char *ferr = resolve_fault(c, hash ? hash + 1 : NULL, err, errlen);
     if (ferr != NULL)
         return ferr;
-    c->delay_ms = c->f.chunk_delay_ms >= 0 ? c->f.chunk_delay_ms
-                                           : c->th->sh->cfg->chunk_delay_ms;
+    c->delay_ms = c->f.chunk_delay_ms >= 0 ? c->f.chunk_delay_ms : c->th->sh->cfg->chunk_delay_ms;
     const char *aerr = c->api->parse(c, root);
     if (aerr != NULL)
         return aerr;
     int in = c->input_tokens;
     c->cache_read = c->f.cache_read < in ? c->f.cache_read : in;
-    c->cache_write = c->f.cache_write < in - c->cache_read ? c->f.cache_write
-                                                           : in - c->cache_read;
+    c->cache_write = c->f.cache_write < in - c->cache_read ? c->f.cache_write : in - c->cache_read;
     return NULL;
 }
 
-void mock_call_start(struct mock_thread *th, struct gw_http_req *req,
-                     const struct mock_api *api)
+void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const struct mock_api *api)
 {
     struct gw_pool *pool = gw_http_req_pool(req);
     struct mock_call *c = gw_pool_calloc(pool, sizeof(*c));

@@ -31,7 +31,10 @@ struct fault_key {
     int hi;
 };
 
-#define FK(name, field, lo, hi) {name, offsetof(struct mock_fault, field), lo, hi}
+#define FK(name, field, lo, hi)                                                                    \
+    {                                                                                              \
+        name, offsetof(struct mock_fault, field), lo, hi                                           \
+    }
 
 static const struct fault_key fault_keys[] = {
     FK("status", status, 400, 599),
@@ -54,18 +57,15 @@ static const struct fault_key fault_keys[] = {
 
 static int is_space(char ch)
 {
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' ||
-           ch == '\v';
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
 }
 
 /* One "key=value" item, already trimmed. */
-static int parse_item(const char *s, size_t len, struct mock_fault *f,
-                      char *err, size_t errlen)
+static int parse_item(const char *s, size_t len, struct mock_fault *f, char *err, size_t errlen)
 {
     const char *eq = memchr(s, '=', len);
     if (eq == NULL) {
-        snprintf(err, errlen, "fault item '%.*s' is not key=value",
-                 (int)(len > 64 ? 64 : len), s);
+        snprintf(err, errlen, "fault item '%.*s' is not key=value", (int)(len > 64 ? 64 : len), s);
         return GW_EINVAL;
     }
     size_t klen = (size_t)(eq - s);
@@ -80,20 +80,17 @@ static int parse_item(const char *s, size_t len, struct mock_fault *f,
         for (; j < vlen && j < 12 && v[j] >= '0' && v[j] <= '9'; j++)
             val = val * 10 + (v[j] - '0');
         if (vlen == 0 || j != vlen || val < k->lo || val > k->hi) {
-            snprintf(err, errlen, "fault %s wants an integer in [%d, %d]",
-                     k->name, k->lo, k->hi);
+            snprintf(err, errlen, "fault %s wants an integer in [%d, %d]", k->name, k->lo, k->hi);
             return GW_EINVAL;
         }
         *(int *)(void *)((char *)f + k->offset) = (int)val;
         return 0;
     }
-    snprintf(err, errlen, "unknown fault key '%.*s'",
-             (int)(klen > 64 ? 64 : klen), s);
+    snprintf(err, errlen, "unknown fault key '%.*s'", (int)(klen > 64 ? 64 : klen), s);
     return GW_EINVAL;
 }
 
-int mock_fault_parse(const char *spec, size_t len, struct mock_fault *f,
-                     char *err, size_t errlen)
+int mock_fault_parse(const char *spec, size_t len, struct mock_fault *f, char *err, size_t errlen)
 {
     mock_fault_clear(f);
     size_t i = 0;
@@ -145,8 +142,7 @@ static int count_text_depth(json_t *v, int depth)
     } else if (json_is_object(v)) {
         json_t *text = json_object_get(v, "text");
         if (json_is_string(text))
-            n += mock_count_words(json_string_value(text),
-                                  json_string_length(text));
+            n += mock_count_words(json_string_value(text), json_string_length(text));
         json_t *content = json_object_get(v, "content");
         if (content != NULL)
             n += count_text_depth(content, depth + 1);
@@ -164,12 +160,12 @@ char *mock_tool_args(struct gw_pool *pool, json_t *schema, size_t *len)
     json_t *args = json_object();
     if (args == NULL)
         return NULL;
-    json_t *props = json_is_object(schema) ? json_object_get(schema, "properties")
-                                           : NULL;
+    json_t *props = json_is_object(schema) ? json_object_get(schema, "properties") : NULL;
     const char *key;
     json_t *prop;
     if (json_is_object(props)) {
-        json_object_foreach(props, key, prop) {
+        json_object_foreach(props, key, prop)
+        {
             const char *type = json_string_value(json_object_get(prop, "type"));
             json_t *val;
             if (type == NULL)
@@ -250,7 +246,8 @@ const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *name
         named = NULL;
     size_t i;
     json_t *tool;
-    json_array_foreach(tools, i, tool) {
+    json_array_foreach(tools, i, tool)
+    {
         const char *name;
         json_t *schema;
         if (!get(tool, &name, &schema))
@@ -307,8 +304,7 @@ int mock_buf_json_str(struct gw_buf *b, const char *s, size_t len, int ascii)
     return gw_buf_append(b, tmp, t);
 }
 
-int mock_json_int(json_t *obj, const char *key, long long lo, long long hi,
-                  long long *out)
+int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long long *out)
 {
     json_t *v = json_object_get(obj, key);
     if (v == NULL || json_is_null(v))

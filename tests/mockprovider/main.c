@@ -39,11 +39,10 @@
 
 #define MAX_THREADS 64
 
-static const char usage_text[] =
-    "usage: llmgw-mockprovider [--listen HOST:PORT] [--threads N]\n"
-    "                          [--usage-log FILE] [--fault SPEC]\n"
-    "                          [--chunks N] [--chunk-delay-ms MS]\n"
-    "see docs/mockprovider.md\n";
+static const char usage_text[] = "usage: llmgw-mockprovider [--listen HOST:PORT] [--threads N]\n"
+                                 "                          [--usage-log FILE] [--fault SPEC]\n"
+                                 "                          [--chunks N] [--chunk-delay-ms MS]\n"
+                                 "see docs/mockprovider.md\n";
 
 /* ---- simple endpoints ---- */
 
@@ -53,8 +52,8 @@ static void respond_json(struct gw_http_req *req, int status, const char *body)
 }
 
 /* Errors outside a model call, shaped like the API the path belongs to. */
-static void respond_plain_error(struct gw_http_req *req, int status,
-                                const char *code, const char *message)
+static void respond_plain_error(struct gw_http_req *req, int status, const char *code,
+                                const char *message)
 {
     struct gw_buf b;
     gw_buf_init(&b, 64 * 1024);
@@ -72,17 +71,24 @@ static void respond_plain_error(struct gw_http_req *req, int status,
 static const char openai_models[] =
     "{\"object\":\"list\",\"data\":["
     "{\"id\":\"mock-gpt\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"},"
-    "{\"id\":\"mock-gpt-large\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"},"
-    "{\"id\":\"mock-claude\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"},"
-    "{\"id\":\"mock-embed\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-mock\"}]}";
+    "{\"id\":\"mock-gpt-large\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-"
+    "mock\"},"
+    "{\"id\":\"mock-claude\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-"
+    "mock\"},"
+    "{\"id\":\"mock-embed\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-"
+    "mock\"}]}";
 
 /* Anthropic clients (they send anthropic-version) get Anthropic's list shape. */
 static const char anthropic_models[] =
     "{\"data\":["
-    "{\"type\":\"model\",\"id\":\"mock-gpt\",\"display_name\":\"Mock GPT\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
-    "{\"type\":\"model\",\"id\":\"mock-gpt-large\",\"display_name\":\"Mock GPT Large\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
-    "{\"type\":\"model\",\"id\":\"mock-claude\",\"display_name\":\"Mock Claude\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
-    "{\"type\":\"model\",\"id\":\"mock-embed\",\"display_name\":\"Mock Embed\",\"created_at\":\"2023-11-14T22:13:20Z\"}],"
+    "{\"type\":\"model\",\"id\":\"mock-gpt\",\"display_name\":\"Mock "
+    "GPT\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
+    "{\"type\":\"model\",\"id\":\"mock-gpt-large\",\"display_name\":\"Mock GPT "
+    "Large\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
+    "{\"type\":\"model\",\"id\":\"mock-claude\",\"display_name\":\"Mock "
+    "Claude\",\"created_at\":\"2023-11-14T22:13:20Z\"},"
+    "{\"type\":\"model\",\"id\":\"mock-embed\",\"display_name\":\"Mock "
+    "Embed\",\"created_at\":\"2023-11-14T22:13:20Z\"}],"
     "\"has_more\":false,\"first_id\":\"mock-gpt\",\"last_id\":\"mock-embed\"}";
 
 static void on_request(struct gw_http_req *req, void *arg)
@@ -124,8 +130,8 @@ static void on_request(struct gw_http_req *req, void *arg)
         respond_json(req, 200, openai_models);
 }
 
-static void on_reject(struct gw_http_req *req, int status, const char *code,
-                      const char *message, void *arg)
+static void on_reject(struct gw_http_req *req, int status, const char *code, const char *message,
+                      void *arg)
 {
     (void)arg;
     respond_plain_error(req, status, code, message);
@@ -165,14 +171,13 @@ static int parse_listen(const char *arg, char *host, size_t hostlen, int *port)
 
 static int die_usage(const char *why, const char *arg)
 {
-    fprintf(stderr, "llmgw-mockprovider: %s%s%s\n%s", why, arg ? ": " : "",
-            arg ? arg : "", usage_text);
+    fprintf(stderr, "llmgw-mockprovider: %s%s%s\n%s", why, arg ? ": " : "", arg ? arg : "",
+            usage_text);
     return 2;
 }
 
 /* Fills cfg from argv. Returns 0, or an exit status (2) after a message. */
-static int parse_args(int argc, char **argv, struct mock_config *cfg,
-                      char *host, size_t hostlen)
+static int parse_args(int argc, char **argv, struct mock_config *cfg, char *host, size_t hostlen)
 {
     snprintf(host, hostlen, "127.0.0.1");
     cfg->host = host;
@@ -280,8 +285,7 @@ static int thread_init(struct mock_thread *th, struct mock_shared *sh, int fd)
     event_config_free(ec);
     if (th->base == NULL || pipe2(th->wake_fd, O_CLOEXEC | O_NONBLOCK) != 0)
         return GW_EIO;
-    th->wake_ev = event_new(th->base, th->wake_fd[0], EV_READ | EV_PERSIST,
-                            on_wake, th->base);
+    th->wake_ev = event_new(th->base, th->wake_fd[0], EV_READ | EV_PERSIST, on_wake, th->base);
     if (th->wake_ev == NULL || event_add(th->wake_ev, NULL) != 0)
         return GW_ENOMEM;
     th->srv = gw_http_server_new(th->base, fd, &opts);
@@ -305,8 +309,8 @@ int main(int argc, char **argv)
     if (cfg.usage_log != NULL) {
         sh.usage_fd = open(cfg.usage_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (sh.usage_fd < 0) {
-            gw_logf(GW_LOG_ERROR, "cannot open usage log", "{s:s,s:s}", "path",
-                    cfg.usage_log, "error", strerror(errno));
+            gw_logf(GW_LOG_ERROR, "cannot open usage log", "{s:s,s:s}", "path", cfg.usage_log,
+                    "error", strerror(errno));
             return 1;
         }
     }
@@ -323,8 +327,8 @@ int main(int argc, char **argv)
         int bound = 0;
         fds[nfds] = gw_http_listen(cfg.host, port, 1, &bound);
         if (fds[nfds] < 0) {
-            gw_logf(GW_LOG_ERROR, "cannot listen", "{s:s,s:i,s:s}", "host", cfg.host,
-                    "port", port, "error", gw_strerror(fds[nfds]));
+            gw_logf(GW_LOG_ERROR, "cannot listen", "{s:s,s:i,s:s}", "host", cfg.host, "port", port,
+                    "error", gw_strerror(fds[nfds]));
             rc = 1;
             break;
         }
@@ -352,8 +356,8 @@ int main(int argc, char **argv)
     }
 
     if (rc == 0) {
-        gw_log_line_fd(1, json_pack("{s:s,s:s,s:i}", "msg", "listening", "host",
-                                    cfg.host, "port", port));
+        gw_log_line_fd(
+            1, json_pack("{s:s,s:s,s:i}", "msg", "listening", "host", cfg.host, "port", port));
         int sig = 0;
         while (sigwait(&stop, &sig) != 0) {
         }

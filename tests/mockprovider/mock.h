@@ -38,36 +38,35 @@ struct event_base;
 #define MOCK_MAX_MS 3600000
 #define MOCK_MAX_DIMENSIONS 4096
 #define MOCK_MAX_EMBED_INPUTS 2048
-#define MOCK_ARG_PIECE 7          /* tool arguments are streamed in 7-byte pieces */
-#define MOCK_OUT_MAX (64u << 20)  /* ceiling of any answer being built */
+#define MOCK_ARG_PIECE 7         /* tool arguments are streamed in 7-byte pieces */
+#define MOCK_OUT_MAX (64u << 20) /* ceiling of any answer being built */
 
 /* A parsed fault SPEC. Unset optional values are -1 (or 0 where 0 is the
  * natural "off"). */
 struct mock_fault {
-    int status;          /* 0: answer normally */
-    int retry_after;     /* seconds for Retry-After; -1: not given */
-    int ttfb_ms;         /* 0: none */
-    int chunks;          /* -1: the --chunks default */
-    int chunk_delay_ms;  /* -1: the --chunk-delay-ms default */
-    int drop_after;      /* -1: never */
+    int status;         /* 0: answer normally */
+    int retry_after;    /* seconds for Retry-After; -1: not given */
+    int ttfb_ms;        /* 0: none */
+    int chunks;         /* -1: the --chunks default */
+    int chunk_delay_ms; /* -1: the --chunk-delay-ms default */
+    int drop_after;     /* -1: never */
     int hang;
     int empty;
-    int malformed;       /* 0: never; N: the Nth content chunk */
+    int malformed; /* 0: never; N: the Nth content chunk */
     int cache_read;
     int cache_write;
-    int parallel;        /* 0: not given */
-    int no_body;         /* a 200 whose body is empty */
-    int multiline;       /* each SSE payload split over two data: lines */
-    int blank_events;    /* an empty event and a comment before each chunk */
-    int tail_ms;         /* after the last event, wait before ending */
+    int parallel;     /* 0: not given */
+    int no_body;      /* a 200 whose body is empty */
+    int multiline;    /* each SSE payload split over two data: lines */
+    int blank_events; /* an empty event and a comment before each chunk */
+    int tail_ms;      /* after the last event, wait before ending */
 };
 
 void mock_fault_clear(struct mock_fault *f);
 /* Parses a comma-separated list of key=value (len bytes of spec). On
  * failure returns GW_EINVAL and writes a reason to err; *f is then
  * unspecified. */
-int mock_fault_parse(const char *spec, size_t len, struct mock_fault *f,
-                     char *err, size_t errlen)
+int mock_fault_parse(const char *spec, size_t len, struct mock_fault *f, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
 /* ---- process-wide state (immutable after start, except the counter) ---- */
@@ -85,8 +84,8 @@ struct mock_config {
 
 struct mock_shared {
     const struct mock_config *cfg;
-    int usage_fd;                  /* -1: no usage log; O_APPEND, shared */
-    atomic_uint_fast64_t next_id;  /* the <n> of chatcmpl-mock-<n> */
+    int usage_fd;                 /* -1: no usage log; O_APPEND, shared */
+    atomic_uint_fast64_t next_id; /* the <n> of chatcmpl-mock-<n> */
 };
 
 /* One event-loop thread. The buffers are reused by every request of the
@@ -96,21 +95,21 @@ struct mock_thread {
     struct event_base *base;
     struct gw_http_server *srv;
     int listen_fd;
-    int wake_fd[2];          /* main thread writes a byte: stop the loop */
+    int wake_fd[2]; /* main thread writes a byte: stop the loop */
     struct event *wake_ev;
     pthread_t tid;
-    struct gw_buf out;       /* complete bodies */
-    struct gw_buf line;      /* usage log lines */
+    struct gw_buf out;  /* complete bodies */
+    struct gw_buf line; /* usage log lines */
 };
 
 /* ---- one model call ---- */
 
 enum mock_frame {
-    MOCK_FRAME_END,      /* nothing more: the stream is complete */
-    MOCK_FRAME_PRE,      /* before the first content chunk */
-    MOCK_FRAME_CONTENT,  /* a content chunk: a token or an argument piece */
-    MOCK_FRAME_MID,      /* between content chunks (tool block boundaries) */
-    MOCK_FRAME_POST,     /* after the content: finish, usage, terminator */
+    MOCK_FRAME_END,     /* nothing more: the stream is complete */
+    MOCK_FRAME_PRE,     /* before the first content chunk */
+    MOCK_FRAME_CONTENT, /* a content chunk: a token or an argument piece */
+    MOCK_FRAME_MID,     /* between content chunks (tool block boundaries) */
+    MOCK_FRAME_POST,    /* after the content: finish, usage, terminator */
 };
 
 enum mock_wait { MOCK_WAIT_TTFB, MOCK_WAIT_DELAY, MOCK_WAIT_TAIL };
@@ -118,8 +117,8 @@ enum mock_wait { MOCK_WAIT_TTFB, MOCK_WAIT_DELAY, MOCK_WAIT_TAIL };
 enum mock_finish { MOCK_FINISH_STOP, MOCK_FINISH_LENGTH, MOCK_FINISH_TOOLS };
 
 struct mock_tool {
-    const char *name;  /* jansson memory, alive as long as the call */
-    const char *args;  /* compact ASCII JSON, pool memory */
+    const char *name; /* jansson memory, alive as long as the call */
+    const char *args; /* compact ASCII JSON, pool memory */
     size_t args_len;
 };
 
@@ -156,16 +155,16 @@ struct mock_call {
     uint64_t conn_id;         /* the client connection, for reuse checks */
     struct mock_fault f;
     uint64_t n;
-    long long created;        /* unix seconds */
+    long long created; /* unix seconds */
     int stream;
-    int include_usage;        /* OpenAI stream_options.include_usage */
-    int input_tokens;         /* total, cached ones included */
-    int cache_read;           /* portions of input_tokens */
+    int include_usage; /* OpenAI stream_options.include_usage */
+    int input_tokens;  /* total, cached ones included */
+    int cache_read;    /* portions of input_tokens */
     int cache_write;
 
     /* the answer */
     enum mock_finish finish;
-    int ntext;                /* text tokens in the answer */
+    int ntext; /* text tokens in the answer */
     int ntools;
     struct mock_tool tools[MOCK_MAX_PARALLEL];
     int delay_ms;
@@ -177,27 +176,26 @@ struct mock_call {
     uint64_t *hashes;
 
     /* progress */
-    int status;               /* status line sent; 0 before */
-    int emitted;              /* content chunks written */
-    int phase;                /* the API's frame cursor */
+    int status;  /* status line sent; 0 before */
+    int emitted; /* content chunks written */
+    int phase;   /* the API's frame cursor */
     int idx;
     size_t off;
     unsigned malformed_sent : 1;
-    unsigned tail_done : 1;   /* the tail_ms wait after the last event is over */
-    unsigned have_frame : 1;  /* frame holds an unsent frame */
-    unsigned delayed : 1;     /* the chunk delay for frame has elapsed */
-    unsigned watching : 1;    /* close callback registered */
+    unsigned tail_done : 1;  /* the tail_ms wait after the last event is over */
+    unsigned have_frame : 1; /* frame holds an unsent frame */
+    unsigned delayed : 1;    /* the chunk delay for frame has elapsed */
+    unsigned watching : 1;   /* close callback registered */
     enum mock_frame frame_kind;
     struct gw_buf frame;
-    char *prefix;             /* per-stream constant start of each chunk */
+    char *prefix; /* per-stream constant start of each chunk */
     size_t prefix_len;
     struct event *timer;
     enum mock_wait waiting;
 };
 
 /* Starts a call of the given API (call.c). Takes over req. */
-void mock_call_start(struct mock_thread *th, struct gw_http_req *req,
-                     const struct mock_api *api);
+void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const struct mock_api *api);
 
 /* Output tokens of the answer (text tokens, or argument pieces). */
 int mock_call_output_tokens(const struct mock_call *c);
@@ -219,8 +217,7 @@ int mock_buf_printf(struct gw_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), warn_unused_result));
 /* Appends the text tokens from..to-1 (0-based) of the answer "tok1 tok2
  * ...". Plain ASCII: it needs no JSON escaping. */
-int mock_append_tokens(struct gw_buf *b, int from, int to)
-    __attribute__((warn_unused_result));
+int mock_append_tokens(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
 /* Reads one entry of a request's tools array: 0 when it is not a tool the
  * mock can call (a server tool, say), else 1 with its name and schema. */
 typedef int (*mock_tool_get_fn)(json_t *tool, const char **name, json_t **schema);
@@ -234,15 +231,12 @@ int mock_buf_json_str(struct gw_buf *b, const char *s, size_t len, int ascii)
     __attribute__((warn_unused_result));
 /* Reads an integer member in [lo, hi]. 1: found, 0: absent or null,
  * -1: present but not such an integer. */
-int mock_json_int(json_t *obj, const char *key, long long lo, long long hi,
-                  long long *out);
+int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long long *out);
 
 /* Renders the error body for status in the API's shape (openai.c /
  * anthropic.c). message NULL picks the provider's usual text (and, for
  * OpenAI, code) for status; otherwise the OpenAI code is code (NULL: null). */
-int mock_openai_error_body(struct gw_buf *b, int status, const char *message,
-                           const char *code);
-int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message,
-                              uint64_t n);
+int mock_openai_error_body(struct gw_buf *b, int status, const char *message, const char *code);
+int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message, uint64_t n);
 
 #endif

@@ -31,9 +31,12 @@ static const char *finish_name(const struct mock_call *c)
     if (c->f.empty)
         return "stop";
     switch (c->finish) {
-    case MOCK_FINISH_LENGTH: return "length";
-    case MOCK_FINISH_TOOLS: return "tool_calls";
-    default: return "stop";
+    case MOCK_FINISH_LENGTH:
+        return "length";
+    case MOCK_FINISH_TOOLS:
+        return "tool_calls";
+    default:
+        return "stop";
     }
 }
 
@@ -57,7 +60,8 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
         return "messages: field required (an array)";
     size_t i;
     json_t *msg;
-    json_array_foreach(messages, i, msg) {
+    json_array_foreach(messages, i, msg)
+    {
         c->input_tokens += 1 + mock_count_text(json_object_get(msg, "content"));
     }
     long long max = -1;
@@ -83,8 +87,7 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
     if (json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0)
         return NULL;
     if (json_is_object(choice)) {
-        named = json_string_value(
-            json_object_get(json_object_get(choice, "function"), "name"));
+        named = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
     }
     return mock_pick_tools(c, tools, named, tool_get);
 }
@@ -148,8 +151,8 @@ static int chunk_open(struct mock_call *c, struct gw_buf *out)
                                  "\"model\":",
                                  (unsigned long long)c->n, c->created);
         rc |= mock_buf_json_str(&p, c->model, strlen(c->model), 0);
-        rc |= gw_buf_appends(&p, c->include_usage ? ",\"usage\":null,\"choices\":["
-                                                  : ",\"choices\":[");
+        rc |= gw_buf_appends(&p,
+                             c->include_usage ? ",\"usage\":null,\"choices\":[" : ",\"choices\":[");
         if (rc == 0)
             c->prefix = gw_pool_strndup(c->pool, p.data, p.len);
         c->prefix_len = p.len;
@@ -164,8 +167,7 @@ static int chunk_close(struct gw_buf *out, const char *finish)
 {
     if (finish == NULL)
         return gw_buf_appends(out, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
-    return mock_buf_printf(out, "},\"logprobs\":null,\"finish_reason\":\"%s\"}]}\n\n",
-                           finish);
+    return mock_buf_printf(out, "},\"logprobs\":null,\"finish_reason\":\"%s\"}]}\n\n", finish);
 }
 
 static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
@@ -311,7 +313,8 @@ static int embed_input(struct mock_call *c, json_t *v, uint64_t *hash)
     uint64_t h = FNV_SEED;
     size_t i;
     json_t *tok;
-    json_array_foreach(v, i, tok) {
+    json_array_foreach(v, i, tok)
+    {
         if (!json_is_integer(tok))
             return -1;
         long long t = json_integer_value(tok);
@@ -340,9 +343,8 @@ static const char *embed_parse(struct mock_call *c, json_t *root)
     }
     /* A flat array of integers is one tokenized input; any other array is a
      * list of inputs. */
-    int single = json_is_string(input) ||
-                 (json_is_array(input) && json_array_size(input) > 0 &&
-                  json_is_integer(json_array_get(input, 0)));
+    int single = json_is_string(input) || (json_is_array(input) && json_array_size(input) > 0 &&
+                                           json_is_integer(json_array_get(input, 0)));
     size_t n = single ? 1 : json_array_size(input);
     if ((!single && !json_is_array(input)) || n == 0 || n > MOCK_MAX_EMBED_INPUTS)
         return bad_input;
@@ -361,8 +363,7 @@ static const char *embed_parse(struct mock_call *c, json_t *root)
 
 static int base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
 {
-    static const char tbl[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char tmp[256];
     size_t t = 0;
     for (size_t i = 0; i < len; i += 3) {
@@ -439,8 +440,8 @@ static int embed_body(struct mock_call *c, struct gw_buf *b)
 {
     int rc = gw_buf_appends(b, "{\"object\":\"list\",\"data\":[");
     for (int i = 0; i < c->ninputs && rc == 0; i++) {
-        rc |= mock_buf_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":",
-                              i ? "," : "", i);
+        rc |= mock_buf_printf(
+            b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
         rc |= append_vector(b, c, c->hashes[i]);
         rc |= gw_buf_appends(b, "}");
     }

@@ -25,7 +25,9 @@ int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_SuiteInfo suites[] = {{UNIT_SUITE_NAME, UNIT_SUITE_INIT, UNIT_SUITE_CLEAN, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+    CU_SuiteInfo suites[] = {
+        {UNIT_SUITE_NAME, UNIT_SUITE_INIT, UNIT_SUITE_CLEAN, NULL, NULL, tests},
+        CU_SUITE_INFO_NULL};
     if (CU_register_suites(suites) != CUE_SUCCESS)
         return 2;
     CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -56,9 +56,9 @@ static void handler(struct gw_http_req *req, void *arg)
     }
     char out[256];
     const char *h = gw_http_req_header(req, "X-Test");
-    int n = snprintf(out, sizeof(out), "%s %s q=%s body=%zu:%.*s h=%s", gw_http_req_method(req),
-                     path, gw_http_req_query(req), len, (int)(len > 32 ? 32 : len), body,
-                     h ? h : "-");
+    int n =
+        snprintf(out, sizeof(out), "%s %s q=%s body=%zu:%.*s h=%s", gw_http_req_method(req), path,
+                 gw_http_req_query(req), len, (int)(len > 32 ? 32 : len), body, h ? h : "-");
     gw_http_respond(req, 200, "text/plain", out, (size_t)n);
 }
 
@@ -267,8 +267,8 @@ static void test_malformed(void)
     refused("GET / HTTP/1.1\r\nBad Header\r\n\r\n", "HTTP/1.1 400 ", "invalid_http");
     refused("GET / HTTP/1.1\r\n folded\r\n\r\n", "HTTP/1.1 400 ", "invalid_http");
     refused("POST / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", "HTTP/1.1 400 ", "invalid_http");
-    refused("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
-            "HTTP/1.1 400 ", "invalid_http");
+    refused("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "HTTP/1.1 400 ",
+            "invalid_http");
     refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 411 ",
             "length_required");
     refused("GET /a\xff HTTP/1.1\r\n\r\n", "HTTP/1.1 400 ", "invalid_http");

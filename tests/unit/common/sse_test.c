@@ -57,12 +57,11 @@ static const char STREAM[] =
     "data: [DONE]\n\n"
     "data: incomplete-at-eof";
 
-static const char EXPECTED[] =
-    "|{\"a\":1}|-\n"
-    "message_start|{\"type\":\"message_start\"}|-\n"
-    "|no-space|-\n"
-    "|line1\nline2|7\n"
-    "|[DONE]|7\n";
+static const char EXPECTED[] = "|{\"a\":1}|-\n"
+                               "message_start|{\"type\":\"message_start\"}|-\n"
+                               "|no-space|-\n"
+                               "|line1\nline2|7\n"
+                               "|[DONE]|7\n";
 
 static void test_whole(void)
 {

@@ -17,7 +17,9 @@ static const char GOOD[] =
     "   \"enabled\":false}],"
     " \"routes\":["
     "  {\"name\":\"fast\",\"aliases\":[\"default\",\"quick\"],"
-    "   \"entries\":[{\"provider\":\"off\",\"model\":\"m0\"},{\"provider\":\"mock\",\"model\":\"m1\"}]},"
+    "   "
+    "\"entries\":[{\"provider\":\"off\",\"model\":\"m0\"},{\"provider\":\"mock\",\"model\":\"m1\"}]"
+    "},"
     "  {\"name\":\"dead\",\"entries\":[{\"provider\":\"off\",\"model\":\"m2\"}]}],"
     " \"keys\":[{\"id\":\"k1\",\"hash\":\"HASH\",\"team\":\"t\"}]}";
 
@@ -108,13 +110,13 @@ static void test_validation_names_the_field(void)
                  "providers[0].base_url: must start with http");
     expect_error("{\"version\":1,\"providers\":[" P "," P "],\"routes\":[]}",
                  "providers[1].name: duplicate provider 'p'");
-    expect_error("{\"version\":1,\"providers\":[" P "],\"routes\":[" R(
-                     "{\"provider\":\"q\",\"model\":\"m\"}") "]}",
+    expect_error("{\"version\":1,\"providers\":[" P
+                 "],\"routes\":[" R("{\"provider\":\"q\",\"model\":\"m\"}") "]}",
                  "routes[0].entries[0].provider: no provider named 'q'");
     expect_error("{\"version\":1,\"providers\":[" P "],\"routes\":[" R("") "]}",
                  "routes[0].entries: required, a non-empty array");
-    expect_error("{\"version\":1,\"providers\":[" P "],\"routes\":[" R(
-                     "{\"provider\":\"p\",\"model\":\"m\"}") "," R(
+    expect_error("{\"version\":1,\"providers\":[" P
+                 "],\"routes\":[" R("{\"provider\":\"p\",\"model\":\"m\"}") "," R(
                      "{\"provider\":\"p\",\"model\":\"m\"}") "]}",
                  "routes[1].name: 'r' is already a route name or alias");
     expect_error("{\"version\":1,\"providers\":[{\"name\":\"p\",\"driver\":\"openai\","
