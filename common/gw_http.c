@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "gw_buf.h"
+#include "gw_json.h"
 #include "gw_time.h"
 
 #define MAX_HEADERS 100
@@ -607,13 +608,10 @@ static void default_reject(struct gw_http_req *r, int status, const char *code, 
                            void *arg)
 {
     (void)arg;
-    char body[512];
-    int n = snprintf(body, sizeof(body),
-                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
-                     "\"code\":\"%s\"}}",
-                     message, code);
-    gw_http_respond(r, status, "application/json", body,
-                    n > 0 && (size_t)n < sizeof(body) ? (size_t)n : 0);
+    size_t n = 0;
+    char *body = gw_json_error_body(message, "invalid_request_error", NULL, code, &n);
+    gw_http_respond(r, status, "application/json", body ? body : "", body ? n : 0);
+    free(body);
 }
 
 /* Refuses the request being parsed; the connection closes after the answer
