@@ -67,15 +67,28 @@ int gw_buf_appends(struct gw_buf *b, const char *s)
 
 int gw_buf_vprintf(struct gw_buf *b, const char *fmt, va_list ap)
 {
+    /* One formatting pass when the result fits the spare capacity (the
+     * common case on hot paths); otherwise size it, grow, and format again. */
+    size_t room = b->cap > b->len ? b->cap - b->len : 0; /* includes the NUL */
     va_list cp;
     va_copy(cp, ap);
-    int n = vsnprintf(NULL, 0, fmt, cp);
+    int n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, cp);
     va_end(cp);
-    if (n < 0)
-        return GW_EINVAL;
+    if (n < 0 || (size_t)n > b->max - b->len) {
+        if (b->data)
+            b->data[b->len] = '\0'; /* a truncated attempt wrote there */
+        return n < 0 ? GW_EINVAL : GW_ELIMIT;
+    }
+    if ((size_t)n < room) {
+        b->len += (size_t)n;
+        return GW_OK;
+    }
     int rc = reserve(b, (size_t)n);
-    if (rc)
+    if (rc) {
+        if (b->data)
+            b->data[b->len] = '\0';
         return rc;
+    }
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     b->len += (size_t)n;
     return GW_OK;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gw_error.h"
+#include "gw_json.h"
 #include "mock.h"
 
 static const char *stop_reason(const struct mock_call *c)
@@ -38,12 +39,12 @@ static int uncached_input(const struct mock_call *c)
 /* The usage object of a complete message (and of message_start). */
 static int append_usage(struct gw_buf *b, const struct mock_call *c, int out)
 {
-    return mock_buf_printf(b,
-                           "{\"input_tokens\":%d,\"cache_creation_input_tokens\":%d,"
-                           "\"cache_read_input_tokens\":%d,\"cache_creation\":"
-                           "{\"ephemeral_5m_input_tokens\":%d,\"ephemeral_1h_input_tokens\":0},"
-                           "\"output_tokens\":%d,\"service_tier\":\"standard\"}",
-                           uncached_input(c), c->cache_write, c->cache_read, c->cache_write, out);
+    return gw_buf_printf(b,
+                         "{\"input_tokens\":%d,\"cache_creation_input_tokens\":%d,"
+                         "\"cache_read_input_tokens\":%d,\"cache_creation\":"
+                         "{\"ephemeral_5m_input_tokens\":%d,\"ephemeral_1h_input_tokens\":0},"
+                         "\"output_tokens\":%d,\"service_tier\":\"standard\"}",
+                         uncached_input(c), c->cache_write, c->cache_read, c->cache_write, out);
 }
 
 /* ---- request ---- */
@@ -102,9 +103,9 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
 static int append_tool_use(struct gw_buf *b, const struct mock_call *c, int i, int with_input)
 {
     const struct mock_tool *t = &c->tools[i];
-    int rc = mock_buf_printf(b, "{\"type\":\"tool_use\",\"id\":\"toolu_mock_%llu_%d\",\"name\":",
-                             (unsigned long long)c->n, i);
-    rc |= mock_buf_json_str(b, t->name, strlen(t->name), 0);
+    int rc = gw_buf_printf(b, "{\"type\":\"tool_use\",\"id\":\"toolu_mock_%llu_%d\",\"name\":",
+                           (unsigned long long)c->n, i);
+    rc |= gw_json_escape(b, t->name, strlen(t->name));
     rc |= gw_buf_appends(b, ",\"input\":");
     rc |= with_input ? gw_buf_append(b, t->args, t->args_len) : gw_buf_appends(b, "{}");
     rc |= gw_buf_appends(b, "}");
@@ -113,11 +114,11 @@ static int append_tool_use(struct gw_buf *b, const struct mock_call *c, int i, i
 
 static int message_head(struct gw_buf *b, const struct mock_call *c)
 {
-    int rc = mock_buf_printf(b,
-                             "{\"id\":\"msg_mock_%llu\",\"type\":\"message\","
-                             "\"role\":\"assistant\",\"model\":",
-                             (unsigned long long)c->n);
-    rc |= mock_buf_json_str(b, c->model, strlen(c->model), 0);
+    int rc = gw_buf_printf(b,
+                           "{\"id\":\"msg_mock_%llu\",\"type\":\"message\","
+                           "\"role\":\"assistant\",\"model\":",
+                           (unsigned long long)c->n);
+    rc |= gw_json_escape(b, c->model, strlen(c->model));
     return rc;
 }
 
@@ -138,7 +139,7 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
         rc |= mock_append_tokens(b, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"}");
     }
-    rc |= mock_buf_printf(
+    rc |= gw_buf_printf(
         b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":", stop_reason(c));
     rc |= append_usage(b, c, mock_call_output_tokens(c));
     rc |= gw_buf_appends(b, "}");
@@ -151,7 +152,7 @@ enum { A_START, A_BLOCK_START, A_PING, A_DELTA, A_BLOCK_STOP, A_MSG_DELTA, A_MSG
 
 static int event_open(struct gw_buf *b, const char *type)
 {
-    return mock_buf_printf(b, "event: %s\ndata: {\"type\":\"%s\"", type, type);
+    return gw_buf_printf(b, "event: %s\ndata: {\"type\":\"%s\"", type, type);
 }
 
 static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
@@ -177,7 +178,7 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
         }
         case A_BLOCK_START:
             rc |= event_open(out, "content_block_start");
-            rc |= mock_buf_printf(out, ",\"index\":%d,\"content_block\":", c->idx);
+            rc |= gw_buf_printf(out, ",\"index\":%d,\"content_block\":", c->idx);
             if (c->ntools > 0)
                 rc |= append_tool_use(out, c, c->idx, 0);
             else
@@ -204,11 +205,11 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
                 if (n > MOCK_ARG_PIECE)
                     n = MOCK_ARG_PIECE;
                 rc |= event_open(out, "content_block_delta");
-                rc |= mock_buf_printf(out,
-                                      ",\"index\":%d,\"delta\":{\"type\":"
-                                      "\"input_json_delta\",\"partial_json\":",
-                                      c->idx);
-                rc |= mock_buf_json_str(out, t->args + c->off, n, 0);
+                rc |= gw_buf_printf(out,
+                                    ",\"index\":%d,\"delta\":{\"type\":"
+                                    "\"input_json_delta\",\"partial_json\":",
+                                    c->idx);
+                rc |= gw_json_escape(out, t->args + c->off, n);
                 rc |= gw_buf_appends(out, "}}\n\n");
                 c->off += n;
             } else {
@@ -227,7 +228,7 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
             break;
         case A_BLOCK_STOP:
             rc |= event_open(out, "content_block_stop");
-            rc |= mock_buf_printf(out, ",\"index\":%d}\n\n", c->idx);
+            rc |= gw_buf_printf(out, ",\"index\":%d}\n\n", c->idx);
             c->idx++;
             if (c->ntools > 0 && c->idx < c->ntools) {
                 c->phase = A_BLOCK_START;
@@ -239,13 +240,13 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
             break;
         case A_MSG_DELTA:
             rc |= event_open(out, "message_delta");
-            rc |= mock_buf_printf(out,
-                                  ",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},"
-                                  "\"usage\":{\"input_tokens\":%d,"
-                                  "\"cache_creation_input_tokens\":%d,"
-                                  "\"cache_read_input_tokens\":%d,\"output_tokens\":%d}}\n\n",
-                                  stop_reason(c), uncached_input(c), c->cache_write, c->cache_read,
-                                  c->emitted);
+            rc |= gw_buf_printf(out,
+                                ",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},"
+                                "\"usage\":{\"input_tokens\":%d,"
+                                "\"cache_creation_input_tokens\":%d,"
+                                "\"cache_read_input_tokens\":%d,\"output_tokens\":%d}}\n\n",
+                                stop_reason(c), uncached_input(c), c->cache_write, c->cache_read,
+                                c->emitted);
             c->phase = A_MSG_STOP;
             kind = MOCK_FRAME_POST;
             break;
@@ -316,9 +317,8 @@ int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message,
     }
     if (message == NULL)
         message = dflt;
-    int rc =
-        mock_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":", type);
-    rc |= mock_buf_json_str(b, message, strlen(message), 0);
-    rc |= mock_buf_printf(b, "},\"request_id\":\"req_mock_%llu\"}", (unsigned long long)n);
+    int rc = gw_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":", type);
+    rc |= gw_json_escape(b, message, strlen(message));
+    rc |= gw_buf_printf(b, "},\"request_id\":\"req_mock_%llu\"}", (unsigned long long)n);
     return rc ? GW_ELIMIT : 0;
 }

@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "gw_error.h"
+#include "gw_json.h"
 #include "mock.h"
 
 /* Streams stop generating while this much output waits for the client and
@@ -57,29 +58,29 @@ static void usage_log(struct mock_call *c, const char *outcome, int output_token
     int cache_write = c->api->anthropic_errors ? c->cache_write : 0;
     int rc = 0;
     gw_buf_reset(b);
-    rc |= mock_buf_printf(b, "{\"ts_ms\":%lld,\"id\":", ms);
+    rc |= gw_buf_printf(b, "{\"ts_ms\":%lld,\"id\":", ms);
     if (c->api->id_prefix != NULL)
-        rc |= mock_buf_printf(b, "\"%s%llu\"", c->api->id_prefix, (unsigned long long)c->n);
+        rc |= gw_buf_printf(b, "\"%s%llu\"", c->api->id_prefix, (unsigned long long)c->n);
     else
         rc |= gw_buf_appends(b, "null");
     rc |= gw_buf_appends(b, ",\"x_request_id\":");
     if (c->x_request_id != NULL)
-        rc |= mock_buf_json_str(b, c->x_request_id, strlen(c->x_request_id), 1);
+        rc |= gw_json_escape(b, c->x_request_id, strlen(c->x_request_id));
     else
         rc |= gw_buf_appends(b, "null");
-    rc |= mock_buf_printf(b, ",\"conn\":%llu", (unsigned long long)c->conn_id);
-    rc |= mock_buf_printf(b, ",\"api\":\"%s\",\"model\":", c->api->log_name);
+    rc |= gw_buf_printf(b, ",\"conn\":%llu", (unsigned long long)c->conn_id);
+    rc |= gw_buf_printf(b, ",\"api\":\"%s\",\"model\":", c->api->log_name);
     if (c->model != NULL)
-        rc |= mock_buf_json_str(b, c->model, strlen(c->model), 1);
+        rc |= gw_json_escape(b, c->model, strlen(c->model));
     else
         rc |= gw_buf_appends(b, "null");
-    rc |= mock_buf_printf(b, ",\"stream\":%s,\"status\":%d,\"outcome\":\"%s\",\"fault\":",
-                          c->stream ? "true" : "false", c->status, outcome);
-    rc |= mock_buf_json_str(b, c->fault_spec, strlen(c->fault_spec), 1);
-    rc |= mock_buf_printf(b,
-                          ",\"usage\":{\"input_tokens\":%d,\"output_tokens\":%d,"
-                          "\"cache_read_tokens\":%d,\"cache_write_tokens\":%d}}\n",
-                          c->input_tokens, output_tokens, c->cache_read, cache_write);
+    rc |= gw_buf_printf(b, ",\"stream\":%s,\"status\":%d,\"outcome\":\"%s\",\"fault\":",
+                        c->stream ? "true" : "false", c->status, outcome);
+    rc |= gw_json_escape(b, c->fault_spec, strlen(c->fault_spec));
+    rc |= gw_buf_printf(b,
+                        ",\"usage\":{\"input_tokens\":%d,\"output_tokens\":%d,"
+                        "\"cache_read_tokens\":%d,\"cache_write_tokens\":%d}}\n",
+                        c->input_tokens, output_tokens, c->cache_read, cache_write);
     if (rc != 0)
         return;
     /* One write(2) on an O_APPEND fd: lines from several threads never

@@ -194,23 +194,6 @@ char *mock_tool_args(struct gw_pool *pool, json_t *schema, size_t *len)
     return copy;
 }
 
-int mock_buf_printf(struct gw_buf *b, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return GW_EINVAL;
-    if ((size_t)n < sizeof(tmp))
-        return gw_buf_append(b, tmp, (size_t)n);
-    va_start(ap, fmt);
-    int rc = gw_buf_vprintf(b, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 int mock_append_tokens(struct gw_buf *b, int from, int to)
 {
     /* Rendered by hand in a stack buffer and appended in a few large
@@ -267,41 +250,6 @@ const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *name
     if (c->ntools > 0)
         c->finish = MOCK_FINISH_TOOLS;
     return NULL;
-}
-
-int mock_buf_json_str(struct gw_buf *b, const char *s, size_t len, int ascii)
-{
-    static const char hex[] = "0123456789abcdef";
-    char tmp[256];
-    size_t t = 0;
-    tmp[t++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        /* Flush before the longest escape (6 bytes) could overflow. */
-        if (t > sizeof(tmp) - 8) {
-            if (gw_buf_append(b, tmp, t) != 0)
-                return GW_ELIMIT;
-            t = 0;
-        }
-        if (ch == '"' || ch == '\\') {
-            tmp[t++] = '\\';
-            tmp[t++] = (char)ch;
-        } else if (ch == '\n') {
-            tmp[t++] = '\\';
-            tmp[t++] = 'n';
-        } else if (ch < 0x20 || ch == 0x7f || (ascii && ch >= 0x80)) {
-            tmp[t++] = '\\';
-            tmp[t++] = 'u';
-            tmp[t++] = '0';
-            tmp[t++] = '0';
-            tmp[t++] = hex[ch >> 4];
-            tmp[t++] = hex[ch & 15];
-        } else {
-            tmp[t++] = (char)ch;
-        }
-    }
-    tmp[t++] = '"';
-    return gw_buf_append(b, tmp, t);
 }
 
 int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long long *out)

@@ -211,10 +211,6 @@ int mock_count_text(json_t *v);
  * ASCII-only JSON in pool memory, so 7-byte pieces never split a UTF-8
  * sequence. NULL on allocation failure. */
 char *mock_tool_args(struct gw_pool *pool, json_t *schema, size_t *len);
-/* gw_buf_printf in one formatting pass when the result fits 1 KiB (it
- * always does on the hot path); gw_buf_printf sizes first, then formats. */
-int mock_buf_printf(struct gw_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3), warn_unused_result));
 /* Appends the text tokens from..to-1 (0-based) of the answer "tok1 tok2
  * ...". Plain ASCII: it needs no JSON escaping. */
 int mock_append_tokens(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
@@ -225,10 +221,6 @@ typedef int (*mock_tool_get_fn)(json_t *tool, const char **name, json_t **schema
  * the first one, or the first f.parallel ones. NULL or a 400 message. */
 const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *named,
                             mock_tool_get_fn get);
-/* Appends s as a quoted JSON string. Bytes >= 0x80 are escaped as \u00XX
- * when ascii is set (for header values, which need not be UTF-8). */
-int mock_buf_json_str(struct gw_buf *b, const char *s, size_t len, int ascii)
-    __attribute__((warn_unused_result));
 /* Reads an integer member in [lo, hi]. 1: found, 0: absent or null,
  * -1: present but not such an integer. */
 int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long long *out);

@@ -11,19 +11,19 @@
 #include <string.h>
 
 #include "gw_error.h"
+#include "gw_json.h"
 #include "mock.h"
 
 /* ---- shared pieces ---- */
 
 static int append_usage(struct gw_buf *b, const struct mock_call *c, int out)
 {
-    return mock_buf_printf(
-        b,
-        "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
-        "\"prompt_tokens_details\":{\"cached_tokens\":%d,\"audio_tokens\":0},"
-        "\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":0,"
-        "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}",
-        c->input_tokens, out, c->input_tokens + out, c->cache_read);
+    return gw_buf_printf(b,
+                         "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+                         "\"prompt_tokens_details\":{\"cached_tokens\":%d,\"audio_tokens\":0},"
+                         "\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":0,"
+                         "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}",
+                         c->input_tokens, out, c->input_tokens + out, c->cache_read);
 }
 
 static const char *finish_name(const struct mock_call *c)
@@ -97,24 +97,24 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
 static int chat_body(struct mock_call *c, struct gw_buf *b)
 {
     int rc = 0;
-    rc |= mock_buf_printf(b,
-                          "{\"id\":\"chatcmpl-mock-%llu\",\"object\":\"chat.completion\","
-                          "\"created\":%lld,\"model\":",
-                          (unsigned long long)c->n, c->created);
-    rc |= mock_buf_json_str(b, c->model, strlen(c->model), 0);
+    rc |= gw_buf_printf(b,
+                        "{\"id\":\"chatcmpl-mock-%llu\",\"object\":\"chat.completion\","
+                        "\"created\":%lld,\"model\":",
+                        (unsigned long long)c->n, c->created);
+    rc |= gw_json_escape(b, c->model, strlen(c->model));
     rc |= gw_buf_appends(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":"
                             "\"assistant\",\"content\":");
     if (c->ntools > 0 && !c->f.empty) {
         rc |= gw_buf_appends(b, "null,\"tool_calls\":[");
         for (int i = 0; i < c->ntools; i++) {
             const struct mock_tool *t = &c->tools[i];
-            rc |= mock_buf_printf(b,
-                                  "%s{\"id\":\"call_mock_%llu_%d\",\"type\":\"function\","
-                                  "\"function\":{\"name\":",
-                                  i ? "," : "", (unsigned long long)c->n, i);
-            rc |= mock_buf_json_str(b, t->name, strlen(t->name), 0);
+            rc |= gw_buf_printf(b,
+                                "%s{\"id\":\"call_mock_%llu_%d\",\"type\":\"function\","
+                                "\"function\":{\"name\":",
+                                i ? "," : "", (unsigned long long)c->n, i);
+            rc |= gw_json_escape(b, t->name, strlen(t->name));
             rc |= gw_buf_appends(b, ",\"arguments\":");
-            rc |= mock_buf_json_str(b, t->args, t->args_len, 0);
+            rc |= gw_json_escape(b, t->args, t->args_len);
             rc |= gw_buf_appends(b, "}}");
         }
         rc |= gw_buf_appends(b, "]");
@@ -124,10 +124,10 @@ static int chat_body(struct mock_call *c, struct gw_buf *b)
             rc |= mock_append_tokens(b, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"");
     }
-    rc |= mock_buf_printf(b,
-                          ",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,"
-                          "\"finish_reason\":\"%s\"}],\"usage\":",
-                          finish_name(c));
+    rc |= gw_buf_printf(b,
+                        ",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,"
+                        "\"finish_reason\":\"%s\"}],\"usage\":",
+                        finish_name(c));
     rc |= append_usage(b, c, mock_call_output_tokens(c));
     rc |= gw_buf_appends(b, ",\"service_tier\":\"default\",\"system_fingerprint\":null}");
     return rc ? GW_ELIMIT : 0;
@@ -145,12 +145,12 @@ static int chunk_open(struct mock_call *c, struct gw_buf *out)
     if (c->prefix == NULL) {
         struct gw_buf p;
         gw_buf_init(&p, MOCK_OUT_MAX);
-        int rc = mock_buf_printf(&p,
-                                 "data: {\"id\":\"chatcmpl-mock-%llu\","
-                                 "\"object\":\"chat.completion.chunk\",\"created\":%lld,"
-                                 "\"model\":",
-                                 (unsigned long long)c->n, c->created);
-        rc |= mock_buf_json_str(&p, c->model, strlen(c->model), 0);
+        int rc = gw_buf_printf(&p,
+                               "data: {\"id\":\"chatcmpl-mock-%llu\","
+                               "\"object\":\"chat.completion.chunk\",\"created\":%lld,"
+                               "\"model\":",
+                               (unsigned long long)c->n, c->created);
+        rc |= gw_json_escape(&p, c->model, strlen(c->model));
         rc |= gw_buf_appends(&p,
                              c->include_usage ? ",\"usage\":null,\"choices\":[" : ",\"choices\":[");
         if (rc == 0)
@@ -167,7 +167,7 @@ static int chunk_close(struct gw_buf *out, const char *finish)
 {
     if (finish == NULL)
         return gw_buf_appends(out, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
-    return mock_buf_printf(out, "},\"logprobs\":null,\"finish_reason\":\"%s\"}]}\n\n", finish);
+    return gw_buf_printf(out, "},\"logprobs\":null,\"finish_reason\":\"%s\"}]}\n\n", finish);
 }
 
 static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
@@ -190,12 +190,12 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
         case P_TOOL_HEAD: {
             const struct mock_tool *t = &c->tools[c->idx];
             rc |= chunk_open(c, out);
-            rc |= mock_buf_printf(out,
-                                  "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
-                                  "\"id\":\"call_mock_%llu_%d\",\"type\":\"function\","
-                                  "\"function\":{\"name\":",
-                                  c->idx, (unsigned long long)c->n, c->idx);
-            rc |= mock_buf_json_str(out, t->name, strlen(t->name), 0);
+            rc |= gw_buf_printf(out,
+                                "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
+                                "\"id\":\"call_mock_%llu_%d\",\"type\":\"function\","
+                                "\"function\":{\"name\":",
+                                c->idx, (unsigned long long)c->n, c->idx);
+            rc |= gw_json_escape(out, t->name, strlen(t->name));
             rc |= gw_buf_appends(out, ",\"arguments\":\"\"}}]");
             rc |= chunk_close(out, NULL);
             c->phase = P_CONTENT;
@@ -215,11 +215,11 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
                 if (n > MOCK_ARG_PIECE)
                     n = MOCK_ARG_PIECE;
                 rc |= chunk_open(c, out);
-                rc |= mock_buf_printf(out,
-                                      "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
-                                      "\"function\":{\"arguments\":",
-                                      c->idx);
-                rc |= mock_buf_json_str(out, t->args + c->off, n, 0);
+                rc |= gw_buf_printf(out,
+                                    "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
+                                    "\"function\":{\"arguments\":",
+                                    c->idx);
+                rc |= gw_json_escape(out, t->args + c->off, n);
                 rc |= gw_buf_appends(out, "}}]");
                 rc |= chunk_close(out, NULL);
                 c->off += n;
@@ -244,12 +244,12 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
             c->phase = c->include_usage ? P_USAGE : P_DONE;
             break;
         case P_USAGE:
-            rc |= mock_buf_printf(out,
-                                  "data: {\"id\":\"chatcmpl-mock-%llu\","
-                                  "\"object\":\"chat.completion.chunk\",\"created\":%lld,"
-                                  "\"model\":",
-                                  (unsigned long long)c->n, c->created);
-            rc |= mock_buf_json_str(out, c->model, strlen(c->model), 0);
+            rc |= gw_buf_printf(out,
+                                "data: {\"id\":\"chatcmpl-mock-%llu\","
+                                "\"object\":\"chat.completion.chunk\",\"created\":%lld,"
+                                "\"model\":",
+                                (unsigned long long)c->n, c->created);
+            rc |= gw_json_escape(out, c->model, strlen(c->model));
             rc |= gw_buf_appends(out, ",\"choices\":[],\"usage\":");
             rc |= append_usage(out, c, c->emitted);
             rc |= gw_buf_appends(out, "}\n\n");
@@ -431,7 +431,7 @@ static int append_vector(struct gw_buf *b, const struct mock_call *c, uint64_t h
     }
     int rc = gw_buf_appends(b, "[");
     for (int j = 0; j < c->dimensions; j++)
-        rc |= mock_buf_printf(b, j ? ",%.8g" : "%.8g", (double)v[j]);
+        rc |= gw_buf_printf(b, j ? ",%.8g" : "%.8g", (double)v[j]);
     rc |= gw_buf_appends(b, "]");
     return rc;
 }
@@ -440,15 +440,15 @@ static int embed_body(struct mock_call *c, struct gw_buf *b)
 {
     int rc = gw_buf_appends(b, "{\"object\":\"list\",\"data\":[");
     for (int i = 0; i < c->ninputs && rc == 0; i++) {
-        rc |= mock_buf_printf(
+        rc |= gw_buf_printf(
             b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
         rc |= append_vector(b, c, c->hashes[i]);
         rc |= gw_buf_appends(b, "}");
     }
     rc |= gw_buf_appends(b, "],\"model\":");
-    rc |= mock_buf_json_str(b, c->model, strlen(c->model), 0);
-    rc |= mock_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%d,\"total_tokens\":%d}}",
-                          c->input_tokens, c->input_tokens);
+    rc |= gw_json_escape(b, c->model, strlen(c->model));
+    rc |= gw_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%d,\"total_tokens\":%d}}",
+                        c->input_tokens, c->input_tokens);
     return rc ? GW_ELIMIT : 0;
 }
 
@@ -505,8 +505,8 @@ int mock_openai_error_body(struct gw_buf *b, int status, const char *message,
     else
         code = given_code;
     int rc = gw_buf_appends(b, "{\"error\":{\"message\":");
-    rc |= mock_buf_json_str(b, message, strlen(message), 0);
-    rc |= mock_buf_printf(b, ",\"type\":\"%s\",\"param\":null,\"code\":", type);
-    rc |= code ? mock_buf_printf(b, "\"%s\"}}", code) : gw_buf_appends(b, "null}}");
+    rc |= gw_json_escape(b, message, strlen(message));
+    rc |= gw_buf_printf(b, ",\"type\":\"%s\",\"param\":null,\"code\":", type);
+    rc |= code ? gw_buf_printf(b, "\"%s\"}}", code) : gw_buf_appends(b, "null}}");
     return rc ? GW_ELIMIT : 0;
 }
