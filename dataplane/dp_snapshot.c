@@ -6,11 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp_driver.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_log.h"
-
-static const char *const known_drivers[] = {"openai", NULL};
 
 struct build {
     struct gw_pool *pool;
@@ -78,6 +77,11 @@ static int opt_bool(struct build *b, const json_t *o, const char *key, const cha
     return json_is_true(v);
 }
 
+static void decref_json(void *j)
+{
+    json_decref(j);
+}
+
 static const char *resolve_credential(const char *ref, const char *provider)
 {
     if (!ref)
@@ -110,11 +114,25 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         fail(b, "%s.name: '%s' may not contain '/' or spaces", where, p->name);
         return;
     }
-    int known = 0;
-    for (const char *const *d = known_drivers; *d; d++)
-        known |= strcmp(*d, p->driver) == 0;
-    if (!known) {
-        fail(b, "%s.driver: unknown driver '%s' (supported: openai)", where, p->driver);
+    p->drv = dp_driver_find(p->driver);
+    if (!p->drv) {
+        char names[256] = "";
+        size_t off = 0;
+        for (const struct dp_driver *const *d = dp_drivers; *d; d++)
+            off += (size_t)snprintf(names + off, off < sizeof(names) ? sizeof(names) - off : 0,
+                                    "%s%s", off ? ", " : "", (*d)->name);
+        fail(b, "%s.driver: unknown driver '%s' (supported: %s)", where, p->driver, names);
+        return;
+    }
+    json_t *opts = json_object_get(o, "options");
+    if (opts && !json_is_null(opts) && !json_is_object(opts)) {
+        fail(b, "%s.options: must be an object", where);
+        return;
+    }
+    p->options = opts && json_is_object(opts) ? json_deep_copy(opts) : json_object();
+    if (!p->options || gw_pool_cleanup(b->pool, decref_json, p->options)) {
+        json_decref(p->options);
+        fail(b, "%s.options: out of memory", where);
         return;
     }
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {

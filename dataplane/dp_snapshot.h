@@ -21,9 +21,13 @@
 
 #include "gw_pool.h"
 
+struct dp_driver;
+
 struct dp_provider {
     const char *name;
-    const char *driver;         /* "openai" in this cut */
+    const char *driver; /* a name from dp_drivers (dp_driver.h) */
+    const struct dp_driver *drv;
+    json_t *options;            /* driver options object (never NULL; owned by the pool) */
     const char *base_url;       /* no trailing slash */
     const char *credential_ref; /* may be NULL */
     const char *credential;     /* resolved, memory only; NULL if none */

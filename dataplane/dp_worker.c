@@ -8,7 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dp_chat.h"
+#include "dp_exchange.h"
+#include "dp_facade.h"
 #include "dp_snapshot.h"
 #include "gw_crypto.h"
 #include "gw_curlev.h"
@@ -55,7 +56,7 @@ static const char *request_id(struct dp_worker *w, struct gw_http_req *req)
                           (unsigned)(++w->seq & 0xffff));
 }
 
-static void log_simple(struct gw_http_req *req, const char *id, int status, const char *code)
+void dp_log_simple(struct gw_http_req *req, const char *id, int status, const char *code)
 {
     json_t *f = json_pack("{s:s,s:s,s:s,s:i}", "request_id", id ? id : "", "method",
                           gw_http_req_method(req), "path", gw_http_req_path(req), "status", status);
@@ -68,9 +69,37 @@ void dp_reply_error_logged(struct gw_http_req *req, const char *id, int status, 
                            const char *param, const char *code, const char *msg)
 {
     /* Log first: replying ends the request and frees its strings. */
-    log_simple(req, id, status, code);
+    dp_log_simple(req, id, status, code);
     dp_reply_error(req, status, type, param, code, msg);
 }
+
+void dp_reply_error_fc(struct gw_http_req *req, const struct dp_facade *fc, const char *id,
+                       int status, const char *type, const char *param, const char *code,
+                       const char *msg)
+{
+    if (!fc) {
+        dp_reply_error_logged(req, id, status, type, param, code, msg);
+        return;
+    }
+    dp_log_simple(req, id, status, code);
+    size_t n = 0;
+    char *body = fc->error_body(status, type, param, code, msg, &n);
+    gw_http_respond(req, status, "application/json", body ? body : "", body ? n : 0);
+    free(body);
+}
+
+/* The endpoints. A facade's errors are answered in its own format. */
+enum ep_kind { EP_CHAT, EP_EMBED, EP_COUNT, EP_MODELS };
+static const struct endpoint {
+    const char *path;
+    const char *method;
+    enum ep_kind kind;
+    const struct dp_facade *fc;
+} endpoints[] = {
+    {"/v1/chat/completions", "POST", EP_CHAT, &fc_openai_chat},
+    {"/v1/embeddings", "POST", EP_EMBED, NULL},
+    {"/v1/models", "GET", EP_MODELS, NULL},
+};
 
 /* The API key from "Authorization: Bearer K" or "x-api-key: K". */
 static const char *presented_key(struct gw_http_req *req)
@@ -117,23 +146,27 @@ static void handle(struct gw_http_req *req, void *arg)
         gw_http_respond(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
         return;
     }
-    int is_chat = strcmp(path, "/v1/chat/completions") == 0;
-    int is_models = strcmp(path, "/v1/models") == 0;
-    if (!is_chat && !is_models) {
+    const struct endpoint *ep = NULL;
+    for (size_t i = 0; i < sizeof(endpoints) / sizeof(*endpoints) && !ep; i++)
+        if (strcmp(path, endpoints[i].path) == 0)
+            ep = &endpoints[i];
+    if (!ep) {
         dp_reply_error_logged(req, id, 404, "invalid_request_error", NULL, "not_found",
-                              "no such endpoint: see /v1/chat/completions and /v1/models");
+                              "no such endpoint: see the README for the API");
         return;
     }
-    if ((is_chat && strcmp(method, "POST") != 0) || (is_models && strcmp(method, "GET") != 0)) {
-        (void)gw_http_add_header(req, "allow", is_chat ? "POST" : "GET");
-        dp_reply_error_logged(req, id, 405, "invalid_request_error", NULL, "method_not_allowed",
-                              is_chat ? "use POST for this endpoint" : "use GET for this endpoint");
+    if (strcmp(method, ep->method) != 0) {
+        (void)gw_http_add_header(req, "allow", ep->method);
+        char m[64];
+        snprintf(m, sizeof(m), "use %s for this endpoint", ep->method);
+        dp_reply_error_fc(req, ep->fc, id, 405, "invalid_request_error", NULL, "method_not_allowed",
+                          m);
         return;
     }
     struct dp_snapshot *snap = dp_snapshot_acquire();
     if (!snap) {
-        dp_reply_error_logged(req, id, 503, "api_error", NULL, "not_ready",
-                              "no configuration loaded yet");
+        dp_reply_error_fc(req, ep->fc, id, 503, "api_error", NULL, "not_ready",
+                          "no configuration loaded yet");
         return;
     }
     const struct dp_key *key = NULL;
@@ -142,21 +175,29 @@ static void handle(struct gw_http_req *req, void *arg)
         key = k ? dp_snapshot_find_key(snap, k, strlen(k)) : NULL;
         if (!key || strcmp(key->status, "active") != 0) {
             dp_snapshot_unref(snap);
-            dp_reply_error_logged(
-                req, id, 401, "invalid_request_error", NULL, "invalid_api_key",
-                !k     ? "missing API key: send Authorization: Bearer KEY or x-api-key"
-                : !key ? "invalid API key"
-                       : "this API key is not active");
+            dp_reply_error_fc(req, ep->fc, id, 401, "authentication_error", NULL, "invalid_api_key",
+                              !k ? "missing API key: send Authorization: Bearer KEY or x-api-key"
+                              : !key ? "invalid API key"
+                                     : "this API key is not active");
             return;
         }
     }
-    if (is_models) {
-        log_simple(req, id, 200, NULL);
+    switch (ep->kind) {
+    case EP_MODELS:
+        dp_log_simple(req, id, 200, NULL);
         serve_models(req, snap);
         dp_snapshot_unref(snap);
         return;
+    case EP_CHAT:
+        dp_exchange_chat(w, req, snap, key, id, ep->fc);
+        return;
+    case EP_EMBED:
+        dp_exchange_embed(w, req, snap, key, id);
+        return;
+    case EP_COUNT:
+        dp_exchange_count_tokens(w, req, snap, id, ep->fc);
+        return;
     }
-    dp_chat_handle(w, req, snap, key, id);
 }
 
 static void reject(struct gw_http_req *req, int status, const char *code, const char *msg,
@@ -178,7 +219,7 @@ static void drain_tick(evutil_socket_t fd, short what, void *arg)
     if (gw_now_us() >= w->drain_deadline_us && w->attempts) {
         gw_logf(GW_LOG_WARN, "drain timeout: ending open requests", "{s:i}", "worker", w->id);
         while (w->attempts)
-            dp_chat_shutdown(w->attempts);
+            dp_exchange_shutdown(w->attempts);
     }
     if (gw_http_server_active(w->http) == 0 && gw_http_server_connections(w->http) == 0) {
         event_base_loopexit(w->base, NULL);
@@ -266,7 +307,7 @@ void dp_worker_join(struct dp_worker *w)
 void dp_worker_destroy(struct dp_worker *w)
 {
     while (w->attempts)
-        dp_chat_shutdown(w->attempts);
+        dp_exchange_shutdown(w->attempts);
     gw_http_server_free(w->http);
     gw_curlev_free(w->curl);
     while (w->nidle_easy > 0)

@@ -57,6 +57,14 @@ void dp_worker_destroy(struct dp_worker *w);
 void dp_reply_error(struct gw_http_req *req, int status, const char *type, const char *param,
                     const char *code, const char *message);
 
+struct dp_facade;
+/* Writes the access-log line of a request refused before upstream work. */
+void dp_log_simple(struct gw_http_req *req, const char *id, int status, const char *code);
+/* An error answer in facade fc's format (NULL: OpenAI's), logged. */
+void dp_reply_error_fc(struct gw_http_req *req, const struct dp_facade *fc, const char *id,
+                       int status, const char *type, const char *param, const char *code,
+                       const char *msg);
+
 /* The same, after writing the request's access-log line (id, method, path,
  * status, code): for requests refused before any upstream work. */
 void dp_reply_error_logged(struct gw_http_req *req, const char *id, int status, const char *type,

@@ -1,0 +1,452 @@
+#include "canon.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_pool.h"
+
+#define DEFAULT_ACC_MAX (32u << 20)
+
+int64_t canon_usage_prompt(const struct canon_usage *u)
+{
+    return u->input + u->cache_read + u->cache_write_5m + u->cache_write_1h;
+}
+
+static const char *const stop_names[] = {
+    [CANON_STOP_END] = "end",
+    [CANON_STOP_MAX_TOKENS] = "max_tokens",
+    [CANON_STOP_TOOL_USE] = "tool_use",
+    [CANON_STOP_SEQUENCE] = "stop_sequence",
+    [CANON_STOP_CONTENT_FILTER] = "content_filter",
+    [CANON_STOP_REFUSAL] = "refusal",
+};
+
+const char *canon_stop_name(enum canon_stop s)
+{
+    return (unsigned)s < sizeof(stop_names) / sizeof(*stop_names) ? stop_names[s] : "end";
+}
+
+static const struct {
+    const char *name;
+    int status;
+} failures[CANON_FAIL_COUNT] = {
+    [CANON_FAIL_TIMEOUT] = {"timeout", 504},
+    [CANON_FAIL_NETWORK] = {"network", 502},
+    [CANON_FAIL_PROVIDER_5XX] = {"provider_5xx", 502},
+    [CANON_FAIL_RATE_LIMITED] = {"rate_limited", 429},
+    [CANON_FAIL_MODEL_UNAVAILABLE] = {"model_unavailable", 503},
+    [CANON_FAIL_QUOTA_EXHAUSTED] = {"quota_exhausted", 429},
+    [CANON_FAIL_AUTH_FAILED] = {"auth_failed", 502},
+    [CANON_FAIL_EMPTY_OUTPUT] = {"empty_output", 502},
+    [CANON_FAIL_CONTEXT_OVERFLOW] = {"context_overflow", 400},
+    [CANON_FAIL_UNSUPPORTED_INPUT] = {"unsupported_input", 400},
+    [CANON_FAIL_BAD_REQUEST] = {"bad_request", 400},
+    [CANON_FAIL_NOT_FOUND] = {"not_found", 404},
+    [CANON_FAIL_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413},
+    [CANON_FAIL_CONTENT_FILTERED] = {"content_filtered", 400},
+    [CANON_FAIL_CANCELED] = {"canceled", 499},
+};
+
+const char *canon_failure_name(enum canon_failure f)
+{
+    return (unsigned)f < CANON_FAIL_COUNT ? failures[f].name : "provider_5xx";
+}
+
+int canon_failure_status(enum canon_failure f)
+{
+    return (unsigned)f < CANON_FAIL_COUNT ? failures[f].status : 502;
+}
+
+int canon_emit(const struct canon_sink *s, const struct canon_event *ev)
+{
+    return s->emit(s->arg, ev);
+}
+
+int canon_emit_error(const struct canon_sink *s, enum canon_failure f, int status,
+                     const char *message)
+{
+    struct canon_event ev = {
+        .type = CANON_EV_ERROR, .failure = f, .status = status, .message = message};
+    return s->emit(s->arg, &ev);
+}
+
+/* ---------------------------------------------------------------- request */
+
+static const char *const openai_field_names[CANON_F_COUNT] = {
+    [CANON_F_MESSAGES] = "messages",
+    [CANON_F_SYSTEM] = "messages",
+    [CANON_F_TOOLS] = "tools",
+    [CANON_F_TOOL_CHOICE] = "tool_choice",
+    [CANON_F_PARALLEL_TOOL_CALLS] = "parallel_tool_calls",
+    [CANON_F_TEMPERATURE] = "temperature",
+    [CANON_F_TOP_P] = "top_p",
+    [CANON_F_TOP_K] = "top_k",
+    [CANON_F_MAX_TOKENS] = "max_tokens",
+    [CANON_F_SEED] = "seed",
+    [CANON_F_PRESENCE_PENALTY] = "presence_penalty",
+    [CANON_F_FREQUENCY_PENALTY] = "frequency_penalty",
+    [CANON_F_STOP] = "stop",
+    [CANON_F_RESPONSE_FORMAT] = "response_format",
+    [CANON_F_REASONING] = "reasoning_effort",
+    [CANON_F_USER] = "user",
+};
+
+const char *canon_field_name(const struct canon_req *r, enum canon_field f)
+{
+    if ((unsigned)f >= CANON_F_COUNT)
+        return "";
+    if (r && r->field_names && r->field_names[f])
+        return r->field_names[f];
+    return openai_field_names[f];
+}
+
+void canon_err_set(struct canon_err *e, int status, const char *param, const char *code,
+                   const char *fmt, ...)
+{
+    e->status = status;
+    snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    snprintf(e->code, sizeof(e->code), "%s", code ? code : "invalid_request");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+}
+
+struct canon_req *canon_req_new(json_t *body)
+{
+    struct gw_pool *pool = gw_pool_new(4096);
+    if (!pool) {
+        json_decref(body);
+        return NULL;
+    }
+    struct canon_req *r = gw_pool_calloc(pool, sizeof(*r));
+    if (!r) {
+        gw_pool_free(pool);
+        json_decref(body);
+        return NULL;
+    }
+    r->pool = pool;
+    r->body = body;
+    r->parallel_tool_calls = -1;
+    r->format_strict = -1;
+    return r;
+}
+
+void canon_req_free(struct canon_req *r)
+{
+    if (!r)
+        return;
+    json_decref(r->body);
+    gw_pool_free(r->pool);
+}
+
+void canon_embed_resp_free(struct canon_embed_resp *e)
+{
+    free(e->values);
+    e->values = NULL;
+}
+
+/* ------------------------------------------------------------- accumulator */
+
+static struct gw_buf *new_buf(size_t max)
+{
+    struct gw_buf *b = malloc(sizeof(*b));
+    if (b)
+        gw_buf_init(b, max);
+    return b;
+}
+
+static void free_buf(struct gw_buf *b)
+{
+    if (b) {
+        gw_buf_free(b);
+        free(b);
+    }
+}
+
+void canon_acc_init(struct canon_acc *a, size_t max_bytes)
+{
+    memset(a, 0, sizeof(*a));
+    a->max_bytes = max_bytes ? max_bytes : DEFAULT_ACC_MAX;
+}
+
+void canon_acc_free(struct canon_acc *a)
+{
+    free(a->response_id);
+    free(a->model);
+    free(a->signature);
+    free_buf(a->text);
+    free_buf(a->reasoning);
+    for (size_t i = 0; i < a->ntools; i++) {
+        free(a->tools[i].id);
+        free(a->tools[i].name);
+        free_buf(a->tools[i].args);
+    }
+    free(a->tools);
+    memset(a, 0, sizeof(*a));
+}
+
+static int append_to(struct canon_acc *a, struct gw_buf **b, const char *s, size_t n)
+{
+    if (!*b && !(*b = new_buf(a->max_bytes)))
+        return GW_ENOMEM;
+    return gw_buf_append(*b, s, n);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int canon_acc_add(struct canon_acc *a, const struct canon_event *ev)
+{
+    switch (ev->type) {
+    case CANON_EV_START:
+        free(a->response_id);
+        free(a->model);
+        a->response_id = dup_or_null(ev->id);
+        a->model = dup_or_null(ev->name);
+        return GW_OK;
+    case CANON_EV_CHUNK:
+        return append_to(a, &a->text, ev->text, ev->len);
+    case CANON_EV_REASONING:
+        if (ev->signature) {
+            free(a->signature);
+            if (!(a->signature = strdup(ev->signature)))
+                return GW_ENOMEM;
+        }
+        if (ev->len == 0)
+            return a->reasoning ? GW_OK : append_to(a, &a->reasoning, "", 0);
+        return append_to(a, &a->reasoning, ev->text, ev->len);
+    case CANON_EV_TOOL_START: {
+        if (ev->index != (int)a->ntools)
+            return GW_EINVAL;
+        if (a->ntools == a->tools_cap) {
+            size_t cap = a->tools_cap ? a->tools_cap * 2 : 4;
+            if (cap > 1024)
+                return GW_ELIMIT;
+            struct canon_acc_tool *t = realloc(a->tools, cap * sizeof(*t));
+            if (!t)
+                return GW_ENOMEM;
+            a->tools = t;
+            a->tools_cap = cap;
+        }
+        struct canon_acc_tool *t = &a->tools[a->ntools];
+        memset(t, 0, sizeof(*t));
+        t->id = strdup(ev->id ? ev->id : "");
+        t->name = strdup(ev->name ? ev->name : "");
+        t->args = new_buf(a->max_bytes);
+        a->ntools++;
+        return t->id && t->name && t->args ? GW_OK : GW_ENOMEM;
+    }
+    case CANON_EV_TOOL_DELTA:
+        if (ev->index < 0 || (size_t)ev->index >= a->ntools)
+            return GW_EINVAL;
+        return gw_buf_append(a->tools[ev->index].args, ev->text, ev->len);
+    case CANON_EV_TOOL_END:
+        return ev->index >= 0 && (size_t)ev->index < a->ntools ? GW_OK : GW_EINVAL;
+    case CANON_EV_USAGE:
+        a->usage = *ev->usage;
+        return GW_OK;
+    case CANON_EV_DONE:
+        a->stop = ev->stop;
+        a->done = 1;
+        return GW_OK;
+    case CANON_EV_ERROR:
+        return GW_EINVAL;
+    }
+    return GW_EINVAL;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+enum canon_stop canon_stop_from_openai(const char *s)
+{
+    if (!s)
+        return CANON_STOP_END;
+    if (strcmp(s, "length") == 0)
+        return CANON_STOP_MAX_TOKENS;
+    if (strcmp(s, "tool_calls") == 0 || strcmp(s, "function_call") == 0)
+        return CANON_STOP_TOOL_USE;
+    if (strcmp(s, "content_filter") == 0)
+        return CANON_STOP_CONTENT_FILTER;
+    return CANON_STOP_END;
+}
+
+enum canon_stop canon_stop_from_anthropic(const char *s)
+{
+    if (!s)
+        return CANON_STOP_END;
+    if (strcmp(s, "max_tokens") == 0 || strcmp(s, "model_context_window_exceeded") == 0)
+        return CANON_STOP_MAX_TOKENS;
+    if (strcmp(s, "tool_use") == 0)
+        return CANON_STOP_TOOL_USE;
+    if (strcmp(s, "stop_sequence") == 0)
+        return CANON_STOP_SEQUENCE;
+    if (strcmp(s, "refusal") == 0)
+        return CANON_STOP_REFUSAL;
+    return CANON_STOP_END;
+}
+
+const char *canon_stop_to_openai(enum canon_stop s)
+{
+    switch (s) {
+    case CANON_STOP_MAX_TOKENS:
+        return "length";
+    case CANON_STOP_TOOL_USE:
+        return "tool_calls";
+    case CANON_STOP_CONTENT_FILTER:
+    case CANON_STOP_REFUSAL:
+        return "content_filter";
+    case CANON_STOP_END:
+    case CANON_STOP_SEQUENCE:
+        break;
+    }
+    return "stop";
+}
+
+const char *canon_stop_to_anthropic(enum canon_stop s)
+{
+    switch (s) {
+    case CANON_STOP_MAX_TOKENS:
+        return "max_tokens";
+    case CANON_STOP_TOOL_USE:
+        return "tool_use";
+    case CANON_STOP_SEQUENCE:
+        return "stop_sequence";
+    case CANON_STOP_CONTENT_FILTER:
+    case CANON_STOP_REFUSAL:
+        return "refusal";
+    case CANON_STOP_END:
+        break;
+    }
+    return "end_turn";
+}
+
+/* Case-insensitive search in a bounded, not NUL-terminated body. */
+static int body_has(const char *body, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    if (!body || n > len)
+        return 0;
+    for (size_t i = 0; i + n <= len; i++)
+        if (strncasecmp(body + i, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
+enum canon_failure canon_classify_http(int status, const char *body, size_t len)
+{
+    if (len > 65536)
+        len = 65536;
+    if (status == 400 || status == 422 || status == 413) {
+        if (body_has(body, len, "context length") || body_has(body, len, "context_length") ||
+            body_has(body, len, "context window") || body_has(body, len, "too many tokens") ||
+            body_has(body, len, "prompt is too long") || body_has(body, len, "input is too long") ||
+            body_has(body, len, "maximum context"))
+            return CANON_FAIL_CONTEXT_OVERFLOW;
+        if (status == 413)
+            return CANON_FAIL_PAYLOAD_TOO_LARGE;
+        if (body_has(body, len, "does not support") || body_has(body, len, "not supported") ||
+            body_has(body, len, "unsupported"))
+            return CANON_FAIL_UNSUPPORTED_INPUT;
+        if (body_has(body, len, "content filter") || body_has(body, len, "content_filter") ||
+            body_has(body, len, "content management policy"))
+            return CANON_FAIL_CONTENT_FILTERED;
+        return CANON_FAIL_BAD_REQUEST;
+    }
+    if (status == 401 || status == 403)
+        return CANON_FAIL_AUTH_FAILED;
+    if (status == 402)
+        return CANON_FAIL_QUOTA_EXHAUSTED;
+    if (status == 404) {
+        /* A provider that does not know the model is a target problem. */
+        if (body_has(body, len, "model"))
+            return CANON_FAIL_MODEL_UNAVAILABLE;
+        return CANON_FAIL_NOT_FOUND;
+    }
+    if (status == 408)
+        return CANON_FAIL_TIMEOUT;
+    if (status == 429) {
+        if (body_has(body, len, "insufficient_quota") || body_has(body, len, "quota exceeded") ||
+            body_has(body, len, "billing"))
+            return CANON_FAIL_QUOTA_EXHAUSTED;
+        return CANON_FAIL_RATE_LIMITED;
+    }
+    if (status == 504 || status == 524)
+        return CANON_FAIL_TIMEOUT;
+    if (status == 503 || status == 529)
+        return body_has(body, len, "model") ? CANON_FAIL_MODEL_UNAVAILABLE
+                                            : CANON_FAIL_PROVIDER_5XX;
+    if (status >= 500)
+        return CANON_FAIL_PROVIDER_5XX;
+    return CANON_FAIL_BAD_REQUEST;
+}
+
+int canon_parse_data_url(struct gw_pool *pool, const char *url, const char **media_type,
+                         const char **data)
+{
+    if (strncmp(url, "data:", 5) != 0)
+        return GW_EINVAL;
+    const char *semi = strstr(url + 5, ";base64,");
+    if (!semi || semi == url + 5)
+        return GW_EINVAL;
+    const char *comma = semi + 7;
+    *media_type = gw_pool_strndup(pool, url + 5, (size_t)(semi - (url + 5)));
+    *data = comma + 1;
+    return *media_type ? GW_OK : GW_ENOMEM;
+}
+
+static long long part_tokens(const struct canon_part *p)
+{
+    long long n = 0;
+    switch (p->type) {
+    case CANON_PART_TEXT:
+    case CANON_PART_THINKING:
+        n += p->text ? (long long)strlen(p->text) / 4 + 1 : 0;
+        break;
+    case CANON_PART_IMAGE:
+        n += 1000;
+        break;
+    case CANON_PART_TOOL_CALL:
+        n += p->arguments ? (long long)strlen(p->arguments) / 4 + 1 : 0;
+        n += p->name ? (long long)strlen(p->name) / 4 + 1 : 0;
+        break;
+    case CANON_PART_TOOL_RESULT:
+        for (size_t i = 0; i < p->ncontent; i++)
+            n += part_tokens(&p->content[i]);
+        break;
+    case CANON_PART_REDACTED_THINKING:
+        break;
+    }
+    return n;
+}
+
+long long canon_estimate_tokens(const struct canon_req *r)
+{
+    long long n = 0;
+    for (size_t i = 0; i < r->nsystem; i++)
+        n += part_tokens(&r->system[i]);
+    for (size_t i = 0; i < r->nmessages; i++) {
+        n += 4;
+        for (size_t j = 0; j < r->messages[i].nparts; j++)
+            n += part_tokens(&r->messages[i].parts[j]);
+    }
+    for (size_t i = 0; i < r->ntools; i++) {
+        n += r->tools[i].name ? (long long)strlen(r->tools[i].name) / 4 + 1 : 0;
+        n += r->tools[i].description ? (long long)strlen(r->tools[i].description) / 4 + 1 : 0;
+        if (r->tools[i].parameters) {
+            char *s = json_dumps(r->tools[i].parameters, JSON_COMPACT);
+            if (s) {
+                n += (long long)strlen(s) / 4 + 1;
+                free(s);
+            }
+        }
+    }
+    return n;
+}

@@ -1,0 +1,127 @@
+#include "dp_driver.h"
+
+#include <curl/curl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_snapshot.h"
+#include "gw_error.h"
+#include "gw_json.h"
+
+const struct dp_driver *const dp_drivers[] = {
+    &drv_openai,
+    NULL,
+};
+
+const struct dp_driver *dp_driver_find(const char *name)
+{
+    for (const struct dp_driver *const *d = dp_drivers; *d; d++)
+        if (strcmp((*d)->name, name) == 0)
+            return *d;
+    return NULL;
+}
+
+void drv_request_free(struct drv_request *r)
+{
+    free(r->url);
+    curl_slist_free_all(r->headers);
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+int drv_header(struct drv_request *r, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return GW_EINVAL;
+    struct curl_slist *l = curl_slist_append(r->headers, line);
+    if (!l)
+        return GW_ENOMEM;
+    r->headers = l;
+    return GW_OK;
+}
+
+int drv_common_headers(struct drv_request *r, const struct drv_target *t)
+{
+    int rc = drv_header(r, "Content-Type: application/json");
+    /* libcurl would otherwise send Expect: 100-continue for large bodies,
+     * a round trip for nothing. */
+    if (rc == GW_OK)
+        rc = drv_header(r, "Expect:");
+    if (rc == GW_OK && t->request_id)
+        rc = drv_header(r, "x-request-id: %s", t->request_id);
+    for (size_t i = 0; rc == GW_OK && i < t->provider->nheaders; i++)
+        rc = drv_header(r, "%s", t->provider->headers[i]);
+    return rc;
+}
+
+char *drv_url(const struct drv_target *t, const char *path)
+{
+    size_t n = strlen(t->provider->base_url) + strlen(path) + 1;
+    char *u = malloc(n);
+    if (u)
+        snprintf(u, n, "%s%s", t->provider->base_url, path);
+    return u;
+}
+
+const char *drv_opt_str(const struct drv_target *t, const char *key, const char *def)
+{
+    const char *v = gw_json_str(t->provider->options, key);
+    return v ? v : def;
+}
+
+long long drv_opt_int(const struct drv_target *t, const char *key, long long def)
+{
+    long long v;
+    return gw_json_int(t->provider->options, key, &v) == GW_OK ? v : def;
+}
+
+int drv_body_json(struct drv_request *out, json_t *doc)
+{
+    if (!doc)
+        return GW_ENOMEM;
+    out->body = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!out->body)
+        return GW_ENOMEM;
+    out->body_len = strlen(out->body);
+    return GW_OK;
+}
+
+/* The provider's own words, from the usual error shapes; never the
+ * request's text (providers do not echo prompts in error messages). */
+static void error_message(const char *body, size_t len, char *msg, size_t msglen)
+{
+    msg[0] = '\0';
+    if (!body || len == 0)
+        return;
+    json_t *j = json_loadb(body, len, 0, NULL);
+    if (!j)
+        return;
+    const char *m = NULL;
+    json_t *e = json_object_get(j, "error");
+    if (json_is_string(e))
+        m = json_string_value(e);
+    else if (json_is_object(e))
+        m = gw_json_str(e, "message");
+    if (!m)
+        m = gw_json_str(j, "message");
+    if (!m)
+        m = gw_json_str(j, "Message");
+    if (m)
+        snprintf(msg, msglen, "%s", m);
+    json_decref(j);
+}
+
+void drv_classify_default(int status, const char *body, size_t len, enum canon_failure *f,
+                          char *msg, size_t msglen)
+{
+    *f = canon_classify_http(status, body, len);
+    error_message(body, len, msg, msglen);
+}

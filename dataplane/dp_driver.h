@@ -1,0 +1,132 @@
+/*
+ * dp_driver: a provider-side wire adapter. A driver turns a canonical
+ * request into one upstream HTTP request (URL, headers, body) and the
+ * upstream's answer back into canonical events (canon.h). It holds no
+ * routing, retry or timing logic: the attempt loop (dp_exchange) sends the
+ * request with libcurl, feeds the body in whatever pieces arrive, and
+ * decides what a failure means for the chain.
+ *
+ * One file per driver in dataplane/drivers/. Every parser is resumable (its
+ * state lives in the parser object, so a body split anywhere parses the same
+ * as one delivered whole) and bounded (ceilings on line, event and body
+ * size; passing one is an ERROR, never an unbounded allocation).
+ */
+#ifndef DP_DRIVER_H
+#define DP_DRIVER_H
+
+#include <stddef.h>
+
+#include "canon.h"
+
+struct dp_provider;
+struct curl_slist;
+
+/* Capabilities a driver declares, for the router's checks. */
+enum {
+    DRV_CAP_CHAT = 1u << 0,
+    DRV_CAP_EMBEDDINGS = 1u << 1,
+    DRV_CAP_VISION = 1u << 2,
+    DRV_CAP_TOOLS = 1u << 3,
+    DRV_CAP_JSON_MODE = 1u << 4,
+    DRV_CAP_REASONING = 1u << 5,
+};
+
+/* Ceilings shared by the parsers. */
+#define DRV_MAX_EVENT (4u << 20) /* one SSE event, NDJSON line or frame */
+#define DRV_MAX_BODY (32u << 20) /* a whole non-streamed body */
+
+/* Where one attempt goes: the provider (base URL, credential, headers,
+ * options) and the provider-native model id. */
+struct drv_target {
+    const struct dp_provider *provider;
+    const char *model;
+    const char *request_id; /* sent upstream as x-request-id */
+};
+
+/* The upstream request a driver builds. The caller frees it with
+ * drv_request_free. The method is always POST. */
+struct drv_request {
+    char *url;
+    struct curl_slist *headers;
+    char *body;
+    size_t body_len;
+    int stream; /* the answer will be streamed */
+};
+
+void drv_request_free(struct drv_request *r);
+/* Appends a header line ("Name: value"); 0 or GW_ENOMEM. */
+int drv_header(struct drv_request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The provider's own configured headers, then Content-Type JSON and
+ * x-request-id: every driver calls it. */
+int drv_common_headers(struct drv_request *r, const struct drv_target *t);
+
+/* A parser's common part: every driver parser starts with this struct. */
+struct drv_parser {
+    const struct dp_driver *drv;
+    int stream;
+    int terminal; /* a DONE or ERROR was emitted */
+};
+
+struct dp_driver {
+    const char *name;
+    unsigned caps;
+
+    /* Builds the upstream chat request. r->stream says whether the client
+     * streams; the driver may stream upstream either way but says so in
+     * out->stream. Returns 0, or GW_EINVAL with err naming the client field
+     * this provider cannot honor (unsupported parameters are refused, never
+     * dropped), or GW_ENOMEM. */
+    int (*build_chat)(const struct drv_target *t, const struct canon_req *r,
+                      struct drv_request *out, struct canon_err *err);
+
+    /* A parser for a 2xx answer's body, streamed or whole. */
+    struct drv_parser *(*parser_new)(int stream);
+    /* Body bytes as they arrive. Emits events; returns 0 to go on, or
+     * nonzero when it has emitted a terminal event or the sink stopped. */
+    int (*parse)(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s);
+    /* The body ended cleanly. Emits what remains, ending with DONE, or an
+     * ERROR when the answer was incomplete (no terminator, empty body). */
+    void (*finish)(struct drv_parser *p, const struct canon_sink *s);
+    void (*parser_free)(struct drv_parser *p);
+
+    /* A non-2xx answer: the failure class and a message from its body.
+     * NULL: canon_classify_http and the body's error message. */
+    void (*classify)(int status, const char *body, size_t len, enum canon_failure *f, char *msg,
+                     size_t msglen);
+
+    /* Embeddings, when DRV_CAP_EMBEDDINGS. */
+    int (*build_embed)(const struct drv_target *t, const struct canon_embed_req *r,
+                       struct drv_request *out, struct canon_err *err);
+    int (*parse_embed)(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                       size_t msglen);
+};
+
+/* The driver registered under name, or NULL. */
+const struct dp_driver *dp_driver_find(const char *name);
+/* NULL-terminated list of every driver. */
+extern const struct dp_driver *const dp_drivers[];
+
+/* Classification with the default rules, plus the message extracted from a
+ * JSON error body ({"error":{"message"}}, {"error":"..."}, {"message"}),
+ * cut to msglen. */
+void drv_classify_default(int status, const char *body, size_t len, enum canon_failure *f,
+                          char *msg, size_t msglen);
+
+/* Joins base URL and path (which starts with '/'); malloc'd. */
+char *drv_url(const struct drv_target *t, const char *path);
+/* A provider option (snapshot providers[].options) as string / integer. */
+const char *drv_opt_str(const struct drv_target *t, const char *key, const char *def);
+long long drv_opt_int(const struct drv_target *t, const char *key, long long def);
+
+/* Dumps a JSON document into out (malloc'd, compact); 0 or GW_ENOMEM. */
+int drv_body_json(struct drv_request *out, json_t *doc);
+
+/* The shared driver instances. */
+extern const struct dp_driver drv_openai;
+extern const struct dp_driver drv_openai_responses;
+extern const struct dp_driver drv_anthropic;
+extern const struct dp_driver drv_bedrock;
+extern const struct dp_driver drv_gemini;
+extern const struct dp_driver drv_ollama;
+
+#endif

@@ -1,0 +1,649 @@
+/*
+ * The "openai" driver: any OpenAI-compatible chat completions endpoint
+ * (OpenAI, xAI, Z.AI, OpenRouter, DeepSeek, Mistral, vLLM, LM Studio).
+ *
+ * Upstream request: POST {base_url}/chat/completions, Bearer auth, usage
+ * requested with stream_options.include_usage when streaming. Options:
+ *   max_tokens_field  "max_tokens" (default) or "max_completion_tokens"
+ *                     (OpenAI's reasoning models accept only the latter)
+ *
+ * Upstream answer: SSE chunks (delta.content, delta.reasoning_content or
+ * delta.reasoning, delta.tool_calls[] by index, finish_reason, a usage
+ * chunk, "data: [DONE]"), or one chat.completion JSON.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_driver.h"
+#include "dp_snapshot.h"
+#include "drv_util.h"
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_json.h"
+#include "gw_sse.h"
+
+/* ------------------------------------------------------------------ build */
+
+static json_t *image_part(const struct canon_part *p)
+{
+    json_t *url;
+    if (p->url)
+        url = json_string(p->url);
+    else {
+        size_t n = strlen(p->media_type) + strlen(p->data) + 16;
+        char *s = malloc(n);
+        if (!s)
+            return NULL;
+        snprintf(s, n, "data:%s;base64,%s", p->media_type, p->data);
+        url = json_string(s);
+        free(s);
+    }
+    json_t *iu = json_pack("{s:o}", "url", url);
+    if (iu && p->detail)
+        json_object_set_new(iu, "detail", json_string(p->detail));
+    return json_pack("{s:s,s:o}", "type", "image_url", "image_url", iu);
+}
+
+static json_t *text_part(const char *text)
+{
+    return json_pack("{s:s,s:s}", "type", "text", "text", text);
+}
+
+/* A list of TEXT/IMAGE parts as OpenAI content: a string when it is one
+ * text part, else an array. Images only where allow_images. */
+static json_t *content_of(const struct canon_req *r, const struct canon_part *parts, size_t n,
+                          int allow_images, const char *where, struct canon_err *err)
+{
+    if (n == 1 && parts[0].type == CANON_PART_TEXT)
+        return json_string(parts[0].text);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        const struct canon_part *p = &parts[i];
+        if (p->type == CANON_PART_TEXT)
+            json_array_append_new(a, text_part(p->text));
+        else if (p->type == CANON_PART_IMAGE && allow_images)
+            json_array_append_new(a, image_part(p));
+        else {
+            canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                          "%s: an OpenAI-compatible provider takes only text%s here", where,
+                          allow_images ? " and images" : "");
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_message *m,
+                    size_t mi, struct canon_err *err)
+{
+    char where[64];
+    /* Tool results first: they must follow the assistant's tool calls. */
+    size_t rest = 0;
+    for (size_t j = 0; j < m->nparts; j++) {
+        const struct canon_part *p = &m->parts[j];
+        if (p->type != CANON_PART_TOOL_RESULT) {
+            rest++;
+            continue;
+        }
+        snprintf(where, sizeof(where), "message %zu tool result %zu", mi, j);
+        json_t *c;
+        if (p->is_error) {
+            /* OpenAI has no error flag on tool results: the flag is kept as
+             * a marker in front of the text rather than dropped. */
+            struct gw_buf b;
+            gw_buf_init(&b, 0);
+            int rc = gw_buf_appends(&b, "[tool error] ");
+            for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
+                if (p->content[k].type != CANON_PART_TEXT) {
+                    gw_buf_free(&b);
+                    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES),
+                                  "unsupported_content",
+                                  "%s: an OpenAI-compatible provider takes only text in tool "
+                                  "results",
+                                  where);
+                    return GW_EINVAL;
+                }
+                rc = gw_buf_appends(&b, p->content[k].text);
+            }
+            c = rc == GW_OK ? json_string(b.data ? b.data : "") : NULL;
+            gw_buf_free(&b);
+        } else if (p->ncontent == 0) {
+            c = json_string("");
+        } else {
+            c = content_of(r, p->content, p->ncontent, 0, where, err);
+            if (!c && err->status)
+                return GW_EINVAL;
+        }
+        if (!c || json_array_append_new(msgs, json_pack("{s:s,s:s,s:o}", "role", "tool",
+                                                        "tool_call_id", p->id, "content", c)))
+            return GW_ENOMEM;
+    }
+    if (rest == 0)
+        return GW_OK;
+    struct canon_part *keep = calloc(rest, sizeof(*keep));
+    if (!keep)
+        return GW_ENOMEM;
+    size_t k = 0;
+    for (size_t j = 0; j < m->nparts; j++)
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
+            keep[k++] = m->parts[j];
+    snprintf(where, sizeof(where), "message %zu", mi);
+    json_t *c = content_of(r, keep, rest, 1, where, err);
+    free(keep);
+    if (!c)
+        return err->status ? GW_EINVAL : GW_ENOMEM;
+    return json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content", c))
+               ? GW_ENOMEM
+               : GW_OK;
+}
+
+static int add_assistant(const struct canon_req *r, json_t *msgs, const struct canon_message *m,
+                         size_t mi, struct canon_err *err)
+{
+    json_t *msg = json_pack("{s:s}", "role", "assistant");
+    json_t *text = json_array();
+    json_t *calls = json_array();
+    if (!msg || !text || !calls)
+        goto oom;
+    for (size_t j = 0; j < m->nparts; j++) {
+        const struct canon_part *p = &m->parts[j];
+        switch (p->type) {
+        case CANON_PART_TEXT:
+            json_array_append_new(text, text_part(p->text));
+            break;
+        case CANON_PART_TOOL_CALL:
+            json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", p->id, "type",
+                                                   "function", "function", "name", p->name,
+                                                   "arguments", p->arguments));
+            break;
+        case CANON_PART_THINKING:
+        case CANON_PART_REDACTED_THINKING:
+            /* Chat completions takes no reasoning back; earlier turns'
+             * thinking is context the provider would discard anyway. */
+            break;
+        default:
+            canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                          "message %zu: an assistant message to an OpenAI-compatible provider "
+                          "takes only text and tool calls",
+                          mi);
+            json_decref(msg);
+            json_decref(text);
+            json_decref(calls);
+            return GW_EINVAL;
+        }
+    }
+    if (json_array_size(text) == 1)
+        json_object_set(msg, "content", json_object_get(json_array_get(text, 0), "text"));
+    else if (json_array_size(text) > 1)
+        json_object_set(msg, "content", text);
+    else
+        json_object_set_new(msg, "content", json_null());
+    if (json_array_size(calls))
+        json_object_set(msg, "tool_calls", calls);
+    json_decref(text);
+    json_decref(calls);
+    return json_array_append_new(msgs, msg) ? GW_ENOMEM : GW_OK;
+oom:
+    json_decref(msg);
+    json_decref(text);
+    json_decref(calls);
+    return GW_ENOMEM;
+}
+
+/* A token budget as an effort, for providers that only take efforts. */
+static const char *effort_of(const struct canon_req *r)
+{
+    if (r->reasoning_effort)
+        return r->reasoning_effort;
+    if (r->reasoning_budget <= 0)
+        return NULL;
+    if (r->reasoning_budget < 4096)
+        return "low";
+    if (r->reasoning_budget < 16384)
+        return "medium";
+    return "high";
+}
+
+static int build_chat(const struct drv_target *t, const struct canon_req *r,
+                      struct drv_request *out, struct canon_err *err)
+{
+    if (r->has_top_k) {
+        canon_err_set(err, 400, canon_field_name(r, CANON_F_TOP_K), "unsupported_parameter",
+                      "%s is not supported by OpenAI-compatible providers",
+                      canon_field_name(r, CANON_F_TOP_K));
+        return GW_EINVAL;
+    }
+    json_t *doc = json_pack("{s:s,s:b}", "model", t->model, "stream", r->stream);
+    json_t *msgs = json_array();
+    if (!doc || !msgs) {
+        json_decref(doc);
+        json_decref(msgs);
+        return GW_ENOMEM;
+    }
+    json_object_set_new(doc, "messages", msgs);
+    int rc = GW_OK;
+    if (r->nsystem) {
+        json_t *c = content_of(r, r->system, r->nsystem, 0, "system", err);
+        if (!c)
+            rc = err->status ? GW_EINVAL : GW_ENOMEM;
+        else
+            json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "system", "content", c));
+    }
+    for (size_t i = 0; rc == GW_OK && i < r->nmessages; i++) {
+        const struct canon_message *m = &r->messages[i];
+        if (m->role == CANON_ROLE_USER)
+            rc = add_user(r, msgs, m, i, err);
+        else if (m->role == CANON_ROLE_ASSISTANT)
+            rc = add_assistant(r, msgs, m, i, err);
+        else {
+            json_t *c = content_of(r, m->parts, m->nparts, 0, "system message", err);
+            if (!c)
+                rc = err->status ? GW_EINVAL : GW_ENOMEM;
+            else
+                json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "system", "content", c));
+        }
+    }
+    if (rc != GW_OK) {
+        json_decref(doc);
+        return rc;
+    }
+    if (r->ntools) {
+        json_t *tools = json_array();
+        for (size_t i = 0; tools && i < r->ntools; i++) {
+            const struct canon_tool *tl = &r->tools[i];
+            json_t *fn = json_pack("{s:s}", "name", tl->name);
+            if (!fn)
+                break;
+            if (tl->description)
+                json_object_set_new(fn, "description", json_string(tl->description));
+            if (tl->parameters)
+                json_object_set(fn, "parameters", tl->parameters);
+            if (tl->strict >= 0)
+                json_object_set_new(fn, "strict", json_boolean(tl->strict));
+            json_array_append_new(tools,
+                                  json_pack("{s:s,s:o}", "type", "function", "function", fn));
+        }
+        json_object_set_new(doc, "tools", tools);
+    }
+    switch (r->tool_choice) {
+    case CANON_TC_AUTO:
+        json_object_set_new(doc, "tool_choice", json_string("auto"));
+        break;
+    case CANON_TC_NONE:
+        json_object_set_new(doc, "tool_choice", json_string("none"));
+        break;
+    case CANON_TC_REQUIRED:
+        json_object_set_new(doc, "tool_choice", json_string("required"));
+        break;
+    case CANON_TC_NAMED:
+        json_object_set_new(doc, "tool_choice",
+                            json_pack("{s:s,s:{s:s}}", "type", "function", "function", "name",
+                                      r->tool_choice_name));
+        break;
+    case CANON_TC_UNSET:
+        break;
+    }
+    if (r->parallel_tool_calls >= 0)
+        json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
+    if (r->has_temperature)
+        json_object_set_new(doc, "temperature", json_real(r->temperature));
+    if (r->has_top_p)
+        json_object_set_new(doc, "top_p", json_real(r->top_p));
+    if (r->has_max_tokens)
+        json_object_set_new(doc, drv_opt_str(t, "max_tokens_field", "max_tokens"),
+                            json_integer(r->max_tokens));
+    if (r->has_seed)
+        json_object_set_new(doc, "seed", json_integer(r->seed));
+    if (r->has_presence_penalty)
+        json_object_set_new(doc, "presence_penalty", json_real(r->presence_penalty));
+    if (r->has_frequency_penalty)
+        json_object_set_new(doc, "frequency_penalty", json_real(r->frequency_penalty));
+    if (r->nstop) {
+        json_t *st = json_array();
+        for (size_t i = 0; st && i < r->nstop; i++)
+            json_array_append_new(st, json_string(r->stop[i]));
+        json_object_set_new(doc, "stop", st);
+    }
+    if (r->format == CANON_FMT_TEXT)
+        json_object_set_new(doc, "response_format", json_pack("{s:s}", "type", "text"));
+    else if (r->format == CANON_FMT_JSON_OBJECT)
+        json_object_set_new(doc, "response_format", json_pack("{s:s}", "type", "json_object"));
+    else if (r->format == CANON_FMT_JSON_SCHEMA) {
+        json_t *js = json_pack("{s:s,s:O}", "name", r->format_name ? r->format_name : "response",
+                               "schema", r->format_schema);
+        if (js && r->format_strict >= 0)
+            json_object_set_new(js, "strict", json_boolean(r->format_strict));
+        json_object_set_new(doc, "response_format",
+                            json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js));
+    }
+    const char *effort = r->reasoning_off ? NULL : effort_of(r);
+    if (effort)
+        json_object_set_new(doc, "reasoning_effort", json_string(effort));
+    if (r->user)
+        json_object_set_new(doc, "user", json_string(r->user));
+    if (r->stream)
+        json_object_set_new(doc, "stream_options", json_pack("{s:b}", "include_usage", 1));
+
+    out->stream = r->stream;
+    out->url = drv_url(t, "/chat/completions");
+    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+        return GW_ENOMEM;
+    if (t->provider->credential &&
+        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+/* ------------------------------------------------------------------ parse */
+
+struct oa_parser {
+    struct drv_parser base;
+    struct gw_sse sse;
+    struct gw_buf body; /* non-stream: the whole body */
+    struct drv_tools tools;
+    int started;
+    int have_finish;
+    enum canon_stop stop;
+};
+
+static struct drv_parser *parser_new(int stream)
+{
+    struct oa_parser *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->base.drv = &drv_openai;
+    p->base.stream = stream;
+    gw_sse_init(&p->sse, DRV_MAX_EVENT);
+    gw_buf_init(&p->body, DRV_MAX_BODY);
+    return &p->base;
+}
+
+static void parser_free(struct drv_parser *bp)
+{
+    struct oa_parser *p = (struct oa_parser *)bp;
+    gw_sse_free(&p->sse);
+    gw_buf_free(&p->body);
+    free(p);
+}
+
+/* OpenAI usage → canonical: prompt_tokens includes cached_tokens. */
+static int emit_usage(const json_t *u, const struct canon_sink *s)
+{
+    if (!json_is_object(u))
+        return 0;
+    struct canon_usage cu = {.have = 1};
+    long long prompt = 0, completion = 0, cached = 0, reasoning = 0;
+    gw_json_int(u, "prompt_tokens", &prompt);
+    gw_json_int(u, "completion_tokens", &completion);
+    if (gw_json_int(json_object_get(u, "prompt_tokens_details"), "cached_tokens", &cached) != GW_OK)
+        gw_json_int(u, "prompt_cache_hit_tokens", &cached); /* DeepSeek */
+    gw_json_int(json_object_get(u, "completion_tokens_details"), "reasoning_tokens", &reasoning);
+    if (cached > prompt)
+        cached = prompt;
+    cu.input = prompt - cached;
+    cu.cache_read = cached;
+    cu.output = completion;
+    cu.reasoning = reasoning > completion ? completion : reasoning;
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
+    return canon_emit(s, &ev);
+}
+
+static int emit_start(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
+{
+    if (p->started)
+        return 0;
+    p->started = 1;
+    struct canon_event ev = {
+        .type = CANON_EV_START, .id = gw_json_str(doc, "id"), .name = gw_json_str(doc, "model")};
+    return canon_emit(s, &ev);
+}
+
+static int fail(struct oa_parser *p, const struct canon_sink *s, enum canon_failure f,
+                const char *msg)
+{
+    p->base.terminal = 1;
+    canon_emit_error(s, f, 0, msg);
+    return 1;
+}
+
+/* One streamed chunk. */
+static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
+{
+    json_t *e = json_object_get(doc, "error");
+    if (e && !json_is_null(e)) {
+        const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
+    }
+    if (emit_start(p, doc, s))
+        return 1;
+    json_t *ch = json_array_get(json_object_get(doc, "choices"), 0);
+    json_t *delta = json_object_get(ch, "delta");
+    if (json_is_object(delta)) {
+        const char *rs = gw_json_str(delta, "reasoning_content");
+        if (!rs)
+            rs = gw_json_str(delta, "reasoning");
+        if (rs && *rs) {
+            if (drv_tools_close(&p->tools, s))
+                return 1;
+            struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = strlen(rs)};
+            if (canon_emit(s, &ev))
+                return 1;
+        }
+        const char *c = gw_json_str(delta, "content");
+        if (!c)
+            c = gw_json_str(delta, "refusal");
+        if (c && *c) {
+            if (drv_tools_close(&p->tools, s))
+                return 1;
+            struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = strlen(c)};
+            if (canon_emit(s, &ev))
+                return 1;
+        }
+        if (gw_json_str(delta, "refusal"))
+            p->stop = CANON_STOP_REFUSAL;
+        json_t *tcs = json_object_get(delta, "tool_calls");
+        size_t i;
+        json_t *tc;
+        json_array_foreach(tcs, i, tc)
+        {
+            long long idx = 0;
+            if (gw_json_int(tc, "index", &idx) != GW_OK)
+                idx = (long long)i;
+            json_t *fn = json_object_get(tc, "function");
+            int rc = drv_tools_delta(&p->tools, idx, gw_json_str(tc, "id"), gw_json_str(fn, "name"),
+                                     gw_json_str(fn, "arguments"), s);
+            if (rc)
+                return rc == GW_EINVAL ? fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                                              "the provider interleaved tool calls")
+                                       : 1;
+        }
+    }
+    const char *fr = gw_json_str(ch, "finish_reason");
+    if (fr) {
+        if (drv_tools_close(&p->tools, s))
+            return 1;
+        p->have_finish = 1;
+        if (p->stop != CANON_STOP_REFUSAL)
+            p->stop = canon_stop_from_openai(fr);
+    }
+    json_t *u = json_object_get(doc, "usage");
+    if (u && !json_is_null(u) && emit_usage(u, s))
+        return 1;
+    return 0;
+}
+
+static int done(struct oa_parser *p, const struct canon_sink *s)
+{
+    if (drv_tools_close(&p->tools, s))
+        return 1;
+    p->base.terminal = 1;
+    struct canon_event ev = {.type = CANON_EV_DONE, .stop = p->stop};
+    canon_emit(s, &ev);
+    return 1;
+}
+
+static int parse_stream(struct oa_parser *p, const char *buf, size_t len,
+                        const struct canon_sink *s)
+{
+    struct gw_sse_event ev;
+    int rc;
+    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
+        if (ev.data_len == 6 && memcmp(ev.data, "[DONE]", 6) == 0)
+            return done(p, s);
+        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(doc)) {
+            json_decref(doc);
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream event");
+        }
+        int stop = on_chunk(p, doc, s);
+        json_decref(doc);
+        if (stop)
+            return 1;
+    }
+    if (rc != GW_EAGAIN)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
+    return 0;
+}
+
+static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
+{
+    struct oa_parser *p = (struct oa_parser *)bp;
+    if (p->base.terminal)
+        return 1;
+    if (p->base.stream)
+        return parse_stream(p, buf, len, s);
+    if (gw_buf_append(&p->body, buf, len) != GW_OK)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
+    return 0;
+}
+
+/* A whole chat.completion body → the same events a stream would give. */
+static void parse_whole(struct oa_parser *p, const struct canon_sink *s)
+{
+    json_t *doc =
+        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
+             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
+        return;
+    }
+    json_t *e = json_object_get(doc, "error");
+    if (e && !json_is_null(e)) {
+        const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
+        fail(p, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
+        json_decref(doc);
+        return;
+    }
+    if (emit_start(p, doc, s))
+        goto out;
+    json_t *ch = json_array_get(json_object_get(doc, "choices"), 0);
+    json_t *msg = json_object_get(ch, "message");
+    const char *rs = gw_json_str(msg, "reasoning_content");
+    if (!rs)
+        rs = gw_json_str(msg, "reasoning");
+    if (rs && *rs) {
+        struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = strlen(rs)};
+        if (canon_emit(s, &ev))
+            goto out;
+    }
+    const char *c = gw_json_str(msg, "content");
+    const char *refusal = gw_json_str(msg, "refusal");
+    if (!c || !*c)
+        c = refusal;
+    if (c && *c) {
+        struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = strlen(c)};
+        if (canon_emit(s, &ev))
+            goto out;
+    }
+    size_t i;
+    json_t *tc;
+    json_array_foreach(json_object_get(msg, "tool_calls"), i, tc)
+    {
+        json_t *fn = json_object_get(tc, "function");
+        const char *args = gw_json_str(fn, "arguments");
+        if (drv_tools_delta(&p->tools, (long long)i, gw_json_str(tc, "id"), gw_json_str(fn, "name"),
+                            args && *args ? args : "{}", s))
+            goto out;
+    }
+    p->stop =
+        refusal ? CANON_STOP_REFUSAL : canon_stop_from_openai(gw_json_str(ch, "finish_reason"));
+    if (emit_usage(json_object_get(doc, "usage"), s))
+        goto out;
+    done(p, s);
+out:
+    json_decref(doc);
+}
+
+static void finish(struct drv_parser *bp, const struct canon_sink *s)
+{
+    struct oa_parser *p = (struct oa_parser *)bp;
+    if (p->base.terminal)
+        return;
+    if (!p->base.stream) {
+        parse_whole(p, s);
+        return;
+    }
+    /* No [DONE]: complete only if the provider had said why it stopped. */
+    if (p->have_finish)
+        done(p, s);
+    else
+        fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+}
+
+/* -------------------------------------------------------------- embeddings */
+
+static int build_embed(const struct drv_target *t, const struct canon_embed_req *r,
+                       struct drv_request *out, struct canon_err *err)
+{
+    json_t *in = json_array();
+    for (size_t i = 0; in && i < r->ninputs; i++)
+        json_array_append_new(in, json_string(r->inputs[i]));
+    json_t *doc =
+        json_pack("{s:s,s:o,s:s}", "model", t->model, "input", in, "encoding_format", "float");
+    if (doc && r->dimensions)
+        json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
+    if (doc && r->user)
+        json_object_set_new(doc, "user", json_string(r->user));
+    out->url = drv_url(t, "/embeddings");
+    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+        return GW_ENOMEM;
+    if (t->provider->credential &&
+        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                       size_t msglen)
+{
+    json_t *doc = json_loadb(body, len, 0, NULL);
+    json_t *data = json_object_get(doc, "data");
+    int rc = drv_embed_vectors(data, "embedding", out, msg, msglen);
+    if (rc == GW_OK) {
+        long long pt = 0;
+        gw_json_int(json_object_get(doc, "usage"), "prompt_tokens", &pt);
+        out->usage.input = pt;
+        out->usage.have = 1;
+        snprintf(out->model, sizeof(out->model), "%s",
+                 gw_json_str(doc, "model") ? gw_json_str(doc, "model") : "");
+    }
+    json_decref(doc);
+    return rc;
+}
+
+const struct dp_driver drv_openai = {
+    .name = "openai",
+    .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
+            DRV_CAP_REASONING,
+    .build_chat = build_chat,
+    .parser_new = parser_new,
+    .parse = parse,
+    .finish = finish,
+    .parser_free = parser_free,
+    .build_embed = build_embed,
+    .parse_embed = parse_embed,
+};

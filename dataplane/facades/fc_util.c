@@ -1,0 +1,279 @@
+#include "fc_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_pool.h"
+
+json_t *fc_get(const json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+static const char *joined(char *buf, size_t n, const char *path, const char *key)
+{
+    if (path && *path)
+        snprintf(buf, n, "%s.%s", path, key);
+    else
+        snprintf(buf, n, "%s", key);
+    return buf;
+}
+
+int fc_only(const json_t *o, const char *const *allowed, const char *path, struct canon_err *err)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v)
+    {
+        if (json_is_null(v))
+            continue;
+        int ok = 0;
+        for (const char *const *a = allowed; *a && !ok; a++)
+            ok = strcmp(*a, k) == 0;
+        if (!ok) {
+            char name[128];
+            joined(name, sizeof(name), path, k);
+            canon_err_set(err, 400, name, "unsupported_parameter",
+                          "'%s' is not supported by this gateway; it is refused rather than "
+                          "silently dropped",
+                          name);
+            return GW_EINVAL;
+        }
+    }
+    return GW_OK;
+}
+
+int fc_number(const json_t *o, const char *key, double lo, double hi, double *out, int *has,
+              struct canon_err *err)
+{
+    json_t *v = fc_get(o, key);
+    *has = 0;
+    if (!v)
+        return GW_OK;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < lo ||
+        json_number_value(v) > hi) {
+        canon_err_set(err, 400, key, "invalid_request", "'%s' must be a number from %g to %g", key,
+                      lo, hi);
+        return GW_EINVAL;
+    }
+    *out = json_number_value(v);
+    *has = 1;
+    return GW_OK;
+}
+
+int fc_integer(const json_t *o, const char *key, long long lo, long long hi, long long *out,
+               int *has, struct canon_err *err)
+{
+    json_t *v = fc_get(o, key);
+    *has = 0;
+    if (!v)
+        return GW_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        canon_err_set(err, 400, key, "invalid_request", "'%s' must be an integer from %lld to %lld",
+                      key, lo, hi);
+        return GW_EINVAL;
+    }
+    *out = json_integer_value(v);
+    *has = 1;
+    return GW_OK;
+}
+
+int fc_boolean(const json_t *o, const char *key, int *out, struct canon_err *err)
+{
+    json_t *v = fc_get(o, key);
+    if (!v)
+        return GW_OK;
+    if (!json_is_boolean(v)) {
+        canon_err_set(err, 400, key, "invalid_request", "'%s' must be a boolean", key);
+        return GW_EINVAL;
+    }
+    *out = json_is_true(v);
+    return GW_OK;
+}
+
+int fc_string(const json_t *o, const char *key, int required, const char **out,
+              struct canon_err *err)
+{
+    json_t *v = fc_get(o, key);
+    if (!v) {
+        if (required) {
+            canon_err_set(err, 400, key, "invalid_request", "'%s' is required", key);
+            return GW_EINVAL;
+        }
+        return GW_OK;
+    }
+    if (!json_is_string(v)) {
+        canon_err_set(err, 400, key, "invalid_request", "'%s' must be a string", key);
+        return GW_EINVAL;
+    }
+    *out = json_string_value(v);
+    return GW_OK;
+}
+
+int fc_stop(struct canon_req *r, const json_t *v, const char *name, struct canon_err *err)
+{
+    if (!v || json_is_null(v))
+        return GW_OK;
+    size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
+    if ((!json_is_string(v) && !json_is_array(v)) || n > 16) {
+        canon_err_set(err, 400, name, "invalid_request",
+                      "'%s' must be a string or an array of up to 16 strings", name);
+        return GW_EINVAL;
+    }
+    r->stop = gw_pool_calloc(r->pool, (n ? n : 1) * sizeof(char *));
+    if (!r->stop)
+        return GW_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *s = json_is_string(v) ? v : json_array_get(v, i);
+        if (!json_is_string(s) || json_string_length(s) == 0) {
+            canon_err_set(err, 400, name, "invalid_request", "'%s' must hold non-empty strings",
+                          name);
+            return GW_EINVAL;
+        }
+        r->stop[r->nstop++] = json_string_value(s);
+    }
+    return GW_OK;
+}
+
+int fc_tool_schema(const json_t *schema, const char *path, struct canon_err *err)
+{
+    if (!json_is_object(schema)) {
+        canon_err_set(err, 400, path, "invalid_tool_schema", "'%s' must be a JSON schema object",
+                      path);
+        return GW_EINVAL;
+    }
+    json_t *type = json_object_get(schema, "type");
+    if (type && !(json_is_string(type) && strcmp(json_string_value(type), "object") == 0)) {
+        canon_err_set(err, 400, path, "invalid_tool_schema",
+                      "'%s.type' must be \"object\": tool arguments are a JSON object", path);
+        return GW_EINVAL;
+    }
+    json_t *props = json_object_get(schema, "properties");
+    if (props && !json_is_object(props)) {
+        canon_err_set(err, 400, path, "invalid_tool_schema", "'%s.properties' must be an object",
+                      path);
+        return GW_EINVAL;
+    }
+    json_t *req = json_object_get(schema, "required");
+    if (req) {
+        size_t i;
+        json_t *x;
+        int ok = json_is_array(req);
+        json_array_foreach(req, i, x) ok &= json_is_string(x);
+        if (!ok) {
+            canon_err_set(err, 400, path, "invalid_tool_schema",
+                          "'%s.required' must be an array of strings", path);
+            return GW_EINVAL;
+        }
+    }
+    return GW_OK;
+}
+
+int fc_tool_name(const char *name, const char *path, struct canon_err *err)
+{
+    size_t n = name ? strlen(name) : 0;
+    int ok = n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = name[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '-';
+    }
+    if (!ok) {
+        canon_err_set(err, 400, path, "invalid_request",
+                      "'%s' must be 1 to 64 letters, digits, '_' or '-'", path);
+        return GW_EINVAL;
+    }
+    return GW_OK;
+}
+
+struct canon_part *fc_parts_add(struct canon_req *r, struct canon_part **parts, size_t *n,
+                                size_t *cap)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 4;
+        struct canon_part *np = gw_pool_calloc(r->pool, nc * sizeof(*np));
+        if (!np)
+            return NULL;
+        if (*n)
+            memcpy(np, *parts, *n * sizeof(*np));
+        *parts = np;
+        *cap = nc;
+    }
+    struct canon_part *p = &(*parts)[(*n)++];
+    memset(p, 0, sizeof(*p));
+    return p;
+}
+
+struct canon_message *fc_message_add(struct canon_req *r, size_t *cap)
+{
+    if (r->nmessages == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        struct canon_message *nm = gw_pool_calloc(r->pool, nc * sizeof(*nm));
+        if (!nm)
+            return NULL;
+        if (r->nmessages)
+            memcpy(nm, r->messages, r->nmessages * sizeof(*nm));
+        r->messages = nm;
+        *cap = nc;
+    }
+    struct canon_message *m = &r->messages[r->nmessages++];
+    memset(m, 0, sizeof(*m));
+    return m;
+}
+
+int fc_image_url(struct canon_req *r, struct canon_part *p, const char *url, const char *path,
+                 struct canon_err *err)
+{
+    p->type = CANON_PART_IMAGE;
+    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "http://", 7) == 0) {
+        p->url = url;
+        return GW_OK;
+    }
+    int rc = canon_parse_data_url(r->pool, url, &p->media_type, &p->data);
+    if (rc == GW_EINVAL)
+        canon_err_set(err, 400, path, "invalid_image",
+                      "'%s' must be an http(s) URL or a base64 data: URL", path);
+    return rc;
+}
+
+json_t *fc_openai_usage(const struct canon_usage *u)
+{
+    int64_t prompt = canon_usage_prompt(u);
+    return json_pack("{s:I,s:I,s:I,s:{s:I},s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
+                     "completion_tokens", (json_int_t)u->output, "total_tokens",
+                     (json_int_t)(prompt + u->output), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)u->cache_read, "completion_tokens_details", "reasoning_tokens",
+                     (json_int_t)u->reasoning);
+}
+
+int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len)
+{
+    int rc = GW_OK;
+    if (event)
+        rc = gw_buf_printf(out, "event: %s\n", event);
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, "data: ", 6);
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, json, len);
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, "\n\n", 2);
+    return rc;
+}
+
+int fc_sse_json(struct gw_buf *out, const char *event, json_t *doc)
+{
+    if (!doc)
+        return GW_ENOMEM;
+    char *s = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!s)
+        return GW_ENOMEM;
+    int rc = fc_sse(out, event, s, strlen(s));
+    free(s);
+    return rc;
+}

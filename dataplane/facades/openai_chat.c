@@ -1,0 +1,633 @@
+/*
+ * The OpenAI chat completions facade: POST /v1/chat/completions.
+ *
+ * Accepted: model, messages (system/developer, user with text and image_url
+ * parts, assistant with content, tool_calls and reasoning_content, tool),
+ * stream, stream_options.include_usage, tools (type function), tool_choice,
+ * parallel_tool_calls, temperature, top_p, max_tokens and
+ * max_completion_tokens, seed, presence_penalty, frequency_penalty, stop,
+ * response_format (text, json_object, json_schema), reasoning_effort, user,
+ * n (only 1), logprobs (only false). Anything else is refused with a 400
+ * naming it: the gateway never drops what the client asked for.
+ *
+ * Streams: a role chunk, then content / reasoning_content / tool_calls
+ * deltas, a finish chunk, a usage chunk (choices: []) when the client asked
+ * for include_usage, and "data: [DONE]". An error after the answer started
+ * is an in-band {"error":{...}} event before [DONE].
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_facade.h"
+#include "fc_util.h"
+#include "gw_error.h"
+#include "gw_json.h"
+#include "gw_pool.h"
+
+static const char *const top_keys[] = {"model",
+                                       "messages",
+                                       "stream",
+                                       "stream_options",
+                                       "tools",
+                                       "tool_choice",
+                                       "parallel_tool_calls",
+                                       "temperature",
+                                       "top_p",
+                                       "max_tokens",
+                                       "max_completion_tokens",
+                                       "seed",
+                                       "presence_penalty",
+                                       "frequency_penalty",
+                                       "stop",
+                                       "response_format",
+                                       "reasoning_effort",
+                                       "user",
+                                       "n",
+                                       "logprobs",
+                                       NULL};
+
+/* A 400 about path (plus a member suffix): "'messages[2].role' is required". */
+static int bad(struct canon_err *err, const char *path, const char *suffix, const char *rule)
+{
+    canon_err_set(err, 400, path, "invalid_request", "'%s%s' %s", path, suffix, rule);
+    return GW_EINVAL;
+}
+
+/* A content value (string or array of parts) into parts. images: whether
+ * image_url parts are allowed (user messages only). */
+static int parse_content(struct canon_req *r, const json_t *c, const char *path, int images,
+                         struct canon_part **parts, size_t *n, size_t *cap, struct canon_err *err)
+{
+    char p[128];
+    if (json_is_string(c)) {
+        struct canon_part *pt = fc_parts_add(r, parts, n, cap);
+        if (!pt)
+            return GW_ENOMEM;
+        pt->type = CANON_PART_TEXT;
+        pt->text = json_string_value(c);
+        return GW_OK;
+    }
+    if (!json_is_array(c))
+        return bad(err, path, "", "must be a string or an array of content parts");
+    size_t i;
+    json_t *it;
+    json_array_foreach(c, i, it)
+    {
+        snprintf(p, sizeof(p), "%s[%zu]", path, i);
+        const char *type = gw_json_str(it, "type");
+        if (!type)
+            return bad(err, p, ".type", "is required");
+        struct canon_part *pt = fc_parts_add(r, parts, n, cap);
+        if (!pt)
+            return GW_ENOMEM;
+        if (strcmp(type, "text") == 0 || strcmp(type, "refusal") == 0) {
+            const char *t = gw_json_str(it, strcmp(type, "text") == 0 ? "text" : "refusal");
+            if (!t)
+                return bad(err, p, ".text", "must be a string");
+            pt->type = CANON_PART_TEXT;
+            pt->text = t;
+        } else if (strcmp(type, "image_url") == 0 && images) {
+            json_t *iu = json_object_get(it, "image_url");
+            const char *url = json_is_string(iu) ? json_string_value(iu) : gw_json_str(iu, "url");
+            if (!url)
+                return bad(err, p, ".image_url.url", "must be a string");
+            char ip[160];
+            snprintf(ip, sizeof(ip), "%s.image_url.url", p);
+            int rc = fc_image_url(r, pt, url, ip, err);
+            if (rc)
+                return rc;
+            pt->detail = gw_json_str(iu, "detail");
+        } else {
+            canon_err_set(err, 400, p, "unsupported_content",
+                          "'%s': content part type '%s' is not supported here", p, type);
+            return GW_EINVAL;
+        }
+    }
+    return GW_OK;
+}
+
+static int parse_tool_calls(struct canon_req *r, const json_t *tcs, const char *path,
+                            struct canon_message *m, size_t *cap, struct canon_err *err)
+{
+    if (!json_is_array(tcs))
+        return bad(err, path, "", "must be an array");
+    size_t i;
+    json_t *tc;
+    json_array_foreach(tcs, i, tc)
+    {
+        char p[160];
+        snprintf(p, sizeof(p), "%s[%zu]", path, i);
+        json_t *fn = json_object_get(tc, "function");
+        const char *id = gw_json_str(tc, "id");
+        const char *name = gw_json_str(fn, "name");
+        const char *args = gw_json_str(fn, "arguments");
+        if (!id || !name || !args)
+            return bad(err, p, "", "must have id, function.name and function.arguments strings");
+        /* Arguments travel as text but every other format needs an object. */
+        json_t *a = *args ? json_loads(args, 0, NULL) : json_object();
+        int obj = json_is_object(a);
+        json_decref(a);
+        if (!obj)
+            return bad(err, p, ".function.arguments", "must be a JSON object in a string");
+        struct canon_part *pt = fc_parts_add(r, &m->parts, &m->nparts, cap);
+        if (!pt)
+            return GW_ENOMEM;
+        pt->type = CANON_PART_TOOL_CALL;
+        pt->id = id;
+        pt->name = name;
+        pt->arguments = *args ? args : "{}";
+    }
+    return GW_OK;
+}
+
+static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_err *err)
+{
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return bad(err, "messages", "", "must be a non-empty array");
+    size_t mcap = 0, scap = 0, pcap = 0;
+    int leading = 1;
+    struct canon_message *prev_tool = NULL; /* a user message holding tool results */
+    size_t i;
+    json_t *mj;
+    json_array_foreach(msgs, i, mj)
+    {
+        char p[64];
+        snprintf(p, sizeof(p), "messages[%zu]", i);
+        if (!json_is_object(mj))
+            return bad(err, p, "", "must be an object");
+        static const char *const mkeys[] = {
+            "role", "content", "tool_calls", "tool_call_id", "reasoning_content", "refusal", NULL};
+        if (fc_only(mj, mkeys, p, err))
+            return GW_EINVAL;
+        const char *role = gw_json_str(mj, "role");
+        if (!role)
+            return bad(err, p, ".role", "is required");
+        json_t *c = fc_get(mj, "content");
+        char cp[80];
+        snprintf(cp, sizeof(cp), "%s.content", p);
+        int rc;
+        if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) {
+            if (!c)
+                return bad(err, cp, "", "is required");
+            if (leading) {
+                rc = parse_content(r, c, cp, 0, &r->system, &r->nsystem, &scap, err);
+            } else {
+                struct canon_message *m = fc_message_add(r, &mcap);
+                if (!m)
+                    return GW_ENOMEM;
+                m->role = CANON_ROLE_SYSTEM;
+                pcap = 0;
+                rc = parse_content(r, c, cp, 0, &m->parts, &m->nparts, &pcap, err);
+            }
+            prev_tool = NULL;
+            if (rc)
+                return rc;
+            continue;
+        }
+        leading = 0;
+        if (strcmp(role, "tool") == 0) {
+            const char *id = gw_json_str(mj, "tool_call_id");
+            if (!id)
+                return bad(err, p, ".tool_call_id", "is required");
+            if (!prev_tool) {
+                prev_tool = fc_message_add(r, &mcap);
+                if (!prev_tool)
+                    return GW_ENOMEM;
+                prev_tool->role = CANON_ROLE_USER;
+                pcap = 0;
+            }
+            struct canon_part *pt = fc_parts_add(r, &prev_tool->parts, &prev_tool->nparts, &pcap);
+            if (!pt)
+                return GW_ENOMEM;
+            pt->type = CANON_PART_TOOL_RESULT;
+            pt->id = id;
+            size_t ccap = 0;
+            if (c && (rc = parse_content(r, c, cp, 0, &pt->content, &pt->ncontent, &ccap, err)))
+                return rc;
+            continue;
+        }
+        prev_tool = NULL;
+        struct canon_message *m = fc_message_add(r, &mcap);
+        if (!m)
+            return GW_ENOMEM;
+        pcap = 0;
+        if (strcmp(role, "user") == 0) {
+            m->role = CANON_ROLE_USER;
+            if (!c)
+                return bad(err, cp, "", "is required");
+            if ((rc = parse_content(r, c, cp, 1, &m->parts, &m->nparts, &pcap, err)))
+                return rc;
+        } else if (strcmp(role, "assistant") == 0) {
+            m->role = CANON_ROLE_ASSISTANT;
+            const char *rs = gw_json_str(mj, "reasoning_content");
+            if (rs && *rs) {
+                struct canon_part *pt = fc_parts_add(r, &m->parts, &m->nparts, &pcap);
+                if (!pt)
+                    return GW_ENOMEM;
+                pt->type = CANON_PART_THINKING;
+                pt->text = rs;
+            }
+            if (c && !(json_is_string(c) && json_string_length(c) == 0) &&
+                (rc = parse_content(r, c, cp, 0, &m->parts, &m->nparts, &pcap, err)))
+                return rc;
+            json_t *tcs = fc_get(mj, "tool_calls");
+            char tp[80];
+            snprintf(tp, sizeof(tp), "%s.tool_calls", p);
+            if (tcs && (rc = parse_tool_calls(r, tcs, tp, m, &pcap, err)))
+                return rc;
+            if (m->nparts == 0)
+                return bad(err, p, "", "has neither content nor tool_calls");
+        } else {
+            canon_err_set(err, 400, p, "invalid_request",
+                          "'%s.role' must be system, developer, user, assistant or tool", p);
+            return GW_EINVAL;
+        }
+    }
+    if (r->nmessages == 0)
+        return bad(err, "messages", "", "must hold at least one non-system message");
+    return GW_OK;
+}
+
+static int parse_tools(struct canon_req *r, const json_t *tools, struct canon_err *err)
+{
+    if (!json_is_array(tools))
+        return bad(err, "tools", "", "must be an array");
+    size_t n = json_array_size(tools);
+    if (n > 128)
+        return bad(err, "tools", "", "may hold at most 128 tools");
+    r->tools = gw_pool_calloc(r->pool, (n ? n : 1) * sizeof(*r->tools));
+    if (!r->tools)
+        return GW_ENOMEM;
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t)
+    {
+        char p[64];
+        snprintf(p, sizeof(p), "tools[%zu]", i);
+        const char *type = gw_json_str(t, "type");
+        if (!type || strcmp(type, "function") != 0) {
+            canon_err_set(err, 400, p, "unsupported_parameter",
+                          "'%s.type' must be \"function\" (other tool types are not supported)", p);
+            return GW_EINVAL;
+        }
+        json_t *fn = json_object_get(t, "function");
+        char fp[96];
+        snprintf(fp, sizeof(fp), "%s.function", p);
+        if (!json_is_object(fn))
+            return bad(err, fp, "", "must be an object");
+        static const char *const fkeys[] = {"name", "description", "parameters", "strict", NULL};
+        if (fc_only(fn, fkeys, fp, err))
+            return GW_EINVAL;
+        struct canon_tool *tl = &r->tools[i];
+        tl->name = gw_json_str(fn, "name");
+        char np[128];
+        snprintf(np, sizeof(np), "%s.name", fp);
+        if (fc_tool_name(tl->name, np, err))
+            return GW_EINVAL;
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(r->tools[k].name, tl->name) == 0)
+                return bad(err, np, "", "must be unique among tool names");
+        tl->description = gw_json_str(fn, "description");
+        json_t *params = fc_get(fn, "parameters");
+        snprintf(np, sizeof(np), "%s.parameters", fp);
+        if (params && fc_tool_schema(params, np, err))
+            return GW_EINVAL;
+        tl->parameters = params;
+        tl->strict = -1;
+        json_t *st = fc_get(fn, "strict");
+        if (st && !json_is_boolean(st))
+            return bad(err, fp, ".strict", "must be a boolean");
+        if (st)
+            tl->strict = json_is_true(st);
+    }
+    r->ntools = n;
+    return GW_OK;
+}
+
+static int parse_tool_choice(struct canon_req *r, const json_t *tc, struct canon_err *err)
+{
+    const char *s = json_string_value(tc);
+    if (s && strcmp(s, "auto") == 0)
+        r->tool_choice = CANON_TC_AUTO;
+    else if (s && strcmp(s, "none") == 0)
+        r->tool_choice = CANON_TC_NONE;
+    else if (s && strcmp(s, "required") == 0)
+        r->tool_choice = CANON_TC_REQUIRED;
+    else if (json_is_object(tc) && gw_json_str(json_object_get(tc, "function"), "name")) {
+        r->tool_choice = CANON_TC_NAMED;
+        r->tool_choice_name = gw_json_str(json_object_get(tc, "function"), "name");
+        int found = 0;
+        for (size_t i = 0; i < r->ntools; i++)
+            found |= strcmp(r->tools[i].name, r->tool_choice_name) == 0;
+        if (!found)
+            return bad(err, "tool_choice", "", "names a function that is not in tools");
+    } else
+        return bad(err, "tool_choice", "",
+                   "must be \"auto\", \"none\", \"required\" or "
+                   "{\"type\":\"function\",\"function\":{\"name\":...}}");
+    if (r->tool_choice != CANON_TC_NONE && r->tool_choice != CANON_TC_AUTO && r->ntools == 0)
+        return bad(err, "tool_choice", "", "requires tools");
+    return GW_OK;
+}
+
+static int parse_format(struct canon_req *r, const json_t *rf, struct canon_err *err)
+{
+    const char *type = gw_json_str(rf, "type");
+    if (!type)
+        return bad(err, "response_format", ".type", "is required");
+    if (strcmp(type, "text") == 0)
+        r->format = CANON_FMT_TEXT;
+    else if (strcmp(type, "json_object") == 0)
+        r->format = CANON_FMT_JSON_OBJECT;
+    else if (strcmp(type, "json_schema") == 0) {
+        json_t *js = json_object_get(rf, "json_schema");
+        json_t *schema = json_object_get(js, "schema");
+        if (!json_is_object(schema))
+            return bad(err, "response_format.json_schema.schema", "", "must be an object");
+        r->format = CANON_FMT_JSON_SCHEMA;
+        r->format_schema = schema;
+        r->format_name = gw_json_str(js, "name");
+        json_t *st = fc_get(js, "strict");
+        r->format_strict = st ? json_is_true(st) : -1;
+    } else
+        return bad(err, "response_format.type", "", "must be text, json_object or json_schema");
+    return GW_OK;
+}
+
+static int parse(struct canon_req *r, struct canon_err *err)
+{
+    const json_t *b = r->body;
+    if (fc_only(b, top_keys, "", err))
+        return GW_EINVAL;
+    if (fc_string(b, "model", 1, &r->model, err))
+        return GW_EINVAL;
+    int has;
+    long long n;
+    if (fc_integer(b, "n", 1, 1, &n, &has, err)) {
+        canon_err_set(err, 400, "n", "unsupported_parameter",
+                      "'n' must be 1: one answer per request (several would come from one "
+                      "provider attempt each)");
+        return GW_EINVAL;
+    }
+    json_t *lp = fc_get(b, "logprobs");
+    if (lp && !json_is_false(lp)) {
+        canon_err_set(err, 400, "logprobs", "unsupported_parameter",
+                      "'logprobs' is not supported by this gateway");
+        return GW_EINVAL;
+    }
+    if (fc_boolean(b, "stream", &r->stream, err))
+        return GW_EINVAL;
+    json_t *so = fc_get(b, "stream_options");
+    if (so) {
+        static const char *const sokeys[] = {"include_usage", NULL};
+        if (!json_is_object(so) || fc_only(so, sokeys, "stream_options", err) ||
+            fc_boolean(so, "include_usage", &r->include_usage, err))
+            return err->status ? GW_EINVAL : bad(err, "stream_options", "", "must be an object");
+    }
+    int rc = parse_messages(r, fc_get(b, "messages"), err);
+    if (rc)
+        return rc;
+    json_t *tools = fc_get(b, "tools");
+    if (tools && (rc = parse_tools(r, tools, err)))
+        return rc;
+    json_t *tc = fc_get(b, "tool_choice");
+    if (tc && (rc = parse_tool_choice(r, tc, err)))
+        return rc;
+    json_t *ptc = fc_get(b, "parallel_tool_calls");
+    if (ptc) {
+        if (!json_is_boolean(ptc))
+            return bad(err, "parallel_tool_calls", "", "must be a boolean");
+        r->parallel_tool_calls = json_is_true(ptc);
+    }
+    if (fc_number(b, "temperature", 0, 2, &r->temperature, &r->has_temperature, err) ||
+        fc_number(b, "top_p", 0, 1, &r->top_p, &r->has_top_p, err) ||
+        fc_number(b, "presence_penalty", -2, 2, &r->presence_penalty, &r->has_presence_penalty,
+                  err) ||
+        fc_number(b, "frequency_penalty", -2, 2, &r->frequency_penalty, &r->has_frequency_penalty,
+                  err) ||
+        fc_integer(b, "seed", -(1LL << 62), 1LL << 62, &r->seed, &r->has_seed, err) ||
+        fc_integer(b, "max_tokens", 1, 1LL << 31, &r->max_tokens, &r->has_max_tokens, err))
+        return GW_EINVAL;
+    if (!r->has_max_tokens && fc_integer(b, "max_completion_tokens", 1, 1LL << 31, &r->max_tokens,
+                                         &r->has_max_tokens, err))
+        return GW_EINVAL;
+    if ((rc = fc_stop(r, fc_get(b, "stop"), "stop", err)))
+        return rc;
+    json_t *rf = fc_get(b, "response_format");
+    if (rf && (rc = parse_format(r, rf, err)))
+        return rc;
+    const char *effort = NULL;
+    if (fc_string(b, "reasoning_effort", 0, &effort, err))
+        return GW_EINVAL;
+    if (effort) {
+        if (strcmp(effort, "none") == 0)
+            r->reasoning_off = 1;
+        else if (strcmp(effort, "minimal") && strcmp(effort, "low") && strcmp(effort, "medium") &&
+                 strcmp(effort, "high"))
+            return bad(err, "reasoning_effort", "", "must be none, minimal, low, medium or high");
+        else
+            r->reasoning_effort = effort;
+    }
+    if (fc_string(b, "user", 0, &r->user, err))
+        return GW_EINVAL;
+    return GW_OK;
+}
+
+/* ----------------------------------------------------------------- stream */
+
+struct oc_stream {
+    struct fc_ctx ctx;
+    char *model;
+    int include_usage;
+    struct canon_usage usage;
+    struct gw_buf head; /* '{"id":...,"model":...,"choices":[{"index":0,"delta":' */
+};
+
+static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
+{
+    struct oc_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NULL;
+    st->ctx = *ctx;
+    st->include_usage = r->include_usage;
+    gw_buf_init(&st->head, 4096);
+    st->model = strdup(ctx->model ? ctx->model : "");
+    st->ctx.model = st->model;
+    st->ctx.request_id = NULL;
+    int rc = gw_buf_appends(&st->head, "{\"id\":\"chatcmpl-");
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&st->head, ctx->request_id);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(
+            &st->head,
+            "\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":", ctx->created);
+    if (rc == GW_OK)
+        rc = gw_json_escape(&st->head, st->model ? st->model : "",
+                            st->model ? strlen(st->model) : 0);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&st->head, ",\"choices\":[{\"index\":0,\"delta\":");
+    if (rc != GW_OK || !st->model) {
+        gw_buf_free(&st->head);
+        free(st->model);
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static void stream_free(void *p)
+{
+    struct oc_stream *st = p;
+    if (!st)
+        return;
+    gw_buf_free(&st->head);
+    free(st->model);
+    free(st);
+}
+
+/* data: <head><delta>,"finish_reason":<fr>}]}\n\n */
+static int frame(struct oc_stream *st, struct gw_buf *out, const char *delta_prefix,
+                 const char *text, size_t len, const char *delta_suffix, const char *finish)
+{
+    int rc = gw_buf_append(out, "data: ", 6);
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, st->head.data, st->head.len);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, delta_prefix);
+    if (rc == GW_OK && text)
+        rc = gw_json_escape(out, text, len);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, delta_suffix);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(out, ",\"finish_reason\":%s%s%s}]}\n\n", finish ? "\"" : "",
+                           finish ? finish : "null", finish ? "\"" : "");
+    return rc;
+}
+
+static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *out)
+{
+    struct oc_stream *st = p;
+    char pre[96];
+    switch (ev->type) {
+    case CANON_EV_START:
+        return frame(st, out, "{\"role\":\"assistant\",\"content\":\"\"}", NULL, 0, "", NULL);
+    case CANON_EV_CHUNK:
+        return frame(st, out, "{\"content\":", ev->text, ev->len, "}", NULL);
+    case CANON_EV_REASONING:
+        if (ev->len == 0)
+            return GW_OK;
+        return frame(st, out, "{\"reasoning_content\":", ev->text, ev->len, "}", NULL);
+    case CANON_EV_TOOL_START: {
+        json_t *d =
+            json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", ev->index, "id",
+                      ev->id, "type", "function", "function", "name", ev->name, "arguments", "");
+        char *s = d ? json_dumps(d, JSON_COMPACT) : NULL;
+        json_decref(d);
+        if (!s)
+            return GW_ENOMEM;
+        int rc = frame(st, out, s, NULL, 0, "", NULL);
+        free(s);
+        return rc;
+    }
+    case CANON_EV_TOOL_DELTA:
+        snprintf(pre, sizeof(pre),
+                 "{\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
+        return frame(st, out, pre, ev->text, ev->len, "}}]}", NULL);
+    case CANON_EV_TOOL_END:
+        return GW_OK;
+    case CANON_EV_USAGE:
+        st->usage = *ev->usage;
+        return GW_OK;
+    case CANON_EV_DONE: {
+        int rc = frame(st, out, "{}", NULL, 0, "", canon_stop_to_openai(ev->stop));
+        if (rc == GW_OK && st->include_usage) {
+            /* The usage chunk: the same head with an empty choices list. */
+            size_t cut = st->head.len - strlen("[{\"index\":0,\"delta\":");
+            rc = gw_buf_append(out, "data: ", 6);
+            if (rc == GW_OK)
+                rc = gw_buf_append(out, st->head.data, cut);
+            json_t *u = fc_openai_usage(&st->usage);
+            char *us = u ? json_dumps(u, JSON_COMPACT) : NULL;
+            json_decref(u);
+            if (rc == GW_OK)
+                rc = us ? gw_buf_printf(out, "[],\"usage\":%s}\n\n", us) : GW_ENOMEM;
+            free(us);
+        }
+        if (rc == GW_OK)
+            rc = gw_buf_appends(out, "data: [DONE]\n\n");
+        return rc;
+    }
+    case CANON_EV_ERROR: {
+        json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "message",
+                              ev->message ? ev->message : "the upstream failed", "type",
+                              "api_error", "code", canon_failure_name(ev->failure));
+        int rc = fc_sse_json(out, NULL, e);
+        if (rc == GW_OK)
+            rc = gw_buf_appends(out, "data: [DONE]\n\n");
+        return rc;
+    }
+    }
+    return GW_OK;
+}
+
+/* ----------------------------------------------------------------- render */
+
+static int render(const struct canon_req *r, const struct fc_ctx *ctx, const struct canon_acc *acc,
+                  struct gw_buf *out)
+{
+    json_t *msg = json_pack("{s:s}", "role", "assistant");
+    if (!msg)
+        return GW_ENOMEM;
+    json_object_set_new(msg, "content",
+                        acc->text ? json_stringn(acc->text->data, acc->text->len) : json_null());
+    if (acc->reasoning && acc->reasoning->len)
+        json_object_set_new(msg, "reasoning_content",
+                            json_stringn(acc->reasoning->data, acc->reasoning->len));
+    json_object_set_new(msg, "refusal", json_null());
+    if (acc->ntools) {
+        json_t *calls = json_array();
+        for (size_t i = 0; calls && i < acc->ntools; i++) {
+            const struct canon_acc_tool *t = &acc->tools[i];
+            json_array_append_new(calls,
+                                  json_pack("{s:s,s:s,s:{s:s,s:s#}}", "id", t->id, "type",
+                                            "function", "function", "name", t->name, "arguments",
+                                            t->args->data ? t->args->data : "", t->args->len));
+        }
+        json_object_set_new(msg, "tool_calls", calls);
+    }
+    char id[200];
+    snprintf(id, sizeof(id), "chatcmpl-%s", ctx->request_id);
+    json_t *doc = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:s}],s:o}", "id", id, "object",
+                            "chat.completion", "created", (json_int_t)ctx->created, "model",
+                            ctx->model ? ctx->model : "", "choices", "index", 0, "message", msg,
+                            "logprobs", "finish_reason", canon_stop_to_openai(acc->stop), "usage",
+                            fc_openai_usage(&acc->usage));
+    if (!doc)
+        return GW_ENOMEM;
+    char *s = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!s)
+        return GW_ENOMEM;
+    int rc = gw_buf_appends(out, s);
+    free(s);
+    (void)r;
+    return rc;
+}
+
+static char *error_body(int status, const char *type, const char *param, const char *code,
+                        const char *message, size_t *len)
+{
+    (void)status;
+    return gw_json_error_body(message, type, param, code, len);
+}
+
+const struct dp_facade fc_openai_chat = {
+    .name = "openai.chat",
+    .parse = parse,
+    .stream_new = stream_new,
+    .stream_event = stream_event,
+    .stream_free = stream_free,
+    .render = render,
+    .error_body = error_body,
+};
