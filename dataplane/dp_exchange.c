@@ -64,6 +64,8 @@ struct dp_attempt {
     struct canon_acc acc;
     struct gw_buf out; /* client bytes not yet written */
     int committed;     /* a content event arrived: the answer is this attempt's */
+    int nevents;       /* events the driver emitted */
+    int finishing;     /* inside the driver's finish() after a clean end */
     int terminal;      /* DONE or ERROR seen */
     char answer_model[128];
     struct canon_usage usage;
@@ -356,9 +358,19 @@ static int on_event(void *arg, const struct canon_event *ev)
     if (a->terminal)
         return 1;
     if (ev->type == CANON_EV_ERROR) {
+        if (a->finishing && a->nevents == 0 && ev->failure == CANON_FAIL_NETWORK) {
+            /* A success status and a body that ended cleanly with nothing
+             * in it: no answer at all, not a broken connection. */
+            struct canon_event e = *ev;
+            e.failure = CANON_FAIL_EMPTY_OUTPUT;
+            e.message = "the provider's answer is empty";
+            fail_answer(a, &e);
+            return 1;
+        }
         fail_answer(a, ev);
         return 1;
     }
+    a->nevents++;
     if (ev->type == CANON_EV_DONE) {
         finish_answer(a, ev);
         return 1;
@@ -510,6 +522,7 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
     } else if (rc == CURLE_OK && a->kind == KIND_EMBED) {
         finish_embed(a);
     } else if (rc == CURLE_OK) {
+        a->finishing = 1;
         if (!a->terminal)
             a->parser->drv->finish(a->parser, &a->sink);
         if (!a->terminal)

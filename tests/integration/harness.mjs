@@ -717,6 +717,40 @@ export function stripVolatile(obj) {
   return rest;
 }
 
+/** What a chat.completion says, without the fields a gateway may
+ * normalize (ids, timestamps, provider-specific extras). */
+export function answerEssence(j) {
+  if (!j || typeof j !== 'object') return j;
+  const c = j.choices?.[0];
+  const u = j.usage;
+  return {
+    object: j.object,
+    model: j.model,
+    role: c?.message?.role,
+    content: c?.message?.content ?? null,
+    tool_calls: (c?.message?.tool_calls ?? []).map((t) => ({ name: t.function?.name, arguments: t.function?.arguments })),
+    finish_reason: c?.finish_reason,
+    usage: u ? { prompt: u.prompt_tokens, completion: u.completion_tokens, total: u.total_tokens } : null,
+  };
+}
+
+/** The same for one streamed chunk (or the [DONE] string). */
+export function chunkEssence(j) {
+  if (!j || typeof j !== 'object') return j;
+  const c = j.choices?.[0];
+  const u = j.usage;
+  return {
+    object: j.object,
+    model: j.model,
+    nchoices: j.choices?.length,
+    role: c?.delta?.role ?? null,
+    content: c?.delta?.content ?? null,
+    tool_calls: c?.delta?.tool_calls ?? null,
+    finish_reason: c?.finish_reason ?? null,
+    usage: u ? { prompt: u.prompt_tokens, completion: u.completion_tokens, total: u.total_tokens } : null,
+  };
+}
+
 /** The concatenated delta.content of chat.completion.chunk objects. */
 export function streamedContent(chunks) {
   return chunks
