@@ -51,16 +51,33 @@ static void respond_json(struct gw_http_req *req, int status, const char *body)
     gw_http_respond(req, status, "application/json", body, strlen(body));
 }
 
+/* The API family a path belongs to, for errors outside a model call. */
+enum family { FAM_OPENAI, FAM_ANTHROPIC };
+
+static enum family path_family(const char *path)
+{
+    if (path == NULL)
+        return FAM_OPENAI;
+    if (strncmp(path, "/v1/messages", 12) == 0)
+        return FAM_ANTHROPIC;
+    return FAM_OPENAI;
+}
+
 /* Errors outside a model call, shaped like the API the path belongs to. */
 static void respond_plain_error(struct gw_http_req *req, int status, const char *code,
                                 const char *message)
 {
     struct gw_buf b;
     gw_buf_init(&b, 64 * 1024);
-    const char *path = gw_http_req_path(req);
-    int rc = path != NULL && strncmp(path, "/v1/messages", 12) == 0
-                 ? mock_anthropic_error_body(&b, status, message, 0)
-                 : mock_openai_error_body(&b, status, message, code);
+    int rc;
+    switch (path_family(gw_http_req_path(req))) {
+    case FAM_ANTHROPIC:
+        rc = mock_anthropic_error_body(&b, status, message, 0);
+        break;
+    default:
+        rc = mock_openai_error_body(&b, status, message, code);
+        break;
+    }
     if (rc == 0)
         gw_http_respond(req, status, "application/json", b.data, b.len);
     else
@@ -91,6 +108,17 @@ static const char anthropic_models[] =
     "Embed\",\"created_at\":\"2023-11-14T22:13:20Z\"}],"
     "\"has_more\":false,\"first_id\":\"mock-gpt\",\"last_id\":\"mock-embed\"}";
 
+/* The simple GET endpoints: NULL when path is not one. */
+static const char *simple_body(struct gw_http_req *req, const char *path)
+{
+    if (strcmp(path, "/healthz") == 0)
+        return "{\"status\":\"ok\"}";
+    if (strcmp(path, "/v1/models") == 0)
+        return gw_http_req_header(req, "anthropic-version") != NULL ? anthropic_models
+                                                                    : openai_models;
+    return NULL;
+}
+
 static void on_request(struct gw_http_req *req, void *arg)
 {
     struct mock_thread *th = arg;
@@ -98,7 +126,8 @@ static void on_request(struct gw_http_req *req, void *arg)
     const char *method = gw_http_req_method(req);
     int post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
     const struct mock_api *api = NULL;
-    int want_post = 1;
+    const char *model = NULL, *simple = NULL;
+    size_t mlen = 0;
 
     if (strcmp(path, "/v1/chat/completions") == 0)
         api = &mock_openai_chat;
@@ -106,28 +135,32 @@ static void on_request(struct gw_http_req *req, void *arg)
         api = &mock_anthropic_messages;
     else if (strcmp(path, "/v1/embeddings") == 0)
         api = &mock_openai_embeddings;
-    else if (strcmp(path, "/v1/models") == 0 || strcmp(path, "/healthz") == 0)
-        want_post = 0;
-    else {
-        /* OpenAI's wording for a path it does not serve. */
+    else
+        simple = simple_body(req, path);
+
+    if (api == NULL && simple == NULL) {
+        /* Each provider's wording for a path it does not serve. */
         char msg[160];
-        snprintf(msg, sizeof(msg), "Invalid URL (%.16s %.100s)", method, path);
+        switch (path_family(path)) {
+        case FAM_OPENAI:
+            snprintf(msg, sizeof(msg), "Invalid URL (%.16s %.100s)", method, path);
+            break;
+        default:
+            snprintf(msg, sizeof(msg), "mock: no such endpoint (%.16s %.100s)", method, path);
+            break;
+        }
         respond_plain_error(req, 404, NULL, msg);
         return;
     }
-    if (want_post ? !post : !get) {
-        (void)gw_http_add_header(req, "Allow", want_post ? "POST" : "GET");
+    if (api != NULL ? !post : !get) {
+        (void)gw_http_add_header(req, "Allow", api != NULL ? "POST" : "GET");
         respond_plain_error(req, 405, "method_not_allowed", "mock: method not allowed");
         return;
     }
     if (api != NULL)
-        mock_call_start(th, req, api);
-    else if (path[1] == 'h')
-        respond_json(req, 200, "{\"status\":\"ok\"}");
-    else if (gw_http_req_header(req, "anthropic-version") != NULL)
-        respond_json(req, 200, anthropic_models);
+        mock_call_start(th, req, api, model, mlen);
     else
-        respond_json(req, 200, openai_models);
+        respond_json(req, 200, simple);
 }
 
 static void on_reject(struct gw_http_req *req, int status, const char *code, const char *message,
