@@ -131,6 +131,8 @@ static void on_request(struct gw_http_req *req, void *arg)
 
     if (strcmp(path, "/v1/chat/completions") == 0)
         api = &mock_openai_chat;
+    else if (strcmp(path, "/v1/responses") == 0)
+        api = &mock_openai_responses;
     else if (strcmp(path, "/v1/messages") == 0)
         api = &mock_anthropic_messages;
     else if (strcmp(path, "/v1/embeddings") == 0)

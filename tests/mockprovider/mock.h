@@ -8,6 +8,7 @@
  *   fault.c      fault SPEC parsing and the deterministic-answer helpers
  *                (word counts, tool arguments, embedding vectors, CRC32)
  *   openai.c     OpenAI chat completions and embeddings wire format
+ *   responses.c  OpenAI Responses API wire format
  *   anthropic.c  Anthropic messages wire format
  *
  * A call is described once (struct mock_call) in API-neutral terms; each API
@@ -168,6 +169,7 @@ struct mock_api {
 
 extern const struct mock_api mock_openai_chat;
 extern const struct mock_api mock_openai_embeddings;
+extern const struct mock_api mock_openai_responses;
 extern const struct mock_api mock_anthropic_messages;
 
 /* What the request contained, in API-neutral terms, for the usage log's
