@@ -52,7 +52,7 @@ static void respond_json(struct gw_http_req *req, int status, const char *body)
 }
 
 /* The API family a path belongs to, for errors outside a model call. */
-enum family { FAM_OPENAI, FAM_ANTHROPIC };
+enum family { FAM_OPENAI, FAM_ANTHROPIC, FAM_BEDROCK };
 
 static enum family path_family(const char *path)
 {
@@ -60,6 +60,8 @@ static enum family path_family(const char *path)
         return FAM_OPENAI;
     if (strncmp(path, "/v1/messages", 12) == 0)
         return FAM_ANTHROPIC;
+    if (strncmp(path, "/model/", 7) == 0)
+        return FAM_BEDROCK;
     return FAM_OPENAI;
 }
 
@@ -70,9 +72,15 @@ static void respond_plain_error(struct gw_http_req *req, int status, const char 
     struct gw_buf b;
     gw_buf_init(&b, 64 * 1024);
     int rc;
+    const char *type = NULL;
     switch (path_family(gw_http_req_path(req))) {
     case FAM_ANTHROPIC:
         rc = mock_anthropic_error_body(&b, status, message, 0);
+        break;
+    case FAM_BEDROCK:
+        rc = mock_bedrock_error_body(&b, status, message, &type);
+        if (type != NULL)
+            (void)gw_http_add_header(req, "x-amzn-ErrorType", type);
         break;
     default:
         rc = mock_openai_error_body(&b, status, message, code);
@@ -119,6 +127,22 @@ static const char *simple_body(struct gw_http_req *req, const char *path)
     return NULL;
 }
 
+/* /model/{modelId}/converse and /model/{modelId}/converse-stream. */
+static const struct mock_api *bedrock_route(const char *path, const char **model, size_t *mlen)
+{
+    const char *id = path + 7;
+    const char *slash = strchr(id, '/');
+    if (slash == NULL || slash == id)
+        return NULL;
+    *model = id;
+    *mlen = (size_t)(slash - id);
+    if (strcmp(slash, "/converse") == 0)
+        return &mock_bedrock_converse;
+    if (strcmp(slash, "/converse-stream") == 0)
+        return &mock_bedrock_converse_stream;
+    return NULL;
+}
+
 static void on_request(struct gw_http_req *req, void *arg)
 {
     struct mock_thread *th = arg;
@@ -137,6 +161,8 @@ static void on_request(struct gw_http_req *req, void *arg)
         api = &mock_anthropic_messages;
     else if (strcmp(path, "/v1/embeddings") == 0)
         api = &mock_openai_embeddings;
+    else if (strncmp(path, "/model/", 7) == 0)
+        api = bedrock_route(path, &model, &mlen);
     else
         simple = simple_body(req, path);
 

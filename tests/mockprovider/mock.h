@@ -10,6 +10,7 @@
  *   openai.c     OpenAI chat completions and embeddings wire format
  *   responses.c  OpenAI Responses API wire format
  *   anthropic.c  Anthropic messages wire format
+ *   bedrock.c    AWS Bedrock Converse / ConverseStream (binary event stream)
  *
  * A call is described once (struct mock_call) in API-neutral terms; each API
  * file only knows how to parse its request into that description and how to
@@ -171,6 +172,8 @@ extern const struct mock_api mock_openai_chat;
 extern const struct mock_api mock_openai_embeddings;
 extern const struct mock_api mock_openai_responses;
 extern const struct mock_api mock_anthropic_messages;
+extern const struct mock_api mock_bedrock_converse;
+extern const struct mock_api mock_bedrock_converse_stream;
 
 /* What the request contained, in API-neutral terms, for the usage log's
  * "seen" object (so tests can check a gateway's translation). */
@@ -319,6 +322,7 @@ const char *mock_query_param(const char *query, const char *name, size_t *vlen);
  * null). The Bedrock one also says its x-amzn-ErrorType through *type. */
 int mock_openai_error_body(struct gw_buf *b, int status, const char *message, const char *code);
 int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message, uint64_t n);
+int mock_bedrock_error_body(struct gw_buf *b, int status, const char *message, const char **type);
 /* The OpenAI error of a call, with its x-request-id header (openai.c). */
 int mock_openai_call_error(struct mock_call *c, struct gw_buf *b, int status, const char *message);
 
