@@ -52,7 +52,7 @@ static void respond_json(struct gw_http_req *req, int status, const char *body)
 }
 
 /* The API family a path belongs to, for errors outside a model call. */
-enum family { FAM_OPENAI, FAM_ANTHROPIC, FAM_BEDROCK };
+enum family { FAM_OPENAI, FAM_ANTHROPIC, FAM_BEDROCK, FAM_GEMINI };
 
 static enum family path_family(const char *path)
 {
@@ -62,6 +62,9 @@ static enum family path_family(const char *path)
         return FAM_ANTHROPIC;
     if (strncmp(path, "/model/", 7) == 0)
         return FAM_BEDROCK;
+    if (strncmp(path, "/v1beta/", 8) == 0 ||
+        (strncmp(path, "/v1/models/", 11) == 0 && strchr(path, ':') != NULL))
+        return FAM_GEMINI;
     return FAM_OPENAI;
 }
 
@@ -81,6 +84,9 @@ static void respond_plain_error(struct gw_http_req *req, int status, const char 
         rc = mock_bedrock_error_body(&b, status, message, &type);
         if (type != NULL)
             (void)gw_http_add_header(req, "x-amzn-ErrorType", type);
+        break;
+    case FAM_GEMINI:
+        rc = mock_gemini_error_body(&b, status, message, -1);
         break;
     default:
         rc = mock_openai_error_body(&b, status, message, code);
@@ -103,6 +109,16 @@ static const char openai_models[] =
     "{\"id\":\"mock-embed\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-"
     "mock\"}]}";
 
+/* Gemini's list (GET /v1beta/models). */
+static const char gemini_models[] =
+    "{\"models\":["
+    "{\"name\":\"models/mock-gemini\",\"version\":\"001\",\"displayName\":\"Mock Gemini\","
+    "\"inputTokenLimit\":1048576,\"outputTokenLimit\":65536,\"supportedGenerationMethods\":"
+    "[\"generateContent\",\"streamGenerateContent\",\"countTokens\"]},"
+    "{\"name\":\"models/mock-embed\",\"version\":\"001\",\"displayName\":\"Mock Embed\","
+    "\"inputTokenLimit\":2048,\"outputTokenLimit\":1,\"supportedGenerationMethods\":"
+    "[\"embedContent\",\"batchEmbedContents\"]}]}";
+
 /* Anthropic clients (they send anthropic-version) get Anthropic's list shape. */
 static const char anthropic_models[] =
     "{\"data\":["
@@ -124,6 +140,8 @@ static const char *simple_body(struct gw_http_req *req, const char *path)
     if (strcmp(path, "/v1/models") == 0)
         return gw_http_req_header(req, "anthropic-version") != NULL ? anthropic_models
                                                                     : openai_models;
+    if (strcmp(path, "/v1beta/models") == 0)
+        return gemini_models;
     return NULL;
 }
 
@@ -140,6 +158,32 @@ static const struct mock_api *bedrock_route(const char *path, const char **model
         return &mock_bedrock_converse;
     if (strcmp(slash, "/converse-stream") == 0)
         return &mock_bedrock_converse_stream;
+    return NULL;
+}
+
+/* /v1beta/models/{model}:{method} (or /v1/models/...). The model ends at
+ * the last ':' of the raw path, so an encoded "%3A" inside it survives. */
+static const struct mock_api *gemini_route(const char *path, const char **model, size_t *mlen)
+{
+    const char *m = strncmp(path, "/v1beta/models/", 15) == 0 ? path + 15
+                    : strncmp(path, "/v1/models/", 11) == 0   ? path + 11
+                                                              : NULL;
+    if (m == NULL)
+        return NULL;
+    const char *colon = strrchr(m, ':');
+    if (colon == NULL || colon == m || memchr(m, '/', (size_t)(colon - m)) != NULL)
+        return NULL;
+    *model = m;
+    *mlen = (size_t)(colon - m);
+    const char *method = colon + 1;
+    if (strcmp(method, "generateContent") == 0)
+        return &mock_gemini_generate;
+    if (strcmp(method, "streamGenerateContent") == 0)
+        return &mock_gemini_stream;
+    if (strcmp(method, "embedContent") == 0)
+        return &mock_gemini_embed;
+    if (strcmp(method, "batchEmbedContents") == 0)
+        return &mock_gemini_batch_embed;
     return NULL;
 }
 
@@ -163,6 +207,8 @@ static void on_request(struct gw_http_req *req, void *arg)
         api = &mock_openai_embeddings;
     else if (strncmp(path, "/model/", 7) == 0)
         api = bedrock_route(path, &model, &mlen);
+    else if (strchr(path, ':') != NULL)
+        api = gemini_route(path, &model, &mlen);
     else
         simple = simple_body(req, path);
 

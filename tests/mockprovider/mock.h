@@ -11,6 +11,7 @@
  *   responses.c  OpenAI Responses API wire format
  *   anthropic.c  Anthropic messages wire format
  *   bedrock.c    AWS Bedrock Converse / ConverseStream (binary event stream)
+ *   gemini.c     Google Gemini generateContent / streamGenerateContent / embed
  *
  * A call is described once (struct mock_call) in API-neutral terms; each API
  * file only knows how to parse its request into that description and how to
@@ -174,6 +175,10 @@ extern const struct mock_api mock_openai_responses;
 extern const struct mock_api mock_anthropic_messages;
 extern const struct mock_api mock_bedrock_converse;
 extern const struct mock_api mock_bedrock_converse_stream;
+extern const struct mock_api mock_gemini_generate;
+extern const struct mock_api mock_gemini_stream;
+extern const struct mock_api mock_gemini_embed;
+extern const struct mock_api mock_gemini_batch_embed;
 
 /* What the request contained, in API-neutral terms, for the usage log's
  * "seen" object (so tests can check a gateway's translation). */
@@ -323,6 +328,7 @@ const char *mock_query_param(const char *query, const char *name, size_t *vlen);
 int mock_openai_error_body(struct gw_buf *b, int status, const char *message, const char *code);
 int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message, uint64_t n);
 int mock_bedrock_error_body(struct gw_buf *b, int status, const char *message, const char **type);
+int mock_gemini_error_body(struct gw_buf *b, int status, const char *message, int retry_after);
 /* The OpenAI error of a call, with its x-request-id header (openai.c). */
 int mock_openai_call_error(struct mock_call *c, struct gw_buf *b, int status, const char *message);
 
