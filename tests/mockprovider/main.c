@@ -2,9 +2,11 @@
  * llmgw-mockprovider: the one fake in the llmgw project.
  *
  * Tests and benchmarks point the gateway at this program instead of a real
- * LLM provider. It speaks the OpenAI (chat completions, embeddings, models)
- * and Anthropic (messages) wire formats closely enough that the official
- * SDKs accept it, answers deterministically (so a test can predict every
+ * LLM provider. It speaks the OpenAI (chat completions, responses,
+ * embeddings, models), Anthropic (messages), AWS Bedrock (Converse,
+ * ConverseStream), Google Gemini (generateContent, streamGenerateContent,
+ * embedContent) and Ollama (chat, embed) wire formats closely enough that
+ * the official SDKs accept it, answers deterministically (so a test can predict every
  * token and every usage count), fails on command through fault SPECs
  * (status codes, delays, drops, hangs, malformed chunks, ...), and writes a
  * usage log that a gateway's ledger can be reconciled against. The contract
@@ -52,7 +54,7 @@ static void respond_json(struct gw_http_req *req, int status, const char *body)
 }
 
 /* The API family a path belongs to, for errors outside a model call. */
-enum family { FAM_OPENAI, FAM_ANTHROPIC, FAM_BEDROCK, FAM_GEMINI };
+enum family { FAM_OPENAI, FAM_ANTHROPIC, FAM_BEDROCK, FAM_GEMINI, FAM_OLLAMA };
 
 static enum family path_family(const char *path)
 {
@@ -65,6 +67,8 @@ static enum family path_family(const char *path)
     if (strncmp(path, "/v1beta/", 8) == 0 ||
         (strncmp(path, "/v1/models/", 11) == 0 && strchr(path, ':') != NULL))
         return FAM_GEMINI;
+    if (strncmp(path, "/api/", 5) == 0)
+        return FAM_OLLAMA;
     return FAM_OPENAI;
 }
 
@@ -87,6 +91,9 @@ static void respond_plain_error(struct gw_http_req *req, int status, const char 
         break;
     case FAM_GEMINI:
         rc = mock_gemini_error_body(&b, status, message, -1);
+        break;
+    case FAM_OLLAMA:
+        rc = mock_ollama_error_body(&b, status, message);
         break;
     default:
         rc = mock_openai_error_body(&b, status, message, code);
@@ -119,6 +126,16 @@ static const char gemini_models[] =
     "\"inputTokenLimit\":2048,\"outputTokenLimit\":1,\"supportedGenerationMethods\":"
     "[\"embedContent\",\"batchEmbedContents\"]}]}";
 
+/* Ollama's list (GET /api/tags) and version. */
+static const char ollama_tags[] =
+    "{\"models\":["
+    "{\"name\":\"mock-llama:latest\",\"model\":\"mock-llama:latest\","
+    "\"modified_at\":\"2023-11-14T22:13:20Z\",\"size\":1000000,\"digest\":"
+    "\"0000000000000000000000000000000000000000000000000000000000000000\",\"details\":"
+    "{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"llama\",\"families\":"
+    "[\"llama\"],\"parameter_size\":\"1B\",\"quantization_level\":\"Q8_0\"}}]}";
+static const char ollama_version[] = "{\"version\":\"0.12.0\"}";
+
 /* Anthropic clients (they send anthropic-version) get Anthropic's list shape. */
 static const char anthropic_models[] =
     "{\"data\":["
@@ -142,6 +159,10 @@ static const char *simple_body(struct gw_http_req *req, const char *path)
                                                                     : openai_models;
     if (strcmp(path, "/v1beta/models") == 0)
         return gemini_models;
+    if (strcmp(path, "/api/tags") == 0)
+        return ollama_tags;
+    if (strcmp(path, "/api/version") == 0)
+        return ollama_version;
     return NULL;
 }
 
@@ -205,6 +226,10 @@ static void on_request(struct gw_http_req *req, void *arg)
         api = &mock_anthropic_messages;
     else if (strcmp(path, "/v1/embeddings") == 0)
         api = &mock_openai_embeddings;
+    else if (strcmp(path, "/api/chat") == 0)
+        api = &mock_ollama_chat;
+    else if (strcmp(path, "/api/embed") == 0)
+        api = &mock_ollama_embed;
     else if (strncmp(path, "/model/", 7) == 0)
         api = bedrock_route(path, &model, &mlen);
     else if (strchr(path, ':') != NULL)
@@ -218,6 +243,9 @@ static void on_request(struct gw_http_req *req, void *arg)
         switch (path_family(path)) {
         case FAM_OPENAI:
             snprintf(msg, sizeof(msg), "Invalid URL (%.16s %.100s)", method, path);
+            break;
+        case FAM_OLLAMA:
+            snprintf(msg, sizeof(msg), "404 page not found");
             break;
         default:
             snprintf(msg, sizeof(msg), "mock: no such endpoint (%.16s %.100s)", method, path);

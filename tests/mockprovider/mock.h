@@ -12,6 +12,7 @@
  *   anthropic.c  Anthropic messages wire format
  *   bedrock.c    AWS Bedrock Converse / ConverseStream (binary event stream)
  *   gemini.c     Google Gemini generateContent / streamGenerateContent / embed
+ *   ollama.c     Ollama /api/chat (NDJSON stream) and /api/embed
  *
  * A call is described once (struct mock_call) in API-neutral terms; each API
  * file only knows how to parse its request into that description and how to
@@ -179,6 +180,8 @@ extern const struct mock_api mock_gemini_generate;
 extern const struct mock_api mock_gemini_stream;
 extern const struct mock_api mock_gemini_embed;
 extern const struct mock_api mock_gemini_batch_embed;
+extern const struct mock_api mock_ollama_chat;
+extern const struct mock_api mock_ollama_embed;
 
 /* What the request contained, in API-neutral terms, for the usage log's
  * "seen" object (so tests can check a gateway's translation). */
@@ -329,6 +332,7 @@ int mock_openai_error_body(struct gw_buf *b, int status, const char *message, co
 int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message, uint64_t n);
 int mock_bedrock_error_body(struct gw_buf *b, int status, const char *message, const char **type);
 int mock_gemini_error_body(struct gw_buf *b, int status, const char *message, int retry_after);
+int mock_ollama_error_body(struct gw_buf *b, int status, const char *message);
 /* The OpenAI error of a call, with its x-request-id header (openai.c). */
 int mock_openai_call_error(struct mock_call *c, struct gw_buf *b, int status, const char *message);
 
