@@ -735,7 +735,7 @@ static struct dp_attempt *attempt_new(struct dp_worker *w, struct gw_http_req *r
 /* What the request needs that the driver may not declare. */
 static int check_caps(const struct canon_req *r, const struct dp_provider *p, struct canon_err *err)
 {
-    unsigned caps = p->drv->caps;
+    unsigned caps = p->caps;
     int images = 0;
     for (size_t i = 0; i < r->nmessages; i++)
         for (size_t j = 0; j < r->messages[i].nparts; j++) {
@@ -1017,7 +1017,7 @@ void dp_exchange_embed(struct dp_worker *w, struct gw_http_req *req, struct dp_s
     struct canon_err err = {0};
     const struct dp_driver *d = t.provider->drv;
     int rc = parse_embed_req(a, root, &err);
-    if (rc == GW_OK && !(d->caps & DRV_CAP_EMBEDDINGS)) {
+    if (rc == GW_OK && !(t.provider->caps & DRV_CAP_EMBEDDINGS)) {
         canon_err_set(&err, 400, "model", "unsupported_input",
                       "provider '%s' (driver %s) does not serve embeddings", t.provider->name,
                       t.provider->driver);

@@ -135,6 +135,43 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         fail(b, "%s.options: out of memory", where);
         return;
     }
+    p->caps = p->drv->caps;
+    json_t *caps = json_object_get(p->options, "capabilities");
+    if (caps) {
+        static const struct {
+            const char *name;
+            unsigned bit;
+        } names[] = {{"chat", DRV_CAP_CHAT},           {"embeddings", DRV_CAP_EMBEDDINGS},
+                     {"vision", DRV_CAP_VISION},       {"tools", DRV_CAP_TOOLS},
+                     {"json_mode", DRV_CAP_JSON_MODE}, {"reasoning", DRV_CAP_REASONING}};
+        size_t ci;
+        json_t *c;
+        if (!json_is_array(caps)) {
+            fail(b, "%s.options.capabilities: must be an array of capability names", where);
+            return;
+        }
+        p->caps = 0;
+        json_array_foreach(caps, ci, c)
+        {
+            unsigned bit = 0;
+            for (size_t k = 0; k < sizeof(names) / sizeof(*names); k++)
+                if (json_is_string(c) && strcmp(json_string_value(c), names[k].name) == 0)
+                    bit = names[k].bit;
+            if (!bit) {
+                fail(b,
+                     "%s.options.capabilities[%zu]: must be one of chat, embeddings, vision, "
+                     "tools, json_mode, reasoning",
+                     where, i);
+                return;
+            }
+            if (!(p->drv->caps & bit)) {
+                fail(b, "%s.options.capabilities[%zu]: driver '%s' does not support '%s'", where, i,
+                     p->driver, json_string_value(c));
+                return;
+            }
+            p->caps |= bit;
+        }
+    }
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
         fail(b, "%s.base_url: must start with http:// or https://", where);
         return;

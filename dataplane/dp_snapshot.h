@@ -28,6 +28,8 @@ struct dp_provider {
     const char *driver; /* a name from dp_drivers (dp_driver.h) */
     const struct dp_driver *drv;
     json_t *options;            /* driver options object (never NULL; owned by the pool) */
+    unsigned caps;              /* DRV_CAP_* this provider serves: the driver's, narrowed by
+                                   options.capabilities (a text-only model, say) */
     const char *base_url;       /* no trailing slash */
     const char *credential_ref; /* may be NULL */
     const char *credential;     /* resolved, memory only; NULL if none */

@@ -115,6 +115,8 @@ static const char *presented_key(struct gw_http_req *req)
     return k && *k ? k : NULL;
 }
 
+/* The routes, their aliases and their targets: what this key may name.
+ * (Per-key allowlists arrive with the control plane.) */
 static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s)
 {
     json_t *data = json_array();
@@ -127,6 +129,23 @@ static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s)
                                   json_pack("{s:s,s:s,s:i,s:s}", "id", r->aliases[j], "object",
                                             "model", "created", 0, "owned_by", "llmgw"));
     }
+    /* The exact provider/model targets the routes use, once each. */
+    for (size_t i = 0; i < s->nroutes; i++)
+        for (size_t j = 0; j < s->routes[i].nentries; j++) {
+            const struct dp_route_entry *e = &s->routes[i].entries[j];
+            if (!e->provider->enabled)
+                continue;
+            char id[512];
+            snprintf(id, sizeof(id), "%s/%s", e->provider->name, e->model);
+            int dup = 0;
+            size_t k;
+            json_t *m;
+            json_array_foreach(data, k, m) dup |= strcmp(gw_json_str(m, "id"), id) == 0;
+            if (!dup)
+                json_array_append_new(data,
+                                      json_pack("{s:s,s:s,s:i,s:s}", "id", id, "object", "model",
+                                                "created", 0, "owned_by", e->provider->name));
+        }
     json_t *o = json_pack("{s:s,s:o}", "object", "list", "data", data);
     char *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
