@@ -435,14 +435,28 @@ static int set_auth(struct drv_request *out, const struct drv_target *t)
     return GW_OK;
 }
 
+/* {base}/models/{model}:{method}, the model id percent-encoded (anything
+ * but RFC 3986 unreserved characters) since it is a path segment. */
 static char *model_url(const struct drv_target *t, const char *method)
 {
+    static const char hex[] = "0123456789ABCDEF";
     const char *m = bare_model(t->model);
-    size_t n = strlen(m) + strlen(method) + 16;
+    size_t n = 3 * strlen(m) + strlen(method) + 16;
     char *path = malloc(n);
     if (!path)
         return NULL;
-    snprintf(path, n, "/models/%s:%s", m, method);
+    size_t k = (size_t)snprintf(path, n, "/models/");
+    for (const unsigned char *c = (const unsigned char *)m; *c; c++) {
+        if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
+            path[k++] = (char)*c;
+        } else {
+            path[k++] = '%';
+            path[k++] = hex[*c >> 4];
+            path[k++] = hex[*c & 15];
+        }
+    }
+    snprintf(path + k, n - k, ":%s", method);
     char *u = drv_url(t, path);
     free(path);
     return u;

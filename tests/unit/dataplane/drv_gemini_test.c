@@ -799,6 +799,13 @@ static void test_embeddings(void)
     json_decref(doc);
     json_decref(want);
     drv_request_free(&q);
+    /* The model is a path segment: percent-encoded. */
+    t.model = "models/my model#1";
+    CU_ASSERT_EQUAL_FATAL(drv_gemini.build_embed(&t, &er, &q, &err), GW_OK);
+    CU_ASSERT_STRING_EQUAL(q.url, "https://generativelanguage.googleapis.com/v1beta/models/"
+                                  "my%20model%231:batchEmbedContents");
+    CU_ASSERT_PTR_NOT_NULL(strstr(q.body, "\"models/my model#1\""));
+    drv_request_free(&q);
 
     const char *body = "{\"embeddings\":[{\"values\":[0.25,-0.5,1]},{\"values\":[0,0.125,2]}]}";
     struct canon_embed_resp e = {0};
