@@ -12,6 +12,8 @@
 
 const struct dp_driver *const dp_drivers[] = {
     &drv_openai,
+    &drv_gemini,
+    &drv_ollama,
     NULL,
 };
 

@@ -1,0 +1,689 @@
+/*
+ * The "ollama" driver: Ollama's native chat API. base_url is the server
+ * root, e.g. http://localhost:11434 (no /api, no /v1: for Ollama's
+ * OpenAI-compatible endpoint use the openai driver with base .../v1).
+ * A credential, when configured, is sent as a Bearer token (Ollama's hosted
+ * API; a local server needs none).
+ *
+ * Upstream request: POST {base}/api/chat with "stream" always set (Ollama
+ * streams unless told otherwise). The canonical request maps to:
+ *   messages       role system/user/assistant/tool; "content" is one
+ *                  string per message, so a message's text parts are
+ *                  joined with a blank line ("\n\n") between them; images
+ *                  go in "images" as base64 (an image by URL is refused:
+ *                  Ollama fetches nothing); the assistant's tool calls in
+ *                  tool_calls[{function{name, arguments: object}}] and its
+ *                  earlier reasoning in "thinking"; each tool result is a
+ *                  role "tool" message with "tool_name", the name of the
+ *                  call it answers (found by the call id in the
+ *                  conversation; refused when no call has it), text only.
+ *                  Ollama has no error flag on tool results: an error
+ *                  result's text is prefixed "[tool error] ", as the openai
+ *                  driver does. Redacted thinking (another provider's
+ *                  opaque data) is not sent.
+ *   tools          OpenAI-style function tools; "strict" has no Ollama
+ *                  counterpart and is not sent
+ *   tool_choice    Ollama has none: only auto (or unset) is accepted
+ *   parallel_tool_calls  false is refused (no switch either)
+ *   sampling       options{num_predict, temperature, top_p, top_k, stop,
+ *                  seed, presence_penalty, frequency_penalty}
+ *   response_format  format "json" (json_object) or the schema object
+ *                  (json_schema); "text" is what Ollama does anyway
+ *   reasoning      think true when reasoning is asked for (an effort or a
+ *                  budget: Ollama takes no budget, so it means "think"),
+ *                  false for "no reasoning". Option think_levels true: send
+ *                  the effort itself ("low"/"medium"/"high", what gpt-oss
+ *                  models take) instead of true.
+ *   user           Ollama has no end-user field; it is not sent
+ *
+ * Upstream answer: NDJSON, one object per line (or one object when not
+ * streamed): model → START (Ollama gives no response id); message.thinking
+ * → REASONING; message.content → CHUNK; message.tool_calls[] arrive whole,
+ * each → TOOL_START (its "id" when the server gives one, else "call_<n>"),
+ * one TOOL_DELTA with the arguments object serialized, TOOL_END; an "error"
+ * member → ERROR; the final "done": true line carries usage (input =
+ * prompt_eval_count, output = eval_count: Ollama reports neither cache use
+ * nor a separate reasoning count) and done_reason: stop → end (tool_use
+ * when calls were made), length → max_tokens, others end. A stream that
+ * ends without its done line is ERROR network.
+ *
+ * Errors: {"error":"..."}; 404 "model ... not found" is model_unavailable.
+ *
+ * Embeddings: POST {base}/api/embed {model, input[], dimensions?} →
+ * embeddings[[...]], prompt_eval_count → usage input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "dp_driver.h"
+#include "dp_snapshot.h"
+#include "drv_util.h"
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_json.h"
+
+/* ------------------------------------------------------------------ build */
+
+static int refuse_messages(const struct canon_req *r, struct canon_err *err, size_t mi,
+                           const char *what)
+{
+    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                  "message %zu: %s", mi, what);
+    return GW_EINVAL;
+}
+
+/* Joins text with a blank line between pieces. */
+static int join(struct gw_buf *b, const char *text)
+{
+    if (!text || !*text)
+        return GW_OK;
+    if (b->len && gw_buf_appends(b, "\n\n") != GW_OK)
+        return GW_ENOMEM;
+    return gw_buf_appends(b, text) == GW_OK ? GW_OK : GW_ENOMEM;
+}
+
+static json_t *buf_string(const struct gw_buf *b)
+{
+    return json_stringn(b->data ? b->data : "", b->len);
+}
+
+/* The name of the call a tool result answers: the latest tool call with
+ * that id in an assistant message before message mi. */
+static const char *call_name(const struct canon_req *r, size_t mi, const char *id)
+{
+    if (!id)
+        return NULL;
+    for (size_t i = mi; i-- > 0;) {
+        const struct canon_message *m = &r->messages[i];
+        if (m->role != CANON_ROLE_ASSISTANT)
+            continue;
+        for (size_t j = m->nparts; j-- > 0;) {
+            const struct canon_part *p = &m->parts[j];
+            if (p->type == CANON_PART_TOOL_CALL && p->id && strcmp(p->id, id) == 0)
+                return p->name;
+        }
+    }
+    return NULL;
+}
+
+static int add_tool_result(const struct canon_req *r, json_t *msgs, const struct canon_part *p,
+                           size_t mi, struct canon_err *err)
+{
+    const char *name = call_name(r, mi, p->id);
+    if (!name) {
+        char what[160];
+        snprintf(what, sizeof(what),
+                 "the tool result for call '%.64s' answers no earlier tool call (Ollama names "
+                 "the tool a result is for)",
+                 p->id ? p->id : "");
+        return refuse_messages(r, err, mi, what);
+    }
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    int rc =
+        p->is_error ? (gw_buf_appends(&b, "[tool error] ") == GW_OK ? GW_OK : GW_ENOMEM) : GW_OK;
+    for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
+        if (p->content[k].type != CANON_PART_TEXT) {
+            gw_buf_free(&b);
+            return refuse_messages(r, err, mi, "Ollama takes only text in tool results");
+        }
+        rc = gw_buf_appends(&b, p->content[k].text) == GW_OK ? GW_OK : GW_ENOMEM;
+    }
+    json_t *m = rc == GW_OK ? json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_name", name,
+                                        "content", buf_string(&b))
+                            : NULL;
+    gw_buf_free(&b);
+    return m && json_array_append_new(msgs, m) == 0 ? GW_OK : GW_ENOMEM;
+}
+
+static int add_message(const struct canon_req *r, json_t *msgs, size_t mi, struct canon_err *err)
+{
+    const struct canon_message *m = &r->messages[mi];
+    const char *role = m->role == CANON_ROLE_ASSISTANT ? "assistant"
+                       : m->role == CANON_ROLE_SYSTEM  ? "system"
+                                                       : "user";
+    int rc = GW_OK;
+    /* Tool results first, each its own message: they answer the calls of
+     * the assistant turn before. */
+    size_t rest = 0;
+    for (size_t j = 0; rc == GW_OK && j < m->nparts; j++) {
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT) {
+            rest++;
+            continue;
+        }
+        if (m->role != CANON_ROLE_USER)
+            return refuse_messages(r, err, mi, "only a user message can carry tool results");
+        rc = add_tool_result(r, msgs, &m->parts[j], mi, err);
+    }
+    if (rc != GW_OK || rest == 0)
+        return rc;
+    struct gw_buf text, thinking;
+    gw_buf_init(&text, 0);
+    gw_buf_init(&thinking, 0);
+    json_t *images = json_array();
+    json_t *calls = json_array();
+    if (!images || !calls)
+        rc = GW_ENOMEM;
+    for (size_t j = 0; rc == GW_OK && j < m->nparts; j++) {
+        const struct canon_part *p = &m->parts[j];
+        switch (p->type) {
+        case CANON_PART_TEXT:
+            rc = join(&text, p->text);
+            break;
+        case CANON_PART_IMAGE:
+            if (m->role != CANON_ROLE_USER)
+                rc = refuse_messages(r, err, mi, "Ollama takes images only in user messages");
+            else if (p->url)
+                rc = refuse_messages(r, err, mi,
+                                     "Ollama takes images only as base64 data (data: URLs), not "
+                                     "by http(s) URL");
+            else if (json_array_append_new(images, json_string(p->data)))
+                rc = GW_ENOMEM;
+            break;
+        case CANON_PART_TOOL_CALL: {
+            if (m->role != CANON_ROLE_ASSISTANT) {
+                rc = refuse_messages(r, err, mi, "tool calls belong in assistant messages");
+                break;
+            }
+            json_t *args = json_loads(p->arguments && *p->arguments ? p->arguments : "{}", 0, NULL);
+            if (!json_is_object(args)) {
+                json_decref(args);
+                rc = refuse_messages(r, err, mi, "a tool call's arguments must be a JSON object");
+                break;
+            }
+            if (json_array_append_new(calls, json_pack("{s:{s:s,s:o}}", "function", "name", p->name,
+                                                       "arguments", args)))
+                rc = GW_ENOMEM;
+            break;
+        }
+        case CANON_PART_THINKING:
+            if (m->role == CANON_ROLE_ASSISTANT)
+                rc = join(&thinking, p->text);
+            break;
+        case CANON_PART_REDACTED_THINKING:
+        case CANON_PART_TOOL_RESULT:
+            break;
+        }
+    }
+    json_t *msg = NULL;
+    if (rc == GW_OK) {
+        msg = json_pack("{s:s,s:o}", "role", role, "content", buf_string(&text));
+        if (!msg)
+            rc = GW_ENOMEM;
+    }
+    if (rc == GW_OK) {
+        if (json_array_size(images))
+            json_object_set(msg, "images", images);
+        if (json_array_size(calls))
+            json_object_set(msg, "tool_calls", calls);
+        if (thinking.len)
+            json_object_set_new(msg, "thinking", buf_string(&thinking));
+        if (json_array_append_new(msgs, msg))
+            rc = GW_ENOMEM;
+    }
+    json_decref(images);
+    json_decref(calls);
+    gw_buf_free(&text);
+    gw_buf_free(&thinking);
+    return rc;
+}
+
+static json_t *options_of(const struct canon_req *r)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    if (r->has_max_tokens)
+        json_object_set_new(o, "num_predict", json_integer(r->max_tokens));
+    if (r->has_temperature)
+        json_object_set_new(o, "temperature", json_real(r->temperature));
+    if (r->has_top_p)
+        json_object_set_new(o, "top_p", json_real(r->top_p));
+    if (r->has_top_k)
+        json_object_set_new(o, "top_k", json_integer(r->top_k));
+    if (r->nstop) {
+        json_t *st = json_array();
+        for (size_t i = 0; st && i < r->nstop; i++)
+            json_array_append_new(st, json_string(r->stop[i]));
+        json_object_set_new(o, "stop", st);
+    }
+    if (r->has_seed)
+        json_object_set_new(o, "seed", json_integer(r->seed));
+    if (r->has_presence_penalty)
+        json_object_set_new(o, "presence_penalty", json_real(r->presence_penalty));
+    if (r->has_frequency_penalty)
+        json_object_set_new(o, "frequency_penalty", json_real(r->frequency_penalty));
+    return o;
+}
+
+static const char *effort_of(const struct canon_req *r)
+{
+    if (r->reasoning_effort)
+        return r->reasoning_effort;
+    if (r->reasoning_budget < 4096)
+        return "low";
+    if (r->reasoning_budget < 16384)
+        return "medium";
+    return "high";
+}
+
+static int set_headers(struct drv_request *out, const struct drv_target *t)
+{
+    if (drv_common_headers(out, t) != GW_OK)
+        return GW_ENOMEM;
+    if (t->provider->credential &&
+        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+static int build_chat(const struct drv_target *t, const struct canon_req *r,
+                      struct drv_request *out, struct canon_err *err)
+{
+    if (r->tool_choice != CANON_TC_UNSET && r->tool_choice != CANON_TC_AUTO) {
+        canon_err_set(err, 400, canon_field_name(r, CANON_F_TOOL_CHOICE), "unsupported_parameter",
+                      "%s: Ollama has no tool choice; only auto is supported",
+                      canon_field_name(r, CANON_F_TOOL_CHOICE));
+        return GW_EINVAL;
+    }
+    if (r->parallel_tool_calls == 0) {
+        canon_err_set(err, 400, canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS),
+                      "unsupported_parameter",
+                      "%s false is not supported by Ollama, which may always call several tools",
+                      canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS));
+        return GW_EINVAL;
+    }
+    json_t *doc = json_pack("{s:s,s:b}", "model", t->model, "stream", r->stream);
+    json_t *msgs = json_array();
+    if (!doc || !msgs) {
+        json_decref(doc);
+        json_decref(msgs);
+        return GW_ENOMEM;
+    }
+    json_object_set_new(doc, "messages", msgs);
+    int rc = GW_OK;
+    if (r->nsystem) {
+        struct gw_buf b;
+        gw_buf_init(&b, 0);
+        for (size_t i = 0; rc == GW_OK && i < r->nsystem; i++) {
+            if (r->system[i].type != CANON_PART_TEXT) {
+                canon_err_set(err, 400, canon_field_name(r, CANON_F_SYSTEM), "unsupported_content",
+                              "Ollama takes only text as the system message");
+                rc = GW_EINVAL;
+            } else {
+                rc = join(&b, r->system[i].text);
+            }
+        }
+        if (rc == GW_OK && json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "system",
+                                                                 "content", buf_string(&b))))
+            rc = GW_ENOMEM;
+        gw_buf_free(&b);
+    }
+    for (size_t i = 0; rc == GW_OK && i < r->nmessages; i++)
+        rc = add_message(r, msgs, i, err);
+    if (rc == GW_OK && r->ntools) {
+        json_t *tools = json_array();
+        for (size_t i = 0; tools && i < r->ntools; i++) {
+            const struct canon_tool *tl = &r->tools[i];
+            json_t *fn = json_pack("{s:s}", "name", tl->name);
+            if (!fn)
+                break;
+            if (tl->description)
+                json_object_set_new(fn, "description", json_string(tl->description));
+            json_object_set_new(fn, "parameters",
+                                tl->parameters
+                                    ? json_incref(tl->parameters)
+                                    : json_pack("{s:s,s:{}}", "type", "object", "properties"));
+            json_array_append_new(tools,
+                                  json_pack("{s:s,s:o}", "type", "function", "function", fn));
+        }
+        if (!tools)
+            rc = GW_ENOMEM;
+        else
+            json_object_set_new(doc, "tools", tools);
+    }
+    if (rc == GW_OK) {
+        json_t *o = options_of(r);
+        if (!o)
+            rc = GW_ENOMEM;
+        else if (json_object_size(o))
+            json_object_set_new(doc, "options", o);
+        else
+            json_decref(o);
+    }
+    if (r->format == CANON_FMT_JSON_OBJECT)
+        json_object_set_new(doc, "format", json_string("json"));
+    else if (r->format == CANON_FMT_JSON_SCHEMA && r->format_schema)
+        json_object_set(doc, "format", r->format_schema);
+    else if (r->format == CANON_FMT_JSON_SCHEMA)
+        json_object_set_new(doc, "format", json_string("json"));
+    if (r->reasoning_off)
+        json_object_set_new(doc, "think", json_false());
+    else if (r->reasoning_effort || r->reasoning_budget > 0) {
+        long long levels = drv_opt_int(t, "think_levels", 0);
+        if (!levels && json_is_true(json_object_get(t->provider->options, "think_levels")))
+            levels = 1;
+        json_object_set_new(doc, "think", levels ? json_string(effort_of(r)) : json_true());
+    }
+    if (rc != GW_OK) {
+        json_decref(doc);
+        return rc;
+    }
+    out->stream = r->stream;
+    out->url = drv_url(t, "/api/chat");
+    if (!out->url || drv_body_json(out, doc) != GW_OK)
+        return GW_ENOMEM;
+    return set_headers(out, t);
+}
+
+/* ----------------------------------------------------------------- errors */
+
+static int has_word(const char *s, const char *w)
+{
+    if (!s)
+        return 0;
+    size_t n = strlen(w);
+    for (; *s; s++)
+        if (strncasecmp(s, w, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* An Ollama error message (from a body or a stream line) → class. */
+static enum canon_failure message_failure(int status, const char *m)
+{
+    if (has_word(m, "model") && has_word(m, "not found"))
+        return CANON_FAIL_MODEL_UNAVAILABLE;
+    if (status)
+        return canon_classify_http(status, m ? m : "", m ? strlen(m) : 0);
+    if (has_word(m, "context length") || has_word(m, "context window"))
+        return CANON_FAIL_CONTEXT_OVERFLOW;
+    return CANON_FAIL_PROVIDER_5XX;
+}
+
+static void classify(int status, const char *body, size_t len, enum canon_failure *f, char *msg,
+                     size_t msglen)
+{
+    drv_classify_default(status, body, len, f, msg, msglen);
+    if (msg[0] && has_word(msg, "model") && has_word(msg, "not found"))
+        *f = CANON_FAIL_MODEL_UNAVAILABLE;
+}
+
+/* ------------------------------------------------------------------ parse */
+
+struct ol_parser {
+    struct drv_parser base;
+    struct gw_buf line; /* stream: the line so far; whole: the body */
+    struct drv_tools tools;
+    int started;
+};
+
+static struct drv_parser *parser_new(int stream)
+{
+    struct ol_parser *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->base.drv = &drv_ollama;
+    p->base.stream = stream;
+    gw_buf_init(&p->line, stream ? DRV_MAX_EVENT : DRV_MAX_BODY);
+    return &p->base;
+}
+
+static void parser_free(struct drv_parser *bp)
+{
+    struct ol_parser *p = (struct ol_parser *)bp;
+    gw_buf_free(&p->line);
+    free(p);
+}
+
+static int fail(struct ol_parser *p, const struct canon_sink *s, enum canon_failure f,
+                const char *msg)
+{
+    p->base.terminal = 1;
+    canon_emit_error(s, f, 0, msg);
+    return 1;
+}
+
+static int emit_text(const struct canon_sink *s, enum canon_ev_type type, const char *t)
+{
+    if (!t || !*t)
+        return 0;
+    struct canon_event ev = {.type = type, .text = t, .len = strlen(t)};
+    return canon_emit(s, &ev);
+}
+
+static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct canon_sink *s)
+{
+    json_t *fn = json_object_get(tc, "function");
+    const char *name = gw_json_str(fn, "name");
+    if (!name || !*name)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a tool call without a name");
+    json_t *args = json_object_get(fn, "arguments");
+    char *a = NULL;
+    if (json_is_object(args)) {
+        if (!(a = json_dumps(args, JSON_COMPACT)))
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+    } else if (json_is_string(args)) {
+        /* Not what the API documents, but an object in a string is the
+         * same call. */
+        json_t *o = json_loads(json_string_value(args), 0, NULL);
+        if (json_is_object(o))
+            a = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (!a)
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent tool call arguments that are not an object");
+    } else if (args && !json_is_null(args)) {
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                    "the provider sent tool call arguments that are not an object");
+    }
+    int rc =
+        drv_tools_delta(&p->tools, p->tools.count, gw_json_str(tc, "id"), name, a ? a : "{}", s);
+    free(a);
+    if (rc == GW_EINVAL)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider made too many tool calls");
+    if (rc)
+        return 1;
+    return drv_tools_close(&p->tools, s);
+}
+
+static int done(struct ol_parser *p, const json_t *doc, const struct canon_sink *s)
+{
+    long long in = 0, out = 0;
+    int have = gw_json_int(doc, "prompt_eval_count", &in) == GW_OK;
+    have |= gw_json_int(doc, "eval_count", &out) == GW_OK;
+    if (have) {
+        struct canon_usage u = {.have = 1, .input = in < 0 ? 0 : in, .output = out < 0 ? 0 : out};
+        struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &u};
+        if (canon_emit(s, &ev))
+            return 1;
+    }
+    p->base.terminal = 1;
+    const char *dr = gw_json_str(doc, "done_reason");
+    enum canon_stop stop = dr && strcmp(dr, "length") == 0 ? CANON_STOP_MAX_TOKENS : CANON_STOP_END;
+    if (stop == CANON_STOP_END && p->tools.count > 0)
+        stop = CANON_STOP_TOOL_USE;
+    struct canon_event ev = {.type = CANON_EV_DONE, .stop = stop};
+    canon_emit(s, &ev);
+    return 1;
+}
+
+/* One response object (a streamed line or the whole answer). */
+static int on_object(struct ol_parser *p, const json_t *doc, const struct canon_sink *s)
+{
+    json_t *e = json_object_get(doc, "error");
+    if (e && !json_is_null(e)) {
+        const char *m = json_is_string(e) ? json_string_value(e) : gw_json_str(e, "message");
+        return fail(p, s, message_failure(0, m), m ? m : "the provider reported an error");
+    }
+    if (!p->started) {
+        p->started = 1;
+        struct canon_event ev = {.type = CANON_EV_START, .name = gw_json_str(doc, "model")};
+        if (canon_emit(s, &ev))
+            return 1;
+    }
+    json_t *msg = json_object_get(doc, "message");
+    if (emit_text(s, CANON_EV_REASONING, gw_json_str(msg, "thinking")) ||
+        emit_text(s, CANON_EV_CHUNK, gw_json_str(msg, "content")))
+        return 1;
+    size_t i;
+    json_t *tc;
+    json_array_foreach(json_object_get(msg, "tool_calls"), i, tc)
+    {
+        if (on_tool_call(p, tc, s))
+            return 1;
+    }
+    if (gw_json_bool(doc, "done", 0, NULL) == 1)
+        return done(p, doc, s);
+    return 0;
+}
+
+static int on_line(struct ol_parser *p, const char *l, size_t n, const struct canon_sink *s)
+{
+    while (n && (l[n - 1] == '\r' || l[n - 1] == ' ' || l[n - 1] == '\t'))
+        n--;
+    while (n && (*l == ' ' || *l == '\t')) {
+        l++;
+        n--;
+    }
+    if (n == 0)
+        return 0;
+    json_t *doc = json_loadb(l, n, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a malformed stream line");
+    }
+    int stop = on_object(p, doc, s);
+    json_decref(doc);
+    return stop;
+}
+
+/* NDJSON: lines end in LF (a CR before it is dropped); a line is bounded by
+ * DRV_MAX_EVENT. A line that arrives whole in one piece is parsed in
+ * place; the rest goes through p->line. */
+static int parse_stream(struct ol_parser *p, const char *buf, size_t len,
+                        const struct canon_sink *s)
+{
+    while (len) {
+        const char *nl = memchr(buf, '\n', len);
+        size_t take = nl ? (size_t)(nl - buf) : len;
+        if (!nl) {
+            if (gw_buf_append(&p->line, buf, take) != GW_OK)
+                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                            "a stream line from the provider is too large");
+            return 0;
+        }
+        int stop;
+        if (p->line.len == 0) {
+            if (take > DRV_MAX_EVENT)
+                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                            "a stream line from the provider is too large");
+            stop = on_line(p, buf, take, s);
+        } else {
+            if (gw_buf_append(&p->line, buf, take) != GW_OK)
+                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                            "a stream line from the provider is too large");
+            stop = on_line(p, p->line.data, p->line.len, s);
+            gw_buf_reset(&p->line);
+        }
+        if (stop)
+            return 1;
+        buf += take + 1;
+        len -= take + 1;
+    }
+    return 0;
+}
+
+static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
+{
+    struct ol_parser *p = (struct ol_parser *)bp;
+    if (p->base.terminal)
+        return 1;
+    if (p->base.stream)
+        return parse_stream(p, buf, len, s);
+    if (gw_buf_append(&p->line, buf, len) != GW_OK)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
+    return 0;
+}
+
+static void finish(struct drv_parser *bp, const struct canon_sink *s)
+{
+    struct ol_parser *p = (struct ol_parser *)bp;
+    if (p->base.terminal)
+        return;
+    if (!p->base.stream) {
+        json_t *doc =
+            json_loadb(p->line.data ? p->line.data : "", p->line.len, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(doc))
+            fail(p, s, p->line.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
+                 p->line.len ? "the provider's answer is not JSON"
+                             : "the provider's answer is empty");
+        else if (!on_object(p, doc, s))
+            fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not done");
+        json_decref(doc);
+        return;
+    }
+    /* A last line without its newline: complete JSON is a line like any
+     * other; anything else is a line the connection cut. */
+    if (p->line.len) {
+        json_t *doc = json_loadb(p->line.data, p->line.len, JSON_REJECT_DUPLICATES, NULL);
+        int stop = json_is_object(doc) ? on_object(p, doc, s) : 0;
+        json_decref(doc);
+        gw_buf_reset(&p->line);
+        if (stop)
+            return;
+    }
+    fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+}
+
+/* -------------------------------------------------------------- embeddings */
+
+static int build_embed(const struct drv_target *t, const struct canon_embed_req *r,
+                       struct drv_request *out, struct canon_err *err)
+{
+    (void)err;
+    json_t *in = json_array();
+    for (size_t i = 0; in && i < r->ninputs; i++)
+        json_array_append_new(in, json_string(r->inputs[i]));
+    json_t *doc = in ? json_pack("{s:s,s:o}", "model", t->model, "input", in) : NULL;
+    if (doc && r->dimensions)
+        json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
+    out->url = drv_url(t, "/api/embed");
+    if (!out->url || drv_body_json(out, doc) != GW_OK)
+        return GW_ENOMEM;
+    return set_headers(out, t);
+}
+
+static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                       size_t msglen)
+{
+    json_t *doc = json_loadb(body, len, 0, NULL);
+    int rc = drv_embed_vectors(json_object_get(doc, "embeddings"), NULL, out, msg, msglen);
+    if (rc == GW_OK) {
+        long long pt = 0;
+        if (gw_json_int(doc, "prompt_eval_count", &pt) == GW_OK) {
+            out->usage.input = pt;
+            out->usage.have = 1;
+        }
+        snprintf(out->model, sizeof(out->model), "%s",
+                 gw_json_str(doc, "model") ? gw_json_str(doc, "model") : "");
+    }
+    json_decref(doc);
+    return rc;
+}
+
+const struct dp_driver drv_ollama = {
+    .name = "ollama",
+    .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
+            DRV_CAP_REASONING,
+    .build_chat = build_chat,
+    .parser_new = parser_new,
+    .parse = parse,
+    .finish = finish,
+    .parser_free = parser_free,
+    .classify = classify,
+    .build_embed = build_embed,
+    .parse_embed = parse_embed,
+};
