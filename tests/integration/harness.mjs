@@ -40,6 +40,25 @@ export const REQUEST_TIMEOUT_MS = 30_000;
 export const DEMO_API_KEY = `llmgw-demo-${randomBytes(12).toString('hex')}`;
 export const DEMO_KEY_HASH = sha256hex(DEMO_API_KEY);
 export const AUTH = Object.freeze({ authorization: `Bearer ${DEMO_API_KEY}` });
+// AWS-style credentials for the bedrock driver (credential_ref env:MOCK_AWS_CRED).
+export const MOCK_AWS_CRED = 'AKIDMOCKEXAMPLE:mock/secret/key';
+
+/** Providers of every driver, all pointing at the mock (name → provider). */
+export function driverProviders(m) {
+  const p = (name, driver, base_url, extra = {}) => ({
+    name, driver, base_url, credential_ref: 'env:MOCK_API_KEY', headers: {},
+    enabled: true, first_byte_timeout_ms: 60000, idle_timeout_ms: 60000, ...extra,
+  });
+  return [
+    p('claude', 'anthropic', m.url),
+    p('resp', 'openai-responses', m.v1),
+    p('gem', 'gemini', `${m.url}/v1beta`),
+    p('olla', 'ollama', m.url),
+    p('bed', 'bedrock', m.url, { credential_ref: 'env:MOCK_AWS_CRED', options: { region: 'us-east-1' } }),
+    p('textonly', 'openai', m.v1, { options: { capabilities: ['chat', 'tools'] } }),
+  ];
+}
+
 // The upstream credential the gateway reads via credential_ref env:MOCK_API_KEY.
 export const MOCK_UPSTREAM_KEY = `mock-upstream-${randomBytes(6).toString('hex')}`;
 
@@ -466,15 +485,19 @@ const GATEWAY_ENV_VARS = [
   'LLMGW_DRAIN_TIMEOUT_MS', 'LLMGW_ACCESS_LOG',
 ];
 
-export async function startGateway({ mock, args = [], snapshot, threads = 2 } = {}) {
+export async function startGateway({
+  mock, args = [], snapshot, threads = 2, extraProviders = [], extraRoutes = [],
+} = {}) {
   const dir = makeTmpDir();
   const snap = snapshot ?? makeSnapshot({
     mockV1: mock.v1,
     deadV1: `http://127.0.0.1:${await deadPort()}/v1`,
+    extraProviders,
+    extraRoutes,
   });
   const snapshotPath = path.join(dir, 'snapshot.json');
   fs.writeFileSync(snapshotPath, JSON.stringify(snap, null, 2));
-  const env = { ...process.env, MOCK_API_KEY: MOCK_UPSTREAM_KEY };
+  const env = { ...process.env, MOCK_API_KEY: MOCK_UPSTREAM_KEY, MOCK_AWS_CRED: MOCK_AWS_CRED };
   for (const k of GATEWAY_ENV_VARS) delete env[k];
   const { proc, port, listening } = await startListening('dataplane', DATAPLANE_BIN, [
     '--snapshot', snapshotPath, '--listen', '127.0.0.1:0', '--threads', String(threads), ...args,

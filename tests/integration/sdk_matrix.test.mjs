@@ -28,14 +28,7 @@ const UPSTREAMS = [
 let mock;
 let gw;
 
-function claudeProvider(m) {
-  return {
-    name: 'claude', driver: 'anthropic', base_url: m.url,
-    credential_ref: 'env:MOCK_API_KEY', headers: {},
-    enabled: true, first_byte_timeout_ms: 60000, idle_timeout_ms: 60000,
-  };
-}
-const start = () => h.startGateway({ mock, extraProviders: [claudeProvider(mock)] });
+const start = () => h.startGateway({ mock, extraProviders: h.driverProviders(mock) });
 const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
 const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
 

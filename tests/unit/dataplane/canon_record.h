@@ -3,14 +3,16 @@
  * as a text transcript, one line per run of events:
  *
  *   START id=<id> model=<model>
- *   TEXT "<all consecutive CHUNK deltas joined>"
+ *   TEXT "<delta>""<delta>"...     (consecutive CHUNKs, each quoted, so the
+ *                                  provider's chunking stays visible)
  *   REASONING "<joined>" sig=<signature or ->
  *   TOOL 0 id=<id> name=<name> args=<joined TOOL_DELTA pieces>
  *   USAGE in=.. cr=.. cw5=.. cw1h=.. out=.. rs=..   (only the last of a run)
  *   DONE <stop>   |   ERROR <class> status=<n>
  *
- * Consecutive deltas are joined, so a body fed whole and the same body fed
- * byte by byte give the same transcript; the transcript also checks the
+ * Consecutive argument and reasoning deltas are joined; events do not depend
+ * on how the body was split, so a body fed whole and the same body fed byte
+ * by byte give the same transcript; the transcript also checks the
  * event contract (one START first, TOOL_DELTA only for the open call,
  * exactly one terminal event, nothing after it) and records a violation as
  * a "VIOLATION ..." line, which no golden file contains.
