@@ -1,7 +1,8 @@
 /*
  * gw_sigv4: AWS Signature Version 4 signing of one HTTP request, in the
  * Authorization-header form (not presigned URLs). Own implementation on
- * OpenSSL's SHA-256 and HMAC; it passes the AWS SigV4 test suite.
+ * OpenSSL's SHA-256 and HMAC, checked against the AWS SigV4 test suite (the
+ * cases that need no path normalisation, which this signer does not do).
  *
  * The signature covers bytes the server will see, so what the caller passes
  * must be exactly what it sends:
