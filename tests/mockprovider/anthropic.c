@@ -8,7 +8,11 @@
  *
  * Anthropic counts input_tokens without the cached part: input_tokens +
  * cache_read_input_tokens + cache_creation_input_tokens is the whole
- * prompt. The mock's own accounting (c->input_tokens) is the whole prompt.
+ * prompt, and cache_creation splits the writes into the 5-minute and
+ * 1-hour tiers. The mock's own accounting (c->input_tokens) is the whole
+ * prompt. Thinking (reasoning=N) is a first "thinking" block, streamed as
+ * thinking_delta events and one signature_delta; its tokens are part of
+ * output_tokens, as Anthropic bills them.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +37,7 @@ static const char *stop_reason(const struct mock_call *c)
 
 static int uncached_input(const struct mock_call *c)
 {
-    return c->input_tokens - c->cache_read - c->cache_write;
+    return c->input_tokens - c->cache_read - c->cache_write - c->cache_write_1h;
 }
 
 /* The usage object of a complete message (and of message_start). */
@@ -42,9 +46,10 @@ static int append_usage(struct gw_buf *b, const struct mock_call *c, int out)
     return gw_buf_printf(b,
                          "{\"input_tokens\":%d,\"cache_creation_input_tokens\":%d,"
                          "\"cache_read_input_tokens\":%d,\"cache_creation\":"
-                         "{\"ephemeral_5m_input_tokens\":%d,\"ephemeral_1h_input_tokens\":0},"
+                         "{\"ephemeral_5m_input_tokens\":%d,\"ephemeral_1h_input_tokens\":%d},"
                          "\"output_tokens\":%d,\"service_tier\":\"standard\"}",
-                         uncached_input(c), c->cache_write, c->cache_read, c->cache_write, out);
+                         uncached_input(c), c->cache_write + c->cache_write_1h, c->cache_read,
+                         c->cache_write, c->cache_write_1h, out);
 }
 
 /* ---- request ---- */
@@ -58,6 +63,30 @@ static int tool_get(json_t *tool, const char **name, json_t **schema)
     return *name != NULL && json_is_object(*schema);
 }
 
+/* Blocks of one message (or of a tool_result's content) for the seen
+ * summary; depth-limited like every walk over request JSON. */
+static void blocks_seen(struct mock_call *c, json_t *content, int depth)
+{
+    if (!json_is_array(content) || depth > 4)
+        return;
+    size_t i;
+    json_t *block;
+    json_array_foreach(content, i, block)
+    {
+        const char *type = json_string_value(json_object_get(block, "type"));
+        if (type == NULL)
+            continue;
+        if (strcmp(type, "image") == 0) {
+            c->seen.images++;
+        } else if (strcmp(type, "tool_use") == 0) {
+            c->seen.tool_calls++;
+        } else if (strcmp(type, "tool_result") == 0) {
+            c->seen.tool_results++;
+            blocks_seen(c, json_object_get(block, "content"), depth + 1);
+        }
+    }
+}
+
 static const char *messages_parse(struct mock_call *c, json_t *root)
 {
     json_t *messages = json_object_get(root, "messages");
@@ -66,26 +95,30 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
     long long max;
     if (mock_json_int(root, "max_tokens", 0, 1 << 30, &max) != 1)
         return "max_tokens: Field required";
+    if (mock_seen_temperature(c, root, "temperature") != 0)
+        return "temperature: Input should be a valid number";
     size_t i;
     json_t *msg;
     json_array_foreach(messages, i, msg)
     {
+        if (!json_is_object(msg))
+            return "messages: Input should be a valid dictionary";
         c->input_tokens += 1 + mock_count_text(json_object_get(msg, "content"));
+        c->seen.messages++;
+        blocks_seen(c, json_object_get(msg, "content"), 0);
     }
-    c->input_tokens += mock_count_text(json_object_get(root, "system"));
+    json_t *system = json_object_get(root, "system");
+    c->input_tokens += mock_count_text(system);
+    c->seen.system = (json_is_string(system) && json_string_length(system) > 0) ||
+                     (json_is_array(system) && json_array_size(system) > 0);
 
-    int chunks = c->f.chunks >= 0 ? c->f.chunks : c->th->sh->cfg->chunks;
-    c->ntext = chunks;
-    c->finish = MOCK_FINISH_STOP;
-    if (max < chunks) {
-        c->ntext = (int)max;
-        c->finish = MOCK_FINISH_LENGTH;
-    }
+    mock_plan_answer(c, max);
 
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
     if (!json_is_array(tools) || json_array_size(tools) == 0)
         return NULL;
+    c->seen.tools = (int)json_array_size(tools);
     const char *type = json_string_value(json_object_get(choice, "type"));
     if (type != NULL && strcmp(type, "none") == 0)
         return NULL;
@@ -126,6 +159,13 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
 {
     int rc = message_head(b, c);
     rc |= gw_buf_appends(b, ",\"content\":[");
+    if (c->reasoning > 0 && !c->f.empty) {
+        rc |= gw_buf_appends(b, "{\"type\":\"thinking\",\"thinking\":\"");
+        rc |= mock_append_reasoning(b, 0, c->reasoning);
+        rc |= gw_buf_appends(b, "\",\"signature\":\"" MOCK_SIGNATURE "\"}");
+        if (c->ntools > 0 || c->ntext > 0)
+            rc |= gw_buf_appends(b, ",");
+    }
     if (c->f.empty) {
         /* no content blocks at all */
     } else if (c->ntools > 0) {
@@ -134,6 +174,8 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
                 rc |= gw_buf_appends(b, ",");
             rc |= append_tool_use(b, c, i, 1);
         }
+    } else if (c->ntext == 0 && c->reasoning > 0) {
+        /* max_tokens=0 after thinking: the thinking block alone */
     } else {
         rc |= gw_buf_appends(b, "{\"type\":\"text\",\"text\":\"");
         rc |= mock_append_tokens(b, 0, c->ntext);
@@ -148,17 +190,40 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
 
 /* ---- stream ---- */
 
-enum { A_START, A_BLOCK_START, A_PING, A_DELTA, A_BLOCK_STOP, A_MSG_DELTA, A_MSG_STOP, A_END };
+enum {
+    A_START,
+    A_THINK_START,
+    A_THINK_DELTA,
+    A_THINK_SIG,
+    A_THINK_STOP,
+    A_BLOCK_START,
+    A_PING,
+    A_DELTA,
+    A_BLOCK_STOP,
+    A_MSG_DELTA,
+    A_MSG_STOP,
+    A_END
+};
 
 static int event_open(struct gw_buf *b, const char *type)
 {
     return gw_buf_printf(b, "event: %s\ndata: {\"type\":\"%s\"", type, type);
 }
 
+/* The ping follows the first content_block_start, as Anthropic's does. */
+static int ping(struct gw_buf *b)
+{
+    int rc = event_open(b, "ping");
+    rc |= gw_buf_appends(b, "}\n\n");
+    return rc;
+}
+
 static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
 {
     int rc = 0;
     enum mock_frame kind = MOCK_FRAME_PRE;
+    /* content blocks: [thinking], then text or the tool_use blocks */
+    int base = c->reasoning > 0 ? 1 : 0;
     for (;;) {
         switch (c->phase) {
         case A_START: {
@@ -172,25 +237,61 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
              * comes in message_delta and replaces it. */
             rc |= append_usage(out, c, out_tokens > 0 ? 1 : 0);
             rc |= gw_buf_appends(out, "}}\n\n");
-            c->phase = c->f.empty ? A_MSG_DELTA : A_BLOCK_START;
+            c->phase = c->f.empty ? A_MSG_DELTA : c->reasoning > 0 ? A_THINK_START : A_BLOCK_START;
             kind = MOCK_FRAME_PRE;
             break;
         }
+        case A_THINK_START:
+            rc |= event_open(out, "content_block_start");
+            rc |= gw_buf_appends(out, ",\"index\":0,\"content_block\":{\"type\":\"thinking\","
+                                      "\"thinking\":\"\",\"signature\":\"\"}}\n\n");
+            rc |= ping(out);
+            c->off = 0;
+            c->phase = A_THINK_DELTA;
+            kind = MOCK_FRAME_PRE;
+            break;
+        case A_THINK_DELTA:
+            if (c->off >= (size_t)c->reasoning) {
+                c->phase = A_THINK_SIG;
+                continue;
+            }
+            rc |= event_open(out, "content_block_delta");
+            rc |= gw_buf_appends(out, ",\"index\":0,\"delta\":{\"type\":"
+                                      "\"thinking_delta\",\"thinking\":\"");
+            rc |= mock_append_reasoning(out, (int)c->off, (int)c->off + 1);
+            rc |= gw_buf_appends(out, "\"}}\n\n");
+            c->off++;
+            kind = MOCK_FRAME_CONTENT;
+            break;
+        case A_THINK_SIG:
+            rc |= event_open(out, "content_block_delta");
+            rc |= gw_buf_appends(out, ",\"index\":0,\"delta\":{\"type\":\"signature_delta\","
+                                      "\"signature\":\"" MOCK_SIGNATURE "\"}}\n\n");
+            c->phase = A_THINK_STOP;
+            kind = MOCK_FRAME_MID;
+            break;
+        case A_THINK_STOP:
+            rc |= event_open(out, "content_block_stop");
+            rc |= gw_buf_appends(out, ",\"index\":0}\n\n");
+            c->idx = 0;
+            /* max_tokens=0: the thinking block is the whole answer */
+            c->phase = c->ntools == 0 && c->ntext == 0 ? A_MSG_DELTA : A_BLOCK_START;
+            kind = MOCK_FRAME_MID;
+            break;
         case A_BLOCK_START:
             rc |= event_open(out, "content_block_start");
-            rc |= gw_buf_printf(out, ",\"index\":%d,\"content_block\":", c->idx);
+            rc |= gw_buf_printf(out, ",\"index\":%d,\"content_block\":", base + c->idx);
             if (c->ntools > 0)
                 rc |= append_tool_use(out, c, c->idx, 0);
             else
                 rc |= gw_buf_appends(out, "{\"type\":\"text\",\"text\":\"\"}");
             rc |= gw_buf_appends(out, "}\n\n");
             c->off = 0;
-            c->phase = c->idx == 0 ? A_PING : A_DELTA;
-            kind = c->idx == 0 ? MOCK_FRAME_PRE : MOCK_FRAME_MID;
+            c->phase = c->idx == 0 && base == 0 ? A_PING : A_DELTA;
+            kind = c->emitted == 0 ? MOCK_FRAME_PRE : MOCK_FRAME_MID;
             break;
         case A_PING:
-            rc |= event_open(out, "ping");
-            rc |= gw_buf_appends(out, "}\n\n");
+            rc |= ping(out);
             c->phase = A_DELTA;
             kind = MOCK_FRAME_PRE;
             break;
@@ -208,7 +309,7 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
                 rc |= gw_buf_printf(out,
                                     ",\"index\":%d,\"delta\":{\"type\":"
                                     "\"input_json_delta\",\"partial_json\":",
-                                    c->idx);
+                                    base + c->idx);
                 rc |= gw_json_escape(out, t->args + c->off, n);
                 rc |= gw_buf_appends(out, "}}\n\n");
                 c->off += n;
@@ -218,8 +319,10 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
                     continue;
                 }
                 rc |= event_open(out, "content_block_delta");
-                rc |= gw_buf_appends(out, ",\"index\":0,\"delta\":{\"type\":"
-                                          "\"text_delta\",\"text\":\"");
+                rc |= gw_buf_printf(out,
+                                    ",\"index\":%d,\"delta\":{\"type\":"
+                                    "\"text_delta\",\"text\":\"",
+                                    base);
                 rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
                 rc |= gw_buf_appends(out, "\"}}\n\n");
                 c->off++;
@@ -228,7 +331,7 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
             break;
         case A_BLOCK_STOP:
             rc |= event_open(out, "content_block_stop");
-            rc |= gw_buf_printf(out, ",\"index\":%d}\n\n", c->idx);
+            rc |= gw_buf_printf(out, ",\"index\":%d}\n\n", base + c->idx);
             c->idx++;
             if (c->ntools > 0 && c->idx < c->ntools) {
                 c->phase = A_BLOCK_START;
@@ -239,14 +342,16 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
             }
             break;
         case A_MSG_DELTA:
+            /* Like the current API: the final output count, and the input
+             * side again, cumulative. */
             rc |= event_open(out, "message_delta");
             rc |= gw_buf_printf(out,
                                 ",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},"
                                 "\"usage\":{\"input_tokens\":%d,"
                                 "\"cache_creation_input_tokens\":%d,"
                                 "\"cache_read_input_tokens\":%d,\"output_tokens\":%d}}\n\n",
-                                stop_reason(c), uncached_input(c), c->cache_write, c->cache_read,
-                                c->emitted);
+                                stop_reason(c), uncached_input(c),
+                                c->cache_write + c->cache_write_1h, c->cache_read, c->billed);
             c->phase = A_MSG_STOP;
             kind = MOCK_FRAME_POST;
             break;
@@ -263,13 +368,25 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
     }
 }
 
+static int messages_error(struct mock_call *c, struct gw_buf *b, int status, const char *message)
+{
+    char rid[40];
+    snprintf(rid, sizeof(rid), "req_mock_%llu", (unsigned long long)c->n);
+    (void)gw_http_add_header(c->req, "request-id", rid);
+    return mock_anthropic_error_body(b, status, message, c->n);
+}
+
 const struct mock_api mock_anthropic_messages = {
     .log_name = "anthropic.messages",
     .id_prefix = "msg_mock_",
-    .anthropic_errors = 1,
+    .stream_mode = MOCK_STREAM_BODY,
+    .cache_reads = 1,
+    .cache_writes = 1,
+    .retry_after_always = 1,
     .parse = messages_parse,
     .body = messages_body,
     .frame = messages_frame,
+    .error = messages_error,
 };
 
 /* ---- errors ---- */

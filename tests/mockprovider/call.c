@@ -30,21 +30,74 @@
 static const char *const SSE_TYPE = "text/event-stream; charset=utf-8";
 static const char *const JSON_TYPE = "application/json";
 
+int mock_tool_tokens(const struct mock_tool *t)
+{
+    return (int)((t->args_len + MOCK_ARG_PIECE - 1) / MOCK_ARG_PIECE);
+}
+
 int mock_call_output_tokens(const struct mock_call *c)
 {
     if (c->f.empty)
         return 0;
     if (c->ntools == 0)
-        return c->ntext;
+        return c->reasoning + c->ntext;
     int pieces = 0;
     for (int i = 0; i < c->ntools; i++)
-        pieces += (int)((c->tools[i].args_len + MOCK_ARG_PIECE - 1) / MOCK_ARG_PIECE);
-    return pieces;
+        pieces += mock_tool_tokens(&c->tools[i]);
+    return c->reasoning + pieces;
+}
+
+int mock_call_reasoning_billed(const struct mock_call *c)
+{
+    if (c->f.empty)
+        return 0;
+    return c->billed < c->reasoning ? c->billed : c->reasoning;
+}
+
+void mock_plan_answer(struct mock_call *c, long long max)
+{
+    int chunks = c->f.chunks >= 0 ? c->f.chunks : c->th->sh->cfg->chunks;
+    c->reasoning = c->f.reasoning;
+    c->ntext = chunks;
+    c->finish = MOCK_FINISH_STOP;
+    if (max >= 0 && max < chunks) {
+        c->ntext = (int)max;
+        c->finish = MOCK_FINISH_LENGTH;
+    }
+    c->seen.max_tokens = max;
+}
+
+int mock_seen_temperature(struct mock_call *c, json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return -1;
+    c->seen.has_temperature = 1;
+    c->seen.temperature = json_number_value(v);
+    return 0;
 }
 
 /* ---- usage log ---- */
 
-static void usage_log(struct mock_call *c, const char *outcome, int output_tokens)
+static int log_seen(struct gw_buf *b, const struct mock_seen *s)
+{
+    int rc = gw_buf_printf(b,
+                           ",\"seen\":{\"messages\":%d,\"system\":%s,\"images\":%d,"
+                           "\"tool_results\":%d,\"tool_calls\":%d,\"tools\":%d,\"max_tokens\":",
+                           s->messages, s->system ? "true" : "false", s->images, s->tool_results,
+                           s->tool_calls, s->tools);
+    rc |= s->max_tokens >= 0 ? gw_buf_printf(b, "%lld", s->max_tokens) : gw_buf_appends(b, "null");
+    rc |= gw_buf_appends(b, ",\"temperature\":");
+    rc |=
+        s->has_temperature ? gw_buf_printf(b, "%.15g", s->temperature) : gw_buf_appends(b, "null");
+    rc |= gw_buf_appends(b, "}");
+    return rc;
+}
+
+static void usage_log(struct mock_call *c, const char *outcome, int output_tokens,
+                      int reasoning_tokens)
 {
     int fd = c->th->sh->usage_fd;
     if (fd < 0)
@@ -53,9 +106,11 @@ static void usage_log(struct mock_call *c, const char *outcome, int output_token
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    /* OpenAI has no wire field for cache writes, so the log (which records
-     * what the provider reported) says 0 there. */
-    int cache_write = c->api->anthropic_errors ? c->cache_write : 0;
+    /* The log records what the provider reported: an API with no wire
+     * field for cache reads or writes says 0 there. */
+    int cache_read = c->api->cache_reads ? c->cache_read : 0;
+    int cache_write = c->api->cache_writes ? c->cache_write + c->cache_write_1h : 0;
+    int cache_write_1h = c->api->cache_writes ? c->cache_write_1h : 0;
     int rc = 0;
     gw_buf_reset(b);
     rc |= gw_buf_printf(b, "{\"ts_ms\":%lld,\"id\":", ms);
@@ -79,8 +134,14 @@ static void usage_log(struct mock_call *c, const char *outcome, int output_token
     rc |= gw_json_escape(b, c->fault_spec, strlen(c->fault_spec));
     rc |= gw_buf_printf(b,
                         ",\"usage\":{\"input_tokens\":%d,\"output_tokens\":%d,"
-                        "\"cache_read_tokens\":%d,\"cache_write_tokens\":%d}}\n",
-                        c->input_tokens, output_tokens, c->cache_read, cache_write);
+                        "\"cache_read_tokens\":%d,\"cache_write_tokens\":%d,"
+                        "\"cache_write_1h_tokens\":%d,\"reasoning_tokens\":%d}",
+                        c->input_tokens, output_tokens, cache_read, cache_write, cache_write_1h,
+                        reasoning_tokens);
+    rc |= log_seen(b, &c->seen);
+    if (c->api->log_extra != NULL)
+        rc |= c->api->log_extra(c, b);
+    rc |= gw_buf_appends(b, "}\n");
     if (rc != 0)
         return;
     /* One write(2) on an O_APPEND fd: lines from several threads never
@@ -95,7 +156,7 @@ static void respond(struct mock_call *c, int status, const char *body, size_t le
                     const char *outcome, int output_tokens)
 {
     c->status = status;
-    usage_log(c, outcome, output_tokens);
+    usage_log(c, outcome, output_tokens, output_tokens > 0 && !c->f.empty ? c->reasoning : 0);
     gw_http_respond(c->req, status, JSON_TYPE, body, len);
 }
 
@@ -103,8 +164,12 @@ static void end_abort(struct mock_call *c, const char *outcome)
 {
     /* A stream bills what it sent; a complete answer bills everything once
      * its head went out, nothing before. */
-    int out = c->stream ? c->emitted : c->status != 0 ? mock_call_output_tokens(c) : 0;
-    usage_log(c, outcome, out);
+    if (c->stream) {
+        usage_log(c, outcome, c->billed, mock_call_reasoning_billed(c));
+    } else {
+        int out = c->status != 0 ? mock_call_output_tokens(c) : 0;
+        usage_log(c, outcome, out, out > 0 ? c->reasoning : 0);
+    }
     gw_http_abort(c->req);
 }
 
@@ -166,13 +231,8 @@ static void respond_error(struct mock_call *c, int status, const char *message)
 {
     struct gw_buf *b = &c->th->out;
     gw_buf_reset(b);
-    int rc = c->api->anthropic_errors ? mock_anthropic_error_body(b, status, message, c->n)
-                                      : mock_openai_error_body(b, status, message, NULL);
-    /* Both providers name the request in a header; the SDKs surface it. */
-    char rid[40];
-    snprintf(rid, sizeof(rid), "req_mock_%llu", (unsigned long long)c->n);
-    (void)gw_http_add_header(c->req, c->api->anthropic_errors ? "request-id" : "x-request-id", rid);
-    if (status == 429 || c->f.retry_after >= 0) {
+    int rc = c->api->error(c, b, status, message);
+    if ((status == 429 && c->api->retry_after_always) || c->f.retry_after >= 0) {
         char secs[16];
         snprintf(secs, sizeof(secs), "%d", c->f.retry_after >= 0 ? c->f.retry_after : 1);
         (void)gw_http_add_header(c->req, "Retry-After", secs);
@@ -195,7 +255,7 @@ static void on_drain(struct gw_http_req *req, void *arg)
 
 /* Cuts the JSON of the frame's last "data: " line in half: the Nth content
  * chunk arrives as an SSE event whose payload does not parse. */
-static void malform(struct gw_buf *f)
+static void malform_sse(struct gw_buf *f)
 {
     const char *data = NULL;
     for (const char *p = f->data; (p = strstr(p, "data: ")) != NULL; p += 6)
@@ -204,7 +264,8 @@ static void malform(struct gw_buf *f)
         return;
     size_t start = (size_t)(data - f->data);
     size_t json_len = f->len - start;
-    while (json_len > 0 && f->data[start + json_len - 1] == '\n')
+    while (json_len > 0 &&
+           (f->data[start + json_len - 1] == '\n' || f->data[start + json_len - 1] == '\r'))
         json_len--;
     /* The frame shrinks, so the two bytes always fit. */
     f->len = start + json_len / 2;
@@ -216,7 +277,7 @@ static void malform(struct gw_buf *f)
 static void end_stream(struct mock_call *c)
 {
     const char *outcome = c->malformed_sent ? "malformed" : c->f.empty ? "empty" : "completed";
-    usage_log(c, outcome, c->emitted);
+    usage_log(c, outcome, c->billed, mock_call_reasoning_billed(c));
     gw_http_finish(c->req);
 }
 
@@ -225,7 +286,7 @@ static void end_stream(struct mock_call *c)
  * and an empty event plus a comment before it (blank_events). */
 static int reshape(const struct mock_call *c, struct gw_buf *f)
 {
-    if (!c->f.multiline && !c->f.blank_events)
+    if (!c->sse || (!c->f.multiline && !c->f.blank_events))
         return 0;
     struct gw_buf out;
     gw_buf_init(&out, MOCK_OUT_MAX);
@@ -261,6 +322,7 @@ static void pump(struct mock_call *c)
     for (;;) {
         if (!c->have_frame) {
             gw_buf_reset(&c->frame);
+            c->frame_tokens = 1;
             c->frame_kind = c->api->frame(c, &c->frame);
             if (c->frame_kind == MOCK_FRAME_END) {
                 /* tail_ms: the last event is out, the response is not over. */
@@ -293,7 +355,10 @@ static void pump(struct mock_call *c)
         }
         if (c->frame_kind == MOCK_FRAME_CONTENT && c->f.malformed > 0 &&
             c->emitted + 1 == c->f.malformed) {
-            malform(&c->frame);
+            if (c->api->malform != NULL)
+                c->api->malform(c, &c->frame);
+            else
+                malform_sse(&c->frame);
             c->malformed_sent = 1;
         }
         c->have_frame = 0;
@@ -305,8 +370,10 @@ static void pump(struct mock_call *c)
             end_closed(c);
             return;
         }
-        if (c->frame_kind == MOCK_FRAME_CONTENT)
+        if (c->frame_kind == MOCK_FRAME_CONTENT) {
             c->emitted++;
+            c->billed += c->frame_tokens;
+        }
     }
 }
 
@@ -323,13 +390,13 @@ static void start_stream(struct mock_call *c)
         return;
     }
     watch_close(c);
-    if (gw_http_start(c->req, 200, SSE_TYPE) != 0) {
+    if (gw_http_start(c->req, 200, c->stream_type) != 0) {
         end_closed(c);
         return;
     }
     c->status = 200;
     if (c->f.no_body) {
-        usage_log(c, "empty", 0);
+        usage_log(c, "empty", 0, 0);
         gw_http_finish(c->req);
         return;
     }
@@ -425,9 +492,45 @@ static void free_json(void *data)
     json_decref(data);
 }
 
-/* Returns NULL or an error message for a 400. */
+/* The model: from the URL for some APIs (already decoded), else the body's
+ * "model". A "#SPEC" suffix is split off into *spec. */
+static const char *parse_model(struct mock_call *c, json_t *root, const char **spec)
+{
+    const char *m = c->path_model;
+    if (m == NULL) {
+        json_t *model = json_object_get(root, "model");
+        if (!json_is_string(model))
+            return "model: field required (a string)";
+        m = json_string_value(model);
+    }
+    const char *hash = strchr(m, '#');
+    c->model = hash ? gw_pool_strndup(c->pool, m, (size_t)(hash - m)) : m;
+    if (c->model == NULL)
+        return "mock: out of memory";
+    *spec = hash ? hash + 1 : NULL;
+    return NULL;
+}
+
+static int clamp(int want, int room)
+{
+    return want < room ? want : room > 0 ? room : 0;
+}
+
+/* Returns NULL or an error message for a 400 (or c->err_status). */
 static const char *parse(struct mock_call *c, char *err, size_t errlen)
 {
+    const char *spec = NULL;
+    if (c->path_model != NULL) {
+        /* Known before the body: auth refusals and the log can name it. */
+        const char *merr = parse_model(c, NULL, &spec);
+        if (merr != NULL)
+            return merr;
+    }
+    if (c->api->auth != NULL) {
+        const char *aerr = c->api->auth(c);
+        if (aerr != NULL)
+            return aerr;
+    }
     size_t len;
     const char *body = gw_http_req_body(c->req, &len);
     json_error_t jerr;
@@ -441,32 +544,49 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
     }
     if (!json_is_object(root))
         return "mock: the body is not a JSON object";
-    json_t *model = json_object_get(root, "model");
-    if (!json_is_string(model))
-        return "model: field required (a string)";
-    const char *m = json_string_value(model);
-    const char *hash = strchr(m, '#');
-    c->model = hash ? gw_pool_strndup(c->pool, m, (size_t)(hash - m)) : m;
-    if (c->model == NULL)
-        return "mock: out of memory";
+    if (c->path_model == NULL) {
+        const char *merr = parse_model(c, root, &spec);
+        if (merr != NULL)
+            return merr;
+    }
     json_t *stream = json_object_get(root, "stream");
-    if (stream != NULL && !json_is_boolean(stream) && !json_is_null(stream))
-        return "stream: must be a boolean";
-    c->stream = json_is_true(stream) && c->api->frame != NULL;
-    const char *ferr = resolve_fault(c, hash ? hash + 1 : NULL, err, errlen);
+    switch (c->api->stream_mode) {
+    case MOCK_STREAM_BODY:
+    case MOCK_STREAM_BODY_DEFAULT:
+        if (stream != NULL && !json_is_boolean(stream) && !json_is_null(stream))
+            return "stream: must be a boolean";
+        c->stream = stream == NULL || json_is_null(stream)
+                        ? c->api->stream_mode == MOCK_STREAM_BODY_DEFAULT
+                        : json_is_true(stream);
+        break;
+    case MOCK_STREAM_NEVER:
+        c->stream = 0;
+        break;
+    case MOCK_STREAM_ALWAYS:
+        c->stream = 1;
+        break;
+    }
+    c->stream = c->stream && c->api->frame != NULL;
+    const char *ferr = resolve_fault(c, spec, err, errlen);
     if (ferr != NULL)
         return ferr;
     c->delay_ms = c->f.chunk_delay_ms >= 0 ? c->f.chunk_delay_ms : c->th->sh->cfg->chunk_delay_ms;
     const char *aerr = c->api->parse(c, root);
     if (aerr != NULL)
         return aerr;
-    int in = c->input_tokens;
-    c->cache_read = c->f.cache_read < in ? c->f.cache_read : in;
-    c->cache_write = c->f.cache_write < in - c->cache_read ? c->f.cache_write : in - c->cache_read;
+    /* Cache reads, then 5-minute writes, then 1-hour writes: portions of
+     * the prompt, never more than it. */
+    int room = c->input_tokens;
+    c->cache_read = clamp(c->f.cache_read, room);
+    room -= c->cache_read;
+    c->cache_write = clamp(c->f.cache_write, room);
+    room -= c->cache_write;
+    c->cache_write_1h = clamp(c->f.cache_write_1h, room);
     return NULL;
 }
 
-void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const struct mock_api *api)
+void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const struct mock_api *api,
+                     const char *model, size_t model_len)
 {
     struct gw_pool *pool = gw_http_req_pool(req);
     struct mock_call *c = gw_pool_calloc(pool, sizeof(*c));
@@ -485,13 +605,23 @@ void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const stru
     c->conn_id = gw_http_req_conn_id(req);
     c->n = atomic_fetch_add_explicit(&th->sh->next_id, 1, memory_order_relaxed) + 1;
     c->created = (long long)time(NULL);
+    c->seen.max_tokens = -1;
+    c->stream_type = api->stream_type != NULL ? api->stream_type : SSE_TYPE;
+    c->sse = api->stream_type == NULL;
 
     char err[160];
-    const char *msg = parse(c, err, sizeof(err));
+    const char *msg = NULL;
+    if (model != NULL) {
+        c->path_model = mock_url_decode(pool, model, model_len);
+        if (c->path_model == NULL || c->path_model[0] == '\0')
+            msg = "mock: the model in the URL is empty or badly encoded";
+    }
+    if (msg == NULL)
+        msg = parse(c, err, sizeof(err));
     if (msg != NULL) {
         /* A bad request is answered at once, whatever its fault says. */
         c->f.retry_after = -1;
-        respond_error(c, 400, msg);
+        respond_error(c, c->err_status ? c->err_status : 400, msg);
         return;
     }
     if (c->f.hang) {

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <pthread.h>
 
 #include "gw_error.h"
 #include "mock.h"
@@ -53,6 +56,8 @@ static const struct fault_key fault_keys[] = {
     FK("multiline", multiline, 0, 1),
     FK("blank_events", blank_events, 0, 1),
     FK("tail_ms", tail_ms, 0, MOCK_MAX_MS),
+    FK("reasoning", reasoning, 0, MOCK_MAX_CHUNKS),
+    FK("cache_write_1h", cache_write_1h, 0, 1000000000),
 };
 
 static int is_space(char ch)
@@ -166,15 +171,16 @@ char *mock_tool_args(struct gw_pool *pool, json_t *schema, size_t *len)
     if (json_is_object(props)) {
         json_object_foreach(props, key, prop)
         {
+            /* Gemini's schemas spell types in capitals ("STRING"). */
             const char *type = json_string_value(json_object_get(prop, "type"));
             json_t *val;
             if (type == NULL)
                 val = json_null();
-            else if (strcmp(type, "string") == 0)
+            else if (strcasecmp(type, "string") == 0)
                 val = json_string("mock");
-            else if (strcmp(type, "number") == 0 || strcmp(type, "integer") == 0)
+            else if (strcasecmp(type, "number") == 0 || strcasecmp(type, "integer") == 0)
                 val = json_integer(42);
-            else if (strcmp(type, "boolean") == 0)
+            else if (strcasecmp(type, "boolean") == 0)
                 val = json_true();
             else
                 val = json_null();
@@ -194,7 +200,8 @@ char *mock_tool_args(struct gw_pool *pool, json_t *schema, size_t *len)
     return copy;
 }
 
-int mock_append_tokens(struct gw_buf *b, int from, int to)
+/* "<word>1 <word>2 ..." from..to-1 (0-based). */
+static int append_words(struct gw_buf *b, const char *word, size_t wlen, int from, int to)
 {
     /* Rendered by hand in a stack buffer and appended in a few large
      * pieces: this is on the benchmark path, and printf per token was a
@@ -202,15 +209,15 @@ int mock_append_tokens(struct gw_buf *b, int from, int to)
     char tmp[512];
     size_t t = 0;
     for (int k = from; k < to; k++) {
-        if (t > sizeof(tmp) - 24) {
+        if (t > sizeof(tmp) - 32) {
             if (gw_buf_append(b, tmp, t) != 0)
                 return GW_ELIMIT;
             t = 0;
         }
         if (k > 0)
             tmp[t++] = ' ';
-        memcpy(tmp + t, "tok", 3);
-        t += 3;
+        memcpy(tmp + t, word, wlen);
+        t += wlen;
         char digits[12];
         int nd = 0;
         for (unsigned v = (unsigned)k + 1; v > 0; v /= 10)
@@ -219,6 +226,16 @@ int mock_append_tokens(struct gw_buf *b, int from, int to)
             tmp[t++] = digits[--nd];
     }
     return gw_buf_append(b, tmp, t);
+}
+
+int mock_append_tokens(struct gw_buf *b, int from, int to)
+{
+    return append_words(b, "tok", 3, from, to);
+}
+
+int mock_append_reasoning(struct gw_buf *b, int from, int to)
+{
+    return append_words(b, "reason", 6, from, to);
 }
 
 const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *named,
@@ -264,4 +281,183 @@ int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long
         return -1;
     *out = x;
     return 1;
+}
+
+/* ---- embeddings ---- */
+
+#define FNV_SEED 0xcbf29ce484222325ULL
+
+uint64_t mock_embed_hash_more(const void *p, size_t len, uint64_t h)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < len; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+uint64_t mock_embed_hash(const void *p, size_t len)
+{
+    return mock_embed_hash_more(p, len, FNV_SEED);
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static int base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char tmp[256];
+    size_t t = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        if (t > sizeof(tmp) - 4) {
+            if (gw_buf_append(b, tmp, t) != 0)
+                return GW_ELIMIT;
+            t = 0;
+        }
+        unsigned v = (unsigned)p[i] << 16;
+        if (i + 1 < len)
+            v |= (unsigned)p[i + 1] << 8;
+        if (i + 2 < len)
+            v |= p[i + 2];
+        tmp[t++] = tbl[(v >> 18) & 63];
+        tmp[t++] = tbl[(v >> 12) & 63];
+        tmp[t++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+        tmp[t++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    return gw_buf_append(b, tmp, t);
+}
+
+/* Newton's method: enough for normalizing, and it keeps the mock off libm. */
+static double root2(double x)
+{
+    if (x <= 0)
+        return 0;
+    double r = x > 1 ? x : 1;
+    for (int i = 0; i < 64; i++) {
+        double next = 0.5 * (r + x / r);
+        if (next >= r)
+            break;
+        r = next;
+    }
+    return r;
+}
+
+/* A unit vector derived from the input's hash: equal inputs get equal
+ * vectors, and base64 decoding sees little-endian float32s. */
+int mock_append_vector(struct gw_buf *b, int dims, uint64_t h, int base64)
+{
+    float v[MOCK_MAX_DIMENSIONS];
+    if (dims < 1 || dims > MOCK_MAX_DIMENSIONS)
+        return GW_EINVAL;
+    double norm = 0;
+    for (int j = 0; j < dims; j++) {
+        uint64_t r = splitmix64(h + (uint64_t)j);
+        v[j] = (float)((double)(r >> 11) / (double)(1ULL << 53) * 2.0 - 1.0);
+        norm += (double)v[j] * v[j];
+    }
+    norm = norm > 0 ? root2(norm) : 1;
+    for (int j = 0; j < dims; j++)
+        v[j] = (float)(v[j] / norm);
+    if (base64) {
+        unsigned char bytes[MOCK_MAX_DIMENSIONS * 4];
+        for (int j = 0; j < dims; j++) {
+            uint32_t u;
+            memcpy(&u, &v[j], 4);
+            bytes[4 * j] = (unsigned char)u;
+            bytes[4 * j + 1] = (unsigned char)(u >> 8);
+            bytes[4 * j + 2] = (unsigned char)(u >> 16);
+            bytes[4 * j + 3] = (unsigned char)(u >> 24);
+        }
+        int rc = gw_buf_appends(b, "\"");
+        rc |= base64_append(b, bytes, (size_t)dims * 4);
+        rc |= gw_buf_appends(b, "\"");
+        return rc;
+    }
+    int rc = gw_buf_appends(b, "[");
+    for (int j = 0; j < dims; j++)
+        rc |= gw_buf_printf(b, j ? ",%.8g" : "%.8g", (double)v[j]);
+    rc |= gw_buf_appends(b, "]");
+    return rc;
+}
+
+/* ---- CRC-32, URLs ---- */
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+uint32_t mock_crc32(uint32_t crc, const void *p, size_t len)
+{
+    /* The reflected IEEE polynomial (zlib's), table built once. */
+    pthread_once(&crc_once, crc_init);
+    const unsigned char *s = p;
+    crc = ~crc;
+    for (size_t i = 0; i < len; i++)
+        crc = crc_table[(crc ^ s[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static int hex_digit(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+char *mock_url_decode(struct gw_pool *pool, const char *s, size_t len)
+{
+    char *out = gw_pool_alloc(pool, len + 1);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '%') {
+            out[o++] = s[i];
+            continue;
+        }
+        int hi = i + 2 < len ? hex_digit(s[i + 1]) : -1;
+        int lo = i + 2 < len ? hex_digit(s[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+            return NULL;
+        out[o++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+const char *mock_query_param(const char *query, const char *name, size_t *vlen)
+{
+    size_t nlen = strlen(name);
+    const char *p = query;
+    while (p != NULL && *p != '\0') {
+        const char *amp = strchr(p, '&');
+        size_t plen = amp ? (size_t)(amp - p) : strlen(p);
+        if (plen > nlen && memcmp(p, name, nlen) == 0 && p[nlen] == '=') {
+            *vlen = plen - nlen - 1;
+            return p + nlen + 1;
+        }
+        p = amp ? amp + 1 : NULL;
+    }
+    return NULL;
 }

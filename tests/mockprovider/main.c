@@ -2,9 +2,11 @@
  * llmgw-mockprovider: the one fake in the llmgw project.
  *
  * Tests and benchmarks point the gateway at this program instead of a real
- * LLM provider. It speaks the OpenAI (chat completions, embeddings, models)
- * and Anthropic (messages) wire formats closely enough that the official
- * SDKs accept it, answers deterministically (so a test can predict every
+ * LLM provider. It speaks the OpenAI (chat completions, responses,
+ * embeddings, models), Anthropic (messages), AWS Bedrock (Converse,
+ * ConverseStream), Google Gemini (generateContent, streamGenerateContent,
+ * embedContent) and Ollama (chat, embed) wire formats closely enough that
+ * the official SDKs accept it, answers deterministically (so a test can predict every
  * token and every usage count), fails on command through fault SPECs
  * (status codes, delays, drops, hangs, malformed chunks, ...), and writes a
  * usage log that a gateway's ledger can be reconciled against. The contract
@@ -51,16 +53,52 @@ static void respond_json(struct gw_http_req *req, int status, const char *body)
     gw_http_respond(req, status, "application/json", body, strlen(body));
 }
 
+/* The API family a path belongs to, for errors outside a model call. */
+enum family { FAM_OPENAI, FAM_ANTHROPIC, FAM_BEDROCK, FAM_GEMINI, FAM_OLLAMA };
+
+static enum family path_family(const char *path)
+{
+    if (path == NULL)
+        return FAM_OPENAI;
+    if (strncmp(path, "/v1/messages", 12) == 0)
+        return FAM_ANTHROPIC;
+    if (strncmp(path, "/model/", 7) == 0)
+        return FAM_BEDROCK;
+    if (strncmp(path, "/v1beta/", 8) == 0 ||
+        (strncmp(path, "/v1/models/", 11) == 0 && strchr(path, ':') != NULL))
+        return FAM_GEMINI;
+    if (strncmp(path, "/api/", 5) == 0)
+        return FAM_OLLAMA;
+    return FAM_OPENAI;
+}
+
 /* Errors outside a model call, shaped like the API the path belongs to. */
 static void respond_plain_error(struct gw_http_req *req, int status, const char *code,
                                 const char *message)
 {
     struct gw_buf b;
     gw_buf_init(&b, 64 * 1024);
-    const char *path = gw_http_req_path(req);
-    int rc = path != NULL && strncmp(path, "/v1/messages", 12) == 0
-                 ? mock_anthropic_error_body(&b, status, message, 0)
-                 : mock_openai_error_body(&b, status, message, code);
+    int rc;
+    const char *type = NULL;
+    switch (path_family(gw_http_req_path(req))) {
+    case FAM_ANTHROPIC:
+        rc = mock_anthropic_error_body(&b, status, message, 0);
+        break;
+    case FAM_BEDROCK:
+        rc = mock_bedrock_error_body(&b, status, message, &type);
+        if (type != NULL)
+            (void)gw_http_add_header(req, "x-amzn-ErrorType", type);
+        break;
+    case FAM_GEMINI:
+        rc = mock_gemini_error_body(&b, status, message, -1);
+        break;
+    case FAM_OLLAMA:
+        rc = mock_ollama_error_body(&b, status, message);
+        break;
+    default:
+        rc = mock_openai_error_body(&b, status, message, code);
+        break;
+    }
     if (rc == 0)
         gw_http_respond(req, status, "application/json", b.data, b.len);
     else
@@ -78,6 +116,26 @@ static const char openai_models[] =
     "{\"id\":\"mock-embed\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":\"llmgw-"
     "mock\"}]}";
 
+/* Gemini's list (GET /v1beta/models). */
+static const char gemini_models[] =
+    "{\"models\":["
+    "{\"name\":\"models/mock-gemini\",\"version\":\"001\",\"displayName\":\"Mock Gemini\","
+    "\"inputTokenLimit\":1048576,\"outputTokenLimit\":65536,\"supportedGenerationMethods\":"
+    "[\"generateContent\",\"streamGenerateContent\",\"countTokens\"]},"
+    "{\"name\":\"models/mock-embed\",\"version\":\"001\",\"displayName\":\"Mock Embed\","
+    "\"inputTokenLimit\":2048,\"outputTokenLimit\":1,\"supportedGenerationMethods\":"
+    "[\"embedContent\",\"batchEmbedContents\"]}]}";
+
+/* Ollama's list (GET /api/tags) and version. */
+static const char ollama_tags[] =
+    "{\"models\":["
+    "{\"name\":\"mock-llama:latest\",\"model\":\"mock-llama:latest\","
+    "\"modified_at\":\"2023-11-14T22:13:20Z\",\"size\":1000000,\"digest\":"
+    "\"0000000000000000000000000000000000000000000000000000000000000000\",\"details\":"
+    "{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"llama\",\"families\":"
+    "[\"llama\"],\"parameter_size\":\"1B\",\"quantization_level\":\"Q8_0\"}}]}";
+static const char ollama_version[] = "{\"version\":\"0.12.0\"}";
+
 /* Anthropic clients (they send anthropic-version) get Anthropic's list shape. */
 static const char anthropic_models[] =
     "{\"data\":["
@@ -91,6 +149,65 @@ static const char anthropic_models[] =
     "Embed\",\"created_at\":\"2023-11-14T22:13:20Z\"}],"
     "\"has_more\":false,\"first_id\":\"mock-gpt\",\"last_id\":\"mock-embed\"}";
 
+/* The simple GET endpoints: NULL when path is not one. */
+static const char *simple_body(struct gw_http_req *req, const char *path)
+{
+    if (strcmp(path, "/healthz") == 0)
+        return "{\"status\":\"ok\"}";
+    if (strcmp(path, "/v1/models") == 0)
+        return gw_http_req_header(req, "anthropic-version") != NULL ? anthropic_models
+                                                                    : openai_models;
+    if (strcmp(path, "/v1beta/models") == 0)
+        return gemini_models;
+    if (strcmp(path, "/api/tags") == 0)
+        return ollama_tags;
+    if (strcmp(path, "/api/version") == 0)
+        return ollama_version;
+    return NULL;
+}
+
+/* /model/{modelId}/converse and /model/{modelId}/converse-stream. */
+static const struct mock_api *bedrock_route(const char *path, const char **model, size_t *mlen)
+{
+    const char *id = path + 7;
+    const char *slash = strchr(id, '/');
+    if (slash == NULL || slash == id)
+        return NULL;
+    *model = id;
+    *mlen = (size_t)(slash - id);
+    if (strcmp(slash, "/converse") == 0)
+        return &mock_bedrock_converse;
+    if (strcmp(slash, "/converse-stream") == 0)
+        return &mock_bedrock_converse_stream;
+    return NULL;
+}
+
+/* /v1beta/models/{model}:{method} (or /v1/models/...). The model ends at
+ * the last ':' of the raw path, so an encoded "%3A" inside it survives. */
+static const struct mock_api *gemini_route(const char *path, const char **model, size_t *mlen)
+{
+    const char *m = strncmp(path, "/v1beta/models/", 15) == 0 ? path + 15
+                    : strncmp(path, "/v1/models/", 11) == 0   ? path + 11
+                                                              : NULL;
+    if (m == NULL)
+        return NULL;
+    const char *colon = strrchr(m, ':');
+    if (colon == NULL || colon == m || memchr(m, '/', (size_t)(colon - m)) != NULL)
+        return NULL;
+    *model = m;
+    *mlen = (size_t)(colon - m);
+    const char *method = colon + 1;
+    if (strcmp(method, "generateContent") == 0)
+        return &mock_gemini_generate;
+    if (strcmp(method, "streamGenerateContent") == 0)
+        return &mock_gemini_stream;
+    if (strcmp(method, "embedContent") == 0)
+        return &mock_gemini_embed;
+    if (strcmp(method, "batchEmbedContents") == 0)
+        return &mock_gemini_batch_embed;
+    return NULL;
+}
+
 static void on_request(struct gw_http_req *req, void *arg)
 {
     struct mock_thread *th = arg;
@@ -98,36 +215,54 @@ static void on_request(struct gw_http_req *req, void *arg)
     const char *method = gw_http_req_method(req);
     int post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
     const struct mock_api *api = NULL;
-    int want_post = 1;
+    const char *model = NULL, *simple = NULL;
+    size_t mlen = 0;
 
     if (strcmp(path, "/v1/chat/completions") == 0)
         api = &mock_openai_chat;
+    else if (strcmp(path, "/v1/responses") == 0)
+        api = &mock_openai_responses;
     else if (strcmp(path, "/v1/messages") == 0)
         api = &mock_anthropic_messages;
     else if (strcmp(path, "/v1/embeddings") == 0)
         api = &mock_openai_embeddings;
-    else if (strcmp(path, "/v1/models") == 0 || strcmp(path, "/healthz") == 0)
-        want_post = 0;
-    else {
-        /* OpenAI's wording for a path it does not serve. */
+    else if (strcmp(path, "/api/chat") == 0)
+        api = &mock_ollama_chat;
+    else if (strcmp(path, "/api/embed") == 0)
+        api = &mock_ollama_embed;
+    else if (strncmp(path, "/model/", 7) == 0)
+        api = bedrock_route(path, &model, &mlen);
+    else if (strchr(path, ':') != NULL)
+        api = gemini_route(path, &model, &mlen);
+    else
+        simple = simple_body(req, path);
+
+    if (api == NULL && simple == NULL) {
+        /* Each provider's wording for a path it does not serve. */
         char msg[160];
-        snprintf(msg, sizeof(msg), "Invalid URL (%.16s %.100s)", method, path);
+        switch (path_family(path)) {
+        case FAM_OPENAI:
+            snprintf(msg, sizeof(msg), "Invalid URL (%.16s %.100s)", method, path);
+            break;
+        case FAM_OLLAMA:
+            snprintf(msg, sizeof(msg), "404 page not found");
+            break;
+        default:
+            snprintf(msg, sizeof(msg), "mock: no such endpoint (%.16s %.100s)", method, path);
+            break;
+        }
         respond_plain_error(req, 404, NULL, msg);
         return;
     }
-    if (want_post ? !post : !get) {
-        (void)gw_http_add_header(req, "Allow", want_post ? "POST" : "GET");
+    if (api != NULL ? !post : !get) {
+        (void)gw_http_add_header(req, "Allow", api != NULL ? "POST" : "GET");
         respond_plain_error(req, 405, "method_not_allowed", "mock: method not allowed");
         return;
     }
     if (api != NULL)
-        mock_call_start(th, req, api);
-    else if (path[1] == 'h')
-        respond_json(req, 200, "{\"status\":\"ok\"}");
-    else if (gw_http_req_header(req, "anthropic-version") != NULL)
-        respond_json(req, 200, anthropic_models);
+        mock_call_start(th, req, api, model, mlen);
     else
-        respond_json(req, 200, openai_models);
+        respond_json(req, 200, simple);
 }
 
 static void on_reject(struct gw_http_req *req, int status, const char *code, const char *message,

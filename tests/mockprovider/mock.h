@@ -1,18 +1,23 @@
 /*
  * Internal interface of llmgw-mockprovider (see main.c and
- * docs/mockprovider.md), shared by its five files:
+ * docs/mockprovider.md), shared by its files:
  *
  *   main.c       command line, threads, signals, routing of simple endpoints
- *   call.c       one model call: body parsing common to both APIs, fault
+ *   call.c       one model call: body parsing common to all APIs, fault
  *                resolution, ttfb/hang, the streaming engine, the usage log
  *   fault.c      fault SPEC parsing and the deterministic-answer helpers
- *                (word counts, tool arguments, JSON string escaping)
+ *                (word counts, tool arguments, embedding vectors, CRC32)
  *   openai.c     OpenAI chat completions and embeddings wire format
+ *   responses.c  OpenAI Responses API wire format
  *   anthropic.c  Anthropic messages wire format
+ *   bedrock.c    AWS Bedrock Converse / ConverseStream (binary event stream)
+ *   gemini.c     Google Gemini generateContent / streamGenerateContent / embed
+ *   ollama.c     Ollama /api/chat (NDJSON stream) and /api/embed
  *
  * A call is described once (struct mock_call) in API-neutral terms; each API
  * file only knows how to parse its request into that description and how to
- * render it: a complete body, the next SSE frame of a stream, an error body.
+ * render it: a complete body, the next frame of a stream (an SSE event, an
+ * NDJSON line or an event-stream message), an error body.
  */
 #ifndef MOCK_H
 #define MOCK_H
@@ -60,6 +65,8 @@ struct mock_fault {
     int multiline;    /* each SSE payload split over two data: lines */
     int blank_events; /* an empty event and a comment before each chunk */
     int tail_ms;      /* after the last event, wait before ending */
+    int reasoning;    /* reasoning tokens before the answer */
+    int cache_write_1h;
 };
 
 void mock_fault_clear(struct mock_fault *f);
@@ -124,23 +131,71 @@ struct mock_tool {
 
 struct mock_call;
 
+/* Where an API reads its stream flag from. */
+enum mock_stream_mode {
+    MOCK_STREAM_BODY,         /* "stream": true in the body, default false */
+    MOCK_STREAM_BODY_DEFAULT, /* "stream" in the body, default true (Ollama) */
+    MOCK_STREAM_NEVER,        /* the path says: a complete answer */
+    MOCK_STREAM_ALWAYS,       /* the path says: a stream */
+};
+
 struct mock_api {
     const char *log_name;  /* "openai.chat", ... */
     const char *id_prefix; /* "chatcmpl-mock-", NULL: no id */
-    int anthropic_errors;  /* error body shape */
+    enum mock_stream_mode stream_mode;
+    int cache_reads;         /* the wire has a cache-read field (else the log says 0) */
+    int cache_writes;        /* the wire has a cache-write field (else the log says 0) */
+    int retry_after_always;  /* Retry-After on every 429, not only when asked */
+    const char *stream_type; /* content type of a stream; NULL: SSE */
+    /* Checks credentials before the body is read. NULL: none. Returns NULL,
+     * or a message for an error with status c->err_status. */
+    const char *(*auth)(struct mock_call *c);
     /* Reads the API's own fields (the model, stream flag and fault are
-     * already in c). Returns NULL, or an error message for a 400. */
+     * already in c). Returns NULL, or an error message for a 400 (or
+     * c->err_status when the API set one). */
     const char *(*parse)(struct mock_call *c, json_t *root);
     /* Appends the complete non-streaming body. 0 or a GW_E code. */
     int (*body)(struct mock_call *c, struct gw_buf *out);
-    /* Appends the next SSE frame and says what it is; MOCK_FRAME_END
-     * appends nothing. NULL for APIs that do not stream. */
+    /* Appends the next frame and says what it is; MOCK_FRAME_END appends
+     * nothing. A CONTENT frame worth more than one output token (a whole
+     * tool call) sets c->frame_tokens. NULL for APIs that do not stream. */
     enum mock_frame (*frame)(struct mock_call *c, struct gw_buf *out);
+    /* Makes a content frame unparseable (malformed=N). NULL: cut the JSON
+     * of the SSE event's last data: line in half. */
+    void (*malform)(struct mock_call *c, struct gw_buf *frame);
+    /* Appends the error body for status (message NULL: the provider's usual
+     * text) and adds the provider's error headers. 0 or a GW_E code. */
+    int (*error)(struct mock_call *c, struct gw_buf *out, int status, const char *message);
+    /* Appends extra usage-log members (",\"auth\":{...}"). NULL: none. */
+    int (*log_extra)(const struct mock_call *c, struct gw_buf *out);
 };
 
 extern const struct mock_api mock_openai_chat;
 extern const struct mock_api mock_openai_embeddings;
+extern const struct mock_api mock_openai_responses;
 extern const struct mock_api mock_anthropic_messages;
+extern const struct mock_api mock_bedrock_converse;
+extern const struct mock_api mock_bedrock_converse_stream;
+extern const struct mock_api mock_gemini_generate;
+extern const struct mock_api mock_gemini_stream;
+extern const struct mock_api mock_gemini_embed;
+extern const struct mock_api mock_gemini_batch_embed;
+extern const struct mock_api mock_ollama_chat;
+extern const struct mock_api mock_ollama_embed;
+
+/* What the request contained, in API-neutral terms, for the usage log's
+ * "seen" object (so tests can check a gateway's translation). */
+struct mock_seen {
+    int messages; /* conversation turns, system messages not counted */
+    int system;   /* a system prompt (field or system/developer message) */
+    int images;
+    int tool_results;
+    int tool_calls;       /* tool calls in earlier assistant turns */
+    int tools;            /* tool definitions */
+    long long max_tokens; /* -1: not given */
+    int has_temperature;
+    double temperature;
+};
 
 struct mock_call {
     struct gw_http_req *req;
@@ -160,11 +215,20 @@ struct mock_call {
     int include_usage; /* OpenAI stream_options.include_usage */
     int input_tokens;  /* total, cached ones included */
     int cache_read;    /* portions of input_tokens */
-    int cache_write;
+    int cache_write;   /* 5-minute cache writes */
+    int cache_write_1h;
+    struct mock_seen seen;
+    int err_status;          /* status for a parse/auth error; 0: 400 */
+    const char *path_model;  /* the model from the URL (decoded), or NULL */
+    int auth_flags;          /* what auth() saw, for log_extra */
+    void *api_state;         /* the API's own parsed request, pool memory */
+    const char *stream_type; /* content type of this call's stream */
+    int sse;                 /* the stream is SSE: multiline/blank_events apply */
 
     /* the answer */
     enum mock_finish finish;
-    int ntext; /* text tokens in the answer */
+    int reasoning; /* reasoning tokens before the answer */
+    int ntext;     /* text tokens in the answer */
     int ntools;
     struct mock_tool tools[MOCK_MAX_PARALLEL];
     int delay_ms;
@@ -176,10 +240,13 @@ struct mock_call {
     uint64_t *hashes;
 
     /* progress */
-    int status;  /* status line sent; 0 before */
-    int emitted; /* content chunks written */
-    int phase;   /* the API's frame cursor */
+    int status;       /* status line sent; 0 before */
+    int emitted;      /* content chunks written */
+    int billed;       /* output tokens those chunks are worth */
+    int frame_tokens; /* output tokens of the frame being built (1) */
+    int phase;        /* the API's frame cursor */
     int idx;
+    int seq; /* events rendered (Responses sequence_number) */
     size_t off;
     unsigned malformed_sent : 1;
     unsigned tail_done : 1;  /* the tail_ms wait after the last event is over */
@@ -194,11 +261,24 @@ struct mock_call {
     enum mock_wait waiting;
 };
 
-/* Starts a call of the given API (call.c). Takes over req. */
-void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const struct mock_api *api);
+/* Starts a call of the given API (call.c). Takes over req. For APIs whose
+ * model is in the URL, model/model_len is its still percent-encoded text. */
+void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const struct mock_api *api,
+                     const char *model, size_t model_len);
 
-/* Output tokens of the answer (text tokens, or argument pieces). */
+/* Output tokens of the answer: reasoning tokens plus text tokens or tool
+ * argument pieces (7 bytes each). */
 int mock_call_output_tokens(const struct mock_call *c);
+/* Tokens a tool call's arguments are worth (their 7-byte pieces). */
+int mock_tool_tokens(const struct mock_tool *t);
+/* Reasoning tokens among the output billed so far (they come first). */
+int mock_call_reasoning_billed(const struct mock_call *c);
+/* Sets ntext, reasoning and finish from the fault and the request's output
+ * limit (max < 0: none). Tools, picked afterwards, override the finish. */
+void mock_plan_answer(struct mock_call *c, long long max);
+/* Reads obj[key] as a number into the seen temperature; -1 when present
+ * but not a number. */
+int mock_seen_temperature(struct mock_call *c, json_t *obj, const char *key);
 
 /* ---- helpers (fault.c) ---- */
 
@@ -214,6 +294,11 @@ char *mock_tool_args(struct gw_pool *pool, json_t *schema, size_t *len);
 /* Appends the text tokens from..to-1 (0-based) of the answer "tok1 tok2
  * ...". Plain ASCII: it needs no JSON escaping. */
 int mock_append_tokens(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
+/* The same for the reasoning text "reason1 reason2 ...". */
+int mock_append_reasoning(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
+/* The signature every mock thinking block carries (base64 of
+ * "mock-signature"). */
+#define MOCK_SIGNATURE "bW9jay1zaWduYXR1cmU="
 /* Reads one entry of a request's tools array: 0 when it is not a tool the
  * mock can call (a server tool, say), else 1 with its name and schema. */
 typedef int (*mock_tool_get_fn)(json_t *tool, const char **name, json_t **schema);
@@ -225,10 +310,30 @@ const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *name
  * -1: present but not such an integer. */
 int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long long *out);
 
-/* Renders the error body for status in the API's shape (openai.c /
- * anthropic.c). message NULL picks the provider's usual text (and, for
- * OpenAI, code) for status; otherwise the OpenAI code is code (NULL: null). */
+/* Embeddings: a hash of one input, and the deterministic unit vector of
+ * dims floats it gives (a JSON array, or base64 of little-endian float32s). */
+uint64_t mock_embed_hash(const void *p, size_t len);
+uint64_t mock_embed_hash_more(const void *p, size_t len, uint64_t h);
+int mock_append_vector(struct gw_buf *b, int dims, uint64_t hash, int base64)
+    __attribute__((warn_unused_result));
+/* CRC-32 (IEEE 802.3, as zlib's crc32()), continuing from crc (0 to start). */
+uint32_t mock_crc32(uint32_t crc, const void *p, size_t len);
+/* Percent-decodes s[0..len) into pool memory. NULL when a %XX is invalid,
+ * decodes to NUL, or on allocation failure. */
+char *mock_url_decode(struct gw_pool *pool, const char *s, size_t len);
+/* The value of name in a query string (not decoded; len in *vlen), or NULL. */
+const char *mock_query_param(const char *query, const char *name, size_t *vlen);
+
+/* Renders the error body for status in the API's shape, for errors outside
+ * a call too (main.c). message NULL picks the provider's usual text (and,
+ * for OpenAI, code) for status; otherwise the OpenAI code is code (NULL:
+ * null). The Bedrock one also says its x-amzn-ErrorType through *type. */
 int mock_openai_error_body(struct gw_buf *b, int status, const char *message, const char *code);
 int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message, uint64_t n);
+int mock_bedrock_error_body(struct gw_buf *b, int status, const char *message, const char **type);
+int mock_gemini_error_body(struct gw_buf *b, int status, const char *message, int retry_after);
+int mock_ollama_error_body(struct gw_buf *b, int status, const char *message);
+/* The OpenAI error of a call, with its x-request-id header (openai.c). */
+int mock_openai_call_error(struct mock_call *c, struct gw_buf *b, int status, const char *message);
 
 #endif

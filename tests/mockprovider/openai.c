@@ -16,14 +16,16 @@
 
 /* ---- shared pieces ---- */
 
-static int append_usage(struct gw_buf *b, const struct mock_call *c, int out)
+/* out includes the reasoning tokens, as OpenAI's completion_tokens does. */
+static int append_usage(struct gw_buf *b, const struct mock_call *c, int out, int reasoning)
 {
-    return gw_buf_printf(b,
-                         "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
-                         "\"prompt_tokens_details\":{\"cached_tokens\":%d,\"audio_tokens\":0},"
-                         "\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":0,"
-                         "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}",
-                         c->input_tokens, out, c->input_tokens + out, c->cache_read);
+    return gw_buf_printf(
+        b,
+        "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+        "\"prompt_tokens_details\":{\"cached_tokens\":%d,\"audio_tokens\":0},"
+        "\"completion_tokens_details\":{\"reasoning_tokens\":%d,\"audio_tokens\":0,"
+        "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}",
+        c->input_tokens, out, c->input_tokens + out, c->cache_read, reasoning);
 }
 
 static const char *finish_name(const struct mock_call *c)
@@ -53,6 +55,35 @@ static int tool_get(json_t *tool, const char **name, json_t **schema)
     return *name != NULL;
 }
 
+/* One message's share of the seen summary. */
+static void chat_seen(struct mock_call *c, json_t *msg)
+{
+    const char *role = json_string_value(json_object_get(msg, "role"));
+    if (role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0)) {
+        c->seen.system = 1;
+        return;
+    }
+    c->seen.messages++;
+    if (role != NULL && (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0))
+        c->seen.tool_results++;
+    json_t *calls = json_object_get(msg, "tool_calls");
+    if (json_is_array(calls))
+        c->seen.tool_calls += (int)json_array_size(calls);
+    else if (json_is_object(json_object_get(msg, "function_call")))
+        c->seen.tool_calls++;
+    json_t *content = json_object_get(msg, "content");
+    size_t i;
+    json_t *part;
+    if (json_is_array(content)) {
+        json_array_foreach(content, i, part)
+        {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            if (type != NULL && strcmp(type, "image_url") == 0)
+                c->seen.images++;
+        }
+    }
+}
+
 static const char *chat_parse(struct mock_call *c, json_t *root)
 {
     json_t *messages = json_object_get(root, "messages");
@@ -62,28 +93,28 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
     json_t *msg;
     json_array_foreach(messages, i, msg)
     {
+        if (!json_is_object(msg))
+            return "messages: each message must be an object";
         c->input_tokens += 1 + mock_count_text(json_object_get(msg, "content"));
+        chat_seen(c, msg);
     }
     long long max = -1;
     if (mock_json_int(root, "max_completion_tokens", 0, 1 << 30, &max) < 0 ||
         (max < 0 && mock_json_int(root, "max_tokens", 0, 1 << 30, &max) < 0))
         return "max_tokens: must be a non-negative integer";
+    if (mock_seen_temperature(c, root, "temperature") != 0)
+        return "temperature: must be a number";
     json_t *so = json_object_get(root, "stream_options");
     c->include_usage = json_is_true(json_object_get(so, "include_usage"));
 
-    int chunks = c->f.chunks >= 0 ? c->f.chunks : c->th->sh->cfg->chunks;
-    c->ntext = chunks;
-    c->finish = MOCK_FINISH_STOP;
-    if (max >= 0 && max < chunks) {
-        c->ntext = (int)max;
-        c->finish = MOCK_FINISH_LENGTH;
-    }
+    mock_plan_answer(c, max);
 
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
     const char *named = NULL;
     if (!json_is_array(tools) || json_array_size(tools) == 0)
         return NULL;
+    c->seen.tools = (int)json_array_size(tools);
     if (json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0)
         return NULL;
     if (json_is_object(choice)) {
@@ -103,7 +134,14 @@ static int chat_body(struct mock_call *c, struct gw_buf *b)
                         (unsigned long long)c->n, c->created);
     rc |= gw_json_escape(b, c->model, strlen(c->model));
     rc |= gw_buf_appends(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":"
-                            "\"assistant\",\"content\":");
+                            "\"assistant\",");
+    if (c->reasoning > 0 && !c->f.empty) {
+        /* DeepSeek's field, which OpenAI-compatible reasoning models share. */
+        rc |= gw_buf_appends(b, "\"reasoning_content\":\"");
+        rc |= mock_append_reasoning(b, 0, c->reasoning);
+        rc |= gw_buf_appends(b, "\",");
+    }
+    rc |= gw_buf_appends(b, "\"content\":");
     if (c->ntools > 0 && !c->f.empty) {
         rc |= gw_buf_appends(b, "null,\"tool_calls\":[");
         for (int i = 0; i < c->ntools; i++) {
@@ -128,14 +166,14 @@ static int chat_body(struct mock_call *c, struct gw_buf *b)
                         ",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,"
                         "\"finish_reason\":\"%s\"}],\"usage\":",
                         finish_name(c));
-    rc |= append_usage(b, c, mock_call_output_tokens(c));
+    rc |= append_usage(b, c, mock_call_output_tokens(c), c->f.empty ? 0 : c->reasoning);
     rc |= gw_buf_appends(b, ",\"service_tier\":\"default\",\"system_fingerprint\":null}");
     return rc ? GW_ELIMIT : 0;
 }
 
 /* ---- stream ---- */
 
-enum { P_ROLE, P_TOOL_HEAD, P_CONTENT, P_FINISH, P_USAGE, P_DONE, P_END };
+enum { P_ROLE, P_REASON, P_TOOL_HEAD, P_CONTENT, P_FINISH, P_USAGE, P_DONE, P_END };
 
 /* "data: {...,"choices":[" is the same for every chunk of a stream, so it
  * is rendered once. Chunks carry "usage":null when usage was asked for,
@@ -184,8 +222,25 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
                                           : "{\"index\":0,\"delta\":{\"role\":\"assistant\","
                                             "\"content\":\"\",\"refusal\":null");
             rc |= chunk_close(out, NULL);
-            c->phase = c->f.empty ? P_FINISH : c->ntools > 0 ? P_TOOL_HEAD : P_CONTENT;
+            c->phase = c->f.empty         ? P_FINISH
+                       : c->reasoning > 0 ? P_REASON
+                       : c->ntools > 0    ? P_TOOL_HEAD
+                                          : P_CONTENT;
             kind = MOCK_FRAME_PRE;
+            break;
+        case P_REASON:
+            if (c->off >= (size_t)c->reasoning) {
+                c->off = 0;
+                c->phase = c->ntools > 0 ? P_TOOL_HEAD : P_CONTENT;
+                continue;
+            }
+            rc |= chunk_open(c, out);
+            rc |= gw_buf_appends(out, "{\"index\":0,\"delta\":{\"reasoning_content\":\"");
+            rc |= mock_append_reasoning(out, (int)c->off, (int)c->off + 1);
+            rc |= gw_buf_appends(out, "\"");
+            rc |= chunk_close(out, NULL);
+            c->off++;
+            kind = MOCK_FRAME_CONTENT;
             break;
         case P_TOOL_HEAD: {
             const struct mock_tool *t = &c->tools[c->idx];
@@ -200,7 +255,7 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
             rc |= chunk_close(out, NULL);
             c->phase = P_CONTENT;
             c->off = 0;
-            kind = c->idx == 0 ? MOCK_FRAME_PRE : MOCK_FRAME_MID;
+            kind = c->emitted == 0 ? MOCK_FRAME_PRE : MOCK_FRAME_MID;
             break;
         }
         case P_CONTENT:
@@ -251,7 +306,7 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
                                 (unsigned long long)c->n, c->created);
             rc |= gw_json_escape(out, c->model, strlen(c->model));
             rc |= gw_buf_appends(out, ",\"choices\":[],\"usage\":");
-            rc |= append_usage(out, c, c->emitted);
+            rc |= append_usage(out, c, c->billed, mock_call_reasoning_billed(c));
             rc |= gw_buf_appends(out, "}\n\n");
             c->phase = P_DONE;
             break;
@@ -268,49 +323,46 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
     }
 }
 
+static int chat_error(struct mock_call *c, struct gw_buf *b, int status, const char *message)
+{
+    char rid[40];
+    snprintf(rid, sizeof(rid), "req_mock_%llu", (unsigned long long)c->n);
+    (void)gw_http_add_header(c->req, "x-request-id", rid);
+    return mock_openai_error_body(b, status, message, NULL);
+}
+
 const struct mock_api mock_openai_chat = {
     .log_name = "openai.chat",
     .id_prefix = "chatcmpl-mock-",
-    .anthropic_errors = 0,
+    .stream_mode = MOCK_STREAM_BODY,
+    .cache_reads = 1,
+    .retry_after_always = 1,
     .parse = chat_parse,
     .body = chat_body,
     .frame = chat_frame,
+    .error = chat_error,
 };
 
+/* The Responses API shares OpenAI's error shape and request-id header. */
+int mock_openai_call_error(struct mock_call *c, struct gw_buf *b, int status, const char *message)
+{
+    return chat_error(c, b, status, message);
+}
+
 /* ---- embeddings ---- */
-
-static uint64_t fnv1a(const void *p, size_t len, uint64_t h)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < len; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-#define FNV_SEED 0xcbf29ce484222325ULL
 
 /* One input: a string, or an array of token ids. Sets *hash and adds its
  * tokens to c->input_tokens. */
 static int embed_input(struct mock_call *c, json_t *v, uint64_t *hash)
 {
     if (json_is_string(v)) {
-        *hash = fnv1a(json_string_value(v), json_string_length(v), FNV_SEED);
+        *hash = mock_embed_hash(json_string_value(v), json_string_length(v));
         c->input_tokens += mock_count_words(json_string_value(v), json_string_length(v));
         return 0;
     }
     if (!json_is_array(v) || json_array_size(v) == 0)
         return -1;
-    uint64_t h = FNV_SEED;
+    uint64_t h = mock_embed_hash("", 0);
     size_t i;
     json_t *tok;
     json_array_foreach(v, i, tok)
@@ -318,7 +370,7 @@ static int embed_input(struct mock_call *c, json_t *v, uint64_t *hash)
         if (!json_is_integer(tok))
             return -1;
         long long t = json_integer_value(tok);
-        h = fnv1a(&t, sizeof(t), h);
+        h = mock_embed_hash_more(&t, sizeof(t), h);
     }
     *hash = h;
     c->input_tokens += (int)json_array_size(v);
@@ -352,6 +404,7 @@ static const char *embed_parse(struct mock_call *c, json_t *root)
     if (c->hashes == NULL)
         return "mock: out of memory";
     c->ninputs = (int)n;
+    c->seen.messages = (int)n;
     if (single)
         return embed_input(c, input, &c->hashes[0]) == 0 ? NULL : bad_input;
     for (size_t i = 0; i < n; i++) {
@@ -361,88 +414,13 @@ static const char *embed_parse(struct mock_call *c, json_t *root)
     return NULL;
 }
 
-static int base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char tmp[256];
-    size_t t = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        if (t > sizeof(tmp) - 4) {
-            if (gw_buf_append(b, tmp, t) != 0)
-                return GW_ELIMIT;
-            t = 0;
-        }
-        unsigned v = (unsigned)p[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned)p[i + 1] << 8;
-        if (i + 2 < len)
-            v |= p[i + 2];
-        tmp[t++] = tbl[(v >> 18) & 63];
-        tmp[t++] = tbl[(v >> 12) & 63];
-        tmp[t++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        tmp[t++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    return gw_buf_append(b, tmp, t);
-}
-
-/* Newton's method: enough for normalizing, and it keeps the mock off libm. */
-static double root2(double x)
-{
-    if (x <= 0)
-        return 0;
-    double r = x > 1 ? x : 1;
-    for (int i = 0; i < 64; i++) {
-        double next = 0.5 * (r + x / r);
-        if (next >= r)
-            break;
-        r = next;
-    }
-    return r;
-}
-
-/* A unit vector derived from the input's hash: equal inputs get equal
- * vectors, and the SDK's base64 decoding sees little-endian float32s. */
-static int append_vector(struct gw_buf *b, const struct mock_call *c, uint64_t h)
-{
-    float v[MOCK_MAX_DIMENSIONS];
-    double norm = 0;
-    for (int j = 0; j < c->dimensions; j++) {
-        uint64_t r = splitmix64(h + (uint64_t)j);
-        v[j] = (float)((double)(r >> 11) / (double)(1ULL << 53) * 2.0 - 1.0);
-        norm += (double)v[j] * v[j];
-    }
-    norm = norm > 0 ? root2(norm) : 1;
-    for (int j = 0; j < c->dimensions; j++)
-        v[j] = (float)(v[j] / norm);
-    if (c->base64) {
-        unsigned char bytes[MOCK_MAX_DIMENSIONS * 4];
-        for (int j = 0; j < c->dimensions; j++) {
-            uint32_t u;
-            memcpy(&u, &v[j], 4);
-            bytes[4 * j] = (unsigned char)u;
-            bytes[4 * j + 1] = (unsigned char)(u >> 8);
-            bytes[4 * j + 2] = (unsigned char)(u >> 16);
-            bytes[4 * j + 3] = (unsigned char)(u >> 24);
-        }
-        int rc = gw_buf_appends(b, "\"");
-        rc |= base64_append(b, bytes, (size_t)c->dimensions * 4);
-        rc |= gw_buf_appends(b, "\"");
-        return rc;
-    }
-    int rc = gw_buf_appends(b, "[");
-    for (int j = 0; j < c->dimensions; j++)
-        rc |= gw_buf_printf(b, j ? ",%.8g" : "%.8g", (double)v[j]);
-    rc |= gw_buf_appends(b, "]");
-    return rc;
-}
-
 static int embed_body(struct mock_call *c, struct gw_buf *b)
 {
     int rc = gw_buf_appends(b, "{\"object\":\"list\",\"data\":[");
     for (int i = 0; i < c->ninputs && rc == 0; i++) {
         rc |= gw_buf_printf(
             b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
-        rc |= append_vector(b, c, c->hashes[i]);
+        rc |= mock_append_vector(b, c->dimensions, c->hashes[i], c->base64);
         rc |= gw_buf_appends(b, "}");
     }
     rc |= gw_buf_appends(b, "],\"model\":");
@@ -455,10 +433,12 @@ static int embed_body(struct mock_call *c, struct gw_buf *b)
 const struct mock_api mock_openai_embeddings = {
     .log_name = "openai.embeddings",
     .id_prefix = NULL,
-    .anthropic_errors = 0,
+    .stream_mode = MOCK_STREAM_NEVER,
+    .retry_after_always = 1,
     .parse = embed_parse,
     .body = embed_body,
     .frame = NULL,
+    .error = chat_error,
 };
 
 /* ---- errors ---- */
