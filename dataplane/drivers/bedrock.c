@@ -62,7 +62,10 @@
  * text or signature), contentBlockStop, messageStop (stopReason), then
  * metadata (usage); or ":message-type" exception (throttlingException, ...).
  * Whole: {output.message.content[...], stopReason, usage}. Bedrock gives no
- * response id and no model name: START carries neither.
+ * response id and no model name: START carries neither. Redacted reasoning
+ * (reasoningContent.redactedContent) is not passed on: the event channel has
+ * no event for it. stopReason malformed_model_output / malformed_tool_use
+ * end the answer with an ERROR (provider_5xx), not a DONE.
  *
  * Usage: Bedrock's inputTokens counts only the prompt tokens that were
  * neither read from nor written to the cache (the AWS prompt-caching guide:
