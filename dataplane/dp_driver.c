@@ -14,6 +14,7 @@ const struct dp_driver *const dp_drivers[] = {
     &drv_openai,
     &drv_gemini,
     &drv_ollama,
+    &drv_bedrock,
     NULL,
 };
 
