@@ -822,6 +822,14 @@ void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_sn
     rc = check_caps(cr, t.provider, &err);
     if (rc == GW_OK)
         rc = d->build_chat(&dt, cr, &a->dreq, &err);
+    if (rc == GW_EINVAL && err.status >= 500) {
+        /* The provider's configuration, not the request, is wrong. */
+        set_failure(a, "provider_misconfigured", NULL);
+        a->terminal = 1;
+        reply_error(a, err.status, "api_error", NULL, err.code, err.message);
+        attempt_end(a);
+        return;
+    }
     if (rc == GW_EINVAL) {
         set_failure(a, "refused", "unsupported_input");
         a->terminal = 1;
