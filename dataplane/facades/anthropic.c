@@ -28,6 +28,12 @@
  * An error after the stream started is an "event: error" with
  * {"type":"error","error":{"type","message"}} and the stream then ends, as
  * Anthropic's own streams do (no message_delta or message_stop follows).
+ * Error types follow Anthropic's table by HTTP status (400
+ * invalid_request_error, 401 authentication_error, 402 billing_error, 403
+ * permission_error, 404 not_found_error, 413 request_too_large, 429
+ * rate_limit_error, 503/529 overloaded_error, 504 timeout_error, other 4xx
+ * invalid_request_error, else api_error); Anthropic's error body has no
+ * "param", so the field leads the message ("max_tokens: ...").
  * Tool arguments stream as the provider sent them; a non-streamed answer
  * renders each tool_use input as the parsed arguments object, and when the
  * provider's arguments are not a JSON object the answer fails (the exchange
@@ -607,7 +613,10 @@ static const char *error_type(int status)
     case 504:
         return "timeout_error";
     default:
-        return "api_error";
+        /* Anthropic uses invalid_request_error for the 4xx it does not
+         * list; 499 is the gateway's own "canceled", not the client's. */
+        return status >= 400 && status < 500 && status != 499 ? "invalid_request_error"
+                                                              : "api_error";
     }
 }
 

@@ -33,11 +33,11 @@ static const char STREAM_FULL[] = EV(
                                                                "\"thinking\":\"\",\"signature\":"
                                                                "\"\"}}") EV("ping",
                                                                             "{\"type\": \"ping\"}")
-    EV("content_block_delta", "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
-                              "\"thinking_delta\","
-                              "\"thinking\":\"Let me solve this step by step:\\n\\n1. First break "
-                              "down 27 * 453\"}}") EV("content_block_delta",
-                                                      "{\"type\":\"content_block_delta\",\"index\":"
+    EV("content_block_delta",
+       "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+       "\"thinking_delta\","
+       "\"thinking\":\"Let me solve this step by step:\\n\\n1. First break "
+       "down 27 * 453\"}}") EV("content_block_delta", "{\"type\":\"content_block_delta\",\"index\":"
                                                       "0,\"delta\":{\"type\":\"thinking_delta\","
                                                       "\"thinking\":\"\\n2. 453 = 400 + 50 + 3\"}}")
         EV("content_block_delta",
@@ -137,6 +137,15 @@ static const char STREAM_TEXT[] =
     "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_3\",\"name\":\"now\",\"input\":{}}}"
     "\r\n\r\n"
     "event: content_block_stop\r\ndata: {\"type\":\"content_block_stop\",\"index\":1}\r\n\r\n"
+    "event: content_block_start\r\ndata: {\"type\":\"content_block_start\",\"index\":2,"
+    "\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3p\"}}\r\n\r\n"
+    "event: content_block_stop\r\ndata: {\"type\":\"content_block_stop\",\"index\":2}\r\n\r\n"
+    "event: content_block_start\r\ndata: {\"type\":\"content_block_start\",\"index\":3,"
+    "\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_1\",\"name\":"
+    "\"web_search\",\"input\":{}}}\r\n\r\n"
+    "event: content_block_delta\r\ndata: {\"type\":\"content_block_delta\",\"index\":3,"
+    "\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\":1}\"}}\r\n\r\n"
+    "event: content_block_stop\r\ndata: {\"type\":\"content_block_stop\",\"index\":3}\r\n\r\n"
     "event: message_delta\r\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
     "\"end_turn\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":12,"
     "\"cache_creation_input_tokens\":2048,\"cache_read_input_tokens\":100,"
@@ -806,7 +815,7 @@ static void test_refusals(void)
         {.role = CANON_ROLE_SYSTEM, .parts = up, .nparts = 1},
         {.role = CANON_ROLE_USER, .parts = up, .nparts = 1},
     };
-    for (int c = 0; c < 13; c++) {
+    for (int c = 0; c < 14; c++) {
         struct canon_req r;
         req_init(&r);
         r.messages = m;
@@ -869,6 +878,12 @@ static void test_refusals(void)
             r.reasoning_budget = 5000;
             r.has_max_tokens = 1;
             r.max_tokens = 3000;
+            want = "reasoning_effort";
+            break;
+        case 13:
+            r.reasoning_effort = "low";
+            r.has_max_tokens = 1;
+            r.max_tokens = 1000;
             want = "reasoning_effort";
             break;
         case 12: {

@@ -709,6 +709,9 @@ static void test_error_body(void)
         {500, NULL, "api_error", "bad key"},
         {502, NULL, "api_error", "bad key"},
         {504, NULL, "timeout_error", "bad key"},
+        {405, NULL, "invalid_request_error", "bad key"},
+        {422, NULL, "invalid_request_error", "bad key"},
+        {499, NULL, "api_error", "bad key"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         size_t n = 0;
