@@ -15,6 +15,7 @@ const struct dp_driver *const dp_drivers[] = {
     &drv_gemini,
     &drv_ollama,
     &drv_bedrock,
+    &drv_anthropic,
     NULL,
 };
 

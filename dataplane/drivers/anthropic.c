@@ -1,0 +1,922 @@
+/*
+ * The "anthropic" driver: Anthropic's Messages API.
+ *
+ * Provider configuration: base_url is the API root, e.g.
+ * "https://api.anthropic.com" (NOT ".../v1", unlike the openai driver);
+ * a base_url that already ends in "/v1" is accepted too and not doubled.
+ * The upstream request is POST {base_url}/v1/messages with
+ *   x-api-key          the provider's credential
+ *   anthropic-version  option "anthropic_version" (default "2023-06-01")
+ *   anthropic-beta     option "anthropic_beta", only when set
+ * Options:
+ *   anthropic_version   see above
+ *   anthropic_beta      see above (comma-separated beta names)
+ *   default_max_tokens  max_tokens when the client gave none (default
+ *                       4096): Anthropic requires max_tokens; when thinking
+ *                       is on and its budget does not fit below it, the
+ *                       default becomes budget + default_max_tokens.
+ *
+ * Request mapping:
+ *   system            array of text blocks, cache_control from cache markers
+ *                     ({"type":"ephemeral"} or {"type":"ephemeral","ttl":"1h"})
+ *   messages          user: text, image (base64 or url source), tool_result
+ *                     (tool results first, as Anthropic requires); assistant:
+ *                     text, tool_use (input = the parsed arguments object),
+ *                     thinking (only with its signature: Anthropic rejects an
+ *                     unsigned thinking block, and one without a signature
+ *                     came from a provider whose reasoning Anthropic cannot
+ *                     verify; it is left out, like the openai driver leaves
+ *                     out reasoning), redacted_thinking. Consecutive messages
+ *                     of one role are sent as they are (Anthropic merges them).
+ *   tools             name, description, input_schema, strict, cache_control
+ *   tool_choice       auto / any / tool / none; parallel_tool_calls=0 becomes
+ *                     disable_parallel_tool_use
+ *   thinking          {type:enabled, budget_tokens} from the reasoning budget,
+ *                     or from an effort: minimal and low 2048, medium 8192,
+ *                     high 24576 tokens. An effort-derived budget that does not
+ *                     fit below the client's max_tokens is cut to
+ *                     max_tokens - 1 (as with OpenAI's reasoning models,
+ *                     max_tokens then bounds thinking and answer together);
+ *                     an explicit budget that does not fit is refused.
+ *                     Anthropic's minimum budget is 1024. reasoning_off: no
+ *                     thinking member.
+ *   temperature (0..1), top_p, top_k, stop_sequences, metadata.user_id, stream
+ * Refused (400 naming the client's field): seed, presence_penalty,
+ * frequency_penalty, response_format json_object / json_schema (no JSON mode
+ * in this API version), a system message in the middle of the conversation,
+ * temperature above 1, image detail "low" (Anthropic always looks at the
+ * whole image; "auto" and "high" are what it does anyway).
+ *
+ * Answer: SSE events (message_start, content_block_start / _delta / _stop,
+ * message_delta, message_stop, ping, error) or one "message" JSON body.
+ * Usage: input_tokens excludes cache reads and writes, as canon does; cache
+ * writes are split by usage.cache_creation.ephemeral_5m/1h_input_tokens when
+ * present, else counted as 5-minute writes. Fields a message_delta carries
+ * replace the ones message_start gave (they are cumulative).
+ * redacted_thinking blocks in an answer have no canonical event and are
+ * not relayed; server-side blocks (server_tool_use, ...) are never asked for
+ * and are skipped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_driver.h"
+#include "dp_snapshot.h"
+#include "drv_util.h"
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_json.h"
+#include "gw_sse.h"
+
+#define DEFAULT_VERSION "2023-06-01"
+#define DEFAULT_MAX_TOKENS 4096
+#define MIN_THINKING_BUDGET 1024
+
+/* ------------------------------------------------------------------ build */
+
+static char *messages_url(const struct drv_target *t)
+{
+    const char *b = t->provider->base_url;
+    size_t n = strlen(b);
+    while (n && b[n - 1] == '/')
+        n--;
+    const char *path = n >= 3 && memcmp(b + n - 3, "/v1", 3) == 0 ? "/messages" : "/v1/messages";
+    size_t len = n + strlen(path) + 1;
+    char *u = malloc(len);
+    if (u)
+        snprintf(u, len, "%.*s%s", (int)n, b, path);
+    return u;
+}
+
+/* A 400 refusal naming the client's field; evaluates to GW_EINVAL. */
+#define REFUSE(err, param, ...)                                                                    \
+    (canon_err_set((err), 400, (param), "unsupported_parameter", __VA_ARGS__), GW_EINVAL)
+
+/* Adds cache_control to a block when the part carries a cache marker. */
+static void set_cache(json_t *block, enum canon_cache c)
+{
+    if (!block || c == CANON_CACHE_NONE)
+        return;
+    json_t *cc = c == CANON_CACHE_1H ? json_pack("{s:s,s:s}", "type", "ephemeral", "ttl", "1h")
+                                     : json_pack("{s:s}", "type", "ephemeral");
+    json_object_set_new(block, "cache_control", cc);
+}
+
+static json_t *text_block(const struct canon_part *p)
+{
+    json_t *b = json_pack("{s:s,s:s}", "type", "text", "text", p->text ? p->text : "");
+    set_cache(b, p->cache);
+    return b;
+}
+
+static json_t *image_block(const struct canon_req *r, const struct canon_part *p, const char *where,
+                           struct canon_err *err)
+{
+    if (p->detail && strcmp(p->detail, "auto") != 0 && strcmp(p->detail, "high") != 0) {
+        canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_parameter",
+                      "%s: image detail '%s' is not supported by Anthropic, which always reads the "
+                      "whole image",
+                      where, p->detail);
+        return NULL;
+    }
+    json_t *src =
+        p->url ? json_pack("{s:s,s:s}", "type", "url", "url", p->url)
+               : json_pack("{s:s,s:s,s:s}", "type", "base64", "media_type",
+                           p->media_type ? p->media_type : "", "data", p->data ? p->data : "");
+    json_t *b = json_pack("{s:s,s:o}", "type", "image", "source", src);
+    set_cache(b, p->cache);
+    return b;
+}
+
+/* A TEXT or IMAGE part (user content, tool result content). */
+static json_t *plain_block(const struct canon_req *r, const struct canon_part *p, const char *where,
+                           struct canon_err *err)
+{
+    if (p->type == CANON_PART_TEXT)
+        return text_block(p);
+    if (p->type == CANON_PART_IMAGE)
+        return image_block(r, p, where, err);
+    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                  "%s: only text and images may appear here", where);
+    return NULL;
+}
+
+static json_t *tool_result_block(const struct canon_req *r, const struct canon_part *p,
+                                 const char *where, struct canon_err *err)
+{
+    json_t *b = json_pack("{s:s,s:s}", "type", "tool_result", "tool_use_id", p->id ? p->id : "");
+    if (!b)
+        return NULL;
+    if (p->ncontent) {
+        json_t *c = json_array();
+        json_object_set_new(b, "content", c);
+        for (size_t k = 0; c && k < p->ncontent; k++) {
+            json_t *x = plain_block(r, &p->content[k], where, err);
+            if (!x) {
+                json_decref(b);
+                return NULL;
+            }
+            json_array_append_new(c, x);
+        }
+    }
+    if (p->is_error)
+        json_object_set_new(b, "is_error", json_true());
+    set_cache(b, p->cache);
+    return b;
+}
+
+static json_t *tool_use_block(const struct canon_req *r, const struct canon_part *p,
+                              const char *where, struct canon_err *err)
+{
+    const char *a = p->arguments && *p->arguments ? p->arguments : "{}";
+    json_t *input = json_loads(a, 0, NULL);
+    if (!json_is_object(input)) {
+        json_decref(input);
+        canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "invalid_request",
+                      "%s: the tool call's arguments must be a JSON object", where);
+        return NULL;
+    }
+    json_t *b = json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id", p->id ? p->id : "", "name",
+                          p->name ? p->name : "", "input", input);
+    set_cache(b, p->cache);
+    return b;
+}
+
+/* One canonical message as Anthropic content blocks (appended to arr).
+ * Returns GW_OK, GW_EINVAL (err set) or GW_ENOMEM. */
+static int message_blocks(const struct canon_req *r, const struct canon_message *m, size_t mi,
+                          json_t *arr, struct canon_err *err)
+{
+    char where[80];
+    /* Tool results first: Anthropic wants them at the head of the turn. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t j = 0; j < m->nparts; j++) {
+            const struct canon_part *p = &m->parts[j];
+            int is_result = p->type == CANON_PART_TOOL_RESULT;
+            if ((pass == 0) != is_result)
+                continue;
+            snprintf(where, sizeof(where), "message %zu part %zu", mi, j);
+            json_t *b = NULL;
+            int user = m->role == CANON_ROLE_USER;
+            switch (p->type) {
+            case CANON_PART_TEXT:
+                b = text_block(p);
+                break;
+            case CANON_PART_IMAGE:
+                if (!user)
+                    goto wrong_role;
+                b = image_block(r, p, where, err);
+                break;
+            case CANON_PART_TOOL_RESULT:
+                if (!user)
+                    goto wrong_role;
+                b = tool_result_block(r, p, where, err);
+                break;
+            case CANON_PART_TOOL_CALL:
+                if (user)
+                    goto wrong_role;
+                b = tool_use_block(r, p, where, err);
+                break;
+            case CANON_PART_THINKING:
+                if (user)
+                    goto wrong_role;
+                if (!p->signature || !*p->signature)
+                    continue; /* see the header comment */
+                b = json_pack("{s:s,s:s,s:s}", "type", "thinking", "thinking",
+                              p->text ? p->text : "", "signature", p->signature);
+                break;
+            case CANON_PART_REDACTED_THINKING:
+                if (user)
+                    goto wrong_role;
+                b = json_pack("{s:s,s:s}", "type", "redacted_thinking", "data",
+                              p->text ? p->text : "");
+                break;
+            }
+            if (!b)
+                return err->status ? GW_EINVAL : GW_ENOMEM;
+            if (json_array_append_new(arr, b))
+                return GW_ENOMEM;
+            continue;
+        wrong_role:
+            canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                          "%s: this kind of content cannot appear in a%s message", where,
+                          user ? " user" : "n assistant");
+            return GW_EINVAL;
+        }
+    }
+    return GW_OK;
+}
+
+static json_t *tools_json(const struct canon_req *r)
+{
+    json_t *tools = json_array();
+    for (size_t i = 0; tools && i < r->ntools; i++) {
+        const struct canon_tool *tl = &r->tools[i];
+        json_t *t = json_pack("{s:s}", "name", tl->name);
+        if (!t) {
+            json_decref(tools);
+            return NULL;
+        }
+        if (tl->description)
+            json_object_set_new(t, "description", json_string(tl->description));
+        if (tl->parameters)
+            json_object_set(t, "input_schema", tl->parameters);
+        else
+            json_object_set_new(t, "input_schema",
+                                json_pack("{s:s,s:{}}", "type", "object", "properties"));
+        if (tl->strict == 1)
+            json_object_set_new(t, "strict", json_true());
+        set_cache(t, tl->cache);
+        json_array_append_new(tools, t);
+    }
+    return tools;
+}
+
+static int tool_choice_json(const struct canon_req *r, json_t *doc, struct canon_err *err)
+{
+    const char *type = NULL;
+    switch (r->tool_choice) {
+    case CANON_TC_UNSET:
+        type = r->parallel_tool_calls == 0 ? "auto" : NULL;
+        break;
+    case CANON_TC_AUTO:
+        type = "auto";
+        break;
+    case CANON_TC_NONE:
+        type = "none";
+        break;
+    case CANON_TC_REQUIRED:
+        type = "any";
+        break;
+    case CANON_TC_NAMED:
+        type = "tool";
+        break;
+    }
+    if (!type)
+        return GW_OK;
+    if (r->ntools == 0) {
+        /* Without tools, "auto" and "none" already hold; forcing a call
+         * cannot be honored. */
+        if (r->tool_choice == CANON_TC_REQUIRED || r->tool_choice == CANON_TC_NAMED)
+            return REFUSE(err, canon_field_name(r, CANON_F_TOOL_CHOICE),
+                          "'%s' asks for a tool call but the request has no tools",
+                          canon_field_name(r, CANON_F_TOOL_CHOICE));
+        return GW_OK;
+    }
+    json_t *tc = json_pack("{s:s}", "type", type);
+    if (!tc)
+        return GW_ENOMEM;
+    if (r->tool_choice == CANON_TC_NAMED)
+        json_object_set_new(tc, "name",
+                            json_string(r->tool_choice_name ? r->tool_choice_name : ""));
+    /* "none" takes no parallel flag: no calls, none in parallel. */
+    if (r->parallel_tool_calls == 0 && r->tool_choice != CANON_TC_NONE)
+        json_object_set_new(tc, "disable_parallel_tool_use", json_true());
+    json_object_set_new(doc, "tool_choice", tc);
+    return GW_OK;
+}
+
+static long long effort_budget(const char *effort)
+{
+    if (!effort)
+        return 0;
+    if (strcmp(effort, "minimal") == 0 || strcmp(effort, "low") == 0)
+        return 2048;
+    if (strcmp(effort, "medium") == 0)
+        return 8192;
+    if (strcmp(effort, "high") == 0)
+        return 24576;
+    return 0;
+}
+
+/* max_tokens and the thinking budget (0: no thinking), made consistent. */
+static int budget_and_max(const struct drv_target *t, const struct canon_req *r,
+                          long long *max_tokens, long long *budget, struct canon_err *err)
+{
+    const char *field = canon_field_name(r, CANON_F_REASONING);
+    int explicit_budget = r->reasoning_budget > 0;
+    *budget = 0;
+    if (!r->reasoning_off)
+        *budget = explicit_budget ? r->reasoning_budget : effort_budget(r->reasoning_effort);
+    if (r->reasoning_effort && !explicit_budget && !r->reasoning_off && *budget == 0)
+        return REFUSE(err, field, "'%s' must be minimal, low, medium or high", field);
+    long long def = drv_opt_int(t, "default_max_tokens", DEFAULT_MAX_TOKENS);
+    if (def < 1)
+        def = DEFAULT_MAX_TOKENS;
+    if (r->has_max_tokens)
+        *max_tokens = r->max_tokens;
+    else
+        *max_tokens = *budget >= def ? *budget + def : def;
+    if (!*budget)
+        return GW_OK;
+    if (*budget < MIN_THINKING_BUDGET) {
+        canon_err_set(err, 400, field, "unsupported_parameter",
+                      "'%s': Anthropic's thinking budget must be at least %d tokens (got %lld)",
+                      field, MIN_THINKING_BUDGET, *budget);
+        return GW_EINVAL;
+    }
+    /* With interleaved thinking the budget may pass max_tokens. */
+    const char *beta = drv_opt_str(t, "anthropic_beta", NULL);
+    if (*budget < *max_tokens || (beta && strstr(beta, "interleaved-thinking")))
+        return GW_OK;
+    if (!explicit_budget && *max_tokens > MIN_THINKING_BUDGET) {
+        *budget = *max_tokens - 1;
+        return GW_OK;
+    }
+    canon_err_set(err, 400, field, "unsupported_parameter",
+                  "'%s': Anthropic's thinking budget (%lld tokens) must be below %s (%lld) and at "
+                  "least %d",
+                  field, *budget, canon_field_name(r, CANON_F_MAX_TOKENS), *max_tokens,
+                  MIN_THINKING_BUDGET);
+    return GW_EINVAL;
+}
+
+/* Parameters Anthropic cannot take: refused, never dropped. */
+static int check_params(const struct canon_req *r, struct canon_err *err)
+{
+    static const char fmt[] = "'%s' is not supported by Anthropic";
+    if (r->has_seed)
+        return REFUSE(err, canon_field_name(r, CANON_F_SEED), fmt,
+                      canon_field_name(r, CANON_F_SEED));
+    if (r->has_presence_penalty)
+        return REFUSE(err, canon_field_name(r, CANON_F_PRESENCE_PENALTY), fmt,
+                      canon_field_name(r, CANON_F_PRESENCE_PENALTY));
+    if (r->has_frequency_penalty)
+        return REFUSE(err, canon_field_name(r, CANON_F_FREQUENCY_PENALTY), fmt,
+                      canon_field_name(r, CANON_F_FREQUENCY_PENALTY));
+    if (r->format == CANON_FMT_JSON_OBJECT || r->format == CANON_FMT_JSON_SCHEMA)
+        return REFUSE(err, canon_field_name(r, CANON_F_RESPONSE_FORMAT),
+                      "'%s' (JSON mode) is not supported by Anthropic's Messages API; ask for "
+                      "JSON in the prompt or use a tool",
+                      canon_field_name(r, CANON_F_RESPONSE_FORMAT));
+    if (r->has_temperature && r->temperature > 1.0)
+        return REFUSE(err, canon_field_name(r, CANON_F_TEMPERATURE),
+                      "'%s' must be from 0 to 1 for Anthropic",
+                      canon_field_name(r, CANON_F_TEMPERATURE));
+    for (size_t i = 0; i < r->nmessages; i++)
+        if (r->messages[i].role == CANON_ROLE_SYSTEM) {
+            canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_parameter",
+                          "message %zu: Anthropic takes a system prompt only at the start of the "
+                          "conversation, not in the middle of it",
+                          i);
+            return GW_EINVAL;
+        }
+    for (size_t i = 0; i < r->nsystem; i++)
+        if (r->system[i].type != CANON_PART_TEXT) {
+            canon_err_set(err, 400, canon_field_name(r, CANON_F_SYSTEM), "unsupported_content",
+                          "'%s': Anthropic's system prompt takes only text",
+                          canon_field_name(r, CANON_F_SYSTEM));
+            return GW_EINVAL;
+        }
+    return GW_OK;
+}
+
+static int build_chat(const struct drv_target *t, const struct canon_req *r,
+                      struct drv_request *out, struct canon_err *err)
+{
+    long long max_tokens, budget;
+    int rc = check_params(r, err);
+    if (rc == GW_OK)
+        rc = budget_and_max(t, r, &max_tokens, &budget, err);
+    if (rc != GW_OK)
+        return rc;
+    json_t *doc = json_pack("{s:s,s:I}", "model", t->model, "max_tokens", (json_int_t)max_tokens);
+    json_t *msgs = json_array();
+    if (!doc || !msgs) {
+        json_decref(doc);
+        json_decref(msgs);
+        return GW_ENOMEM;
+    }
+    if (r->nsystem) {
+        json_t *sys = json_array();
+        for (size_t i = 0; sys && i < r->nsystem; i++)
+            json_array_append_new(sys, text_block(&r->system[i]));
+        json_object_set_new(doc, "system", sys);
+    }
+    json_object_set_new(doc, "messages", msgs);
+    for (size_t i = 0; rc == GW_OK && i < r->nmessages; i++) {
+        const struct canon_message *m = &r->messages[i];
+        json_t *content = json_array();
+        if (!content) {
+            rc = GW_ENOMEM;
+            break;
+        }
+        rc = message_blocks(r, m, i, content, err);
+        if (rc == GW_OK && json_array_size(content))
+            rc = json_array_append_new(msgs,
+                                       json_pack("{s:s,s:o}", "role",
+                                                 m->role == CANON_ROLE_USER ? "user" : "assistant",
+                                                 "content", content))
+                     ? GW_ENOMEM
+                     : GW_OK;
+        else
+            json_decref(content); /* an assistant turn of unsigned thinking only */
+    }
+    if (rc == GW_OK && r->ntools) {
+        json_t *tools = tools_json(r);
+        rc = tools ? json_object_set_new(doc, "tools", tools) : GW_ENOMEM;
+    }
+    if (rc == GW_OK)
+        rc = tool_choice_json(r, doc, err);
+    if (rc != GW_OK) {
+        json_decref(doc);
+        return rc;
+    }
+    if (r->has_temperature)
+        json_object_set_new(doc, "temperature", json_real(r->temperature));
+    if (r->has_top_p)
+        json_object_set_new(doc, "top_p", json_real(r->top_p));
+    if (r->has_top_k)
+        json_object_set_new(doc, "top_k", json_integer(r->top_k));
+    if (r->nstop) {
+        json_t *st = json_array();
+        for (size_t i = 0; st && i < r->nstop; i++)
+            json_array_append_new(st, json_string(r->stop[i]));
+        json_object_set_new(doc, "stop_sequences", st);
+    }
+    if (budget)
+        json_object_set_new(
+            doc, "thinking",
+            json_pack("{s:s,s:I}", "type", "enabled", "budget_tokens", (json_int_t)budget));
+    if (r->user)
+        json_object_set_new(doc, "metadata", json_pack("{s:s}", "user_id", r->user));
+    if (r->stream)
+        json_object_set_new(doc, "stream", json_true());
+
+    out->stream = r->stream;
+    out->url = messages_url(t);
+    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+        return GW_ENOMEM;
+    if (t->provider->credential &&
+        drv_header(out, "x-api-key: %s", t->provider->credential) != GW_OK)
+        return GW_ENOMEM;
+    if (drv_header(out, "anthropic-version: %s",
+                   drv_opt_str(t, "anthropic_version", DEFAULT_VERSION)) != GW_OK)
+        return GW_ENOMEM;
+    const char *beta = drv_opt_str(t, "anthropic_beta", NULL);
+    if (beta && *beta && drv_header(out, "anthropic-beta: %s", beta) != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+/* ------------------------------------------------------------------ parse */
+
+enum block_kind { BK_NONE, BK_TEXT, BK_THINKING, BK_TOOL, BK_SKIP };
+
+struct an_parser {
+    struct drv_parser base;
+    struct gw_sse sse;
+    struct gw_buf body; /* non-stream: the whole body */
+    struct drv_tools tools;
+    struct canon_usage usage;
+    int started; /* message_start seen */
+    enum block_kind block;
+    long long block_index;
+    int have_stop;
+    enum canon_stop stop;
+};
+
+static struct drv_parser *parser_new(int stream)
+{
+    struct an_parser *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->base.drv = &drv_anthropic;
+    p->base.stream = stream;
+    gw_sse_init(&p->sse, DRV_MAX_EVENT);
+    gw_buf_init(&p->body, DRV_MAX_BODY);
+    return &p->base;
+}
+
+static void parser_free(struct drv_parser *bp)
+{
+    struct an_parser *p = (struct an_parser *)bp;
+    gw_sse_free(&p->sse);
+    gw_buf_free(&p->body);
+    free(p);
+}
+
+static int fail(struct an_parser *p, const struct canon_sink *s, enum canon_failure f,
+                const char *msg)
+{
+    p->base.terminal = 1;
+    canon_emit_error(s, f, 0, msg);
+    return 1;
+}
+
+/* An Anthropic error type (and its message) as a failure class. */
+static enum canon_failure failure_of(const char *type, int status, const char *msg)
+{
+    size_t ml = msg ? strlen(msg) : 0;
+    if (status == 529)
+        return CANON_FAIL_PROVIDER_5XX;
+    if (!type)
+        return status ? canon_classify_http(status, msg, ml) : CANON_FAIL_PROVIDER_5XX;
+    if (strcmp(type, "overloaded_error") == 0 || strcmp(type, "api_error") == 0)
+        return CANON_FAIL_PROVIDER_5XX;
+    if (strcmp(type, "rate_limit_error") == 0)
+        return CANON_FAIL_RATE_LIMITED;
+    if (strcmp(type, "billing_error") == 0)
+        return CANON_FAIL_QUOTA_EXHAUSTED;
+    if (strcmp(type, "authentication_error") == 0 || strcmp(type, "permission_error") == 0)
+        return CANON_FAIL_AUTH_FAILED;
+    if (strcmp(type, "not_found_error") == 0)
+        return canon_classify_http(404, msg, ml);
+    if (strcmp(type, "request_too_large") == 0)
+        return CANON_FAIL_PAYLOAD_TOO_LARGE;
+    if (strcmp(type, "timeout_error") == 0)
+        return CANON_FAIL_TIMEOUT;
+    if (strcmp(type, "invalid_request_error") == 0)
+        return canon_classify_http(status >= 400 && status < 500 ? status : 400, msg, ml);
+    return status ? canon_classify_http(status, msg, ml) : CANON_FAIL_PROVIDER_5XX;
+}
+
+/* Applies an Anthropic usage object (fields it has replace ours) and
+ * emits the result. */
+static int on_usage(struct an_parser *p, const json_t *u, const struct canon_sink *s)
+{
+    if (!json_is_object(u))
+        return 0;
+    struct canon_usage *cu = &p->usage;
+    long long v;
+    if (gw_json_int(u, "input_tokens", &v) == GW_OK && v >= 0)
+        cu->input = v;
+    if (gw_json_int(u, "cache_read_input_tokens", &v) == GW_OK && v >= 0)
+        cu->cache_read = v;
+    if (gw_json_int(u, "output_tokens", &v) == GW_OK && v >= 0)
+        cu->output = v;
+    long long total = -1, e5 = 0, e1 = 0;
+    if (gw_json_int(u, "cache_creation_input_tokens", &v) == GW_OK && v >= 0)
+        total = v;
+    json_t *cc = json_object_get(u, "cache_creation");
+    if (json_is_object(cc)) {
+        if (gw_json_int(cc, "ephemeral_5m_input_tokens", &v) == GW_OK && v >= 0)
+            e5 = v;
+        if (gw_json_int(cc, "ephemeral_1h_input_tokens", &v) == GW_OK && v >= 0)
+            e1 = v;
+        /* A total above the tiers' sum: the rest is of no stated tier. */
+        if (total > e5 + e1)
+            e5 = total - e1;
+        cu->cache_write_5m = e5;
+        cu->cache_write_1h = e1;
+    } else if (total >= 0 && total != cu->cache_write_5m + cu->cache_write_1h) {
+        cu->cache_write_5m = total;
+        cu->cache_write_1h = 0;
+    }
+    cu->have = 1;
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = cu};
+    return canon_emit(s, &ev);
+}
+
+static int emit_text(enum canon_ev_type type, const char *t, const struct canon_sink *s)
+{
+    if (!t || !*t)
+        return 0;
+    struct canon_event ev = {.type = type, .text = t, .len = strlen(t)};
+    return canon_emit(s, &ev);
+}
+
+static int emit_signature(const char *sig, const struct canon_sink *s)
+{
+    if (!sig || !*sig)
+        return 0;
+    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
+    return canon_emit(s, &ev);
+}
+
+/* A content block: text, thinking, tool_use; others are skipped. In a
+ * stream the arguments come in input_json_delta, so a start's input ({})
+ * is not used; in a whole message it is the call's arguments. */
+static int block_start(struct an_parser *p, long long index, const json_t *cb, int whole,
+                       const struct canon_sink *s)
+{
+    const char *type = gw_json_str(cb, "type");
+    if (p->block == BK_TOOL && drv_tools_close(&p->tools, s))
+        return 1;
+    p->block_index = index;
+    p->block = BK_SKIP;
+    if (!type)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                    "the provider sent a content block with no type");
+    if (strcmp(type, "text") == 0) {
+        p->block = BK_TEXT;
+        return emit_text(CANON_EV_CHUNK, gw_json_str(cb, "text"), s);
+    }
+    if (strcmp(type, "thinking") == 0) {
+        p->block = BK_THINKING;
+        if (emit_text(CANON_EV_REASONING, gw_json_str(cb, "thinking"), s))
+            return 1;
+        return emit_signature(gw_json_str(cb, "signature"), s);
+    }
+    if (strcmp(type, "tool_use") == 0) {
+        const char *name = gw_json_str(cb, "name");
+        if (!name)
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a tool call with no name");
+        char *args = NULL;
+        if (whole) {
+            json_t *in = json_object_get(cb, "input");
+            args = json_is_object(in) ? json_dumps(in, JSON_COMPACT) : NULL;
+            if (!args)
+                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent a tool call whose input is not an object");
+        }
+        p->block = BK_TOOL;
+        int rc = drv_tools_delta(&p->tools, index, gw_json_str(cb, "id"), name, args, s);
+        free(args);
+        if (rc == GW_EINVAL)
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent tool calls out of order or too many of them");
+        return rc ? 1 : 0;
+    }
+    return 0; /* redacted_thinking, server blocks: see the header comment */
+}
+
+static int on_block_delta(struct an_parser *p, const json_t *doc, const struct canon_sink *s)
+{
+    long long index = -1;
+    gw_json_int(doc, "index", &index);
+    if (p->block == BK_NONE || index != p->block_index)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                    "the provider sent a delta for a content block that is not open");
+    json_t *d = json_object_get(doc, "delta");
+    const char *dt = gw_json_str(d, "type");
+    if (!dt || p->block == BK_SKIP)
+        return 0;
+    enum block_kind want = BK_SKIP;
+    if (strcmp(dt, "text_delta") == 0)
+        want = BK_TEXT;
+    else if (strcmp(dt, "thinking_delta") == 0 || strcmp(dt, "signature_delta") == 0)
+        want = BK_THINKING;
+    else if (strcmp(dt, "input_json_delta") == 0)
+        want = BK_TOOL;
+    if (want == BK_SKIP)
+        return 0; /* citations_delta and future kinds */
+    if (want != p->block)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                    "the provider sent a delta of the wrong kind for its content block");
+    if (strcmp(dt, "text_delta") == 0)
+        return emit_text(CANON_EV_CHUNK, gw_json_str(d, "text"), s);
+    if (strcmp(dt, "thinking_delta") == 0)
+        return emit_text(CANON_EV_REASONING, gw_json_str(d, "thinking"), s);
+    if (strcmp(dt, "signature_delta") == 0)
+        return emit_signature(gw_json_str(d, "signature"), s);
+    const char *pj = gw_json_str(d, "partial_json");
+    return drv_tools_delta(&p->tools, index, NULL, NULL, pj, s) ? 1 : 0;
+}
+
+static int done(struct an_parser *p, const struct canon_sink *s)
+{
+    if (drv_tools_close(&p->tools, s))
+        return 1;
+    p->base.terminal = 1;
+    struct canon_event ev = {.type = CANON_EV_DONE, .stop = p->stop};
+    canon_emit(s, &ev);
+    return 1;
+}
+
+static int on_error_doc(struct an_parser *p, const json_t *doc, int status,
+                        const struct canon_sink *s)
+{
+    json_t *e = json_object_get(doc, "error");
+    const char *type = gw_json_str(e, "type");
+    const char *msg = gw_json_str(e, "message");
+    p->base.terminal = 1;
+    canon_emit_error(s, failure_of(type, status, msg), status,
+                     msg ? msg : "the provider reported an error");
+    return 1;
+}
+
+static int on_start(struct an_parser *p, const json_t *msg, const struct canon_sink *s)
+{
+    if (p->started)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider started its message twice");
+    p->started = 1;
+    struct canon_event ev = {
+        .type = CANON_EV_START, .id = gw_json_str(msg, "id"), .name = gw_json_str(msg, "model")};
+    if (canon_emit(s, &ev))
+        return 1;
+    return on_usage(p, json_object_get(msg, "usage"), s);
+}
+
+/* One streamed event. */
+static int on_event(struct an_parser *p, const char *name, const json_t *doc,
+                    const struct canon_sink *s)
+{
+    const char *type = gw_json_str(doc, "type");
+    if (!type)
+        type = name;
+    if (strcmp(type, "ping") == 0)
+        return 0;
+    if (strcmp(type, "error") == 0)
+        return on_error_doc(p, doc, 0, s);
+    if (strcmp(type, "message_start") == 0)
+        return on_start(p, json_object_get(doc, "message"), s);
+    if (!p->started)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                    "the provider's stream did not begin with message_start");
+    if (strcmp(type, "content_block_start") == 0) {
+        long long index = -1;
+        json_t *cb = json_object_get(doc, "content_block");
+        if (gw_json_int(doc, "index", &index) != GW_OK || index < 0 || !json_is_object(cb))
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a malformed block start");
+        return block_start(p, index, cb, 0, s);
+    }
+    if (strcmp(type, "content_block_delta") == 0)
+        return on_block_delta(p, doc, s);
+    if (strcmp(type, "content_block_stop") == 0) {
+        long long index = -1;
+        gw_json_int(doc, "index", &index);
+        if (p->block == BK_NONE || index != p->block_index)
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider closed a content block that is not open");
+        enum block_kind k = p->block;
+        p->block = BK_NONE;
+        return k == BK_TOOL ? drv_tools_close(&p->tools, s) : 0;
+    }
+    if (strcmp(type, "message_delta") == 0) {
+        const char *sr = gw_json_str(json_object_get(doc, "delta"), "stop_reason");
+        if (sr) {
+            p->have_stop = 1;
+            p->stop = canon_stop_from_anthropic(sr);
+        }
+        return on_usage(p, json_object_get(doc, "usage"), s);
+    }
+    if (strcmp(type, "message_stop") == 0)
+        return done(p, s);
+    return 0; /* new event types are to be ignored, Anthropic says */
+}
+
+static int parse_stream(struct an_parser *p, const char *buf, size_t len,
+                        const struct canon_sink *s)
+{
+    struct gw_sse_event ev;
+    int rc;
+    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
+        if (ev.data_len == 0)
+            continue;
+        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(doc)) {
+            json_decref(doc);
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream event");
+        }
+        int stop = on_event(p, ev.event, doc, s);
+        json_decref(doc);
+        if (stop)
+            return 1;
+    }
+    if (rc != GW_EAGAIN)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
+    return 0;
+}
+
+static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
+{
+    struct an_parser *p = (struct an_parser *)bp;
+    if (p->base.terminal)
+        return 1;
+    if (p->base.stream)
+        return parse_stream(p, buf, len, s);
+    if (gw_buf_append(&p->body, buf, len) != GW_OK)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
+    return 0;
+}
+
+/* A whole "message" body → the events a stream would give. */
+static void parse_whole(struct an_parser *p, const struct canon_sink *s)
+{
+    json_t *doc =
+        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
+             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
+        return;
+    }
+    const char *type = gw_json_str(doc, "type");
+    if (type && strcmp(type, "error") == 0) {
+        on_error_doc(p, doc, 0, s);
+        goto out;
+    }
+    json_t *content = json_object_get(doc, "content");
+    if ((type && strcmp(type, "message") != 0) || !json_is_array(content)) {
+        fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not a message");
+        goto out;
+    }
+    p->started = 1;
+    struct canon_event ev = {
+        .type = CANON_EV_START, .id = gw_json_str(doc, "id"), .name = gw_json_str(doc, "model")};
+    if (canon_emit(s, &ev))
+        goto out;
+    size_t i;
+    json_t *cb;
+    json_array_foreach(content, i, cb)
+    {
+        if (!json_is_object(cb)) {
+            fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's content block is not an object");
+            goto out;
+        }
+        if (block_start(p, (long long)i, cb, 1, s))
+            goto out;
+    }
+    p->block = BK_NONE;
+    p->stop = canon_stop_from_anthropic(gw_json_str(doc, "stop_reason"));
+    if (drv_tools_close(&p->tools, s) || on_usage(p, json_object_get(doc, "usage"), s))
+        goto out;
+    done(p, s);
+out:
+    json_decref(doc);
+}
+
+static void finish(struct drv_parser *bp, const struct canon_sink *s)
+{
+    struct an_parser *p = (struct an_parser *)bp;
+    if (p->base.terminal)
+        return;
+    if (!p->base.stream) {
+        parse_whole(p, s);
+        return;
+    }
+    /* No message_stop: complete only if the provider had said why it
+     * stopped and no block was left open. */
+    if (p->have_stop && p->block == BK_NONE)
+        done(p, s);
+    else
+        fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+}
+
+/* ---------------------------------------------------------------- classify */
+
+static void classify(int status, const char *body, size_t len, enum canon_failure *f, char *msg,
+                     size_t msglen)
+{
+    msg[0] = '\0';
+    json_t *doc = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+    json_t *e = json_object_get(doc, "error");
+    const char *type = gw_json_str(e, "type");
+    const char *m = gw_json_str(e, "message");
+    if (!json_is_object(e)) {
+        json_decref(doc);
+        drv_classify_default(status, body, len, f, msg, msglen);
+        if (status == 529)
+            *f = CANON_FAIL_PROVIDER_5XX;
+        return;
+    }
+    *f = failure_of(type, status, m);
+    if (m)
+        snprintf(msg, msglen, "%s", m);
+    json_decref(doc);
+}
+
+const struct dp_driver drv_anthropic = {
+    .name = "anthropic",
+    .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_REASONING,
+    .build_chat = build_chat,
+    .parser_new = parser_new,
+    .parse = parse,
+    .finish = finish,
+    .parser_free = parser_free,
+    .classify = classify,
+};
