@@ -12,6 +12,7 @@
 
 const struct dp_driver *const dp_drivers[] = {
     &drv_openai,
+    &drv_openai_responses,
     NULL,
 };
 

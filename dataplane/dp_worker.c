@@ -97,6 +97,7 @@ static const struct endpoint {
     const struct dp_facade *fc;
 } endpoints[] = {
     {"/v1/chat/completions", "POST", EP_CHAT, &fc_openai_chat},
+    {"/v1/responses", "POST", EP_CHAT, &fc_responses},
     {"/v1/embeddings", "POST", EP_EMBED, NULL},
     {"/v1/models", "GET", EP_MODELS, NULL},
 };
