@@ -460,11 +460,16 @@ static int fail(struct rp_parser *p, const struct canon_sink *s, enum canon_fail
     return 1;
 }
 
-/* An error code of the Responses API as a failure class. */
+/* An error code of the Responses API (or a gateway's failure class) as a
+ * failure class. */
 static enum canon_failure failure_of(const char *code)
 {
     if (!code)
         return CANON_FAIL_PROVIDER_5XX;
+    /* Another llmgw in front of this one names its classes. */
+    for (int f = 0; f < CANON_FAIL_COUNT; f++)
+        if (strcmp(code, canon_failure_name((enum canon_failure)f)) == 0)
+            return (enum canon_failure)f;
     if (strcmp(code, "rate_limit_exceeded") == 0)
         return CANON_FAIL_RATE_LIMITED;
     if (strcmp(code, "insufficient_quota") == 0)

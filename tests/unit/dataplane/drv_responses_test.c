@@ -345,6 +345,10 @@ static void test_stream_errors(void)
         "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
         "\"code\":\"context_length_exceeded\",\"message\":\"too long\"}}\n\n";
     check(nested, 1, "ERROR context_overflow status=0\n");
+    /* A gateway's own class passes through. */
+    check("data: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{"
+          "\"code\":\"quota_exhausted\",\"message\":\"q\"}}}\n\n",
+          1, "ERROR quota_exhausted status=0\n");
     /* Truncated: no terminal event. */
     static const char trunc[] = CREATED EV(
         "response.output_text.delta", "\"sequence_number\":2,\"item_id\":\"m\","
