@@ -58,6 +58,9 @@
 
 /* Ceiling on the text of one output item kept for its done events. */
 #define MAX_ITEM_TEXT (32u << 20)
+/* Echoed sampling settings read as the client wrote them (0.3, not
+ * 0.29999999999999999). */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 
 static const char *const top_keys[] = {"model",
                                        "input",
@@ -988,11 +991,15 @@ static int emit(struct rs_stream *st, struct gw_buf *out, json_t *doc)
         return GW_ENOMEM;
     char type[64];
     snprintf(type, sizeof(type), "%s", gw_json_str(doc, "type") ? gw_json_str(doc, "type") : "");
-    if (json_object_set_new(doc, "sequence_number", json_integer(st->seq++))) {
-        json_decref(doc);
+    char *s = json_object_set_new(doc, "sequence_number", json_integer(st->seq++)) == 0
+                  ? json_dumps(doc, DUMP_FLAGS)
+                  : NULL;
+    json_decref(doc);
+    if (!s)
         return GW_ENOMEM;
-    }
-    return fc_sse_json(out, type, doc);
+    int rc = fc_sse(out, type, s, strlen(s));
+    free(s);
+    return rc;
 }
 
 static json_t *stream_response(struct rs_stream *st, const char *status, json_t *output,
@@ -1267,7 +1274,7 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
         response_of(rsid, ctx->created, ctx->model, echo, why ? "incomplete" : "completed", output,
                     &acc->usage, why, NULL, NULL);
     json_decref(echo);
-    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *s = doc ? json_dumps(doc, DUMP_FLAGS) : NULL;
     json_decref(doc);
     if (!s)
         return GW_ENOMEM;

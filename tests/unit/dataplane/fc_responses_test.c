@@ -515,7 +515,7 @@ static void test_stream_echo(void)
 {
     struct canon_req *r = parse_ok(
         "{\"model\":\"m\",\"input\":\"hi\",\"instructions\":\"I\",\"max_output_tokens\":9,"
-        "\"temperature\":0.5,\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":"
+        "\"temperature\":0.3,\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":"
         "\"required\",\"text\":{\"format\":{\"type\":\"json_object\"}},\"reasoning\":{\"effort\":"
         "\"high\",\"summary\":\"auto\"},\"user\":\"u\",\"parallel_tool_calls\":false}");
     struct canon_event evs[] = {{.type = CANON_EV_START}};
@@ -526,7 +526,8 @@ static void test_stream_echo(void)
     json_t *resp = json_object_get(j, "response");
     CU_ASSERT_STRING_EQUAL(gw_json_str(resp, "instructions"), "I");
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(resp, "max_output_tokens")), 9);
-    CU_ASSERT_EQUAL(json_real_value(json_object_get(resp, "temperature")), 0.5);
+    CU_ASSERT_EQUAL(json_real_value(json_object_get(resp, "temperature")), 0.3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\"temperature\":0.3,"));
     CU_ASSERT_STRING_EQUAL(gw_json_str(resp, "tool_choice"), "required");
     CU_ASSERT_EQUAL(json_array_size(json_object_get(resp, "tools")), 1);
     CU_ASSERT_STRING_EQUAL(
