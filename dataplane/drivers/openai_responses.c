@@ -507,21 +507,30 @@ static int emit_start(struct rp_parser *p, const json_t *resp, const struct cano
     return canon_emit(s, &ev);
 }
 
-/* Responses usage → canonical: input_tokens includes cached_tokens. */
+/* Responses usage → canonical: input_tokens_details breaks input_tokens
+ * down, so input_tokens includes cached_tokens (reads) and
+ * cache_write_tokens (writes, whose TTL the API does not say: 5m). */
 static int emit_usage(const json_t *u, const struct canon_sink *s)
 {
     if (!json_is_object(u))
         return 0;
     struct canon_usage cu = {.have = 1};
-    long long in = 0, out = 0, cached = 0, reasoning = 0;
+    long long in = 0, out = 0, cached = 0, written = 0, reasoning = 0;
+    const json_t *det = json_object_get(u, "input_tokens_details");
     gw_json_int(u, "input_tokens", &in);
     gw_json_int(u, "output_tokens", &out);
-    gw_json_int(json_object_get(u, "input_tokens_details"), "cached_tokens", &cached);
+    gw_json_int(det, "cached_tokens", &cached);
+    gw_json_int(det, "cache_write_tokens", &written);
     gw_json_int(json_object_get(u, "output_tokens_details"), "reasoning_tokens", &reasoning);
-    if (cached > in)
-        cached = in;
-    cu.input = in - cached;
+    if (in < 0)
+        in = 0;
+    if (cached < 0 || cached > in)
+        cached = cached < 0 ? 0 : in;
+    if (written < 0 || written > in - cached)
+        written = written < 0 ? 0 : in - cached;
+    cu.input = in - cached - written;
     cu.cache_read = cached;
+    cu.cache_write_5m = written;
     cu.output = out;
     cu.reasoning = reasoning > out ? out : reasoning;
     struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};

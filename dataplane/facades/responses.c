@@ -830,8 +830,9 @@ static json_t *usage_of(const struct canon_usage *u)
     if (!u->have)
         return json_null();
     int64_t in = canon_usage_prompt(u);
-    return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", (json_int_t)in,
+    return json_pack("{s:I,s:{s:I,s:I},s:I,s:{s:I},s:I}", "input_tokens", (json_int_t)in,
                      "input_tokens_details", "cached_tokens", (json_int_t)u->cache_read,
+                     "cache_write_tokens", (json_int_t)(u->cache_write_5m + u->cache_write_1h),
                      "output_tokens", (json_int_t)u->output, "output_tokens_details",
                      "reasoning_tokens", (json_int_t)u->reasoning, "total_tokens",
                      (json_int_t)(in + u->output));

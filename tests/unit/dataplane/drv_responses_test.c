@@ -67,8 +67,9 @@ static void check(const char *body, int stream, const char *expect)
                                "\"gpt-5-2025-08-07\",\"output\":[]}")
 
 /* Reasoning with two summary parts and encrypted content, text, then two
- * function calls whose arguments arrive in pieces; usage with cached
- * tokens (the Responses API reports cache reads only: no cache writes). */
+ * function calls whose arguments arrive in pieces; usage with cache reads
+ * (cached_tokens) and cache writes (cache_write_tokens), both part of
+ * input_tokens. */
 static const char STREAM_FULL[] = CREATED EV(
     "response.output_item.added",
     "\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":"
@@ -197,7 +198,8 @@ static const char STREAM_FULL[] = CREATED EV(
                                                            "\"gpt-5-2025-08-07\",\"output\":[],"
                                                            "\"usage\":{"
                                                            "\"input_tokens\":1200,\"input_tokens_"
-                                                           "details\":{\"cached_tokens\":1024},"
+                                                           "details\":{\"cached_tokens\":1024,"
+                                                           "\"cache_write_tokens\":100},"
                                                            "\"output_tokens\":300,\"output_tokens_"
                                                            "details\":{\"reasoning_tokens\":128},"
                                                            "\"total_tokens\":1500}}");
@@ -215,7 +217,7 @@ static const char STREAM_FULL[] = CREATED EV(
     "TOOL 1 id=call_B name=get_time\n"                                                             \
     "ARGS 1 {\"tz\":\"Europe/Paris\"}\n"                                                           \
     "TOOL_END 1\n"                                                                                 \
-    "USAGE in=176 cr=1024 cw5=0 cw1h=0 out=300 rs=128\n"                                           \
+    "USAGE in=76 cr=1024 cw5=100 cw1h=0 out=300 rs=128\n"                                          \
     "DONE tool_use\n"
 
 static void test_stream_full(void)
@@ -236,7 +238,8 @@ static const char WHOLE_FULL[] =
     "\"{\\\"city\\\":\\\"Paris\\\"}\",\"call_id\":\"call_A\",\"name\":\"get_weather\"},{\"id\":"
     "\"fc_2\",\"type\":\"function_call\",\"status\":\"completed\",\"arguments\":\"{\\\"tz\\\":"
     "\\\"Europe/Paris\\\"}\",\"call_id\":\"call_B\",\"name\":\"get_time\"}],\"usage\":{"
-    "\"input_tokens\":1200,\"input_tokens_details\":{\"cached_tokens\":1024},\"output_tokens\":300,"
+    "\"input_tokens\":1200,\"input_tokens_details\":{\"cached_tokens\":1024,\"cache_write_tokens\":"
+    "100},\"output_tokens\":300,"
     "\"output_tokens_details\":{\"reasoning_tokens\":128},\"total_tokens\":1500}}";
 
 static void test_whole_full(void)
@@ -404,6 +407,13 @@ static void test_stream_oversize(void)
 
 static void test_whole_errors(void)
 {
+    /* Inconsistent usage is clamped, never negative. */
+    check("{\"id\":\"r\",\"model\":\"m\",\"status\":\"completed\",\"output\":[{\"type\":"
+          "\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"a\"}]}],\"usage\":{"
+          "\"input_tokens\":5,\"input_tokens_details\":{\"cached_tokens\":9,"
+          "\"cache_write_tokens\":3},\"output_tokens\":1,\"output_tokens_details\":{"
+          "\"reasoning_tokens\":4}}}",
+          0, "START id=r model=m\nTEXT \"a\"\nUSAGE in=0 cr=5 cw5=0 cw1h=0 out=1 rs=1\nDONE end\n");
     check("", 0, "ERROR empty_output status=0\n");
     check("{\"id\":", 0, "ERROR provider_5xx status=0\n");
     check("[1,2]", 0, "ERROR provider_5xx status=0\n");

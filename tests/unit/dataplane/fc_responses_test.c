@@ -309,7 +309,8 @@ static void expect_text(const char *got, const char *want)
 static void test_stream_text(void)
 {
     struct canon_req *r = parse_ok("{\"model\":\"m\",\"input\":\"hi\",\"stream\":true}");
-    struct canon_usage u = {.input = 5, .cache_read = 3, .output = 2, .have = 1};
+    struct canon_usage u = {
+        .input = 5, .cache_read = 3, .cache_write_5m = 1, .output = 2, .have = 1};
     struct canon_event evs[] = {
         {.type = CANON_EV_START, .id = "up1", .name = "gpt-x"},
         {.type = CANON_EV_CHUNK, .text = "Hel", .len = 3},
@@ -348,8 +349,9 @@ static void test_stream_text(void)
         "\"output_index\":0,\"item\":" MSG_DONE ",\"sequence_number\":8}\n\n"
         "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":" RESP(
             "completed", MSG_DONE,
-            "{\"input_tokens\":8,\"input_tokens_details\":{\"cached_tokens\":3},\"output_tokens\":"
-            "2,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":10}") ",\"seque"
+            "{\"input_tokens\":9,\"input_tokens_details\":{\"cached_tokens\":3,\"cache_write_"
+            "tokens\":1},\"output_tokens\":"
+            "2,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":11}") ",\"seque"
                                                                                          "nce_"
                                                                                          "number\":"
                                                                                          "9}\n\n");
@@ -549,8 +551,12 @@ static void test_render(void)
     struct canon_req *r = parse_ok("{\"model\":\"m\",\"input\":\"hi\"}");
     struct canon_acc acc;
     canon_acc_init(&acc, 0);
-    struct canon_usage u = {
-        .input = 10, .cache_read = 90, .output = 40, .reasoning = 30, .have = 1};
+    struct canon_usage u = {.input = 10,
+                            .cache_read = 90,
+                            .cache_write_1h = 5,
+                            .output = 40,
+                            .reasoning = 30,
+                            .have = 1};
     struct canon_event evs[] = {
         {.type = CANON_EV_START, .id = "x", .name = "gpt-x"},
         {.type = CANON_EV_REASONING, .text = "Hmm", .len = 3},
@@ -577,9 +583,10 @@ static void test_render(void)
              "\"logprobs\":[],\"text\":\"Hi\"}]},"
              "{\"id\":\"fc_req1_2\",\"type\":\"function_call\",\"status\":\"completed\","
              "\"arguments\":\"{\\\"a\\\":1}\",\"call_id\":\"call_A\",\"name\":\"f\"}",
-             "{\"input_tokens\":100,\"input_tokens_details\":{\"cached_tokens\":90},"
+             "{\"input_tokens\":105,\"input_tokens_details\":{\"cached_tokens\":90,\"cache_write_"
+             "tokens\":5},"
              "\"output_tokens\":40,\"output_tokens_details\":{\"reasoning_tokens\":30},"
-             "\"total_tokens\":140}"),
+             "\"total_tokens\":145}"),
         0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(want);
     if (!json_equal(got, want))
