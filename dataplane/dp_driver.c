@@ -16,6 +16,7 @@ const struct dp_driver *const dp_drivers[] = {
     &drv_ollama,
     &drv_bedrock,
     &drv_anthropic,
+    &drv_openai_responses,
     NULL,
 };
 

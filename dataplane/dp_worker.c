@@ -99,6 +99,7 @@ static const struct endpoint {
     {"/v1/chat/completions", "POST", EP_CHAT, &fc_openai_chat},
     {"/v1/messages", "POST", EP_CHAT, &fc_anthropic},
     {"/v1/messages/count_tokens", "POST", EP_COUNT, &fc_anthropic},
+    {"/v1/responses", "POST", EP_CHAT, &fc_responses},
     {"/v1/embeddings", "POST", EP_EMBED, NULL},
     {"/v1/models", "GET", EP_MODELS, NULL},
 };

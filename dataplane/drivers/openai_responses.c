@@ -1,0 +1,883 @@
+/*
+ * The "openai-responses" driver: OpenAI's Responses API (and services that
+ * speak it), stateless.
+ *
+ * Upstream request: POST {base_url}/responses (base_url like
+ * https://api.openai.com/v1), Bearer auth, store false. The canonical
+ * request becomes: instructions (the system text, parts joined by blank
+ * lines), input items (user and system messages with input_text and
+ * input_image parts; assistant text as output_text messages; tool calls as
+ * function_call items; tool results as function_call_output items, an error
+ * result marked "[tool error] " as the openai driver does; signed thinking
+ * as reasoning items carrying the signature as encrypted_content, redacted
+ * thinking as a reasoning item with only encrypted_content), flat function
+ * tools (strict false unless the client said otherwise: the Responses API
+ * would default to strict, the other formats do not), tool_choice,
+ * parallel_tool_calls, temperature, top_p, max_output_tokens, text.format,
+ * reasoning.effort (a token budget becomes an effort as in the openai
+ * driver) and user. Thinking without a signature is not sent back: the API
+ * takes earlier reasoning only as its own encrypted items.
+ *
+ * Refused (the API has no such parameters): top_k, seed, stop sequences,
+ * presence_penalty and frequency_penalty, each named in the client's terms.
+ *
+ * Options (snapshot providers[].options):
+ *   reasoning_summary    "auto", "concise" or "detailed": asks for reasoning
+ *                        summaries (reasoning.summary), the only reasoning
+ *                        text OpenAI's models show. Off by default: OpenAI
+ *                        requires a verified organization for it.
+ *   encrypted_reasoning  1: always include "reasoning.encrypted_content";
+ *                        0: never; default: when the request sets a
+ *                        reasoning effort or budget or carries signed
+ *                        reasoning back (non-reasoning models refuse it).
+ *
+ * Upstream answer: the Responses event stream (response.created, output
+ * items, output_text / refusal / reasoning_summary_text / reasoning_text /
+ * function_call_arguments deltas, response.completed | response.incomplete
+ * | response.failed, error), or one response object. Reasoning summary parts
+ * after the first are separated by a blank line; a reasoning item's
+ * encrypted_content becomes the block's signature. The stop reason is
+ * tool_use when the answer called functions, refusal when it refused, and
+ * from incomplete_details.reason for an incomplete response.
+ *
+ * Embeddings: POST {base_url}/embeddings, as the openai driver (the
+ * Responses API has no embeddings of its own; OpenAI serves them beside it).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_driver.h"
+#include "dp_snapshot.h"
+#include "drv_util.h"
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_json.h"
+#include "gw_sse.h"
+
+/* ------------------------------------------------------------------ build */
+
+static int refuse(const struct canon_req *r, enum canon_field f, struct canon_err *err)
+{
+    const char *name = canon_field_name(r, f);
+    canon_err_set(err, 400, name, "unsupported_parameter",
+                  "%s is not supported by the OpenAI Responses API", name);
+    return GW_EINVAL;
+}
+
+static int content_err(const struct canon_req *r, struct canon_err *err, const char *where,
+                       const char *what)
+{
+    const char *field = canon_field_name(r, CANON_F_MESSAGES);
+    canon_err_set(err, 400, field, "unsupported_content",
+                  "%s, %s: the OpenAI Responses API takes only %s here", field, where, what);
+    return GW_EINVAL;
+}
+
+static json_t *image_part(const struct canon_part *p)
+{
+    json_t *url;
+    if (p->url)
+        url = json_string(p->url);
+    else {
+        size_t n = strlen(p->media_type) + strlen(p->data) + 16;
+        char *s = malloc(n);
+        if (!s)
+            return NULL;
+        snprintf(s, n, "data:%s;base64,%s", p->media_type, p->data);
+        url = json_string(s);
+        free(s);
+    }
+    return json_pack("{s:s,s:o,s:s}", "type", "input_image", "image_url", url, "detail",
+                     p->detail ? p->detail : "auto");
+}
+
+/* TEXT (and, where images, IMAGE) parts as input content: a string for one
+ * text part, else input_text / input_image parts. NULL with err set when a
+ * part does not fit. */
+static json_t *input_content(const struct canon_req *r, const struct canon_part *parts, size_t n,
+                             int images, const char *where, struct canon_err *err)
+{
+    if (n == 1 && parts[0].type == CANON_PART_TEXT)
+        return json_string(parts[0].text);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        const struct canon_part *p = &parts[i];
+        if (p->type == CANON_PART_TEXT)
+            json_array_append_new(a, json_pack("{s:s,s:s}", "type", "input_text", "text", p->text));
+        else if (p->type == CANON_PART_IMAGE && images)
+            json_array_append_new(a, image_part(p));
+        else {
+            json_decref(a);
+            content_err(r, err, where, images ? "text and images" : "text");
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static int add(json_t *input, json_t *item)
+{
+    return item && json_array_append_new(input, item) == 0 ? GW_OK : GW_ENOMEM;
+}
+
+static int add_result(const struct canon_req *r, json_t *input, const struct canon_part *p,
+                      const char *where, struct canon_err *err)
+{
+    json_t *out;
+    if (p->is_error) {
+        /* The API has no error flag on a function's output: the flag is
+         * kept as a marker in front of the text rather than dropped. */
+        struct gw_buf b;
+        gw_buf_init(&b, 0);
+        int rc = gw_buf_appends(&b, "[tool error] ");
+        for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
+            if (p->content[k].type != CANON_PART_TEXT) {
+                gw_buf_free(&b);
+                return content_err(r, err, where, "text in an error result");
+            }
+            rc = gw_buf_appends(&b, p->content[k].text);
+        }
+        out = rc == GW_OK ? json_string(b.data ? b.data : "") : NULL;
+        gw_buf_free(&b);
+    } else if (p->ncontent == 0) {
+        out = json_string("");
+    } else {
+        out = input_content(r, p->content, p->ncontent, 1, where, err);
+        if (!out && err->status)
+            return GW_EINVAL;
+    }
+    if (!out)
+        return GW_ENOMEM;
+    return add(input, json_pack("{s:s,s:s,s:o}", "type", "function_call_output", "call_id", p->id,
+                                "output", out));
+}
+
+static int add_user(const struct canon_req *r, json_t *input, const struct canon_message *m,
+                    size_t mi, struct canon_err *err)
+{
+    char where[64];
+    size_t rest = 0;
+    /* Function outputs first: they answer the calls just before them. */
+    for (size_t j = 0; j < m->nparts; j++) {
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT) {
+            rest++;
+            continue;
+        }
+        snprintf(where, sizeof(where), "message %zu tool result %zu", mi, j);
+        int rc = add_result(r, input, &m->parts[j], where, err);
+        if (rc)
+            return rc;
+    }
+    if (rest == 0)
+        return GW_OK;
+    struct canon_part *keep = calloc(rest, sizeof(*keep));
+    if (!keep)
+        return GW_ENOMEM;
+    size_t k = 0;
+    for (size_t j = 0; j < m->nparts; j++)
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
+            keep[k++] = m->parts[j];
+    snprintf(where, sizeof(where), "message %zu", mi);
+    json_t *c = input_content(r, keep, rest, 1, where, err);
+    free(keep);
+    if (!c)
+        return err->status ? GW_EINVAL : GW_ENOMEM;
+    return add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "user", "content", c));
+}
+
+static int add_assistant(const struct canon_req *r, json_t *input, const struct canon_message *m,
+                         size_t mi, struct canon_err *err)
+{
+    json_t *text = NULL; /* the open run of output_text parts */
+    int rc = GW_OK;
+    for (size_t j = 0; rc == GW_OK && j < m->nparts; j++) {
+        const struct canon_part *p = &m->parts[j];
+        if (p->type == CANON_PART_TEXT) {
+            if (!text && !(text = json_array()))
+                return GW_ENOMEM;
+            json_array_append_new(text, json_pack("{s:s,s:s,s:[]}", "type", "output_text", "text",
+                                                  p->text, "annotations"));
+            continue;
+        }
+        if (text) {
+            rc = add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "assistant",
+                                      "content", text));
+            text = NULL;
+            if (rc)
+                return rc;
+        }
+        switch (p->type) {
+        case CANON_PART_TOOL_CALL:
+            rc = add(input, json_pack("{s:s,s:s,s:s,s:s}", "type", "function_call", "call_id",
+                                      p->id, "name", p->name, "arguments", p->arguments));
+            break;
+        case CANON_PART_THINKING:
+            /* Only the API's own (encrypted) reasoning goes back; unsigned
+             * reasoning is context it would not take. */
+            if (p->signature)
+                rc = add(input, json_pack("{s:s,s:[{s:s,s:s}],s:s}", "type", "reasoning", "summary",
+                                          "type", "summary_text", "text", p->text,
+                                          "encrypted_content", p->signature));
+            break;
+        case CANON_PART_REDACTED_THINKING:
+            rc = add(input, json_pack("{s:s,s:[],s:s}", "type", "reasoning", "summary",
+                                      "encrypted_content", p->text));
+            break;
+        default: {
+            char where[64];
+            snprintf(where, sizeof(where), "message %zu", mi);
+            return content_err(r, err, where, "text, tool calls and reasoning");
+        }
+        }
+    }
+    if (text && rc == GW_OK)
+        rc = add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "assistant",
+                                  "content", text));
+    else
+        json_decref(text);
+    return rc;
+}
+
+/* A token budget as an effort, for providers that only take efforts. */
+static const char *effort_of(const struct canon_req *r)
+{
+    if (r->reasoning_effort)
+        return r->reasoning_effort;
+    if (r->reasoning_budget <= 0)
+        return NULL;
+    if (r->reasoning_budget < 4096)
+        return "low";
+    if (r->reasoning_budget < 16384)
+        return "medium";
+    return "high";
+}
+
+static int carries_reasoning(const struct canon_req *r)
+{
+    for (size_t i = 0; i < r->nmessages; i++)
+        for (size_t j = 0; j < r->messages[i].nparts; j++) {
+            const struct canon_part *p = &r->messages[i].parts[j];
+            if ((p->type == CANON_PART_THINKING && p->signature) ||
+                p->type == CANON_PART_REDACTED_THINKING)
+                return 1;
+        }
+    return 0;
+}
+
+static json_t *instructions_of(const struct canon_req *r, struct canon_err *err)
+{
+    if (r->nsystem == 1 && r->system[0].type == CANON_PART_TEXT)
+        return json_string(r->system[0].text);
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    int rc = GW_OK;
+    for (size_t i = 0; rc == GW_OK && i < r->nsystem; i++) {
+        if (r->system[i].type != CANON_PART_TEXT) {
+            gw_buf_free(&b);
+            content_err(r, err, "system", "text");
+            return NULL;
+        }
+        if (i)
+            rc = gw_buf_appends(&b, "\n\n");
+        if (rc == GW_OK)
+            rc = gw_buf_appends(&b, r->system[i].text);
+    }
+    json_t *s = rc == GW_OK ? json_string(b.data ? b.data : "") : NULL;
+    gw_buf_free(&b);
+    return s;
+}
+
+static int build_chat(const struct drv_target *t, const struct canon_req *r,
+                      struct drv_request *out, struct canon_err *err)
+{
+    if (r->has_top_k)
+        return refuse(r, CANON_F_TOP_K, err);
+    if (r->has_seed)
+        return refuse(r, CANON_F_SEED, err);
+    if (r->nstop)
+        return refuse(r, CANON_F_STOP, err);
+    if (r->has_presence_penalty)
+        return refuse(r, CANON_F_PRESENCE_PENALTY, err);
+    if (r->has_frequency_penalty)
+        return refuse(r, CANON_F_FREQUENCY_PENALTY, err);
+    json_t *doc = json_pack("{s:s,s:b,s:b}", "model", t->model, "stream", r->stream, "store", 0);
+    json_t *input = json_array();
+    if (!doc || !input) {
+        json_decref(doc);
+        json_decref(input);
+        return GW_ENOMEM;
+    }
+    int rc = GW_OK;
+    if (r->nsystem) {
+        json_t *ins = instructions_of(r, err);
+        if (!ins)
+            rc = err->status ? GW_EINVAL : GW_ENOMEM;
+        else
+            json_object_set_new(doc, "instructions", ins);
+    }
+    json_object_set_new(doc, "input", input);
+    for (size_t i = 0; rc == GW_OK && i < r->nmessages; i++) {
+        const struct canon_message *m = &r->messages[i];
+        if (m->role == CANON_ROLE_USER)
+            rc = add_user(r, input, m, i, err);
+        else if (m->role == CANON_ROLE_ASSISTANT)
+            rc = add_assistant(r, input, m, i, err);
+        else {
+            json_t *c = input_content(r, m->parts, m->nparts, 0, "system message", err);
+            rc = c ? add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "system",
+                                          "content", c))
+                 : err->status ? GW_EINVAL
+                               : GW_ENOMEM;
+        }
+    }
+    if (rc != GW_OK) {
+        json_decref(doc);
+        return rc;
+    }
+    if (r->ntools) {
+        json_t *tools = json_array();
+        for (size_t i = 0; tools && i < r->ntools; i++) {
+            const struct canon_tool *tl = &r->tools[i];
+            json_t *fn = json_pack("{s:s,s:s}", "type", "function", "name", tl->name);
+            if (!fn)
+                break;
+            if (tl->description)
+                json_object_set_new(fn, "description", json_string(tl->description));
+            json_object_set_new(fn, "parameters",
+                                tl->parameters ? json_incref(tl->parameters) : json_null());
+            json_object_set_new(fn, "strict", json_boolean(tl->strict > 0));
+            json_array_append_new(tools, fn);
+        }
+        json_object_set_new(doc, "tools", tools);
+    }
+    switch (r->tool_choice) {
+    case CANON_TC_AUTO:
+        json_object_set_new(doc, "tool_choice", json_string("auto"));
+        break;
+    case CANON_TC_NONE:
+        json_object_set_new(doc, "tool_choice", json_string("none"));
+        break;
+    case CANON_TC_REQUIRED:
+        json_object_set_new(doc, "tool_choice", json_string("required"));
+        break;
+    case CANON_TC_NAMED:
+        json_object_set_new(
+            doc, "tool_choice",
+            json_pack("{s:s,s:s}", "type", "function", "name", r->tool_choice_name));
+        break;
+    case CANON_TC_UNSET:
+        break;
+    }
+    if (r->parallel_tool_calls >= 0)
+        json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
+    if (r->has_temperature)
+        json_object_set_new(doc, "temperature", json_real(r->temperature));
+    if (r->has_top_p)
+        json_object_set_new(doc, "top_p", json_real(r->top_p));
+    if (r->has_max_tokens)
+        json_object_set_new(doc, "max_output_tokens", json_integer(r->max_tokens));
+    json_t *fmt = NULL;
+    if (r->format == CANON_FMT_TEXT)
+        fmt = json_pack("{s:s}", "type", "text");
+    else if (r->format == CANON_FMT_JSON_OBJECT)
+        fmt = json_pack("{s:s}", "type", "json_object");
+    else if (r->format == CANON_FMT_JSON_SCHEMA) {
+        fmt = json_pack("{s:s,s:s,s:O}", "type", "json_schema", "name",
+                        r->format_name ? r->format_name : "response", "schema", r->format_schema);
+        if (fmt && r->format_strict >= 0)
+            json_object_set_new(fmt, "strict", json_boolean(r->format_strict));
+    }
+    if (fmt)
+        json_object_set_new(doc, "text", json_pack("{s:o}", "format", fmt));
+    const char *effort = r->reasoning_off ? NULL : effort_of(r);
+    const char *summary = drv_opt_str(t, "reasoning_summary", NULL);
+    if (effort || summary) {
+        json_t *rs = json_object();
+        if (rs && effort)
+            json_object_set_new(rs, "effort", json_string(effort));
+        if (rs && summary)
+            json_object_set_new(rs, "summary", json_string(summary));
+        json_object_set_new(doc, "reasoning", rs);
+    }
+    long long enc = drv_opt_int(t, "encrypted_reasoning", -1);
+    if (enc == 1 || (enc < 0 && (effort || carries_reasoning(r))))
+        json_object_set_new(doc, "include", json_pack("[s]", "reasoning.encrypted_content"));
+    if (r->user)
+        json_object_set_new(doc, "user", json_string(r->user));
+
+    out->stream = r->stream;
+    out->url = drv_url(t, "/responses");
+    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+        return GW_ENOMEM;
+    if (t->provider->credential &&
+        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+/* ------------------------------------------------------------------ parse */
+
+struct rp_parser {
+    struct drv_parser base;
+    struct gw_sse sse;
+    struct gw_buf body; /* non-stream: the whole body */
+    struct drv_tools tools;
+    int started;
+    int called;  /* the answer called functions */
+    int refused; /* the answer is a refusal */
+    /* reasoning text: the part it last came from, for separators */
+    int rs_any;
+    long long rs_item, rs_part;
+    int item_text; /* the current output item streamed text or reasoning */
+};
+
+static struct drv_parser *parser_new(int stream)
+{
+    struct rp_parser *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->base.drv = &drv_openai_responses;
+    p->base.stream = stream;
+    gw_sse_init(&p->sse, DRV_MAX_EVENT);
+    gw_buf_init(&p->body, DRV_MAX_BODY);
+    return &p->base;
+}
+
+static void parser_free(struct drv_parser *bp)
+{
+    struct rp_parser *p = (struct rp_parser *)bp;
+    gw_sse_free(&p->sse);
+    gw_buf_free(&p->body);
+    free(p);
+}
+
+static int fail(struct rp_parser *p, const struct canon_sink *s, enum canon_failure f,
+                const char *msg)
+{
+    p->base.terminal = 1;
+    canon_emit_error(s, f, 0, msg);
+    return 1;
+}
+
+/* An error code of the Responses API (or a gateway's failure class) as a
+ * failure class. */
+static enum canon_failure failure_of(const char *code)
+{
+    if (!code)
+        return CANON_FAIL_PROVIDER_5XX;
+    /* Another llmgw in front of this one names its classes. */
+    for (int f = 0; f < CANON_FAIL_COUNT; f++)
+        if (strcmp(code, canon_failure_name((enum canon_failure)f)) == 0)
+            return (enum canon_failure)f;
+    if (strcmp(code, "rate_limit_exceeded") == 0)
+        return CANON_FAIL_RATE_LIMITED;
+    if (strcmp(code, "insufficient_quota") == 0)
+        return CANON_FAIL_QUOTA_EXHAUSTED;
+    if (strcmp(code, "context_length_exceeded") == 0)
+        return CANON_FAIL_CONTEXT_OVERFLOW;
+    if (strcmp(code, "invalid_prompt") == 0 || strstr(code, "content_policy"))
+        return CANON_FAIL_CONTENT_FILTERED;
+    if (strstr(code, "image"))
+        return CANON_FAIL_UNSUPPORTED_INPUT;
+    if (strcmp(code, "model_not_found") == 0)
+        return CANON_FAIL_MODEL_UNAVAILABLE;
+    return CANON_FAIL_PROVIDER_5XX;
+}
+
+/* An error object ({code, message}, or an event carrying them at the top
+ * level) → ERROR. */
+static int fail_with(struct rp_parser *p, const json_t *e, const struct canon_sink *s)
+{
+    const json_t *inner = json_object_get(e, "error");
+    if (json_is_object(inner))
+        e = inner;
+    const char *msg = gw_json_str(e, "message");
+    return fail(p, s, failure_of(gw_json_str(e, "code")),
+                msg ? msg : "the provider reported an error");
+}
+
+static int emit_start(struct rp_parser *p, const json_t *resp, const struct canon_sink *s)
+{
+    if (p->started)
+        return 0;
+    p->started = 1;
+    struct canon_event ev = {
+        .type = CANON_EV_START, .id = gw_json_str(resp, "id"), .name = gw_json_str(resp, "model")};
+    return canon_emit(s, &ev);
+}
+
+/* Responses usage → canonical: input_tokens_details breaks input_tokens
+ * down, so input_tokens includes cached_tokens (reads) and
+ * cache_write_tokens (writes, whose TTL the API does not say: 5m). */
+static int emit_usage(const json_t *u, const struct canon_sink *s)
+{
+    if (!json_is_object(u))
+        return 0;
+    struct canon_usage cu = {.have = 1};
+    long long in = 0, out = 0, cached = 0, written = 0, reasoning = 0;
+    const json_t *det = json_object_get(u, "input_tokens_details");
+    gw_json_int(u, "input_tokens", &in);
+    gw_json_int(u, "output_tokens", &out);
+    gw_json_int(det, "cached_tokens", &cached);
+    gw_json_int(det, "cache_write_tokens", &written);
+    gw_json_int(json_object_get(u, "output_tokens_details"), "reasoning_tokens", &reasoning);
+    if (in < 0)
+        in = 0;
+    if (cached < 0 || cached > in)
+        cached = cached < 0 ? 0 : in;
+    if (written < 0 || written > in - cached)
+        written = written < 0 ? 0 : in - cached;
+    cu.input = in - cached - written;
+    cu.cache_read = cached;
+    cu.cache_write_5m = written;
+    cu.output = out;
+    cu.reasoning = reasoning > out ? out : reasoning;
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
+    return canon_emit(s, &ev);
+}
+
+static int text(struct rp_parser *p, const char *t, const struct canon_sink *s)
+{
+    if (!t || !*t)
+        return 0;
+    if (drv_tools_close(&p->tools, s))
+        return 1;
+    p->item_text = 1;
+    struct canon_event ev = {.type = CANON_EV_CHUNK, .text = t, .len = strlen(t)};
+    return canon_emit(s, &ev);
+}
+
+/* Reasoning text from part (item, part): a blank line between parts. */
+static int reasoning(struct rp_parser *p, long long item, long long part, const char *t,
+                     const struct canon_sink *s)
+{
+    if (!t || !*t)
+        return 0;
+    if (drv_tools_close(&p->tools, s))
+        return 1;
+    p->item_text = 1;
+    if (p->rs_any && (item != p->rs_item || part != p->rs_part)) {
+        struct canon_event sep = {.type = CANON_EV_REASONING, .text = "\n\n", .len = 2};
+        if (canon_emit(s, &sep))
+            return 1;
+    }
+    p->rs_any = 1;
+    p->rs_item = item;
+    p->rs_part = part;
+    struct canon_event ev = {.type = CANON_EV_REASONING, .text = t, .len = strlen(t)};
+    return canon_emit(s, &ev);
+}
+
+static int signature(struct rp_parser *p, const char *sig, const struct canon_sink *s)
+{
+    if (!sig || !*sig)
+        return 0;
+    if (drv_tools_close(&p->tools, s))
+        return 1;
+    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
+    /* The next reasoning text is a new block. */
+    p->rs_any = 0;
+    return canon_emit(s, &ev);
+}
+
+static int call(struct rp_parser *p, long long key, const char *id, const char *name,
+                const char *args, const struct canon_sink *s)
+{
+    p->called = 1;
+    int rc = drv_tools_delta(&p->tools, key, id, name, args, s);
+    if (rc == GW_EINVAL)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider interleaved function calls");
+    return rc ? 1 : 0;
+}
+
+/* A whole output item (non-stream answers, and a stream's done item whose
+ * content was not streamed): its content as events. */
+static int item_content(struct rp_parser *p, long long oi, const json_t *item,
+                        const struct canon_sink *s)
+{
+    const char *type = gw_json_str(item, "type");
+    size_t i;
+    json_t *c;
+    if (!type)
+        return 0;
+    if (strcmp(type, "message") == 0) {
+        json_array_foreach(json_object_get(item, "content"), i, c)
+        {
+            const char *ct = gw_json_str(c, "type");
+            if (ct && strcmp(ct, "output_text") == 0 && text(p, gw_json_str(c, "text"), s))
+                return 1;
+            if (ct && strcmp(ct, "refusal") == 0) {
+                p->refused = 1;
+                if (text(p, gw_json_str(c, "refusal"), s))
+                    return 1;
+            }
+        }
+    } else if (strcmp(type, "reasoning") == 0) {
+        json_t *content = json_object_get(item, "content");
+        int raw = json_array_size(content) > 0;
+        json_array_foreach(raw ? content : json_object_get(item, "summary"), i, c)
+        {
+            if (reasoning(p, oi, (long long)i, gw_json_str(c, "text"), s))
+                return 1;
+        }
+    } else if (strcmp(type, "function_call") == 0) {
+        const char *args = gw_json_str(item, "arguments");
+        if (call(p, oi, gw_json_str(item, "call_id"), gw_json_str(item, "name"),
+                 args && *args ? args : "{}", s))
+            return 1;
+    }
+    return 0;
+}
+
+static int done(struct rp_parser *p, const json_t *resp, const struct canon_sink *s)
+{
+    if (drv_tools_close(&p->tools, s))
+        return 1;
+    if (emit_usage(json_object_get(resp, "usage"), s))
+        return 1;
+    enum canon_stop stop = CANON_STOP_END;
+    if (strcmp(gw_json_str(resp, "status") ? gw_json_str(resp, "status") : "", "incomplete") == 0) {
+        const char *why = gw_json_str(json_object_get(resp, "incomplete_details"), "reason");
+        stop = why && strcmp(why, "content_filter") == 0 ? CANON_STOP_CONTENT_FILTER
+                                                         : CANON_STOP_MAX_TOKENS;
+    } else if (p->called)
+        stop = CANON_STOP_TOOL_USE;
+    else if (p->refused)
+        stop = CANON_STOP_REFUSAL;
+    p->base.terminal = 1;
+    struct canon_event ev = {.type = CANON_EV_DONE, .stop = stop};
+    canon_emit(s, &ev);
+    return 1;
+}
+
+static long long index_of(const json_t *doc, const char *key)
+{
+    long long v = 0;
+    gw_json_int(doc, key, &v);
+    return v;
+}
+
+/* One streamed event. */
+static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
+                    const struct canon_sink *s)
+{
+    if (strcmp(type, "error") == 0)
+        return fail_with(p, doc, s);
+    if (strcmp(type, "response.failed") == 0) {
+        const json_t *e = json_object_get(json_object_get(doc, "response"), "error");
+        return json_is_object(e) ? fail_with(p, e, s)
+                                 : fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider failed");
+    }
+    const json_t *resp = json_object_get(doc, "response");
+    if (emit_start(p, json_is_object(resp) ? resp : NULL, s))
+        return 1;
+    if (strcmp(type, "response.completed") == 0 || strcmp(type, "response.incomplete") == 0)
+        return done(p, resp, s);
+    long long oi = index_of(doc, "output_index");
+    if (strcmp(type, "response.output_text.delta") == 0)
+        return text(p, gw_json_str(doc, "delta"), s);
+    if (strcmp(type, "response.refusal.delta") == 0) {
+        p->refused = 1;
+        return text(p, gw_json_str(doc, "delta"), s);
+    }
+    if (strcmp(type, "response.reasoning_summary_text.delta") == 0)
+        return reasoning(p, oi, index_of(doc, "summary_index"), gw_json_str(doc, "delta"), s);
+    if (strcmp(type, "response.reasoning_text.delta") == 0)
+        return reasoning(p, oi, index_of(doc, "content_index"), gw_json_str(doc, "delta"), s);
+    const json_t *item = json_object_get(doc, "item");
+    const char *itype = gw_json_str(item, "type");
+    int is_call = itype && strcmp(itype, "function_call") == 0;
+    if (strcmp(type, "response.output_item.added") == 0) {
+        p->item_text = 0;
+        if (!is_call)
+            return 0;
+        const char *args = gw_json_str(item, "arguments");
+        return call(p, oi, gw_json_str(item, "call_id"), gw_json_str(item, "name"), args, s);
+    }
+    int open = p->tools.open && p->tools.open_key == oi;
+    if (strcmp(type, "response.function_call_arguments.delta") == 0) {
+        if (!open)
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent arguments for a function call it had not started");
+        return call(p, oi, NULL, NULL, gw_json_str(doc, "delta"), s);
+    }
+    if (strcmp(type, "response.function_call_arguments.done") == 0) {
+        /* Arguments given whole rather than streamed. */
+        if (open && !p->tools.open_args)
+            return call(p, oi, NULL, NULL, gw_json_str(doc, "arguments"), s);
+        return 0;
+    }
+    if (strcmp(type, "response.output_item.done") == 0) {
+        if (is_call) {
+            if (!open)
+                return item_content(p, oi, item, s) || drv_tools_close(&p->tools, s);
+            if (!p->tools.open_args && call(p, oi, NULL, NULL, gw_json_str(item, "arguments"), s))
+                return 1;
+            return drv_tools_close(&p->tools, s);
+        }
+        /* Content a provider put only in the finished item. */
+        if (!p->item_text && item_content(p, oi, item, s))
+            return 1;
+        p->item_text = 0;
+        if (itype && strcmp(itype, "reasoning") == 0)
+            return signature(p, gw_json_str(item, "encrypted_content"), s);
+        return 0;
+    }
+    /* response.created, in_progress, content_part.*, *.done text events
+     * and the rest carry nothing new. */
+    return 0;
+}
+
+static int parse_stream(struct rp_parser *p, const char *buf, size_t len,
+                        const struct canon_sink *s)
+{
+    struct gw_sse_event ev;
+    int rc;
+    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
+        if (ev.data_len == 6 && memcmp(ev.data, "[DONE]", 6) == 0)
+            continue; /* not the API's, but some compatible servers add it */
+        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
+        const char *type = gw_json_str(doc, "type");
+        if (!type && ev.event_len)
+            type = ev.event;
+        if (!json_is_object(doc) || !type) {
+            json_decref(doc);
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream event");
+        }
+        int stop = on_event(p, type, doc, s);
+        json_decref(doc);
+        if (stop)
+            return 1;
+    }
+    if (rc != GW_EAGAIN)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
+    return 0;
+}
+
+static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
+{
+    struct rp_parser *p = (struct rp_parser *)bp;
+    if (p->base.terminal)
+        return 1;
+    if (p->base.stream)
+        return parse_stream(p, buf, len, s);
+    if (gw_buf_append(&p->body, buf, len) != GW_OK)
+        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
+    return 0;
+}
+
+/* A whole response object → the same events a stream would give. */
+static void parse_whole(struct rp_parser *p, const struct canon_sink *s)
+{
+    json_t *doc =
+        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
+             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
+        return;
+    }
+    json_t *e = json_object_get(doc, "error");
+    const char *status = gw_json_str(doc, "status");
+    if ((e && !json_is_null(e)) || (status && strcmp(status, "failed") == 0)) {
+        if (json_is_object(e))
+            fail_with(p, e, s);
+        else
+            fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                 json_is_string(e) ? json_string_value(e) : "the provider failed");
+        json_decref(doc);
+        return;
+    }
+    if (!json_is_array(json_object_get(doc, "output"))) {
+        fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer has no output");
+        json_decref(doc);
+        return;
+    }
+    if (emit_start(p, doc, s))
+        goto out;
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(doc, "output"), i, item)
+    {
+        const char *type = gw_json_str(item, "type");
+        if (!type || strcmp(type, "function_call") != 0)
+            if (drv_tools_close(&p->tools, s))
+                goto out;
+        if (item_content(p, (long long)i, item, s))
+            goto out;
+        if (type && strcmp(type, "reasoning") == 0 &&
+            signature(p, gw_json_str(item, "encrypted_content"), s))
+            goto out;
+    }
+    done(p, doc, s);
+out:
+    json_decref(doc);
+}
+
+static void finish(struct drv_parser *bp, const struct canon_sink *s)
+{
+    struct rp_parser *p = (struct rp_parser *)bp;
+    if (p->base.terminal)
+        return;
+    if (!p->base.stream) {
+        parse_whole(p, s);
+        return;
+    }
+    fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before the response completed");
+}
+
+/* -------------------------------------------------------------- embeddings */
+
+static int build_embed(const struct drv_target *t, const struct canon_embed_req *r,
+                       struct drv_request *out, struct canon_err *err)
+{
+    (void)err;
+    json_t *in = json_array();
+    for (size_t i = 0; in && i < r->ninputs; i++)
+        json_array_append_new(in, json_string(r->inputs[i]));
+    json_t *doc =
+        json_pack("{s:s,s:o,s:s}", "model", t->model, "input", in, "encoding_format", "float");
+    if (doc && r->dimensions)
+        json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
+    if (doc && r->user)
+        json_object_set_new(doc, "user", json_string(r->user));
+    out->url = drv_url(t, "/embeddings");
+    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+        return GW_ENOMEM;
+    if (t->provider->credential &&
+        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                       size_t msglen)
+{
+    json_t *doc = json_loadb(body, len, 0, NULL);
+    int rc = drv_embed_vectors(json_object_get(doc, "data"), "embedding", out, msg, msglen);
+    if (rc == GW_OK) {
+        long long pt = 0;
+        gw_json_int(json_object_get(doc, "usage"), "prompt_tokens", &pt);
+        out->usage.input = pt;
+        out->usage.have = 1;
+        snprintf(out->model, sizeof(out->model), "%s",
+                 gw_json_str(doc, "model") ? gw_json_str(doc, "model") : "");
+    }
+    json_decref(doc);
+    return rc;
+}
+
+const struct dp_driver drv_openai_responses = {
+    .name = "openai-responses",
+    .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
+            DRV_CAP_REASONING,
+    .build_chat = build_chat,
+    .parser_new = parser_new,
+    .parse = parse,
+    .finish = finish,
+    .parser_free = parser_free,
+    .build_embed = build_embed,
+    .parse_embed = parse_embed,
+};
