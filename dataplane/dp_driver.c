@@ -91,7 +91,9 @@ int drv_body_json(struct drv_request *out, json_t *doc)
 {
     if (!doc)
         return GW_ENOMEM;
-    out->body = json_dumps(doc, JSON_COMPACT);
+    /* 15 significant digits: a client's 0.9 goes upstream as 0.9, not as
+     * 0.90000000000000002 (the same double, spelled as typed). */
+    out->body = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(doc);
     if (!out->body)
         return GW_ENOMEM;
