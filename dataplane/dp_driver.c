@@ -11,13 +11,8 @@
 #include "gw_json.h"
 
 const struct dp_driver *const dp_drivers[] = {
-    &drv_openai,
-    &drv_gemini,
-    &drv_ollama,
-    &drv_bedrock,
-    &drv_anthropic,
-    &drv_openai_responses,
-    NULL,
+    &drv_openai,    &drv_gemini,           &drv_ollama, &drv_bedrock,
+    &drv_anthropic, &drv_openai_responses, NULL,
 };
 
 const struct dp_driver *dp_driver_find(const char *name)

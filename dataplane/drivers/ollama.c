@@ -113,7 +113,7 @@ static int add_tool_result(const struct canon_req *r, json_t *msgs, const struct
 {
     const char *name = call_name(r, mi, p->id);
     if (!name) {
-        char what[160];
+        char what[256];
         snprintf(what, sizeof(what),
                  "the tool result for call '%.64s' answers no earlier tool call (Ollama names "
                  "the tool a result is for)",
