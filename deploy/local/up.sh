@@ -29,8 +29,12 @@ key_hash=$(printf '%s' "$key" | sha256sum | cut -d' ' -f1)
 
 # The snapshot the control plane will push later; for now a file. Provider
 # keys stay in the environment (credential_ref env:NAME), never in the file.
-providers=$(jq -n --arg url "http://127.0.0.1:$mock_port/v1" \
-  '[{name:"mock", driver:"openai", base_url:$url}]')
+mock_root="http://127.0.0.1:$mock_port"
+providers=$(jq -n --arg root "$mock_root" '[
+  {name:"mock", driver:"openai", base_url:($root + "/v1")},
+  {name:"mock-anthropic", driver:"anthropic", base_url:$root},
+  {name:"mock-gemini", driver:"gemini", base_url:($root + "/v1beta"), credential_ref:"env:LLMGW_MOCK_KEY"},
+  {name:"mock-ollama", driver:"ollama", base_url:$root}]')
 smart='[{"provider":"mock","model":"mock-gpt-large"}]'
 if [ -n "${OPENAI_API_KEY:-}" ]; then
   providers=$(jq '. + [{name:"openai", driver:"openai", base_url:"https://api.openai.com/v1",
@@ -39,8 +43,7 @@ if [ -n "${OPENAI_API_KEY:-}" ]; then
   echo "up: OPENAI_API_KEY found: provider 'openai' added, route 'smart' uses it"
 fi
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
-  # Anthropic's OpenAI-compatible endpoint, until the native driver lands.
-  providers=$(jq '. + [{name:"anthropic", driver:"openai", base_url:"https://api.anthropic.com/v1",
+  providers=$(jq '. + [{name:"anthropic", driver:"anthropic", base_url:"https://api.anthropic.com",
                         credential_ref:"env:ANTHROPIC_API_KEY"}]' <<<"$providers")
   echo "up: ANTHROPIC_API_KEY found: provider 'anthropic' added (use model anthropic/MODEL)"
 fi
@@ -72,7 +75,8 @@ wait_listening() { # name
 start mock build/tests/mockprovider/llmgw-mockprovider --listen "127.0.0.1:$mock_port" \
   --threads 1 --usage-log "$run/mock-usage.log"
 wait_listening mock
-start dataplane build/dataplane/llmgw-dataplane --snapshot "$run/snapshot.json" \
+# The mock's Gemini endpoint wants a key, like the real one (any value).
+start dataplane env LLMGW_MOCK_KEY=mock-key build/dataplane/llmgw-dataplane --snapshot "$run/snapshot.json" \
   --listen "127.0.0.1:$port" --access-log "$run/access.log"
 wait_listening dataplane
 
