@@ -283,6 +283,173 @@ int gw_json_valid(const char *s, size_t n, int max_depth)
     return sc.p == sc.end;
 }
 
+/* ------------------------------------------------------------- span lookups */
+
+/* The container at sc->p ('{' or '['): positions sc after the opening
+ * bracket; 0 when sc is not at want. */
+static int span_open(struct scan *sc, unsigned char want)
+{
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != want)
+        return 0;
+    sc->p++;
+    skip_ws(sc);
+    return 1;
+}
+
+int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn)
+{
+    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    size_t klen = strlen(key);
+    int escaped = 0; /* a key spelled with escapes: it might have been key */
+    if (!span_open(&sc, '{') || (sc.p < sc.end && *sc.p == '}'))
+        return 0;
+    for (;;) {
+        skip_ws(&sc);
+        const unsigned char *k = sc.p;
+        if (sc.p >= sc.end || *sc.p != '"' || !scan_string(&sc))
+            return 0;
+        int match = (size_t)(sc.p - k) == klen + 2 && memcmp(k + 1, key, klen) == 0;
+        escaped |= memchr(k, '\\', (size_t)(sc.p - k)) != NULL;
+        skip_ws(&sc);
+        if (sc.p >= sc.end || *sc.p != ':')
+            return 0;
+        sc.p++;
+        skip_ws(&sc);
+        const unsigned char *v = sc.p;
+        if (!scan_value(&sc, 64))
+            return 0;
+        if (match) {
+            *vp = (const char *)v;
+            *vn = (size_t)(sc.p - v);
+            return 1;
+        }
+        skip_ws(&sc);
+        if (sc.p >= sc.end || *sc.p != ',')
+            return escaped ? -1 : 0;
+        sc.p++;
+    }
+}
+
+int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn)
+{
+    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    if (!span_open(&sc, '[') || (sc.p < sc.end && *sc.p == ']'))
+        return 0;
+    for (size_t i = 0;; i++) {
+        skip_ws(&sc);
+        const unsigned char *v = sc.p;
+        if (!scan_value(&sc, 64))
+            return 0;
+        if (i == idx) {
+            *vp = (const char *)v;
+            *vn = (size_t)(sc.p - v);
+            return 1;
+        }
+        skip_ws(&sc);
+        if (sc.p >= sc.end || *sc.p != ',')
+            return 0;
+        sc.p++;
+    }
+}
+
+int gw_json_span_is_null(const char *vp, size_t vn)
+{
+    return vn == 4 && memcmp(vp, "null", 4) == 0;
+}
+
+static unsigned hexval(const char *p)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v = v * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+static int put_utf8(struct gw_buf *out, unsigned cp)
+{
+    char u[4];
+    size_t n;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xc0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3f));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xe0 | (cp >> 12));
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        u[2] = (char)(0x80 | (cp & 0x3f));
+        n = 3;
+    } else {
+        u[0] = (char)(0xf0 | (cp >> 18));
+        u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        u[3] = (char)(0x80 | (cp & 0x3f));
+        n = 4;
+    }
+    return gw_buf_append(out, u, n);
+}
+
+int gw_json_span_string(const char *vp, size_t vn, struct gw_buf *out)
+{
+    if (vn < 2 || vp[0] != '"' || vp[vn - 1] != '"')
+        return GW_EINVAL;
+    const char *p = vp + 1, *end = vp + vn - 1;
+    int rc = gw_buf_append(out, "", 0); /* data is never NULL after this */
+    while (rc == GW_OK && p < end) {
+        const char *bs = memchr(p, '\\', (size_t)(end - p));
+        size_t run = bs ? (size_t)(bs - p) : (size_t)(end - p);
+        if (run)
+            rc = gw_buf_append(out, p, run);
+        p += run;
+        if (!bs || rc != GW_OK)
+            break;
+        /* Escapes were checked by gw_json_valid: \X or \uXXXX in bounds. */
+        char e = p[1];
+        p += 2;
+        switch (e) {
+        case 'b':
+            rc = gw_buf_append(out, "\b", 1);
+            break;
+        case 'f':
+            rc = gw_buf_append(out, "\f", 1);
+            break;
+        case 'n':
+            rc = gw_buf_append(out, "\n", 1);
+            break;
+        case 'r':
+            rc = gw_buf_append(out, "\r", 1);
+            break;
+        case 't':
+            rc = gw_buf_append(out, "\t", 1);
+            break;
+        case 'u': {
+            unsigned cp = hexval(p);
+            p += 4;
+            if (cp >= 0xd800 && cp < 0xdc00 && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                unsigned lo = hexval(p + 2);
+                if (lo >= 0xdc00 && lo < 0xe000) {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    p += 6;
+                }
+            }
+            if (cp >= 0xd800 && cp < 0xe000)
+                cp = 0xfffd; /* a lone surrogate */
+            rc = put_utf8(out, cp);
+            break;
+        }
+        default: /* " \ / */
+            rc = gw_buf_append(out, &e, 1);
+            break;
+        }
+    }
+    return rc;
+}
+
 /* Appends "s" as a JSON string, or null for NULL. */
 static int escape_or_null(struct gw_buf *b, const char *s)
 {

@@ -33,6 +33,28 @@ int gw_json_escape(struct gw_buf *b, const char *s, size_t n) __attribute__((war
  * paths where a relayed document only needs to be well-formed. */
 int gw_json_valid(const char *s, size_t n, int max_depth);
 
+/*
+ * Lookups in JSON text without building a document, for hot paths that need
+ * a few members of small, frequent documents (streamed chunks). The text
+ * must have passed gw_json_valid. A value is returned as a span of the text
+ * (a string value with its quotes and escapes as written).
+ *
+ * gw_json_span_member: the value of member key of an object (first match;
+ * keys are compared as written). 1 when found, 0 when absent or s is not an
+ * object, -1 when absent as written but some key is spelled with escapes
+ * (it may be key in disguise: the caller must use a real parser).
+ * gw_json_span_index: the idx-th element of an array; 1 or 0.
+ * gw_json_span_is_null: the span is the literal null.
+ * gw_json_span_string: appends the decoded string value (escapes resolved,
+ * \u surrogate pairs joined, lone surrogates as U+FFFD) to out. GW_EINVAL
+ * when the span is not a string.
+ */
+int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn);
+int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn);
+int gw_json_span_is_null(const char *vp, size_t vn);
+int gw_json_span_string(const char *vp, size_t vn, struct gw_buf *out)
+    __attribute__((warn_unused_result));
+
 /* Renders an OpenAI-style error body:
  *   {"error":{"message":M,"type":T,"param":P|null,"code":C|null}}
  * into a malloc'd NUL-terminated string (caller frees), or NULL. */

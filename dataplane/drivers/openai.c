@@ -341,8 +341,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 struct oa_parser {
     struct drv_parser base;
     struct gw_sse sse;
+    struct gw_buf tmp;  /* decoded strings of the fast path */
     struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
+    struct canon_usage pending_usage; /* arrived while a tool call was open */
     int started;
     int have_finish;
     enum canon_stop stop;
@@ -357,6 +359,7 @@ static struct drv_parser *parser_new(int stream)
     p->base.stream = stream;
     gw_sse_init(&p->sse, DRV_MAX_EVENT);
     gw_buf_init(&p->body, DRV_MAX_BODY);
+    gw_buf_init(&p->tmp, DRV_MAX_EVENT);
     return &p->base;
 }
 
@@ -365,11 +368,13 @@ static void parser_free(struct drv_parser *bp)
     struct oa_parser *p = (struct oa_parser *)bp;
     gw_sse_free(&p->sse);
     gw_buf_free(&p->body);
+    gw_buf_free(&p->tmp);
     free(p);
 }
 
-/* OpenAI usage → canonical: prompt_tokens includes cached_tokens. */
-static int emit_usage(const json_t *u, const struct canon_sink *s)
+/* OpenAI usage → canonical. Usage may not arrive inside an open tool call
+ * (canon.h): then it waits for the call to close (done()). */
+static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_sink *s)
 {
     if (!json_is_object(u))
         return 0;
@@ -386,6 +391,10 @@ static int emit_usage(const json_t *u, const struct canon_sink *s)
     cu.cache_read = cached;
     cu.output = completion;
     cu.reasoning = reasoning > completion ? completion : reasoning;
+    if (p->tools.open) {
+        p->pending_usage = cu;
+        return 0;
+    }
     struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
     return canon_emit(s, &ev);
 }
@@ -469,7 +478,7 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
             p->stop = canon_stop_from_openai(fr);
     }
     json_t *u = json_object_get(doc, "usage");
-    if (u && !json_is_null(u) && emit_usage(u, s))
+    if (u && !json_is_null(u) && emit_usage(p, u, s))
         return 1;
     return 0;
 }
@@ -478,9 +487,116 @@ static int done(struct oa_parser *p, const struct canon_sink *s)
 {
     if (drv_tools_close(&p->tools, s))
         return 1;
+    if (p->pending_usage.have) {
+        struct canon_usage cu = p->pending_usage;
+        struct canon_event u = {.type = CANON_EV_USAGE, .usage = &cu};
+        p->pending_usage.have = 0;
+        if (canon_emit(s, &u))
+            return 1;
+    }
     p->base.terminal = 1;
     struct canon_event ev = {.type = CANON_EV_DONE, .stop = p->stop};
     canon_emit(s, &ev);
+    return 1;
+}
+
+/* Member lookups of the fast path; any doubt (a key spelled with escapes)
+ * sets *unsure, which sends the chunk to the full parser. */
+static int span_get(const char *o, size_t on, const char *key, const char **v, size_t *vn,
+                    int *unsure)
+{
+    int rc = gw_json_span_member(o, on, key, v, vn);
+    if (rc < 0)
+        *unsure = 1;
+    return rc == 1;
+}
+
+static int span_present(const char *o, size_t on, const char *key, int *unsure)
+{
+    const char *v;
+    size_t vn;
+    return span_get(o, on, key, &v, &vn, unsure) && !gw_json_span_is_null(v, vn);
+}
+
+/* A string member, decoded into p->tmp (valid until the next call); NULL
+ * when absent, null or not a string. */
+static const char *span_str(struct oa_parser *p, const char *o, size_t on, const char *key,
+                            size_t *len, int *unsure)
+{
+    const char *v;
+    size_t vn;
+    if (!span_get(o, on, key, &v, &vn, unsure) || vn < 2 || v[0] != '"')
+        return NULL;
+    gw_buf_reset(&p->tmp);
+    if (gw_json_span_string(v, vn, &p->tmp) != GW_OK) {
+        *unsure = 1;
+        return NULL;
+    }
+    *len = p->tmp.len;
+    return p->tmp.data;
+}
+
+/*
+ * The common streamed chunk (a text or reasoning delta, a finish reason)
+ * read without building a document: most of a stream is such chunks.
+ * Returns 0 when the chunk needs the full path (the first chunk, usage,
+ * errors, tool calls, refusals, escaped keys, anything unusual), else 1
+ * with *stop set when the sink stopped. Nothing is emitted before the
+ * chunk is known to be a simple one.
+ */
+static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct canon_sink *s,
+                      int *stop)
+{
+    const char *choices, *ch, *delta, *x;
+    size_t cn, chn, dn, xn, len;
+    int unsure = 0;
+    *stop = 0;
+    if (!p->started || !gw_json_valid(d, n, 64))
+        return 0;
+    if (span_present(d, n, "usage", &unsure) || span_present(d, n, "error", &unsure) ||
+        !span_get(d, n, "choices", &choices, &cn, &unsure) ||
+        !gw_json_span_index(choices, cn, 0, &ch, &chn) ||
+        gw_json_span_index(choices, cn, 1, &x, &xn) ||
+        !span_get(ch, chn, "delta", &delta, &dn, &unsure) || delta[0] != '{' ||
+        span_present(delta, dn, "tool_calls", &unsure) ||
+        span_present(delta, dn, "refusal", &unsure) ||
+        span_present(delta, dn, "function_call", &unsure) || unsure)
+        return 0;
+    /* Decide everything before emitting anything. */
+    const char *fr_raw;
+    size_t fr_n;
+    int has_fr = span_get(ch, chn, "finish_reason", &fr_raw, &fr_n, &unsure) &&
+                 !gw_json_span_is_null(fr_raw, fr_n);
+    int has_rc = span_present(delta, dn, "reasoning_content", &unsure);
+    int has_r = span_present(delta, dn, "reasoning", &unsure);
+    int has_c = span_present(delta, dn, "content", &unsure);
+    if (unsure)
+        return 0;
+    if (has_rc || has_r) {
+        const char *rs =
+            span_str(p, delta, dn, has_rc ? "reasoning_content" : "reasoning", &len, &unsure);
+        if (rs && len) {
+            struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = len};
+            if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
+                return 1;
+        }
+    }
+    if (has_c) {
+        const char *c = span_str(p, delta, dn, "content", &len, &unsure);
+        if (c && len) {
+            struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = len};
+            if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
+                return 1;
+        }
+    }
+    if (has_fr) {
+        const char *fr = span_str(p, ch, chn, "finish_reason", &len, &unsure);
+        if ((*stop = drv_tools_close(&p->tools, s)))
+            return 1;
+        p->have_finish = 1;
+        if (p->stop != CANON_STOP_REFUSAL)
+            p->stop = canon_stop_from_openai(fr);
+    }
     return 1;
 }
 
@@ -492,13 +608,19 @@ static int parse_stream(struct oa_parser *p, const char *buf, size_t len,
     while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
         if (ev.data_len == 6 && memcmp(ev.data, "[DONE]", 6) == 0)
             return done(p, s);
+        int stop;
+        if (fast_chunk(p, ev.data, ev.data_len, s, &stop)) {
+            if (stop)
+                return 1;
+            continue;
+        }
         json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
         if (!json_is_object(doc)) {
             json_decref(doc);
             return fail(p, s, CANON_FAIL_PROVIDER_5XX,
                         "the provider sent a malformed stream event");
         }
-        int stop = on_chunk(p, doc, s);
+        stop = on_chunk(p, doc, s);
         json_decref(doc);
         if (stop)
             return 1;
@@ -571,7 +693,7 @@ static void parse_whole(struct oa_parser *p, const struct canon_sink *s)
     }
     p->stop =
         refusal ? CANON_STOP_REFUSAL : canon_stop_from_openai(gw_json_str(ch, "finish_reason"));
-    if (emit_usage(json_object_get(doc, "usage"), s))
+    if (emit_usage(p, json_object_get(doc, "usage"), s))
         goto out;
     done(p, s);
 out:

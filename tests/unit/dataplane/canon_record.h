@@ -160,6 +160,8 @@ static inline int canon_record_emit(void *arg, const struct canon_event *ev)
         rec_put(r, line);
         break;
     case CANON_EV_USAGE:
+        if (r->open_tool >= 0)
+            rec_put(r, "VIOLATION USAGE inside an open tool call\n");
         r->last_usage = *ev->usage;
         r->run = CANON_EV_USAGE;
         return r->stop_after && r->nevents >= r->stop_after;

@@ -1,0 +1,208 @@
+/*
+ * The openai driver: streamed chunks (fast path and full parser agree),
+ * usage normalization, tool-call ordering, endings, and request building.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "canon.h"
+#include "canon_record.h"
+#include "dp_driver.h"
+#include "dp_snapshot.h"
+#include "gw_error.h"
+
+/* Feeds data in pieces of step bytes (0: whole), then finish unless a
+ * terminal event came. Returns the transcript (malloc'd). */
+static char *run(int stream, const char *data, size_t step)
+{
+    struct canon_record rec;
+    canon_record_init(&rec);
+    struct canon_sink sink = {canon_record_emit, &rec};
+    struct drv_parser *p = drv_openai.parser_new(stream);
+    size_t len = strlen(data), off = 0;
+    int stop = 0;
+    while (off < len && !stop) {
+        size_t n = step && step < len - off ? step : len - off;
+        stop = drv_openai.parse(p, data + off, n, &sink);
+        off += n;
+    }
+    if (!stop)
+        drv_openai.finish(p, &sink);
+    drv_openai.parser_free(p);
+    char *s = strdup(canon_record_text(&rec));
+    canon_record_free(&rec);
+    return s;
+}
+
+static void expect(int stream, const char *data, const char *want)
+{
+    char *whole = run(stream, data, 0);
+    char *bytes = run(stream, data, 1);
+    char *sevens = run(stream, data, 7);
+    if (strcmp(whole, want) != 0)
+        fprintf(stderr, "\n--- want\n%s--- got\n%s", want, whole);
+    CU_ASSERT_STRING_EQUAL(whole, want);
+    CU_ASSERT_STRING_EQUAL(bytes, want);
+    CU_ASSERT_STRING_EQUAL(sevens, want);
+    free(whole);
+    free(bytes);
+    free(sevens);
+}
+
+#define HEAD "{\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":"
+
+static void test_text_and_usage(void)
+{
+    expect(1,
+           "data: " HEAD "{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{\"reasoning_content\":\"hm\"},\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{\"content\":\"a\\\"b\\u00e9\"},\"finish_reason\":null}]}\n\n"
+           /* A key spelled with an escape goes to the full parser. */
+           "data: " HEAD "{\"\\u0063ontent\":\" c\"},\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{},\"finish_reason\":\"stop\"}]}\n\n"
+           "data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,"
+           "\"completion_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":4},"
+           "\"completion_tokens_details\":{\"reasoning_tokens\":2}}}\n\n"
+           "data: [DONE]\n\n",
+           "START id=c1 model=m\n"
+           "REASONING \"hm\"\n"
+           "TEXT \"a\\\"b\xc3\xa9\"\" c\"\n"
+           "USAGE in=6 cr=4 cw5=0 cw1h=0 out=5 rs=2\n"
+           "DONE end\n");
+}
+
+static void test_deepseek_cache_field(void)
+{
+    expect(1,
+           "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":\"length\"}],"
+           "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1,"
+           "\"prompt_cache_hit_tokens\":3}}\n\ndata: [DONE]\n\n",
+           "START id=c1 model=m\nTEXT \"x\"\nUSAGE in=6 cr=3 cw5=0 cw1h=0 out=1 rs=0\n"
+           "DONE max_tokens\n");
+}
+
+static void test_tool_calls(void)
+{
+    expect(1,
+           "data: " HEAD "{\"tool_calls\":[{\"index\":0,\"id\":\"t0\",\"type\":\"function\","
+           "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\"\"}}]},\"finish_reason\":null}]}"
+           "\n\n"
+           "data: " HEAD "{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\":1}\"}}]},"
+           "\"finish_reason\":null}]}\n\n"
+           "data: " HEAD
+           "{\"tool_calls\":[{\"index\":1,\"id\":\"t1\",\"function\":{\"name\":\"g\"}}]},"
+           "\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
+           "START id=c1 model=m\nTOOL 0 id=t0 name=f\nARGS 0 {\"a\":1}\nTOOL_END 0\n"
+           "TOOL 1 id=t1 name=g\nARGS 1 {}\nTOOL_END 1\nDONE tool_use\n");
+    /* Deltas for a call already closed: refused, never spliced. */
+    expect(1,
+           "data: " HEAD
+           "{\"tool_calls\":[{\"index\":0,\"id\":\"t0\",\"function\":{\"name\":\"f\"}}]},"
+           "\"finish_reason\":null}]}\n\n"
+           "data: " HEAD
+           "{\"tool_calls\":[{\"index\":1,\"id\":\"t1\",\"function\":{\"name\":\"g\"}}]},"
+           "\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]},"
+           "\"finish_reason\":null}]}\n\n",
+           "START id=c1 model=m\nTOOL 0 id=t0 name=f\nARGS 0 {}\nTOOL_END 0\n"
+           "TOOL 1 id=t1 name=g\nERROR provider_5xx status=0\n");
+}
+
+static void test_endings(void)
+{
+    /* No [DONE], but the provider said why it stopped: complete. */
+    expect(1, "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n",
+           "START id=c1 model=m\nTEXT \"x\"\nDONE end\n");
+    /* No [DONE] and no finish reason: broken. */
+    expect(1, "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":null}]}\n\n",
+           "START id=c1 model=m\nTEXT \"x\"\nERROR network status=0\n");
+    /* An error event in the stream. */
+    expect(1, "data: {\"error\":{\"message\":\"overloaded\"}}\n\n",
+           "ERROR provider_5xx status=0\n");
+    /* Malformed JSON. */
+    expect(1, "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":null}]}\n\ndata: {oops\n\n",
+           "START id=c1 model=m\nTEXT \"x\"\nERROR provider_5xx status=0\n");
+    /* Whole bodies: empty, not JSON, a complete answer. */
+    expect(0, "", "ERROR empty_output status=0\n");
+    expect(0, "<html>", "ERROR provider_5xx status=0\n");
+    expect(0,
+           "{\"id\":\"c2\",\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+           "\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"t\",\"type\":\"function\","
+           "\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]},\"finish_reason\":\"tool_calls\"}],"
+           "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}",
+           "START id=c2 model=m\nTOOL 0 id=t name=f\nARGS 0 {}\nTOOL_END 0\n"
+           "USAGE in=3 cr=0 cw5=0 cw1h=0 out=2 rs=0\nDONE tool_use\n");
+}
+
+static void test_build(void)
+{
+    json_t *body = json_loads(
+        "{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}", 0, NULL);
+    struct canon_req *r = canon_req_new(body);
+    struct canon_message m = {.role = CANON_ROLE_USER};
+    struct canon_part parts[2] = {
+        {.type = CANON_PART_TOOL_RESULT, .id = "t1", .is_error = 1},
+        {.type = CANON_PART_TEXT, .text = "next"},
+    };
+    struct canon_part inner = {.type = CANON_PART_TEXT, .text = "boom"};
+    parts[0].content = &inner;
+    parts[0].ncontent = 1;
+    m.parts = parts;
+    m.nparts = 2;
+    r->messages = &m;
+    r->nmessages = 1;
+    r->stream = 1;
+    r->has_max_tokens = 1;
+    r->max_tokens = 7;
+    struct dp_provider p = {.name = "p",
+                            .driver = "openai",
+                            .drv = &drv_openai,
+                            .base_url = "http://h/v1",
+                            .credential = "k"};
+    p.options = json_pack("{s:s}", "max_tokens_field", "max_completion_tokens");
+    struct drv_target t = {.provider = &p, .model = "gpt", .request_id = "rid"};
+    struct drv_request out = {0};
+    struct canon_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(drv_openai.build_chat(&t, r, &out, &err), GW_OK);
+    CU_ASSERT_STRING_EQUAL(out.url, "http://h/v1/chat/completions");
+    json_t *j = json_loadb(out.body, out.body_len, 0, NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "max_completion_tokens")), 7);
+    CU_ASSERT(json_is_true(json_object_get(json_object_get(j, "stream_options"), "include_usage")));
+    json_t *msgs = json_object_get(j, "messages");
+    CU_ASSERT_EQUAL(json_array_size(msgs), 2);
+    /* The tool result first (it answers the previous turn), its error flag
+     * kept as a marker, then the user's text. */
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(msgs, 0), "role")),
+                           "tool");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+                           "[tool error] boom");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(msgs, 1), "content")),
+                           "next");
+    json_decref(j);
+    drv_request_free(&out);
+    /* top_k cannot be honored: refused, naming the client's field. */
+    r->has_top_k = 1;
+    r->top_k = 5;
+    CU_ASSERT_EQUAL(drv_openai.build_chat(&t, r, &out, &err), GW_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.param, "top_k");
+    CU_ASSERT_EQUAL(err.status, 400);
+    drv_request_free(&out);
+    r->messages = NULL;
+    r->nmessages = 0;
+    canon_req_free(r);
+    json_decref(p.options);
+}
+
+static CU_TestInfo tests[] = {
+    {"text, reasoning and usage; fast path and full parser agree", test_text_and_usage},
+    {"DeepSeek's cache-hit field", test_deepseek_cache_field},
+    {"tool calls in order; interleaving refused", test_tool_calls},
+    {"endings: with and without [DONE], errors, whole bodies", test_endings},
+    {"request building", test_build},
+    CU_TEST_INFO_NULL,
+};
+
+#include "unit_main.h"
