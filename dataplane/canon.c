@@ -188,6 +188,11 @@ void canon_acc_free(struct canon_acc *a)
         free_buf(a->tools[i].args);
     }
     free(a->tools);
+    for (size_t i = 0; i < a->nthinks; i++) {
+        free_buf(a->thinks[i].text);
+        free(a->thinks[i].signature);
+    }
+    free(a->thinks);
     memset(a, 0, sizeof(*a));
 }
 
@@ -196,6 +201,33 @@ static int append_to(struct canon_acc *a, struct gw_buf **b, const char *s, size
     if (!*b && !(*b = new_buf(a->max_bytes)))
         return GW_ENOMEM;
     return gw_buf_append(*b, s, n);
+}
+
+/* Reasoning goes to the joined text and to its block: a new block when
+ * none is open (the last one was signed or redacted). */
+static int add_reasoning(struct canon_acc *a, const struct canon_event *ev)
+{
+    struct canon_acc_think *t = a->nthinks ? &a->thinks[a->nthinks - 1] : NULL;
+    if (!t || t->signature || t->redacted || ev->redacted) {
+        if (a->nthinks >= 256)
+            return GW_ELIMIT;
+        struct canon_acc_think *n = realloc(a->thinks, (a->nthinks + 1) * sizeof(*n));
+        if (!n)
+            return GW_ENOMEM;
+        a->thinks = n;
+        t = &n[a->nthinks++];
+        memset(t, 0, sizeof(*t));
+        t->redacted = ev->redacted;
+    }
+    int rc = append_to(a, &t->text, ev->len ? ev->text : "", ev->len);
+    if (rc != GW_OK || ev->redacted)
+        return rc;
+    if (ev->signature) {
+        free(a->signature);
+        if (!(a->signature = strdup(ev->signature)) || !(t->signature = strdup(ev->signature)))
+            return GW_ENOMEM;
+    }
+    return append_to(a, &a->reasoning, ev->len ? ev->text : "", ev->len);
 }
 
 static char *dup_or_null(const char *s)
@@ -215,14 +247,7 @@ int canon_acc_add(struct canon_acc *a, const struct canon_event *ev)
     case CANON_EV_CHUNK:
         return append_to(a, &a->text, ev->text, ev->len);
     case CANON_EV_REASONING:
-        if (ev->signature) {
-            free(a->signature);
-            if (!(a->signature = strdup(ev->signature)))
-                return GW_ENOMEM;
-        }
-        if (ev->len == 0)
-            return a->reasoning ? GW_OK : append_to(a, &a->reasoning, "", 0);
-        return append_to(a, &a->reasoning, ev->text, ev->len);
+        return add_reasoning(a, ev);
     case CANON_EV_TOOL_START: {
         if (ev->index != (int)a->ntools)
             return GW_EINVAL;

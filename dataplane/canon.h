@@ -17,7 +17,11 @@
  *   CHUNK        a text delta (UTF-8, never empty).
  *   REASONING    a reasoning ("thinking") text delta, or, with len 0 and a
  *                signature, the signature that closes a thinking block
- *                (Anthropic/Bedrock need it to accept the block back).
+ *                (Anthropic/Bedrock need it to accept the block back), or,
+ *                with redacted set, one whole redacted-thinking block: text
+ *                is the provider's opaque data, to be handed back verbatim
+ *                by facades that can carry it (Anthropic) and never shown
+ *                as reasoning text by those that cannot.
  *   TOOL_START   a tool call begins: index (0, 1, ... in order of first
  *                appearance), call id and function name (never NULL; a
  *                driver invents "call_<n>" when the provider gives no id).
@@ -144,6 +148,7 @@ struct canon_event {
     const char *id;                  /* START: response id; TOOL_START: call id */
     const char *name;                /* START: model; TOOL_START: function name */
     const char *signature;           /* REASONING: block signature, or NULL */
+    int redacted;                    /* REASONING: text is a redacted block's opaque data */
     const struct canon_usage *usage; /* USAGE */
     enum canon_stop stop;            /* DONE */
     enum canon_failure failure;      /* ERROR */
@@ -364,12 +369,21 @@ struct canon_acc_tool {
     struct gw_buf *args;
 };
 
+/* One reasoning block, as the provider delimited it. */
+struct canon_acc_think {
+    struct gw_buf *text; /* redacted: the opaque data */
+    char *signature;     /* NULL until signed */
+    int redacted;
+};
+
 struct canon_acc {
     char *response_id;
     char *model;
     struct gw_buf *text;
-    struct gw_buf *reasoning;
-    char *signature;
+    struct gw_buf *reasoning;       /* every block's readable text, joined */
+    char *signature;                /* the last signature */
+    struct canon_acc_think *thinks; /* the blocks in order (Anthropic keeps them) */
+    size_t nthinks;
     struct canon_acc_tool *tools;
     size_t ntools;
     size_t tools_cap;

@@ -53,8 +53,8 @@
  * writes are split by usage.cache_creation.ephemeral_5m/1h_input_tokens when
  * present, else counted as 5-minute writes. Fields a message_delta carries
  * replace the ones message_start gave (they are cumulative).
- * redacted_thinking blocks in an answer have no canonical event and are
- * not relayed; server-side blocks (server_tool_use, ...) are never asked for
+ * redacted_thinking blocks in an answer are relayed whole (REASONING with
+ * redacted set); server-side blocks (server_tool_use, ...) are never asked for
  * and are skipped.
  */
 #include <stdio.h>
@@ -670,7 +670,16 @@ static int block_start(struct an_parser *p, long long index, const json_t *cb, i
                         "the provider sent tool calls out of order or too many of them");
         return rc ? 1 : 0;
     }
-    return 0; /* redacted_thinking, server blocks: see the header comment */
+    if (strcmp(type, "redacted_thinking") == 0) {
+        const char *data = gw_json_str(cb, "data");
+        if (!data)
+            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a redacted thinking block with no data");
+        struct canon_event ev = {
+            .type = CANON_EV_REASONING, .text = data, .len = strlen(data), .redacted = 1};
+        return canon_emit(s, &ev);
+    }
+    return 0; /* server blocks: see the header comment */
 }
 
 static int on_block_delta(struct an_parser *p, const json_t *doc, const struct canon_sink *s)

@@ -63,8 +63,8 @@
  * metadata (usage); or ":message-type" exception (throttlingException, ...).
  * Whole: {output.message.content[...], stopReason, usage}. Bedrock gives no
  * response id and no model name: START carries neither. Redacted reasoning
- * (reasoningContent.redactedContent) is not passed on: the event channel has
- * no event for it. stopReason malformed_model_output / malformed_tool_use
+ * (reasoningContent.redactedContent) is passed on whole (REASONING with
+ * redacted set). stopReason malformed_model_output / malformed_tool_use
  * end the answer with an ERROR (provider_5xx), not a DONE.
  *
  * Usage: Bedrock's inputTokens counts only the prompt tokens that were
@@ -939,7 +939,15 @@ static int on_delta(struct br_parser *p, const json_t *doc, const struct canon_s
             return 1;
         if (sig && emit_text(CANON_EV_REASONING, NULL, sig, s))
             return 1;
-        /* redactedContent: the event channel has no place for it. */
+        const char *rd = gw_json_str(reas, "redactedContent");
+        if (rd && *rd) {
+            if (drv_tools_close(&p->tools, s))
+                return 1;
+            struct canon_event ev = {
+                .type = CANON_EV_REASONING, .text = rd, .len = strlen(rd), .redacted = 1};
+            if (canon_emit(s, &ev))
+                return 1;
+        }
     }
     return 0;
 }
@@ -1078,6 +1086,14 @@ static int whole_block(struct br_parser *p, const json_t *b, long long i,
             drv_tools_delta(&p->tools, i, gw_json_str(tu, "toolUseId"), name ? name : "", args, s);
         free(args);
         return tool_error(p, s, rc, "the provider's tool calls are malformed");
+    }
+    const char *rd = gw_json_str(json_object_get(b, "reasoningContent"), "redactedContent");
+    if (rd && *rd) {
+        if (drv_tools_close(&p->tools, s))
+            return 1;
+        struct canon_event ev = {
+            .type = CANON_EV_REASONING, .text = rd, .len = strlen(rd), .redacted = 1};
+        return canon_emit(s, &ev) ? 1 : 0;
     }
     const json_t *rt = json_object_get(json_object_get(b, "reasoningContent"), "reasoningText");
     if (rt) {

@@ -744,6 +744,15 @@ static int delta(struct an_stream *st, struct gw_buf *out, const char *dtype, co
 static int on_reasoning(struct an_stream *st, const struct canon_event *ev, struct gw_buf *out)
 {
     int rc = GW_OK;
+    if (ev->redacted) {
+        /* One whole block, as Anthropic streams it: start with its data,
+         * then stop. */
+        rc = open_block(
+            st, out, BLK_THINKING,
+            json_pack("{s:s,s:s%}", "type", "redacted_thinking", "data", ev->text, ev->len));
+        st->signed_ = 1; /* nothing may be appended to it */
+        return rc == GW_OK ? close_block(st, out) : rc;
+    }
     int need_open = st->blk != BLK_THINKING || st->signed_;
     if ((ev->len || ev->signature) && need_open)
         rc = open_block(
@@ -836,7 +845,17 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
     json_t *content = json_array();
     if (!content)
         return GW_ENOMEM;
-    if (acc->reasoning || acc->signature)
+    for (size_t i = 0; i < acc->nthinks; i++) {
+        const struct canon_acc_think *t = &acc->thinks[i];
+        const char *d = t->text && t->text->data ? t->text->data : "";
+        size_t dl = t->text ? t->text->len : 0;
+        json_array_append_new(
+            content, t->redacted
+                         ? json_pack("{s:s,s:s%}", "type", "redacted_thinking", "data", d, dl)
+                         : json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking", d, dl,
+                                     "signature", t->signature ? t->signature : ""));
+    }
+    if (acc->nthinks == 0 && (acc->reasoning || acc->signature))
         json_array_append_new(
             content, json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking",
                                acc->reasoning && acc->reasoning->data ? acc->reasoning->data : "",

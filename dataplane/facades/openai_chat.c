@@ -515,7 +515,7 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
     case CANON_EV_CHUNK:
         return frame(st, out, "{\"content\":", ev->text, ev->len, "}", NULL);
     case CANON_EV_REASONING:
-        if (ev->len == 0)
+        if (ev->len == 0 || ev->redacted) /* opaque data is not reasoning text */
             return GW_OK;
         return frame(st, out, "{\"reasoning_content\":", ev->text, ev->len, "}", NULL);
     case CANON_EV_TOOL_START: {

@@ -1171,8 +1171,8 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
         }
         return delta(st, out, "response.output_text.delta", "content_index", ev->text, ev->len);
     case CANON_EV_REASONING:
-        if (ev->len == 0 && !ev->signature)
-            return GW_OK;
+        if ((ev->len == 0 && !ev->signature) || ev->redacted)
+            return GW_OK; /* redacted data is no summary text */
         /* A signature closes its block: what follows is a new item. */
         if (st->kind != IT_REASONING || st->sig) {
             if ((rc = close_item(st, out, "completed")) ||

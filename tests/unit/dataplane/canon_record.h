@@ -86,7 +86,8 @@ static inline int canon_record_emit(void *arg, const struct canon_event *ev)
     if (ev->type != CANON_EV_START && ev->type != CANON_EV_ERROR && !r->started)
         rec_put(r, "VIOLATION event before START\n");
     int joinable = ev->type == CANON_EV_CHUNK || ev->type == CANON_EV_TOOL_DELTA ||
-                   ev->type == CANON_EV_USAGE || (ev->type == CANON_EV_REASONING && !ev->signature);
+                   ev->type == CANON_EV_USAGE ||
+                   (ev->type == CANON_EV_REASONING && !ev->signature && !ev->redacted);
     if (!(joinable && r->run == (int)ev->type))
         rec_close_run(r);
     switch (ev->type) {
@@ -111,6 +112,11 @@ static inline int canon_record_emit(void *arg, const struct canon_event *ev)
         return r->stop_after && r->nevents >= r->stop_after;
     case CANON_EV_REASONING:
         r->content = 1;
+        if (ev->redacted) {
+            snprintf(line, sizeof(line), "REDACTED %zu bytes\n", ev->len);
+            rec_put(r, line);
+            return r->stop_after && r->nevents >= r->stop_after;
+        }
         if (r->run != CANON_EV_REASONING) {
             rec_put(r, "REASONING \"");
             r->run = CANON_EV_REASONING;

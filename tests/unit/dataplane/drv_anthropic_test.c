@@ -158,6 +158,7 @@ static const char STREAM_TEXT_T[] = "START id=msg_2 model=claude-haiku-4-5\n"
                                     "TOOL 0 id=toolu_3 name=now\n"
                                     "ARGS 0 {}\n"
                                     "TOOL_END 0\n"
+                                    "REDACTED 16 bytes\n"
                                     "USAGE in=12 cr=100 cw5=2048 cw1h=0 out=15 rs=0\n"
                                     "DONE end\n";
 
@@ -176,6 +177,7 @@ static const char WHOLE[] =
 static const char WHOLE_T[] = "START id=msg_01XFD model=claude-opus-4-1\n"
                               "REASONING \"The user wants weather.\"\n"
                               "REASONING \"\" sig=sigABC\n"
+                              "REDACTED 8 bytes\n"
                               "TEXT \"I'll check both.\"\n"
                               "TOOL 0 id=toolu_A name=get_weather\n"
                               "ARGS 0 {\"location\":\"Paris\",\"days\":[1,2]}\n"

@@ -425,7 +425,7 @@ static void test_stream_tool_without_input(void)
     ev(&b, "metadata", "{\"usage\":{\"inputTokens\":5,\"outputTokens\":2,\"totalTokens\":7}}");
     check_all(b.data, b.len, 1,
               "START id=- model=-\nTOOL 0 id=t1 name=now\nARGS 0 {}\nTOOL_END 0\n"
-              "USAGE in=5 cr=0 cw5=0 cw1h=0 out=2 rs=0\nDONE tool_use\n");
+              "REDACTED 4 bytes\nUSAGE in=5 cr=0 cw5=0 cw1h=0 out=2 rs=0\nDONE tool_use\n");
     gw_buf_free(&b);
 }
 

@@ -731,7 +731,56 @@ static void test_error_body(void)
     CU_ASSERT_STRING_EQUAL(fc_anthropic.name, "anthropic.messages");
 }
 
+/* Redacted thinking and several signed blocks keep their boundaries, in
+ * the stream and in the whole message, and never show in an OpenAI answer. */
+static void test_redacted_and_blocks(void)
+{
+    const struct canon_event evs[] = {
+        {.type = CANON_EV_START, .id = "m", .name = "claude-x"},
+        {.type = CANON_EV_REASONING, .text = "one", .len = 3},
+        {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = "s1"},
+        {.type = CANON_EV_REASONING, .text = "OPAQUE", .len = 6, .redacted = 1},
+        {.type = CANON_EV_REASONING, .text = "two", .len = 3},
+        {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = "s2"},
+        {.type = CANON_EV_CHUNK, .text = "hi", .len = 2},
+        {.type = CANON_EV_DONE, .stop = CANON_STOP_END},
+    };
+    size_t n = sizeof(evs) / sizeof(*evs);
+    char *sse = encode(evs, n);
+    CU_ASSERT_PTR_NOT_NULL(strstr(sse, "\"content_block\":{\"type\":\"redacted_thinking\","
+                                       "\"data\":\"OPAQUE\"}"));
+    /* Blocks 0 (thinking), 1 (redacted), 2 (thinking), 3 (text). */
+    CU_ASSERT_PTR_NOT_NULL(strstr(sse, "\"index\":3,\"content_block\":{\"type\":\"text\""));
+    free(sse);
+
+    struct canon_acc acc;
+    canon_acc_init(&acc, 0);
+    acc_feed(&acc, evs, n);
+    struct gw_buf out;
+    gw_buf_init(&out, 0);
+    CU_ASSERT_EQUAL_FATAL(fc_anthropic.render(NULL, &CTX, &acc, &out), GW_OK);
+    json_t *doc = json_loadb(out.data, out.len, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    CU_ASSERT_EQUAL(json_array_size(jget(doc, "content")), 4);
+    CU_ASSERT_STRING_EQUAL(jstr(doc, "content.0.thinking"), "one");
+    CU_ASSERT_STRING_EQUAL(jstr(doc, "content.0.signature"), "s1");
+    CU_ASSERT_STRING_EQUAL(jstr(doc, "content.1.type"), "redacted_thinking");
+    CU_ASSERT_STRING_EQUAL(jstr(doc, "content.1.data"), "OPAQUE");
+    CU_ASSERT_STRING_EQUAL(jstr(doc, "content.2.thinking"), "two");
+    CU_ASSERT_STRING_EQUAL(jstr(doc, "content.2.signature"), "s2");
+    CU_ASSERT_STRING_EQUAL(jstr(doc, "content.3.text"), "hi");
+    json_decref(doc);
+    /* OpenAI chat: the readable reasoning only. */
+    gw_buf_reset(&out);
+    CU_ASSERT_EQUAL_FATAL(fc_openai_chat.render(NULL, &CTX, &acc, &out), GW_OK);
+    CU_ASSERT_PTR_NULL(strstr(out.data, "OPAQUE"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "\"reasoning_content\":\"onetwo\""));
+    gw_buf_free(&out);
+    canon_acc_free(&acc);
+}
+
 static CU_TestInfo tests[] = {
+    {"redacted thinking and block boundaries", test_redacted_and_blocks},
     {"parse: a full request", test_parse_full},
     {"parse: a minimal request", test_parse_minimal},
     {"parse: invalid requests name the field", test_parse_invalid},
