@@ -94,6 +94,11 @@ struct dp_driver {
     void (*classify)(int status, const char *body, size_t len, enum canon_failure *f, char *msg,
                      size_t msglen);
 
+    /* A retry delay carried in an error body rather than a Retry-After
+     * header (Google's RetryInfo), as whole seconds into out. 0 when found,
+     * else nonzero. NULL: providers that only use the header. */
+    int (*retry_after)(const char *body, size_t len, char *out, size_t outlen);
+
     /* Embeddings, when DRV_CAP_EMBEDDINGS. */
     int (*build_embed)(const struct drv_target *t, const struct canon_embed_req *r,
                        struct drv_request *out, struct canon_err *err);

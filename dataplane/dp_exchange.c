@@ -507,6 +507,8 @@ static void upstream_error_status(struct dp_attempt *a)
                                                        msg, sizeof(msg));
     if (!msg[0])
         snprintf(msg, sizeof(msg), "the provider answered HTTP %d", a->status);
+    if (!a->retry_after[0] && d->retry_after)
+        (void)d->retry_after(a->coll.data, a->coll.len, a->retry_after, sizeof(a->retry_after));
     emit_failure(a, f, a->status, msg);
 }
 

@@ -574,6 +574,36 @@ static int quota_kind(const json_t *details)
     return kind;
 }
 
+/* google.rpc.RetryInfo's retryDelay ("30s", "1.5s") as whole seconds,
+ * rounded up, so the client's Retry-After says what Google said. */
+static int retry_after(const char *body, size_t len, char *out, size_t outlen)
+{
+    json_t *doc = json_loadb(body ? body : "", len, 0, NULL);
+    json_t *details = json_object_get(json_object_get(doc, "error"), "details");
+    int rc = 1;
+    size_t i;
+    json_t *d;
+    json_array_foreach(details, i, d)
+    {
+        const char *type = gw_json_str(d, "@type");
+        const char *delay = gw_json_str(d, "retryDelay");
+        if (!type || !strstr(type, "RetryInfo") || !delay)
+            continue;
+        char *end = NULL;
+        double secs = strtod(delay, &end);
+        if (end == delay || strcmp(end, "s") != 0 || !(secs >= 0) || secs > 86400)
+            continue;
+        long whole = (long)secs;
+        if ((double)whole < secs)
+            whole++;
+        snprintf(out, outlen, "%ld", whole);
+        rc = 0;
+        break;
+    }
+    json_decref(doc);
+    return rc;
+}
+
 /* A details entry (google.rpc.ErrorInfo) with this reason. */
 static int has_reason(const json_t *details, const char *reason)
 {
@@ -973,6 +1003,7 @@ const struct dp_driver drv_gemini = {
     .finish = finish,
     .parser_free = parser_free,
     .classify = classify,
+    .retry_after = retry_after,
     .build_embed = build_embed,
     .parse_embed = parse_embed,
 };

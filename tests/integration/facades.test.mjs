@@ -162,6 +162,15 @@ describe('OpenAI chat facade through every driver', () => {
     });
   }
 
+  test('a retry delay carried in a Google error body becomes Retry-After', T, async () => {
+    const r = await post('/v1/chat/completions', {
+      model: 'gem/mock-gemini#status=429', messages: [{ role: 'user', content: 'x' }],
+    });
+    assert.equal(r.status, 429, r.text);
+    assert.equal(r.json.error.code, 'rate_limited', r.text);
+    assert.equal(r.headers['retry-after'], '1', JSON.stringify(r.headers));
+  });
+
   test('reasoning reaches the client as reasoning_content, with reasoning tokens', T, async () => {
     const r = await post('/v1/chat/completions', {
       model: 'claude/mock-claude#reasoning=3', messages: [{ role: 'user', content: 'think' }], max_tokens: 100,
