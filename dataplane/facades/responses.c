@@ -1252,7 +1252,20 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
         json_decref(echo);
         return GW_ENOMEM;
     }
-    if (acc->reasoning || acc->signature) {
+    /* One reasoning item per block, each with its own signature (as the
+     * stream does); redacted blocks carry no readable text and are not
+     * shown. */
+    for (size_t i = 0; i < acc->nthinks; i++) {
+        const struct canon_acc_think *t = &acc->thinks[i];
+        if (t->redacted)
+            continue;
+        size_t len = t->text ? t->text->len : 0;
+        snprintf(id, sizeof(id), "rs_%s_%zu", rid, json_array_size(output));
+        json_array_append_new(output,
+                              reasoning_item(id, t->text && t->text->data ? t->text->data : "", len,
+                                             len > 0, t->signature));
+    }
+    if (acc->nthinks == 0 && (acc->reasoning || acc->signature)) {
         snprintf(id, sizeof(id), "rs_%s_%zu", rid, json_array_size(output));
         size_t len = acc->reasoning ? acc->reasoning->len : 0;
         json_array_append_new(output, reasoning_item(id, acc->reasoning ? acc->reasoning->data : "",
