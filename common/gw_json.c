@@ -302,8 +302,11 @@ int gw_json_span_member(const char *s, size_t n, const char *key, const char **v
     struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
     size_t klen = strlen(key);
     int escaped = 0; /* a key spelled with escapes: it might have been key */
+    const unsigned char *found = NULL, *found_end = NULL;
     if (!span_open(&sc, '{') || (sc.p < sc.end && *sc.p == '}'))
         return 0;
+    /* The whole object is read: a second key (or a disguised one) makes the
+     * answer uncertain, as parsers disagree on which duplicate wins. */
     for (;;) {
         skip_ws(&sc);
         const unsigned char *k = sc.p;
@@ -319,16 +322,24 @@ int gw_json_span_member(const char *s, size_t n, const char *key, const char **v
         const unsigned char *v = sc.p;
         if (!scan_value(&sc, 64))
             return 0;
+        if (match && found)
+            return -1;
         if (match) {
-            *vp = (const char *)v;
-            *vn = (size_t)(sc.p - v);
-            return 1;
+            found = v;
+            found_end = sc.p;
         }
         skip_ws(&sc);
         if (sc.p >= sc.end || *sc.p != ',')
-            return escaped ? -1 : 0;
+            break;
         sc.p++;
     }
+    if (escaped)
+        return -1;
+    if (!found)
+        return 0;
+    *vp = (const char *)found;
+    *vn = (size_t)(found_end - found);
+    return 1;
 }
 
 int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn)
@@ -437,8 +448,8 @@ int gw_json_span_string(const char *vp, size_t vn, struct gw_buf *out)
                     p += 6;
                 }
             }
-            if (cp >= 0xd800 && cp < 0xe000)
-                cp = 0xfffd; /* a lone surrogate */
+            if ((cp >= 0xd800 && cp < 0xe000) || cp == 0)
+                return GW_EINVAL; /* a lone surrogate or NUL: jansson refuses both */
             rc = put_utf8(out, cp);
             break;
         }

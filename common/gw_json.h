@@ -39,15 +39,16 @@ int gw_json_valid(const char *s, size_t n, int max_depth);
  * must have passed gw_json_valid. A value is returned as a span of the text
  * (a string value with its quotes and escapes as written).
  *
- * gw_json_span_member: the value of member key of an object (first match;
- * keys are compared as written). 1 when found, 0 when absent or s is not an
- * object, -1 when absent as written but some key is spelled with escapes
- * (it may be key in disguise: the caller must use a real parser).
+ * gw_json_span_member: the value of member key of an object (keys compared
+ * as written). 1 when found, 0 when absent or s is not an object, -1 when
+ * unsure: the key appears twice, or some key is spelled with escapes (it
+ * may be key in disguise). On -1 the caller must use a real parser.
  * gw_json_span_index: the idx-th element of an array; 1 or 0.
  * gw_json_span_is_null: the span is the literal null.
  * gw_json_span_string: appends the decoded string value (escapes resolved,
- * \u surrogate pairs joined, lone surrogates as U+FFFD) to out. GW_EINVAL
- * when the span is not a string.
+ * \u surrogate pairs joined) to out. GW_EINVAL when the span is not a
+ * string, or holds what jansson refuses (\u0000, a lone surrogate), so the
+ * two never disagree.
  */
 int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn);
 int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn);

@@ -22,9 +22,11 @@
 #include "gw_time.h"
 
 /* Pause the upstream when this much is queued for a slow client; resume
- * when it has drained to the low mark. */
+ * when 128 KiB of it has drained, so a client that keeps reading, however
+ * slowly, keeps the upstream (and the idle watchdog) going: only one that
+ * stops reading for an idle timeout is cut as stalled. */
 #define OUT_HIGH_WATER (1u << 20)
-#define OUT_LOW_WATER (256u << 10)
+#define OUT_LOW_WATER (896u << 10)
 /* An error answer's body is kept up to this much, to classify it. */
 #define MAX_ERROR_BODY (64u << 10)
 
@@ -291,14 +293,16 @@ static void fail_answer(struct dp_attempt *a, const struct canon_event *ev)
         reply_error(a, status, type, NULL, cls, msg);
         return;
     }
-    struct gw_http_req *req = a->req;
-    a->req = NULL;
     a->t_client_end = gw_now_us();
     a->final_status = 200;
-    if (a->fc->stream_event(a->fstate, ev, &a->out) != GW_OK)
-        gw_buf_reset(&a->out);
-    a->req = req;
-    int rc = flush_out(a);
+    /* The error event and the stream's end, after what is still queued. If
+     * the event cannot be encoded, the connection is cut rather than ended
+     * cleanly: a clean end without the error would look like a whole
+     * answer. */
+    int rc = a->fc->stream_event(a->fstate, ev, &a->out);
+    if (rc == GW_OK)
+        rc = flush_out(a);
+    struct gw_http_req *req = a->req;
     a->req = NULL;
     if (rc == GW_OK)
         gw_http_finish(req);
@@ -394,6 +398,9 @@ static int on_event(void *arg, const struct canon_event *ev)
     if (canon_is_content(ev->type) && !a->committed && commit_stream(a) != GW_OK) {
         a->terminal = 1;
         set_failure(a, "client_closed", "canceled");
+        struct gw_http_req *req = a->req;
+        a->req = NULL;
+        gw_http_abort(req);
         return 1;
     }
     int rc =

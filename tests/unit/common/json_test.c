@@ -225,9 +225,11 @@ static void test_span_lookups(void)
     CU_ASSERT(!gw_json_span_index("[]", 2, 0, &el, &en));
     CU_ASSERT(!gw_json_span_member("{}", 2, "a", &el, &en));
     CU_ASSERT(!gw_json_span_member("[1]", 3, "a", &el, &en));
-    /* A key written with escapes: a later plain match is found, but when
-     * none follows the answer is "cannot tell" (-1), not "absent". */
-    CU_ASSERT(member_is("{\"\\u0061\":1,\"a\":2}", "a", "2"));
+    /* A duplicate key, or a key written with escapes: "cannot tell" (-1). */
+    const char *dup = "{\"a\":1,\"a\":2}";
+    CU_ASSERT_EQUAL(gw_json_span_member(dup, strlen(dup), "a", &el, &en), -1);
+    const char *esc2 = "{\"\\u0061\":1,\"a\":2}";
+    CU_ASSERT_EQUAL(gw_json_span_member(esc2, strlen(esc2), "a", &el, &en), -1);
     const char *esc = "{\"\\u0061\":1,\"b\":2}";
     CU_ASSERT_EQUAL(gw_json_span_member(esc, strlen(esc), "a", &el, &en), -1);
     CU_ASSERT_EQUAL(gw_json_span_member(esc, strlen(esc), "c", &el, &en), -1);
@@ -246,9 +248,6 @@ static void test_span_string(void)
         {"\"\\b\\f\\n\\r\\t\"", "\b\f\n\r\t", 5},
         {"\"\\u00e9\\u20ac\"", "\xc3\xa9\xe2\x82\xac", 5},
         {"\"\\ud83d\\ude00\"", "\xf0\x9f\x98\x80", 4}, /* a surrogate pair */
-        {"\"\\ud800x\"", "\xef\xbf\xbdx", 4},          /* a lone surrogate */
-        {"\"\\udc00\"", "\xef\xbf\xbd", 3},
-        {"\"a\\u0000b\"", "a\0b", 3},
         {"\"\xc3\xa9t\xc3\xa9\"", "\xc3\xa9t\xc3\xa9", 5},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
@@ -263,7 +262,8 @@ static void test_span_string(void)
         /* jansson decodes it the same way (when it accepts it). */
         json_t *j = json_loadb(cases[i].json, strlen(cases[i].json),
                                JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-        if (j && i != 6 && i != 7)
+        CU_ASSERT_PTR_NOT_NULL(j);
+        if (j)
             CU_ASSERT(json_string_length(j) == b.len &&
                       memcmp(json_string_value(j), b.data, b.len) == 0);
         json_decref(j);
@@ -272,6 +272,10 @@ static void test_span_string(void)
     struct gw_buf b;
     gw_buf_init(&b, 0);
     CU_ASSERT_EQUAL(gw_json_span_string("12", 2, &b), GW_EINVAL);
+    /* What jansson refuses is refused too: a lone surrogate, a NUL. */
+    CU_ASSERT_EQUAL(gw_json_span_string("\"\\ud800x\"", 9, &b), GW_EINVAL);
+    CU_ASSERT_EQUAL(gw_json_span_string("\"\\udc00\"", 8, &b), GW_EINVAL);
+    CU_ASSERT_EQUAL(gw_json_span_string("\"a\\u0000b\"", 10, &b), GW_EINVAL);
     CU_ASSERT_EQUAL(gw_json_span_string("\"", 1, &b), GW_EINVAL);
     gw_buf_free(&b);
 }
