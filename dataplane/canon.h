@@ -9,7 +9,7 @@
  * The event channel (the contract every driver keeps and every facade and
  * the attempt loop rely on):
  *
- *     START  (USAGE)*  content*  (USAGE)*  DONE
+ *     START  (content | USAGE)*  DONE
  *     START? ... ERROR                      (ERROR may come at any point)
  *
  *   START        once, first: the upstream's response id and the model that
@@ -30,9 +30,11 @@
  *                provider gave no arguments).
  *   TOOL_END     the call's arguments are complete.
  *   USAGE        the usage so far; each USAGE replaces the previous one
- *                (fields are cumulative totals, never increments). A driver
- *                emits one as early as the provider reports input usage, so
- *                a facade that must announce input tokens first (Anthropic
+ *                (fields are cumulative totals, never increments). It may
+ *                come between blocks (providers that report usage in every
+ *                chunk) but never inside an open tool call. A driver emits
+ *                one as early as the provider reports input usage, so a
+ *                facade that must announce input tokens first (Anthropic
  *                message_start) can.
  *   DONE         terminal, with the stop reason.
  *   ERROR        terminal, with a failure class from the closed set, the
