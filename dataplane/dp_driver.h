@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "canon.h"
+#include "gw_buf.h"
 
 struct dp_provider;
 struct curl_slist;
@@ -60,11 +61,15 @@ int drv_header(struct drv_request *r, const char *fmt, ...) __attribute__((forma
  * x-request-id: every driver calls it. */
 int drv_common_headers(struct drv_request *r, const struct drv_target *t);
 
-/* A parser's common part: every driver parser starts with this struct. */
+/* A parser's common part: every driver parser starts with this struct
+ * (drv_parser_init and drv_parser_fini in drivers/drv_util.h set it up and
+ * release it). */
 struct drv_parser {
     const struct dp_driver *drv;
     int stream;
-    int terminal; /* a DONE or ERROR was emitted */
+    int terminal;       /* a DONE or ERROR was emitted */
+    int started;        /* START was emitted */
+    struct gw_buf body; /* not streamed: the body so far (at most DRV_MAX_BODY) */
 };
 
 struct dp_driver {

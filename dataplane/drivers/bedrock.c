@@ -724,9 +724,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 struct br_parser {
     struct drv_parser base;
     struct gw_es es;
-    struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
-    int started;
     int have_stop;
     enum canon_stop stop;
 };
@@ -736,36 +734,23 @@ static struct drv_parser *parser_new(int stream)
     struct br_parser *p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
-    p->base.drv = &drv_bedrock;
-    p->base.stream = stream;
+    drv_parser_init(&p->base, &drv_bedrock, stream);
     gw_es_init(&p->es, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
     return &p->base;
 }
 
 static void parser_free(struct drv_parser *bp)
 {
     struct br_parser *p = (struct br_parser *)bp;
+    drv_parser_fini(&p->base);
     gw_es_free(&p->es);
-    gw_buf_free(&p->body);
     free(p);
 }
 
-static int fail(struct br_parser *p, const struct canon_sink *s, enum canon_failure f, int status,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, status, msg);
-    return 1;
-}
-
+/* Bedrock gives no response id and no model name. */
 static int emit_start(struct br_parser *p, const struct canon_sink *s)
 {
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {.type = CANON_EV_START};
-    return canon_emit(s, &ev);
+    return drv_start(&p->base, NULL, NULL, s);
 }
 
 /* Case-insensitive substring search in a bounded body. */
@@ -867,7 +852,7 @@ static int take_stop(struct br_parser *p, const char *sr, const struct canon_sin
     if (strcmp(sr, "malformed_model_output") == 0 || strcmp(sr, "malformed_tool_use") == 0) {
         char msg[128];
         snprintf(msg, sizeof(msg), "the model's output was malformed (stopReason %s)", sr);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, msg);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, msg);
     }
     if (strcmp(sr, "guardrail_intervened") == 0 || strcmp(sr, "content_filtered") == 0)
         p->stop = CANON_STOP_CONTENT_FILTER;
@@ -889,19 +874,11 @@ static int done(struct br_parser *p, const struct canon_sink *s)
     return 1;
 }
 
-static int emit_text(enum canon_ev_type type, const char *text, const char *sig,
-                     const struct canon_sink *s)
+/* A signature, even an empty one (it ends the reasoning block). */
+static int emit_signature(const char *sig, const struct canon_sink *s)
 {
-    struct canon_event ev = {
-        .type = type, .text = text ? text : "", .len = text ? strlen(text) : 0, .signature = sig};
+    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
     return canon_emit(s, &ev);
-}
-
-static int tool_error(struct br_parser *p, const struct canon_sink *s, int rc, const char *what)
-{
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, what);
-    return rc ? 1 : 0;
 }
 
 static int on_delta(struct br_parser *p, const json_t *doc, const struct canon_sink *s)
@@ -914,17 +891,17 @@ static int on_delta(struct br_parser *p, const json_t *doc, const struct canon_s
     if (text && *text) {
         if (drv_tools_close(&p->tools, s))
             return 1;
-        return emit_text(CANON_EV_CHUNK, text, NULL, s);
+        return drv_emit_text(s, CANON_EV_CHUNK, text);
     }
     json_t *tu = json_object_get(d, "toolUse");
     if (tu) {
         const char *in = gw_json_str(tu, "input");
         if (!p->tools.open || p->tools.open_key != idx)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-                        "the provider sent tool input outside its tool block");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent tool input outside its tool block");
         if (in && *in)
-            return tool_error(p, s, drv_tools_delta(&p->tools, idx, NULL, NULL, in, s),
-                              "the provider interleaved tool calls");
+            return drv_tools_check(&p->base, s, drv_tools_delta(&p->tools, idx, NULL, NULL, in, s),
+                                   "the provider interleaved tool calls");
         return 0;
     }
     json_t *reas = json_object_get(d, "reasoningContent");
@@ -935,17 +912,13 @@ static int on_delta(struct br_parser *p, const json_t *doc, const struct canon_s
             if (drv_tools_close(&p->tools, s))
                 return 1;
         }
-        if (rt && *rt && emit_text(CANON_EV_REASONING, rt, NULL, s))
-            return 1;
-        if (sig && emit_text(CANON_EV_REASONING, NULL, sig, s))
+        if (drv_emit_text(s, CANON_EV_REASONING, rt) || (sig && emit_signature(sig, s)))
             return 1;
         const char *rd = gw_json_str(reas, "redactedContent");
         if (rd && *rd) {
             if (drv_tools_close(&p->tools, s))
                 return 1;
-            struct canon_event ev = {
-                .type = CANON_EV_REASONING, .text = rd, .len = strlen(rd), .redacted = 1};
-            if (canon_emit(s, &ev))
+            if (drv_emit_redacted(s, rd))
                 return 1;
         }
     }
@@ -974,11 +947,12 @@ static int on_event_msg(struct br_parser *p, const char *type, const json_t *doc
             idx = -2 - p->tools.count; /* no index: a key of its own */
         const char *name = gw_json_str(tu, "name");
         if (!name || !*name)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-                        "the provider sent a tool call without "
-                        "a name");
-        return tool_error(
-            p, s, drv_tools_delta(&p->tools, idx, gw_json_str(tu, "toolUseId"), name, NULL, s),
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent a tool call without "
+                            "a name");
+        return drv_tools_check(
+            &p->base, s,
+            drv_tools_delta(&p->tools, idx, gw_json_str(tu, "toolUseId"), name, NULL, s),
             "the provider interleaved tool calls");
     }
     if (strcmp(type, "contentBlockDelta") == 0)
@@ -1009,12 +983,13 @@ static int on_message(struct br_parser *p, const struct gw_es_message *m,
         snprintf(msg, sizeof(msg), "the provider's stream failed: %.160s%s%.160s",
                  gw_es_header(m, ":error-code") ? gw_es_header(m, ":error-code") : "error",
                  em ? ": " : "", em ? em : "");
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, msg);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, msg);
     }
     json_t *doc = m->payload_len ? json_loadb(m->payload, m->payload_len, 0, NULL) : json_object();
     if (!json_is_object(doc)) {
         json_decref(doc);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, "the provider sent a malformed stream event");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream event");
     }
     int stop = 0;
     if (mt && strcmp(mt, "exception") == 0) {
@@ -1023,7 +998,7 @@ static int on_message(struct br_parser *p, const struct gw_es_message *m,
         char buf[384];
         snprintf(buf, sizeof(buf), "%s: %s", type ? type : "exception",
                  msg ? msg : "the provider reported an error");
-        stop = fail(p, s, exception_class(type, msg), 0, buf);
+        stop = drv_fail(&p->base, s, exception_class(type, msg), buf);
     } else if (!mt || strcmp(mt, "event") == 0) {
         const char *type = gw_es_header(m, ":event-type");
         if (type)
@@ -1033,9 +1008,10 @@ static int on_message(struct br_parser *p, const struct gw_es_message *m,
     return stop;
 }
 
-static int parse_stream(struct br_parser *p, const char *buf, size_t len,
+static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s)
 {
+    struct br_parser *p = (struct br_parser *)bp;
     struct gw_es_message m;
     int rc;
     while ((rc = gw_es_next(&p->es, &buf, &len, &m)) == GW_OK)
@@ -1045,21 +1021,14 @@ static int parse_stream(struct br_parser *p, const char *buf, size_t len,
         char msg[160];
         snprintf(msg, sizeof(msg), "the provider's event stream is corrupt: %s",
                  gw_es_why(&p->es) ? gw_es_why(&p->es) : "unreadable");
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, msg);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, msg);
     }
     return 0;
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct br_parser *p = (struct br_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, "the provider's answer is too large");
-    return 0;
+    return drv_parse(bp, buf, len, s, parse_stream);
 }
 
 /* One content block of a whole Converse answer. */
@@ -1070,30 +1039,28 @@ static int whole_block(struct br_parser *p, const json_t *b, long long i,
     if (text) {
         if (drv_tools_close(&p->tools, s))
             return 1;
-        return *text ? emit_text(CANON_EV_CHUNK, text, NULL, s) : 0;
+        return drv_emit_text(s, CANON_EV_CHUNK, text);
     }
     json_t *tu = json_object_get(b, "toolUse");
     if (tu) {
         json_t *in = json_object_get(tu, "input");
         if (in && !json_is_object(in))
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-                        "the provider's tool call input is not an object");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider's tool call input is not an object");
         char *args = in ? json_dumps(in, JSON_COMPACT) : NULL;
         if (in && !args)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, "out of memory");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
         const char *name = gw_json_str(tu, "name");
         int rc =
             drv_tools_delta(&p->tools, i, gw_json_str(tu, "toolUseId"), name ? name : "", args, s);
         free(args);
-        return tool_error(p, s, rc, "the provider's tool calls are malformed");
+        return drv_tools_check(&p->base, s, rc, "the provider's tool calls are malformed");
     }
     const char *rd = gw_json_str(json_object_get(b, "reasoningContent"), "redactedContent");
     if (rd && *rd) {
         if (drv_tools_close(&p->tools, s))
             return 1;
-        struct canon_event ev = {
-            .type = CANON_EV_REASONING, .text = rd, .len = strlen(rd), .redacted = 1};
-        return canon_emit(s, &ev) ? 1 : 0;
+        return drv_emit_redacted(s, rd) ? 1 : 0;
     }
     const json_t *rt = json_object_get(json_object_get(b, "reasoningContent"), "reasoningText");
     if (rt) {
@@ -1101,65 +1068,49 @@ static int whole_block(struct br_parser *p, const json_t *b, long long i,
             return 1;
         const char *t = gw_json_str(rt, "text");
         const char *sig = gw_json_str(rt, "signature");
-        if (t && *t && emit_text(CANON_EV_REASONING, t, NULL, s))
-            return 1;
-        if (sig && emit_text(CANON_EV_REASONING, NULL, sig, s))
+        if (drv_emit_text(s, CANON_EV_REASONING, t) || (sig && emit_signature(sig, s)))
             return 1;
     }
     return 0;
 }
 
 /* A whole Converse body → the same events a stream would give. */
-static void parse_whole(struct br_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT, 0,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
-        return;
-    }
+    struct br_parser *p = (struct br_parser *)bp;
     json_t *content =
         json_object_get(json_object_get(json_object_get(doc, "output"), "message"), "content");
     if (!json_is_array(content)) {
         const char *m = message_of(doc);
-        fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-             m ? m : "the provider's answer has no output.message.content");
-        json_decref(doc);
+        drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                 m ? m : "the provider's answer has no output.message.content");
         return;
     }
     if (emit_start(p, s))
-        goto out;
+        return;
     size_t i;
     json_t *b;
     json_array_foreach(content, i, b)
     {
         if (whole_block(p, b, (long long)i, s))
-            goto out;
+            return;
     }
     if (drv_tools_close(&p->tools, s) || take_stop(p, gw_json_str(doc, "stopReason"), s) ||
         emit_usage(json_object_get(doc, "usage"), s))
-        goto out;
+        return;
     done(p, s);
-out:
-    json_decref(doc);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct br_parser *p = (struct br_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
     /* No metadata: complete only if the provider had said why it stopped. */
     if (p->have_stop)
         done(p, s);
     else
-        fail(p, s, CANON_FAIL_NETWORK, 0, "the provider's stream ended before it finished");
+        drv_fail(&p->base, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* ---------------------------------------------------------------- classify */

@@ -8,6 +8,128 @@
 
 #define MAX_EMBED_VALUES (16u << 20)
 
+/* ---------------------------------------------------------------- parsers */
+
+void drv_parser_init(struct drv_parser *p, const struct dp_driver *drv, int stream)
+{
+    p->drv = drv;
+    p->stream = stream;
+    gw_buf_init(&p->body, DRV_MAX_BODY);
+}
+
+void drv_parser_fini(struct drv_parser *p)
+{
+    gw_buf_free(&p->body);
+}
+
+int drv_fail(struct drv_parser *p, const struct canon_sink *s, enum canon_failure f,
+             const char *msg)
+{
+    p->terminal = 1;
+    canon_emit_error(s, f, 0, msg);
+    return 1;
+}
+
+int drv_start(struct drv_parser *p, const char *id, const char *name, const struct canon_sink *s)
+{
+    if (p->started)
+        return 0;
+    p->started = 1;
+    struct canon_event ev = {.type = CANON_EV_START, .id = id, .name = name};
+    return canon_emit(s, &ev);
+}
+
+int drv_parse(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s,
+              drv_stream_fn stream_fn)
+{
+    if (p->terminal)
+        return 1;
+    if (p->stream)
+        return stream_fn(p, buf, len, s);
+    if (gw_buf_append(&p->body, buf, len) != GW_OK)
+        return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
+    return 0;
+}
+
+int drv_finish(struct drv_parser *p, const struct canon_sink *s, drv_whole_fn whole_fn)
+{
+    if (p->terminal)
+        return 1;
+    if (p->stream)
+        return 0;
+    json_t *doc =
+        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
+    if (json_is_object(doc))
+        whole_fn(p, doc, s);
+    else
+        drv_fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
+                 p->body.len ? "the provider's answer is not JSON"
+                             : "the provider's answer is empty");
+    json_decref(doc);
+    return 1;
+}
+
+int drv_sse_feed(struct drv_parser *p, struct gw_sse *sse, const char *buf, size_t len,
+                 const struct canon_sink *s, drv_sse_raw_fn raw_fn, drv_sse_doc_fn doc_fn)
+{
+    struct gw_sse_event ev;
+    int rc;
+    while ((rc = gw_sse_next(sse, &buf, &len, &ev)) == GW_OK) {
+        enum drv_sse_step step = raw_fn ? raw_fn(p, &ev, s) : DRV_SSE_JSON;
+        if (step == DRV_SSE_STOP)
+            return 1;
+        if (step == DRV_SSE_SKIP)
+            continue;
+        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(doc)) {
+            json_decref(doc);
+            return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent a malformed stream event");
+        }
+        int stop = doc_fn(p, &ev, doc, s);
+        json_decref(doc);
+        if (stop)
+            return 1;
+    }
+    if (rc != GW_EAGAIN)
+        return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "a stream event from the provider is too large");
+    return 0;
+}
+
+enum drv_sse_step drv_sse_skip_empty(struct drv_parser *p, const struct gw_sse_event *ev,
+                                     const struct canon_sink *s)
+{
+    (void)p;
+    (void)s;
+    return ev->data_len == 0 ? DRV_SSE_SKIP : DRV_SSE_JSON;
+}
+
+int drv_emit_text(const struct canon_sink *s, enum canon_ev_type type, const char *text)
+{
+    if (!text || !*text)
+        return 0;
+    struct canon_event ev = {.type = type, .text = text, .len = strlen(text)};
+    return canon_emit(s, &ev);
+}
+
+int drv_emit_signature(const struct canon_sink *s, const char *sig)
+{
+    if (!sig || !*sig)
+        return 0;
+    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
+    return canon_emit(s, &ev);
+}
+
+int drv_emit_redacted(const struct canon_sink *s, const char *data)
+{
+    struct canon_event ev = {
+        .type = CANON_EV_REASONING, .text = data, .len = strlen(data), .redacted = 1};
+    return canon_emit(s, &ev);
+}
+
+/* -------------------------------------------------------------- tool calls */
+
 int drv_tools_close(struct drv_tools *t, const struct canon_sink *s)
 {
     if (!t->open)
@@ -58,6 +180,24 @@ int drv_tools_delta(struct drv_tools *t, long long key, const char *id, const ch
     }
     return 0;
 }
+
+int drv_tools_check(struct drv_parser *p, const struct canon_sink *s, int rc, const char *what)
+{
+    if (rc == GW_EINVAL)
+        return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX, what);
+    return rc ? 1 : 0;
+}
+
+int drv_tools_whole(struct drv_parser *p, struct drv_tools *t, const char *id, const char *name,
+                    const char *args, const struct canon_sink *s)
+{
+    int rc = drv_tools_delta(t, t->count, id, name, args ? args : "{}", s);
+    if (rc)
+        return drv_tools_check(p, s, rc, "the provider made too many tool calls");
+    return drv_tools_close(t, s);
+}
+
+/* ------------------------------------------------------------- embeddings */
 
 int drv_embed_vectors(const json_t *items, const char *key, struct canon_embed_resp *out, char *msg,
                       size_t msglen)

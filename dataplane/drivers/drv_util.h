@@ -1,7 +1,10 @@
 /*
- * drv_util: pieces every driver needs: keeping tool calls in the canonical
- * order (one open call at a time, indexes 0, 1, ... in order of appearance)
- * whatever indexes or ids the provider uses, and reading embedding vectors.
+ * drv_util: pieces every driver needs: the common part of a parser (the
+ * parse / finish dispatch between a stream and a whole body, the whole-body
+ * loader, the SSE event loop, failing an answer), keeping tool calls in the
+ * canonical order (one open call at a time, indexes 0, 1, ... in order of
+ * appearance) whatever indexes or ids the provider uses, and reading
+ * embedding vectors.
  */
 #ifndef DRV_UTIL_H
 #define DRV_UTIL_H
@@ -9,6 +12,72 @@
 #include <jansson.h>
 
 #include "canon.h"
+#include "dp_driver.h"
+#include "gw_sse.h"
+
+/* ---------------------------------------------------------------- parsers */
+
+/* Sets up the common part (drv, stream, an empty body bounded by
+ * DRV_MAX_BODY) / releases it. */
+void drv_parser_init(struct drv_parser *p, const struct dp_driver *drv, int stream);
+void drv_parser_fini(struct drv_parser *p);
+
+/* Ends the answer with an ERROR of class f (no HTTP status); returns 1, what
+ * a parser returns once it has emitted a terminal event. */
+int drv_fail(struct drv_parser *p, const struct canon_sink *s, enum canon_failure f,
+             const char *msg);
+
+/* START with the provider's id and model (either may be NULL), once: 0
+ * when it went out before, else canon_emit's answer. */
+int drv_start(struct drv_parser *p, const char *id, const char *name, const struct canon_sink *s);
+
+/* A driver's parse: nothing after a terminal event (1); a stream's bytes go
+ * to stream_fn; a whole body is kept in p->body until finish (a body past
+ * DRV_MAX_BODY fails the answer). */
+typedef int (*drv_stream_fn)(struct drv_parser *p, const char *buf, size_t len,
+                             const struct canon_sink *s);
+int drv_parse(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s,
+              drv_stream_fn stream_fn);
+
+/* A driver's finish, common part: nothing after a terminal event; a whole
+ * body is read as one JSON object (JSON_REJECT_DUPLICATES) and handed to
+ * whole_fn, an empty body failing with empty_output and anything else that
+ * is not an object with provider_5xx. Returns 1 when that is all there is
+ * to do, 0 when the parser is streaming and the driver must end the stream
+ * itself. */
+typedef void (*drv_whole_fn)(struct drv_parser *p, const json_t *doc, const struct canon_sink *s);
+int drv_finish(struct drv_parser *p, const struct canon_sink *s, drv_whole_fn whole_fn);
+
+/* What an SSE driver does with one raw event before it is read as JSON. */
+enum drv_sse_step {
+    DRV_SSE_JSON, /* read its data as a JSON object and hand it to doc_fn */
+    DRV_SSE_SKIP, /* nothing: go on to the next event */
+    DRV_SSE_STOP, /* the parser emitted a terminal event or the sink stopped */
+};
+typedef enum drv_sse_step (*drv_sse_raw_fn)(struct drv_parser *p, const struct gw_sse_event *ev,
+                                            const struct canon_sink *s);
+/* One event whose data is a JSON object; nonzero stops. */
+typedef int (*drv_sse_doc_fn)(struct drv_parser *p, const struct gw_sse_event *ev,
+                              const json_t *doc, const struct canon_sink *s);
+/* The SSE loop of a stream_fn: every complete event in buf goes to raw_fn
+ * (NULL: every event is JSON), then, parsed, to doc_fn. Data that is not a
+ * JSON object fails the answer ("malformed stream event"), and so does an
+ * event past the parser's ceiling ("too large"). Returns 0 to go on or 1. */
+int drv_sse_feed(struct drv_parser *p, struct gw_sse *sse, const char *buf, size_t len,
+                 const struct canon_sink *s, drv_sse_raw_fn raw_fn, drv_sse_doc_fn doc_fn);
+/* A raw_fn that skips events without data. */
+enum drv_sse_step drv_sse_skip_empty(struct drv_parser *p, const struct gw_sse_event *ev,
+                                     const struct canon_sink *s);
+
+/* Text of an event type (CHUNK, REASONING), nothing when NULL or empty;
+ * nonzero when the sink stopped. */
+int drv_emit_text(const struct canon_sink *s, enum canon_ev_type type, const char *text);
+/* A reasoning block's signature (nothing when NULL or empty). */
+int drv_emit_signature(const struct canon_sink *s, const char *sig);
+/* A redacted reasoning block: the provider's opaque data, whole. */
+int drv_emit_redacted(const struct canon_sink *s, const char *data);
+
+/* -------------------------------------------------------------- tool calls */
 
 #define DRV_MAX_TOOL_CALLS 128
 
@@ -32,6 +101,17 @@ int drv_tools_delta(struct drv_tools *t, long long key, const char *id, const ch
 /* Ends the open call, if any (a call that had no arguments gets "{}").
  * Returns nonzero when the sink stopped. */
 int drv_tools_close(struct drv_tools *t, const struct canon_sink *s);
+
+/* drv_tools_delta's answer, rc, as a parser's: GW_EINVAL fails the answer
+ * with what (provider_5xx) and returns 1; any other nonzero is 1; 0 is 0. */
+int drv_tools_check(struct drv_parser *p, const struct canon_sink *s, int rc, const char *what);
+
+/* A call that arrives whole (its own key: the next number), with its
+ * arguments (NULL: "{}"), closed at once. Too many calls fail the answer. */
+int drv_tools_whole(struct drv_parser *p, struct drv_tools *t, const char *id, const char *name,
+                    const char *args, const struct canon_sink *s);
+
+/* ------------------------------------------------------------- embeddings */
 
 /* Reads an array of vectors: each element is an object whose member key is
  * an array of numbers (or, with key NULL, the array itself). All must have

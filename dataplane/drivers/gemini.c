@@ -690,9 +690,7 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
 struct gem_parser {
     struct drv_parser base;
     struct gw_sse sse;
-    struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
-    int started;
     int content;     /* a content event went out */
     int have_finish; /* a finishReason arrived */
     enum canon_stop stop;
@@ -705,27 +703,17 @@ static struct drv_parser *parser_new(int stream)
     struct gem_parser *p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
-    p->base.drv = &drv_gemini;
-    p->base.stream = stream;
+    drv_parser_init(&p->base, &drv_gemini, stream);
     gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
     return &p->base;
 }
 
 static void parser_free(struct drv_parser *bp)
 {
     struct gem_parser *p = (struct gem_parser *)bp;
+    drv_parser_fini(&p->base);
     gw_sse_free(&p->sse);
-    gw_buf_free(&p->body);
     free(p);
-}
-
-static int fail(struct gem_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
 }
 
 static int emit_usage(const struct canon_usage *u, struct gem_parser *p, const struct canon_sink *s)
@@ -772,17 +760,6 @@ static int on_usage(struct gem_parser *p, const json_t *um, const struct canon_s
     return 0;
 }
 
-static int emit_start(struct gem_parser *p, const json_t *doc, const struct canon_sink *s)
-{
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {.type = CANON_EV_START,
-                             .id = gw_json_str(doc, "responseId"),
-                             .name = gw_json_str(doc, "modelVersion")};
-    return canon_emit(s, &ev);
-}
-
 static enum canon_stop stop_of(const char *fr)
 {
     if (strcmp(fr, "MAX_TOKENS") == 0)
@@ -798,24 +775,19 @@ static int on_function_call(struct gem_parser *p, const json_t *fc, const struct
 {
     const char *name = gw_json_str(fc, "name");
     if (!name || !*name)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent a function call without a name");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a function call without a name");
     json_t *args = json_object_get(fc, "args");
     if (args && !json_is_null(args) && !json_is_object(args))
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent function call arguments that are not an object");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent function call arguments that are not an object");
     char *a = json_is_object(args) ? json_dumps(args, JSON_COMPACT) : NULL;
     if (json_is_object(args) && !a)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
-    /* Every functionCall part is a new call, whole: its key is its number. */
-    int rc =
-        drv_tools_delta(&p->tools, p->tools.count, gw_json_str(fc, "id"), name, a ? a : "{}", s);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+    /* Every functionCall part is a new call, whole. */
+    int rc = drv_tools_whole(&p->base, &p->tools, gw_json_str(fc, "id"), name, a, s);
     free(a);
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider made too many tool calls");
-    if (rc)
-        return 1;
-    return drv_tools_close(&p->tools, s);
+    return rc;
 }
 
 /* One GenerateContentResponse (a streamed chunk or the whole answer). */
@@ -824,9 +796,10 @@ static int on_response(struct gem_parser *p, const json_t *doc, const struct can
     json_t *e = json_object_get(doc, "error");
     if (json_is_object(e)) {
         const char *m = gw_json_str(e, "message");
-        return fail(p, s, google_failure(0, e, NULL, 0), m ? m : "the provider reported an error");
+        return drv_fail(&p->base, s, google_failure(0, e, NULL, 0),
+                        m ? m : "the provider reported an error");
     }
-    if (emit_start(p, doc, s))
+    if (drv_start(&p->base, gw_json_str(doc, "responseId"), gw_json_str(doc, "modelVersion"), s))
         return 1;
     if (on_usage(p, json_object_get(doc, "usageMetadata"), s))
         return 1;
@@ -835,7 +808,8 @@ static int on_response(struct gem_parser *p, const json_t *doc, const struct can
     if (!c) {
         const char *br = gw_json_str(json_object_get(doc, "promptFeedback"), "blockReason");
         if (br)
-            return fail(p, s, CANON_FAIL_CONTENT_FILTERED, "the provider blocked the prompt");
+            return drv_fail(&p->base, s, CANON_FAIL_CONTENT_FILTERED,
+                            "the provider blocked the prompt");
         return 0;
     }
     size_t i;
@@ -881,75 +855,46 @@ static int done(struct gem_parser *p, const struct canon_sink *s)
     return 1;
 }
 
-static int parse_stream(struct gem_parser *p, const char *buf, size_t len,
+static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const json_t *doc,
+                  const struct canon_sink *s)
+{
+    (void)ev;
+    return on_response((struct gem_parser *)bp, doc, s);
+}
+
+static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s)
 {
-    struct gw_sse_event ev;
-    int rc;
-    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
-        if (ev.data_len == 0)
-            continue;
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc)) {
-            json_decref(doc);
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a malformed stream event");
-        }
-        int stop = on_response(p, doc, s);
-        json_decref(doc);
-        if (stop)
-            return 1;
-    }
-    if (rc != GW_EAGAIN)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
-    return 0;
+    struct gem_parser *p = (struct gem_parser *)bp;
+    return drv_sse_feed(bp, &p->sse, buf, len, s, drv_sse_skip_empty, on_sse);
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct gem_parser *p = (struct gem_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse(bp, buf, len, s, parse_stream);
 }
 
-static void parse_whole(struct gem_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
+    struct gem_parser *p = (struct gem_parser *)bp;
+    if (on_response(p, doc, s))
         return;
-    }
-    if (!on_response(p, doc, s)) {
-        if (!json_array_size(json_object_get(doc, "candidates")))
-            fail(p, s, CANON_FAIL_EMPTY_OUTPUT, "the provider's answer has no candidates");
-        else
-            done(p, s);
-    }
-    json_decref(doc);
+    if (!json_array_size(json_object_get(doc, "candidates")))
+        drv_fail(&p->base, s, CANON_FAIL_EMPTY_OUTPUT, "the provider's answer has no candidates");
+    else
+        done(p, s);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct gem_parser *p = (struct gem_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
     /* No terminator in this format: complete only after a finishReason. */
     if (p->have_finish)
         done(p, s);
     else
-        fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+        drv_fail(&p->base, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* -------------------------------------------------------------- embeddings */

@@ -415,9 +415,8 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
 
 struct ol_parser {
     struct drv_parser base;
-    struct gw_buf line; /* stream: the line so far; whole: the body */
+    struct gw_buf line; /* stream: the line so far */
     struct drv_tools tools;
-    int started;
 };
 
 static struct drv_parser *parser_new(int stream)
@@ -425,33 +424,17 @@ static struct drv_parser *parser_new(int stream)
     struct ol_parser *p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
-    p->base.drv = &drv_ollama;
-    p->base.stream = stream;
-    gw_buf_init(&p->line, stream ? DRV_MAX_EVENT : DRV_MAX_BODY);
+    drv_parser_init(&p->base, &drv_ollama, stream);
+    gw_buf_init(&p->line, DRV_MAX_EVENT);
     return &p->base;
 }
 
 static void parser_free(struct drv_parser *bp)
 {
     struct ol_parser *p = (struct ol_parser *)bp;
+    drv_parser_fini(&p->base);
     gw_buf_free(&p->line);
     free(p);
-}
-
-static int fail(struct ol_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
-}
-
-static int emit_text(const struct canon_sink *s, enum canon_ev_type type, const char *t)
-{
-    if (!t || !*t)
-        return 0;
-    struct canon_event ev = {.type = type, .text = t, .len = strlen(t)};
-    return canon_emit(s, &ev);
 }
 
 static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct canon_sink *s)
@@ -459,12 +442,13 @@ static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct cano
     json_t *fn = json_object_get(tc, "function");
     const char *name = gw_json_str(fn, "name");
     if (!name || !*name)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a tool call without a name");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a tool call without a name");
     json_t *args = json_object_get(fn, "arguments");
     char *a = NULL;
     if (json_is_object(args)) {
         if (!(a = json_dumps(args, JSON_COMPACT)))
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
     } else if (json_is_string(args)) {
         /* Not what the API documents, but an object in a string is the
          * same call. */
@@ -473,20 +457,15 @@ static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct cano
             a = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         if (!a)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent tool call arguments that are not an object");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent tool call arguments that are not an object");
     } else if (args && !json_is_null(args)) {
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent tool call arguments that are not an object");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent tool call arguments that are not an object");
     }
-    int rc =
-        drv_tools_delta(&p->tools, p->tools.count, gw_json_str(tc, "id"), name, a ? a : "{}", s);
+    int rc = drv_tools_whole(&p->base, &p->tools, gw_json_str(tc, "id"), name, a, s);
     free(a);
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider made too many tool calls");
-    if (rc)
-        return 1;
-    return drv_tools_close(&p->tools, s);
+    return rc;
 }
 
 static int done(struct ol_parser *p, const json_t *doc, const struct canon_sink *s)
@@ -516,17 +495,14 @@ static int on_object(struct ol_parser *p, const json_t *doc, const struct canon_
     json_t *e = json_object_get(doc, "error");
     if (e && !json_is_null(e)) {
         const char *m = json_is_string(e) ? json_string_value(e) : gw_json_str(e, "message");
-        return fail(p, s, message_failure(0, m), m ? m : "the provider reported an error");
+        return drv_fail(&p->base, s, message_failure(0, m),
+                        m ? m : "the provider reported an error");
     }
-    if (!p->started) {
-        p->started = 1;
-        struct canon_event ev = {.type = CANON_EV_START, .name = gw_json_str(doc, "model")};
-        if (canon_emit(s, &ev))
-            return 1;
-    }
+    if (drv_start(&p->base, NULL, gw_json_str(doc, "model"), s))
+        return 1;
     json_t *msg = json_object_get(doc, "message");
-    if (emit_text(s, CANON_EV_REASONING, gw_json_str(msg, "thinking")) ||
-        emit_text(s, CANON_EV_CHUNK, gw_json_str(msg, "content")))
+    if (drv_emit_text(s, CANON_EV_REASONING, gw_json_str(msg, "thinking")) ||
+        drv_emit_text(s, CANON_EV_CHUNK, gw_json_str(msg, "content")))
         return 1;
     size_t i;
     json_t *tc;
@@ -553,7 +529,8 @@ static int on_line(struct ol_parser *p, const char *l, size_t n, const struct ca
     json_t *doc = json_loadb(l, n, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(doc)) {
         json_decref(doc);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a malformed stream line");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream line");
     }
     int stop = on_object(p, doc, s);
     json_decref(doc);
@@ -563,28 +540,29 @@ static int on_line(struct ol_parser *p, const char *l, size_t n, const struct ca
 /* NDJSON: lines end in LF (a CR before it is dropped); a line is bounded by
  * DRV_MAX_EVENT. A line that arrives whole in one piece is parsed in
  * place; the rest goes through p->line. */
-static int parse_stream(struct ol_parser *p, const char *buf, size_t len,
+static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s)
 {
+    struct ol_parser *p = (struct ol_parser *)bp;
     while (len) {
         const char *nl = memchr(buf, '\n', len);
         size_t take = nl ? (size_t)(nl - buf) : len;
         if (!nl) {
             if (gw_buf_append(&p->line, buf, take) != GW_OK)
-                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "a stream line from the provider is too large");
+                return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                                "a stream line from the provider is too large");
             return 0;
         }
         int stop;
         if (p->line.len == 0) {
             if (take > DRV_MAX_EVENT)
-                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "a stream line from the provider is too large");
+                return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                                "a stream line from the provider is too large");
             stop = on_line(p, buf, take, s);
         } else {
             if (gw_buf_append(&p->line, buf, take) != GW_OK)
-                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "a stream line from the provider is too large");
+                return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                                "a stream line from the provider is too large");
             stop = on_line(p, p->line.data, p->line.len, s);
             gw_buf_reset(&p->line);
         }
@@ -598,33 +576,20 @@ static int parse_stream(struct ol_parser *p, const char *buf, size_t len,
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct ol_parser *p = (struct ol_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->line, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse(bp, buf, len, s, parse_stream);
+}
+
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
+{
+    if (!on_object((struct ol_parser *)bp, doc, s))
+        drv_fail(bp, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not done");
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct ol_parser *p = (struct ol_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        json_t *doc =
-            json_loadb(p->line.data ? p->line.data : "", p->line.len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc))
-            fail(p, s, p->line.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-                 p->line.len ? "the provider's answer is not JSON"
-                             : "the provider's answer is empty");
-        else if (!on_object(p, doc, s))
-            fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not done");
-        json_decref(doc);
-        return;
-    }
     /* A last line without its newline: complete JSON is a line like any
      * other; anything else is a line the connection cut. */
     if (p->line.len) {
@@ -635,7 +600,7 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
         if (stop)
             return;
     }
-    fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+    drv_fail(&p->base, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* -------------------------------------------------------------- embeddings */

@@ -341,11 +341,9 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 struct oa_parser {
     struct drv_parser base;
     struct gw_sse sse;
-    struct gw_buf tmp;  /* decoded strings of the fast path */
-    struct gw_buf body; /* non-stream: the whole body */
+    struct gw_buf tmp; /* decoded strings of the fast path */
     struct drv_tools tools;
     struct canon_usage pending_usage; /* arrived while a tool call was open */
-    int started;
     int have_finish;
     enum canon_stop stop;
 };
@@ -355,10 +353,8 @@ static struct drv_parser *parser_new(int stream)
     struct oa_parser *p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
-    p->base.drv = &drv_openai;
-    p->base.stream = stream;
+    drv_parser_init(&p->base, &drv_openai, stream);
     gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
     gw_buf_init(&p->tmp, DRV_MAX_EVENT);
     return &p->base;
 }
@@ -366,8 +362,8 @@ static struct drv_parser *parser_new(int stream)
 static void parser_free(struct drv_parser *bp)
 {
     struct oa_parser *p = (struct oa_parser *)bp;
+    drv_parser_fini(&p->base);
     gw_sse_free(&p->sse);
-    gw_buf_free(&p->body);
     gw_buf_free(&p->tmp);
     free(p);
 }
@@ -401,31 +397,24 @@ static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_s
 
 static int emit_start(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {
-        .type = CANON_EV_START, .id = gw_json_str(doc, "id"), .name = gw_json_str(doc, "model")};
-    return canon_emit(s, &ev);
+    return drv_start(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"), s);
 }
 
-static int fail(struct oa_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
+/* An "error" member (an object with a message, or a string) fails the
+ * answer; 0 when there is none. */
+static int fail_on_error(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
+    json_t *e = json_object_get(doc, "error");
+    if (!e || json_is_null(e))
+        return 0;
+    const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
+    return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
 }
 
 /* One streamed chunk. */
 static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *e = json_object_get(doc, "error");
-    if (e && !json_is_null(e)) {
-        const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
-    }
-    if (emit_start(p, doc, s))
+    if (fail_on_error(p, doc, s) || emit_start(p, doc, s))
         return 1;
     json_t *ch = json_array_get(json_object_get(doc, "choices"), 0);
     json_t *delta = json_object_get(ch, "delta");
@@ -433,23 +422,14 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
         const char *rs = gw_json_str(delta, "reasoning_content");
         if (!rs)
             rs = gw_json_str(delta, "reasoning");
-        if (rs && *rs) {
-            if (drv_tools_close(&p->tools, s))
-                return 1;
-            struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = strlen(rs)};
-            if (canon_emit(s, &ev))
-                return 1;
-        }
+        if (rs && *rs &&
+            (drv_tools_close(&p->tools, s) || drv_emit_text(s, CANON_EV_REASONING, rs)))
+            return 1;
         const char *c = gw_json_str(delta, "content");
         if (!c)
             c = gw_json_str(delta, "refusal");
-        if (c && *c) {
-            if (drv_tools_close(&p->tools, s))
-                return 1;
-            struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = strlen(c)};
-            if (canon_emit(s, &ev))
-                return 1;
-        }
+        if (c && *c && (drv_tools_close(&p->tools, s) || drv_emit_text(s, CANON_EV_CHUNK, c)))
+            return 1;
         if (gw_json_str(delta, "refusal"))
             p->stop = CANON_STOP_REFUSAL;
         json_t *tcs = json_object_get(delta, "tool_calls");
@@ -464,9 +444,7 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
             int rc = drv_tools_delta(&p->tools, idx, gw_json_str(tc, "id"), gw_json_str(fn, "name"),
                                      gw_json_str(fn, "arguments"), s);
             if (rc)
-                return rc == GW_EINVAL ? fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                                              "the provider interleaved tool calls")
-                                       : 1;
+                return drv_tools_check(&p->base, s, rc, "the provider interleaved tool calls");
         }
     }
     const char *fr = gw_json_str(ch, "finish_reason");
@@ -551,7 +529,7 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
     size_t cn, chn, dn, xn, len;
     int unsure = 0;
     *stop = 0;
-    if (!p->started || !gw_json_valid(d, n, 64))
+    if (!p->base.started || !gw_json_valid(d, n, 64))
         return 0;
     if (span_present(d, n, "usage", &unsure) || span_present(d, n, "error", &unsure) ||
         !span_get(d, n, "choices", &choices, &cn, &unsure) ||
@@ -600,87 +578,55 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
     return 1;
 }
 
-static int parse_stream(struct oa_parser *p, const char *buf, size_t len,
+/* [DONE] ends the stream; the common chunk takes the fast path. */
+static enum drv_sse_step raw_event(struct drv_parser *bp, const struct gw_sse_event *ev,
+                                   const struct canon_sink *s)
+{
+    struct oa_parser *p = (struct oa_parser *)bp;
+    if (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0)
+        return done(p, s) ? DRV_SSE_STOP : DRV_SSE_SKIP;
+    int stop;
+    if (fast_chunk(p, ev->data, ev->data_len, s, &stop))
+        return stop ? DRV_SSE_STOP : DRV_SSE_SKIP;
+    return DRV_SSE_JSON;
+}
+
+static int on_event(struct drv_parser *bp, const struct gw_sse_event *ev, const json_t *doc,
+                    const struct canon_sink *s)
+{
+    (void)ev;
+    return on_chunk((struct oa_parser *)bp, doc, s);
+}
+
+static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s)
 {
-    struct gw_sse_event ev;
-    int rc;
-    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
-        if (ev.data_len == 6 && memcmp(ev.data, "[DONE]", 6) == 0)
-            return done(p, s);
-        int stop;
-        if (fast_chunk(p, ev.data, ev.data_len, s, &stop)) {
-            if (stop)
-                return 1;
-            continue;
-        }
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc)) {
-            json_decref(doc);
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a malformed stream event");
-        }
-        stop = on_chunk(p, doc, s);
-        json_decref(doc);
-        if (stop)
-            return 1;
-    }
-    if (rc != GW_EAGAIN)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
-    return 0;
+    struct oa_parser *p = (struct oa_parser *)bp;
+    return drv_sse_feed(bp, &p->sse, buf, len, s, raw_event, on_event);
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct oa_parser *p = (struct oa_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse(bp, buf, len, s, parse_stream);
 }
 
 /* A whole chat.completion body → the same events a stream would give. */
-static void parse_whole(struct oa_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
+    struct oa_parser *p = (struct oa_parser *)bp;
+    if (fail_on_error(p, doc, s) || emit_start(p, doc, s))
         return;
-    }
-    json_t *e = json_object_get(doc, "error");
-    if (e && !json_is_null(e)) {
-        const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
-        fail(p, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
-        json_decref(doc);
-        return;
-    }
-    if (emit_start(p, doc, s))
-        goto out;
     json_t *ch = json_array_get(json_object_get(doc, "choices"), 0);
     json_t *msg = json_object_get(ch, "message");
     const char *rs = gw_json_str(msg, "reasoning_content");
     if (!rs)
         rs = gw_json_str(msg, "reasoning");
-    if (rs && *rs) {
-        struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = strlen(rs)};
-        if (canon_emit(s, &ev))
-            goto out;
-    }
     const char *c = gw_json_str(msg, "content");
     const char *refusal = gw_json_str(msg, "refusal");
     if (!c || !*c)
         c = refusal;
-    if (c && *c) {
-        struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = strlen(c)};
-        if (canon_emit(s, &ev))
-            goto out;
-    }
+    if (drv_emit_text(s, CANON_EV_REASONING, rs) || drv_emit_text(s, CANON_EV_CHUNK, c))
+        return;
     size_t i;
     json_t *tc;
     json_array_foreach(json_object_get(msg, "tool_calls"), i, tc)
@@ -689,31 +635,25 @@ static void parse_whole(struct oa_parser *p, const struct canon_sink *s)
         const char *args = gw_json_str(fn, "arguments");
         if (drv_tools_delta(&p->tools, (long long)i, gw_json_str(tc, "id"), gw_json_str(fn, "name"),
                             args && *args ? args : "{}", s))
-            goto out;
+            return;
     }
     p->stop =
         refusal ? CANON_STOP_REFUSAL : canon_stop_from_openai(gw_json_str(ch, "finish_reason"));
     if (emit_usage(p, json_object_get(doc, "usage"), s))
-        goto out;
+        return;
     done(p, s);
-out:
-    json_decref(doc);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct oa_parser *p = (struct oa_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
     /* No [DONE]: complete only if the provider had said why it stopped. */
     if (p->have_finish)
         done(p, s);
     else
-        fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+        drv_fail(bp, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* -------------------------------------------------------------- embeddings */

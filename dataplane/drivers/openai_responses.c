@@ -421,9 +421,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 struct rp_parser {
     struct drv_parser base;
     struct gw_sse sse;
-    struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
-    int started;
     int called;  /* the answer called functions */
     int refused; /* the answer is a refusal */
     /* reasoning text: the part it last came from, for separators */
@@ -437,27 +435,17 @@ static struct drv_parser *parser_new(int stream)
     struct rp_parser *p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
-    p->base.drv = &drv_openai_responses;
-    p->base.stream = stream;
+    drv_parser_init(&p->base, &drv_openai_responses, stream);
     gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
     return &p->base;
 }
 
 static void parser_free(struct drv_parser *bp)
 {
     struct rp_parser *p = (struct rp_parser *)bp;
+    drv_parser_fini(&p->base);
     gw_sse_free(&p->sse);
-    gw_buf_free(&p->body);
     free(p);
-}
-
-static int fail(struct rp_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
 }
 
 /* An error code of the Responses API (or a gateway's failure class) as a
@@ -493,18 +481,13 @@ static int fail_with(struct rp_parser *p, const json_t *e, const struct canon_si
     if (json_is_object(inner))
         e = inner;
     const char *msg = gw_json_str(e, "message");
-    return fail(p, s, failure_of(gw_json_str(e, "code")),
-                msg ? msg : "the provider reported an error");
+    return drv_fail(&p->base, s, failure_of(gw_json_str(e, "code")),
+                    msg ? msg : "the provider reported an error");
 }
 
 static int emit_start(struct rp_parser *p, const json_t *resp, const struct canon_sink *s)
 {
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {
-        .type = CANON_EV_START, .id = gw_json_str(resp, "id"), .name = gw_json_str(resp, "model")};
-    return canon_emit(s, &ev);
+    return drv_start(&p->base, gw_json_str(resp, "id"), gw_json_str(resp, "model"), s);
 }
 
 /* Responses usage → canonical: input_tokens_details breaks input_tokens
@@ -575,20 +558,17 @@ static int signature(struct rp_parser *p, const char *sig, const struct canon_si
         return 0;
     if (drv_tools_close(&p->tools, s))
         return 1;
-    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
     /* The next reasoning text is a new block. */
     p->rs_any = 0;
-    return canon_emit(s, &ev);
+    return drv_emit_signature(s, sig);
 }
 
 static int call(struct rp_parser *p, long long key, const char *id, const char *name,
                 const char *args, const struct canon_sink *s)
 {
     p->called = 1;
-    int rc = drv_tools_delta(&p->tools, key, id, name, args, s);
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider interleaved function calls");
-    return rc ? 1 : 0;
+    return drv_tools_check(&p->base, s, drv_tools_delta(&p->tools, key, id, name, args, s),
+                           "the provider interleaved function calls");
 }
 
 /* A whole output item (non-stream answers, and a stream's done item whose
@@ -666,8 +646,9 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
         return fail_with(p, doc, s);
     if (strcmp(type, "response.failed") == 0) {
         const json_t *e = json_object_get(json_object_get(doc, "response"), "error");
-        return json_is_object(e) ? fail_with(p, e, s)
-                                 : fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider failed");
+        return json_is_object(e)
+                   ? fail_with(p, e, s)
+                   : drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "the provider failed");
     }
     const json_t *resp = json_object_get(doc, "response");
     if (emit_start(p, json_is_object(resp) ? resp : NULL, s))
@@ -698,8 +679,8 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
     int open = p->tools.open && p->tools.open_key == oi;
     if (strcmp(type, "response.function_call_arguments.delta") == 0) {
         if (!open)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent arguments for a function call it had not started");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent arguments for a function call it had not started");
         return call(p, oi, NULL, NULL, gw_json_str(doc, "delta"), s);
     }
     if (strcmp(type, "response.function_call_arguments.done") == 0) {
@@ -729,74 +710,61 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
     return 0;
 }
 
-static int parse_stream(struct rp_parser *p, const char *buf, size_t len,
+/* [DONE] is not the API's, but some compatible servers add it. */
+static enum drv_sse_step raw_event(struct drv_parser *bp, const struct gw_sse_event *ev,
+                                   const struct canon_sink *s)
+{
+    (void)bp;
+    (void)s;
+    return ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? DRV_SSE_SKIP : DRV_SSE_JSON;
+}
+
+/* The event's type: its data's, else its SSE event name. */
+static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const json_t *doc,
+                  const struct canon_sink *s)
+{
+    struct rp_parser *p = (struct rp_parser *)bp;
+    const char *type = gw_json_str(doc, "type");
+    if (!type && ev->event_len)
+        type = ev->event;
+    if (!type)
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream event");
+    return on_event(p, type, doc, s);
+}
+
+static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s)
 {
-    struct gw_sse_event ev;
-    int rc;
-    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
-        if (ev.data_len == 6 && memcmp(ev.data, "[DONE]", 6) == 0)
-            continue; /* not the API's, but some compatible servers add it */
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        const char *type = gw_json_str(doc, "type");
-        if (!type && ev.event_len)
-            type = ev.event;
-        if (!json_is_object(doc) || !type) {
-            json_decref(doc);
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a malformed stream event");
-        }
-        int stop = on_event(p, type, doc, s);
-        json_decref(doc);
-        if (stop)
-            return 1;
-    }
-    if (rc != GW_EAGAIN)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
-    return 0;
+    struct rp_parser *p = (struct rp_parser *)bp;
+    return drv_sse_feed(bp, &p->sse, buf, len, s, raw_event, on_sse);
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct rp_parser *p = (struct rp_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse(bp, buf, len, s, parse_stream);
 }
 
 /* A whole response object → the same events a stream would give. */
-static void parse_whole(struct rp_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
-        return;
-    }
+    struct rp_parser *p = (struct rp_parser *)bp;
     json_t *e = json_object_get(doc, "error");
     const char *status = gw_json_str(doc, "status");
     if ((e && !json_is_null(e)) || (status && strcmp(status, "failed") == 0)) {
         if (json_is_object(e))
             fail_with(p, e, s);
         else
-            fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                 json_is_string(e) ? json_string_value(e) : "the provider failed");
-        json_decref(doc);
+            drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                     json_is_string(e) ? json_string_value(e) : "the provider failed");
         return;
     }
     if (!json_is_array(json_object_get(doc, "output"))) {
-        fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer has no output");
-        json_decref(doc);
+        drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer has no output");
         return;
     }
     if (emit_start(p, doc, s))
-        goto out;
+        return;
     size_t i;
     json_t *item;
     json_array_foreach(json_object_get(doc, "output"), i, item)
@@ -804,28 +772,21 @@ static void parse_whole(struct rp_parser *p, const struct canon_sink *s)
         const char *type = gw_json_str(item, "type");
         if (!type || strcmp(type, "function_call") != 0)
             if (drv_tools_close(&p->tools, s))
-                goto out;
+                return;
         if (item_content(p, (long long)i, item, s))
-            goto out;
+            return;
         if (type && strcmp(type, "reasoning") == 0 &&
             signature(p, gw_json_str(item, "encrypted_content"), s))
-            goto out;
+            return;
     }
     done(p, doc, s);
-out:
-    json_decref(doc);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
-    struct rp_parser *p = (struct rp_parser *)bp;
-    if (p->base.terminal)
-        return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
-    fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before the response completed");
+    if (!drv_finish(bp, s, parse_whole))
+        drv_fail(bp, s, CANON_FAIL_NETWORK,
+                 "the provider's stream ended before the response completed");
 }
 
 /* -------------------------------------------------------------- embeddings */
