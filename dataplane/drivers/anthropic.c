@@ -317,18 +317,9 @@ static int tool_choice_json(const struct canon_req *r, json_t *doc, struct canon
     return GW_OK;
 }
 
-static long long effort_budget(const char *effort)
-{
-    if (!effort)
-        return 0;
-    if (strcmp(effort, "minimal") == 0 || strcmp(effort, "low") == 0)
-        return 2048;
-    if (strcmp(effort, "medium") == 0)
-        return 8192;
-    if (strcmp(effort, "high") == 0)
-        return 24576;
-    return 0;
-}
+/* Thinking budgets for the efforts; 0 refuses any other. */
+static const struct drv_budgets budgets = {
+    .minimal = 2048, .low = 2048, .medium = 8192, .high = 24576, .other = 0};
 
 /* max_tokens and the thinking budget (0: no thinking), made consistent. */
 static int budget_and_max(const struct drv_target *t, const struct canon_req *r,
@@ -338,7 +329,8 @@ static int budget_and_max(const struct drv_target *t, const struct canon_req *r,
     int explicit_budget = r->reasoning_budget > 0;
     *budget = 0;
     if (!r->reasoning_off)
-        *budget = explicit_budget ? r->reasoning_budget : effort_budget(r->reasoning_effort);
+        *budget = explicit_budget ? r->reasoning_budget
+                                  : drv_effort_budget(r->reasoning_effort, &budgets);
     if (r->reasoning_effort && !explicit_budget && !r->reasoning_off && *budget == 0)
         return REFUSE(err, field, "'%s' must be minimal, low, medium or high", field);
     long long def = drv_opt_int(t, "default_max_tokens", DEFAULT_MAX_TOKENS);
@@ -469,12 +461,8 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "top_p", json_real(r->top_p));
     if (r->has_top_k)
         json_object_set_new(doc, "top_k", json_integer(r->top_k));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(doc, "stop_sequences", st);
-    }
+    if (r->nstop)
+        json_object_set_new(doc, "stop_sequences", drv_stop_array(r));
     if (budget)
         json_object_set_new(
             doc, "thinking",
@@ -486,10 +474,8 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
     out->stream = r->stream;
     out->url = messages_url(t);
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "x-api-key: %s", t->provider->credential) != GW_OK)
+    if (!out->url || drv_body_json(out, doc) != GW_OK ||
+        drv_auth_headers(out, t, "x-api-key: ") != GW_OK)
         return GW_ENOMEM;
     if (drv_header(out, "anthropic-version: %s",
                    drv_opt_str(t, "anthropic_version", DEFAULT_VERSION)) != GW_OK)

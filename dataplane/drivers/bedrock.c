@@ -380,20 +380,16 @@ static int add_tools(const struct canon_req *r, json_t *doc, struct canon_err *e
 
 static long long budget_of(const struct canon_req *r)
 {
+    static const struct drv_budgets budgets = {.minimal = BUDGET_MINIMAL,
+                                               .low = BUDGET_LOW,
+                                               .medium = BUDGET_MEDIUM,
+                                               .high = BUDGET_HIGH,
+                                               .other = BUDGET_MEDIUM};
     if (r->reasoning_off)
         return 0;
     if (r->reasoning_budget > 0)
         return r->reasoning_budget;
-    const char *e = r->reasoning_effort;
-    if (!e)
-        return 0;
-    if (strcmp(e, "minimal") == 0)
-        return BUDGET_MINIMAL;
-    if (strcmp(e, "low") == 0)
-        return BUDGET_LOW;
-    if (strcmp(e, "high") == 0)
-        return BUDGET_HIGH;
-    return BUDGET_MEDIUM;
+    return drv_effort_budget(r->reasoning_effort, &budgets);
 }
 
 static int add_inference(const struct canon_req *r, json_t *doc)
@@ -411,12 +407,8 @@ static int add_inference(const struct canon_req *r, json_t *doc)
         rc |= json_object_set_new(ic, "temperature", json_real(r->temperature));
     if (r->has_top_p)
         rc |= json_object_set_new(ic, "topP", json_real(r->top_p));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            rc |= json_array_append_new(st, json_string(r->stop[i]));
-        rc |= json_object_set_new(ic, "stopSequences", st);
-    }
+    if (r->nstop)
+        rc |= json_object_set_new(ic, "stopSequences", drv_stop_array(r));
     if (rc)
         return oom(ic, NULL);
     if (json_object_size(ic) == 0) {

@@ -4,9 +4,138 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp_snapshot.h"
 #include "gw_error.h"
 
 #define MAX_EMBED_VALUES (16u << 20)
+
+/* ------------------------------------------------------------------ build */
+
+int drv_auth_headers(struct drv_request *out, const struct drv_target *t, const char *prefix)
+{
+    if (drv_common_headers(out, t) != GW_OK)
+        return GW_ENOMEM;
+    if (t->provider->credential &&
+        drv_header(out, "%s%s", prefix, t->provider->credential) != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
+const char *drv_effort_of(const struct canon_req *r)
+{
+    if (r->reasoning_effort)
+        return r->reasoning_effort;
+    if (r->reasoning_budget <= 0)
+        return NULL;
+    if (r->reasoning_budget < 4096)
+        return "low";
+    if (r->reasoning_budget < 16384)
+        return "medium";
+    return "high";
+}
+
+long long drv_effort_budget(const char *effort, const struct drv_budgets *b)
+{
+    if (!effort)
+        return 0;
+    if (strcmp(effort, "minimal") == 0)
+        return b->minimal;
+    if (strcmp(effort, "low") == 0)
+        return b->low;
+    if (strcmp(effort, "medium") == 0)
+        return b->medium;
+    if (strcmp(effort, "high") == 0)
+        return b->high;
+    return b->other;
+}
+
+const char *drv_call_name(const struct canon_req *r, size_t mi, const char *id)
+{
+    if (!id)
+        return NULL;
+    for (size_t i = mi; i-- > 0;) {
+        const struct canon_message *m = &r->messages[i];
+        if (m->role != CANON_ROLE_ASSISTANT)
+            continue;
+        for (size_t j = m->nparts; j-- > 0;) {
+            const struct canon_part *p = &m->parts[j];
+            if (p->type == CANON_PART_TOOL_CALL && p->id && strcmp(p->id, id) == 0)
+                return p->name;
+        }
+    }
+    return NULL;
+}
+
+json_t *drv_image_url(const struct canon_part *p)
+{
+    if (p->url)
+        return json_string(p->url);
+    size_t n = strlen(p->media_type) + strlen(p->data) + 16;
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    snprintf(s, n, "data:%s;base64,%s", p->media_type, p->data);
+    json_t *url = json_string(s);
+    free(s);
+    return url;
+}
+
+int drv_result_text(const struct canon_part *p, const char *prefix, struct gw_buf *b)
+{
+    gw_buf_init(b, 0);
+    int rc = prefix ? gw_buf_appends(b, prefix) : GW_OK;
+    for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
+        if (p->content[k].type != CANON_PART_TEXT)
+            return GW_EINVAL;
+        rc = gw_buf_appends(b, p->content[k].text);
+    }
+    return rc == GW_OK ? GW_OK : GW_ENOMEM;
+}
+
+struct canon_part *drv_other_parts(const struct canon_message *m, size_t *n)
+{
+    *n = 0;
+    for (size_t j = 0; j < m->nparts; j++)
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
+            (*n)++;
+    if (*n == 0)
+        return NULL;
+    struct canon_part *keep = calloc(*n, sizeof(*keep));
+    if (!keep)
+        return NULL;
+    size_t k = 0;
+    for (size_t j = 0; j < m->nparts; j++)
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
+            keep[k++] = m->parts[j];
+    return keep;
+}
+
+json_t *drv_stop_array(const struct canon_req *r)
+{
+    json_t *st = json_array();
+    for (size_t i = 0; st && i < r->nstop; i++)
+        if (json_array_append_new(st, json_string(r->stop[i]))) {
+            json_decref(st);
+            return NULL;
+        }
+    return st;
+}
+
+const char *drv_tool_choice_word(enum canon_tool_choice tc)
+{
+    switch (tc) {
+    case CANON_TC_AUTO:
+        return "auto";
+    case CANON_TC_NONE:
+        return "none";
+    case CANON_TC_REQUIRED:
+        return "required";
+    case CANON_TC_NAMED:
+    case CANON_TC_UNSET:
+        break;
+    }
+    return NULL;
+}
 
 /* ---------------------------------------------------------------- parsers */
 

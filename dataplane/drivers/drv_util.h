@@ -3,8 +3,8 @@
  * parse / finish dispatch between a stream and a whole body, the whole-body
  * loader, the SSE event loop, failing an answer), keeping tool calls in the
  * canonical order (one open call at a time, indexes 0, 1, ... in order of
- * appearance) whatever indexes or ids the provider uses, and reading
- * embedding vectors.
+ * appearance) whatever indexes or ids the provider uses, request-building
+ * pieces several wire formats share, and embeddings.
  */
 #ifndef DRV_UTIL_H
 #define DRV_UTIL_H
@@ -13,7 +13,53 @@
 
 #include "canon.h"
 #include "dp_driver.h"
+#include "gw_buf.h"
 #include "gw_sse.h"
+
+/* ------------------------------------------------------------------ build */
+
+/* drv_common_headers, then the provider's credential, when it has one,
+ * after prefix ("Authorization: Bearer ", "x-api-key: "). 0 or GW_ENOMEM. */
+int drv_auth_headers(struct drv_request *out, const struct drv_target *t, const char *prefix);
+
+/* The reasoning effort asked for, or a token budget as an effort (below
+ * 4096 low, below 16384 medium, else high) for providers that take only
+ * efforts; NULL when neither was given. */
+const char *drv_effort_of(const struct canon_req *r);
+
+/* A provider's token budgets for the reasoning efforts. */
+struct drv_budgets {
+    long long minimal, low, medium, high;
+    long long other; /* for an effort that is none of those */
+};
+/* The budget for an effort; 0 for none (NULL). */
+long long drv_effort_budget(const char *effort, const struct drv_budgets *b);
+
+/* The name of the call a tool result answers: the latest tool call with
+ * that id in an assistant message before message mi; NULL when none. */
+const char *drv_call_name(const struct canon_req *r, size_t mi, const char *id);
+
+/* An IMAGE part's URL as a JSON string: its own, or its data as a
+ * "data:<media type>;base64," URL. NULL when out of memory. */
+json_t *drv_image_url(const struct canon_part *p);
+
+/* The text of a tool result for providers that take only text: prefix
+ * (NULL: none), then the result's TEXT parts as they are, into b (set up
+ * here; the caller frees it, and b->data may stay NULL for no text). GW_OK,
+ * GW_EINVAL when a part is not text (the caller says so in its terms), or
+ * GW_ENOMEM. */
+int drv_result_text(const struct canon_part *p, const char *prefix, struct gw_buf *b);
+
+/* A copy (calloc'd) of the parts of m that are not tool results, *n of
+ * them; NULL when there are none (*n 0) or when out of memory (*n > 0). */
+struct canon_part *drv_other_parts(const struct canon_message *m, size_t *n);
+
+/* The stop sequences as a JSON array of strings; NULL when out of memory. */
+json_t *drv_stop_array(const struct canon_req *r);
+
+/* OpenAI's names for the tool choices "auto", "none" and "required"; NULL
+ * for a named choice or none. */
+const char *drv_tool_choice_word(enum canon_tool_choice tc);
 
 /* ---------------------------------------------------------------- parsers */
 
@@ -119,5 +165,14 @@ int drv_tools_whole(struct drv_parser *p, struct drv_tools *t, const char *id, c
  * why) or GW_ENOMEM. */
 int drv_embed_vectors(const json_t *items, const char *key, struct canon_embed_resp *out, char *msg,
                       size_t msglen);
+
+/* OpenAI's embeddings endpoint, POST {base_url}/embeddings with Bearer auth
+ * (float encoding, dimensions, user), and its answer (data[].embedding,
+ * usage.prompt_tokens, model): the openai and openai-responses drivers
+ * both serve embeddings with these (defined in openai.c). */
+int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_req *r,
+                           struct drv_request *out, struct canon_err *err);
+int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                           size_t msglen);
 
 #endif

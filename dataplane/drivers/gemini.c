@@ -142,29 +142,10 @@ static json_t *image_part(const struct canon_part *p)
     return json_pack("{s:{s:s,s:s}}", "inlineData", "mimeType", p->media_type, "data", p->data);
 }
 
-/* The name of the call a tool result answers: the latest tool call with
- * that id in an assistant message before message mi. */
-static const char *call_name(const struct canon_req *r, size_t mi, const char *id)
-{
-    if (!id)
-        return NULL;
-    for (size_t i = mi; i-- > 0;) {
-        const struct canon_message *m = &r->messages[i];
-        if (m->role != CANON_ROLE_ASSISTANT)
-            continue;
-        for (size_t j = m->nparts; j-- > 0;) {
-            const struct canon_part *p = &m->parts[j];
-            if (p->type == CANON_PART_TOOL_CALL && p->id && strcmp(p->id, id) == 0)
-                return p->name;
-        }
-    }
-    return NULL;
-}
-
 static int add_tool_result(const struct canon_req *r, json_t *parts, const struct canon_part *p,
                            size_t mi, struct canon_err *err)
 {
-    const char *name = call_name(r, mi, p->id);
+    const char *name = drv_call_name(r, mi, p->id);
     if (!name) {
         char m[200];
         snprintf(m, sizeof(m),
@@ -173,16 +154,12 @@ static int add_tool_result(const struct canon_req *r, json_t *parts, const struc
                  p->id ? p->id : "");
         return refuse_messages(r, err, m, mi);
     }
+    /* Several text blocks are one output: joined as the text they are. */
     struct gw_buf b;
-    gw_buf_init(&b, 0);
-    int rc = gw_buf_append(&b, "", 0);
-    for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-        if (p->content[k].type != CANON_PART_TEXT) {
-            gw_buf_free(&b);
-            return refuse_messages(r, err, "Gemini takes only text in tool results", mi);
-        }
-        /* Several text blocks are one output: joined as the text they are. */
-        rc = gw_buf_appends(&b, p->content[k].text);
+    int rc = drv_result_text(p, NULL, &b);
+    if (rc == GW_EINVAL) {
+        gw_buf_free(&b);
+        return refuse_messages(r, err, "Gemini takes only text in tool results", mi);
     }
     json_t *resp = rc == GW_OK ? json_pack("{s:s%}", p->is_error ? "error" : "output",
                                            b.data ? b.data : "", b.len)
@@ -274,34 +251,14 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
                : GW_OK;
 }
 
-/* A token budget as an effort (for thinkingLevel). */
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget <= 0)
-        return NULL;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
-}
-
+/* The thinking budget asked for (an effort's, see the header); -1 none. */
 static long long budget_of(const struct canon_req *r)
 {
+    static const struct drv_budgets budgets = {
+        .minimal = 512, .low = 1024, .medium = 8192, .high = 24576, .other = 24576};
     if (r->reasoning_budget > 0)
         return r->reasoning_budget;
-    const char *e = r->reasoning_effort;
-    if (!e)
-        return -1;
-    if (strcmp(e, "minimal") == 0)
-        return 512;
-    if (strcmp(e, "low") == 0)
-        return 1024;
-    if (strcmp(e, "medium") == 0)
-        return 8192;
-    return 24576;
+    return r->reasoning_effort ? drv_effort_budget(r->reasoning_effort, &budgets) : -1;
 }
 
 static int add_thinking(const struct drv_target *t, const struct canon_req *r, json_t *gc,
@@ -317,8 +274,8 @@ static int add_thinking(const struct drv_target *t, const struct canon_req *r, j
             return GW_EINVAL;
         }
         tc = json_pack("{s:i}", "thinkingBudget", 0);
-    } else if (level && effort_of(r)) {
-        tc = json_pack("{s:s,s:b}", "thinkingLevel", effort_of(r), "includeThoughts", 1);
+    } else if (level && drv_effort_of(r)) {
+        tc = json_pack("{s:s,s:b}", "thinkingLevel", drv_effort_of(r), "includeThoughts", 1);
     } else if (!level && budget_of(r) >= 0) {
         tc = json_pack("{s:I,s:b}", "thinkingBudget", (json_int_t)budget_of(r), "includeThoughts",
                        1);
@@ -343,12 +300,8 @@ static json_t *generation_config(const struct drv_target *t, const struct canon_
         json_object_set_new(gc, "topP", json_real(r->top_p));
     if (r->has_top_k)
         json_object_set_new(gc, "topK", json_integer(r->top_k));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(gc, "stopSequences", st);
-    }
+    if (r->nstop)
+        json_object_set_new(gc, "stopSequences", drv_stop_array(r));
     if (r->has_seed)
         json_object_set_new(gc, "seed", json_integer(r->seed));
     if (r->has_presence_penalty)
@@ -423,16 +376,6 @@ static int wants_sentinel(const struct drv_target *t)
     if (strcmp(o, "never") == 0)
         return 0;
     return model_wants_signatures(t->model);
-}
-
-static int set_auth(struct drv_request *out, const struct drv_target *t)
-{
-    if (drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "x-goog-api-key: %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
 }
 
 /* {base}/models/{model}:{method}, the model id percent-encoded (anything
@@ -531,7 +474,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     out->url = model_url(t, r->stream ? "streamGenerateContent?alt=sse" : "generateContent");
     if (!out->url || drv_body_json(out, doc) != GW_OK)
         return GW_ENOMEM;
-    return set_auth(out, t);
+    return drv_auth_headers(out, t, "x-goog-api-key: ");
 }
 
 /* ----------------------------------------------------------------- errors */
@@ -925,7 +868,7 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
     out->url = model_url(t, "batchEmbedContents");
     if (!out->url || drv_body_json(out, doc) != GW_OK)
         return GW_ENOMEM;
-    return set_auth(out, t);
+    return drv_auth_headers(out, t, "x-goog-api-key: ");
 }
 
 static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,

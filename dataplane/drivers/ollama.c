@@ -89,29 +89,10 @@ static json_t *buf_string(const struct gw_buf *b)
     return json_stringn(b->data ? b->data : "", b->len);
 }
 
-/* The name of the call a tool result answers: the latest tool call with
- * that id in an assistant message before message mi. */
-static const char *call_name(const struct canon_req *r, size_t mi, const char *id)
-{
-    if (!id)
-        return NULL;
-    for (size_t i = mi; i-- > 0;) {
-        const struct canon_message *m = &r->messages[i];
-        if (m->role != CANON_ROLE_ASSISTANT)
-            continue;
-        for (size_t j = m->nparts; j-- > 0;) {
-            const struct canon_part *p = &m->parts[j];
-            if (p->type == CANON_PART_TOOL_CALL && p->id && strcmp(p->id, id) == 0)
-                return p->name;
-        }
-    }
-    return NULL;
-}
-
 static int add_tool_result(const struct canon_req *r, json_t *msgs, const struct canon_part *p,
                            size_t mi, struct canon_err *err)
 {
-    const char *name = call_name(r, mi, p->id);
+    const char *name = drv_call_name(r, mi, p->id);
     if (!name) {
         char what[256];
         snprintf(what, sizeof(what),
@@ -121,15 +102,10 @@ static int add_tool_result(const struct canon_req *r, json_t *msgs, const struct
         return refuse_messages(r, err, mi, what);
     }
     struct gw_buf b;
-    gw_buf_init(&b, 0);
-    int rc =
-        p->is_error ? (gw_buf_appends(&b, "[tool error] ") == GW_OK ? GW_OK : GW_ENOMEM) : GW_OK;
-    for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-        if (p->content[k].type != CANON_PART_TEXT) {
-            gw_buf_free(&b);
-            return refuse_messages(r, err, mi, "Ollama takes only text in tool results");
-        }
-        rc = gw_buf_appends(&b, p->content[k].text) == GW_OK ? GW_OK : GW_ENOMEM;
+    int rc = drv_result_text(p, p->is_error ? "[tool error] " : NULL, &b);
+    if (rc == GW_EINVAL) {
+        gw_buf_free(&b);
+        return refuse_messages(r, err, mi, "Ollama takes only text in tool results");
     }
     json_t *m = rc == GW_OK ? json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_name", name,
                                         "content", buf_string(&b))
@@ -243,12 +219,8 @@ static json_t *options_of(const struct canon_req *r)
         json_object_set_new(o, "top_p", json_real(r->top_p));
     if (r->has_top_k)
         json_object_set_new(o, "top_k", json_integer(r->top_k));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(o, "stop", st);
-    }
+    if (r->nstop)
+        json_object_set_new(o, "stop", drv_stop_array(r));
     if (r->has_seed)
         json_object_set_new(o, "seed", json_integer(r->seed));
     if (r->has_presence_penalty)
@@ -256,27 +228,6 @@ static json_t *options_of(const struct canon_req *r)
     if (r->has_frequency_penalty)
         json_object_set_new(o, "frequency_penalty", json_real(r->frequency_penalty));
     return o;
-}
-
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
-}
-
-static int set_headers(struct drv_request *out, const struct drv_target *t)
-{
-    if (drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
 }
 
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
@@ -365,7 +316,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         long long levels = drv_opt_int(t, "think_levels", 0);
         if (!levels && json_is_true(json_object_get(t->provider->options, "think_levels")))
             levels = 1;
-        json_object_set_new(doc, "think", levels ? json_string(effort_of(r)) : json_true());
+        json_object_set_new(doc, "think", levels ? json_string(drv_effort_of(r)) : json_true());
     }
     if (rc != GW_OK) {
         json_decref(doc);
@@ -375,7 +326,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     out->url = drv_url(t, "/api/chat");
     if (!out->url || drv_body_json(out, doc) != GW_OK)
         return GW_ENOMEM;
-    return set_headers(out, t);
+    return drv_auth_headers(out, t, "Authorization: Bearer ");
 }
 
 /* ----------------------------------------------------------------- errors */
@@ -618,7 +569,7 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
     out->url = drv_url(t, "/api/embed");
     if (!out->url || drv_body_json(out, doc) != GW_OK)
         return GW_ENOMEM;
-    return set_headers(out, t);
+    return drv_auth_headers(out, t, "Authorization: Bearer ");
 }
 
 static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,

@@ -27,18 +27,9 @@
 
 static json_t *image_part(const struct canon_part *p)
 {
-    json_t *url;
-    if (p->url)
-        url = json_string(p->url);
-    else {
-        size_t n = strlen(p->media_type) + strlen(p->data) + 16;
-        char *s = malloc(n);
-        if (!s)
-            return NULL;
-        snprintf(s, n, "data:%s;base64,%s", p->media_type, p->data);
-        url = json_string(s);
-        free(s);
-    }
+    json_t *url = drv_image_url(p);
+    if (!url)
+        return NULL;
     json_t *iu = json_pack("{s:o}", "url", url);
     if (iu && p->detail)
         json_object_set_new(iu, "detail", json_string(p->detail));
@@ -80,35 +71,25 @@ static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_
 {
     char where[64];
     /* Tool results first: they must follow the assistant's tool calls. */
-    size_t rest = 0;
     for (size_t j = 0; j < m->nparts; j++) {
         const struct canon_part *p = &m->parts[j];
-        if (p->type != CANON_PART_TOOL_RESULT) {
-            rest++;
+        if (p->type != CANON_PART_TOOL_RESULT)
             continue;
-        }
         snprintf(where, sizeof(where), "message %zu tool result %zu", mi, j);
         json_t *c;
         if (p->is_error) {
             /* OpenAI has no error flag on tool results: the flag is kept as
              * a marker in front of the text rather than dropped. */
             struct gw_buf b;
-            gw_buf_init(&b, 0);
-            int rc = gw_buf_appends(&b, "[tool error] ");
-            for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-                if (p->content[k].type != CANON_PART_TEXT) {
-                    gw_buf_free(&b);
-                    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES),
-                                  "unsupported_content",
-                                  "%s: an OpenAI-compatible provider takes only text in tool "
-                                  "results",
-                                  where);
-                    return GW_EINVAL;
-                }
-                rc = gw_buf_appends(&b, p->content[k].text);
-            }
+            int rc = drv_result_text(p, "[tool error] ", &b);
             c = rc == GW_OK ? json_string(b.data ? b.data : "") : NULL;
             gw_buf_free(&b);
+            if (rc == GW_EINVAL) {
+                canon_err_set(
+                    err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                    "%s: an OpenAI-compatible provider takes only text in tool results", where);
+                return GW_EINVAL;
+            }
         } else if (p->ncontent == 0) {
             c = json_string("");
         } else {
@@ -120,15 +101,12 @@ static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_
                                                         "tool_call_id", p->id, "content", c)))
             return GW_ENOMEM;
     }
+    size_t rest;
+    struct canon_part *keep = drv_other_parts(m, &rest);
     if (rest == 0)
         return GW_OK;
-    struct canon_part *keep = calloc(rest, sizeof(*keep));
     if (!keep)
         return GW_ENOMEM;
-    size_t k = 0;
-    for (size_t j = 0; j < m->nparts; j++)
-        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
-            keep[k++] = m->parts[j];
     snprintf(where, sizeof(where), "message %zu", mi);
     json_t *c = content_of(r, keep, rest, 1, where, err);
     free(keep);
@@ -192,20 +170,6 @@ oom:
     return GW_ENOMEM;
 }
 
-/* A token budget as an effort, for providers that only take efforts. */
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget <= 0)
-        return NULL;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
-}
-
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -267,24 +231,12 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         }
         json_object_set_new(doc, "tools", tools);
     }
-    switch (r->tool_choice) {
-    case CANON_TC_AUTO:
-        json_object_set_new(doc, "tool_choice", json_string("auto"));
-        break;
-    case CANON_TC_NONE:
-        json_object_set_new(doc, "tool_choice", json_string("none"));
-        break;
-    case CANON_TC_REQUIRED:
-        json_object_set_new(doc, "tool_choice", json_string("required"));
-        break;
-    case CANON_TC_NAMED:
+    if (drv_tool_choice_word(r->tool_choice))
+        json_object_set_new(doc, "tool_choice", json_string(drv_tool_choice_word(r->tool_choice)));
+    else if (r->tool_choice == CANON_TC_NAMED)
         json_object_set_new(doc, "tool_choice",
                             json_pack("{s:s,s:{s:s}}", "type", "function", "function", "name",
                                       r->tool_choice_name));
-        break;
-    case CANON_TC_UNSET:
-        break;
-    }
     if (r->parallel_tool_calls >= 0)
         json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
     if (r->has_temperature)
@@ -300,12 +252,8 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "presence_penalty", json_real(r->presence_penalty));
     if (r->has_frequency_penalty)
         json_object_set_new(doc, "frequency_penalty", json_real(r->frequency_penalty));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(doc, "stop", st);
-    }
+    if (r->nstop)
+        json_object_set_new(doc, "stop", drv_stop_array(r));
     if (r->format == CANON_FMT_TEXT)
         json_object_set_new(doc, "response_format", json_pack("{s:s}", "type", "text"));
     else if (r->format == CANON_FMT_JSON_OBJECT)
@@ -318,7 +266,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "response_format",
                             json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js));
     }
-    const char *effort = r->reasoning_off ? NULL : effort_of(r);
+    const char *effort = r->reasoning_off ? NULL : drv_effort_of(r);
     if (effort)
         json_object_set_new(doc, "reasoning_effort", json_string(effort));
     if (r->user)
@@ -328,12 +276,9 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
     out->stream = r->stream;
     out->url = drv_url(t, "/chat/completions");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+    if (!out->url || drv_body_json(out, doc) != GW_OK)
         return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
+    return drv_auth_headers(out, t, "Authorization: Bearer ");
 }
 
 /* ------------------------------------------------------------------ parse */
@@ -658,8 +603,8 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
 
 /* -------------------------------------------------------------- embeddings */
 
-static int build_embed(const struct drv_target *t, const struct canon_embed_req *r,
-                       struct drv_request *out, struct canon_err *err)
+int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_req *r,
+                           struct drv_request *out, struct canon_err *err)
 {
     json_t *in = json_array();
     for (size_t i = 0; in && i < r->ninputs; i++)
@@ -671,16 +616,13 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
     if (doc && r->user)
         json_object_set_new(doc, "user", json_string(r->user));
     out->url = drv_url(t, "/embeddings");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+    if (!out->url || drv_body_json(out, doc) != GW_OK)
         return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
+    return drv_auth_headers(out, t, "Authorization: Bearer ");
 }
 
-static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
-                       size_t msglen)
+int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                           size_t msglen)
 {
     json_t *doc = json_loadb(body, len, 0, NULL);
     json_t *data = json_object_get(doc, "data");
@@ -706,6 +648,6 @@ const struct dp_driver drv_openai = {
     .parse = parse,
     .finish = finish,
     .parser_free = parser_free,
-    .build_embed = build_embed,
-    .parse_embed = parse_embed,
+    .build_embed = drv_openai_build_embed,
+    .parse_embed = drv_openai_parse_embed,
 };

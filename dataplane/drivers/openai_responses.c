@@ -76,18 +76,9 @@ static int content_err(const struct canon_req *r, struct canon_err *err, const c
 
 static json_t *image_part(const struct canon_part *p)
 {
-    json_t *url;
-    if (p->url)
-        url = json_string(p->url);
-    else {
-        size_t n = strlen(p->media_type) + strlen(p->data) + 16;
-        char *s = malloc(n);
-        if (!s)
-            return NULL;
-        snprintf(s, n, "data:%s;base64,%s", p->media_type, p->data);
-        url = json_string(s);
-        free(s);
-    }
+    json_t *url = drv_image_url(p);
+    if (!url)
+        return NULL;
     return json_pack("{s:s,s:o,s:s}", "type", "input_image", "image_url", url, "detail",
                      p->detail ? p->detail : "auto");
 }
@@ -129,17 +120,11 @@ static int add_result(const struct canon_req *r, json_t *input, const struct can
         /* The API has no error flag on a function's output: the flag is
          * kept as a marker in front of the text rather than dropped. */
         struct gw_buf b;
-        gw_buf_init(&b, 0);
-        int rc = gw_buf_appends(&b, "[tool error] ");
-        for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-            if (p->content[k].type != CANON_PART_TEXT) {
-                gw_buf_free(&b);
-                return content_err(r, err, where, "text in an error result");
-            }
-            rc = gw_buf_appends(&b, p->content[k].text);
-        }
+        int rc = drv_result_text(p, "[tool error] ", &b);
         out = rc == GW_OK ? json_string(b.data ? b.data : "") : NULL;
         gw_buf_free(&b);
+        if (rc == GW_EINVAL)
+            return content_err(r, err, where, "text in an error result");
     } else if (p->ncontent == 0) {
         out = json_string("");
     } else {
@@ -157,27 +142,21 @@ static int add_user(const struct canon_req *r, json_t *input, const struct canon
                     size_t mi, struct canon_err *err)
 {
     char where[64];
-    size_t rest = 0;
     /* Function outputs first: they answer the calls just before them. */
     for (size_t j = 0; j < m->nparts; j++) {
-        if (m->parts[j].type != CANON_PART_TOOL_RESULT) {
-            rest++;
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
             continue;
-        }
         snprintf(where, sizeof(where), "message %zu tool result %zu", mi, j);
         int rc = add_result(r, input, &m->parts[j], where, err);
         if (rc)
             return rc;
     }
+    size_t rest;
+    struct canon_part *keep = drv_other_parts(m, &rest);
     if (rest == 0)
         return GW_OK;
-    struct canon_part *keep = calloc(rest, sizeof(*keep));
     if (!keep)
         return GW_ENOMEM;
-    size_t k = 0;
-    for (size_t j = 0; j < m->nparts; j++)
-        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
-            keep[k++] = m->parts[j];
     snprintf(where, sizeof(where), "message %zu", mi);
     json_t *c = input_content(r, keep, rest, 1, where, err);
     free(keep);
@@ -237,20 +216,6 @@ static int add_assistant(const struct canon_req *r, json_t *input, const struct 
     else
         json_decref(text);
     return rc;
-}
-
-/* A token budget as an effort, for providers that only take efforts. */
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget <= 0)
-        return NULL;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
 }
 
 static int carries_reasoning(const struct canon_req *r)
@@ -351,24 +316,12 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         }
         json_object_set_new(doc, "tools", tools);
     }
-    switch (r->tool_choice) {
-    case CANON_TC_AUTO:
-        json_object_set_new(doc, "tool_choice", json_string("auto"));
-        break;
-    case CANON_TC_NONE:
-        json_object_set_new(doc, "tool_choice", json_string("none"));
-        break;
-    case CANON_TC_REQUIRED:
-        json_object_set_new(doc, "tool_choice", json_string("required"));
-        break;
-    case CANON_TC_NAMED:
+    if (drv_tool_choice_word(r->tool_choice))
+        json_object_set_new(doc, "tool_choice", json_string(drv_tool_choice_word(r->tool_choice)));
+    else if (r->tool_choice == CANON_TC_NAMED)
         json_object_set_new(
             doc, "tool_choice",
             json_pack("{s:s,s:s}", "type", "function", "name", r->tool_choice_name));
-        break;
-    case CANON_TC_UNSET:
-        break;
-    }
     if (r->parallel_tool_calls >= 0)
         json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
     if (r->has_temperature)
@@ -390,7 +343,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     }
     if (fmt)
         json_object_set_new(doc, "text", json_pack("{s:o}", "format", fmt));
-    const char *effort = r->reasoning_off ? NULL : effort_of(r);
+    const char *effort = r->reasoning_off ? NULL : drv_effort_of(r);
     const char *summary = drv_opt_str(t, "reasoning_summary", NULL);
     if (effort || summary) {
         json_t *rs = json_object();
@@ -408,12 +361,9 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
     out->stream = r->stream;
     out->url = drv_url(t, "/responses");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
+    if (!out->url || drv_body_json(out, doc) != GW_OK)
         return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
+    return drv_auth_headers(out, t, "Authorization: Bearer ");
 }
 
 /* ------------------------------------------------------------------ parse */
@@ -789,47 +739,6 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
                  "the provider's stream ended before the response completed");
 }
 
-/* -------------------------------------------------------------- embeddings */
-
-static int build_embed(const struct drv_target *t, const struct canon_embed_req *r,
-                       struct drv_request *out, struct canon_err *err)
-{
-    (void)err;
-    json_t *in = json_array();
-    for (size_t i = 0; in && i < r->ninputs; i++)
-        json_array_append_new(in, json_string(r->inputs[i]));
-    json_t *doc =
-        json_pack("{s:s,s:o,s:s}", "model", t->model, "input", in, "encoding_format", "float");
-    if (doc && r->dimensions)
-        json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
-    if (doc && r->user)
-        json_object_set_new(doc, "user", json_string(r->user));
-    out->url = drv_url(t, "/embeddings");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
-}
-
-static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
-                       size_t msglen)
-{
-    json_t *doc = json_loadb(body, len, 0, NULL);
-    int rc = drv_embed_vectors(json_object_get(doc, "data"), "embedding", out, msg, msglen);
-    if (rc == GW_OK) {
-        long long pt = 0;
-        gw_json_int(json_object_get(doc, "usage"), "prompt_tokens", &pt);
-        out->usage.input = pt;
-        out->usage.have = 1;
-        snprintf(out->model, sizeof(out->model), "%s",
-                 gw_json_str(doc, "model") ? gw_json_str(doc, "model") : "");
-    }
-    json_decref(doc);
-    return rc;
-}
-
 const struct dp_driver drv_openai_responses = {
     .name = "openai-responses",
     .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
@@ -839,6 +748,7 @@ const struct dp_driver drv_openai_responses = {
     .parse = parse,
     .finish = finish,
     .parser_free = parser_free,
-    .build_embed = build_embed,
-    .parse_embed = parse_embed,
+    /* The Responses API has no embeddings of its own: OpenAI's beside it. */
+    .build_embed = drv_openai_build_embed,
+    .parse_embed = drv_openai_parse_embed,
 };
