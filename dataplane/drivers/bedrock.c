@@ -87,6 +87,7 @@
 #include "gw_eventstream.h"
 #include "gw_json.h"
 #include "gw_sigv4.h"
+#include "gw_str.h"
 
 /* Token budgets for reasoning efforts (Anthropic's minimum is 1024). */
 #define BUDGET_MINIMAL 1024
@@ -745,24 +746,12 @@ static int emit_start(struct br_parser *p, const struct canon_sink *s)
     return drv_start(&p->base, NULL, NULL, s);
 }
 
-/* Case-insensitive substring search in a bounded body. */
-static int has(const char *body, size_t len, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!body || n > len)
-        return 0;
-    for (size_t i = 0; i + n <= len; i++)
-        if (strncasecmp(body + i, needle, n) == 0)
-            return 1;
-    return 0;
-}
-
 /* Bedrock's phrases for a prompt beyond the model's context. */
 static int context_overflow(const char *m, size_t len)
 {
-    return has(m, len, "too many input tokens") || has(m, len, "input is too long") ||
-           has(m, len, "prompt is too long") || has(m, len, "context window") ||
-           has(m, len, "context length") || has(m, len, "maximum context");
+    return gw_mem_has(m, len, "too many input tokens") || gw_mem_has(m, len, "input is too long") ||
+           gw_mem_has(m, len, "prompt is too long") || gw_mem_has(m, len, "context window") ||
+           gw_mem_has(m, len, "context length") || gw_mem_has(m, len, "maximum context");
 }
 
 /* The failure class of a Bedrock exception by its type name (case-insensitive:
@@ -1121,12 +1110,12 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
     drv_classify_default(status, body, len, f, msg, msglen);
     if (len > 65536)
         len = 65536;
-    if (has(body, len, "ThrottlingException"))
+    if (gw_mem_has(body, len, "ThrottlingException"))
         *f = CANON_FAIL_RATE_LIMITED;
     else if (status == 400 && context_overflow(body, len))
         *f = CANON_FAIL_CONTEXT_OVERFLOW;
-    else if (status == 400 && (has(body, len, "model identifier is invalid") ||
-                               has(body, len, "on-demand throughput")))
+    else if (status == 400 && (gw_mem_has(body, len, "model identifier is invalid") ||
+                               gw_mem_has(body, len, "on-demand throughput")))
         /* The target's model id is wrong for this account or region. */
         *f = CANON_FAIL_MODEL_UNAVAILABLE;
     else if (status == 401 || status == 403)
@@ -1135,10 +1124,11 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
         *f = CANON_FAIL_MODEL_UNAVAILABLE;
     else if (status == 408)
         *f = CANON_FAIL_TIMEOUT;
-    else if (status == 424 || has(body, len, "ModelErrorException"))
+    else if (status == 424 || gw_mem_has(body, len, "ModelErrorException"))
         *f = CANON_FAIL_PROVIDER_5XX;
     else if (status == 429)
-        *f = has(body, len, "not ready") ? CANON_FAIL_MODEL_UNAVAILABLE : CANON_FAIL_RATE_LIMITED;
+        *f = gw_mem_has(body, len, "not ready") ? CANON_FAIL_MODEL_UNAVAILABLE
+                                                : CANON_FAIL_RATE_LIMITED;
 }
 
 const struct dp_driver drv_bedrock = {

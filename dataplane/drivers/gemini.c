@@ -90,7 +90,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
@@ -99,6 +98,7 @@
 #include "gw_error.h"
 #include "gw_json.h"
 #include "gw_sse.h"
+#include "gw_str.h"
 
 #define SIG_SENTINEL "skip_thought_signature_validator"
 
@@ -479,17 +479,6 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 /* ----------------------------------------------------------------- errors */
 
-static int has_word(const char *s, const char *w)
-{
-    if (!s)
-        return 0;
-    size_t n = strlen(w);
-    for (; *s; s++)
-        if (strncasecmp(s, w, n) == 0)
-            return 1;
-    return 0;
-}
-
 /* Per-minute or per-second limits, or a retry hint, in a Google error's
  * details: the limit is a rate, not a spent quota. 1 rate, 2 daily quota,
  * 0 unknown. */
@@ -577,7 +566,7 @@ static enum canon_failure google_failure(int http, const json_t *e, const char *
     if (st) {
         if (strcmp(st, "RESOURCE_EXHAUSTED") == 0) {
             int k = quota_kind(details);
-            if (k == 2 || (k == 0 && (has_word(m, "quota") || has_word(m, "billing"))))
+            if (k == 2 || (k == 0 && (gw_str_has(m, "quota") || gw_str_has(m, "billing"))))
                 return CANON_FAIL_QUOTA_EXHAUSTED;
             return CANON_FAIL_RATE_LIMITED;
         }
@@ -585,21 +574,22 @@ static enum canon_failure google_failure(int http, const json_t *e, const char *
             return CANON_FAIL_AUTH_FAILED;
         if (strcmp(st, "INVALID_ARGUMENT") == 0) {
             /* A bad key is a 400 INVALID_ARGUMENT with reason API_KEY_INVALID. */
-            if (has_word(m, "API key not valid") || has_reason(details, "API_KEY_INVALID"))
+            if (gw_str_has(m, "API key not valid") || has_reason(details, "API_KEY_INVALID"))
                 return CANON_FAIL_AUTH_FAILED;
-            if (has_word(m, "exceeds the maximum number of tokens"))
+            if (gw_str_has(m, "exceeds the maximum number of tokens"))
                 return CANON_FAIL_CONTEXT_OVERFLOW;
             return canon_classify_http(400, m ? m : "", m ? strlen(m) : 0);
         }
         if (strcmp(st, "NOT_FOUND") == 0)
-            return has_word(m, "model") ? CANON_FAIL_MODEL_UNAVAILABLE : CANON_FAIL_NOT_FOUND;
+            return gw_str_has(m, "model") ? CANON_FAIL_MODEL_UNAVAILABLE : CANON_FAIL_NOT_FOUND;
         if (strcmp(st, "FAILED_PRECONDITION") == 0)
             /* "User location is not supported", free tier unavailable in
              * the region: this target cannot serve, another may. */
             return CANON_FAIL_MODEL_UNAVAILABLE;
         if (strcmp(st, "UNAVAILABLE") == 0)
-            return has_word(m, "model") || has_word(m, "overloaded") ? CANON_FAIL_MODEL_UNAVAILABLE
-                                                                     : CANON_FAIL_PROVIDER_5XX;
+            return gw_str_has(m, "model") || gw_str_has(m, "overloaded")
+                       ? CANON_FAIL_MODEL_UNAVAILABLE
+                       : CANON_FAIL_PROVIDER_5XX;
         if (strcmp(st, "DEADLINE_EXCEEDED") == 0)
             return CANON_FAIL_TIMEOUT;
         if (strcmp(st, "INTERNAL") == 0 || strcmp(st, "UNKNOWN") == 0)

@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
@@ -63,6 +62,7 @@
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_json.h"
+#include "gw_str.h"
 
 /* ------------------------------------------------------------------ build */
 
@@ -331,25 +331,14 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 /* ----------------------------------------------------------------- errors */
 
-static int has_word(const char *s, const char *w)
-{
-    if (!s)
-        return 0;
-    size_t n = strlen(w);
-    for (; *s; s++)
-        if (strncasecmp(s, w, n) == 0)
-            return 1;
-    return 0;
-}
-
 /* An Ollama error message (from a body or a stream line) → class. */
 static enum canon_failure message_failure(int status, const char *m)
 {
-    if (has_word(m, "model") && has_word(m, "not found"))
+    if (gw_str_has(m, "model") && gw_str_has(m, "not found"))
         return CANON_FAIL_MODEL_UNAVAILABLE;
     if (status)
         return canon_classify_http(status, m ? m : "", m ? strlen(m) : 0);
-    if (has_word(m, "context length") || has_word(m, "context window"))
+    if (gw_str_has(m, "context length") || gw_str_has(m, "context window"))
         return CANON_FAIL_CONTEXT_OVERFLOW;
     return CANON_FAIL_PROVIDER_5XX;
 }
@@ -358,7 +347,7 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
                      size_t msglen)
 {
     drv_classify_default(status, body, len, f, msg, msglen);
-    if (msg[0] && has_word(msg, "model") && has_word(msg, "not found"))
+    if (msg[0] && gw_str_has(msg, "model") && gw_str_has(msg, "not found"))
         *f = CANON_FAIL_MODEL_UNAVAILABLE;
 }
 
