@@ -492,7 +492,6 @@ enum block_kind { BK_NONE, BK_TEXT, BK_THINKING, BK_TOOL, BK_SKIP };
 
 struct an_parser {
     struct drv_parser base;
-    struct gw_sse sse;
     struct drv_tools tools;
     struct canon_usage usage;
     enum block_kind block;
@@ -503,20 +502,8 @@ struct an_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct an_parser *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    drv_parser_init(&p->base, &drv_anthropic, stream);
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    return &p->base;
-}
-
-static void parser_free(struct drv_parser *bp)
-{
-    struct an_parser *p = (struct an_parser *)bp;
-    drv_parser_fini(&p->base);
-    gw_sse_free(&p->sse);
-    free(p);
+    struct an_parser *p = drv_parser_new(sizeof(*p), &drv_anthropic, stream);
+    return p ? &p->base : NULL;
 }
 
 /* An Anthropic error type (and its message) as a failure class. */
@@ -756,16 +743,9 @@ static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const js
     return on_event((struct an_parser *)bp, ev->event, doc, s);
 }
 
-static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
-                        const struct canon_sink *s)
-{
-    struct an_parser *p = (struct an_parser *)bp;
-    return drv_sse_feed(bp, &p->sse, buf, len, s, drv_sse_skip_empty, on_sse);
-}
-
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    return drv_parse(bp, buf, len, s, parse_stream);
+    return drv_parse_sse(bp, buf, len, s, drv_sse_skip_empty, on_sse);
 }
 
 /* A whole "message" body → the events a stream would give. */
@@ -846,6 +826,6 @@ const struct dp_driver drv_anthropic = {
     .parser_new = parser_new,
     .parse = parse,
     .finish = finish,
-    .parser_free = parser_free,
+    .parser_free = drv_parser_free,
     .classify = classify,
 };

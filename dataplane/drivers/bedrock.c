@@ -724,10 +724,9 @@ struct br_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct br_parser *p = calloc(1, sizeof(*p));
+    struct br_parser *p = drv_parser_new(sizeof(*p), &drv_bedrock, stream);
     if (!p)
         return NULL;
-    drv_parser_init(&p->base, &drv_bedrock, stream);
     gw_es_init(&p->es, DRV_MAX_EVENT);
     return &p->base;
 }
@@ -735,9 +734,8 @@ static struct drv_parser *parser_new(int stream)
 static void parser_free(struct drv_parser *bp)
 {
     struct br_parser *p = (struct br_parser *)bp;
-    drv_parser_fini(&p->base);
     gw_es_free(&p->es);
-    free(p);
+    drv_parser_free(bp);
 }
 
 /* Bedrock gives no response id and no model name. */

@@ -139,16 +139,23 @@ const char *drv_tool_choice_word(enum canon_tool_choice tc)
 
 /* ---------------------------------------------------------------- parsers */
 
-void drv_parser_init(struct drv_parser *p, const struct dp_driver *drv, int stream)
+void *drv_parser_new(size_t size, const struct dp_driver *drv, int stream)
 {
+    struct drv_parser *p = calloc(1, size);
+    if (!p)
+        return NULL;
     p->drv = drv;
     p->stream = stream;
     gw_buf_init(&p->body, DRV_MAX_BODY);
+    gw_sse_init(&p->sse, DRV_MAX_EVENT);
+    return p;
 }
 
-void drv_parser_fini(struct drv_parser *p)
+void drv_parser_free(struct drv_parser *p)
 {
     gw_buf_free(&p->body);
+    gw_sse_free(&p->sse);
+    free(p);
 }
 
 int drv_fail(struct drv_parser *p, const struct canon_sink *s, enum canon_failure f,
@@ -168,16 +175,20 @@ int drv_start(struct drv_parser *p, const char *id, const char *name, const stru
     return canon_emit(s, &ev);
 }
 
+/* A piece of a whole body. */
+static int keep_body(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s)
+{
+    if (gw_buf_append(&p->body, buf, len) != GW_OK)
+        return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
+    return 0;
+}
+
 int drv_parse(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s,
               drv_stream_fn stream_fn)
 {
     if (p->terminal)
         return 1;
-    if (p->stream)
-        return stream_fn(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return p->stream ? stream_fn(p, buf, len, s) : keep_body(p, buf, len, s);
 }
 
 int drv_finish(struct drv_parser *p, const struct canon_sink *s, drv_whole_fn whole_fn)
@@ -198,12 +209,16 @@ int drv_finish(struct drv_parser *p, const struct canon_sink *s, drv_whole_fn wh
     return 1;
 }
 
-int drv_sse_feed(struct drv_parser *p, struct gw_sse *sse, const char *buf, size_t len,
-                 const struct canon_sink *s, drv_sse_raw_fn raw_fn, drv_sse_doc_fn doc_fn)
+int drv_parse_sse(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s,
+                  drv_sse_raw_fn raw_fn, drv_sse_doc_fn doc_fn)
 {
+    if (p->terminal)
+        return 1;
+    if (!p->stream)
+        return keep_body(p, buf, len, s);
     struct gw_sse_event ev;
     int rc;
-    while ((rc = gw_sse_next(sse, &buf, &len, &ev)) == GW_OK) {
+    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
         enum drv_sse_step step = raw_fn ? raw_fn(p, &ev, s) : DRV_SSE_JSON;
         if (step == DRV_SSE_STOP)
             return 1;

@@ -63,10 +63,13 @@ const char *drv_tool_choice_word(enum canon_tool_choice tc);
 
 /* ---------------------------------------------------------------- parsers */
 
-/* Sets up the common part (drv, stream, an empty body bounded by
- * DRV_MAX_BODY) / releases it. */
-void drv_parser_init(struct drv_parser *p, const struct dp_driver *drv, int stream);
-void drv_parser_fini(struct drv_parser *p);
+/* A driver's parser of size bytes (its own struct, which starts with
+ * struct drv_parser), zeroed, with the common part set up: drv, stream, an
+ * empty body and SSE parser. NULL when out of memory. */
+void *drv_parser_new(size_t size, const struct dp_driver *drv, int stream);
+/* Releases the common part and the parser: a driver's parser_free, or what
+ * it ends with when its parser holds more. */
+void drv_parser_free(struct drv_parser *p);
 
 /* Ends the answer with an ERROR of class f (no HTTP status); returns 1, what
  * a parser returns once it has emitted a terminal event. */
@@ -105,12 +108,13 @@ typedef enum drv_sse_step (*drv_sse_raw_fn)(struct drv_parser *p, const struct g
 /* One event whose data is a JSON object; nonzero stops. */
 typedef int (*drv_sse_doc_fn)(struct drv_parser *p, const struct gw_sse_event *ev,
                               const json_t *doc, const struct canon_sink *s);
-/* The SSE loop of a stream_fn: every complete event in buf goes to raw_fn
- * (NULL: every event is JSON), then, parsed, to doc_fn. Data that is not a
- * JSON object fails the answer ("malformed stream event"), and so does an
- * event past the parser's ceiling ("too large"). Returns 0 to go on or 1. */
-int drv_sse_feed(struct drv_parser *p, struct gw_sse *sse, const char *buf, size_t len,
-                 const struct canon_sink *s, drv_sse_raw_fn raw_fn, drv_sse_doc_fn doc_fn);
+/* drv_parse for a provider that streams SSE, read with p->sse: every
+ * complete event goes to raw_fn (NULL: every event is JSON), then, parsed,
+ * to doc_fn. Data that is not a JSON object fails the answer ("malformed
+ * stream event"), and so does an event past DRV_MAX_EVENT ("too large").
+ * Returns 0 to go on or 1. */
+int drv_parse_sse(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s,
+                  drv_sse_raw_fn raw_fn, drv_sse_doc_fn doc_fn);
 /* A raw_fn that skips events without data. */
 enum drv_sse_step drv_sse_skip_empty(struct drv_parser *p, const struct gw_sse_event *ev,
                                      const struct canon_sink *s);

@@ -622,7 +622,6 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
 
 struct gem_parser {
     struct drv_parser base;
-    struct gw_sse sse;
     struct drv_tools tools;
     int content;     /* a content event went out */
     int have_finish; /* a finishReason arrived */
@@ -633,20 +632,8 @@ struct gem_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct gem_parser *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    drv_parser_init(&p->base, &drv_gemini, stream);
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    return &p->base;
-}
-
-static void parser_free(struct drv_parser *bp)
-{
-    struct gem_parser *p = (struct gem_parser *)bp;
-    drv_parser_fini(&p->base);
-    gw_sse_free(&p->sse);
-    free(p);
+    struct gem_parser *p = drv_parser_new(sizeof(*p), &drv_gemini, stream);
+    return p ? &p->base : NULL;
 }
 
 static int emit_usage(const struct canon_usage *u, struct gem_parser *p, const struct canon_sink *s)
@@ -795,16 +782,9 @@ static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const js
     return on_response((struct gem_parser *)bp, doc, s);
 }
 
-static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
-                        const struct canon_sink *s)
-{
-    struct gem_parser *p = (struct gem_parser *)bp;
-    return drv_sse_feed(bp, &p->sse, buf, len, s, drv_sse_skip_empty, on_sse);
-}
-
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    return drv_parse(bp, buf, len, s, parse_stream);
+    return drv_parse_sse(bp, buf, len, s, drv_sse_skip_empty, on_sse);
 }
 
 static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
@@ -879,7 +859,7 @@ const struct dp_driver drv_gemini = {
     .parser_new = parser_new,
     .parse = parse,
     .finish = finish,
-    .parser_free = parser_free,
+    .parser_free = drv_parser_free,
     .classify = classify,
     .retry_after = retry_after,
     .build_embed = build_embed,

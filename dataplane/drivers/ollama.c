@@ -361,10 +361,9 @@ struct ol_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct ol_parser *p = calloc(1, sizeof(*p));
+    struct ol_parser *p = drv_parser_new(sizeof(*p), &drv_ollama, stream);
     if (!p)
         return NULL;
-    drv_parser_init(&p->base, &drv_ollama, stream);
     gw_buf_init(&p->line, DRV_MAX_EVENT);
     return &p->base;
 }
@@ -372,9 +371,8 @@ static struct drv_parser *parser_new(int stream)
 static void parser_free(struct drv_parser *bp)
 {
     struct ol_parser *p = (struct ol_parser *)bp;
-    drv_parser_fini(&p->base);
     gw_buf_free(&p->line);
-    free(p);
+    drv_parser_free(bp);
 }
 
 static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct canon_sink *s)

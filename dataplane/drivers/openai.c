@@ -285,7 +285,6 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 struct oa_parser {
     struct drv_parser base;
-    struct gw_sse sse;
     struct gw_buf tmp; /* decoded strings of the fast path */
     struct drv_tools tools;
     struct canon_usage pending_usage; /* arrived while a tool call was open */
@@ -295,11 +294,9 @@ struct oa_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct oa_parser *p = calloc(1, sizeof(*p));
+    struct oa_parser *p = drv_parser_new(sizeof(*p), &drv_openai, stream);
     if (!p)
         return NULL;
-    drv_parser_init(&p->base, &drv_openai, stream);
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
     gw_buf_init(&p->tmp, DRV_MAX_EVENT);
     return &p->base;
 }
@@ -307,10 +304,8 @@ static struct drv_parser *parser_new(int stream)
 static void parser_free(struct drv_parser *bp)
 {
     struct oa_parser *p = (struct oa_parser *)bp;
-    drv_parser_fini(&p->base);
-    gw_sse_free(&p->sse);
     gw_buf_free(&p->tmp);
-    free(p);
+    drv_parser_free(bp);
 }
 
 /* OpenAI usage → canonical. Usage may not arrive inside an open tool call
@@ -543,16 +538,9 @@ static int on_event(struct drv_parser *bp, const struct gw_sse_event *ev, const 
     return on_chunk((struct oa_parser *)bp, doc, s);
 }
 
-static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
-                        const struct canon_sink *s)
-{
-    struct oa_parser *p = (struct oa_parser *)bp;
-    return drv_sse_feed(bp, &p->sse, buf, len, s, raw_event, on_event);
-}
-
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    return drv_parse(bp, buf, len, s, parse_stream);
+    return drv_parse_sse(bp, buf, len, s, raw_event, on_event);
 }
 
 /* A whole chat.completion body → the same events a stream would give. */

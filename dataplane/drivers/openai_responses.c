@@ -370,7 +370,6 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 struct rp_parser {
     struct drv_parser base;
-    struct gw_sse sse;
     struct drv_tools tools;
     int called;  /* the answer called functions */
     int refused; /* the answer is a refusal */
@@ -382,20 +381,8 @@ struct rp_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct rp_parser *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    drv_parser_init(&p->base, &drv_openai_responses, stream);
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    return &p->base;
-}
-
-static void parser_free(struct drv_parser *bp)
-{
-    struct rp_parser *p = (struct rp_parser *)bp;
-    drv_parser_fini(&p->base);
-    gw_sse_free(&p->sse);
-    free(p);
+    struct rp_parser *p = drv_parser_new(sizeof(*p), &drv_openai_responses, stream);
+    return p ? &p->base : NULL;
 }
 
 /* An error code of the Responses API (or a gateway's failure class) as a
@@ -683,16 +670,9 @@ static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const js
     return on_event(p, type, doc, s);
 }
 
-static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
-                        const struct canon_sink *s)
-{
-    struct rp_parser *p = (struct rp_parser *)bp;
-    return drv_sse_feed(bp, &p->sse, buf, len, s, raw_event, on_sse);
-}
-
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    return drv_parse(bp, buf, len, s, parse_stream);
+    return drv_parse_sse(bp, buf, len, s, raw_event, on_sse);
 }
 
 /* A whole response object → the same events a stream would give. */
@@ -747,7 +727,7 @@ const struct dp_driver drv_openai_responses = {
     .parser_new = parser_new,
     .parse = parse,
     .finish = finish,
-    .parser_free = parser_free,
+    .parser_free = drv_parser_free,
     /* The Responses API has no embeddings of its own: OpenAI's beside it. */
     .build_embed = drv_openai_build_embed,
     .parse_embed = drv_openai_parse_embed,
