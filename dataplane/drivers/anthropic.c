@@ -455,14 +455,13 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_decref(doc);
         return rc;
     }
-    if (r->has_temperature)
-        json_object_set_new(doc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(doc, "top_p", json_real(r->top_p));
-    if (r->has_top_k)
-        json_object_set_new(doc, "top_k", json_integer(r->top_k));
-    if (r->nstop)
-        json_object_set_new(doc, "stop_sequences", drv_stop_array(r));
+    static const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_TOP_K, "top_k"},
+        {CANON_F_STOP, "stop_sequences"},
+    };
+    drv_params(doc, r, params, DRV_NPARAMS(params));
     if (budget)
         json_object_set_new(
             doc, "thinking",

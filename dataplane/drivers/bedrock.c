@@ -404,12 +404,12 @@ static int add_inference(const struct canon_req *r, json_t *doc)
         rc |= json_object_set_new(ic, "maxTokens", json_integer(r->max_tokens));
     else if (budget)
         rc |= json_object_set_new(ic, "maxTokens", json_integer(budget + BUDGET_ANSWER_ROOM));
-    if (r->has_temperature)
-        rc |= json_object_set_new(ic, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        rc |= json_object_set_new(ic, "topP", json_real(r->top_p));
-    if (r->nstop)
-        rc |= json_object_set_new(ic, "stopSequences", drv_stop_array(r));
+    static const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "topP"},
+        {CANON_F_STOP, "stopSequences"},
+    };
+    rc |= drv_params(ic, r, params, DRV_NPARAMS(params));
     if (rc)
         return oom(ic, NULL);
     if (json_object_size(ic) == 0) {

@@ -121,6 +121,44 @@ json_t *drv_stop_array(const struct canon_req *r)
     return st;
 }
 
+/* The request's value of a sampling field; *has 0 when it has none. */
+static json_t *param_value(const struct canon_req *r, enum canon_field f, int *has)
+{
+    switch (f) {
+    case CANON_F_TEMPERATURE:
+        return (*has = r->has_temperature) ? json_real(r->temperature) : NULL;
+    case CANON_F_TOP_P:
+        return (*has = r->has_top_p) ? json_real(r->top_p) : NULL;
+    case CANON_F_TOP_K:
+        return (*has = r->has_top_k) ? json_integer(r->top_k) : NULL;
+    case CANON_F_MAX_TOKENS:
+        return (*has = r->has_max_tokens) ? json_integer(r->max_tokens) : NULL;
+    case CANON_F_SEED:
+        return (*has = r->has_seed) ? json_integer(r->seed) : NULL;
+    case CANON_F_PRESENCE_PENALTY:
+        return (*has = r->has_presence_penalty) ? json_real(r->presence_penalty) : NULL;
+    case CANON_F_FREQUENCY_PENALTY:
+        return (*has = r->has_frequency_penalty) ? json_real(r->frequency_penalty) : NULL;
+    case CANON_F_STOP:
+        return (*has = r->nstop > 0) ? drv_stop_array(r) : NULL;
+    default:
+        *has = 0;
+        return NULL;
+    }
+}
+
+int drv_params(json_t *o, const struct canon_req *r, const struct drv_param *ps, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        int has;
+        json_t *v = param_value(r, ps[i].field, &has);
+        if (has)
+            rc |= json_object_set_new(o, ps[i].key, v);
+    }
+    return rc;
+}
+
 const char *drv_tool_choice_word(enum canon_tool_choice tc)
 {
     switch (tc) {

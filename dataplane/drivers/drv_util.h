@@ -57,6 +57,18 @@ struct canon_part *drv_other_parts(const struct canon_message *m, size_t *n);
 /* The stop sequences as a JSON array of strings; NULL when out of memory. */
 json_t *drv_stop_array(const struct canon_req *r);
 
+/* A sampling parameter's name on a provider's wire. field is one of
+ * TEMPERATURE, TOP_P, TOP_K, MAX_TOKENS, SEED, PRESENCE_PENALTY,
+ * FREQUENCY_PENALTY and STOP. */
+struct drv_param {
+    enum canon_field field;
+    const char *key;
+};
+#define DRV_NPARAMS(ps) (sizeof(ps) / sizeof((ps)[0]))
+/* Sets on o, in the order listed, each of the n parameters the request
+ * has. 0, or nonzero when one could not be set (out of memory). */
+int drv_params(json_t *o, const struct canon_req *r, const struct drv_param *ps, size_t n);
+
 /* OpenAI's names for the tool choices "auto", "none" and "required"; NULL
  * for a named choice or none. */
 const char *drv_tool_choice_word(enum canon_tool_choice tc);

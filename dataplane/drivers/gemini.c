@@ -292,22 +292,17 @@ static json_t *generation_config(const struct drv_target *t, const struct canon_
     *rc = GW_ENOMEM;
     if (!gc)
         return NULL;
-    if (r->has_max_tokens)
-        json_object_set_new(gc, "maxOutputTokens", json_integer(r->max_tokens));
-    if (r->has_temperature)
-        json_object_set_new(gc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(gc, "topP", json_real(r->top_p));
-    if (r->has_top_k)
-        json_object_set_new(gc, "topK", json_integer(r->top_k));
-    if (r->nstop)
-        json_object_set_new(gc, "stopSequences", drv_stop_array(r));
-    if (r->has_seed)
-        json_object_set_new(gc, "seed", json_integer(r->seed));
-    if (r->has_presence_penalty)
-        json_object_set_new(gc, "presencePenalty", json_real(r->presence_penalty));
-    if (r->has_frequency_penalty)
-        json_object_set_new(gc, "frequencyPenalty", json_real(r->frequency_penalty));
+    static const struct drv_param params[] = {
+        {CANON_F_MAX_TOKENS, "maxOutputTokens"},
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "topP"},
+        {CANON_F_TOP_K, "topK"},
+        {CANON_F_STOP, "stopSequences"},
+        {CANON_F_SEED, "seed"},
+        {CANON_F_PRESENCE_PENALTY, "presencePenalty"},
+        {CANON_F_FREQUENCY_PENALTY, "frequencyPenalty"},
+    };
+    drv_params(gc, r, params, DRV_NPARAMS(params));
     if (r->format == CANON_FMT_TEXT)
         json_object_set_new(gc, "responseMimeType", json_string("text/plain"));
     else if (r->format == CANON_FMT_JSON_OBJECT)

@@ -211,22 +211,17 @@ static json_t *options_of(const struct canon_req *r)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    if (r->has_max_tokens)
-        json_object_set_new(o, "num_predict", json_integer(r->max_tokens));
-    if (r->has_temperature)
-        json_object_set_new(o, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(o, "top_p", json_real(r->top_p));
-    if (r->has_top_k)
-        json_object_set_new(o, "top_k", json_integer(r->top_k));
-    if (r->nstop)
-        json_object_set_new(o, "stop", drv_stop_array(r));
-    if (r->has_seed)
-        json_object_set_new(o, "seed", json_integer(r->seed));
-    if (r->has_presence_penalty)
-        json_object_set_new(o, "presence_penalty", json_real(r->presence_penalty));
-    if (r->has_frequency_penalty)
-        json_object_set_new(o, "frequency_penalty", json_real(r->frequency_penalty));
+    static const struct drv_param params[] = {
+        {CANON_F_MAX_TOKENS, "num_predict"},
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_TOP_K, "top_k"},
+        {CANON_F_STOP, "stop"},
+        {CANON_F_SEED, "seed"},
+        {CANON_F_PRESENCE_PENALTY, "presence_penalty"},
+        {CANON_F_FREQUENCY_PENALTY, "frequency_penalty"},
+    };
+    drv_params(o, r, params, DRV_NPARAMS(params));
     return o;
 }
 

@@ -239,21 +239,16 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
                                       r->tool_choice_name));
     if (r->parallel_tool_calls >= 0)
         json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
-    if (r->has_temperature)
-        json_object_set_new(doc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(doc, "top_p", json_real(r->top_p));
-    if (r->has_max_tokens)
-        json_object_set_new(doc, drv_opt_str(t, "max_tokens_field", "max_tokens"),
-                            json_integer(r->max_tokens));
-    if (r->has_seed)
-        json_object_set_new(doc, "seed", json_integer(r->seed));
-    if (r->has_presence_penalty)
-        json_object_set_new(doc, "presence_penalty", json_real(r->presence_penalty));
-    if (r->has_frequency_penalty)
-        json_object_set_new(doc, "frequency_penalty", json_real(r->frequency_penalty));
-    if (r->nstop)
-        json_object_set_new(doc, "stop", drv_stop_array(r));
+    const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_MAX_TOKENS, drv_opt_str(t, "max_tokens_field", "max_tokens")},
+        {CANON_F_SEED, "seed"},
+        {CANON_F_PRESENCE_PENALTY, "presence_penalty"},
+        {CANON_F_FREQUENCY_PENALTY, "frequency_penalty"},
+        {CANON_F_STOP, "stop"},
+    };
+    drv_params(doc, r, params, DRV_NPARAMS(params));
     if (r->format == CANON_FMT_TEXT)
         json_object_set_new(doc, "response_format", json_pack("{s:s}", "type", "text"));
     else if (r->format == CANON_FMT_JSON_OBJECT)

@@ -324,12 +324,12 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
             json_pack("{s:s,s:s}", "type", "function", "name", r->tool_choice_name));
     if (r->parallel_tool_calls >= 0)
         json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
-    if (r->has_temperature)
-        json_object_set_new(doc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(doc, "top_p", json_real(r->top_p));
-    if (r->has_max_tokens)
-        json_object_set_new(doc, "max_output_tokens", json_integer(r->max_tokens));
+    static const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_MAX_TOKENS, "max_output_tokens"},
+    };
+    drv_params(doc, r, params, DRV_NPARAMS(params));
     json_t *fmt = NULL;
     if (r->format == CANON_FMT_TEXT)
         fmt = json_pack("{s:s}", "type", "text");
