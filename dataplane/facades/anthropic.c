@@ -118,13 +118,8 @@ static int parse_cache(const json_t *blk, const char *path, enum canon_cache *ou
 static int parse_text(const json_t *b, const char *p, struct canon_part *pt, struct canon_err *err)
 {
     static const char *const keys[] = {"type", "text", "cache_control", NULL};
-    if (fc_only(b, keys, p, err))
+    if (fc_text_part(b, p, keys, "text", pt, err))
         return GW_EINVAL;
-    const char *t = gw_json_str(b, "text");
-    if (!t)
-        return fc_bad(err, p, ".text", "must be a string");
-    pt->type = CANON_PART_TEXT;
-    pt->text = t;
     return parse_cache(b, p, &pt->cache, err);
 }
 
@@ -395,13 +390,10 @@ static int parse_tool(struct canon_req *r, size_t i, const json_t *t, const char
                                        "strict", "cache_control", NULL};
     if (fc_only(t, keys, p, err))
         return GW_EINVAL;
-    tl->name = gw_json_str(t, "name");
-    char np[96];
-    pathf(np, sizeof(np), "%s.name", p);
-    if (fc_tool_new_name(r, i, tl->name, np, err) ||
-        fc_member_string(t, "description", p, &tl->description, err))
+    if (fc_tool_head(r, i, t, p, tl, err))
         return GW_EINVAL;
     json_t *schema = fc_get(t, "input_schema");
+    char np[96];
     pathf(np, sizeof(np), "%s.input_schema", p);
     if (!schema)
         return fc_bad(err, np, "", "is required");
@@ -497,11 +489,7 @@ static int parse(struct canon_req *r, struct canon_err *err)
     json_t *sys = fc_get(b, "system");
     if (sys && (rc = parse_system(r, sys, err)))
         return rc;
-    json_t *tools = fc_get(b, "tools");
-    if (tools && (rc = fc_tools(r, tools, parse_tool, err)))
-        return rc;
-    json_t *tc = fc_get(b, "tool_choice");
-    if (tc && (rc = parse_tool_choice(r, tc, err)))
+    if ((rc = fc_tools(r, b, parse_tool, parse_tool_choice, err)))
         return rc;
     if (fc_number(b, "temperature", 0, 1, &r->temperature, &r->has_temperature, err) ||
         fc_number(b, "top_p", 0, 1, &r->top_p, &r->has_top_p, err) ||

@@ -180,7 +180,8 @@ int fc_stop(struct canon_req *r, const json_t *v, const char *name, struct canon
     return GW_OK;
 }
 
-int fc_tools(struct canon_req *r, const json_t *tools, fc_tool_fn one, struct canon_err *err)
+static int tools_array(struct canon_req *r, const json_t *tools, fc_tool_fn one,
+                       struct canon_err *err)
 {
     if (!json_is_array(tools))
         return fc_bad(err, "tools", "", "must be an array");
@@ -204,6 +205,17 @@ int fc_tools(struct canon_req *r, const json_t *tools, fc_tool_fn one, struct ca
     return GW_OK;
 }
 
+int fc_tools(struct canon_req *r, const json_t *body, fc_tool_fn one, fc_choice_fn choice,
+             struct canon_err *err)
+{
+    json_t *tools = fc_get(body, "tools");
+    int rc = tools ? tools_array(r, tools, one, err) : GW_OK;
+    json_t *tc = fc_get(body, "tool_choice");
+    if (rc == GW_OK && tc)
+        rc = choice(r, tc, err);
+    return rc;
+}
+
 int fc_tool_new_name(const struct canon_req *r, size_t i, const char *name, const char *np,
                      struct canon_err *err)
 {
@@ -212,6 +224,18 @@ int fc_tool_new_name(const struct canon_req *r, size_t i, const char *name, cons
     for (size_t k = 0; k < i; k++)
         if (strcmp(r->tools[k].name, name) == 0)
             return fc_bad(err, np, "", "must be unique among tool names");
+    return GW_OK;
+}
+
+int fc_tool_head(const struct canon_req *r, size_t i, const json_t *t, const char *path,
+                 struct canon_tool *tl, struct canon_err *err)
+{
+    char np[96];
+    snprintf(np, sizeof(np), "%s.name", path);
+    tl->name = gw_json_str(t, "name");
+    if (fc_tool_new_name(r, i, tl->name, np, err) ||
+        fc_member_string(t, "description", path, &tl->description, err))
+        return GW_EINVAL;
     return GW_OK;
 }
 
@@ -347,6 +371,19 @@ struct canon_message *fc_message_add(struct canon_req *r, size_t *cap)
     struct canon_message *m = &r->messages[r->nmessages++];
     memset(m, 0, sizeof(*m));
     return m;
+}
+
+int fc_text_part(const json_t *o, const char *p, const char *const *keys, const char *key,
+                 struct canon_part *pt, struct canon_err *err)
+{
+    if (fc_only(o, keys, p, err))
+        return GW_EINVAL;
+    pt->type = CANON_PART_TEXT;
+    if ((pt->text = gw_json_str(o, key)))
+        return GW_OK;
+    char suffix[16];
+    snprintf(suffix, sizeof(suffix), ".%s", key);
+    return fc_bad(err, p, suffix, "must be a string");
 }
 
 int fc_text_add(struct canon_req *r, struct canon_part **parts, size_t *n, size_t *cap,

@@ -48,15 +48,22 @@ int fc_string(const json_t *o, const char *key, int required, const char **out,
 /* Stop sequences: a string or an array of up to 16 non-empty strings. */
 int fc_stop(struct canon_req *r, const json_t *v, const char *name, struct canon_err *err);
 
-/* Tools: an array of at most 128 definitions into r->tools and r->ntools,
- * each read by one (path "tools[<i>]", tl zeroed) in the client's format. */
+/* The body's "tools", when given: an array of at most 128 definitions into
+ * r->tools and r->ntools, each read by one (path "tools[<i>]", tl zeroed) in
+ * the client's format; then its "tool_choice", when given, read by choice. */
 typedef int (*fc_tool_fn)(struct canon_req *r, size_t i, const json_t *t, const char *path,
                           struct canon_tool *tl, struct canon_err *err);
-int fc_tools(struct canon_req *r, const json_t *tools, fc_tool_fn one, struct canon_err *err);
+typedef int (*fc_choice_fn)(struct canon_req *r, const json_t *tc, struct canon_err *err);
+int fc_tools(struct canon_req *r, const json_t *body, fc_tool_fn one, fc_choice_fn choice,
+             struct canon_err *err);
 /* A new tool's name at path np: valid (fc_tool_name) and not the name of one
  * of the i tools before it. */
 int fc_tool_new_name(const struct canon_req *r, size_t i, const char *name, const char *np,
                      struct canon_err *err);
+/* The name (fc_tool_new_name) and description (a string, or absent) of a
+ * flat tool object t at path. */
+int fc_tool_head(const struct canon_req *r, size_t i, const json_t *t, const char *path,
+                 struct canon_tool *tl, struct canon_err *err);
 /* 1 when name is one of r's tools. */
 int fc_tool_known(const struct canon_req *r, const char *name);
 /* OpenAI's tool choice words "auto", "none" and "required": 1 and *tc set,
@@ -85,6 +92,10 @@ int fc_tool_name(const char *name, const char *path, struct canon_err *err);
 struct canon_part *fc_parts_add(struct canon_req *r, struct canon_part **parts, size_t *n,
                                 size_t *cap);
 struct canon_message *fc_message_add(struct canon_req *r, size_t *cap);
+/* A content block at path p into a TEXT part: its text is member key (a
+ * string), its members are only keys. */
+int fc_text_part(const json_t *o, const char *p, const char *const *keys, const char *key,
+                 struct canon_part *pt, struct canon_err *err);
 /* Appends a TEXT part; GW_OK or GW_ENOMEM. */
 int fc_text_add(struct canon_req *r, struct canon_part **parts, size_t *n, size_t *cap,
                 const char *text);

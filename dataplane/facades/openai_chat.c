@@ -346,11 +346,7 @@ static int parse(struct canon_req *r, struct canon_err *err)
     int rc = parse_messages(r, fc_get(b, "messages"), err);
     if (rc)
         return rc;
-    json_t *tools = fc_get(b, "tools");
-    if (tools && (rc = fc_tools(r, tools, parse_tool, err)))
-        return rc;
-    json_t *tc = fc_get(b, "tool_choice");
-    if (tc && (rc = parse_tool_choice(r, tc, err)))
+    if ((rc = fc_tools(r, b, parse_tool, parse_tool_choice, err)))
         return rc;
     if (fc_boolean(b, "parallel_tool_calls", &r->parallel_tool_calls, err) ||
         fc_number(b, "temperature", 0, 2, &r->temperature, &r->has_temperature, err) ||

@@ -139,11 +139,8 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
             return GW_ENOMEM;
         if (role != MR_ASSISTANT && strcmp(type, "input_text") == 0) {
             static const char *const k[] = {"type", "text", NULL};
-            if (fc_only(it, k, p, err))
+            if (fc_text_part(it, p, k, "text", pt, err))
                 return GW_EINVAL;
-            pt->type = CANON_PART_TEXT;
-            if (!(pt->text = gw_json_str(it, "text")))
-                return fc_bad(err, p, ".text", "must be a string");
         } else if (role == MR_USER && strcmp(type, "input_image") == 0) {
             if (fc_get(it, "file_id")) {
                 char fp[192];
@@ -169,18 +166,12 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
             /* annotations and logprobs describe an earlier answer; they are
              * not instructions to the model. */
             static const char *const k[] = {"type", "text", "annotations", "logprobs", NULL};
-            if (fc_only(it, k, p, err))
+            if (fc_text_part(it, p, k, "text", pt, err))
                 return GW_EINVAL;
-            pt->type = CANON_PART_TEXT;
-            if (!(pt->text = gw_json_str(it, "text")))
-                return fc_bad(err, p, ".text", "must be a string");
         } else if (role == MR_ASSISTANT && strcmp(type, "refusal") == 0) {
             static const char *const k[] = {"type", "refusal", NULL};
-            if (fc_only(it, k, p, err))
+            if (fc_text_part(it, p, k, "refusal", pt, err))
                 return GW_EINVAL;
-            pt->type = CANON_PART_TEXT;
-            if (!(pt->text = gw_json_str(it, "refusal")))
-                return fc_bad(err, p, ".refusal", "must be a string");
         } else {
             canon_err_set(err, 400, p, "unsupported_content",
                           "'%s': content part type '%s' is not supported in a%s message", p, type,
@@ -479,13 +470,10 @@ static int parse_tool(struct canon_req *r, size_t i, const json_t *t, const char
     static const char *const k[] = {"type", "name", "description", "parameters", "strict", NULL};
     if (fc_only(t, k, p, err))
         return GW_EINVAL;
-    tl->name = gw_json_str(t, "name");
-    char np[96];
-    snprintf(np, sizeof(np), "%s.name", p);
-    if (fc_tool_new_name(r, i, tl->name, np, err) ||
-        fc_member_string(t, "description", p, &tl->description, err))
+    if (fc_tool_head(r, i, t, p, tl, err))
         return GW_EINVAL;
     json_t *params = fc_get(t, "parameters");
+    char np[96];
     snprintf(np, sizeof(np), "%s.parameters", p);
     if (params && fc_tool_schema(params, np, err))
         return GW_EINVAL;
@@ -636,11 +624,7 @@ static int parse(struct canon_req *r, struct canon_err *err)
     int rc = parse_input(r, in, &scap, err);
     if (rc)
         return rc;
-    json_t *tools = fc_get(b, "tools");
-    if (tools && (rc = fc_tools(r, tools, parse_tool, err)))
-        return rc;
-    json_t *tc = fc_get(b, "tool_choice");
-    if (tc && (rc = parse_tool_choice(r, tc, err)))
+    if ((rc = fc_tools(r, b, parse_tool, parse_tool_choice, err)))
         return rc;
     if (fc_boolean(b, "parallel_tool_calls", &r->parallel_tool_calls, err) ||
         fc_number(b, "temperature", 0, 2, &r->temperature, &r->has_temperature, err) ||
