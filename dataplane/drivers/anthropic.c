@@ -169,10 +169,8 @@ static json_t *tool_result_block(const struct canon_req *r, const struct canon_p
 static json_t *tool_use_block(const struct canon_req *r, const struct canon_part *p,
                               const char *where, struct canon_err *err)
 {
-    const char *a = p->arguments && *p->arguments ? p->arguments : "{}";
-    json_t *input = json_loads(a, 0, NULL);
-    if (!json_is_object(input)) {
-        json_decref(input);
+    json_t *input = drv_call_args(p, 0);
+    if (!input) {
         canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "invalid_request",
                       "%s: the tool call's arguments must be a JSON object", where);
         return NULL;

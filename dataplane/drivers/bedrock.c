@@ -194,13 +194,8 @@ static int tool_result_block(const struct canon_req *r, const struct canon_part 
 static int tool_use_block(const struct canon_req *r, const struct canon_part *p, const char *where,
                           json_t *content, struct canon_err *err)
 {
-    json_t *input;
-    if (!p->arguments || !*p->arguments)
-        input = json_object();
-    else
-        input = json_loads(p->arguments, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(input)) {
-        json_decref(input);
+    json_t *input = drv_call_args(p, JSON_REJECT_DUPLICATES);
+    if (!input) {
         canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "invalid_request",
                       "%s: the tool call's arguments must be a JSON object", where);
         return GW_EINVAL;

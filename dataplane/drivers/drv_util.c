@@ -49,21 +49,44 @@ long long drv_effort_budget(const char *effort, const struct drv_budgets *b)
     return b->other;
 }
 
-const char *drv_call_name(const struct canon_req *r, size_t mi, const char *id)
+int drv_refuse_message(const struct canon_req *r, size_t mi, const char *what,
+                       struct canon_err *err)
 {
-    if (!id)
-        return NULL;
-    for (size_t i = mi; i-- > 0;) {
+    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                  "message %zu: %s", mi, what);
+    return GW_EINVAL;
+}
+
+const char *drv_result_name(const struct canon_req *r, size_t mi, const struct canon_part *p,
+                            const char *why, struct canon_err *err)
+{
+    for (size_t i = mi; p->id && i-- > 0;) {
         const struct canon_message *m = &r->messages[i];
         if (m->role != CANON_ROLE_ASSISTANT)
             continue;
         for (size_t j = m->nparts; j-- > 0;) {
-            const struct canon_part *p = &m->parts[j];
-            if (p->type == CANON_PART_TOOL_CALL && p->id && strcmp(p->id, id) == 0)
-                return p->name;
+            const struct canon_part *c = &m->parts[j];
+            if (c->type == CANON_PART_TOOL_CALL && c->id && strcmp(c->id, p->id) == 0)
+                return c->name;
         }
     }
+    char what[256];
+    snprintf(what, sizeof(what),
+             "the tool result for call '%.64s' answers no earlier tool call (%s)",
+             p->id ? p->id : "", why);
+    drv_refuse_message(r, mi, what, err);
     return NULL;
+}
+
+json_t *drv_call_args(const struct canon_part *p, size_t flags)
+{
+    json_t *a =
+        p->arguments && *p->arguments ? json_loads(p->arguments, flags, NULL) : json_object();
+    if (!json_is_object(a)) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
 }
 
 json_t *drv_image_url(const struct canon_part *p)
@@ -92,22 +115,52 @@ int drv_result_text(const struct canon_part *p, const char *prefix, struct gw_bu
     return rc == GW_OK ? GW_OK : GW_ENOMEM;
 }
 
-struct canon_part *drv_other_parts(const struct canon_message *m, size_t *n)
+json_t *drv_content(const struct canon_req *r, const struct canon_part *parts, size_t n, int images,
+                    const char *where, const struct drv_content_fmt *fmt, struct canon_err *err)
 {
-    *n = 0;
+    if (n == 1 && parts[0].type == CANON_PART_TEXT)
+        return json_string(parts[0].text);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        const struct canon_part *p = &parts[i];
+        if (p->type == CANON_PART_TEXT)
+            json_array_append_new(a,
+                                  json_pack("{s:s,s:s}", "type", fmt->text_type, "text", p->text));
+        else if (p->type == CANON_PART_IMAGE && images)
+            json_array_append_new(a, fmt->image(p));
+        else {
+            json_decref(a);
+            fmt->refuse(r, where, images, err);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+int drv_user_content(const struct canon_req *r, const struct canon_message *m, size_t mi,
+                     const struct drv_content_fmt *fmt, json_t **out, struct canon_err *err)
+{
+    *out = NULL;
+    size_t n = 0;
     for (size_t j = 0; j < m->nparts; j++)
         if (m->parts[j].type != CANON_PART_TOOL_RESULT)
-            (*n)++;
-    if (*n == 0)
-        return NULL;
-    struct canon_part *keep = calloc(*n, sizeof(*keep));
+            n++;
+    if (n == 0)
+        return GW_OK;
+    struct canon_part *keep = calloc(n, sizeof(*keep));
     if (!keep)
-        return NULL;
+        return GW_ENOMEM;
     size_t k = 0;
     for (size_t j = 0; j < m->nparts; j++)
         if (m->parts[j].type != CANON_PART_TOOL_RESULT)
             keep[k++] = m->parts[j];
-    return keep;
+    char where[64];
+    snprintf(where, sizeof(where), "message %zu", mi);
+    *out = drv_content(r, keep, n, 1, where, fmt, err);
+    free(keep);
+    if (!*out)
+        return err->status ? GW_EINVAL : GW_ENOMEM;
+    return GW_OK;
 }
 
 json_t *drv_stop_array(const struct canon_req *r)

@@ -35,9 +35,21 @@ struct drv_budgets {
 /* The budget for an effort; 0 for none (NULL). */
 long long drv_effort_budget(const char *effort, const struct drv_budgets *b);
 
-/* The name of the call a tool result answers: the latest tool call with
- * that id in an assistant message before message mi; NULL when none. */
-const char *drv_call_name(const struct canon_req *r, size_t mi, const char *id);
+/* A 400 unsupported_content about message mi, under the client's name for
+ * the messages: "message <mi>: <what>". GW_EINVAL. */
+int drv_refuse_message(const struct canon_req *r, size_t mi, const char *what,
+                       struct canon_err *err);
+
+/* The name of the call that tool result p in message mi answers, for
+ * providers that match results to calls by name: the latest tool call with
+ * p's id in an assistant message before mi. NULL when there is none, with
+ * err set (drv_refuse_message; why says why the provider needs the name). */
+const char *drv_result_name(const struct canon_req *r, size_t mi, const struct canon_part *p,
+                            const char *why, struct canon_err *err);
+
+/* A tool call's arguments (none or "": {}) parsed with flags; NULL when they
+ * are not a JSON object. */
+json_t *drv_call_args(const struct canon_part *p, size_t flags);
 
 /* An IMAGE part's URL as a JSON string: its own, or its data as a
  * "data:<media type>;base64," URL. NULL when out of memory. */
@@ -50,9 +62,23 @@ json_t *drv_image_url(const struct canon_part *p);
  * GW_ENOMEM. */
 int drv_result_text(const struct canon_part *p, const char *prefix, struct gw_buf *b);
 
-/* A copy (calloc'd) of the parts of m that are not tool results, *n of
- * them; NULL when there are none (*n 0) or when out of memory (*n > 0). */
-struct canon_part *drv_other_parts(const struct canon_message *m, size_t *n);
+/* How an OpenAI-style wire format writes message content. */
+struct drv_content_fmt {
+    const char *text_type; /* a text part's "type": "text", "input_text" */
+    json_t *(*image)(const struct canon_part *p);
+    /* Sets err for a part at where that is neither (images: nor an image). */
+    void (*refuse)(const struct canon_req *r, const char *where, int images, struct canon_err *err);
+};
+/* TEXT and, where images, IMAGE parts as content: a string when it is one
+ * text part, else an array of {type: text_type, text} and image parts. NULL
+ * with err set when a part does not fit, NULL alone when out of memory. */
+json_t *drv_content(const struct canon_req *r, const struct canon_part *parts, size_t n, int images,
+                    const char *where, const struct drv_content_fmt *fmt, struct canon_err *err);
+/* The parts of user message m (number mi) that are not tool results, as
+ * drv_content with images (where "message <mi>"): GW_OK with *out (NULL
+ * when there are none), GW_EINVAL with err set, or GW_ENOMEM. */
+int drv_user_content(const struct canon_req *r, const struct canon_message *m, size_t mi,
+                     const struct drv_content_fmt *fmt, json_t **out, struct canon_err *err);
 
 /* The stop sequences as a JSON array of strings; NULL when out of memory. */
 json_t *drv_stop_array(const struct canon_req *r);

@@ -122,16 +122,6 @@ static int model_wants_signatures(const char *model)
     return strtol(m, NULL, 10) >= 3;
 }
 
-static int refuse_messages(const struct canon_req *r, struct canon_err *err, const char *what,
-                           size_t mi)
-{
-    char msg[256];
-    snprintf(msg, sizeof(msg), "message %zu: %s", mi, what);
-    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content", "%s",
-                  msg);
-    return GW_EINVAL;
-}
-
 static json_t *text_part(const char *text)
 {
     return json_pack("{s:s}", "text", text);
@@ -145,21 +135,16 @@ static json_t *image_part(const struct canon_part *p)
 static int add_tool_result(const struct canon_req *r, json_t *parts, const struct canon_part *p,
                            size_t mi, struct canon_err *err)
 {
-    const char *name = drv_call_name(r, mi, p->id);
-    if (!name) {
-        char m[200];
-        snprintf(m, sizeof(m),
-                 "the tool result for call '%.64s' answers no earlier tool call (Gemini matches "
-                 "results to calls by function name)",
-                 p->id ? p->id : "");
-        return refuse_messages(r, err, m, mi);
-    }
+    const char *name =
+        drv_result_name(r, mi, p, "Gemini matches results to calls by function name", err);
+    if (!name)
+        return GW_EINVAL;
     /* Several text blocks are one output: joined as the text they are. */
     struct gw_buf b;
     int rc = drv_result_text(p, NULL, &b);
     if (rc == GW_EINVAL) {
         gw_buf_free(&b);
-        return refuse_messages(r, err, "Gemini takes only text in tool results", mi);
+        return drv_refuse_message(r, mi, "Gemini takes only text in tool results", err);
     }
     json_t *resp = rc == GW_OK ? json_pack("{s:s%}", p->is_error ? "error" : "output",
                                            b.data ? b.data : "", b.len)
@@ -178,8 +163,8 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
 {
     const struct canon_message *m = &r->messages[mi];
     if (m->role == CANON_ROLE_SYSTEM)
-        return refuse_messages(
-            r, err, "Gemini takes system text only at the start of the conversation", mi);
+        return drv_refuse_message(
+            r, mi, "Gemini takes system text only at the start of the conversation", err);
     int model = m->role == CANON_ROLE_ASSISTANT;
     json_t *parts = json_array();
     if (!parts)
@@ -189,7 +174,8 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
     for (size_t j = 0; rc == GW_OK && j < m->nparts; j++)
         if (m->parts[j].type == CANON_PART_TOOL_RESULT) {
             if (model)
-                rc = refuse_messages(r, err, "an assistant message cannot carry tool results", mi);
+                rc = drv_refuse_message(r, mi, "an assistant message cannot carry tool results",
+                                        err);
             else
                 rc = add_tool_result(r, parts, &m->parts[j], mi, err);
         }
@@ -203,24 +189,24 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
             break;
         case CANON_PART_IMAGE:
             if (model)
-                rc = refuse_messages(r, err, "Gemini takes no images in assistant messages", mi);
+                rc = drv_refuse_message(r, mi, "Gemini takes no images in assistant messages", err);
             else if (p->url)
-                rc = refuse_messages(r, err,
-                                     "Gemini takes images only as base64 data (data: URLs), "
-                                     "not by http(s) URL",
-                                     mi);
+                rc = drv_refuse_message(r, mi,
+                                        "Gemini takes images only as base64 data (data: URLs), "
+                                        "not by http(s) URL",
+                                        err);
             else if (json_array_append_new(parts, image_part(p)))
                 rc = GW_ENOMEM;
             break;
         case CANON_PART_TOOL_CALL: {
             if (!model) {
-                rc = refuse_messages(r, err, "tool calls belong in assistant messages", mi);
+                rc = drv_refuse_message(r, mi, "tool calls belong in assistant messages", err);
                 break;
             }
-            json_t *args = json_loads(p->arguments && *p->arguments ? p->arguments : "{}", 0, NULL);
-            if (!json_is_object(args)) {
-                json_decref(args);
-                rc = refuse_messages(r, err, "a tool call's arguments must be a JSON object", mi);
+            json_t *args = drv_call_args(p, 0);
+            if (!args) {
+                rc =
+                    drv_refuse_message(r, mi, "a tool call's arguments must be a JSON object", err);
                 break;
             }
             json_t *part =

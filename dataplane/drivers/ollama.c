@@ -66,14 +66,6 @@
 
 /* ------------------------------------------------------------------ build */
 
-static int refuse_messages(const struct canon_req *r, struct canon_err *err, size_t mi,
-                           const char *what)
-{
-    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                  "message %zu: %s", mi, what);
-    return GW_EINVAL;
-}
-
 /* Joins text with a blank line between pieces. */
 static int join(struct gw_buf *b, const char *text)
 {
@@ -92,20 +84,14 @@ static json_t *buf_string(const struct gw_buf *b)
 static int add_tool_result(const struct canon_req *r, json_t *msgs, const struct canon_part *p,
                            size_t mi, struct canon_err *err)
 {
-    const char *name = drv_call_name(r, mi, p->id);
-    if (!name) {
-        char what[256];
-        snprintf(what, sizeof(what),
-                 "the tool result for call '%.64s' answers no earlier tool call (Ollama names "
-                 "the tool a result is for)",
-                 p->id ? p->id : "");
-        return refuse_messages(r, err, mi, what);
-    }
+    const char *name = drv_result_name(r, mi, p, "Ollama names the tool a result is for", err);
+    if (!name)
+        return GW_EINVAL;
     struct gw_buf b;
     int rc = drv_result_text(p, p->is_error ? "[tool error] " : NULL, &b);
     if (rc == GW_EINVAL) {
         gw_buf_free(&b);
-        return refuse_messages(r, err, mi, "Ollama takes only text in tool results");
+        return drv_refuse_message(r, mi, "Ollama takes only text in tool results", err);
     }
     json_t *m = rc == GW_OK ? json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_name", name,
                                         "content", buf_string(&b))
@@ -130,7 +116,7 @@ static int add_message(const struct canon_req *r, json_t *msgs, size_t mi, struc
             continue;
         }
         if (m->role != CANON_ROLE_USER)
-            return refuse_messages(r, err, mi, "only a user message can carry tool results");
+            return drv_refuse_message(r, mi, "only a user message can carry tool results", err);
         rc = add_tool_result(r, msgs, &m->parts[j], mi, err);
     }
     if (rc != GW_OK || rest == 0)
@@ -150,23 +136,24 @@ static int add_message(const struct canon_req *r, json_t *msgs, size_t mi, struc
             break;
         case CANON_PART_IMAGE:
             if (m->role != CANON_ROLE_USER)
-                rc = refuse_messages(r, err, mi, "Ollama takes images only in user messages");
+                rc = drv_refuse_message(r, mi, "Ollama takes images only in user messages", err);
             else if (p->url)
-                rc = refuse_messages(r, err, mi,
-                                     "Ollama takes images only as base64 data (data: URLs), not "
-                                     "by http(s) URL");
+                rc = drv_refuse_message(r, mi,
+                                        "Ollama takes images only as base64 data (data: URLs), not "
+                                        "by http(s) URL",
+                                        err);
             else if (json_array_append_new(images, json_string(p->data)))
                 rc = GW_ENOMEM;
             break;
         case CANON_PART_TOOL_CALL: {
             if (m->role != CANON_ROLE_ASSISTANT) {
-                rc = refuse_messages(r, err, mi, "tool calls belong in assistant messages");
+                rc = drv_refuse_message(r, mi, "tool calls belong in assistant messages", err);
                 break;
             }
-            json_t *args = json_loads(p->arguments && *p->arguments ? p->arguments : "{}", 0, NULL);
-            if (!json_is_object(args)) {
-                json_decref(args);
-                rc = refuse_messages(r, err, mi, "a tool call's arguments must be a JSON object");
+            json_t *args = drv_call_args(p, 0);
+            if (!args) {
+                rc =
+                    drv_refuse_message(r, mi, "a tool call's arguments must be a JSON object", err);
                 break;
             }
             if (json_array_append_new(calls, json_pack("{s:{s:s,s:o}}", "function", "name", p->name,

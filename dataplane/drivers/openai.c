@@ -41,30 +41,17 @@ static json_t *text_part(const char *text)
     return json_pack("{s:s,s:s}", "type", "text", "text", text);
 }
 
-/* A list of TEXT/IMAGE parts as OpenAI content: a string when it is one
- * text part, else an array. Images only where allow_images. */
-static json_t *content_of(const struct canon_req *r, const struct canon_part *parts, size_t n,
-                          int allow_images, const char *where, struct canon_err *err)
+static void refuse_content(const struct canon_req *r, const char *where, int images,
+                           struct canon_err *err)
 {
-    if (n == 1 && parts[0].type == CANON_PART_TEXT)
-        return json_string(parts[0].text);
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        const struct canon_part *p = &parts[i];
-        if (p->type == CANON_PART_TEXT)
-            json_array_append_new(a, text_part(p->text));
-        else if (p->type == CANON_PART_IMAGE && allow_images)
-            json_array_append_new(a, image_part(p));
-        else {
-            canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                          "%s: an OpenAI-compatible provider takes only text%s here", where,
-                          allow_images ? " and images" : "");
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
+    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                  "%s: an OpenAI-compatible provider takes only text%s here", where,
+                  images ? " and images" : "");
 }
+
+/* Message content: a string when it is one text part, else an array. */
+static const struct drv_content_fmt content_fmt = {
+    .text_type = "text", .image = image_part, .refuse = refuse_content};
 
 static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_message *m,
                     size_t mi, struct canon_err *err)
@@ -93,7 +80,7 @@ static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_
         } else if (p->ncontent == 0) {
             c = json_string("");
         } else {
-            c = content_of(r, p->content, p->ncontent, 0, where, err);
+            c = drv_content(r, p->content, p->ncontent, 0, where, &content_fmt, err);
             if (!c && err->status)
                 return GW_EINVAL;
         }
@@ -101,17 +88,10 @@ static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_
                                                         "tool_call_id", p->id, "content", c)))
             return GW_ENOMEM;
     }
-    size_t rest;
-    struct canon_part *keep = drv_other_parts(m, &rest);
-    if (rest == 0)
-        return GW_OK;
-    if (!keep)
-        return GW_ENOMEM;
-    snprintf(where, sizeof(where), "message %zu", mi);
-    json_t *c = content_of(r, keep, rest, 1, where, err);
-    free(keep);
-    if (!c)
-        return err->status ? GW_EINVAL : GW_ENOMEM;
+    json_t *c;
+    int rc = drv_user_content(r, m, mi, &content_fmt, &c, err);
+    if (rc != GW_OK || !c)
+        return rc;
     return json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content", c))
                ? GW_ENOMEM
                : GW_OK;
@@ -189,7 +169,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     json_object_set_new(doc, "messages", msgs);
     int rc = GW_OK;
     if (r->nsystem) {
-        json_t *c = content_of(r, r->system, r->nsystem, 0, "system", err);
+        json_t *c = drv_content(r, r->system, r->nsystem, 0, "system", &content_fmt, err);
         if (!c)
             rc = err->status ? GW_EINVAL : GW_ENOMEM;
         else
@@ -202,7 +182,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         else if (m->role == CANON_ROLE_ASSISTANT)
             rc = add_assistant(r, msgs, m, i, err);
         else {
-            json_t *c = content_of(r, m->parts, m->nparts, 0, "system message", err);
+            json_t *c = drv_content(r, m->parts, m->nparts, 0, "system message", &content_fmt, err);
             if (!c)
                 rc = err->status ? GW_EINVAL : GW_ENOMEM;
             else

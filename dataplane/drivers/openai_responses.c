@@ -83,29 +83,16 @@ static json_t *image_part(const struct canon_part *p)
                      p->detail ? p->detail : "auto");
 }
 
-/* TEXT (and, where images, IMAGE) parts as input content: a string for one
- * text part, else input_text / input_image parts. NULL with err set when a
- * part does not fit. */
-static json_t *input_content(const struct canon_req *r, const struct canon_part *parts, size_t n,
-                             int images, const char *where, struct canon_err *err)
+static void refuse_content(const struct canon_req *r, const char *where, int images,
+                           struct canon_err *err)
 {
-    if (n == 1 && parts[0].type == CANON_PART_TEXT)
-        return json_string(parts[0].text);
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        const struct canon_part *p = &parts[i];
-        if (p->type == CANON_PART_TEXT)
-            json_array_append_new(a, json_pack("{s:s,s:s}", "type", "input_text", "text", p->text));
-        else if (p->type == CANON_PART_IMAGE && images)
-            json_array_append_new(a, image_part(p));
-        else {
-            json_decref(a);
-            content_err(r, err, where, images ? "text and images" : "text");
-            return NULL;
-        }
-    }
-    return a;
+    content_err(r, err, where, images ? "text and images" : "text");
 }
+
+/* Input content: a string for one text part, else input_text / input_image
+ * parts. */
+static const struct drv_content_fmt content_fmt = {
+    .text_type = "input_text", .image = image_part, .refuse = refuse_content};
 
 static int add(json_t *input, json_t *item)
 {
@@ -128,7 +115,7 @@ static int add_result(const struct canon_req *r, json_t *input, const struct can
     } else if (p->ncontent == 0) {
         out = json_string("");
     } else {
-        out = input_content(r, p->content, p->ncontent, 1, where, err);
+        out = drv_content(r, p->content, p->ncontent, 1, where, &content_fmt, err);
         if (!out && err->status)
             return GW_EINVAL;
     }
@@ -151,17 +138,10 @@ static int add_user(const struct canon_req *r, json_t *input, const struct canon
         if (rc)
             return rc;
     }
-    size_t rest;
-    struct canon_part *keep = drv_other_parts(m, &rest);
-    if (rest == 0)
-        return GW_OK;
-    if (!keep)
-        return GW_ENOMEM;
-    snprintf(where, sizeof(where), "message %zu", mi);
-    json_t *c = input_content(r, keep, rest, 1, where, err);
-    free(keep);
-    if (!c)
-        return err->status ? GW_EINVAL : GW_ENOMEM;
+    json_t *c;
+    int rc = drv_user_content(r, m, mi, &content_fmt, &c, err);
+    if (rc != GW_OK || !c)
+        return rc;
     return add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "user", "content", c));
 }
 
@@ -289,7 +269,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         else if (m->role == CANON_ROLE_ASSISTANT)
             rc = add_assistant(r, input, m, i, err);
         else {
-            json_t *c = input_content(r, m->parts, m->nparts, 0, "system message", err);
+            json_t *c = drv_content(r, m->parts, m->nparts, 0, "system message", &content_fmt, err);
             rc = c ? add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "system",
                                           "content", c))
                  : err->status ? GW_EINVAL
