@@ -251,18 +251,12 @@ static json_t *tools_json(const struct canon_req *r)
     json_t *tools = json_array();
     for (size_t i = 0; tools && i < r->ntools; i++) {
         const struct canon_tool *tl = &r->tools[i];
-        json_t *t = json_pack("{s:s}", "name", tl->name);
+        json_t *t = drv_tool_decl(json_pack("{s:s}", "name", tl->name), tl, "input_schema",
+                                  DRV_SCHEMA_EMPTY);
         if (!t) {
             json_decref(tools);
             return NULL;
         }
-        if (tl->description)
-            json_object_set_new(t, "description", json_string(tl->description));
-        if (tl->parameters)
-            json_object_set(t, "input_schema", tl->parameters);
-        else
-            json_object_set_new(t, "input_schema",
-                                json_pack("{s:s,s:{}}", "type", "object", "properties"));
         if (tl->strict == 1)
             json_object_set_new(t, "strict", json_true());
         set_cache(t, tl->cache);

@@ -212,6 +212,22 @@ int drv_params(json_t *o, const struct canon_req *r, const struct drv_param *ps,
     return rc;
 }
 
+json_t *drv_tool_decl(json_t *o, const struct canon_tool *tl, const char *key,
+                      enum drv_no_schema none)
+{
+    if (!o)
+        return NULL;
+    if (tl->description)
+        json_object_set_new(o, "description", json_string(tl->description));
+    if (tl->parameters)
+        json_object_set(o, key, tl->parameters);
+    else if (none == DRV_SCHEMA_NULL)
+        json_object_set_new(o, key, json_null());
+    else if (none == DRV_SCHEMA_EMPTY)
+        json_object_set_new(o, key, json_pack("{s:s,s:{}}", "type", "object", "properties"));
+    return o;
+}
+
 const char *drv_tool_choice_word(enum canon_tool_choice tc)
 {
     switch (tc) {

@@ -95,6 +95,18 @@ struct drv_param {
  * has. 0, or nonzero when one could not be set (out of memory). */
 int drv_params(json_t *o, const struct canon_req *r, const struct drv_param *ps, size_t n);
 
+/* What a tool declaration says when the tool has no parameter schema. */
+enum drv_no_schema {
+    DRV_SCHEMA_OMIT,  /* nothing */
+    DRV_SCHEMA_NULL,  /* null */
+    DRV_SCHEMA_EMPTY, /* {"type":"object","properties":{}} */
+};
+/* Fills a tool declaration o (which the caller began with the name): the
+ * tool's description when it has one, then its parameters' schema under
+ * key. Returns o. */
+json_t *drv_tool_decl(json_t *o, const struct canon_tool *tl, const char *key,
+                      enum drv_no_schema none);
+
 /* OpenAI's names for the tool choices "auto", "none" and "required"; NULL
  * for a named choice or none. */
 const char *drv_tool_choice_word(enum canon_tool_choice tc);

@@ -335,15 +335,12 @@ static json_t *tools_of(const struct canon_req *r)
     json_t *decls = json_array();
     for (size_t i = 0; decls && i < r->ntools; i++) {
         const struct canon_tool *tl = &r->tools[i];
-        json_t *fd = json_pack("{s:s}", "name", tl->name);
+        json_t *fd = drv_tool_decl(json_pack("{s:s}", "name", tl->name), tl, "parametersJsonSchema",
+                                   DRV_SCHEMA_OMIT);
         if (!fd) {
             json_decref(decls);
             return NULL;
         }
-        if (tl->description)
-            json_object_set_new(fd, "description", json_string(tl->description));
-        if (tl->parameters)
-            json_object_set(fd, "parametersJsonSchema", tl->parameters);
         json_array_append_new(decls, fd);
     }
     return decls ? json_pack("[{s:o}]", "functionDeclarations", decls) : NULL;

@@ -260,15 +260,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_t *tools = json_array();
         for (size_t i = 0; tools && i < r->ntools; i++) {
             const struct canon_tool *tl = &r->tools[i];
-            json_t *fn = json_pack("{s:s}", "name", tl->name);
+            json_t *fn = drv_tool_decl(json_pack("{s:s}", "name", tl->name), tl, "parameters",
+                                       DRV_SCHEMA_EMPTY);
             if (!fn)
                 break;
-            if (tl->description)
-                json_object_set_new(fn, "description", json_string(tl->description));
-            json_object_set_new(fn, "parameters",
-                                tl->parameters
-                                    ? json_incref(tl->parameters)
-                                    : json_pack("{s:s,s:{}}", "type", "object", "properties"));
             json_array_append_new(tools,
                                   json_pack("{s:s,s:o}", "type", "function", "function", fn));
         }

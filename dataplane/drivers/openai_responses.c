@@ -284,13 +284,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_t *tools = json_array();
         for (size_t i = 0; tools && i < r->ntools; i++) {
             const struct canon_tool *tl = &r->tools[i];
-            json_t *fn = json_pack("{s:s,s:s}", "type", "function", "name", tl->name);
+            json_t *fn = drv_tool_decl(json_pack("{s:s,s:s}", "type", "function", "name", tl->name),
+                                       tl, "parameters", DRV_SCHEMA_NULL);
             if (!fn)
                 break;
-            if (tl->description)
-                json_object_set_new(fn, "description", json_string(tl->description));
-            json_object_set_new(fn, "parameters",
-                                tl->parameters ? json_incref(tl->parameters) : json_null());
             json_object_set_new(fn, "strict", json_boolean(tl->strict > 0));
             json_array_append_new(tools, fn);
         }

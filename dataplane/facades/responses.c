@@ -822,33 +822,6 @@ struct rs_stream {
     char *call_id, *name, *sig;
 };
 
-static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
-{
-    struct rs_stream *st = calloc(1, sizeof(*st));
-    if (!st)
-        return NULL;
-    size_t n = strlen(ctx->request_id) + 8;
-    st->resp_id = malloc(n);
-    if (st->resp_id)
-        snprintf(st->resp_id, n, "resp_%s", ctx->request_id);
-    st->rid = strdup(ctx->request_id);
-    st->model = strdup(ctx->model ? ctx->model : "");
-    st->created = ctx->created;
-    st->echo = echo_of(r);
-    st->output = json_array();
-    gw_buf_init(&st->text, MAX_ITEM_TEXT);
-    if (!st->resp_id || !st->rid || !st->model || !st->echo || !st->output) {
-        free(st->resp_id);
-        free(st->rid);
-        free(st->model);
-        json_decref(st->echo);
-        json_decref(st->output);
-        free(st);
-        return NULL;
-    }
-    return st;
-}
-
 static void clear_item(struct rs_stream *st)
 {
     free(st->call_id);
@@ -873,6 +846,28 @@ static void stream_free(void *p)
     json_decref(st->echo);
     json_decref(st->output);
     free(st);
+}
+
+static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
+{
+    struct rs_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NULL;
+    size_t n = strlen(ctx->request_id) + 8;
+    st->resp_id = malloc(n);
+    if (st->resp_id)
+        snprintf(st->resp_id, n, "resp_%s", ctx->request_id);
+    st->rid = strdup(ctx->request_id);
+    st->model = strdup(ctx->model ? ctx->model : "");
+    st->created = ctx->created;
+    st->echo = echo_of(r);
+    st->output = json_array();
+    gw_buf_init(&st->text, MAX_ITEM_TEXT);
+    if (!st->resp_id || !st->rid || !st->model || !st->echo || !st->output) {
+        stream_free(st);
+        return NULL;
+    }
+    return st;
 }
 
 /* One frame: "event: <type>" and the document (whose first member is the
