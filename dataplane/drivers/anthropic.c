@@ -464,9 +464,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "stream", json_true());
 
     out->stream = r->stream;
-    out->url = messages_url(t);
-    if (!out->url || drv_body_json(out, doc) != GW_OK ||
-        drv_auth_headers(out, t, "x-api-key: ") != GW_OK)
+    if (drv_json_request(out, t, messages_url(t), doc, "x-api-key: ") != GW_OK)
         return GW_ENOMEM;
     if (drv_header(out, "anthropic-version: %s",
                    drv_opt_str(t, "anthropic_version", DEFAULT_VERSION)) != GW_OK)

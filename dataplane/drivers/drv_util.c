@@ -21,6 +21,19 @@ int drv_auth_headers(struct drv_request *out, const struct drv_target *t, const 
     return GW_OK;
 }
 
+int drv_json_request(struct drv_request *out, const struct drv_target *t, char *url, json_t *doc,
+                     const char *auth)
+{
+    out->url = url;
+    if (!url) {
+        json_decref(doc);
+        return GW_ENOMEM;
+    }
+    if (drv_body_json(out, doc) != GW_OK)
+        return GW_ENOMEM;
+    return drv_auth_headers(out, t, auth);
+}
+
 const char *drv_effort_of(const struct canon_req *r)
 {
     if (r->reasoning_effort)

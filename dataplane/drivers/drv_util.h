@@ -22,6 +22,11 @@
  * after prefix ("Authorization: Bearer ", "x-api-key: "). 0 or GW_ENOMEM. */
 int drv_auth_headers(struct drv_request *out, const struct drv_target *t, const char *prefix);
 
+/* Completes a JSON request: url (taken; NULL: out of memory), doc as its
+ * body (released), then drv_auth_headers with auth. 0 or GW_ENOMEM. */
+int drv_json_request(struct drv_request *out, const struct drv_target *t, char *url, json_t *doc,
+                     const char *auth);
+
 /* The reasoning effort asked for, or a token budget as an effort (below
  * 4096 low, below 16384 medium, else high) for providers that take only
  * efforts; NULL when neither was given. */

@@ -449,10 +449,9 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         return rc;
     }
     out->stream = r->stream;
-    out->url = model_url(t, r->stream ? "streamGenerateContent?alt=sse" : "generateContent");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return drv_auth_headers(out, t, "x-goog-api-key: ");
+    return drv_json_request(
+        out, t, model_url(t, r->stream ? "streamGenerateContent?alt=sse" : "generateContent"), doc,
+        "x-goog-api-key: ");
 }
 
 /* ----------------------------------------------------------------- errors */
@@ -813,10 +812,7 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
     }
     free(full);
     json_t *doc = reqs ? json_pack("{s:o}", "requests", reqs) : NULL;
-    out->url = model_url(t, "batchEmbedContents");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return drv_auth_headers(out, t, "x-goog-api-key: ");
+    return drv_json_request(out, t, model_url(t, "batchEmbedContents"), doc, "x-goog-api-key: ");
 }
 
 static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,

@@ -300,10 +300,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         return rc;
     }
     out->stream = r->stream;
-    out->url = drv_url(t, "/api/chat");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return drv_auth_headers(out, t, "Authorization: Bearer ");
+    return drv_json_request(out, t, drv_url(t, "/api/chat"), doc, "Authorization: Bearer ");
 }
 
 /* ----------------------------------------------------------------- errors */
@@ -530,10 +527,7 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
     json_t *doc = in ? json_pack("{s:s,s:o}", "model", t->model, "input", in) : NULL;
     if (doc && r->dimensions)
         json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
-    out->url = drv_url(t, "/api/embed");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return drv_auth_headers(out, t, "Authorization: Bearer ");
+    return drv_json_request(out, t, drv_url(t, "/api/embed"), doc, "Authorization: Bearer ");
 }
 
 static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,

@@ -247,10 +247,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "stream_options", json_pack("{s:b}", "include_usage", 1));
 
     out->stream = r->stream;
-    out->url = drv_url(t, "/chat/completions");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return drv_auth_headers(out, t, "Authorization: Bearer ");
+    return drv_json_request(out, t, drv_url(t, "/chat/completions"), doc, "Authorization: Bearer ");
 }
 
 /* ------------------------------------------------------------------ parse */
@@ -575,10 +572,7 @@ int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_
         json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
     if (doc && r->user)
         json_object_set_new(doc, "user", json_string(r->user));
-    out->url = drv_url(t, "/embeddings");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return drv_auth_headers(out, t, "Authorization: Bearer ");
+    return drv_json_request(out, t, drv_url(t, "/embeddings"), doc, "Authorization: Bearer ");
 }
 
 int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,

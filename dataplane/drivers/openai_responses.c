@@ -337,10 +337,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "user", json_string(r->user));
 
     out->stream = r->stream;
-    out->url = drv_url(t, "/responses");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return drv_auth_headers(out, t, "Authorization: Bearer ");
+    return drv_json_request(out, t, drv_url(t, "/responses"), doc, "Authorization: Bearer ");
 }
 
 /* ------------------------------------------------------------------ parse */
