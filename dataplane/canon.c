@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_pool.h"
+#include "gw_str.h"
 
 #define DEFAULT_ACC_MAX (32u << 20)
 
@@ -353,35 +353,23 @@ const char *canon_stop_to_anthropic(enum canon_stop s)
     return "end_turn";
 }
 
-/* Case-insensitive search in a bounded, not NUL-terminated body. */
-static int body_has(const char *body, size_t len, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!body || n > len)
-        return 0;
-    for (size_t i = 0; i + n <= len; i++)
-        if (strncasecmp(body + i, needle, n) == 0)
-            return 1;
-    return 0;
-}
-
 enum canon_failure canon_classify_http(int status, const char *body, size_t len)
 {
     if (len > 65536)
         len = 65536;
     if (status == 400 || status == 422 || status == 413) {
-        if (body_has(body, len, "context length") || body_has(body, len, "context_length") ||
-            body_has(body, len, "context window") || body_has(body, len, "too many tokens") ||
-            body_has(body, len, "prompt is too long") || body_has(body, len, "input is too long") ||
-            body_has(body, len, "maximum context"))
+        if (gw_mem_has(body, len, "context length") || gw_mem_has(body, len, "context_length") ||
+            gw_mem_has(body, len, "context window") || gw_mem_has(body, len, "too many tokens") ||
+            gw_mem_has(body, len, "prompt is too long") ||
+            gw_mem_has(body, len, "input is too long") || gw_mem_has(body, len, "maximum context"))
             return CANON_FAIL_CONTEXT_OVERFLOW;
         if (status == 413)
             return CANON_FAIL_PAYLOAD_TOO_LARGE;
-        if (body_has(body, len, "does not support") || body_has(body, len, "not supported") ||
-            body_has(body, len, "unsupported"))
+        if (gw_mem_has(body, len, "does not support") || gw_mem_has(body, len, "not supported") ||
+            gw_mem_has(body, len, "unsupported"))
             return CANON_FAIL_UNSUPPORTED_INPUT;
-        if (body_has(body, len, "content filter") || body_has(body, len, "content_filter") ||
-            body_has(body, len, "content management policy"))
+        if (gw_mem_has(body, len, "content filter") || gw_mem_has(body, len, "content_filter") ||
+            gw_mem_has(body, len, "content management policy"))
             return CANON_FAIL_CONTENT_FILTERED;
         return CANON_FAIL_BAD_REQUEST;
     }
@@ -391,23 +379,23 @@ enum canon_failure canon_classify_http(int status, const char *body, size_t len)
         return CANON_FAIL_QUOTA_EXHAUSTED;
     if (status == 404) {
         /* A provider that does not know the model is a target problem. */
-        if (body_has(body, len, "model"))
+        if (gw_mem_has(body, len, "model"))
             return CANON_FAIL_MODEL_UNAVAILABLE;
         return CANON_FAIL_NOT_FOUND;
     }
     if (status == 408)
         return CANON_FAIL_TIMEOUT;
     if (status == 429) {
-        if (body_has(body, len, "insufficient_quota") || body_has(body, len, "quota exceeded") ||
-            body_has(body, len, "billing"))
+        if (gw_mem_has(body, len, "insufficient_quota") ||
+            gw_mem_has(body, len, "quota exceeded") || gw_mem_has(body, len, "billing"))
             return CANON_FAIL_QUOTA_EXHAUSTED;
         return CANON_FAIL_RATE_LIMITED;
     }
     if (status == 504 || status == 524)
         return CANON_FAIL_TIMEOUT;
     if (status == 503 || status == 529)
-        return body_has(body, len, "model") ? CANON_FAIL_MODEL_UNAVAILABLE
-                                            : CANON_FAIL_PROVIDER_5XX;
+        return gw_mem_has(body, len, "model") ? CANON_FAIL_MODEL_UNAVAILABLE
+                                              : CANON_FAIL_PROVIDER_5XX;
     if (status >= 500)
         return CANON_FAIL_PROVIDER_5XX;
     return CANON_FAIL_BAD_REQUEST;

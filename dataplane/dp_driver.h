@@ -17,6 +17,8 @@
 #include <stddef.h>
 
 #include "canon.h"
+#include "gw_buf.h"
+#include "gw_sse.h"
 
 struct dp_provider;
 struct curl_slist;
@@ -60,11 +62,17 @@ int drv_header(struct drv_request *r, const char *fmt, ...) __attribute__((forma
  * x-request-id: every driver calls it. */
 int drv_common_headers(struct drv_request *r, const struct drv_target *t);
 
-/* A parser's common part: every driver parser starts with this struct. */
+/* A parser's common part: every driver parser starts with this struct
+ * (drv_parser_new and drv_parser_free in drivers/drv_util.h allocate a
+ * driver's parser with it and release both). */
 struct drv_parser {
     const struct dp_driver *drv;
     int stream;
-    int terminal; /* a DONE or ERROR was emitted */
+    int terminal;       /* a DONE or ERROR was emitted */
+    int started;        /* START was emitted */
+    struct gw_buf body; /* not streamed: the body so far (at most DRV_MAX_BODY) */
+    struct gw_sse sse;  /* streamed as SSE (drv_parse_sse): the event parser,
+                           bounded by DRV_MAX_EVENT */
 };
 
 struct dp_driver {

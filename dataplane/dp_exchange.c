@@ -784,6 +784,30 @@ static int check_caps(const struct canon_req *r, const struct dp_provider *p, st
     return GW_OK;
 }
 
+/* The end of starting an attempt: its upstream request built (rc GW_OK) is
+ * sent; refused (GW_EINVAL: err, the client's 400, counted as refused for
+ * reason cls); anything else is the gateway's 500. */
+static void launch(struct dp_attempt *a, int rc, const char *cls, const struct canon_err *err)
+{
+    if (rc == GW_EINVAL) {
+        set_failure(a, "refused", cls);
+        a->terminal = 1;
+        reply_error(a, err->status ? err->status : 400, "invalid_request_error",
+                    err->param[0] ? err->param : NULL, err->code, err->message);
+        attempt_end(a);
+        return;
+    }
+    if (rc == GW_OK)
+        rc = start_upstream(a);
+    if (rc != GW_OK) {
+        set_failure(a, "internal_error", NULL);
+        a->terminal = 1;
+        reply_error(a, 500, "api_error", NULL, "internal_error",
+                    "the gateway could not start the upstream request");
+        attempt_end(a);
+    }
+}
+
 void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_snapshot *snap,
                       const struct dp_key *key, const char *request_id, const struct dp_facade *fc)
 {
@@ -839,25 +863,9 @@ void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_sn
         attempt_end(a);
         return;
     }
-    if (rc == GW_EINVAL) {
-        set_failure(a, "refused", "unsupported_input");
-        a->terminal = 1;
-        reply_error(a, err.status ? err.status : 400, "invalid_request_error",
-                    err.param[0] ? err.param : NULL, err.code, err.message);
-        attempt_end(a);
-        return;
-    }
     if (rc == GW_OK && !(a->parser = d->parser_new(a->dreq.stream)))
         rc = GW_ENOMEM;
-    if (rc == GW_OK)
-        rc = start_upstream(a);
-    if (rc != GW_OK) {
-        set_failure(a, "internal_error", NULL);
-        a->terminal = 1;
-        reply_error(a, 500, "api_error", NULL, "internal_error",
-                    "the gateway could not start the upstream request");
-        attempt_end(a);
-    }
+    launch(a, rc, "unsupported_input", &err);
 }
 
 /* -------------------------------------------------------------- embeddings */
@@ -1050,23 +1058,7 @@ void dp_exchange_embed(struct dp_worker *w, struct gw_http_req *req, struct dp_s
     a->ereq.user = NULL;
     for (size_t i = 0; i < a->ereq.ninputs; i++)
         a->ereq.inputs[i] = NULL;
-    if (rc == GW_EINVAL) {
-        set_failure(a, "refused", "bad_request");
-        a->terminal = 1;
-        reply_error(a, err.status ? err.status : 400, "invalid_request_error",
-                    err.param[0] ? err.param : NULL, err.code, err.message);
-        attempt_end(a);
-        return;
-    }
-    if (rc == GW_OK)
-        rc = start_upstream(a);
-    if (rc != GW_OK) {
-        set_failure(a, "internal_error", NULL);
-        a->terminal = 1;
-        reply_error(a, 500, "api_error", NULL, "internal_error",
-                    "the gateway could not start the upstream request");
-        attempt_end(a);
-    }
+    launch(a, rc, "bad_request", &err);
 }
 
 /* ------------------------------------------------------------ count_tokens */

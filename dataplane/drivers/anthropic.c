@@ -169,10 +169,8 @@ static json_t *tool_result_block(const struct canon_req *r, const struct canon_p
 static json_t *tool_use_block(const struct canon_req *r, const struct canon_part *p,
                               const char *where, struct canon_err *err)
 {
-    const char *a = p->arguments && *p->arguments ? p->arguments : "{}";
-    json_t *input = json_loads(a, 0, NULL);
-    if (!json_is_object(input)) {
-        json_decref(input);
+    json_t *input = drv_call_args(p, 0);
+    if (!input) {
         canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "invalid_request",
                       "%s: the tool call's arguments must be a JSON object", where);
         return NULL;
@@ -253,18 +251,12 @@ static json_t *tools_json(const struct canon_req *r)
     json_t *tools = json_array();
     for (size_t i = 0; tools && i < r->ntools; i++) {
         const struct canon_tool *tl = &r->tools[i];
-        json_t *t = json_pack("{s:s}", "name", tl->name);
+        json_t *t = drv_tool_decl(json_pack("{s:s}", "name", tl->name), tl, "input_schema",
+                                  DRV_SCHEMA_EMPTY);
         if (!t) {
             json_decref(tools);
             return NULL;
         }
-        if (tl->description)
-            json_object_set_new(t, "description", json_string(tl->description));
-        if (tl->parameters)
-            json_object_set(t, "input_schema", tl->parameters);
-        else
-            json_object_set_new(t, "input_schema",
-                                json_pack("{s:s,s:{}}", "type", "object", "properties"));
         if (tl->strict == 1)
             json_object_set_new(t, "strict", json_true());
         set_cache(t, tl->cache);
@@ -317,18 +309,9 @@ static int tool_choice_json(const struct canon_req *r, json_t *doc, struct canon
     return GW_OK;
 }
 
-static long long effort_budget(const char *effort)
-{
-    if (!effort)
-        return 0;
-    if (strcmp(effort, "minimal") == 0 || strcmp(effort, "low") == 0)
-        return 2048;
-    if (strcmp(effort, "medium") == 0)
-        return 8192;
-    if (strcmp(effort, "high") == 0)
-        return 24576;
-    return 0;
-}
+/* Thinking budgets for the efforts; 0 refuses any other. */
+static const struct drv_budgets budgets = {
+    .minimal = 2048, .low = 2048, .medium = 8192, .high = 24576, .other = 0};
 
 /* max_tokens and the thinking budget (0: no thinking), made consistent. */
 static int budget_and_max(const struct drv_target *t, const struct canon_req *r,
@@ -338,7 +321,8 @@ static int budget_and_max(const struct drv_target *t, const struct canon_req *r,
     int explicit_budget = r->reasoning_budget > 0;
     *budget = 0;
     if (!r->reasoning_off)
-        *budget = explicit_budget ? r->reasoning_budget : effort_budget(r->reasoning_effort);
+        *budget = explicit_budget ? r->reasoning_budget
+                                  : drv_effort_budget(r->reasoning_effort, &budgets);
     if (r->reasoning_effort && !explicit_budget && !r->reasoning_off && *budget == 0)
         return REFUSE(err, field, "'%s' must be minimal, low, medium or high", field);
     long long def = drv_opt_int(t, "default_max_tokens", DEFAULT_MAX_TOKENS);
@@ -463,18 +447,13 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_decref(doc);
         return rc;
     }
-    if (r->has_temperature)
-        json_object_set_new(doc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(doc, "top_p", json_real(r->top_p));
-    if (r->has_top_k)
-        json_object_set_new(doc, "top_k", json_integer(r->top_k));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(doc, "stop_sequences", st);
-    }
+    static const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_TOP_K, "top_k"},
+        {CANON_F_STOP, "stop_sequences"},
+    };
+    drv_params(doc, r, params, DRV_NPARAMS(params));
     if (budget)
         json_object_set_new(
             doc, "thinking",
@@ -485,11 +464,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "stream", json_true());
 
     out->stream = r->stream;
-    out->url = messages_url(t);
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "x-api-key: %s", t->provider->credential) != GW_OK)
+    if (drv_json_request(out, t, messages_url(t), doc, "x-api-key: ") != GW_OK)
         return GW_ENOMEM;
     if (drv_header(out, "anthropic-version: %s",
                    drv_opt_str(t, "anthropic_version", DEFAULT_VERSION)) != GW_OK)
@@ -506,11 +481,8 @@ enum block_kind { BK_NONE, BK_TEXT, BK_THINKING, BK_TOOL, BK_SKIP };
 
 struct an_parser {
     struct drv_parser base;
-    struct gw_sse sse;
-    struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
     struct canon_usage usage;
-    int started; /* message_start seen */
     enum block_kind block;
     long long block_index;
     int have_stop;
@@ -519,30 +491,8 @@ struct an_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct an_parser *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    p->base.drv = &drv_anthropic;
-    p->base.stream = stream;
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
-    return &p->base;
-}
-
-static void parser_free(struct drv_parser *bp)
-{
-    struct an_parser *p = (struct an_parser *)bp;
-    gw_sse_free(&p->sse);
-    gw_buf_free(&p->body);
-    free(p);
-}
-
-static int fail(struct an_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
+    struct an_parser *p = drv_parser_new(sizeof(*p), &drv_anthropic, stream);
+    return p ? &p->base : NULL;
 }
 
 /* An Anthropic error type (and its message) as a failure class. */
@@ -609,22 +559,6 @@ static int on_usage(struct an_parser *p, const json_t *u, const struct canon_sin
     return canon_emit(s, &ev);
 }
 
-static int emit_text(enum canon_ev_type type, const char *t, const struct canon_sink *s)
-{
-    if (!t || !*t)
-        return 0;
-    struct canon_event ev = {.type = type, .text = t, .len = strlen(t)};
-    return canon_emit(s, &ev);
-}
-
-static int emit_signature(const char *sig, const struct canon_sink *s)
-{
-    if (!sig || !*sig)
-        return 0;
-    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
-    return canon_emit(s, &ev);
-}
-
 /* A content block: text, thinking, tool_use; others are skipped. In a
  * stream the arguments come in input_json_delta, so a start's input ({})
  * is not used; in a whole message it is the call's arguments. */
@@ -637,47 +571,43 @@ static int block_start(struct an_parser *p, long long index, const json_t *cb, i
     p->block_index = index;
     p->block = BK_SKIP;
     if (!type)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent a content block with no type");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a content block with no type");
     if (strcmp(type, "text") == 0) {
         p->block = BK_TEXT;
-        return emit_text(CANON_EV_CHUNK, gw_json_str(cb, "text"), s);
+        return drv_emit_text(s, CANON_EV_CHUNK, gw_json_str(cb, "text"));
     }
     if (strcmp(type, "thinking") == 0) {
         p->block = BK_THINKING;
-        if (emit_text(CANON_EV_REASONING, gw_json_str(cb, "thinking"), s))
+        if (drv_emit_text(s, CANON_EV_REASONING, gw_json_str(cb, "thinking")))
             return 1;
-        return emit_signature(gw_json_str(cb, "signature"), s);
+        return drv_emit_signature(s, gw_json_str(cb, "signature"));
     }
     if (strcmp(type, "tool_use") == 0) {
         const char *name = gw_json_str(cb, "name");
         if (!name)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a tool call with no name");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent a tool call with no name");
         char *args = NULL;
         if (whole) {
             json_t *in = json_object_get(cb, "input");
             args = json_is_object(in) ? json_dumps(in, JSON_COMPACT) : NULL;
             if (!args)
-                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "the provider sent a tool call whose input is not an object");
+                return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                                "the provider sent a tool call whose input is not an object");
         }
         p->block = BK_TOOL;
         int rc = drv_tools_delta(&p->tools, index, gw_json_str(cb, "id"), name, args, s);
         free(args);
-        if (rc == GW_EINVAL)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent tool calls out of order or too many of them");
-        return rc ? 1 : 0;
+        return drv_tools_check(&p->base, s, rc,
+                               "the provider sent tool calls out of order or too many of them");
     }
     if (strcmp(type, "redacted_thinking") == 0) {
         const char *data = gw_json_str(cb, "data");
         if (!data)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a redacted thinking block with no data");
-        struct canon_event ev = {
-            .type = CANON_EV_REASONING, .text = data, .len = strlen(data), .redacted = 1};
-        return canon_emit(s, &ev);
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent a redacted thinking block with no data");
+        return drv_emit_redacted(s, data);
     }
     return 0; /* server blocks: see the header comment */
 }
@@ -687,8 +617,8 @@ static int on_block_delta(struct an_parser *p, const json_t *doc, const struct c
     long long index = -1;
     gw_json_int(doc, "index", &index);
     if (p->block == BK_NONE || index != p->block_index)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent a delta for a content block that is not open");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a delta for a content block that is not open");
     json_t *d = json_object_get(doc, "delta");
     const char *dt = gw_json_str(d, "type");
     if (!dt || p->block == BK_SKIP)
@@ -703,14 +633,14 @@ static int on_block_delta(struct an_parser *p, const json_t *doc, const struct c
     if (want == BK_SKIP)
         return 0; /* citations_delta and future kinds */
     if (want != p->block)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent a delta of the wrong kind for its content block");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a delta of the wrong kind for its content block");
     if (strcmp(dt, "text_delta") == 0)
-        return emit_text(CANON_EV_CHUNK, gw_json_str(d, "text"), s);
+        return drv_emit_text(s, CANON_EV_CHUNK, gw_json_str(d, "text"));
     if (strcmp(dt, "thinking_delta") == 0)
-        return emit_text(CANON_EV_REASONING, gw_json_str(d, "thinking"), s);
+        return drv_emit_text(s, CANON_EV_REASONING, gw_json_str(d, "thinking"));
     if (strcmp(dt, "signature_delta") == 0)
-        return emit_signature(gw_json_str(d, "signature"), s);
+        return drv_emit_signature(s, gw_json_str(d, "signature"));
     const char *pj = gw_json_str(d, "partial_json");
     return drv_tools_delta(&p->tools, index, NULL, NULL, pj, s) ? 1 : 0;
 }
@@ -739,12 +669,10 @@ static int on_error_doc(struct an_parser *p, const json_t *doc, int status,
 
 static int on_start(struct an_parser *p, const json_t *msg, const struct canon_sink *s)
 {
-    if (p->started)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider started its message twice");
-    p->started = 1;
-    struct canon_event ev = {
-        .type = CANON_EV_START, .id = gw_json_str(msg, "id"), .name = gw_json_str(msg, "model")};
-    if (canon_emit(s, &ev))
+    if (p->base.started)
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider started its message twice");
+    if (drv_start(&p->base, gw_json_str(msg, "id"), gw_json_str(msg, "model"), s))
         return 1;
     return on_usage(p, json_object_get(msg, "usage"), s);
 }
@@ -762,14 +690,15 @@ static int on_event(struct an_parser *p, const char *name, const json_t *doc,
         return on_error_doc(p, doc, 0, s);
     if (strcmp(type, "message_start") == 0)
         return on_start(p, json_object_get(doc, "message"), s);
-    if (!p->started)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider's stream did not begin with message_start");
+    if (!p->base.started)
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider's stream did not begin with message_start");
     if (strcmp(type, "content_block_start") == 0) {
         long long index = -1;
         json_t *cb = json_object_get(doc, "content_block");
         if (gw_json_int(doc, "index", &index) != GW_OK || index < 0 || !json_is_object(cb))
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a malformed block start");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent a malformed block start");
         return block_start(p, index, cb, 0, s);
     }
     if (strcmp(type, "content_block_delta") == 0)
@@ -778,8 +707,8 @@ static int on_event(struct an_parser *p, const char *name, const json_t *doc,
         long long index = -1;
         gw_json_int(doc, "index", &index);
         if (p->block == BK_NONE || index != p->block_index)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider closed a content block that is not open");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider closed a content block that is not open");
         enum block_kind k = p->block;
         p->block = BK_NONE;
         return k == BK_TOOL ? drv_tools_close(&p->tools, s) : 0;
@@ -797,103 +726,63 @@ static int on_event(struct an_parser *p, const char *name, const json_t *doc,
     return 0; /* new event types are to be ignored, Anthropic says */
 }
 
-static int parse_stream(struct an_parser *p, const char *buf, size_t len,
-                        const struct canon_sink *s)
+static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const json_t *doc,
+                  const struct canon_sink *s)
 {
-    struct gw_sse_event ev;
-    int rc;
-    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
-        if (ev.data_len == 0)
-            continue;
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc)) {
-            json_decref(doc);
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a malformed stream event");
-        }
-        int stop = on_event(p, ev.event, doc, s);
-        json_decref(doc);
-        if (stop)
-            return 1;
-    }
-    if (rc != GW_EAGAIN)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
-    return 0;
+    return on_event((struct an_parser *)bp, ev->event, doc, s);
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct an_parser *p = (struct an_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse_sse(bp, buf, len, s, drv_sse_skip_empty, on_sse);
 }
 
 /* A whole "message" body → the events a stream would give. */
-static void parse_whole(struct an_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
-        return;
-    }
+    struct an_parser *p = (struct an_parser *)bp;
     const char *type = gw_json_str(doc, "type");
     if (type && strcmp(type, "error") == 0) {
         on_error_doc(p, doc, 0, s);
-        goto out;
+        return;
     }
     json_t *content = json_object_get(doc, "content");
     if ((type && strcmp(type, "message") != 0) || !json_is_array(content)) {
-        fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not a message");
-        goto out;
+        drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not a message");
+        return;
     }
-    p->started = 1;
-    struct canon_event ev = {
-        .type = CANON_EV_START, .id = gw_json_str(doc, "id"), .name = gw_json_str(doc, "model")};
-    if (canon_emit(s, &ev))
-        goto out;
+    if (drv_start(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"), s))
+        return;
     size_t i;
     json_t *cb;
     json_array_foreach(content, i, cb)
     {
         if (!json_is_object(cb)) {
-            fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's content block is not an object");
-            goto out;
+            drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                     "the provider's content block is not an object");
+            return;
         }
         if (block_start(p, (long long)i, cb, 1, s))
-            goto out;
+            return;
     }
     p->block = BK_NONE;
     p->stop = canon_stop_from_anthropic(gw_json_str(doc, "stop_reason"));
     if (drv_tools_close(&p->tools, s) || on_usage(p, json_object_get(doc, "usage"), s))
-        goto out;
+        return;
     done(p, s);
-out:
-    json_decref(doc);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct an_parser *p = (struct an_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
     /* No message_stop: complete only if the provider had said why it
      * stopped and no block was left open. */
     if (p->have_stop && p->block == BK_NONE)
         done(p, s);
     else
-        fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+        drv_fail(&p->base, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* ---------------------------------------------------------------- classify */
@@ -926,6 +815,6 @@ const struct dp_driver drv_anthropic = {
     .parser_new = parser_new,
     .parse = parse,
     .finish = finish,
-    .parser_free = parser_free,
+    .parser_free = drv_parser_free,
     .classify = classify,
 };

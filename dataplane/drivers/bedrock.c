@@ -87,6 +87,7 @@
 #include "gw_eventstream.h"
 #include "gw_json.h"
 #include "gw_sigv4.h"
+#include "gw_str.h"
 
 /* Token budgets for reasoning efforts (Anthropic's minimum is 1024). */
 #define BUDGET_MINIMAL 1024
@@ -193,13 +194,8 @@ static int tool_result_block(const struct canon_req *r, const struct canon_part 
 static int tool_use_block(const struct canon_req *r, const struct canon_part *p, const char *where,
                           json_t *content, struct canon_err *err)
 {
-    json_t *input;
-    if (!p->arguments || !*p->arguments)
-        input = json_object();
-    else
-        input = json_loads(p->arguments, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(input)) {
-        json_decref(input);
+    json_t *input = drv_call_args(p, JSON_REJECT_DUPLICATES);
+    if (!input) {
         canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "invalid_request",
                       "%s: the tool call's arguments must be a JSON object", where);
         return GW_EINVAL;
@@ -380,20 +376,16 @@ static int add_tools(const struct canon_req *r, json_t *doc, struct canon_err *e
 
 static long long budget_of(const struct canon_req *r)
 {
+    static const struct drv_budgets budgets = {.minimal = BUDGET_MINIMAL,
+                                               .low = BUDGET_LOW,
+                                               .medium = BUDGET_MEDIUM,
+                                               .high = BUDGET_HIGH,
+                                               .other = BUDGET_MEDIUM};
     if (r->reasoning_off)
         return 0;
     if (r->reasoning_budget > 0)
         return r->reasoning_budget;
-    const char *e = r->reasoning_effort;
-    if (!e)
-        return 0;
-    if (strcmp(e, "minimal") == 0)
-        return BUDGET_MINIMAL;
-    if (strcmp(e, "low") == 0)
-        return BUDGET_LOW;
-    if (strcmp(e, "high") == 0)
-        return BUDGET_HIGH;
-    return BUDGET_MEDIUM;
+    return drv_effort_budget(r->reasoning_effort, &budgets);
 }
 
 static int add_inference(const struct canon_req *r, json_t *doc)
@@ -407,16 +399,12 @@ static int add_inference(const struct canon_req *r, json_t *doc)
         rc |= json_object_set_new(ic, "maxTokens", json_integer(r->max_tokens));
     else if (budget)
         rc |= json_object_set_new(ic, "maxTokens", json_integer(budget + BUDGET_ANSWER_ROOM));
-    if (r->has_temperature)
-        rc |= json_object_set_new(ic, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        rc |= json_object_set_new(ic, "topP", json_real(r->top_p));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            rc |= json_array_append_new(st, json_string(r->stop[i]));
-        rc |= json_object_set_new(ic, "stopSequences", st);
-    }
+    static const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "topP"},
+        {CANON_F_STOP, "stopSequences"},
+    };
+    rc |= drv_params(ic, r, params, DRV_NPARAMS(params));
     if (rc)
         return oom(ic, NULL);
     if (json_object_size(ic) == 0) {
@@ -724,22 +712,17 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 struct br_parser {
     struct drv_parser base;
     struct gw_es es;
-    struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
-    int started;
     int have_stop;
     enum canon_stop stop;
 };
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct br_parser *p = calloc(1, sizeof(*p));
+    struct br_parser *p = drv_parser_new(sizeof(*p), &drv_bedrock, stream);
     if (!p)
         return NULL;
-    p->base.drv = &drv_bedrock;
-    p->base.stream = stream;
     gw_es_init(&p->es, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
     return &p->base;
 }
 
@@ -747,45 +730,21 @@ static void parser_free(struct drv_parser *bp)
 {
     struct br_parser *p = (struct br_parser *)bp;
     gw_es_free(&p->es);
-    gw_buf_free(&p->body);
-    free(p);
+    drv_parser_free(bp);
 }
 
-static int fail(struct br_parser *p, const struct canon_sink *s, enum canon_failure f, int status,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, status, msg);
-    return 1;
-}
-
+/* Bedrock gives no response id and no model name. */
 static int emit_start(struct br_parser *p, const struct canon_sink *s)
 {
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {.type = CANON_EV_START};
-    return canon_emit(s, &ev);
-}
-
-/* Case-insensitive substring search in a bounded body. */
-static int has(const char *body, size_t len, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!body || n > len)
-        return 0;
-    for (size_t i = 0; i + n <= len; i++)
-        if (strncasecmp(body + i, needle, n) == 0)
-            return 1;
-    return 0;
+    return drv_start(&p->base, NULL, NULL, s);
 }
 
 /* Bedrock's phrases for a prompt beyond the model's context. */
 static int context_overflow(const char *m, size_t len)
 {
-    return has(m, len, "too many input tokens") || has(m, len, "input is too long") ||
-           has(m, len, "prompt is too long") || has(m, len, "context window") ||
-           has(m, len, "context length") || has(m, len, "maximum context");
+    return gw_mem_has(m, len, "too many input tokens") || gw_mem_has(m, len, "input is too long") ||
+           gw_mem_has(m, len, "prompt is too long") || gw_mem_has(m, len, "context window") ||
+           gw_mem_has(m, len, "context length") || gw_mem_has(m, len, "maximum context");
 }
 
 /* The failure class of a Bedrock exception by its type name (case-insensitive:
@@ -867,7 +826,7 @@ static int take_stop(struct br_parser *p, const char *sr, const struct canon_sin
     if (strcmp(sr, "malformed_model_output") == 0 || strcmp(sr, "malformed_tool_use") == 0) {
         char msg[128];
         snprintf(msg, sizeof(msg), "the model's output was malformed (stopReason %s)", sr);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, msg);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, msg);
     }
     if (strcmp(sr, "guardrail_intervened") == 0 || strcmp(sr, "content_filtered") == 0)
         p->stop = CANON_STOP_CONTENT_FILTER;
@@ -889,19 +848,11 @@ static int done(struct br_parser *p, const struct canon_sink *s)
     return 1;
 }
 
-static int emit_text(enum canon_ev_type type, const char *text, const char *sig,
-                     const struct canon_sink *s)
+/* A signature, even an empty one (it ends the reasoning block). */
+static int emit_signature(const char *sig, const struct canon_sink *s)
 {
-    struct canon_event ev = {
-        .type = type, .text = text ? text : "", .len = text ? strlen(text) : 0, .signature = sig};
+    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
     return canon_emit(s, &ev);
-}
-
-static int tool_error(struct br_parser *p, const struct canon_sink *s, int rc, const char *what)
-{
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, what);
-    return rc ? 1 : 0;
 }
 
 static int on_delta(struct br_parser *p, const json_t *doc, const struct canon_sink *s)
@@ -914,17 +865,17 @@ static int on_delta(struct br_parser *p, const json_t *doc, const struct canon_s
     if (text && *text) {
         if (drv_tools_close(&p->tools, s))
             return 1;
-        return emit_text(CANON_EV_CHUNK, text, NULL, s);
+        return drv_emit_text(s, CANON_EV_CHUNK, text);
     }
     json_t *tu = json_object_get(d, "toolUse");
     if (tu) {
         const char *in = gw_json_str(tu, "input");
         if (!p->tools.open || p->tools.open_key != idx)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-                        "the provider sent tool input outside its tool block");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent tool input outside its tool block");
         if (in && *in)
-            return tool_error(p, s, drv_tools_delta(&p->tools, idx, NULL, NULL, in, s),
-                              "the provider interleaved tool calls");
+            return drv_tools_check(&p->base, s, drv_tools_delta(&p->tools, idx, NULL, NULL, in, s),
+                                   "the provider interleaved tool calls");
         return 0;
     }
     json_t *reas = json_object_get(d, "reasoningContent");
@@ -935,17 +886,13 @@ static int on_delta(struct br_parser *p, const json_t *doc, const struct canon_s
             if (drv_tools_close(&p->tools, s))
                 return 1;
         }
-        if (rt && *rt && emit_text(CANON_EV_REASONING, rt, NULL, s))
-            return 1;
-        if (sig && emit_text(CANON_EV_REASONING, NULL, sig, s))
+        if (drv_emit_text(s, CANON_EV_REASONING, rt) || (sig && emit_signature(sig, s)))
             return 1;
         const char *rd = gw_json_str(reas, "redactedContent");
         if (rd && *rd) {
             if (drv_tools_close(&p->tools, s))
                 return 1;
-            struct canon_event ev = {
-                .type = CANON_EV_REASONING, .text = rd, .len = strlen(rd), .redacted = 1};
-            if (canon_emit(s, &ev))
+            if (drv_emit_redacted(s, rd))
                 return 1;
         }
     }
@@ -974,11 +921,12 @@ static int on_event_msg(struct br_parser *p, const char *type, const json_t *doc
             idx = -2 - p->tools.count; /* no index: a key of its own */
         const char *name = gw_json_str(tu, "name");
         if (!name || !*name)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-                        "the provider sent a tool call without "
-                        "a name");
-        return tool_error(
-            p, s, drv_tools_delta(&p->tools, idx, gw_json_str(tu, "toolUseId"), name, NULL, s),
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent a tool call without "
+                            "a name");
+        return drv_tools_check(
+            &p->base, s,
+            drv_tools_delta(&p->tools, idx, gw_json_str(tu, "toolUseId"), name, NULL, s),
             "the provider interleaved tool calls");
     }
     if (strcmp(type, "contentBlockDelta") == 0)
@@ -1009,12 +957,13 @@ static int on_message(struct br_parser *p, const struct gw_es_message *m,
         snprintf(msg, sizeof(msg), "the provider's stream failed: %.160s%s%.160s",
                  gw_es_header(m, ":error-code") ? gw_es_header(m, ":error-code") : "error",
                  em ? ": " : "", em ? em : "");
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, msg);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, msg);
     }
     json_t *doc = m->payload_len ? json_loadb(m->payload, m->payload_len, 0, NULL) : json_object();
     if (!json_is_object(doc)) {
         json_decref(doc);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, "the provider sent a malformed stream event");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream event");
     }
     int stop = 0;
     if (mt && strcmp(mt, "exception") == 0) {
@@ -1023,7 +972,7 @@ static int on_message(struct br_parser *p, const struct gw_es_message *m,
         char buf[384];
         snprintf(buf, sizeof(buf), "%s: %s", type ? type : "exception",
                  msg ? msg : "the provider reported an error");
-        stop = fail(p, s, exception_class(type, msg), 0, buf);
+        stop = drv_fail(&p->base, s, exception_class(type, msg), buf);
     } else if (!mt || strcmp(mt, "event") == 0) {
         const char *type = gw_es_header(m, ":event-type");
         if (type)
@@ -1033,9 +982,10 @@ static int on_message(struct br_parser *p, const struct gw_es_message *m,
     return stop;
 }
 
-static int parse_stream(struct br_parser *p, const char *buf, size_t len,
+static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s)
 {
+    struct br_parser *p = (struct br_parser *)bp;
     struct gw_es_message m;
     int rc;
     while ((rc = gw_es_next(&p->es, &buf, &len, &m)) == GW_OK)
@@ -1045,21 +995,14 @@ static int parse_stream(struct br_parser *p, const char *buf, size_t len,
         char msg[160];
         snprintf(msg, sizeof(msg), "the provider's event stream is corrupt: %s",
                  gw_es_why(&p->es) ? gw_es_why(&p->es) : "unreadable");
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, msg);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, msg);
     }
     return 0;
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct br_parser *p = (struct br_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, "the provider's answer is too large");
-    return 0;
+    return drv_parse(bp, buf, len, s, parse_stream);
 }
 
 /* One content block of a whole Converse answer. */
@@ -1070,30 +1013,28 @@ static int whole_block(struct br_parser *p, const json_t *b, long long i,
     if (text) {
         if (drv_tools_close(&p->tools, s))
             return 1;
-        return *text ? emit_text(CANON_EV_CHUNK, text, NULL, s) : 0;
+        return drv_emit_text(s, CANON_EV_CHUNK, text);
     }
     json_t *tu = json_object_get(b, "toolUse");
     if (tu) {
         json_t *in = json_object_get(tu, "input");
         if (in && !json_is_object(in))
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-                        "the provider's tool call input is not an object");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider's tool call input is not an object");
         char *args = in ? json_dumps(in, JSON_COMPACT) : NULL;
         if (in && !args)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, 0, "out of memory");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
         const char *name = gw_json_str(tu, "name");
         int rc =
             drv_tools_delta(&p->tools, i, gw_json_str(tu, "toolUseId"), name ? name : "", args, s);
         free(args);
-        return tool_error(p, s, rc, "the provider's tool calls are malformed");
+        return drv_tools_check(&p->base, s, rc, "the provider's tool calls are malformed");
     }
     const char *rd = gw_json_str(json_object_get(b, "reasoningContent"), "redactedContent");
     if (rd && *rd) {
         if (drv_tools_close(&p->tools, s))
             return 1;
-        struct canon_event ev = {
-            .type = CANON_EV_REASONING, .text = rd, .len = strlen(rd), .redacted = 1};
-        return canon_emit(s, &ev) ? 1 : 0;
+        return drv_emit_redacted(s, rd) ? 1 : 0;
     }
     const json_t *rt = json_object_get(json_object_get(b, "reasoningContent"), "reasoningText");
     if (rt) {
@@ -1101,65 +1042,49 @@ static int whole_block(struct br_parser *p, const json_t *b, long long i,
             return 1;
         const char *t = gw_json_str(rt, "text");
         const char *sig = gw_json_str(rt, "signature");
-        if (t && *t && emit_text(CANON_EV_REASONING, t, NULL, s))
-            return 1;
-        if (sig && emit_text(CANON_EV_REASONING, NULL, sig, s))
+        if (drv_emit_text(s, CANON_EV_REASONING, t) || (sig && emit_signature(sig, s)))
             return 1;
     }
     return 0;
 }
 
 /* A whole Converse body → the same events a stream would give. */
-static void parse_whole(struct br_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT, 0,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
-        return;
-    }
+    struct br_parser *p = (struct br_parser *)bp;
     json_t *content =
         json_object_get(json_object_get(json_object_get(doc, "output"), "message"), "content");
     if (!json_is_array(content)) {
         const char *m = message_of(doc);
-        fail(p, s, CANON_FAIL_PROVIDER_5XX, 0,
-             m ? m : "the provider's answer has no output.message.content");
-        json_decref(doc);
+        drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                 m ? m : "the provider's answer has no output.message.content");
         return;
     }
     if (emit_start(p, s))
-        goto out;
+        return;
     size_t i;
     json_t *b;
     json_array_foreach(content, i, b)
     {
         if (whole_block(p, b, (long long)i, s))
-            goto out;
+            return;
     }
     if (drv_tools_close(&p->tools, s) || take_stop(p, gw_json_str(doc, "stopReason"), s) ||
         emit_usage(json_object_get(doc, "usage"), s))
-        goto out;
+        return;
     done(p, s);
-out:
-    json_decref(doc);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct br_parser *p = (struct br_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
     /* No metadata: complete only if the provider had said why it stopped. */
     if (p->have_stop)
         done(p, s);
     else
-        fail(p, s, CANON_FAIL_NETWORK, 0, "the provider's stream ended before it finished");
+        drv_fail(&p->base, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* ---------------------------------------------------------------- classify */
@@ -1178,12 +1103,12 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
     drv_classify_default(status, body, len, f, msg, msglen);
     if (len > 65536)
         len = 65536;
-    if (has(body, len, "ThrottlingException"))
+    if (gw_mem_has(body, len, "ThrottlingException"))
         *f = CANON_FAIL_RATE_LIMITED;
     else if (status == 400 && context_overflow(body, len))
         *f = CANON_FAIL_CONTEXT_OVERFLOW;
-    else if (status == 400 && (has(body, len, "model identifier is invalid") ||
-                               has(body, len, "on-demand throughput")))
+    else if (status == 400 && (gw_mem_has(body, len, "model identifier is invalid") ||
+                               gw_mem_has(body, len, "on-demand throughput")))
         /* The target's model id is wrong for this account or region. */
         *f = CANON_FAIL_MODEL_UNAVAILABLE;
     else if (status == 401 || status == 403)
@@ -1192,10 +1117,11 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
         *f = CANON_FAIL_MODEL_UNAVAILABLE;
     else if (status == 408)
         *f = CANON_FAIL_TIMEOUT;
-    else if (status == 424 || has(body, len, "ModelErrorException"))
+    else if (status == 424 || gw_mem_has(body, len, "ModelErrorException"))
         *f = CANON_FAIL_PROVIDER_5XX;
     else if (status == 429)
-        *f = has(body, len, "not ready") ? CANON_FAIL_MODEL_UNAVAILABLE : CANON_FAIL_RATE_LIMITED;
+        *f = gw_mem_has(body, len, "not ready") ? CANON_FAIL_MODEL_UNAVAILABLE
+                                                : CANON_FAIL_RATE_LIMITED;
 }
 
 const struct dp_driver drv_bedrock = {

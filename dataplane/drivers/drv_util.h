@@ -1,7 +1,10 @@
 /*
- * drv_util: pieces every driver needs: keeping tool calls in the canonical
- * order (one open call at a time, indexes 0, 1, ... in order of appearance)
- * whatever indexes or ids the provider uses, and reading embedding vectors.
+ * drv_util: pieces every driver needs: the common part of a parser (the
+ * parse / finish dispatch between a stream and a whole body, the whole-body
+ * loader, the SSE event loop, failing an answer), keeping tool calls in the
+ * canonical order (one open call at a time, indexes 0, 1, ... in order of
+ * appearance) whatever indexes or ids the provider uses, request-building
+ * pieces several wire formats share, and embeddings.
  */
 #ifndef DRV_UTIL_H
 #define DRV_UTIL_H
@@ -9,6 +12,177 @@
 #include <jansson.h>
 
 #include "canon.h"
+#include "dp_driver.h"
+#include "gw_buf.h"
+#include "gw_sse.h"
+
+/* ------------------------------------------------------------------ build */
+
+/* drv_common_headers, then the provider's credential, when it has one,
+ * after prefix ("Authorization: Bearer ", "x-api-key: "). 0 or GW_ENOMEM. */
+int drv_auth_headers(struct drv_request *out, const struct drv_target *t, const char *prefix);
+
+/* Completes a JSON request: url (taken; NULL: out of memory), doc as its
+ * body (released), then drv_auth_headers with auth. 0 or GW_ENOMEM. */
+int drv_json_request(struct drv_request *out, const struct drv_target *t, char *url, json_t *doc,
+                     const char *auth);
+
+/* The reasoning effort asked for, or a token budget as an effort (below
+ * 4096 low, below 16384 medium, else high) for providers that take only
+ * efforts; NULL when neither was given. */
+const char *drv_effort_of(const struct canon_req *r);
+
+/* A provider's token budgets for the reasoning efforts. */
+struct drv_budgets {
+    long long minimal, low, medium, high;
+    long long other; /* for an effort that is none of those */
+};
+/* The budget for an effort; 0 for none (NULL). */
+long long drv_effort_budget(const char *effort, const struct drv_budgets *b);
+
+/* A 400 unsupported_content about message mi, under the client's name for
+ * the messages: "message <mi>: <what>". GW_EINVAL. */
+int drv_refuse_message(const struct canon_req *r, size_t mi, const char *what,
+                       struct canon_err *err);
+
+/* The name of the call that tool result p in message mi answers, for
+ * providers that match results to calls by name: the latest tool call with
+ * p's id in an assistant message before mi. NULL when there is none, with
+ * err set (drv_refuse_message; why says why the provider needs the name). */
+const char *drv_result_name(const struct canon_req *r, size_t mi, const struct canon_part *p,
+                            const char *why, struct canon_err *err);
+
+/* A tool call's arguments (none or "": {}) parsed with flags; NULL when they
+ * are not a JSON object. */
+json_t *drv_call_args(const struct canon_part *p, size_t flags);
+
+/* An IMAGE part's URL as a JSON string: its own, or its data as a
+ * "data:<media type>;base64," URL. NULL when out of memory. */
+json_t *drv_image_url(const struct canon_part *p);
+
+/* The text of a tool result for providers that take only text: prefix
+ * (NULL: none), then the result's TEXT parts as they are, into b (set up
+ * here; the caller frees it, and b->data may stay NULL for no text). GW_OK,
+ * GW_EINVAL when a part is not text (the caller says so in its terms), or
+ * GW_ENOMEM. */
+int drv_result_text(const struct canon_part *p, const char *prefix, struct gw_buf *b);
+
+/* How an OpenAI-style wire format writes message content. */
+struct drv_content_fmt {
+    const char *text_type; /* a text part's "type": "text", "input_text" */
+    json_t *(*image)(const struct canon_part *p);
+    /* Sets err for a part at where that is neither (images: nor an image). */
+    void (*refuse)(const struct canon_req *r, const char *where, int images, struct canon_err *err);
+};
+/* TEXT and, where images, IMAGE parts as content: a string when it is one
+ * text part, else an array of {type: text_type, text} and image parts. NULL
+ * with err set when a part does not fit, NULL alone when out of memory. */
+json_t *drv_content(const struct canon_req *r, const struct canon_part *parts, size_t n, int images,
+                    const char *where, const struct drv_content_fmt *fmt, struct canon_err *err);
+/* The parts of user message m (number mi) that are not tool results, as
+ * drv_content with images (where "message <mi>"): GW_OK with *out (NULL
+ * when there are none), GW_EINVAL with err set, or GW_ENOMEM. */
+int drv_user_content(const struct canon_req *r, const struct canon_message *m, size_t mi,
+                     const struct drv_content_fmt *fmt, json_t **out, struct canon_err *err);
+
+/* The stop sequences as a JSON array of strings; NULL when out of memory. */
+json_t *drv_stop_array(const struct canon_req *r);
+
+/* A sampling parameter's name on a provider's wire. field is one of
+ * TEMPERATURE, TOP_P, TOP_K, MAX_TOKENS, SEED, PRESENCE_PENALTY,
+ * FREQUENCY_PENALTY and STOP. */
+struct drv_param {
+    enum canon_field field;
+    const char *key;
+};
+#define DRV_NPARAMS(ps) (sizeof(ps) / sizeof((ps)[0]))
+/* Sets on o, in the order listed, each of the n parameters the request
+ * has. 0, or nonzero when one could not be set (out of memory). */
+int drv_params(json_t *o, const struct canon_req *r, const struct drv_param *ps, size_t n);
+
+/* What a tool declaration says when the tool has no parameter schema. */
+enum drv_no_schema {
+    DRV_SCHEMA_OMIT,  /* nothing */
+    DRV_SCHEMA_NULL,  /* null */
+    DRV_SCHEMA_EMPTY, /* {"type":"object","properties":{}} */
+};
+/* Fills a tool declaration o (which the caller began with the name): the
+ * tool's description when it has one, then its parameters' schema under
+ * key. Returns o. */
+json_t *drv_tool_decl(json_t *o, const struct canon_tool *tl, const char *key,
+                      enum drv_no_schema none);
+
+/* OpenAI's names for the tool choices "auto", "none" and "required"; NULL
+ * for a named choice or none. */
+const char *drv_tool_choice_word(enum canon_tool_choice tc);
+
+/* ---------------------------------------------------------------- parsers */
+
+/* A driver's parser of size bytes (its own struct, which starts with
+ * struct drv_parser), zeroed, with the common part set up: drv, stream, an
+ * empty body and SSE parser. NULL when out of memory. */
+void *drv_parser_new(size_t size, const struct dp_driver *drv, int stream);
+/* Releases the common part and the parser: a driver's parser_free, or what
+ * it ends with when its parser holds more. */
+void drv_parser_free(struct drv_parser *p);
+
+/* Ends the answer with an ERROR of class f (no HTTP status); returns 1, what
+ * a parser returns once it has emitted a terminal event. */
+int drv_fail(struct drv_parser *p, const struct canon_sink *s, enum canon_failure f,
+             const char *msg);
+
+/* START with the provider's id and model (either may be NULL), once: 0
+ * when it went out before, else canon_emit's answer. */
+int drv_start(struct drv_parser *p, const char *id, const char *name, const struct canon_sink *s);
+
+/* A driver's parse: nothing after a terminal event (1); a stream's bytes go
+ * to stream_fn; a whole body is kept in p->body until finish (a body past
+ * DRV_MAX_BODY fails the answer). */
+typedef int (*drv_stream_fn)(struct drv_parser *p, const char *buf, size_t len,
+                             const struct canon_sink *s);
+int drv_parse(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s,
+              drv_stream_fn stream_fn);
+
+/* A driver's finish, common part: nothing after a terminal event; a whole
+ * body is read as one JSON object (JSON_REJECT_DUPLICATES) and handed to
+ * whole_fn, an empty body failing with empty_output and anything else that
+ * is not an object with provider_5xx. Returns 1 when that is all there is
+ * to do, 0 when the parser is streaming and the driver must end the stream
+ * itself. */
+typedef void (*drv_whole_fn)(struct drv_parser *p, const json_t *doc, const struct canon_sink *s);
+int drv_finish(struct drv_parser *p, const struct canon_sink *s, drv_whole_fn whole_fn);
+
+/* What an SSE driver does with one raw event before it is read as JSON. */
+enum drv_sse_step {
+    DRV_SSE_JSON, /* read its data as a JSON object and hand it to doc_fn */
+    DRV_SSE_SKIP, /* nothing: go on to the next event */
+    DRV_SSE_STOP, /* the parser emitted a terminal event or the sink stopped */
+};
+typedef enum drv_sse_step (*drv_sse_raw_fn)(struct drv_parser *p, const struct gw_sse_event *ev,
+                                            const struct canon_sink *s);
+/* One event whose data is a JSON object; nonzero stops. */
+typedef int (*drv_sse_doc_fn)(struct drv_parser *p, const struct gw_sse_event *ev,
+                              const json_t *doc, const struct canon_sink *s);
+/* drv_parse for a provider that streams SSE, read with p->sse: every
+ * complete event goes to raw_fn (NULL: every event is JSON), then, parsed,
+ * to doc_fn. Data that is not a JSON object fails the answer ("malformed
+ * stream event"), and so does an event past DRV_MAX_EVENT ("too large").
+ * Returns 0 to go on or 1. */
+int drv_parse_sse(struct drv_parser *p, const char *buf, size_t len, const struct canon_sink *s,
+                  drv_sse_raw_fn raw_fn, drv_sse_doc_fn doc_fn);
+/* A raw_fn that skips events without data. */
+enum drv_sse_step drv_sse_skip_empty(struct drv_parser *p, const struct gw_sse_event *ev,
+                                     const struct canon_sink *s);
+
+/* Text of an event type (CHUNK, REASONING), nothing when NULL or empty;
+ * nonzero when the sink stopped. */
+int drv_emit_text(const struct canon_sink *s, enum canon_ev_type type, const char *text);
+/* A reasoning block's signature (nothing when NULL or empty). */
+int drv_emit_signature(const struct canon_sink *s, const char *sig);
+/* A redacted reasoning block: the provider's opaque data, whole. */
+int drv_emit_redacted(const struct canon_sink *s, const char *data);
+
+/* -------------------------------------------------------------- tool calls */
 
 #define DRV_MAX_TOOL_CALLS 128
 
@@ -33,11 +207,31 @@ int drv_tools_delta(struct drv_tools *t, long long key, const char *id, const ch
  * Returns nonzero when the sink stopped. */
 int drv_tools_close(struct drv_tools *t, const struct canon_sink *s);
 
+/* drv_tools_delta's answer, rc, as a parser's: GW_EINVAL fails the answer
+ * with what (provider_5xx) and returns 1; any other nonzero is 1; 0 is 0. */
+int drv_tools_check(struct drv_parser *p, const struct canon_sink *s, int rc, const char *what);
+
+/* A call that arrives whole (its own key: the next number), with its
+ * arguments (NULL: "{}"), closed at once. Too many calls fail the answer. */
+int drv_tools_whole(struct drv_parser *p, struct drv_tools *t, const char *id, const char *name,
+                    const char *args, const struct canon_sink *s);
+
+/* ------------------------------------------------------------- embeddings */
+
 /* Reads an array of vectors: each element is an object whose member key is
  * an array of numbers (or, with key NULL, the array itself). All must have
  * the same length. Fills out->values/nvec/dim. 0 or GW_EINVAL (msg says
  * why) or GW_ENOMEM. */
 int drv_embed_vectors(const json_t *items, const char *key, struct canon_embed_resp *out, char *msg,
                       size_t msglen);
+
+/* OpenAI's embeddings endpoint, POST {base_url}/embeddings with Bearer auth
+ * (float encoding, dimensions, user), and its answer (data[].embedding,
+ * usage.prompt_tokens, model): the openai and openai-responses drivers
+ * both serve embeddings with these (defined in openai.c). */
+int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_req *r,
+                           struct drv_request *out, struct canon_err *err);
+int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                           size_t msglen);
 
 #endif

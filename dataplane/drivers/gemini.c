@@ -90,7 +90,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
@@ -99,6 +98,7 @@
 #include "gw_error.h"
 #include "gw_json.h"
 #include "gw_sse.h"
+#include "gw_str.h"
 
 #define SIG_SENTINEL "skip_thought_signature_validator"
 
@@ -122,16 +122,6 @@ static int model_wants_signatures(const char *model)
     return strtol(m, NULL, 10) >= 3;
 }
 
-static int refuse_messages(const struct canon_req *r, struct canon_err *err, const char *what,
-                           size_t mi)
-{
-    char msg[256];
-    snprintf(msg, sizeof(msg), "message %zu: %s", mi, what);
-    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content", "%s",
-                  msg);
-    return GW_EINVAL;
-}
-
 static json_t *text_part(const char *text)
 {
     return json_pack("{s:s}", "text", text);
@@ -142,47 +132,19 @@ static json_t *image_part(const struct canon_part *p)
     return json_pack("{s:{s:s,s:s}}", "inlineData", "mimeType", p->media_type, "data", p->data);
 }
 
-/* The name of the call a tool result answers: the latest tool call with
- * that id in an assistant message before message mi. */
-static const char *call_name(const struct canon_req *r, size_t mi, const char *id)
-{
-    if (!id)
-        return NULL;
-    for (size_t i = mi; i-- > 0;) {
-        const struct canon_message *m = &r->messages[i];
-        if (m->role != CANON_ROLE_ASSISTANT)
-            continue;
-        for (size_t j = m->nparts; j-- > 0;) {
-            const struct canon_part *p = &m->parts[j];
-            if (p->type == CANON_PART_TOOL_CALL && p->id && strcmp(p->id, id) == 0)
-                return p->name;
-        }
-    }
-    return NULL;
-}
-
 static int add_tool_result(const struct canon_req *r, json_t *parts, const struct canon_part *p,
                            size_t mi, struct canon_err *err)
 {
-    const char *name = call_name(r, mi, p->id);
-    if (!name) {
-        char m[200];
-        snprintf(m, sizeof(m),
-                 "the tool result for call '%.64s' answers no earlier tool call (Gemini matches "
-                 "results to calls by function name)",
-                 p->id ? p->id : "");
-        return refuse_messages(r, err, m, mi);
-    }
+    const char *name =
+        drv_result_name(r, mi, p, "Gemini matches results to calls by function name", err);
+    if (!name)
+        return GW_EINVAL;
+    /* Several text blocks are one output: joined as the text they are. */
     struct gw_buf b;
-    gw_buf_init(&b, 0);
-    int rc = gw_buf_append(&b, "", 0);
-    for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-        if (p->content[k].type != CANON_PART_TEXT) {
-            gw_buf_free(&b);
-            return refuse_messages(r, err, "Gemini takes only text in tool results", mi);
-        }
-        /* Several text blocks are one output: joined as the text they are. */
-        rc = gw_buf_appends(&b, p->content[k].text);
+    int rc = drv_result_text(p, NULL, &b);
+    if (rc == GW_EINVAL) {
+        gw_buf_free(&b);
+        return drv_refuse_message(r, mi, "Gemini takes only text in tool results", err);
     }
     json_t *resp = rc == GW_OK ? json_pack("{s:s%}", p->is_error ? "error" : "output",
                                            b.data ? b.data : "", b.len)
@@ -201,8 +163,8 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
 {
     const struct canon_message *m = &r->messages[mi];
     if (m->role == CANON_ROLE_SYSTEM)
-        return refuse_messages(
-            r, err, "Gemini takes system text only at the start of the conversation", mi);
+        return drv_refuse_message(
+            r, mi, "Gemini takes system text only at the start of the conversation", err);
     int model = m->role == CANON_ROLE_ASSISTANT;
     json_t *parts = json_array();
     if (!parts)
@@ -212,7 +174,8 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
     for (size_t j = 0; rc == GW_OK && j < m->nparts; j++)
         if (m->parts[j].type == CANON_PART_TOOL_RESULT) {
             if (model)
-                rc = refuse_messages(r, err, "an assistant message cannot carry tool results", mi);
+                rc = drv_refuse_message(r, mi, "an assistant message cannot carry tool results",
+                                        err);
             else
                 rc = add_tool_result(r, parts, &m->parts[j], mi, err);
         }
@@ -226,24 +189,24 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
             break;
         case CANON_PART_IMAGE:
             if (model)
-                rc = refuse_messages(r, err, "Gemini takes no images in assistant messages", mi);
+                rc = drv_refuse_message(r, mi, "Gemini takes no images in assistant messages", err);
             else if (p->url)
-                rc = refuse_messages(r, err,
-                                     "Gemini takes images only as base64 data (data: URLs), "
-                                     "not by http(s) URL",
-                                     mi);
+                rc = drv_refuse_message(r, mi,
+                                        "Gemini takes images only as base64 data (data: URLs), "
+                                        "not by http(s) URL",
+                                        err);
             else if (json_array_append_new(parts, image_part(p)))
                 rc = GW_ENOMEM;
             break;
         case CANON_PART_TOOL_CALL: {
             if (!model) {
-                rc = refuse_messages(r, err, "tool calls belong in assistant messages", mi);
+                rc = drv_refuse_message(r, mi, "tool calls belong in assistant messages", err);
                 break;
             }
-            json_t *args = json_loads(p->arguments && *p->arguments ? p->arguments : "{}", 0, NULL);
-            if (!json_is_object(args)) {
-                json_decref(args);
-                rc = refuse_messages(r, err, "a tool call's arguments must be a JSON object", mi);
+            json_t *args = drv_call_args(p, 0);
+            if (!args) {
+                rc =
+                    drv_refuse_message(r, mi, "a tool call's arguments must be a JSON object", err);
                 break;
             }
             json_t *part =
@@ -274,34 +237,14 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
                : GW_OK;
 }
 
-/* A token budget as an effort (for thinkingLevel). */
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget <= 0)
-        return NULL;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
-}
-
+/* The thinking budget asked for (an effort's, see the header); -1 none. */
 static long long budget_of(const struct canon_req *r)
 {
+    static const struct drv_budgets budgets = {
+        .minimal = 512, .low = 1024, .medium = 8192, .high = 24576, .other = 24576};
     if (r->reasoning_budget > 0)
         return r->reasoning_budget;
-    const char *e = r->reasoning_effort;
-    if (!e)
-        return -1;
-    if (strcmp(e, "minimal") == 0)
-        return 512;
-    if (strcmp(e, "low") == 0)
-        return 1024;
-    if (strcmp(e, "medium") == 0)
-        return 8192;
-    return 24576;
+    return r->reasoning_effort ? drv_effort_budget(r->reasoning_effort, &budgets) : -1;
 }
 
 static int add_thinking(const struct drv_target *t, const struct canon_req *r, json_t *gc,
@@ -317,8 +260,8 @@ static int add_thinking(const struct drv_target *t, const struct canon_req *r, j
             return GW_EINVAL;
         }
         tc = json_pack("{s:i}", "thinkingBudget", 0);
-    } else if (level && effort_of(r)) {
-        tc = json_pack("{s:s,s:b}", "thinkingLevel", effort_of(r), "includeThoughts", 1);
+    } else if (level && drv_effort_of(r)) {
+        tc = json_pack("{s:s,s:b}", "thinkingLevel", drv_effort_of(r), "includeThoughts", 1);
     } else if (!level && budget_of(r) >= 0) {
         tc = json_pack("{s:I,s:b}", "thinkingBudget", (json_int_t)budget_of(r), "includeThoughts",
                        1);
@@ -335,26 +278,17 @@ static json_t *generation_config(const struct drv_target *t, const struct canon_
     *rc = GW_ENOMEM;
     if (!gc)
         return NULL;
-    if (r->has_max_tokens)
-        json_object_set_new(gc, "maxOutputTokens", json_integer(r->max_tokens));
-    if (r->has_temperature)
-        json_object_set_new(gc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(gc, "topP", json_real(r->top_p));
-    if (r->has_top_k)
-        json_object_set_new(gc, "topK", json_integer(r->top_k));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(gc, "stopSequences", st);
-    }
-    if (r->has_seed)
-        json_object_set_new(gc, "seed", json_integer(r->seed));
-    if (r->has_presence_penalty)
-        json_object_set_new(gc, "presencePenalty", json_real(r->presence_penalty));
-    if (r->has_frequency_penalty)
-        json_object_set_new(gc, "frequencyPenalty", json_real(r->frequency_penalty));
+    static const struct drv_param params[] = {
+        {CANON_F_MAX_TOKENS, "maxOutputTokens"},
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "topP"},
+        {CANON_F_TOP_K, "topK"},
+        {CANON_F_STOP, "stopSequences"},
+        {CANON_F_SEED, "seed"},
+        {CANON_F_PRESENCE_PENALTY, "presencePenalty"},
+        {CANON_F_FREQUENCY_PENALTY, "frequencyPenalty"},
+    };
+    drv_params(gc, r, params, DRV_NPARAMS(params));
     if (r->format == CANON_FMT_TEXT)
         json_object_set_new(gc, "responseMimeType", json_string("text/plain"));
     else if (r->format == CANON_FMT_JSON_OBJECT)
@@ -401,15 +335,12 @@ static json_t *tools_of(const struct canon_req *r)
     json_t *decls = json_array();
     for (size_t i = 0; decls && i < r->ntools; i++) {
         const struct canon_tool *tl = &r->tools[i];
-        json_t *fd = json_pack("{s:s}", "name", tl->name);
+        json_t *fd = drv_tool_decl(json_pack("{s:s}", "name", tl->name), tl, "parametersJsonSchema",
+                                   DRV_SCHEMA_OMIT);
         if (!fd) {
             json_decref(decls);
             return NULL;
         }
-        if (tl->description)
-            json_object_set_new(fd, "description", json_string(tl->description));
-        if (tl->parameters)
-            json_object_set(fd, "parametersJsonSchema", tl->parameters);
         json_array_append_new(decls, fd);
     }
     return decls ? json_pack("[{s:o}]", "functionDeclarations", decls) : NULL;
@@ -423,16 +354,6 @@ static int wants_sentinel(const struct drv_target *t)
     if (strcmp(o, "never") == 0)
         return 0;
     return model_wants_signatures(t->model);
-}
-
-static int set_auth(struct drv_request *out, const struct drv_target *t)
-{
-    if (drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "x-goog-api-key: %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
 }
 
 /* {base}/models/{model}:{method}, the model id percent-encoded (anything
@@ -528,24 +449,12 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         return rc;
     }
     out->stream = r->stream;
-    out->url = model_url(t, r->stream ? "streamGenerateContent?alt=sse" : "generateContent");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return set_auth(out, t);
+    return drv_json_request(
+        out, t, model_url(t, r->stream ? "streamGenerateContent?alt=sse" : "generateContent"), doc,
+        "x-goog-api-key: ");
 }
 
 /* ----------------------------------------------------------------- errors */
-
-static int has_word(const char *s, const char *w)
-{
-    if (!s)
-        return 0;
-    size_t n = strlen(w);
-    for (; *s; s++)
-        if (strncasecmp(s, w, n) == 0)
-            return 1;
-    return 0;
-}
 
 /* Per-minute or per-second limits, or a retry hint, in a Google error's
  * details: the limit is a rate, not a spent quota. 1 rate, 2 daily quota,
@@ -634,7 +543,7 @@ static enum canon_failure google_failure(int http, const json_t *e, const char *
     if (st) {
         if (strcmp(st, "RESOURCE_EXHAUSTED") == 0) {
             int k = quota_kind(details);
-            if (k == 2 || (k == 0 && (has_word(m, "quota") || has_word(m, "billing"))))
+            if (k == 2 || (k == 0 && (gw_str_has(m, "quota") || gw_str_has(m, "billing"))))
                 return CANON_FAIL_QUOTA_EXHAUSTED;
             return CANON_FAIL_RATE_LIMITED;
         }
@@ -642,21 +551,22 @@ static enum canon_failure google_failure(int http, const json_t *e, const char *
             return CANON_FAIL_AUTH_FAILED;
         if (strcmp(st, "INVALID_ARGUMENT") == 0) {
             /* A bad key is a 400 INVALID_ARGUMENT with reason API_KEY_INVALID. */
-            if (has_word(m, "API key not valid") || has_reason(details, "API_KEY_INVALID"))
+            if (gw_str_has(m, "API key not valid") || has_reason(details, "API_KEY_INVALID"))
                 return CANON_FAIL_AUTH_FAILED;
-            if (has_word(m, "exceeds the maximum number of tokens"))
+            if (gw_str_has(m, "exceeds the maximum number of tokens"))
                 return CANON_FAIL_CONTEXT_OVERFLOW;
             return canon_classify_http(400, m ? m : "", m ? strlen(m) : 0);
         }
         if (strcmp(st, "NOT_FOUND") == 0)
-            return has_word(m, "model") ? CANON_FAIL_MODEL_UNAVAILABLE : CANON_FAIL_NOT_FOUND;
+            return gw_str_has(m, "model") ? CANON_FAIL_MODEL_UNAVAILABLE : CANON_FAIL_NOT_FOUND;
         if (strcmp(st, "FAILED_PRECONDITION") == 0)
             /* "User location is not supported", free tier unavailable in
              * the region: this target cannot serve, another may. */
             return CANON_FAIL_MODEL_UNAVAILABLE;
         if (strcmp(st, "UNAVAILABLE") == 0)
-            return has_word(m, "model") || has_word(m, "overloaded") ? CANON_FAIL_MODEL_UNAVAILABLE
-                                                                     : CANON_FAIL_PROVIDER_5XX;
+            return gw_str_has(m, "model") || gw_str_has(m, "overloaded")
+                       ? CANON_FAIL_MODEL_UNAVAILABLE
+                       : CANON_FAIL_PROVIDER_5XX;
         if (strcmp(st, "DEADLINE_EXCEEDED") == 0)
             return CANON_FAIL_TIMEOUT;
         if (strcmp(st, "INTERNAL") == 0 || strcmp(st, "UNKNOWN") == 0)
@@ -689,10 +599,7 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
 
 struct gem_parser {
     struct drv_parser base;
-    struct gw_sse sse;
-    struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
-    int started;
     int content;     /* a content event went out */
     int have_finish; /* a finishReason arrived */
     enum canon_stop stop;
@@ -702,30 +609,8 @@ struct gem_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct gem_parser *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    p->base.drv = &drv_gemini;
-    p->base.stream = stream;
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
-    return &p->base;
-}
-
-static void parser_free(struct drv_parser *bp)
-{
-    struct gem_parser *p = (struct gem_parser *)bp;
-    gw_sse_free(&p->sse);
-    gw_buf_free(&p->body);
-    free(p);
-}
-
-static int fail(struct gem_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
+    struct gem_parser *p = drv_parser_new(sizeof(*p), &drv_gemini, stream);
+    return p ? &p->base : NULL;
 }
 
 static int emit_usage(const struct canon_usage *u, struct gem_parser *p, const struct canon_sink *s)
@@ -772,17 +657,6 @@ static int on_usage(struct gem_parser *p, const json_t *um, const struct canon_s
     return 0;
 }
 
-static int emit_start(struct gem_parser *p, const json_t *doc, const struct canon_sink *s)
-{
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {.type = CANON_EV_START,
-                             .id = gw_json_str(doc, "responseId"),
-                             .name = gw_json_str(doc, "modelVersion")};
-    return canon_emit(s, &ev);
-}
-
 static enum canon_stop stop_of(const char *fr)
 {
     if (strcmp(fr, "MAX_TOKENS") == 0)
@@ -798,24 +672,19 @@ static int on_function_call(struct gem_parser *p, const json_t *fc, const struct
 {
     const char *name = gw_json_str(fc, "name");
     if (!name || !*name)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent a function call without a name");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a function call without a name");
     json_t *args = json_object_get(fc, "args");
     if (args && !json_is_null(args) && !json_is_object(args))
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent function call arguments that are not an object");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent function call arguments that are not an object");
     char *a = json_is_object(args) ? json_dumps(args, JSON_COMPACT) : NULL;
     if (json_is_object(args) && !a)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
-    /* Every functionCall part is a new call, whole: its key is its number. */
-    int rc =
-        drv_tools_delta(&p->tools, p->tools.count, gw_json_str(fc, "id"), name, a ? a : "{}", s);
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+    /* Every functionCall part is a new call, whole. */
+    int rc = drv_tools_whole(&p->base, &p->tools, gw_json_str(fc, "id"), name, a, s);
     free(a);
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider made too many tool calls");
-    if (rc)
-        return 1;
-    return drv_tools_close(&p->tools, s);
+    return rc;
 }
 
 /* One GenerateContentResponse (a streamed chunk or the whole answer). */
@@ -824,9 +693,10 @@ static int on_response(struct gem_parser *p, const json_t *doc, const struct can
     json_t *e = json_object_get(doc, "error");
     if (json_is_object(e)) {
         const char *m = gw_json_str(e, "message");
-        return fail(p, s, google_failure(0, e, NULL, 0), m ? m : "the provider reported an error");
+        return drv_fail(&p->base, s, google_failure(0, e, NULL, 0),
+                        m ? m : "the provider reported an error");
     }
-    if (emit_start(p, doc, s))
+    if (drv_start(&p->base, gw_json_str(doc, "responseId"), gw_json_str(doc, "modelVersion"), s))
         return 1;
     if (on_usage(p, json_object_get(doc, "usageMetadata"), s))
         return 1;
@@ -835,7 +705,8 @@ static int on_response(struct gem_parser *p, const json_t *doc, const struct can
     if (!c) {
         const char *br = gw_json_str(json_object_get(doc, "promptFeedback"), "blockReason");
         if (br)
-            return fail(p, s, CANON_FAIL_CONTENT_FILTERED, "the provider blocked the prompt");
+            return drv_fail(&p->base, s, CANON_FAIL_CONTENT_FILTERED,
+                            "the provider blocked the prompt");
         return 0;
     }
     size_t i;
@@ -881,75 +752,39 @@ static int done(struct gem_parser *p, const struct canon_sink *s)
     return 1;
 }
 
-static int parse_stream(struct gem_parser *p, const char *buf, size_t len,
-                        const struct canon_sink *s)
+static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const json_t *doc,
+                  const struct canon_sink *s)
 {
-    struct gw_sse_event ev;
-    int rc;
-    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
-        if (ev.data_len == 0)
-            continue;
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc)) {
-            json_decref(doc);
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a malformed stream event");
-        }
-        int stop = on_response(p, doc, s);
-        json_decref(doc);
-        if (stop)
-            return 1;
-    }
-    if (rc != GW_EAGAIN)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
-    return 0;
+    (void)ev;
+    return on_response((struct gem_parser *)bp, doc, s);
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct gem_parser *p = (struct gem_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse_sse(bp, buf, len, s, drv_sse_skip_empty, on_sse);
 }
 
-static void parse_whole(struct gem_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
+    struct gem_parser *p = (struct gem_parser *)bp;
+    if (on_response(p, doc, s))
         return;
-    }
-    if (!on_response(p, doc, s)) {
-        if (!json_array_size(json_object_get(doc, "candidates")))
-            fail(p, s, CANON_FAIL_EMPTY_OUTPUT, "the provider's answer has no candidates");
-        else
-            done(p, s);
-    }
-    json_decref(doc);
+    if (!json_array_size(json_object_get(doc, "candidates")))
+        drv_fail(&p->base, s, CANON_FAIL_EMPTY_OUTPUT, "the provider's answer has no candidates");
+    else
+        done(p, s);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct gem_parser *p = (struct gem_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
     /* No terminator in this format: complete only after a finishReason. */
     if (p->have_finish)
         done(p, s);
     else
-        fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+        drv_fail(&p->base, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* -------------------------------------------------------------- embeddings */
@@ -977,10 +812,7 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
     }
     free(full);
     json_t *doc = reqs ? json_pack("{s:o}", "requests", reqs) : NULL;
-    out->url = model_url(t, "batchEmbedContents");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return set_auth(out, t);
+    return drv_json_request(out, t, model_url(t, "batchEmbedContents"), doc, "x-goog-api-key: ");
 }
 
 static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
@@ -1001,7 +833,7 @@ const struct dp_driver drv_gemini = {
     .parser_new = parser_new,
     .parse = parse,
     .finish = finish,
-    .parser_free = parser_free,
+    .parser_free = drv_parser_free,
     .classify = classify,
     .retry_after = retry_after,
     .build_embed = build_embed,

@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
@@ -63,16 +62,9 @@
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_json.h"
+#include "gw_str.h"
 
 /* ------------------------------------------------------------------ build */
-
-static int refuse_messages(const struct canon_req *r, struct canon_err *err, size_t mi,
-                           const char *what)
-{
-    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                  "message %zu: %s", mi, what);
-    return GW_EINVAL;
-}
 
 /* Joins text with a blank line between pieces. */
 static int join(struct gw_buf *b, const char *text)
@@ -89,47 +81,17 @@ static json_t *buf_string(const struct gw_buf *b)
     return json_stringn(b->data ? b->data : "", b->len);
 }
 
-/* The name of the call a tool result answers: the latest tool call with
- * that id in an assistant message before message mi. */
-static const char *call_name(const struct canon_req *r, size_t mi, const char *id)
-{
-    if (!id)
-        return NULL;
-    for (size_t i = mi; i-- > 0;) {
-        const struct canon_message *m = &r->messages[i];
-        if (m->role != CANON_ROLE_ASSISTANT)
-            continue;
-        for (size_t j = m->nparts; j-- > 0;) {
-            const struct canon_part *p = &m->parts[j];
-            if (p->type == CANON_PART_TOOL_CALL && p->id && strcmp(p->id, id) == 0)
-                return p->name;
-        }
-    }
-    return NULL;
-}
-
 static int add_tool_result(const struct canon_req *r, json_t *msgs, const struct canon_part *p,
                            size_t mi, struct canon_err *err)
 {
-    const char *name = call_name(r, mi, p->id);
-    if (!name) {
-        char what[256];
-        snprintf(what, sizeof(what),
-                 "the tool result for call '%.64s' answers no earlier tool call (Ollama names "
-                 "the tool a result is for)",
-                 p->id ? p->id : "");
-        return refuse_messages(r, err, mi, what);
-    }
+    const char *name = drv_result_name(r, mi, p, "Ollama names the tool a result is for", err);
+    if (!name)
+        return GW_EINVAL;
     struct gw_buf b;
-    gw_buf_init(&b, 0);
-    int rc =
-        p->is_error ? (gw_buf_appends(&b, "[tool error] ") == GW_OK ? GW_OK : GW_ENOMEM) : GW_OK;
-    for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-        if (p->content[k].type != CANON_PART_TEXT) {
-            gw_buf_free(&b);
-            return refuse_messages(r, err, mi, "Ollama takes only text in tool results");
-        }
-        rc = gw_buf_appends(&b, p->content[k].text) == GW_OK ? GW_OK : GW_ENOMEM;
+    int rc = drv_result_text(p, p->is_error ? "[tool error] " : NULL, &b);
+    if (rc == GW_EINVAL) {
+        gw_buf_free(&b);
+        return drv_refuse_message(r, mi, "Ollama takes only text in tool results", err);
     }
     json_t *m = rc == GW_OK ? json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_name", name,
                                         "content", buf_string(&b))
@@ -154,7 +116,7 @@ static int add_message(const struct canon_req *r, json_t *msgs, size_t mi, struc
             continue;
         }
         if (m->role != CANON_ROLE_USER)
-            return refuse_messages(r, err, mi, "only a user message can carry tool results");
+            return drv_refuse_message(r, mi, "only a user message can carry tool results", err);
         rc = add_tool_result(r, msgs, &m->parts[j], mi, err);
     }
     if (rc != GW_OK || rest == 0)
@@ -174,23 +136,24 @@ static int add_message(const struct canon_req *r, json_t *msgs, size_t mi, struc
             break;
         case CANON_PART_IMAGE:
             if (m->role != CANON_ROLE_USER)
-                rc = refuse_messages(r, err, mi, "Ollama takes images only in user messages");
+                rc = drv_refuse_message(r, mi, "Ollama takes images only in user messages", err);
             else if (p->url)
-                rc = refuse_messages(r, err, mi,
-                                     "Ollama takes images only as base64 data (data: URLs), not "
-                                     "by http(s) URL");
+                rc = drv_refuse_message(r, mi,
+                                        "Ollama takes images only as base64 data (data: URLs), not "
+                                        "by http(s) URL",
+                                        err);
             else if (json_array_append_new(images, json_string(p->data)))
                 rc = GW_ENOMEM;
             break;
         case CANON_PART_TOOL_CALL: {
             if (m->role != CANON_ROLE_ASSISTANT) {
-                rc = refuse_messages(r, err, mi, "tool calls belong in assistant messages");
+                rc = drv_refuse_message(r, mi, "tool calls belong in assistant messages", err);
                 break;
             }
-            json_t *args = json_loads(p->arguments && *p->arguments ? p->arguments : "{}", 0, NULL);
-            if (!json_is_object(args)) {
-                json_decref(args);
-                rc = refuse_messages(r, err, mi, "a tool call's arguments must be a JSON object");
+            json_t *args = drv_call_args(p, 0);
+            if (!args) {
+                rc =
+                    drv_refuse_message(r, mi, "a tool call's arguments must be a JSON object", err);
                 break;
             }
             if (json_array_append_new(calls, json_pack("{s:{s:s,s:o}}", "function", "name", p->name,
@@ -235,48 +198,18 @@ static json_t *options_of(const struct canon_req *r)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    if (r->has_max_tokens)
-        json_object_set_new(o, "num_predict", json_integer(r->max_tokens));
-    if (r->has_temperature)
-        json_object_set_new(o, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(o, "top_p", json_real(r->top_p));
-    if (r->has_top_k)
-        json_object_set_new(o, "top_k", json_integer(r->top_k));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(o, "stop", st);
-    }
-    if (r->has_seed)
-        json_object_set_new(o, "seed", json_integer(r->seed));
-    if (r->has_presence_penalty)
-        json_object_set_new(o, "presence_penalty", json_real(r->presence_penalty));
-    if (r->has_frequency_penalty)
-        json_object_set_new(o, "frequency_penalty", json_real(r->frequency_penalty));
+    static const struct drv_param params[] = {
+        {CANON_F_MAX_TOKENS, "num_predict"},
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_TOP_K, "top_k"},
+        {CANON_F_STOP, "stop"},
+        {CANON_F_SEED, "seed"},
+        {CANON_F_PRESENCE_PENALTY, "presence_penalty"},
+        {CANON_F_FREQUENCY_PENALTY, "frequency_penalty"},
+    };
+    drv_params(o, r, params, DRV_NPARAMS(params));
     return o;
-}
-
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
-}
-
-static int set_headers(struct drv_request *out, const struct drv_target *t)
-{
-    if (drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
 }
 
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
@@ -327,15 +260,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_t *tools = json_array();
         for (size_t i = 0; tools && i < r->ntools; i++) {
             const struct canon_tool *tl = &r->tools[i];
-            json_t *fn = json_pack("{s:s}", "name", tl->name);
+            json_t *fn = drv_tool_decl(json_pack("{s:s}", "name", tl->name), tl, "parameters",
+                                       DRV_SCHEMA_EMPTY);
             if (!fn)
                 break;
-            if (tl->description)
-                json_object_set_new(fn, "description", json_string(tl->description));
-            json_object_set_new(fn, "parameters",
-                                tl->parameters
-                                    ? json_incref(tl->parameters)
-                                    : json_pack("{s:s,s:{}}", "type", "object", "properties"));
             json_array_append_new(tools,
                                   json_pack("{s:s,s:o}", "type", "function", "function", fn));
         }
@@ -365,40 +293,26 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         long long levels = drv_opt_int(t, "think_levels", 0);
         if (!levels && json_is_true(json_object_get(t->provider->options, "think_levels")))
             levels = 1;
-        json_object_set_new(doc, "think", levels ? json_string(effort_of(r)) : json_true());
+        json_object_set_new(doc, "think", levels ? json_string(drv_effort_of(r)) : json_true());
     }
     if (rc != GW_OK) {
         json_decref(doc);
         return rc;
     }
     out->stream = r->stream;
-    out->url = drv_url(t, "/api/chat");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return set_headers(out, t);
+    return drv_json_request(out, t, drv_url(t, "/api/chat"), doc, "Authorization: Bearer ");
 }
 
 /* ----------------------------------------------------------------- errors */
 
-static int has_word(const char *s, const char *w)
-{
-    if (!s)
-        return 0;
-    size_t n = strlen(w);
-    for (; *s; s++)
-        if (strncasecmp(s, w, n) == 0)
-            return 1;
-    return 0;
-}
-
 /* An Ollama error message (from a body or a stream line) → class. */
 static enum canon_failure message_failure(int status, const char *m)
 {
-    if (has_word(m, "model") && has_word(m, "not found"))
+    if (gw_str_has(m, "model") && gw_str_has(m, "not found"))
         return CANON_FAIL_MODEL_UNAVAILABLE;
     if (status)
         return canon_classify_http(status, m ? m : "", m ? strlen(m) : 0);
-    if (has_word(m, "context length") || has_word(m, "context window"))
+    if (gw_str_has(m, "context length") || gw_str_has(m, "context window"))
         return CANON_FAIL_CONTEXT_OVERFLOW;
     return CANON_FAIL_PROVIDER_5XX;
 }
@@ -407,7 +321,7 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
                      size_t msglen)
 {
     drv_classify_default(status, body, len, f, msg, msglen);
-    if (msg[0] && has_word(msg, "model") && has_word(msg, "not found"))
+    if (msg[0] && gw_str_has(msg, "model") && gw_str_has(msg, "not found"))
         *f = CANON_FAIL_MODEL_UNAVAILABLE;
 }
 
@@ -415,19 +329,16 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
 
 struct ol_parser {
     struct drv_parser base;
-    struct gw_buf line; /* stream: the line so far; whole: the body */
+    struct gw_buf line; /* stream: the line so far */
     struct drv_tools tools;
-    int started;
 };
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct ol_parser *p = calloc(1, sizeof(*p));
+    struct ol_parser *p = drv_parser_new(sizeof(*p), &drv_ollama, stream);
     if (!p)
         return NULL;
-    p->base.drv = &drv_ollama;
-    p->base.stream = stream;
-    gw_buf_init(&p->line, stream ? DRV_MAX_EVENT : DRV_MAX_BODY);
+    gw_buf_init(&p->line, DRV_MAX_EVENT);
     return &p->base;
 }
 
@@ -435,23 +346,7 @@ static void parser_free(struct drv_parser *bp)
 {
     struct ol_parser *p = (struct ol_parser *)bp;
     gw_buf_free(&p->line);
-    free(p);
-}
-
-static int fail(struct ol_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
-}
-
-static int emit_text(const struct canon_sink *s, enum canon_ev_type type, const char *t)
-{
-    if (!t || !*t)
-        return 0;
-    struct canon_event ev = {.type = type, .text = t, .len = strlen(t)};
-    return canon_emit(s, &ev);
+    drv_parser_free(bp);
 }
 
 static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct canon_sink *s)
@@ -459,12 +354,13 @@ static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct cano
     json_t *fn = json_object_get(tc, "function");
     const char *name = gw_json_str(fn, "name");
     if (!name || !*name)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a tool call without a name");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a tool call without a name");
     json_t *args = json_object_get(fn, "arguments");
     char *a = NULL;
     if (json_is_object(args)) {
         if (!(a = json_dumps(args, JSON_COMPACT)))
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
     } else if (json_is_string(args)) {
         /* Not what the API documents, but an object in a string is the
          * same call. */
@@ -473,20 +369,15 @@ static int on_tool_call(struct ol_parser *p, const json_t *tc, const struct cano
             a = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         if (!a)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent tool call arguments that are not an object");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent tool call arguments that are not an object");
     } else if (args && !json_is_null(args)) {
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                    "the provider sent tool call arguments that are not an object");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent tool call arguments that are not an object");
     }
-    int rc =
-        drv_tools_delta(&p->tools, p->tools.count, gw_json_str(tc, "id"), name, a ? a : "{}", s);
+    int rc = drv_tools_whole(&p->base, &p->tools, gw_json_str(tc, "id"), name, a, s);
     free(a);
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider made too many tool calls");
-    if (rc)
-        return 1;
-    return drv_tools_close(&p->tools, s);
+    return rc;
 }
 
 static int done(struct ol_parser *p, const json_t *doc, const struct canon_sink *s)
@@ -516,17 +407,14 @@ static int on_object(struct ol_parser *p, const json_t *doc, const struct canon_
     json_t *e = json_object_get(doc, "error");
     if (e && !json_is_null(e)) {
         const char *m = json_is_string(e) ? json_string_value(e) : gw_json_str(e, "message");
-        return fail(p, s, message_failure(0, m), m ? m : "the provider reported an error");
+        return drv_fail(&p->base, s, message_failure(0, m),
+                        m ? m : "the provider reported an error");
     }
-    if (!p->started) {
-        p->started = 1;
-        struct canon_event ev = {.type = CANON_EV_START, .name = gw_json_str(doc, "model")};
-        if (canon_emit(s, &ev))
-            return 1;
-    }
+    if (drv_start(&p->base, NULL, gw_json_str(doc, "model"), s))
+        return 1;
     json_t *msg = json_object_get(doc, "message");
-    if (emit_text(s, CANON_EV_REASONING, gw_json_str(msg, "thinking")) ||
-        emit_text(s, CANON_EV_CHUNK, gw_json_str(msg, "content")))
+    if (drv_emit_text(s, CANON_EV_REASONING, gw_json_str(msg, "thinking")) ||
+        drv_emit_text(s, CANON_EV_CHUNK, gw_json_str(msg, "content")))
         return 1;
     size_t i;
     json_t *tc;
@@ -553,7 +441,8 @@ static int on_line(struct ol_parser *p, const char *l, size_t n, const struct ca
     json_t *doc = json_loadb(l, n, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(doc)) {
         json_decref(doc);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider sent a malformed stream line");
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider sent a malformed stream line");
     }
     int stop = on_object(p, doc, s);
     json_decref(doc);
@@ -563,28 +452,29 @@ static int on_line(struct ol_parser *p, const char *l, size_t n, const struct ca
 /* NDJSON: lines end in LF (a CR before it is dropped); a line is bounded by
  * DRV_MAX_EVENT. A line that arrives whole in one piece is parsed in
  * place; the rest goes through p->line. */
-static int parse_stream(struct ol_parser *p, const char *buf, size_t len,
+static int parse_stream(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s)
 {
+    struct ol_parser *p = (struct ol_parser *)bp;
     while (len) {
         const char *nl = memchr(buf, '\n', len);
         size_t take = nl ? (size_t)(nl - buf) : len;
         if (!nl) {
             if (gw_buf_append(&p->line, buf, take) != GW_OK)
-                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "a stream line from the provider is too large");
+                return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                                "a stream line from the provider is too large");
             return 0;
         }
         int stop;
         if (p->line.len == 0) {
             if (take > DRV_MAX_EVENT)
-                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "a stream line from the provider is too large");
+                return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                                "a stream line from the provider is too large");
             stop = on_line(p, buf, take, s);
         } else {
             if (gw_buf_append(&p->line, buf, take) != GW_OK)
-                return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "a stream line from the provider is too large");
+                return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                                "a stream line from the provider is too large");
             stop = on_line(p, p->line.data, p->line.len, s);
             gw_buf_reset(&p->line);
         }
@@ -598,33 +488,20 @@ static int parse_stream(struct ol_parser *p, const char *buf, size_t len,
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct ol_parser *p = (struct ol_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->line, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse(bp, buf, len, s, parse_stream);
+}
+
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
+{
+    if (!on_object((struct ol_parser *)bp, doc, s))
+        drv_fail(bp, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not done");
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct ol_parser *p = (struct ol_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        json_t *doc =
-            json_loadb(p->line.data ? p->line.data : "", p->line.len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc))
-            fail(p, s, p->line.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-                 p->line.len ? "the provider's answer is not JSON"
-                             : "the provider's answer is empty");
-        else if (!on_object(p, doc, s))
-            fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not done");
-        json_decref(doc);
-        return;
-    }
     /* A last line without its newline: complete JSON is a line like any
      * other; anything else is a line the connection cut. */
     if (p->line.len) {
@@ -635,7 +512,7 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
         if (stop)
             return;
     }
-    fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+    drv_fail(&p->base, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* -------------------------------------------------------------- embeddings */
@@ -650,10 +527,7 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
     json_t *doc = in ? json_pack("{s:s,s:o}", "model", t->model, "input", in) : NULL;
     if (doc && r->dimensions)
         json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
-    out->url = drv_url(t, "/api/embed");
-    if (!out->url || drv_body_json(out, doc) != GW_OK)
-        return GW_ENOMEM;
-    return set_headers(out, t);
+    return drv_json_request(out, t, drv_url(t, "/api/embed"), doc, "Authorization: Bearer ");
 }
 
 static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,

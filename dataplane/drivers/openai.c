@@ -27,18 +27,9 @@
 
 static json_t *image_part(const struct canon_part *p)
 {
-    json_t *url;
-    if (p->url)
-        url = json_string(p->url);
-    else {
-        size_t n = strlen(p->media_type) + strlen(p->data) + 16;
-        char *s = malloc(n);
-        if (!s)
-            return NULL;
-        snprintf(s, n, "data:%s;base64,%s", p->media_type, p->data);
-        url = json_string(s);
-        free(s);
-    }
+    json_t *url = drv_image_url(p);
+    if (!url)
+        return NULL;
     json_t *iu = json_pack("{s:o}", "url", url);
     if (iu && p->detail)
         json_object_set_new(iu, "detail", json_string(p->detail));
@@ -50,69 +41,46 @@ static json_t *text_part(const char *text)
     return json_pack("{s:s,s:s}", "type", "text", "text", text);
 }
 
-/* A list of TEXT/IMAGE parts as OpenAI content: a string when it is one
- * text part, else an array. Images only where allow_images. */
-static json_t *content_of(const struct canon_req *r, const struct canon_part *parts, size_t n,
-                          int allow_images, const char *where, struct canon_err *err)
+static void refuse_content(const struct canon_req *r, const char *where, int images,
+                           struct canon_err *err)
 {
-    if (n == 1 && parts[0].type == CANON_PART_TEXT)
-        return json_string(parts[0].text);
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        const struct canon_part *p = &parts[i];
-        if (p->type == CANON_PART_TEXT)
-            json_array_append_new(a, text_part(p->text));
-        else if (p->type == CANON_PART_IMAGE && allow_images)
-            json_array_append_new(a, image_part(p));
-        else {
-            canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                          "%s: an OpenAI-compatible provider takes only text%s here", where,
-                          allow_images ? " and images" : "");
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
+    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                  "%s: an OpenAI-compatible provider takes only text%s here", where,
+                  images ? " and images" : "");
 }
+
+/* Message content: a string when it is one text part, else an array. */
+static const struct drv_content_fmt content_fmt = {
+    .text_type = "text", .image = image_part, .refuse = refuse_content};
 
 static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_message *m,
                     size_t mi, struct canon_err *err)
 {
     char where[64];
     /* Tool results first: they must follow the assistant's tool calls. */
-    size_t rest = 0;
     for (size_t j = 0; j < m->nparts; j++) {
         const struct canon_part *p = &m->parts[j];
-        if (p->type != CANON_PART_TOOL_RESULT) {
-            rest++;
+        if (p->type != CANON_PART_TOOL_RESULT)
             continue;
-        }
         snprintf(where, sizeof(where), "message %zu tool result %zu", mi, j);
         json_t *c;
         if (p->is_error) {
             /* OpenAI has no error flag on tool results: the flag is kept as
              * a marker in front of the text rather than dropped. */
             struct gw_buf b;
-            gw_buf_init(&b, 0);
-            int rc = gw_buf_appends(&b, "[tool error] ");
-            for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-                if (p->content[k].type != CANON_PART_TEXT) {
-                    gw_buf_free(&b);
-                    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES),
-                                  "unsupported_content",
-                                  "%s: an OpenAI-compatible provider takes only text in tool "
-                                  "results",
-                                  where);
-                    return GW_EINVAL;
-                }
-                rc = gw_buf_appends(&b, p->content[k].text);
-            }
+            int rc = drv_result_text(p, "[tool error] ", &b);
             c = rc == GW_OK ? json_string(b.data ? b.data : "") : NULL;
             gw_buf_free(&b);
+            if (rc == GW_EINVAL) {
+                canon_err_set(
+                    err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
+                    "%s: an OpenAI-compatible provider takes only text in tool results", where);
+                return GW_EINVAL;
+            }
         } else if (p->ncontent == 0) {
             c = json_string("");
         } else {
-            c = content_of(r, p->content, p->ncontent, 0, where, err);
+            c = drv_content(r, p->content, p->ncontent, 0, where, &content_fmt, err);
             if (!c && err->status)
                 return GW_EINVAL;
         }
@@ -120,20 +88,10 @@ static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_
                                                         "tool_call_id", p->id, "content", c)))
             return GW_ENOMEM;
     }
-    if (rest == 0)
-        return GW_OK;
-    struct canon_part *keep = calloc(rest, sizeof(*keep));
-    if (!keep)
-        return GW_ENOMEM;
-    size_t k = 0;
-    for (size_t j = 0; j < m->nparts; j++)
-        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
-            keep[k++] = m->parts[j];
-    snprintf(where, sizeof(where), "message %zu", mi);
-    json_t *c = content_of(r, keep, rest, 1, where, err);
-    free(keep);
-    if (!c)
-        return err->status ? GW_EINVAL : GW_ENOMEM;
+    json_t *c;
+    int rc = drv_user_content(r, m, mi, &content_fmt, &c, err);
+    if (rc != GW_OK || !c)
+        return rc;
     return json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content", c))
                ? GW_ENOMEM
                : GW_OK;
@@ -192,20 +150,6 @@ oom:
     return GW_ENOMEM;
 }
 
-/* A token budget as an effort, for providers that only take efforts. */
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget <= 0)
-        return NULL;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
-}
-
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -225,7 +169,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     json_object_set_new(doc, "messages", msgs);
     int rc = GW_OK;
     if (r->nsystem) {
-        json_t *c = content_of(r, r->system, r->nsystem, 0, "system", err);
+        json_t *c = drv_content(r, r->system, r->nsystem, 0, "system", &content_fmt, err);
         if (!c)
             rc = err->status ? GW_EINVAL : GW_ENOMEM;
         else
@@ -238,7 +182,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         else if (m->role == CANON_ROLE_ASSISTANT)
             rc = add_assistant(r, msgs, m, i, err);
         else {
-            json_t *c = content_of(r, m->parts, m->nparts, 0, "system message", err);
+            json_t *c = drv_content(r, m->parts, m->nparts, 0, "system message", &content_fmt, err);
             if (!c)
                 rc = err->status ? GW_EINVAL : GW_ENOMEM;
             else
@@ -253,13 +197,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_t *tools = json_array();
         for (size_t i = 0; tools && i < r->ntools; i++) {
             const struct canon_tool *tl = &r->tools[i];
-            json_t *fn = json_pack("{s:s}", "name", tl->name);
+            json_t *fn = drv_tool_decl(json_pack("{s:s}", "name", tl->name), tl, "parameters",
+                                       DRV_SCHEMA_OMIT);
             if (!fn)
                 break;
-            if (tl->description)
-                json_object_set_new(fn, "description", json_string(tl->description));
-            if (tl->parameters)
-                json_object_set(fn, "parameters", tl->parameters);
             if (tl->strict >= 0)
                 json_object_set_new(fn, "strict", json_boolean(tl->strict));
             json_array_append_new(tools,
@@ -267,45 +208,24 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         }
         json_object_set_new(doc, "tools", tools);
     }
-    switch (r->tool_choice) {
-    case CANON_TC_AUTO:
-        json_object_set_new(doc, "tool_choice", json_string("auto"));
-        break;
-    case CANON_TC_NONE:
-        json_object_set_new(doc, "tool_choice", json_string("none"));
-        break;
-    case CANON_TC_REQUIRED:
-        json_object_set_new(doc, "tool_choice", json_string("required"));
-        break;
-    case CANON_TC_NAMED:
+    if (drv_tool_choice_word(r->tool_choice))
+        json_object_set_new(doc, "tool_choice", json_string(drv_tool_choice_word(r->tool_choice)));
+    else if (r->tool_choice == CANON_TC_NAMED)
         json_object_set_new(doc, "tool_choice",
                             json_pack("{s:s,s:{s:s}}", "type", "function", "function", "name",
                                       r->tool_choice_name));
-        break;
-    case CANON_TC_UNSET:
-        break;
-    }
     if (r->parallel_tool_calls >= 0)
         json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
-    if (r->has_temperature)
-        json_object_set_new(doc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(doc, "top_p", json_real(r->top_p));
-    if (r->has_max_tokens)
-        json_object_set_new(doc, drv_opt_str(t, "max_tokens_field", "max_tokens"),
-                            json_integer(r->max_tokens));
-    if (r->has_seed)
-        json_object_set_new(doc, "seed", json_integer(r->seed));
-    if (r->has_presence_penalty)
-        json_object_set_new(doc, "presence_penalty", json_real(r->presence_penalty));
-    if (r->has_frequency_penalty)
-        json_object_set_new(doc, "frequency_penalty", json_real(r->frequency_penalty));
-    if (r->nstop) {
-        json_t *st = json_array();
-        for (size_t i = 0; st && i < r->nstop; i++)
-            json_array_append_new(st, json_string(r->stop[i]));
-        json_object_set_new(doc, "stop", st);
-    }
+    const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_MAX_TOKENS, drv_opt_str(t, "max_tokens_field", "max_tokens")},
+        {CANON_F_SEED, "seed"},
+        {CANON_F_PRESENCE_PENALTY, "presence_penalty"},
+        {CANON_F_FREQUENCY_PENALTY, "frequency_penalty"},
+        {CANON_F_STOP, "stop"},
+    };
+    drv_params(doc, r, params, DRV_NPARAMS(params));
     if (r->format == CANON_FMT_TEXT)
         json_object_set_new(doc, "response_format", json_pack("{s:s}", "type", "text"));
     else if (r->format == CANON_FMT_JSON_OBJECT)
@@ -318,7 +238,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "response_format",
                             json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js));
     }
-    const char *effort = r->reasoning_off ? NULL : effort_of(r);
+    const char *effort = r->reasoning_off ? NULL : drv_effort_of(r);
     if (effort)
         json_object_set_new(doc, "reasoning_effort", json_string(effort));
     if (r->user)
@@ -327,38 +247,25 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "stream_options", json_pack("{s:b}", "include_usage", 1));
 
     out->stream = r->stream;
-    out->url = drv_url(t, "/chat/completions");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
+    return drv_json_request(out, t, drv_url(t, "/chat/completions"), doc, "Authorization: Bearer ");
 }
 
 /* ------------------------------------------------------------------ parse */
 
 struct oa_parser {
     struct drv_parser base;
-    struct gw_sse sse;
-    struct gw_buf tmp;  /* decoded strings of the fast path */
-    struct gw_buf body; /* non-stream: the whole body */
+    struct gw_buf tmp; /* decoded strings of the fast path */
     struct drv_tools tools;
     struct canon_usage pending_usage; /* arrived while a tool call was open */
-    int started;
     int have_finish;
     enum canon_stop stop;
 };
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct oa_parser *p = calloc(1, sizeof(*p));
+    struct oa_parser *p = drv_parser_new(sizeof(*p), &drv_openai, stream);
     if (!p)
         return NULL;
-    p->base.drv = &drv_openai;
-    p->base.stream = stream;
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
     gw_buf_init(&p->tmp, DRV_MAX_EVENT);
     return &p->base;
 }
@@ -366,10 +273,8 @@ static struct drv_parser *parser_new(int stream)
 static void parser_free(struct drv_parser *bp)
 {
     struct oa_parser *p = (struct oa_parser *)bp;
-    gw_sse_free(&p->sse);
-    gw_buf_free(&p->body);
     gw_buf_free(&p->tmp);
-    free(p);
+    drv_parser_free(bp);
 }
 
 /* OpenAI usage → canonical. Usage may not arrive inside an open tool call
@@ -401,31 +306,24 @@ static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_s
 
 static int emit_start(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {
-        .type = CANON_EV_START, .id = gw_json_str(doc, "id"), .name = gw_json_str(doc, "model")};
-    return canon_emit(s, &ev);
+    return drv_start(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"), s);
 }
 
-static int fail(struct oa_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
+/* An "error" member (an object with a message, or a string) fails the
+ * answer; 0 when there is none. */
+static int fail_on_error(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
+    json_t *e = json_object_get(doc, "error");
+    if (!e || json_is_null(e))
+        return 0;
+    const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
+    return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
 }
 
 /* One streamed chunk. */
 static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *e = json_object_get(doc, "error");
-    if (e && !json_is_null(e)) {
-        const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
-    }
-    if (emit_start(p, doc, s))
+    if (fail_on_error(p, doc, s) || emit_start(p, doc, s))
         return 1;
     json_t *ch = json_array_get(json_object_get(doc, "choices"), 0);
     json_t *delta = json_object_get(ch, "delta");
@@ -433,23 +331,14 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
         const char *rs = gw_json_str(delta, "reasoning_content");
         if (!rs)
             rs = gw_json_str(delta, "reasoning");
-        if (rs && *rs) {
-            if (drv_tools_close(&p->tools, s))
-                return 1;
-            struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = strlen(rs)};
-            if (canon_emit(s, &ev))
-                return 1;
-        }
+        if (rs && *rs &&
+            (drv_tools_close(&p->tools, s) || drv_emit_text(s, CANON_EV_REASONING, rs)))
+            return 1;
         const char *c = gw_json_str(delta, "content");
         if (!c)
             c = gw_json_str(delta, "refusal");
-        if (c && *c) {
-            if (drv_tools_close(&p->tools, s))
-                return 1;
-            struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = strlen(c)};
-            if (canon_emit(s, &ev))
-                return 1;
-        }
+        if (c && *c && (drv_tools_close(&p->tools, s) || drv_emit_text(s, CANON_EV_CHUNK, c)))
+            return 1;
         if (gw_json_str(delta, "refusal"))
             p->stop = CANON_STOP_REFUSAL;
         json_t *tcs = json_object_get(delta, "tool_calls");
@@ -464,9 +353,7 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
             int rc = drv_tools_delta(&p->tools, idx, gw_json_str(tc, "id"), gw_json_str(fn, "name"),
                                      gw_json_str(fn, "arguments"), s);
             if (rc)
-                return rc == GW_EINVAL ? fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                                              "the provider interleaved tool calls")
-                                       : 1;
+                return drv_tools_check(&p->base, s, rc, "the provider interleaved tool calls");
         }
     }
     const char *fr = gw_json_str(ch, "finish_reason");
@@ -551,7 +438,7 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
     size_t cn, chn, dn, xn, len;
     int unsure = 0;
     *stop = 0;
-    if (!p->started || !gw_json_valid(d, n, 64))
+    if (!p->base.started || !gw_json_valid(d, n, 64))
         return 0;
     if (span_present(d, n, "usage", &unsure) || span_present(d, n, "error", &unsure) ||
         !span_get(d, n, "choices", &choices, &cn, &unsure) ||
@@ -600,87 +487,48 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
     return 1;
 }
 
-static int parse_stream(struct oa_parser *p, const char *buf, size_t len,
-                        const struct canon_sink *s)
+/* [DONE] ends the stream; the common chunk takes the fast path. */
+static enum drv_sse_step raw_event(struct drv_parser *bp, const struct gw_sse_event *ev,
+                                   const struct canon_sink *s)
 {
-    struct gw_sse_event ev;
-    int rc;
-    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
-        if (ev.data_len == 6 && memcmp(ev.data, "[DONE]", 6) == 0)
-            return done(p, s);
-        int stop;
-        if (fast_chunk(p, ev.data, ev.data_len, s, &stop)) {
-            if (stop)
-                return 1;
-            continue;
-        }
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc)) {
-            json_decref(doc);
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent a malformed stream event");
-        }
-        stop = on_chunk(p, doc, s);
-        json_decref(doc);
-        if (stop)
-            return 1;
-    }
-    if (rc != GW_EAGAIN)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
-    return 0;
+    struct oa_parser *p = (struct oa_parser *)bp;
+    if (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0)
+        return done(p, s) ? DRV_SSE_STOP : DRV_SSE_SKIP;
+    int stop;
+    if (fast_chunk(p, ev->data, ev->data_len, s, &stop))
+        return stop ? DRV_SSE_STOP : DRV_SSE_SKIP;
+    return DRV_SSE_JSON;
+}
+
+static int on_event(struct drv_parser *bp, const struct gw_sse_event *ev, const json_t *doc,
+                    const struct canon_sink *s)
+{
+    (void)ev;
+    return on_chunk((struct oa_parser *)bp, doc, s);
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct oa_parser *p = (struct oa_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse_sse(bp, buf, len, s, raw_event, on_event);
 }
 
 /* A whole chat.completion body → the same events a stream would give. */
-static void parse_whole(struct oa_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
+    struct oa_parser *p = (struct oa_parser *)bp;
+    if (fail_on_error(p, doc, s) || emit_start(p, doc, s))
         return;
-    }
-    json_t *e = json_object_get(doc, "error");
-    if (e && !json_is_null(e)) {
-        const char *m = json_is_object(e) ? gw_json_str(e, "message") : json_string_value(e);
-        fail(p, s, CANON_FAIL_PROVIDER_5XX, m ? m : "the provider reported an error");
-        json_decref(doc);
-        return;
-    }
-    if (emit_start(p, doc, s))
-        goto out;
     json_t *ch = json_array_get(json_object_get(doc, "choices"), 0);
     json_t *msg = json_object_get(ch, "message");
     const char *rs = gw_json_str(msg, "reasoning_content");
     if (!rs)
         rs = gw_json_str(msg, "reasoning");
-    if (rs && *rs) {
-        struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = strlen(rs)};
-        if (canon_emit(s, &ev))
-            goto out;
-    }
     const char *c = gw_json_str(msg, "content");
     const char *refusal = gw_json_str(msg, "refusal");
     if (!c || !*c)
         c = refusal;
-    if (c && *c) {
-        struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = strlen(c)};
-        if (canon_emit(s, &ev))
-            goto out;
-    }
+    if (drv_emit_text(s, CANON_EV_REASONING, rs) || drv_emit_text(s, CANON_EV_CHUNK, c))
+        return;
     size_t i;
     json_t *tc;
     json_array_foreach(json_object_get(msg, "tool_calls"), i, tc)
@@ -689,37 +537,31 @@ static void parse_whole(struct oa_parser *p, const struct canon_sink *s)
         const char *args = gw_json_str(fn, "arguments");
         if (drv_tools_delta(&p->tools, (long long)i, gw_json_str(tc, "id"), gw_json_str(fn, "name"),
                             args && *args ? args : "{}", s))
-            goto out;
+            return;
     }
     p->stop =
         refusal ? CANON_STOP_REFUSAL : canon_stop_from_openai(gw_json_str(ch, "finish_reason"));
     if (emit_usage(p, json_object_get(doc, "usage"), s))
-        goto out;
+        return;
     done(p, s);
-out:
-    json_decref(doc);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct oa_parser *p = (struct oa_parser *)bp;
-    if (p->base.terminal)
+    if (drv_finish(bp, s, parse_whole))
         return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
     /* No [DONE]: complete only if the provider had said why it stopped. */
     if (p->have_finish)
         done(p, s);
     else
-        fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
+        drv_fail(bp, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
 /* -------------------------------------------------------------- embeddings */
 
-static int build_embed(const struct drv_target *t, const struct canon_embed_req *r,
-                       struct drv_request *out, struct canon_err *err)
+int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_req *r,
+                           struct drv_request *out, struct canon_err *err)
 {
     json_t *in = json_array();
     for (size_t i = 0; in && i < r->ninputs; i++)
@@ -730,17 +572,11 @@ static int build_embed(const struct drv_target *t, const struct canon_embed_req 
         json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
     if (doc && r->user)
         json_object_set_new(doc, "user", json_string(r->user));
-    out->url = drv_url(t, "/embeddings");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
+    return drv_json_request(out, t, drv_url(t, "/embeddings"), doc, "Authorization: Bearer ");
 }
 
-static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
-                       size_t msglen)
+int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
+                           size_t msglen)
 {
     json_t *doc = json_loadb(body, len, 0, NULL);
     json_t *data = json_object_get(doc, "data");
@@ -766,6 +602,6 @@ const struct dp_driver drv_openai = {
     .parse = parse,
     .finish = finish,
     .parser_free = parser_free,
-    .build_embed = build_embed,
-    .parse_embed = parse_embed,
+    .build_embed = drv_openai_build_embed,
+    .parse_embed = drv_openai_parse_embed,
 };

@@ -76,45 +76,23 @@ static int content_err(const struct canon_req *r, struct canon_err *err, const c
 
 static json_t *image_part(const struct canon_part *p)
 {
-    json_t *url;
-    if (p->url)
-        url = json_string(p->url);
-    else {
-        size_t n = strlen(p->media_type) + strlen(p->data) + 16;
-        char *s = malloc(n);
-        if (!s)
-            return NULL;
-        snprintf(s, n, "data:%s;base64,%s", p->media_type, p->data);
-        url = json_string(s);
-        free(s);
-    }
+    json_t *url = drv_image_url(p);
+    if (!url)
+        return NULL;
     return json_pack("{s:s,s:o,s:s}", "type", "input_image", "image_url", url, "detail",
                      p->detail ? p->detail : "auto");
 }
 
-/* TEXT (and, where images, IMAGE) parts as input content: a string for one
- * text part, else input_text / input_image parts. NULL with err set when a
- * part does not fit. */
-static json_t *input_content(const struct canon_req *r, const struct canon_part *parts, size_t n,
-                             int images, const char *where, struct canon_err *err)
+static void refuse_content(const struct canon_req *r, const char *where, int images,
+                           struct canon_err *err)
 {
-    if (n == 1 && parts[0].type == CANON_PART_TEXT)
-        return json_string(parts[0].text);
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        const struct canon_part *p = &parts[i];
-        if (p->type == CANON_PART_TEXT)
-            json_array_append_new(a, json_pack("{s:s,s:s}", "type", "input_text", "text", p->text));
-        else if (p->type == CANON_PART_IMAGE && images)
-            json_array_append_new(a, image_part(p));
-        else {
-            json_decref(a);
-            content_err(r, err, where, images ? "text and images" : "text");
-            return NULL;
-        }
-    }
-    return a;
+    content_err(r, err, where, images ? "text and images" : "text");
 }
+
+/* Input content: a string for one text part, else input_text / input_image
+ * parts. */
+static const struct drv_content_fmt content_fmt = {
+    .text_type = "input_text", .image = image_part, .refuse = refuse_content};
 
 static int add(json_t *input, json_t *item)
 {
@@ -129,21 +107,15 @@ static int add_result(const struct canon_req *r, json_t *input, const struct can
         /* The API has no error flag on a function's output: the flag is
          * kept as a marker in front of the text rather than dropped. */
         struct gw_buf b;
-        gw_buf_init(&b, 0);
-        int rc = gw_buf_appends(&b, "[tool error] ");
-        for (size_t k = 0; rc == GW_OK && k < p->ncontent; k++) {
-            if (p->content[k].type != CANON_PART_TEXT) {
-                gw_buf_free(&b);
-                return content_err(r, err, where, "text in an error result");
-            }
-            rc = gw_buf_appends(&b, p->content[k].text);
-        }
+        int rc = drv_result_text(p, "[tool error] ", &b);
         out = rc == GW_OK ? json_string(b.data ? b.data : "") : NULL;
         gw_buf_free(&b);
+        if (rc == GW_EINVAL)
+            return content_err(r, err, where, "text in an error result");
     } else if (p->ncontent == 0) {
         out = json_string("");
     } else {
-        out = input_content(r, p->content, p->ncontent, 1, where, err);
+        out = drv_content(r, p->content, p->ncontent, 1, where, &content_fmt, err);
         if (!out && err->status)
             return GW_EINVAL;
     }
@@ -157,32 +129,19 @@ static int add_user(const struct canon_req *r, json_t *input, const struct canon
                     size_t mi, struct canon_err *err)
 {
     char where[64];
-    size_t rest = 0;
     /* Function outputs first: they answer the calls just before them. */
     for (size_t j = 0; j < m->nparts; j++) {
-        if (m->parts[j].type != CANON_PART_TOOL_RESULT) {
-            rest++;
+        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
             continue;
-        }
         snprintf(where, sizeof(where), "message %zu tool result %zu", mi, j);
         int rc = add_result(r, input, &m->parts[j], where, err);
         if (rc)
             return rc;
     }
-    if (rest == 0)
-        return GW_OK;
-    struct canon_part *keep = calloc(rest, sizeof(*keep));
-    if (!keep)
-        return GW_ENOMEM;
-    size_t k = 0;
-    for (size_t j = 0; j < m->nparts; j++)
-        if (m->parts[j].type != CANON_PART_TOOL_RESULT)
-            keep[k++] = m->parts[j];
-    snprintf(where, sizeof(where), "message %zu", mi);
-    json_t *c = input_content(r, keep, rest, 1, where, err);
-    free(keep);
-    if (!c)
-        return err->status ? GW_EINVAL : GW_ENOMEM;
+    json_t *c;
+    int rc = drv_user_content(r, m, mi, &content_fmt, &c, err);
+    if (rc != GW_OK || !c)
+        return rc;
     return add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "user", "content", c));
 }
 
@@ -237,20 +196,6 @@ static int add_assistant(const struct canon_req *r, json_t *input, const struct 
     else
         json_decref(text);
     return rc;
-}
-
-/* A token budget as an effort, for providers that only take efforts. */
-static const char *effort_of(const struct canon_req *r)
-{
-    if (r->reasoning_effort)
-        return r->reasoning_effort;
-    if (r->reasoning_budget <= 0)
-        return NULL;
-    if (r->reasoning_budget < 4096)
-        return "low";
-    if (r->reasoning_budget < 16384)
-        return "medium";
-    return "high";
 }
 
 static int carries_reasoning(const struct canon_req *r)
@@ -324,7 +269,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         else if (m->role == CANON_ROLE_ASSISTANT)
             rc = add_assistant(r, input, m, i, err);
         else {
-            json_t *c = input_content(r, m->parts, m->nparts, 0, "system message", err);
+            json_t *c = drv_content(r, m->parts, m->nparts, 0, "system message", &content_fmt, err);
             rc = c ? add(input, json_pack("{s:s,s:s,s:o}", "type", "message", "role", "system",
                                           "content", c))
                  : err->status ? GW_EINVAL
@@ -339,44 +284,29 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_t *tools = json_array();
         for (size_t i = 0; tools && i < r->ntools; i++) {
             const struct canon_tool *tl = &r->tools[i];
-            json_t *fn = json_pack("{s:s,s:s}", "type", "function", "name", tl->name);
+            json_t *fn = drv_tool_decl(json_pack("{s:s,s:s}", "type", "function", "name", tl->name),
+                                       tl, "parameters", DRV_SCHEMA_NULL);
             if (!fn)
                 break;
-            if (tl->description)
-                json_object_set_new(fn, "description", json_string(tl->description));
-            json_object_set_new(fn, "parameters",
-                                tl->parameters ? json_incref(tl->parameters) : json_null());
             json_object_set_new(fn, "strict", json_boolean(tl->strict > 0));
             json_array_append_new(tools, fn);
         }
         json_object_set_new(doc, "tools", tools);
     }
-    switch (r->tool_choice) {
-    case CANON_TC_AUTO:
-        json_object_set_new(doc, "tool_choice", json_string("auto"));
-        break;
-    case CANON_TC_NONE:
-        json_object_set_new(doc, "tool_choice", json_string("none"));
-        break;
-    case CANON_TC_REQUIRED:
-        json_object_set_new(doc, "tool_choice", json_string("required"));
-        break;
-    case CANON_TC_NAMED:
+    if (drv_tool_choice_word(r->tool_choice))
+        json_object_set_new(doc, "tool_choice", json_string(drv_tool_choice_word(r->tool_choice)));
+    else if (r->tool_choice == CANON_TC_NAMED)
         json_object_set_new(
             doc, "tool_choice",
             json_pack("{s:s,s:s}", "type", "function", "name", r->tool_choice_name));
-        break;
-    case CANON_TC_UNSET:
-        break;
-    }
     if (r->parallel_tool_calls >= 0)
         json_object_set_new(doc, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
-    if (r->has_temperature)
-        json_object_set_new(doc, "temperature", json_real(r->temperature));
-    if (r->has_top_p)
-        json_object_set_new(doc, "top_p", json_real(r->top_p));
-    if (r->has_max_tokens)
-        json_object_set_new(doc, "max_output_tokens", json_integer(r->max_tokens));
+    static const struct drv_param params[] = {
+        {CANON_F_TEMPERATURE, "temperature"},
+        {CANON_F_TOP_P, "top_p"},
+        {CANON_F_MAX_TOKENS, "max_output_tokens"},
+    };
+    drv_params(doc, r, params, DRV_NPARAMS(params));
     json_t *fmt = NULL;
     if (r->format == CANON_FMT_TEXT)
         fmt = json_pack("{s:s}", "type", "text");
@@ -390,7 +320,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     }
     if (fmt)
         json_object_set_new(doc, "text", json_pack("{s:o}", "format", fmt));
-    const char *effort = r->reasoning_off ? NULL : effort_of(r);
+    const char *effort = r->reasoning_off ? NULL : drv_effort_of(r);
     const char *summary = drv_opt_str(t, "reasoning_summary", NULL);
     if (effort || summary) {
         json_t *rs = json_object();
@@ -407,23 +337,14 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "user", json_string(r->user));
 
     out->stream = r->stream;
-    out->url = drv_url(t, "/responses");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
+    return drv_json_request(out, t, drv_url(t, "/responses"), doc, "Authorization: Bearer ");
 }
 
 /* ------------------------------------------------------------------ parse */
 
 struct rp_parser {
     struct drv_parser base;
-    struct gw_sse sse;
-    struct gw_buf body; /* non-stream: the whole body */
     struct drv_tools tools;
-    int started;
     int called;  /* the answer called functions */
     int refused; /* the answer is a refusal */
     /* reasoning text: the part it last came from, for separators */
@@ -434,30 +355,8 @@ struct rp_parser {
 
 static struct drv_parser *parser_new(int stream)
 {
-    struct rp_parser *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    p->base.drv = &drv_openai_responses;
-    p->base.stream = stream;
-    gw_sse_init(&p->sse, DRV_MAX_EVENT);
-    gw_buf_init(&p->body, DRV_MAX_BODY);
-    return &p->base;
-}
-
-static void parser_free(struct drv_parser *bp)
-{
-    struct rp_parser *p = (struct rp_parser *)bp;
-    gw_sse_free(&p->sse);
-    gw_buf_free(&p->body);
-    free(p);
-}
-
-static int fail(struct rp_parser *p, const struct canon_sink *s, enum canon_failure f,
-                const char *msg)
-{
-    p->base.terminal = 1;
-    canon_emit_error(s, f, 0, msg);
-    return 1;
+    struct rp_parser *p = drv_parser_new(sizeof(*p), &drv_openai_responses, stream);
+    return p ? &p->base : NULL;
 }
 
 /* An error code of the Responses API (or a gateway's failure class) as a
@@ -493,18 +392,13 @@ static int fail_with(struct rp_parser *p, const json_t *e, const struct canon_si
     if (json_is_object(inner))
         e = inner;
     const char *msg = gw_json_str(e, "message");
-    return fail(p, s, failure_of(gw_json_str(e, "code")),
-                msg ? msg : "the provider reported an error");
+    return drv_fail(&p->base, s, failure_of(gw_json_str(e, "code")),
+                    msg ? msg : "the provider reported an error");
 }
 
 static int emit_start(struct rp_parser *p, const json_t *resp, const struct canon_sink *s)
 {
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {
-        .type = CANON_EV_START, .id = gw_json_str(resp, "id"), .name = gw_json_str(resp, "model")};
-    return canon_emit(s, &ev);
+    return drv_start(&p->base, gw_json_str(resp, "id"), gw_json_str(resp, "model"), s);
 }
 
 /* Responses usage → canonical: input_tokens_details breaks input_tokens
@@ -575,20 +469,17 @@ static int signature(struct rp_parser *p, const char *sig, const struct canon_si
         return 0;
     if (drv_tools_close(&p->tools, s))
         return 1;
-    struct canon_event ev = {.type = CANON_EV_REASONING, .text = "", .len = 0, .signature = sig};
     /* The next reasoning text is a new block. */
     p->rs_any = 0;
-    return canon_emit(s, &ev);
+    return drv_emit_signature(s, sig);
 }
 
 static int call(struct rp_parser *p, long long key, const char *id, const char *name,
                 const char *args, const struct canon_sink *s)
 {
     p->called = 1;
-    int rc = drv_tools_delta(&p->tools, key, id, name, args, s);
-    if (rc == GW_EINVAL)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider interleaved function calls");
-    return rc ? 1 : 0;
+    return drv_tools_check(&p->base, s, drv_tools_delta(&p->tools, key, id, name, args, s),
+                           "the provider interleaved function calls");
 }
 
 /* A whole output item (non-stream answers, and a stream's done item whose
@@ -666,8 +557,9 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
         return fail_with(p, doc, s);
     if (strcmp(type, "response.failed") == 0) {
         const json_t *e = json_object_get(json_object_get(doc, "response"), "error");
-        return json_is_object(e) ? fail_with(p, e, s)
-                                 : fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider failed");
+        return json_is_object(e)
+                   ? fail_with(p, e, s)
+                   : drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "the provider failed");
     }
     const json_t *resp = json_object_get(doc, "response");
     if (emit_start(p, json_is_object(resp) ? resp : NULL, s))
@@ -698,8 +590,8 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
     int open = p->tools.open && p->tools.open_key == oi;
     if (strcmp(type, "response.function_call_arguments.delta") == 0) {
         if (!open)
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                        "the provider sent arguments for a function call it had not started");
+            return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                            "the provider sent arguments for a function call it had not started");
         return call(p, oi, NULL, NULL, gw_json_str(doc, "delta"), s);
     }
     if (strcmp(type, "response.function_call_arguments.done") == 0) {
@@ -729,74 +621,54 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
     return 0;
 }
 
-static int parse_stream(struct rp_parser *p, const char *buf, size_t len,
-                        const struct canon_sink *s)
+/* [DONE] is not the API's, but some compatible servers add it. */
+static enum drv_sse_step raw_event(struct drv_parser *bp, const struct gw_sse_event *ev,
+                                   const struct canon_sink *s)
 {
-    struct gw_sse_event ev;
-    int rc;
-    while ((rc = gw_sse_next(&p->sse, &buf, &len, &ev)) == GW_OK) {
-        if (ev.data_len == 6 && memcmp(ev.data, "[DONE]", 6) == 0)
-            continue; /* not the API's, but some compatible servers add it */
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        const char *type = gw_json_str(doc, "type");
-        if (!type && ev.event_len)
-            type = ev.event;
-        if (!json_is_object(doc) || !type) {
-            json_decref(doc);
-            return fail(p, s, CANON_FAIL_PROVIDER_5XX,
+    (void)bp;
+    (void)s;
+    return ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? DRV_SSE_SKIP : DRV_SSE_JSON;
+}
+
+/* The event's type: its data's, else its SSE event name. */
+static int on_sse(struct drv_parser *bp, const struct gw_sse_event *ev, const json_t *doc,
+                  const struct canon_sink *s)
+{
+    struct rp_parser *p = (struct rp_parser *)bp;
+    const char *type = gw_json_str(doc, "type");
+    if (!type && ev->event_len)
+        type = ev->event;
+    if (!type)
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
                         "the provider sent a malformed stream event");
-        }
-        int stop = on_event(p, type, doc, s);
-        json_decref(doc);
-        if (stop)
-            return 1;
-    }
-    if (rc != GW_EAGAIN)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "a stream event from the provider is too large");
-    return 0;
+    return on_event(p, type, doc, s);
 }
 
 static int parse(struct drv_parser *bp, const char *buf, size_t len, const struct canon_sink *s)
 {
-    struct rp_parser *p = (struct rp_parser *)bp;
-    if (p->base.terminal)
-        return 1;
-    if (p->base.stream)
-        return parse_stream(p, buf, len, s);
-    if (gw_buf_append(&p->body, buf, len) != GW_OK)
-        return fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is too large");
-    return 0;
+    return drv_parse_sse(bp, buf, len, s, raw_event, on_sse);
 }
 
 /* A whole response object → the same events a stream would give. */
-static void parse_whole(struct rp_parser *p, const struct canon_sink *s)
+static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct canon_sink *s)
 {
-    json_t *doc =
-        json_loadb(p->body.data ? p->body.data : "", p->body.len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(doc)) {
-        json_decref(doc);
-        fail(p, s, p->body.len ? CANON_FAIL_PROVIDER_5XX : CANON_FAIL_EMPTY_OUTPUT,
-             p->body.len ? "the provider's answer is not JSON" : "the provider's answer is empty");
-        return;
-    }
+    struct rp_parser *p = (struct rp_parser *)bp;
     json_t *e = json_object_get(doc, "error");
     const char *status = gw_json_str(doc, "status");
     if ((e && !json_is_null(e)) || (status && strcmp(status, "failed") == 0)) {
         if (json_is_object(e))
             fail_with(p, e, s);
         else
-            fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                 json_is_string(e) ? json_string_value(e) : "the provider failed");
-        json_decref(doc);
+            drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
+                     json_is_string(e) ? json_string_value(e) : "the provider failed");
         return;
     }
     if (!json_is_array(json_object_get(doc, "output"))) {
-        fail(p, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer has no output");
-        json_decref(doc);
+        drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer has no output");
         return;
     }
     if (emit_start(p, doc, s))
-        goto out;
+        return;
     size_t i;
     json_t *item;
     json_array_foreach(json_object_get(doc, "output"), i, item)
@@ -804,69 +676,21 @@ static void parse_whole(struct rp_parser *p, const struct canon_sink *s)
         const char *type = gw_json_str(item, "type");
         if (!type || strcmp(type, "function_call") != 0)
             if (drv_tools_close(&p->tools, s))
-                goto out;
+                return;
         if (item_content(p, (long long)i, item, s))
-            goto out;
+            return;
         if (type && strcmp(type, "reasoning") == 0 &&
             signature(p, gw_json_str(item, "encrypted_content"), s))
-            goto out;
+            return;
     }
     done(p, doc, s);
-out:
-    json_decref(doc);
 }
 
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
-    struct rp_parser *p = (struct rp_parser *)bp;
-    if (p->base.terminal)
-        return;
-    if (!p->base.stream) {
-        parse_whole(p, s);
-        return;
-    }
-    fail(p, s, CANON_FAIL_NETWORK, "the provider's stream ended before the response completed");
-}
-
-/* -------------------------------------------------------------- embeddings */
-
-static int build_embed(const struct drv_target *t, const struct canon_embed_req *r,
-                       struct drv_request *out, struct canon_err *err)
-{
-    (void)err;
-    json_t *in = json_array();
-    for (size_t i = 0; in && i < r->ninputs; i++)
-        json_array_append_new(in, json_string(r->inputs[i]));
-    json_t *doc =
-        json_pack("{s:s,s:o,s:s}", "model", t->model, "input", in, "encoding_format", "float");
-    if (doc && r->dimensions)
-        json_object_set_new(doc, "dimensions", json_integer(r->dimensions));
-    if (doc && r->user)
-        json_object_set_new(doc, "user", json_string(r->user));
-    out->url = drv_url(t, "/embeddings");
-    if (!out->url || drv_body_json(out, doc) != GW_OK || drv_common_headers(out, t) != GW_OK)
-        return GW_ENOMEM;
-    if (t->provider->credential &&
-        drv_header(out, "Authorization: Bearer %s", t->provider->credential) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
-}
-
-static int parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
-                       size_t msglen)
-{
-    json_t *doc = json_loadb(body, len, 0, NULL);
-    int rc = drv_embed_vectors(json_object_get(doc, "data"), "embedding", out, msg, msglen);
-    if (rc == GW_OK) {
-        long long pt = 0;
-        gw_json_int(json_object_get(doc, "usage"), "prompt_tokens", &pt);
-        out->usage.input = pt;
-        out->usage.have = 1;
-        snprintf(out->model, sizeof(out->model), "%s",
-                 gw_json_str(doc, "model") ? gw_json_str(doc, "model") : "");
-    }
-    json_decref(doc);
-    return rc;
+    if (!drv_finish(bp, s, parse_whole))
+        drv_fail(bp, s, CANON_FAIL_NETWORK,
+                 "the provider's stream ended before the response completed");
 }
 
 const struct dp_driver drv_openai_responses = {
@@ -877,7 +701,8 @@ const struct dp_driver drv_openai_responses = {
     .parser_new = parser_new,
     .parse = parse,
     .finish = finish,
-    .parser_free = parser_free,
-    .build_embed = build_embed,
-    .parse_embed = parse_embed,
+    .parser_free = drv_parser_free,
+    /* The Responses API has no embeddings of its own: OpenAI's beside it. */
+    .build_embed = drv_openai_build_embed,
+    .parse_embed = drv_openai_parse_embed,
 };

@@ -86,20 +86,6 @@ static void pathf(char *buf, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
-static int bad(struct canon_err *err, const char *path, const char *suffix, const char *rule)
-{
-    char p[200];
-    pathf(p, sizeof(p), "%s%s", path, suffix);
-    canon_err_set(err, 400, p, "invalid_request", "'%s' %s", p, rule);
-    return GW_EINVAL;
-}
-
-static int unsupported(struct canon_err *err, const char *path, const char *code, const char *what)
-{
-    canon_err_set(err, 400, path, code, "'%s': %s", path, what);
-    return GW_EINVAL;
-}
-
 /* cache_control: {"type":"ephemeral"} with an optional ttl "5m" or "1h". */
 static int parse_cache(const json_t *blk, const char *path, enum canon_cache *out,
                        struct canon_err *err)
@@ -112,12 +98,12 @@ static int parse_cache(const json_t *blk, const char *path, enum canon_cache *ou
     pathf(p, sizeof(p), "%s.cache_control", path);
     static const char *const keys[] = {"type", "ttl", NULL};
     if (!json_is_object(cc))
-        return bad(err, p, "", "must be an object");
+        return fc_bad(err, p, "", "must be an object");
     if (fc_only(cc, keys, p, err))
         return GW_EINVAL;
     const char *type = gw_json_str(cc, "type");
     if (!type || strcmp(type, "ephemeral") != 0)
-        return bad(err, p, ".type", "must be \"ephemeral\"");
+        return fc_bad(err, p, ".type", "must be \"ephemeral\"");
     json_t *ttl = fc_get(cc, "ttl");
     const char *t = json_string_value(ttl);
     if (!ttl || (t && strcmp(t, "5m") == 0))
@@ -125,20 +111,15 @@ static int parse_cache(const json_t *blk, const char *path, enum canon_cache *ou
     else if (t && strcmp(t, "1h") == 0)
         *out = CANON_CACHE_1H;
     else
-        return bad(err, p, ".ttl", "must be \"5m\" or \"1h\"");
+        return fc_bad(err, p, ".ttl", "must be \"5m\" or \"1h\"");
     return GW_OK;
 }
 
 static int parse_text(const json_t *b, const char *p, struct canon_part *pt, struct canon_err *err)
 {
     static const char *const keys[] = {"type", "text", "cache_control", NULL};
-    if (fc_only(b, keys, p, err))
+    if (fc_text_part(b, p, keys, "text", pt, err))
         return GW_EINVAL;
-    const char *t = gw_json_str(b, "text");
-    if (!t)
-        return bad(err, p, ".text", "must be a string");
-    pt->type = CANON_PART_TEXT;
-    pt->text = t;
     return parse_cache(b, p, &pt->cache, err);
 }
 
@@ -151,7 +132,7 @@ static int parse_image(const json_t *b, const char *p, struct canon_part *pt, st
     char sp[200];
     pathf(sp, sizeof(sp), "%s.source", p);
     if (!json_is_object(src))
-        return bad(err, sp, "", "must be an object");
+        return fc_bad(err, sp, "", "must be an object");
     const char *type = gw_json_str(src, "type");
     pt->type = CANON_PART_IMAGE;
     if (type && strcmp(type, "base64") == 0) {
@@ -162,10 +143,10 @@ static int parse_image(const json_t *b, const char *p, struct canon_part *pt, st
         const char *data = gw_json_str(src, "data");
         if (!mt || (strcmp(mt, "image/jpeg") && strcmp(mt, "image/png") &&
                     strcmp(mt, "image/gif") && strcmp(mt, "image/webp")))
-            return bad(err, sp, ".media_type",
-                       "must be image/jpeg, image/png, image/gif or image/webp");
+            return fc_bad(err, sp, ".media_type",
+                          "must be image/jpeg, image/png, image/gif or image/webp");
         if (!data || !*data)
-            return bad(err, sp, ".data", "must be a non-empty base64 string");
+            return fc_bad(err, sp, ".data", "must be a non-empty base64 string");
         pt->media_type = mt;
         pt->data = data;
     } else if (type && strcmp(type, "url") == 0) {
@@ -174,13 +155,13 @@ static int parse_image(const json_t *b, const char *p, struct canon_part *pt, st
             return GW_EINVAL;
         const char *url = gw_json_str(src, "url");
         if (!url || (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0))
-            return bad(err, sp, ".url", "must be an http(s) URL");
+            return fc_bad(err, sp, ".url", "must be an http(s) URL");
         pt->url = url;
     } else if (type && strcmp(type, "file") == 0) {
-        return unsupported(err, sp, "unsupported_content",
-                           "file sources (the Files API) are not supported by this gateway");
+        return fc_unsupported(err, sp, "unsupported_content",
+                              "file sources (the Files API) are not supported by this gateway");
     } else {
-        return bad(err, sp, ".type", "must be \"base64\" or \"url\"");
+        return fc_bad(err, sp, ".type", "must be \"base64\" or \"url\"");
     }
     return parse_cache(b, p, &pt->cache, err);
 }
@@ -195,11 +176,9 @@ static int parse_tool_result(struct canon_req *r, const json_t *b, const char *p
     pt->type = CANON_PART_TOOL_RESULT;
     pt->id = gw_json_str(b, "tool_use_id");
     if (!pt->id || !*pt->id)
-        return bad(err, p, ".tool_use_id", "must be a non-empty string");
-    json_t *ie = fc_get(b, "is_error");
-    if (ie && !json_is_boolean(ie))
-        return bad(err, p, ".is_error", "must be a boolean");
-    pt->is_error = ie && json_is_true(ie);
+        return fc_bad(err, p, ".tool_use_id", "must be a non-empty string");
+    if (fc_member_bool(b, "is_error", p, &pt->is_error, err))
+        return GW_EINVAL;
     json_t *c = fc_get(b, "content");
     char cp[200];
     pathf(cp, sizeof(cp), "%s.content", p);
@@ -207,11 +186,8 @@ static int parse_tool_result(struct canon_req *r, const json_t *b, const char *p
     if (!c || (json_is_string(c) && json_string_length(c) == 0)) {
         /* no content */
     } else if (json_is_string(c)) {
-        struct canon_part *x = fc_parts_add(r, &pt->content, &pt->ncontent, &cap);
-        if (!x)
+        if (fc_text_add(r, &pt->content, &pt->ncontent, &cap, json_string_value(c)))
             return GW_ENOMEM;
-        x->type = CANON_PART_TEXT;
-        x->text = json_string_value(c);
     } else if (json_is_array(c)) {
         size_t i;
         json_t *it;
@@ -221,7 +197,7 @@ static int parse_tool_result(struct canon_req *r, const json_t *b, const char *p
             pathf(ip, sizeof(ip), "%s[%zu]", cp, i);
             const char *type = gw_json_str(it, "type");
             if (!json_is_object(it) || !type)
-                return bad(err, ip, ".type", "is required");
+                return fc_bad(err, ip, ".type", "is required");
             struct canon_part *x = fc_parts_add(r, &pt->content, &pt->ncontent, &cap);
             if (!x)
                 return GW_ENOMEM;
@@ -231,13 +207,13 @@ static int parse_tool_result(struct canon_req *r, const json_t *b, const char *p
             else if (strcmp(type, "image") == 0)
                 rc = parse_image(it, ip, x, err);
             else
-                return unsupported(err, ip, "unsupported_content",
-                                   "only text and image blocks are supported in tool results");
+                return fc_unsupported(err, ip, "unsupported_content",
+                                      "only text and image blocks are supported in tool results");
             if (rc)
                 return rc;
         }
     } else {
-        return bad(err, cp, "", "must be a string or an array of content blocks");
+        return fc_bad(err, cp, "", "must be a string or an array of content blocks");
     }
     return parse_cache(b, p, &pt->cache, err);
 }
@@ -252,12 +228,12 @@ static int parse_tool_use(struct canon_req *r, const json_t *b, const char *p,
     pt->id = gw_json_str(b, "id");
     pt->name = gw_json_str(b, "name");
     if (!pt->id || !*pt->id)
-        return bad(err, p, ".id", "must be a non-empty string");
+        return fc_bad(err, p, ".id", "must be a non-empty string");
     if (!pt->name || !*pt->name)
-        return bad(err, p, ".name", "must be a non-empty string");
+        return fc_bad(err, p, ".name", "must be a non-empty string");
     json_t *in = fc_get(b, "input");
     if (!json_is_object(in))
-        return bad(err, p, ".input", "must be an object");
+        return fc_bad(err, p, ".input", "must be an object");
     char *s = json_dumps(in, JSON_COMPACT);
     if (!s)
         return GW_ENOMEM;
@@ -273,7 +249,7 @@ static int parse_block(struct canon_req *r, const json_t *b, const char *p, int 
 {
     const char *type = gw_json_str(b, "type");
     if (!json_is_object(b) || !type)
-        return bad(err, p, ".type", "is required");
+        return fc_bad(err, p, ".type", "is required");
     if (strcmp(type, "text") == 0)
         return parse_text(b, p, pt, err);
     if (user && strcmp(type, "image") == 0)
@@ -290,9 +266,9 @@ static int parse_block(struct canon_req *r, const json_t *b, const char *p, int 
         pt->text = gw_json_str(b, "thinking");
         pt->signature = gw_json_str(b, "signature");
         if (!pt->text)
-            return bad(err, p, ".thinking", "must be a string");
+            return fc_bad(err, p, ".thinking", "must be a string");
         if (!pt->signature)
-            return bad(err, p, ".signature", "must be a string");
+            return fc_bad(err, p, ".signature", "must be a string");
         return GW_OK;
     }
     if (!user && strcmp(type, "redacted_thinking") == 0) {
@@ -302,19 +278,19 @@ static int parse_block(struct canon_req *r, const json_t *b, const char *p, int 
         pt->type = CANON_PART_REDACTED_THINKING;
         pt->text = gw_json_str(b, "data");
         if (!pt->text)
-            return bad(err, p, ".data", "must be a string");
+            return fc_bad(err, p, ".data", "must be a string");
         return GW_OK;
     }
     char msg[160];
     pathf(msg, sizeof(msg), "content block type '%.40s' is not supported in %s messages", type,
           user ? "user" : "assistant");
-    return unsupported(err, p, "unsupported_content", msg);
+    return fc_unsupported(err, p, "unsupported_content", msg);
 }
 
 static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_err *err)
 {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return bad(err, "messages", "", "must be a non-empty array");
+        return fc_bad(err, "messages", "", "must be a non-empty array");
     size_t mcap = 0;
     size_t i;
     json_t *mj;
@@ -323,18 +299,18 @@ static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_
         char p[64];
         pathf(p, sizeof(p), "messages[%zu]", i);
         if (!json_is_object(mj))
-            return bad(err, p, "", "must be an object");
+            return fc_bad(err, p, "", "must be an object");
         static const char *const mkeys[] = {"role", "content", NULL};
         if (fc_only(mj, mkeys, p, err))
             return GW_EINVAL;
         const char *role = gw_json_str(mj, "role");
         if (!role)
-            return bad(err, p, ".role", "is required");
+            return fc_bad(err, p, ".role", "is required");
         int user = strcmp(role, "user") == 0;
         if (!user && strcmp(role, "assistant") != 0)
-            return bad(err, p, ".role",
-                       "must be \"user\" or \"assistant\" (the system prompt is the top-level "
-                       "'system')");
+            return fc_bad(err, p, ".role",
+                          "must be \"user\" or \"assistant\" (the system prompt is the top-level "
+                          "'system')");
         struct canon_message *m = fc_message_add(r, &mcap);
         if (!m)
             return GW_ENOMEM;
@@ -344,15 +320,12 @@ static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_
         char cp[80];
         pathf(cp, sizeof(cp), "%s.content", p);
         if (json_is_string(c)) {
-            struct canon_part *pt = fc_parts_add(r, &m->parts, &m->nparts, &pcap);
-            if (!pt)
+            if (fc_text_add(r, &m->parts, &m->nparts, &pcap, json_string_value(c)))
                 return GW_ENOMEM;
-            pt->type = CANON_PART_TEXT;
-            pt->text = json_string_value(c);
             continue;
         }
         if (!json_is_array(c) || json_array_size(c) == 0)
-            return bad(err, cp, "", "must be a string or a non-empty array of content blocks");
+            return fc_bad(err, cp, "", "must be a string or a non-empty array of content blocks");
         size_t j;
         json_t *b;
         json_array_foreach(c, j, b)
@@ -376,15 +349,10 @@ static int parse_system(struct canon_req *r, const json_t *sys, struct canon_err
     if (json_is_string(sys)) {
         if (json_string_length(sys) == 0)
             return GW_OK;
-        struct canon_part *pt = fc_parts_add(r, &r->system, &r->nsystem, &cap);
-        if (!pt)
-            return GW_ENOMEM;
-        pt->type = CANON_PART_TEXT;
-        pt->text = json_string_value(sys);
-        return GW_OK;
+        return fc_text_add(r, &r->system, &r->nsystem, &cap, json_string_value(sys));
     }
     if (!json_is_array(sys))
-        return bad(err, "system", "", "must be a string or an array of text blocks");
+        return fc_bad(err, "system", "", "must be a string or an array of text blocks");
     size_t i;
     json_t *b;
     json_array_foreach(sys, i, b)
@@ -393,7 +361,7 @@ static int parse_system(struct canon_req *r, const json_t *sys, struct canon_err
         pathf(p, sizeof(p), "system[%zu]", i);
         const char *type = gw_json_str(b, "type");
         if (!type || strcmp(type, "text") != 0)
-            return bad(err, p, ".type", "must be \"text\"");
+            return fc_bad(err, p, ".type", "must be \"text\"");
         struct canon_part *pt = fc_parts_add(r, &r->system, &r->nsystem, &cap);
         if (!pt)
             return GW_ENOMEM;
@@ -404,66 +372,37 @@ static int parse_system(struct canon_req *r, const json_t *sys, struct canon_err
     return GW_OK;
 }
 
-static int parse_tools(struct canon_req *r, const json_t *tools, struct canon_err *err)
+/* One tools[i]: a custom tool {name, description, input_schema, ...}. */
+static int parse_tool(struct canon_req *r, size_t i, const json_t *t, const char *p,
+                      struct canon_tool *tl, struct canon_err *err)
 {
-    if (!json_is_array(tools))
-        return bad(err, "tools", "", "must be an array");
-    size_t n = json_array_size(tools);
-    if (n > 128)
-        return bad(err, "tools", "", "may hold at most 128 tools");
-    r->tools = gw_pool_calloc(r->pool, (n ? n : 1) * sizeof(*r->tools));
-    if (!r->tools)
-        return GW_ENOMEM;
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t)
-    {
-        char p[64];
-        pathf(p, sizeof(p), "tools[%zu]", i);
-        if (!json_is_object(t))
-            return bad(err, p, "", "must be an object");
-        json_t *type = fc_get(t, "type");
-        if (type && !(json_is_string(type) && strcmp(json_string_value(type), "custom") == 0)) {
-            char tp[80];
-            pathf(tp, sizeof(tp), "%s.type", p);
-            return unsupported(err, tp, "unsupported_parameter",
-                               "server tools (a type other than \"custom\") are not supported by "
-                               "this gateway; define the tool with name and input_schema");
-        }
-        static const char *const keys[] = {"type",   "name",          "description", "input_schema",
-                                           "strict", "cache_control", NULL};
-        if (fc_only(t, keys, p, err))
-            return GW_EINVAL;
-        struct canon_tool *tl = &r->tools[i];
-        tl->name = gw_json_str(t, "name");
-        char np[96];
-        pathf(np, sizeof(np), "%s.name", p);
-        if (fc_tool_name(tl->name, np, err))
-            return GW_EINVAL;
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(r->tools[k].name, tl->name) == 0)
-                return bad(err, np, "", "must be unique among tool names");
-        json_t *d = fc_get(t, "description");
-        if (d && !json_is_string(d))
-            return bad(err, p, ".description", "must be a string");
-        tl->description = json_string_value(d);
-        json_t *schema = fc_get(t, "input_schema");
-        pathf(np, sizeof(np), "%s.input_schema", p);
-        if (!schema)
-            return bad(err, np, "", "is required");
-        if (fc_tool_schema(schema, np, err))
-            return GW_EINVAL;
-        tl->parameters = schema;
-        tl->strict = -1;
-        json_t *st = fc_get(t, "strict");
-        if (st && !json_is_boolean(st))
-            return bad(err, p, ".strict", "must be a boolean");
-        if (st)
-            tl->strict = json_is_true(st);
-        if (parse_cache(t, p, &tl->cache, err))
-            return GW_EINVAL;
+    if (!json_is_object(t))
+        return fc_bad(err, p, "", "must be an object");
+    json_t *type = fc_get(t, "type");
+    if (type && !(json_is_string(type) && strcmp(json_string_value(type), "custom") == 0)) {
+        char tp[80];
+        pathf(tp, sizeof(tp), "%s.type", p);
+        return fc_unsupported(err, tp, "unsupported_parameter",
+                              "server tools (a type other than \"custom\") are not supported by "
+                              "this gateway; define the tool with name and input_schema");
     }
-    r->ntools = n;
+    static const char *const keys[] = {"type",   "name",          "description", "input_schema",
+                                       "strict", "cache_control", NULL};
+    if (fc_only(t, keys, p, err))
+        return GW_EINVAL;
+    if (fc_tool_head(r, i, t, p, tl, err))
+        return GW_EINVAL;
+    json_t *schema = fc_get(t, "input_schema");
+    char np[96];
+    pathf(np, sizeof(np), "%s.input_schema", p);
+    if (!schema)
+        return fc_bad(err, np, "", "is required");
+    if (fc_tool_schema(schema, np, err))
+        return GW_EINVAL;
+    tl->parameters = schema;
+    tl->strict = -1;
+    if (fc_member_bool(t, "strict", p, &tl->strict, err) || parse_cache(t, p, &tl->cache, err))
+        return GW_EINVAL;
     return GW_OK;
 }
 
@@ -471,7 +410,7 @@ static int parse_tool_choice(struct canon_req *r, const json_t *tc, struct canon
 {
     const char *type = gw_json_str(tc, "type");
     if (!json_is_object(tc) || !type)
-        return bad(err, "tool_choice", ".type", "is required");
+        return fc_bad(err, "tool_choice", ".type", "is required");
     static const char *const keys[] = {"type", "name", "disable_parallel_tool_use", NULL};
     static const char *const none_keys[] = {"type", NULL};
     if (strcmp(type, "auto") == 0)
@@ -483,28 +422,24 @@ static int parse_tool_choice(struct canon_req *r, const json_t *tc, struct canon
     else if (strcmp(type, "none") == 0)
         r->tool_choice = CANON_TC_NONE;
     else
-        return bad(err, "tool_choice", ".type", "must be auto, any, tool or none");
+        return fc_bad(err, "tool_choice", ".type", "must be auto, any, tool or none");
     if (fc_only(tc, r->tool_choice == CANON_TC_NONE ? none_keys : keys, "tool_choice", err))
         return GW_EINVAL;
     if (r->tool_choice == CANON_TC_NAMED) {
         r->tool_choice_name = gw_json_str(tc, "name");
         if (!r->tool_choice_name)
-            return bad(err, "tool_choice", ".name", "is required for type \"tool\"");
-        int found = 0;
-        for (size_t i = 0; i < r->ntools; i++)
-            found |= strcmp(r->tools[i].name, r->tool_choice_name) == 0;
-        if (!found)
-            return bad(err, "tool_choice", ".name", "names a tool that is not in tools");
+            return fc_bad(err, "tool_choice", ".name", "is required for type \"tool\"");
+        if (!fc_tool_known(r, r->tool_choice_name))
+            return fc_bad(err, "tool_choice", ".name", "names a tool that is not in tools");
     } else if (fc_get(tc, "name")) {
-        return bad(err, "tool_choice", ".name", "is only for type \"tool\"");
+        return fc_bad(err, "tool_choice", ".name", "is only for type \"tool\"");
     }
-    if ((r->tool_choice == CANON_TC_REQUIRED || r->tool_choice == CANON_TC_NAMED) && r->ntools == 0)
-        return bad(err, "tool_choice", "", "requires tools");
-    json_t *dp = fc_get(tc, "disable_parallel_tool_use");
-    if (dp && !json_is_boolean(dp))
-        return bad(err, "tool_choice", ".disable_parallel_tool_use", "must be a boolean");
-    if (dp)
-        r->parallel_tool_calls = json_is_true(dp) ? 0 : 1;
+    int disable = -1;
+    if (fc_tool_choice_check(r, err) ||
+        fc_member_bool(tc, "disable_parallel_tool_use", "tool_choice", &disable, err))
+        return GW_EINVAL;
+    if (disable >= 0)
+        r->parallel_tool_calls = !disable;
     return GW_OK;
 }
 
@@ -512,7 +447,7 @@ static int parse_thinking(struct canon_req *r, const json_t *th, struct canon_er
 {
     const char *type = gw_json_str(th, "type");
     if (!json_is_object(th) || !type)
-        return bad(err, "thinking", ".type", "is required");
+        return fc_bad(err, "thinking", ".type", "is required");
     if (strcmp(type, "disabled") == 0) {
         static const char *const keys[] = {"type", NULL};
         if (fc_only(th, keys, "thinking", err))
@@ -521,15 +456,15 @@ static int parse_thinking(struct canon_req *r, const json_t *th, struct canon_er
         return GW_OK;
     }
     if (strcmp(type, "enabled") != 0)
-        return unsupported(err, "thinking.type", "unsupported_parameter",
-                           "must be \"enabled\" (with budget_tokens) or \"disabled\"");
+        return fc_unsupported(err, "thinking.type", "unsupported_parameter",
+                              "must be \"enabled\" (with budget_tokens) or \"disabled\"");
     static const char *const keys[] = {"type", "budget_tokens", NULL};
     if (fc_only(th, keys, "thinking", err))
         return GW_EINVAL;
     json_t *bt = fc_get(th, "budget_tokens");
     if (!json_is_integer(bt) || json_integer_value(bt) < 1024 ||
         json_integer_value(bt) > (1LL << 31))
-        return bad(err, "thinking", ".budget_tokens", "must be an integer of at least 1024");
+        return fc_bad(err, "thinking", ".budget_tokens", "must be an integer of at least 1024");
     r->reasoning_budget = json_integer_value(bt);
     return GW_OK;
 }
@@ -545,7 +480,7 @@ static int parse(struct canon_req *r, struct canon_err *err)
     if (fc_integer(b, "max_tokens", 1, 1LL << 31, &r->max_tokens, &r->has_max_tokens, err))
         return GW_EINVAL;
     if (!r->has_max_tokens)
-        return bad(err, "max_tokens", "", "is required");
+        return fc_bad(err, "max_tokens", "", "is required");
     if (fc_boolean(b, "stream", &r->stream, err))
         return GW_EINVAL;
     int rc = parse_messages(r, fc_get(b, "messages"), err);
@@ -554,11 +489,7 @@ static int parse(struct canon_req *r, struct canon_err *err)
     json_t *sys = fc_get(b, "system");
     if (sys && (rc = parse_system(r, sys, err)))
         return rc;
-    json_t *tools = fc_get(b, "tools");
-    if (tools && (rc = parse_tools(r, tools, err)))
-        return rc;
-    json_t *tc = fc_get(b, "tool_choice");
-    if (tc && (rc = parse_tool_choice(r, tc, err)))
+    if ((rc = fc_tools(r, b, parse_tool, parse_tool_choice, err)))
         return rc;
     if (fc_number(b, "temperature", 0, 1, &r->temperature, &r->has_temperature, err) ||
         fc_number(b, "top_p", 0, 1, &r->top_p, &r->has_top_p, err) ||
@@ -566,20 +497,18 @@ static int parse(struct canon_req *r, struct canon_err *err)
         return GW_EINVAL;
     json_t *stop = fc_get(b, "stop_sequences");
     if (stop && !json_is_array(stop))
-        return bad(err, "stop_sequences", "", "must be an array of strings");
+        return fc_bad(err, "stop_sequences", "", "must be an array of strings");
     if ((rc = fc_stop(r, stop, "stop_sequences", err)))
         return rc;
     json_t *md = fc_get(b, "metadata");
     if (md) {
         static const char *const keys[] = {"user_id", NULL};
         if (!json_is_object(md))
-            return bad(err, "metadata", "", "must be an object");
+            return fc_bad(err, "metadata", "", "must be an object");
         if (fc_only(md, keys, "metadata", err))
             return GW_EINVAL;
-        json_t *uid = fc_get(md, "user_id");
-        if (uid && !json_is_string(uid))
-            return bad(err, "metadata", ".user_id", "must be a string");
-        r->user = json_string_value(uid);
+        if (fc_member_string(md, "user_id", "metadata", &r->user, err))
+            return GW_EINVAL;
     }
     json_t *th = fc_get(b, "thinking");
     if (th && (rc = parse_thinking(r, th, err)))
@@ -883,15 +812,7 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
                   "assistant", "model", ctx->model ? ctx->model : "", "content", content,
                   "stop_reason", canon_stop_to_anthropic(acc->stop), "stop_sequence", "usage",
                   usage_json(&acc->usage, 1, acc->usage.output));
-    if (!doc)
-        return GW_ENOMEM;
-    char *s = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    if (!s)
-        return GW_ENOMEM;
-    int rc = gw_buf_appends(out, s);
-    free(s);
-    return rc;
+    return fc_json_append(out, doc, JSON_COMPACT);
 }
 
 /* Anthropic's error shape has no param: the param leads the message. */

@@ -7,12 +7,52 @@
 
 #include "gw_buf.h"
 #include "gw_error.h"
+#include "gw_json.h"
 #include "gw_pool.h"
 
 json_t *fc_get(const json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
     return json_is_null(v) ? NULL : v;
+}
+
+int fc_bad(struct canon_err *err, const char *path, const char *suffix, const char *rule)
+{
+    char p[200];
+    snprintf(p, sizeof(p), "%s%s", path, suffix);
+    canon_err_set(err, 400, p, "invalid_request", "'%s' %s", p, rule);
+    return GW_EINVAL;
+}
+
+int fc_unsupported(struct canon_err *err, const char *path, const char *code, const char *why)
+{
+    canon_err_set(err, 400, path, code, "'%s': %s", path, why);
+    return GW_EINVAL;
+}
+
+int fc_member_string(const json_t *o, const char *key, const char *path, const char **out,
+                     struct canon_err *err)
+{
+    json_t *v = fc_get(o, key);
+    char suffix[64];
+    snprintf(suffix, sizeof(suffix), ".%s", key);
+    if (v && !json_is_string(v))
+        return fc_bad(err, path, suffix, "must be a string");
+    *out = json_string_value(v);
+    return GW_OK;
+}
+
+int fc_member_bool(const json_t *o, const char *key, const char *path, int *out,
+                   struct canon_err *err)
+{
+    json_t *v = fc_get(o, key);
+    char suffix[64];
+    snprintf(suffix, sizeof(suffix), ".%s", key);
+    if (v && !json_is_boolean(v))
+        return fc_bad(err, path, suffix, "must be a boolean");
+    if (v)
+        *out = json_is_true(v);
+    return GW_OK;
 }
 
 static const char *joined(char *buf, size_t n, const char *path, const char *key)
@@ -140,6 +180,113 @@ int fc_stop(struct canon_req *r, const json_t *v, const char *name, struct canon
     return GW_OK;
 }
 
+static int tools_array(struct canon_req *r, const json_t *tools, fc_tool_fn one,
+                       struct canon_err *err)
+{
+    if (!json_is_array(tools))
+        return fc_bad(err, "tools", "", "must be an array");
+    size_t n = json_array_size(tools);
+    if (n > 128)
+        return fc_bad(err, "tools", "", "may hold at most 128 tools");
+    r->tools = gw_pool_calloc(r->pool, (n ? n : 1) * sizeof(*r->tools));
+    if (!r->tools)
+        return GW_ENOMEM;
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t)
+    {
+        char p[64];
+        snprintf(p, sizeof(p), "tools[%zu]", i);
+        int rc = one(r, i, t, p, &r->tools[i], err);
+        if (rc)
+            return rc;
+    }
+    r->ntools = n;
+    return GW_OK;
+}
+
+int fc_tools(struct canon_req *r, const json_t *body, fc_tool_fn one, fc_choice_fn choice,
+             struct canon_err *err)
+{
+    json_t *tools = fc_get(body, "tools");
+    int rc = tools ? tools_array(r, tools, one, err) : GW_OK;
+    json_t *tc = fc_get(body, "tool_choice");
+    if (rc == GW_OK && tc)
+        rc = choice(r, tc, err);
+    return rc;
+}
+
+int fc_tool_new_name(const struct canon_req *r, size_t i, const char *name, const char *np,
+                     struct canon_err *err)
+{
+    if (fc_tool_name(name, np, err))
+        return GW_EINVAL;
+    for (size_t k = 0; k < i; k++)
+        if (strcmp(r->tools[k].name, name) == 0)
+            return fc_bad(err, np, "", "must be unique among tool names");
+    return GW_OK;
+}
+
+int fc_tool_head(const struct canon_req *r, size_t i, const json_t *t, const char *path,
+                 struct canon_tool *tl, struct canon_err *err)
+{
+    char np[96];
+    snprintf(np, sizeof(np), "%s.name", path);
+    tl->name = gw_json_str(t, "name");
+    if (fc_tool_new_name(r, i, tl->name, np, err) ||
+        fc_member_string(t, "description", path, &tl->description, err))
+        return GW_EINVAL;
+    return GW_OK;
+}
+
+int fc_tool_known(const struct canon_req *r, const char *name)
+{
+    for (size_t i = 0; i < r->ntools; i++)
+        if (strcmp(r->tools[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+int fc_tool_choice_word(const char *s, enum canon_tool_choice *tc)
+{
+    if (s && strcmp(s, "auto") == 0)
+        *tc = CANON_TC_AUTO;
+    else if (s && strcmp(s, "none") == 0)
+        *tc = CANON_TC_NONE;
+    else if (s && strcmp(s, "required") == 0)
+        *tc = CANON_TC_REQUIRED;
+    else
+        return 0;
+    return 1;
+}
+
+int fc_tool_choice_check(const struct canon_req *r, struct canon_err *err)
+{
+    if ((r->tool_choice == CANON_TC_REQUIRED || r->tool_choice == CANON_TC_NAMED) && r->ntools == 0)
+        return fc_bad(err, "tool_choice", "", "requires tools");
+    return GW_OK;
+}
+
+int fc_effort(struct canon_req *r, const char *effort, const char *name, struct canon_err *err)
+{
+    if (effort && strcmp(effort, "none") == 0)
+        r->reasoning_off = 1;
+    else if (!effort || (strcmp(effort, "minimal") && strcmp(effort, "low") &&
+                         strcmp(effort, "medium") && strcmp(effort, "high")))
+        return fc_bad(err, name, "", "must be none, minimal, low, medium or high");
+    else
+        r->reasoning_effort = effort;
+    return GW_OK;
+}
+
+int fc_args_object(const char *args)
+{
+    json_t *a = *args ? json_loads(args, 0, NULL) : json_object();
+    int obj = json_is_object(a);
+    json_decref(a);
+    return obj;
+}
+
 int fc_tool_schema(const json_t *schema, const char *path, struct canon_err *err)
 {
     if (!json_is_object(schema)) {
@@ -226,6 +373,43 @@ struct canon_message *fc_message_add(struct canon_req *r, size_t *cap)
     return m;
 }
 
+int fc_text_part(const json_t *o, const char *p, const char *const *keys, const char *key,
+                 struct canon_part *pt, struct canon_err *err)
+{
+    if (fc_only(o, keys, p, err))
+        return GW_EINVAL;
+    pt->type = CANON_PART_TEXT;
+    if ((pt->text = gw_json_str(o, key)))
+        return GW_OK;
+    char suffix[16];
+    snprintf(suffix, sizeof(suffix), ".%s", key);
+    return fc_bad(err, p, suffix, "must be a string");
+}
+
+int fc_text_add(struct canon_req *r, struct canon_part **parts, size_t *n, size_t *cap,
+                const char *text)
+{
+    struct canon_part *pt = fc_parts_add(r, parts, n, cap);
+    if (!pt)
+        return GW_ENOMEM;
+    pt->type = CANON_PART_TEXT;
+    pt->text = text;
+    return GW_OK;
+}
+
+int fc_call_add(struct canon_req *r, struct canon_message *m, size_t *cap, const char *id,
+                const char *name, const char *args)
+{
+    struct canon_part *pt = fc_parts_add(r, &m->parts, &m->nparts, cap);
+    if (!pt)
+        return GW_ENOMEM;
+    pt->type = CANON_PART_TOOL_CALL;
+    pt->id = id;
+    pt->name = name;
+    pt->arguments = *args ? args : "{}";
+    return GW_OK;
+}
+
 int fc_image_url(struct canon_req *r, struct canon_part *p, const char *url, const char *path,
                  struct canon_err *err)
 {
@@ -265,15 +449,42 @@ int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len)
     return rc;
 }
 
-int fc_sse_json(struct gw_buf *out, const char *event, json_t *doc)
+/* doc dumped with flags, released; NULL when doc is or out of memory. */
+static char *dump(json_t *doc, size_t flags)
 {
-    if (!doc)
-        return GW_ENOMEM;
-    char *s = json_dumps(doc, JSON_COMPACT);
+    char *s = doc ? json_dumps(doc, flags) : NULL;
     json_decref(doc);
+    return s;
+}
+
+int fc_sse_dump(struct gw_buf *out, const char *event, json_t *doc, size_t flags)
+{
+    char *s = dump(doc, flags);
     if (!s)
         return GW_ENOMEM;
     int rc = fc_sse(out, event, s, strlen(s));
     free(s);
     return rc;
+}
+
+int fc_sse_json(struct gw_buf *out, const char *event, json_t *doc)
+{
+    return fc_sse_dump(out, event, doc, JSON_COMPACT);
+}
+
+int fc_json_append(struct gw_buf *out, json_t *doc, size_t flags)
+{
+    char *s = dump(doc, flags);
+    if (!s)
+        return GW_ENOMEM;
+    int rc = gw_buf_appends(out, s);
+    free(s);
+    return rc;
+}
+
+char *fc_openai_error_body(int status, const char *type, const char *param, const char *code,
+                           const char *message, size_t *len)
+{
+    (void)status;
+    return gw_json_error_body(message, type, param, code, len);
 }

@@ -60,14 +60,8 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
                          struct canon_part **parts, size_t *n, size_t *cap, struct canon_err *err)
 {
     char p[128];
-    if (json_is_string(c)) {
-        struct canon_part *pt = fc_parts_add(r, parts, n, cap);
-        if (!pt)
-            return GW_ENOMEM;
-        pt->type = CANON_PART_TEXT;
-        pt->text = json_string_value(c);
-        return GW_OK;
-    }
+    if (json_is_string(c))
+        return fc_text_add(r, parts, n, cap, json_string_value(c));
     if (!json_is_array(c))
         return bad(err, path, "", "must be a string or an array of content parts");
     size_t i;
@@ -124,19 +118,11 @@ static int parse_tool_calls(struct canon_req *r, const json_t *tcs, const char *
         const char *args = gw_json_str(fn, "arguments");
         if (!id || !name || !args)
             return bad(err, p, "", "must have id, function.name and function.arguments strings");
-        /* Arguments travel as text but every other format needs an object. */
-        json_t *a = *args ? json_loads(args, 0, NULL) : json_object();
-        int obj = json_is_object(a);
-        json_decref(a);
-        if (!obj)
+        if (!fc_args_object(args))
             return bad(err, p, ".function.arguments", "must be a JSON object in a string");
-        struct canon_part *pt = fc_parts_add(r, &m->parts, &m->nparts, cap);
-        if (!pt)
-            return GW_ENOMEM;
-        pt->type = CANON_PART_TOOL_CALL;
-        pt->id = id;
-        pt->name = name;
-        pt->arguments = *args ? args : "{}";
+        int rc = fc_call_add(r, m, cap, id, name, args);
+        if (rc)
+            return rc;
     }
     return GW_OK;
 }
@@ -249,86 +235,58 @@ static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_
     return GW_OK;
 }
 
-static int parse_tools(struct canon_req *r, const json_t *tools, struct canon_err *err)
+/* One tools[i]: {type: "function", function: {name, ...}}. */
+static int parse_tool(struct canon_req *r, size_t i, const json_t *t, const char *p,
+                      struct canon_tool *tl, struct canon_err *err)
 {
-    if (!json_is_array(tools))
-        return bad(err, "tools", "", "must be an array");
-    size_t n = json_array_size(tools);
-    if (n > 128)
-        return bad(err, "tools", "", "may hold at most 128 tools");
-    r->tools = gw_pool_calloc(r->pool, (n ? n : 1) * sizeof(*r->tools));
-    if (!r->tools)
-        return GW_ENOMEM;
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t)
-    {
-        char p[64];
-        snprintf(p, sizeof(p), "tools[%zu]", i);
-        const char *type = gw_json_str(t, "type");
-        if (!type || strcmp(type, "function") != 0) {
-            canon_err_set(err, 400, p, "unsupported_parameter",
-                          "'%s.type' must be \"function\" (other tool types are not supported)", p);
-            return GW_EINVAL;
-        }
-        json_t *fn = json_object_get(t, "function");
-        char fp[96];
-        snprintf(fp, sizeof(fp), "%s.function", p);
-        if (!json_is_object(fn))
-            return bad(err, fp, "", "must be an object");
-        static const char *const fkeys[] = {"name", "description", "parameters", "strict", NULL};
-        if (fc_only(fn, fkeys, fp, err))
-            return GW_EINVAL;
-        struct canon_tool *tl = &r->tools[i];
-        tl->name = gw_json_str(fn, "name");
-        char np[128];
-        snprintf(np, sizeof(np), "%s.name", fp);
-        if (fc_tool_name(tl->name, np, err))
-            return GW_EINVAL;
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(r->tools[k].name, tl->name) == 0)
-                return bad(err, np, "", "must be unique among tool names");
-        tl->description = gw_json_str(fn, "description");
-        json_t *params = fc_get(fn, "parameters");
-        snprintf(np, sizeof(np), "%s.parameters", fp);
-        if (params && fc_tool_schema(params, np, err))
-            return GW_EINVAL;
-        tl->parameters = params;
-        tl->strict = -1;
-        json_t *st = fc_get(fn, "strict");
-        if (st && !json_is_boolean(st))
-            return bad(err, fp, ".strict", "must be a boolean");
-        if (st)
-            tl->strict = json_is_true(st);
+    const char *type = gw_json_str(t, "type");
+    if (!type || strcmp(type, "function") != 0) {
+        canon_err_set(err, 400, p, "unsupported_parameter",
+                      "'%s.type' must be \"function\" (other tool types are not supported)", p);
+        return GW_EINVAL;
     }
-    r->ntools = n;
+    json_t *fn = json_object_get(t, "function");
+    char fp[96];
+    snprintf(fp, sizeof(fp), "%s.function", p);
+    if (!json_is_object(fn))
+        return bad(err, fp, "", "must be an object");
+    static const char *const fkeys[] = {"name", "description", "parameters", "strict", NULL};
+    if (fc_only(fn, fkeys, fp, err))
+        return GW_EINVAL;
+    tl->name = gw_json_str(fn, "name");
+    char np[128];
+    snprintf(np, sizeof(np), "%s.name", fp);
+    if (fc_tool_new_name(r, i, tl->name, np, err))
+        return GW_EINVAL;
+    tl->description = gw_json_str(fn, "description");
+    json_t *params = fc_get(fn, "parameters");
+    snprintf(np, sizeof(np), "%s.parameters", fp);
+    if (params && fc_tool_schema(params, np, err))
+        return GW_EINVAL;
+    tl->parameters = params;
+    tl->strict = -1;
+    json_t *st = fc_get(fn, "strict");
+    if (st && !json_is_boolean(st))
+        return bad(err, fp, ".strict", "must be a boolean");
+    if (st)
+        tl->strict = json_is_true(st);
     return GW_OK;
 }
 
 static int parse_tool_choice(struct canon_req *r, const json_t *tc, struct canon_err *err)
 {
-    const char *s = json_string_value(tc);
-    if (s && strcmp(s, "auto") == 0)
-        r->tool_choice = CANON_TC_AUTO;
-    else if (s && strcmp(s, "none") == 0)
-        r->tool_choice = CANON_TC_NONE;
-    else if (s && strcmp(s, "required") == 0)
-        r->tool_choice = CANON_TC_REQUIRED;
-    else if (json_is_object(tc) && gw_json_str(json_object_get(tc, "function"), "name")) {
+    if (!fc_tool_choice_word(json_string_value(tc), &r->tool_choice)) {
+        const char *name = gw_json_str(json_object_get(tc, "function"), "name");
+        if (!json_is_object(tc) || !name)
+            return bad(err, "tool_choice", "",
+                       "must be \"auto\", \"none\", \"required\" or "
+                       "{\"type\":\"function\",\"function\":{\"name\":...}}");
         r->tool_choice = CANON_TC_NAMED;
-        r->tool_choice_name = gw_json_str(json_object_get(tc, "function"), "name");
-        int found = 0;
-        for (size_t i = 0; i < r->ntools; i++)
-            found |= strcmp(r->tools[i].name, r->tool_choice_name) == 0;
-        if (!found)
+        r->tool_choice_name = name;
+        if (!fc_tool_known(r, name))
             return bad(err, "tool_choice", "", "names a function that is not in tools");
-    } else
-        return bad(err, "tool_choice", "",
-                   "must be \"auto\", \"none\", \"required\" or "
-                   "{\"type\":\"function\",\"function\":{\"name\":...}}");
-    if (r->tool_choice != CANON_TC_NONE && r->tool_choice != CANON_TC_AUTO && r->ntools == 0)
-        return bad(err, "tool_choice", "", "requires tools");
-    return GW_OK;
+    }
+    return fc_tool_choice_check(r, err);
 }
 
 static int parse_format(struct canon_req *r, const json_t *rf, struct canon_err *err)
@@ -388,19 +346,10 @@ static int parse(struct canon_req *r, struct canon_err *err)
     int rc = parse_messages(r, fc_get(b, "messages"), err);
     if (rc)
         return rc;
-    json_t *tools = fc_get(b, "tools");
-    if (tools && (rc = parse_tools(r, tools, err)))
+    if ((rc = fc_tools(r, b, parse_tool, parse_tool_choice, err)))
         return rc;
-    json_t *tc = fc_get(b, "tool_choice");
-    if (tc && (rc = parse_tool_choice(r, tc, err)))
-        return rc;
-    json_t *ptc = fc_get(b, "parallel_tool_calls");
-    if (ptc) {
-        if (!json_is_boolean(ptc))
-            return bad(err, "parallel_tool_calls", "", "must be a boolean");
-        r->parallel_tool_calls = json_is_true(ptc);
-    }
-    if (fc_number(b, "temperature", 0, 2, &r->temperature, &r->has_temperature, err) ||
+    if (fc_boolean(b, "parallel_tool_calls", &r->parallel_tool_calls, err) ||
+        fc_number(b, "temperature", 0, 2, &r->temperature, &r->has_temperature, err) ||
         fc_number(b, "top_p", 0, 1, &r->top_p, &r->has_top_p, err) ||
         fc_number(b, "presence_penalty", -2, 2, &r->presence_penalty, &r->has_presence_penalty,
                   err) ||
@@ -420,15 +369,8 @@ static int parse(struct canon_req *r, struct canon_err *err)
     const char *effort = NULL;
     if (fc_string(b, "reasoning_effort", 0, &effort, err))
         return GW_EINVAL;
-    if (effort) {
-        if (strcmp(effort, "none") == 0)
-            r->reasoning_off = 1;
-        else if (strcmp(effort, "minimal") && strcmp(effort, "low") && strcmp(effort, "medium") &&
-                 strcmp(effort, "high"))
-            return bad(err, "reasoning_effort", "", "must be none, minimal, low, medium or high");
-        else
-            r->reasoning_effort = effort;
-    }
+    if (effort && (rc = fc_effort(r, effort, "reasoning_effort", err)))
+        return rc;
     if (fc_string(b, "user", 0, &r->user, err))
         return GW_EINVAL;
     return GW_OK;
@@ -603,23 +545,8 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
                             ctx->model ? ctx->model : "", "choices", "index", 0, "message", msg,
                             "logprobs", "finish_reason", canon_stop_to_openai(acc->stop), "usage",
                             fc_openai_usage(&acc->usage));
-    if (!doc)
-        return GW_ENOMEM;
-    char *s = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    if (!s)
-        return GW_ENOMEM;
-    int rc = gw_buf_appends(out, s);
-    free(s);
     (void)r;
-    return rc;
-}
-
-static char *error_body(int status, const char *type, const char *param, const char *code,
-                        const char *message, size_t *len)
-{
-    (void)status;
-    return gw_json_error_body(message, type, param, code, len);
+    return fc_json_append(out, doc, JSON_COMPACT);
 }
 
 const struct dp_facade fc_openai_chat = {
@@ -629,5 +556,5 @@ const struct dp_facade fc_openai_chat = {
     .stream_event = stream_event,
     .stream_free = stream_free,
     .render = render,
-    .error_body = error_body,
+    .error_body = fc_openai_error_body,
 };

@@ -106,21 +106,6 @@ static const char STATELESS[] =
     "the gateway is stateless: it stores no responses or conversations, so send the whole "
     "conversation in input (with store false or absent)";
 
-/* A 400 about path (plus a member suffix): "'input[2].role' is required". */
-static int bad(struct canon_err *err, const char *path, const char *suffix, const char *rule)
-{
-    char p[192];
-    snprintf(p, sizeof(p), "%s%s", path, suffix);
-    canon_err_set(err, 400, p, "invalid_request", "'%s' %s", p, rule);
-    return GW_EINVAL;
-}
-
-static int unsupported(struct canon_err *err, const char *path, const char *why)
-{
-    canon_err_set(err, 400, path, "unsupported_parameter", "'%s': %s", path, why);
-    return GW_EINVAL;
-}
-
 /* ------------------------------------------------------------------ parse */
 
 /* The role of a message item. */
@@ -134,15 +119,10 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
         /* An assistant's empty string is "no text" (function-call turns). */
         if (role == MR_ASSISTANT && json_string_length(c) == 0)
             return GW_OK;
-        struct canon_part *pt = fc_parts_add(r, parts, n, cap);
-        if (!pt)
-            return GW_ENOMEM;
-        pt->type = CANON_PART_TEXT;
-        pt->text = json_string_value(c);
-        return GW_OK;
+        return fc_text_add(r, parts, n, cap, json_string_value(c));
     }
     if (!json_is_array(c))
-        return bad(err, path, "", "must be a string or an array of content parts");
+        return fc_bad(err, path, "", "must be a string or an array of content parts");
     size_t i;
     json_t *it;
     json_array_foreach(c, i, it)
@@ -150,59 +130,48 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
         char p[160];
         snprintf(p, sizeof(p), "%s[%zu]", path, i);
         if (!json_is_object(it))
-            return bad(err, p, "", "must be an object");
+            return fc_bad(err, p, "", "must be an object");
         const char *type = gw_json_str(it, "type");
         if (!type)
-            return bad(err, p, ".type", "is required");
+            return fc_bad(err, p, ".type", "is required");
         struct canon_part *pt = fc_parts_add(r, parts, n, cap);
         if (!pt)
             return GW_ENOMEM;
         if (role != MR_ASSISTANT && strcmp(type, "input_text") == 0) {
             static const char *const k[] = {"type", "text", NULL};
-            if (fc_only(it, k, p, err))
+            if (fc_text_part(it, p, k, "text", pt, err))
                 return GW_EINVAL;
-            pt->type = CANON_PART_TEXT;
-            if (!(pt->text = gw_json_str(it, "text")))
-                return bad(err, p, ".text", "must be a string");
         } else if (role == MR_USER && strcmp(type, "input_image") == 0) {
             if (fc_get(it, "file_id")) {
                 char fp[192];
                 snprintf(fp, sizeof(fp), "%s.file_id", p);
-                return unsupported(err, fp,
-                                   "file references are not supported (the gateway stores no "
-                                   "files); send the image as image_url");
+                return fc_unsupported(err, fp, "unsupported_parameter",
+                                      "file references are not supported (the gateway stores no "
+                                      "files); send the image as image_url");
             }
             static const char *const k[] = {"type", "image_url", "detail", NULL};
             if (fc_only(it, k, p, err))
                 return GW_EINVAL;
             const char *url = gw_json_str(it, "image_url");
             if (!url)
-                return bad(err, p, ".image_url", "must be a string (an http(s) or data: URL)");
+                return fc_bad(err, p, ".image_url", "must be a string (an http(s) or data: URL)");
             char ip[192];
             snprintf(ip, sizeof(ip), "%s.image_url", p);
             int rc = fc_image_url(r, pt, url, ip, err);
             if (rc)
                 return rc;
-            json_t *d = fc_get(it, "detail");
-            if (d && !json_is_string(d))
-                return bad(err, p, ".detail", "must be a string");
-            pt->detail = json_string_value(d);
+            if (fc_member_string(it, "detail", p, &pt->detail, err))
+                return GW_EINVAL;
         } else if (role == MR_ASSISTANT && strcmp(type, "output_text") == 0) {
             /* annotations and logprobs describe an earlier answer; they are
              * not instructions to the model. */
             static const char *const k[] = {"type", "text", "annotations", "logprobs", NULL};
-            if (fc_only(it, k, p, err))
+            if (fc_text_part(it, p, k, "text", pt, err))
                 return GW_EINVAL;
-            pt->type = CANON_PART_TEXT;
-            if (!(pt->text = gw_json_str(it, "text")))
-                return bad(err, p, ".text", "must be a string");
         } else if (role == MR_ASSISTANT && strcmp(type, "refusal") == 0) {
             static const char *const k[] = {"type", "refusal", NULL};
-            if (fc_only(it, k, p, err))
+            if (fc_text_part(it, p, k, "refusal", pt, err))
                 return GW_EINVAL;
-            pt->type = CANON_PART_TEXT;
-            if (!(pt->text = gw_json_str(it, "refusal")))
-                return bad(err, p, ".refusal", "must be a string");
         } else {
             canon_err_set(err, 400, p, "unsupported_content",
                           "'%s': content part type '%s' is not supported in a%s message", p, type,
@@ -213,15 +182,6 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
         }
     }
     return GW_OK;
-}
-
-/* Arguments travel as text, but every other format needs an object. */
-static int check_arguments(const char *args, const char *path, struct canon_err *err)
-{
-    json_t *a = *args ? json_loads(args, 0, NULL) : json_object();
-    int obj = json_is_object(a);
-    json_decref(a);
-    return obj ? GW_OK : bad(err, path, ".arguments", "must be a JSON object in a string");
 }
 
 /* Joins the text of an array of {type: want, text} parts (sep between). */
@@ -274,11 +234,11 @@ static int parse_reasoning(struct canon_req *r, const json_t *it, const char *p,
     json_t *enc = fc_get(it, "encrypted_content");
     char sp[160];
     if (summary && !json_is_array(summary))
-        return bad(err, p, ".summary", "must be an array");
+        return fc_bad(err, p, ".summary", "must be an array");
     if (content && !json_is_array(content))
-        return bad(err, p, ".content", "must be an array");
+        return fc_bad(err, p, ".content", "must be an array");
     if (enc && (!json_is_string(enc) || json_string_length(enc) == 0))
-        return bad(err, p, ".encrypted_content", "must be a non-empty string");
+        return fc_bad(err, p, ".encrypted_content", "must be a non-empty string");
     const char *text = NULL;
     if (json_array_size(content)) {
         snprintf(sp, sizeof(sp), "%s.content", p);
@@ -315,12 +275,12 @@ static int parse_call_output(struct canon_req *r, const json_t *it, const char *
         return GW_EINVAL;
     pt->type = CANON_PART_TOOL_RESULT;
     if (!(pt->id = gw_json_str(it, "call_id")))
-        return bad(err, p, ".call_id", "is required");
+        return fc_bad(err, p, ".call_id", "is required");
     json_t *out = fc_get(it, "output");
     char op[160];
     snprintf(op, sizeof(op), "%s.output", p);
     if (!out)
-        return bad(err, op, "", "is required");
+        return fc_bad(err, op, "", "is required");
     if (json_is_string(out) && json_string_length(out) == 0)
         return GW_OK; /* an empty result: no content */
     size_t cap = 0;
@@ -330,21 +290,38 @@ static int parse_call_output(struct canon_req *r, const json_t *it, const char *
 /* What the last canonical message holds, for merging the next item. */
 enum last { L_NONE, L_ASSISTANT, L_RESULTS, L_OTHER };
 
+/* A new canonical message of role (its parts' capacity *pcap restarts). */
+static struct canon_message *turn(struct canon_req *r, size_t *mcap, size_t *pcap,
+                                  enum canon_role role)
+{
+    struct canon_message *m = fc_message_add(r, mcap);
+    if (m) {
+        m->role = role;
+        *pcap = 0;
+    }
+    return m;
+}
+
+/* The message an item of kind want goes into: the last one when it holds
+ * that kind, else a new one of role. */
+static struct canon_message *merge(struct canon_req *r, size_t *mcap, size_t *pcap, enum last *last,
+                                   enum last want, enum canon_role role)
+{
+    if (*last == want)
+        return &r->messages[r->nmessages - 1];
+    *last = want;
+    return turn(r, mcap, pcap, role);
+}
+
 static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, struct canon_err *err)
 {
     size_t mcap = 0, pcap = 0;
     if (json_is_string(in)) {
-        struct canon_message *m = fc_message_add(r, &mcap);
-        struct canon_part *pt = m ? fc_parts_add(r, &m->parts, &m->nparts, &pcap) : NULL;
-        if (!pt)
-            return GW_ENOMEM;
-        m->role = CANON_ROLE_USER;
-        pt->type = CANON_PART_TEXT;
-        pt->text = json_string_value(in);
-        return GW_OK;
+        struct canon_message *m = turn(r, &mcap, &pcap, CANON_ROLE_USER);
+        return m ? fc_text_add(r, &m->parts, &m->nparts, &pcap, json_string_value(in)) : GW_ENOMEM;
     }
     if (!json_is_array(in) || json_array_size(in) == 0)
-        return bad(err, "input", "", "must be a string or a non-empty array of items");
+        return fc_bad(err, "input", "", "must be a string or a non-empty array of items");
     enum last last = L_NONE;
     int leading = 1;
     size_t i;
@@ -354,11 +331,11 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
         char p[64];
         snprintf(p, sizeof(p), "input[%zu]", i);
         if (!json_is_object(it))
-            return bad(err, p, "", "must be an object");
+            return fc_bad(err, p, "", "must be an object");
         const char *type = gw_json_str(it, "type");
         json_t *tj = fc_get(it, "type");
         if (tj && !type)
-            return bad(err, p, ".type", "must be a string");
+            return fc_bad(err, p, ".type", "must be a string");
         if (!type || strcmp(type, "message") == 0) {
             static const char *const k[] = {"type", "role", "content", "id", "status", NULL};
             if (fc_only(it, k, p, err))
@@ -368,22 +345,20 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
             char cp[80];
             snprintf(cp, sizeof(cp), "%s.content", p);
             if (!role)
-                return bad(err, p, ".role", "is required");
+                return fc_bad(err, p, ".role", "is required");
             if (!c)
-                return bad(err, cp, "", "is required");
+                return fc_bad(err, cp, "", "is required");
             int rc;
             if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) {
                 if (leading) {
                     rc = parse_content(r, c, cp, MR_SYSTEM, &r->system, &r->nsystem, scap, err);
                 } else {
-                    struct canon_message *m = fc_message_add(r, &mcap);
+                    struct canon_message *m = turn(r, &mcap, &pcap, CANON_ROLE_SYSTEM);
                     if (!m)
                         return GW_ENOMEM;
-                    m->role = CANON_ROLE_SYSTEM;
-                    pcap = 0;
                     rc = parse_content(r, c, cp, MR_SYSTEM, &m->parts, &m->nparts, &pcap, err);
                     if (rc == GW_OK && m->nparts == 0)
-                        return bad(err, cp, "", "must not be empty");
+                        return fc_bad(err, cp, "", "must not be empty");
                     last = L_OTHER;
                 }
                 if (rc)
@@ -392,26 +367,19 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
             }
             leading = 0;
             if (strcmp(role, "user") == 0) {
-                struct canon_message *m = fc_message_add(r, &mcap);
+                struct canon_message *m = turn(r, &mcap, &pcap, CANON_ROLE_USER);
                 if (!m)
                     return GW_ENOMEM;
-                m->role = CANON_ROLE_USER;
-                pcap = 0;
                 if ((rc = parse_content(r, c, cp, MR_USER, &m->parts, &m->nparts, &pcap, err)))
                     return rc;
                 if (m->nparts == 0)
-                    return bad(err, cp, "", "must not be empty");
+                    return fc_bad(err, cp, "", "must not be empty");
                 last = L_OTHER;
             } else if (strcmp(role, "assistant") == 0) {
-                if (last != L_ASSISTANT) {
-                    struct canon_message *m = fc_message_add(r, &mcap);
-                    if (!m)
-                        return GW_ENOMEM;
-                    m->role = CANON_ROLE_ASSISTANT;
-                    pcap = 0;
-                    last = L_ASSISTANT;
-                }
-                struct canon_message *m = &r->messages[r->nmessages - 1];
+                struct canon_message *m =
+                    merge(r, &mcap, &pcap, &last, L_ASSISTANT, CANON_ROLE_ASSISTANT);
+                if (!m)
+                    return GW_ENOMEM;
                 if ((rc = parse_content(r, c, cp, MR_ASSISTANT, &m->parts, &m->nparts, &pcap, err)))
                     return rc;
             } else {
@@ -423,15 +391,10 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
         }
         leading = 0;
         if (strcmp(type, "function_call") == 0 || strcmp(type, "reasoning") == 0) {
-            if (last != L_ASSISTANT) {
-                struct canon_message *m = fc_message_add(r, &mcap);
-                if (!m)
-                    return GW_ENOMEM;
-                m->role = CANON_ROLE_ASSISTANT;
-                pcap = 0;
-                last = L_ASSISTANT;
-            }
-            struct canon_message *m = &r->messages[r->nmessages - 1];
+            struct canon_message *m =
+                merge(r, &mcap, &pcap, &last, L_ASSISTANT, CANON_ROLE_ASSISTANT);
+            if (!m)
+                return GW_ENOMEM;
             if (strcmp(type, "reasoning") == 0) {
                 int rc = parse_reasoning(r, it, p, m, &pcap, err);
                 if (rc)
@@ -446,30 +409,20 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
             const char *name = gw_json_str(it, "name");
             const char *args = gw_json_str(it, "arguments");
             if (!id)
-                return bad(err, p, ".call_id", "is required");
+                return fc_bad(err, p, ".call_id", "is required");
             if (!name)
-                return bad(err, p, ".name", "is required");
+                return fc_bad(err, p, ".name", "is required");
             if (!args)
-                return bad(err, p, ".arguments", "must be a string");
-            if (check_arguments(args, p, err))
-                return GW_EINVAL;
-            struct canon_part *pt = fc_parts_add(r, &m->parts, &m->nparts, &pcap);
-            if (!pt)
-                return GW_ENOMEM;
-            pt->type = CANON_PART_TOOL_CALL;
-            pt->id = id;
-            pt->name = name;
-            pt->arguments = *args ? args : "{}";
+                return fc_bad(err, p, ".arguments", "must be a string");
+            if (!fc_args_object(args))
+                return fc_bad(err, p, ".arguments", "must be a JSON object in a string");
+            int rc = fc_call_add(r, m, &pcap, id, name, args);
+            if (rc)
+                return rc;
         } else if (strcmp(type, "function_call_output") == 0) {
-            if (last != L_RESULTS) {
-                struct canon_message *m = fc_message_add(r, &mcap);
-                if (!m)
-                    return GW_ENOMEM;
-                m->role = CANON_ROLE_USER;
-                pcap = 0;
-                last = L_RESULTS;
-            }
-            struct canon_message *m = &r->messages[r->nmessages - 1];
+            struct canon_message *m = merge(r, &mcap, &pcap, &last, L_RESULTS, CANON_ROLE_USER);
+            if (!m)
+                return GW_ENOMEM;
             struct canon_part *pt = fc_parts_add(r, &m->parts, &m->nparts, &pcap);
             if (!pt)
                 return GW_ENOMEM;
@@ -477,7 +430,7 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
             if (rc)
                 return rc;
         } else if (strcmp(type, "item_reference") == 0) {
-            return unsupported(err, p, STATELESS);
+            return fc_unsupported(err, p, "unsupported_parameter", STATELESS);
         } else {
             canon_err_set(err, 400, p, "unsupported_parameter",
                           "'%s.type' '%s' is not supported: only message, function_call, "
@@ -489,115 +442,74 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
     }
     for (size_t j = 0; j < r->nmessages; j++)
         if (r->messages[j].nparts == 0)
-            return bad(err, "input", "",
-                       "has an assistant turn with no content (an empty message and no "
-                       "function_call)");
+            return fc_bad(err, "input", "",
+                          "has an assistant turn with no content (an empty message and no "
+                          "function_call)");
     if (r->nmessages == 0)
-        return bad(err, "input", "", "must hold at least one item that is not a system message");
+        return fc_bad(err, "input", "", "must hold at least one item that is not a system message");
     return GW_OK;
 }
 
-static int parse_tools(struct canon_req *r, const json_t *tools, struct canon_err *err)
+/* One tools[i]: a flat {type: "function", name, ...}. */
+static int parse_tool(struct canon_req *r, size_t i, const json_t *t, const char *p,
+                      struct canon_tool *tl, struct canon_err *err)
 {
-    if (!json_is_array(tools))
-        return bad(err, "tools", "", "must be an array");
-    size_t n = json_array_size(tools);
-    if (n > 128)
-        return bad(err, "tools", "", "may hold at most 128 tools");
-    r->tools = gw_pool_calloc(r->pool, (n ? n : 1) * sizeof(*r->tools));
-    if (!r->tools)
-        return GW_ENOMEM;
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t)
-    {
-        char p[64];
-        snprintf(p, sizeof(p), "tools[%zu]", i);
-        if (!json_is_object(t))
-            return bad(err, p, "", "must be an object");
-        const char *type = gw_json_str(t, "type");
-        if (!type || strcmp(type, "function") != 0) {
-            char tp[80];
-            snprintf(tp, sizeof(tp), "%s.type", p);
-            canon_err_set(err, 400, tp, "unsupported_parameter",
-                          "'%s' is '%s': only \"function\" tools are supported (hosted tools "
-                          "such as web_search or file_search run on OpenAI's servers, which the "
-                          "gateway does not stand in for)",
-                          tp, type ? type : "(missing)");
-            return GW_EINVAL;
-        }
-        static const char *const k[] = {"type",       "name",   "description",
-                                        "parameters", "strict", NULL};
-        if (fc_only(t, k, p, err))
-            return GW_EINVAL;
-        struct canon_tool *tl = &r->tools[i];
-        tl->name = gw_json_str(t, "name");
-        char np[96];
-        snprintf(np, sizeof(np), "%s.name", p);
-        if (fc_tool_name(tl->name, np, err))
-            return GW_EINVAL;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(r->tools[j].name, tl->name) == 0)
-                return bad(err, np, "", "must be unique among tool names");
-        json_t *d = fc_get(t, "description");
-        if (d && !json_is_string(d))
-            return bad(err, p, ".description", "must be a string");
-        tl->description = json_string_value(d);
-        json_t *params = fc_get(t, "parameters");
-        snprintf(np, sizeof(np), "%s.parameters", p);
-        if (params && fc_tool_schema(params, np, err))
-            return GW_EINVAL;
-        tl->parameters = params;
-        tl->strict = -1;
-        json_t *st = fc_get(t, "strict");
-        if (st && !json_is_boolean(st))
-            return bad(err, p, ".strict", "must be a boolean");
-        if (st)
-            tl->strict = json_is_true(st);
+    if (!json_is_object(t))
+        return fc_bad(err, p, "", "must be an object");
+    const char *type = gw_json_str(t, "type");
+    if (!type || strcmp(type, "function") != 0) {
+        char tp[80];
+        snprintf(tp, sizeof(tp), "%s.type", p);
+        canon_err_set(err, 400, tp, "unsupported_parameter",
+                      "'%s' is '%s': only \"function\" tools are supported (hosted tools "
+                      "such as web_search or file_search run on OpenAI's servers, which the "
+                      "gateway does not stand in for)",
+                      tp, type ? type : "(missing)");
+        return GW_EINVAL;
     }
-    r->ntools = n;
-    return GW_OK;
+    static const char *const k[] = {"type", "name", "description", "parameters", "strict", NULL};
+    if (fc_only(t, k, p, err))
+        return GW_EINVAL;
+    if (fc_tool_head(r, i, t, p, tl, err))
+        return GW_EINVAL;
+    json_t *params = fc_get(t, "parameters");
+    char np[96];
+    snprintf(np, sizeof(np), "%s.parameters", p);
+    if (params && fc_tool_schema(params, np, err))
+        return GW_EINVAL;
+    tl->parameters = params;
+    tl->strict = -1;
+    return fc_member_bool(t, "strict", p, &tl->strict, err);
 }
 
 static int parse_tool_choice(struct canon_req *r, const json_t *tc, struct canon_err *err)
 {
-    const char *s = json_string_value(tc);
-    if (s && strcmp(s, "auto") == 0)
-        r->tool_choice = CANON_TC_AUTO;
-    else if (s && strcmp(s, "none") == 0)
-        r->tool_choice = CANON_TC_NONE;
-    else if (s && strcmp(s, "required") == 0)
-        r->tool_choice = CANON_TC_REQUIRED;
-    else if (json_is_object(tc)) {
-        const char *type = gw_json_str(tc, "type");
-        if (!type || strcmp(type, "function") != 0)
-            return unsupported(err, "tool_choice.type",
-                               "only {\"type\":\"function\",\"name\":...} is supported");
-        static const char *const k[] = {"type", "name", NULL};
-        if (fc_only(tc, k, "tool_choice", err))
-            return GW_EINVAL;
-        r->tool_choice = CANON_TC_NAMED;
-        r->tool_choice_name = gw_json_str(tc, "name");
-        if (!r->tool_choice_name)
-            return bad(err, "tool_choice", ".name", "is required");
-        int found = 0;
-        for (size_t i = 0; i < r->ntools; i++)
-            found |= strcmp(r->tools[i].name, r->tool_choice_name) == 0;
-        if (!found)
-            return bad(err, "tool_choice", ".name", "names a function that is not in tools");
-    } else
-        return bad(err, "tool_choice", "",
-                   "must be \"auto\", \"none\", \"required\" or "
-                   "{\"type\":\"function\",\"name\":...}");
-    if (r->tool_choice != CANON_TC_NONE && r->tool_choice != CANON_TC_AUTO && r->ntools == 0)
-        return bad(err, "tool_choice", "", "requires tools");
-    return GW_OK;
+    if (fc_tool_choice_word(json_string_value(tc), &r->tool_choice))
+        return fc_tool_choice_check(r, err);
+    if (!json_is_object(tc))
+        return fc_bad(err, "tool_choice", "",
+                      "must be \"auto\", \"none\", \"required\" or "
+                      "{\"type\":\"function\",\"name\":...}");
+    const char *type = gw_json_str(tc, "type");
+    if (!type || strcmp(type, "function") != 0)
+        return fc_unsupported(err, "tool_choice.type", "unsupported_parameter",
+                              "only {\"type\":\"function\",\"name\":...} is supported");
+    static const char *const k[] = {"type", "name", NULL};
+    if (fc_only(tc, k, "tool_choice", err))
+        return GW_EINVAL;
+    r->tool_choice = CANON_TC_NAMED;
+    r->tool_choice_name = gw_json_str(tc, "name");
+    if (!r->tool_choice_name)
+        return fc_bad(err, "tool_choice", ".name", "is required");
+    if (!fc_tool_known(r, r->tool_choice_name))
+        return fc_bad(err, "tool_choice", ".name", "names a function that is not in tools");
+    return fc_tool_choice_check(r, err);
 }
 
 static int parse_text(struct canon_req *r, const json_t *text, struct canon_err *err)
 {
     if (!json_is_object(text))
-        return bad(err, "text", "", "must be an object");
+        return fc_bad(err, "text", "", "must be an object");
     static const char *const k[] = {"format", NULL};
     if (fc_only(text, k, "text", err))
         return GW_EINVAL;
@@ -606,7 +518,7 @@ static int parse_text(struct canon_req *r, const json_t *text, struct canon_err 
         return GW_OK;
     const char *type = gw_json_str(f, "type");
     if (!type)
-        return bad(err, "text.format", ".type", "is required");
+        return fc_bad(err, "text.format", ".type", "is required");
     if (strcmp(type, "text") == 0 || strcmp(type, "json_object") == 0) {
         static const char *const fk[] = {"type", NULL};
         if (fc_only(f, fk, "text.format", err))
@@ -615,47 +527,38 @@ static int parse_text(struct canon_req *r, const json_t *text, struct canon_err 
         return GW_OK;
     }
     if (strcmp(type, "json_schema") != 0)
-        return bad(err, "text.format", ".type", "must be text, json_object or json_schema");
+        return fc_bad(err, "text.format", ".type", "must be text, json_object or json_schema");
     static const char *const fk[] = {"type", "name", "schema", "strict", NULL};
     if (fc_only(f, fk, "text.format", err))
         return GW_EINVAL;
     json_t *schema = fc_get(f, "schema");
     if (!json_is_object(schema))
-        return bad(err, "text.format", ".schema", "must be an object");
+        return fc_bad(err, "text.format", ".schema", "must be an object");
     if (!(r->format_name = gw_json_str(f, "name")))
-        return bad(err, "text.format", ".name", "is required");
-    json_t *st = fc_get(f, "strict");
-    if (st && !json_is_boolean(st))
-        return bad(err, "text.format", ".strict", "must be a boolean");
+        return fc_bad(err, "text.format", ".name", "is required");
+    r->format_strict = -1;
+    if (fc_member_bool(f, "strict", "text.format", &r->format_strict, err))
+        return GW_EINVAL;
     r->format = CANON_FMT_JSON_SCHEMA;
     r->format_schema = schema;
-    r->format_strict = st ? json_is_true(st) : -1;
     return GW_OK;
 }
 
 static int parse_reasoning_opts(struct canon_req *r, const json_t *rs, struct canon_err *err)
 {
     if (!json_is_object(rs))
-        return bad(err, "reasoning", "", "must be an object");
+        return fc_bad(err, "reasoning", "", "must be an object");
     static const char *const k[] = {"effort", "summary", NULL};
     if (fc_only(rs, k, "reasoning", err))
         return GW_EINVAL;
     json_t *e = fc_get(rs, "effort");
-    if (e) {
-        const char *effort = json_string_value(e);
-        if (effort && strcmp(effort, "none") == 0)
-            r->reasoning_off = 1;
-        else if (!effort || (strcmp(effort, "minimal") && strcmp(effort, "low") &&
-                             strcmp(effort, "medium") && strcmp(effort, "high")))
-            return bad(err, "reasoning.effort", "", "must be none, minimal, low, medium or high");
-        else
-            r->reasoning_effort = effort;
-    }
+    if (e && fc_effort(r, json_string_value(e), "reasoning.effort", err))
+        return GW_EINVAL;
     json_t *s = fc_get(rs, "summary");
     if (s && !(json_is_string(s) && strcmp(json_string_value(s), "auto") == 0))
-        return unsupported(err, "reasoning.summary",
-                           "only \"auto\" is supported: the gateway streams the reasoning text "
-                           "the provider gives and cannot choose its detail");
+        return fc_unsupported(err, "reasoning.summary", "unsupported_parameter",
+                              "only \"auto\" is supported: the gateway streams the reasoning text "
+                              "the provider gives and cannot choose its detail");
     return GW_OK;
 }
 
@@ -667,21 +570,23 @@ static int parse(struct canon_req *r, struct canon_err *err)
                                              NULL};
     for (const char *const *k = state_keys; *k; k++)
         if (fc_get(b, *k))
-            return unsupported(err, *k, STATELESS);
+            return fc_unsupported(err, *k, "unsupported_parameter", STATELESS);
     json_t *store = fc_get(b, "store");
     if (store && !json_is_false(store))
-        return json_is_true(store) ? unsupported(err, "store", STATELESS)
-                                   : bad(err, "store", "", "must be a boolean");
+        return json_is_true(store)
+                   ? fc_unsupported(err, "store", "unsupported_parameter", STATELESS)
+                   : fc_bad(err, "store", "", "must be a boolean");
     json_t *bg = fc_get(b, "background");
     if (bg && !json_is_false(bg))
-        return json_is_true(bg) ? unsupported(err, "background",
-                                              "background responses are kept on the server to be "
-                                              "polled, and the gateway is stateless")
-                                : bad(err, "background", "", "must be a boolean");
+        return json_is_true(bg)
+                   ? fc_unsupported(err, "background", "unsupported_parameter",
+                                    "background responses are kept on the server to be "
+                                    "polled, and the gateway is stateless")
+                   : fc_bad(err, "background", "", "must be a boolean");
     json_t *inc = fc_get(b, "include");
     if (inc) {
         if (!json_is_array(inc))
-            return bad(err, "include", "", "must be an array");
+            return fc_bad(err, "include", "", "must be an array");
         size_t i;
         json_t *v;
         json_array_foreach(inc, i, v)
@@ -692,17 +597,17 @@ static int parse(struct canon_req *r, struct canon_err *err)
                 continue;
             char p[32];
             snprintf(p, sizeof(p), "include[%zu]", i);
-            return unsupported(err, p,
-                               "only \"reasoning.encrypted_content\" can be included (the other "
-                               "values are outputs of hosted tools or stored state the gateway "
-                               "does not have)");
+            return fc_unsupported(err, p, "unsupported_parameter",
+                                  "only \"reasoning.encrypted_content\" can be included (the other "
+                                  "values are outputs of hosted tools or stored state the gateway "
+                                  "does not have)");
         }
     }
     json_t *tr = fc_get(b, "truncation");
     if (tr && !(json_is_string(tr) && strcmp(json_string_value(tr), "disabled") == 0))
-        return unsupported(err, "truncation",
-                           "only \"disabled\" is supported: the gateway does not drop input to "
-                           "fit the context window");
+        return fc_unsupported(err, "truncation", "unsupported_parameter",
+                              "only \"disabled\" is supported: the gateway does not drop input to "
+                              "fit the context window");
     if (fc_only(b, top_keys, "", err))
         return GW_EINVAL;
     if (fc_string(b, "model", 1, &r->model, err) || fc_boolean(b, "stream", &r->stream, err))
@@ -711,32 +616,18 @@ static int parse(struct canon_req *r, struct canon_err *err)
     const char *instructions = NULL;
     if (fc_string(b, "instructions", 0, &instructions, err))
         return GW_EINVAL;
-    if (instructions) {
-        struct canon_part *pt = fc_parts_add(r, &r->system, &r->nsystem, &scap);
-        if (!pt)
-            return GW_ENOMEM;
-        pt->type = CANON_PART_TEXT;
-        pt->text = instructions;
-    }
+    if (instructions && fc_text_add(r, &r->system, &r->nsystem, &scap, instructions))
+        return GW_ENOMEM;
     json_t *in = fc_get(b, "input");
     if (!in)
-        return bad(err, "input", "", "is required");
+        return fc_bad(err, "input", "", "is required");
     int rc = parse_input(r, in, &scap, err);
     if (rc)
         return rc;
-    json_t *tools = fc_get(b, "tools");
-    if (tools && (rc = parse_tools(r, tools, err)))
+    if ((rc = fc_tools(r, b, parse_tool, parse_tool_choice, err)))
         return rc;
-    json_t *tc = fc_get(b, "tool_choice");
-    if (tc && (rc = parse_tool_choice(r, tc, err)))
-        return rc;
-    json_t *ptc = fc_get(b, "parallel_tool_calls");
-    if (ptc) {
-        if (!json_is_boolean(ptc))
-            return bad(err, "parallel_tool_calls", "", "must be a boolean");
-        r->parallel_tool_calls = json_is_true(ptc);
-    }
-    if (fc_number(b, "temperature", 0, 2, &r->temperature, &r->has_temperature, err) ||
+    if (fc_boolean(b, "parallel_tool_calls", &r->parallel_tool_calls, err) ||
+        fc_number(b, "temperature", 0, 2, &r->temperature, &r->has_temperature, err) ||
         fc_number(b, "top_p", 0, 1, &r->top_p, &r->has_top_p, err) ||
         fc_integer(b, "max_output_tokens", 1, 1LL << 31, &r->max_tokens, &r->has_max_tokens, err))
         return GW_EINVAL;
@@ -750,8 +641,8 @@ static int parse(struct canon_req *r, struct canon_err *err)
     if (fc_string(b, "user", 0, &r->user, err) || fc_string(b, "safety_identifier", 0, &sid, err))
         return GW_EINVAL;
     if (sid && r->user && strcmp(sid, r->user) != 0)
-        return bad(err, "safety_identifier", "",
-                   "and 'user' both name the end user and must agree when both are sent");
+        return fc_bad(err, "safety_identifier", "",
+                      "and 'user' both name the end user and must agree when both are sent");
     if (!r->user)
         r->user = sid;
     return GW_OK;
@@ -931,33 +822,6 @@ struct rs_stream {
     char *call_id, *name, *sig;
 };
 
-static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
-{
-    struct rs_stream *st = calloc(1, sizeof(*st));
-    if (!st)
-        return NULL;
-    size_t n = strlen(ctx->request_id) + 8;
-    st->resp_id = malloc(n);
-    if (st->resp_id)
-        snprintf(st->resp_id, n, "resp_%s", ctx->request_id);
-    st->rid = strdup(ctx->request_id);
-    st->model = strdup(ctx->model ? ctx->model : "");
-    st->created = ctx->created;
-    st->echo = echo_of(r);
-    st->output = json_array();
-    gw_buf_init(&st->text, MAX_ITEM_TEXT);
-    if (!st->resp_id || !st->rid || !st->model || !st->echo || !st->output) {
-        free(st->resp_id);
-        free(st->rid);
-        free(st->model);
-        json_decref(st->echo);
-        json_decref(st->output);
-        free(st);
-        return NULL;
-    }
-    return st;
-}
-
 static void clear_item(struct rs_stream *st)
 {
     free(st->call_id);
@@ -984,6 +848,28 @@ static void stream_free(void *p)
     free(st);
 }
 
+static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
+{
+    struct rs_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NULL;
+    size_t n = strlen(ctx->request_id) + 8;
+    st->resp_id = malloc(n);
+    if (st->resp_id)
+        snprintf(st->resp_id, n, "resp_%s", ctx->request_id);
+    st->rid = strdup(ctx->request_id);
+    st->model = strdup(ctx->model ? ctx->model : "");
+    st->created = ctx->created;
+    st->echo = echo_of(r);
+    st->output = json_array();
+    gw_buf_init(&st->text, MAX_ITEM_TEXT);
+    if (!st->resp_id || !st->rid || !st->model || !st->echo || !st->output) {
+        stream_free(st);
+        return NULL;
+    }
+    return st;
+}
+
 /* One frame: "event: <type>" and the document (whose first member is the
  * type) with the next sequence_number. Releases doc. */
 static int emit(struct rs_stream *st, struct gw_buf *out, json_t *doc)
@@ -992,15 +878,11 @@ static int emit(struct rs_stream *st, struct gw_buf *out, json_t *doc)
         return GW_ENOMEM;
     char type[64];
     snprintf(type, sizeof(type), "%s", gw_json_str(doc, "type") ? gw_json_str(doc, "type") : "");
-    char *s = json_object_set_new(doc, "sequence_number", json_integer(st->seq++)) == 0
-                  ? json_dumps(doc, DUMP_FLAGS)
-                  : NULL;
-    json_decref(doc);
-    if (!s)
+    if (json_object_set_new(doc, "sequence_number", json_integer(st->seq++))) {
+        json_decref(doc);
         return GW_ENOMEM;
-    int rc = fc_sse(out, type, s, strlen(s));
-    free(s);
-    return rc;
+    }
+    return fc_sse_dump(out, type, doc, DUMP_FLAGS);
 }
 
 static json_t *stream_response(struct rs_stream *st, const char *status, json_t *output,
@@ -1288,20 +1170,7 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
         response_of(rsid, ctx->created, ctx->model, echo, why ? "incomplete" : "completed", output,
                     &acc->usage, why, NULL, NULL);
     json_decref(echo);
-    char *s = doc ? json_dumps(doc, DUMP_FLAGS) : NULL;
-    json_decref(doc);
-    if (!s)
-        return GW_ENOMEM;
-    int rc = gw_buf_appends(out, s);
-    free(s);
-    return rc;
-}
-
-static char *error_body(int status, const char *type, const char *param, const char *code,
-                        const char *message, size_t *len)
-{
-    (void)status;
-    return gw_json_error_body(message, type, param, code, len);
+    return fc_json_append(out, doc, DUMP_FLAGS);
 }
 
 const struct dp_facade fc_responses = {
@@ -1311,5 +1180,5 @@ const struct dp_facade fc_responses = {
     .stream_event = stream_event,
     .stream_free = stream_free,
     .render = render,
-    .error_body = error_body,
+    .error_body = fc_openai_error_body,
 };
