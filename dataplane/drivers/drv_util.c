@@ -417,7 +417,7 @@ int drv_tools_delta(struct drv_tools *t, long long key, const char *id, const ch
             if (t->keys[i] == key)
                 return GW_EINVAL;
         if (t->count >= DRV_MAX_TOOL_CALLS)
-            return GW_EINVAL;
+            return GW_ELIMIT;
         if (drv_tools_close(t, s))
             return 1;
         char gen[32];
@@ -449,6 +449,9 @@ int drv_tools_check(struct drv_parser *p, const struct canon_sink *s, int rc, co
 {
     if (rc == GW_EINVAL)
         return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX, what);
+    if (rc == GW_ELIMIT)
+        return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                        "the provider made more tool calls than the gateway takes (128)");
     return rc ? 1 : 0;
 }
 

@@ -198,8 +198,8 @@ struct drv_tools {
  * A piece of the tool call the provider identifies by key (its index). A
  * new key closes the open call and starts the next (id: the provider's, or
  * "call_<n>"); args, when non-empty, is emitted as a TOOL_DELTA. Returns 0,
- * 1 when the sink stopped, or GW_EINVAL when the key belongs to a call
- * already closed (interleaving) or there are too many calls.
+ * 1 when the sink stopped, GW_EINVAL when the key belongs to a call
+ * already closed (interleaving), or GW_ELIMIT past DRV_MAX_TOOL_CALLS.
  */
 int drv_tools_delta(struct drv_tools *t, long long key, const char *id, const char *name,
                     const char *args, const struct canon_sink *s);
@@ -208,7 +208,8 @@ int drv_tools_delta(struct drv_tools *t, long long key, const char *id, const ch
 int drv_tools_close(struct drv_tools *t, const struct canon_sink *s);
 
 /* drv_tools_delta's answer, rc, as a parser's: GW_EINVAL fails the answer
- * with what (provider_5xx) and returns 1; any other nonzero is 1; 0 is 0. */
+ * with what (provider_5xx), GW_ELIMIT with "too many tool calls", both
+ * returning 1; any other nonzero is 1; 0 is 0. */
 int drv_tools_check(struct drv_parser *p, const struct canon_sink *s, int rc, const char *what);
 
 /* A call that arrives whole (its own key: the next number), with its

@@ -254,7 +254,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 struct oa_parser {
     struct drv_parser base;
-    struct gw_buf tmp; /* decoded strings of the fast path */
+    struct gw_buf tmp, tmp2, tmp3; /* decoded strings of the fast path */
     struct drv_tools tools;
     struct canon_usage pending_usage; /* arrived while a tool call was open */
     int have_finish;
@@ -267,6 +267,8 @@ static struct drv_parser *parser_new(int stream)
     if (!p)
         return NULL;
     gw_buf_init(&p->tmp, DRV_MAX_EVENT);
+    gw_buf_init(&p->tmp2, DRV_MAX_EVENT);
+    gw_buf_init(&p->tmp3, 256);
     return &p->base;
 }
 
@@ -274,32 +276,45 @@ static void parser_free(struct drv_parser *bp)
 {
     struct oa_parser *p = (struct oa_parser *)bp;
     gw_buf_free(&p->tmp);
+    gw_buf_free(&p->tmp2);
+    gw_buf_free(&p->tmp3);
     drv_parser_free(bp);
 }
 
+/* A provider's token count, kept within [0, 2^53]: a negative or absurd
+ * number must not overflow the sums done on it (nor reach the ledger). */
+static long long tokens(const json_t *o, const char *key)
+{
+    long long v = 0;
+    if (gw_json_int(o, key, &v) != GW_OK || v < 0)
+        return 0;
+    return v > (1LL << 53) ? (1LL << 53) : v;
+}
+
 /* OpenAI usage → canonical. Usage may not arrive inside an open tool call
- * (canon.h): then it waits for the call to close (done()). */
+ * (canon.h): then it waits for the call to close (done()); a later usage
+ * replaces a waiting one. */
 static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_sink *s)
 {
     if (!json_is_object(u))
         return 0;
     struct canon_usage cu = {.have = 1};
-    long long prompt = 0, completion = 0, cached = 0, reasoning = 0;
-    gw_json_int(u, "prompt_tokens", &prompt);
-    gw_json_int(u, "completion_tokens", &completion);
-    if (gw_json_int(json_object_get(u, "prompt_tokens_details"), "cached_tokens", &cached) != GW_OK)
-        gw_json_int(u, "prompt_cache_hit_tokens", &cached); /* DeepSeek */
-    gw_json_int(json_object_get(u, "completion_tokens_details"), "reasoning_tokens", &reasoning);
+    long long prompt = tokens(u, "prompt_tokens"), completion = tokens(u, "completion_tokens");
+    const json_t *pd = json_object_get(u, "prompt_tokens_details");
+    long long cached = json_object_get(pd, "cached_tokens") ? tokens(pd, "cached_tokens")
+                                                            : tokens(u, "prompt_cache_hit_tokens");
+    long long reasoning =
+        tokens(json_object_get(u, "completion_tokens_details"), "reasoning_tokens");
     if (cached > prompt)
         cached = prompt;
     cu.input = prompt - cached;
     cu.cache_read = cached;
     cu.output = completion;
     cu.reasoning = reasoning > completion ? completion : reasoning;
-    if (p->tools.open) {
-        p->pending_usage = cu;
+    p->pending_usage = cu;
+    if (p->tools.open)
         return 0;
-    }
+    p->pending_usage.have = 0;
     struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
     return canon_emit(s, &ev);
 }
@@ -405,22 +420,22 @@ static int span_present(const char *o, size_t on, const char *key, int *unsure)
     return span_get(o, on, key, &v, &vn, unsure) && !gw_json_span_is_null(v, vn);
 }
 
-/* A string member, decoded into p->tmp (valid until the next call); NULL
- * when absent, null or not a string. */
-static const char *span_str(struct oa_parser *p, const char *o, size_t on, const char *key,
+/* A string member, decoded into buf; NULL when absent, null or not a
+ * string (what jansson would refuse sets *unsure). */
+static const char *span_str(struct gw_buf *buf, const char *o, size_t on, const char *key,
                             size_t *len, int *unsure)
 {
     const char *v;
     size_t vn;
     if (!span_get(o, on, key, &v, &vn, unsure) || vn < 2 || v[0] != '"')
         return NULL;
-    gw_buf_reset(&p->tmp);
-    if (gw_json_span_string(v, vn, &p->tmp) != GW_OK) {
+    gw_buf_reset(buf);
+    if (gw_json_span_string(v, vn, buf) != GW_OK) {
         *unsure = 1;
         return NULL;
     }
-    *len = p->tmp.len;
-    return p->tmp.data;
+    *len = buf->len;
+    return buf->data;
 }
 
 /*
@@ -449,35 +464,27 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
         span_present(delta, dn, "refusal", &unsure) ||
         span_present(delta, dn, "function_call", &unsure) || unsure)
         return 0;
-    /* Decide everything before emitting anything. */
-    const char *fr_raw;
-    size_t fr_n;
-    int has_fr = span_get(ch, chn, "finish_reason", &fr_raw, &fr_n, &unsure) &&
-                 !gw_json_span_is_null(fr_raw, fr_n);
+    /* Decode everything before emitting anything: any doubt on the way
+     * sends the whole chunk to the full parser. */
+    size_t rlen = 0, clen = 0;
     int has_rc = span_present(delta, dn, "reasoning_content", &unsure);
-    int has_r = span_present(delta, dn, "reasoning", &unsure);
-    int has_c = span_present(delta, dn, "content", &unsure);
+    const char *rs =
+        span_str(&p->tmp, delta, dn, has_rc ? "reasoning_content" : "reasoning", &rlen, &unsure);
+    const char *c = span_str(&p->tmp2, delta, dn, "content", &clen, &unsure);
+    const char *fr = span_str(&p->tmp3, ch, chn, "finish_reason", &len, &unsure);
     if (unsure)
         return 0;
-    if (has_rc || has_r) {
-        const char *rs =
-            span_str(p, delta, dn, has_rc ? "reasoning_content" : "reasoning", &len, &unsure);
-        if (rs && len) {
-            struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = len};
-            if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
-                return 1;
-        }
+    if (rs && rlen) {
+        struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = rlen};
+        if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
+            return 1;
     }
-    if (has_c) {
-        const char *c = span_str(p, delta, dn, "content", &len, &unsure);
-        if (c && len) {
-            struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = len};
-            if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
-                return 1;
-        }
+    if (c && clen) {
+        struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = clen};
+        if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
+            return 1;
     }
-    if (has_fr) {
-        const char *fr = span_str(p, ch, chn, "finish_reason", &len, &unsure);
+    if (fr) {
         if ((*stop = drv_tools_close(&p->tools, s)))
             return 1;
         p->have_finish = 1;

@@ -137,6 +137,39 @@ static void test_endings(void)
            "USAGE in=3 cr=0 cw5=0 cw1h=0 out=2 rs=0\nDONE tool_use\n");
 }
 
+/* Found in review: usage while a call is open waits, and a later usage
+ * replaces it; what jansson refuses fails the same in any chunk; absurd
+ * token counts are kept in range. */
+static void test_review_cases(void)
+{
+    expect(1,
+           "data: " HEAD "{\"tool_calls\":[{\"index\":0,\"id\":\"t0\",\"function\":{\"name\":\"f\","
+           "\"arguments\":\"{\"}}]},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":5,"
+           "\"completion_tokens\":1}}\n\n"
+           "data: " HEAD "{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"}\"}}]},"
+           "\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":5,"
+           "\"completion_tokens\":50}}\n\ndata: [DONE]\n\n",
+           "START id=c1 model=m\nTOOL 0 id=t0 name=f\nARGS 0 {}\nTOOL_END 0\n"
+           "USAGE in=5 cr=0 cw5=0 cw1h=0 out=50 rs=0\nDONE tool_use\n");
+    /* A NUL escape: jansson refuses it, so the fast path must not take it. */
+    expect(1,
+           "data: " HEAD "{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{\"content\":\"b\\u0000c\"},\"finish_reason\":null}]}\n\n",
+           "START id=c1 model=m\nTEXT \"a\"\nERROR provider_5xx status=0\n");
+    /* A duplicate key: refused like the full parser does. */
+    expect(1,
+           "data: " HEAD "{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{\"content\":\"b\",\"content\":\"c\"},\"finish_reason\":null}]}\n\n",
+           "START id=c1 model=m\nTEXT \"a\"\nERROR provider_5xx status=0\n");
+    expect(
+        1,
+        "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":\"stop\"}],"
+        "\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":-5,"
+        "\"prompt_tokens_details\":{\"cached_tokens\":-1}}}\n\ndata: [DONE]\n\n",
+        "START id=c1 model=m\nTEXT \"x\"\nUSAGE in=9007199254740992 cr=0 cw5=0 cw1h=0 out=0 rs=0\n"
+        "DONE end\n");
+}
+
 static void test_build(void)
 {
     json_t *body = json_loads(
@@ -202,6 +235,7 @@ static CU_TestInfo tests[] = {
     {"tool calls in order; interleaving refused", test_tool_calls},
     {"endings: with and without [DONE], errors, whole bodies", test_endings},
     {"request building", test_build},
+    {"cases found in review", test_review_cases},
     CU_TEST_INFO_NULL,
 };
 
