@@ -15,7 +15,9 @@ let gw;
 before(async () => {
   h.requireBinaries();
   mock = await h.startMock();
-  gw = await h.startGateway({ mock, args: ['--max-body-bytes', '65536'] });
+  gw = await h.startGateway({
+    mock, args: ['--max-body-bytes', '65536'], extraProviders: h.driverProviders(mock),
+  });
 });
 
 after(async () => {
@@ -56,9 +58,9 @@ function raw(bytes, waitMs = 300) {
   });
 }
 
-function request(body, { auth = true } = {}) {
+function request(body, { auth = true, path = '/v1/chat/completions' } = {}) {
   const b = Buffer.isBuffer(body) ? body : Buffer.from(body, 'latin1');
-  const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nConnection: close\r\n'
+  const head = `POST ${path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n`
     + 'Content-Type: application/json\r\n'
     + (auth ? `Authorization: Bearer ${h.DEMO_API_KEY}\r\n` : '')
     + `Content-Length: ${b.length}\r\n\r\n`;
@@ -169,6 +171,95 @@ test('a client that sends half a request and leaves costs nothing', { timeout: 6
     const cut = Math.floor((full.length * i) / 40);
     const r = await raw(full.subarray(0, cut), 50);
     assert.ok(r.text === '' || statusOf(r.text) !== null, `cut ${cut}: ${r.text.slice(0, 100)}`);
+  }
+  await stillServes();
+});
+
+// Rich, valid requests in every client format, then seeded structural
+// mutations: a value replaced by one of another type, a member dropped, an
+// element duplicated. The facades' parsers must answer each with a result
+// or a 4xx JSON error naming what is wrong, never a 5xx or a crash.
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+const SCHEMA = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+const RICH = {
+  '/v1/chat/completions': {
+    model: 'claude/mock-claude', max_tokens: 50, temperature: 0.5, stream: false,
+    tools: [{ type: 'function', function: { name: 'get', description: 'd', parameters: SCHEMA } }],
+    tool_choice: 'auto',
+    messages: [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } }] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get', arguments: '{"city":"x"}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+    ],
+  },
+  '/v1/messages': {
+    model: 'mock/mock-gpt', max_tokens: 50, system: [{ type: 'text', text: 'brief' }],
+    tools: [{ name: 'get', input_schema: SCHEMA }], tool_choice: { type: 'auto' },
+    thinking: { type: 'disabled' },
+    messages: [
+      { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } }] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'c1', name: 'get', input: { city: 'x' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'c1', content: [{ type: 'text', text: 'sunny' }], is_error: false }] },
+    ],
+  },
+  '/v1/responses': {
+    model: 'bed/mock-claude', max_output_tokens: 50, instructions: 'brief',
+    tools: [{ type: 'function', name: 'get', parameters: SCHEMA }], tool_choice: 'auto',
+    text: { format: { type: 'text' } },
+    input: [
+      { role: 'user', content: [{ type: 'input_text', text: 'hi' }, { type: 'input_image', image_url: `data:image/png;base64,${PNG}` }] },
+      { type: 'function_call', call_id: 'c1', name: 'get', arguments: '{"city":"x"}' },
+      { type: 'function_call_output', call_id: 'c1', output: 'sunny' },
+    ],
+  },
+  '/v1/embeddings': { model: 'gem/mock-embed', input: ['a', 'b'], dimensions: 4, encoding_format: 'float' },
+  '/v1/messages/count_tokens': {
+    model: 'claude/mock-claude', system: 'brief', messages: [{ role: 'user', content: 'hi' }],
+  },
+};
+
+function mutate(doc, rand) {
+  const copy = structuredClone(doc);
+  const holders = [];
+  const walk = (v) => {
+    if (v && typeof v === 'object') {
+      holders.push(v);
+      for (const k of Object.keys(v)) walk(v[k]);
+    }
+  };
+  walk(copy);
+  const odd = [null, 0, -1, 1e300, 3.5, '', 'x', true, [], {}, [1, 'a'], { type: 'zzz' }, '\u0000', 'a'.repeat(300)];
+  for (let m = 0; m < 1 + Math.floor(rand() * 3); m++) {
+    const o = holders[Math.floor(rand() * holders.length)];
+    const keys = Object.keys(o);
+    if (!keys.length) continue;
+    const k = keys[Math.floor(rand() * keys.length)];
+    const op = rand();
+    if (op < 0.6) o[k] = odd[Math.floor(rand() * odd.length)];
+    else if (op < 0.8 && !Array.isArray(o)) delete o[k];
+    else if (Array.isArray(o)) o.push(structuredClone(o[k]));
+    else o[`${k}_x`] = o[k];
+  }
+  return copy;
+}
+
+test('every facade answers structurally mutated requests with a result or a 4xx', { timeout: 180_000 }, async () => {
+  const rand = rng(7);
+  for (const [path, doc] of Object.entries(RICH)) {
+    const base = await raw(request(JSON.stringify(doc), { path }), 5000);
+    assert.equal(statusOf(base.text), 200, `${path}: the unmutated request: ${base.text.slice(0, 400)}`);
+    for (let i = 0; i < 120; i++) {
+      const body = JSON.stringify(mutate(doc, rand));
+      const r = await raw(request(body, { path }), 5000);
+      const st = statusOf(r.text);
+      assert.ok(st !== null, `${path} mutation ${i}: no answer (${r.how}) for ${body}`);
+      assert.ok(st === 200 || (st >= 400 && st < 500), `${path} mutation ${i}: status ${st} for ${body}: ${r.text.slice(0, 400)}`);
+      if (st !== 200) {
+        const json = h.tryParseJson(bodyOf(r.text));
+        assert.ok(json && (json.error?.message || json.error), `${path} mutation ${i}: not a JSON error: ${r.text.slice(0, 300)}`);
+      }
+    }
   }
   await stillServes();
 });
