@@ -120,6 +120,25 @@ void gw_log(enum gw_log_level level, const char *msg, json_t *fields)
     gw_log_line_fd(2, with_head(fields, level_name(level), msg));
 }
 
+void gw_log_access_fields(const char *members, size_t len)
+{
+    char ts[32];
+    now_rfc3339(ts);
+    char head[80];
+    int h = snprintf(head, sizeof(head), "{\"ts\":\"%s\",\"msg\":\"access\",", ts);
+    if (h < 0 || (size_t)h >= sizeof(head))
+        return;
+    char *line = malloc((size_t)h + len + 2);
+    if (!line)
+        return;
+    memcpy(line, head, (size_t)h);
+    memcpy(line + h, members, len);
+    line[(size_t)h + len] = '}';
+    line[(size_t)h + len + 1] = '\n';
+    write_all(access_fd, line, (size_t)h + len + 2);
+    free(line);
+}
+
 void gw_log_access(json_t *fields)
 {
     gw_log_line_fd(access_fd, with_head(fields, NULL, "access"));

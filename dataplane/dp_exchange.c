@@ -92,42 +92,76 @@ static const char *api_name(const struct dp_attempt *a)
     return a->kind == KIND_EMBED ? "openai.embeddings" : a->fc->name;
 }
 
+/* "name":<escaped string> after a comma. */
+static int field_str(struct gw_buf *o, const char *name, const char *v)
+{
+    int rc = gw_buf_printf(o, ",\"%s\":", name);
+    return rc == GW_OK ? gw_json_escape(o, v, strlen(v)) : rc;
+}
+
+static int field_ms(struct gw_buf *o, const char *name, int64_t from, int64_t to)
+{
+    return gw_buf_printf(o, ",\"%s\":%.3f", name, (double)(to - from) / 1000.0);
+}
+
+/* The access line, written by hand (every request pays for it): fields
+ * only, never request or answer text. */
 static void log_access(struct dp_attempt *a)
 {
-    json_t *f =
-        json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:b}", "request_id", a->request_id,
-                  "method", "POST", "path", a->path, "api", api_name(a), "status", a->final_status,
-                  "route", a->t.route ? a->t.route->name : "", "provider", a->t.provider->name,
-                  "driver", a->t.provider->driver, "model", a->t.model, "stream", a->client_stream);
-    if (!f)
-        return;
-    /* Latency is what the client saw: until its response ended. */
+    struct gw_buf *o = &a->out;
+    gw_buf_reset(o);
     int64_t end = a->t_client_end ? a->t_client_end : gw_now_us();
-    json_object_set_new(f, "latency_ms", json_real((double)(end - a->t0) / 1000.0));
-    if (a->t_first_byte)
-        json_object_set_new(f, "ttfb_ms", json_real((double)(a->t_first_byte - a->t0) / 1000.0));
-    if (a->t_first_content)
-        json_object_set_new(f, "ttfc_ms", json_real((double)(a->t_first_content - a->t0) / 1000.0));
-    if (a->status)
-        json_object_set_new(f, "upstream_status", json_integer(a->status));
-    if (a->usage.have) {
+    int rc = gw_buf_appends(o, "\"request_id\":");
+    if (rc == GW_OK)
+        rc = gw_json_escape(o, a->request_id, strlen(a->request_id));
+    if (rc == GW_OK)
+        rc = gw_buf_appends(o, ",\"method\":\"POST\"");
+    if (rc == GW_OK)
+        rc = field_str(o, "path", a->path);
+    if (rc == GW_OK)
+        rc = field_str(o, "api", api_name(a));
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"status\":%d", a->final_status);
+    if (rc == GW_OK)
+        rc = field_str(o, "route", a->t.route ? a->t.route->name : "");
+    if (rc == GW_OK)
+        rc = field_str(o, "provider", a->t.provider->name);
+    if (rc == GW_OK)
+        rc = field_str(o, "driver", a->t.provider->driver);
+    if (rc == GW_OK)
+        rc = field_str(o, "model", a->t.model);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"stream\":%s", a->client_stream ? "true" : "false");
+    /* Latency is what the client saw: until its response ended. */
+    if (rc == GW_OK)
+        rc = field_ms(o, "latency_ms", a->t0, end);
+    if (rc == GW_OK && a->t_first_byte)
+        rc = field_ms(o, "ttfb_ms", a->t0, a->t_first_byte);
+    if (rc == GW_OK && a->t_first_content)
+        rc = field_ms(o, "ttfc_ms", a->t0, a->t_first_content);
+    if (rc == GW_OK && a->status)
+        rc = gw_buf_printf(o, ",\"upstream_status\":%d", a->status);
+    if (rc == GW_OK && a->usage.have) {
         const struct canon_usage *u = &a->usage;
-        json_object_set_new(
-            f, "tokens",
-            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "input", (json_int_t)u->input, "cache_read",
-                      (json_int_t)u->cache_read, "cache_write_5m", (json_int_t)u->cache_write_5m,
-                      "cache_write_1h", (json_int_t)u->cache_write_1h, "output",
-                      (json_int_t)u->output, "reasoning", (json_int_t)u->reasoning));
+        rc = gw_buf_printf(
+            o,
+            ",\"tokens\":{\"input\":%lld,\"cache_read\":%lld,\"cache_write_5m\":%lld,"
+            "\"cache_write_1h\":%lld,\"output\":%lld,\"reasoning\":%lld}",
+            (long long)u->input, (long long)u->cache_read, (long long)u->cache_write_5m,
+            (long long)u->cache_write_1h, (long long)u->output, (long long)u->reasoning);
     }
-    if (a->have_stop)
-        json_object_set_new(f, "stop_reason", json_string(canon_stop_name(a->stop)));
-    json_object_set_new(f, "outcome", json_string(a->outcome ? a->outcome : "ok"));
-    if (a->error_class)
-        json_object_set_new(f, "error_class", json_string(a->error_class));
-    if (a->key)
-        json_object_set_new(f, "key_id", json_string(a->key->id));
-    json_object_set_new(f, "snapshot_version", json_integer(a->snap->version));
-    gw_log_access(f);
+    if (rc == GW_OK && a->have_stop)
+        rc = field_str(o, "stop_reason", canon_stop_name(a->stop));
+    if (rc == GW_OK)
+        rc = field_str(o, "outcome", a->outcome ? a->outcome : "ok");
+    if (rc == GW_OK && a->error_class)
+        rc = field_str(o, "error_class", a->error_class);
+    if (rc == GW_OK && a->key)
+        rc = field_str(o, "key_id", a->key->id);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)a->snap->version);
+    if (rc == GW_OK)
+        gw_log_access_fields(o->data, o->len);
 }
 
 static void attempt_free(struct dp_attempt *a)

@@ -425,14 +425,15 @@ int fc_image_url(struct canon_req *r, struct canon_part *p, const char *url, con
     return rc;
 }
 
-json_t *fc_openai_usage(const struct canon_usage *u)
+int fc_openai_usage(struct gw_buf *out, const struct canon_usage *u)
 {
-    int64_t prompt = canon_usage_prompt(u);
-    return json_pack("{s:I,s:I,s:I,s:{s:I},s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
-                     "completion_tokens", (json_int_t)u->output, "total_tokens",
-                     (json_int_t)(prompt + u->output), "prompt_tokens_details", "cached_tokens",
-                     (json_int_t)u->cache_read, "completion_tokens_details", "reasoning_tokens",
-                     (json_int_t)u->reasoning);
+    long long prompt = (long long)canon_usage_prompt(u);
+    return gw_buf_printf(out,
+                         "{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"total_tokens\":%lld,"
+                         "\"prompt_tokens_details\":{\"cached_tokens\":%lld},"
+                         "\"completion_tokens_details\":{\"reasoning_tokens\":%lld}}",
+                         prompt, (long long)u->output, prompt + (long long)u->output,
+                         (long long)u->cache_read, (long long)u->reasoning);
 }
 
 int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len)

@@ -108,7 +108,8 @@ int fc_image_url(struct canon_req *r, struct canon_part *p, const char *url, con
                  struct canon_err *err);
 
 /* Renders usage in OpenAI's shape (prompt/completion/total + details). */
-json_t *fc_openai_usage(const struct canon_usage *u);
+int fc_openai_usage(struct gw_buf *out, const struct canon_usage *u)
+    __attribute__((warn_unused_result));
 
 /* Appends "event: <name>\ndata: <json>\n\n" (name NULL: no event line). */
 int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len);

@@ -489,12 +489,12 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
             rc = gw_buf_append(out, "data: ", 6);
             if (rc == GW_OK)
                 rc = gw_buf_append(out, st->head.data, cut);
-            json_t *u = fc_openai_usage(&st->usage);
-            char *us = u ? json_dumps(u, JSON_COMPACT) : NULL;
-            json_decref(u);
             if (rc == GW_OK)
-                rc = us ? gw_buf_printf(out, "[],\"usage\":%s}\n\n", us) : GW_ENOMEM;
-            free(us);
+                rc = gw_buf_appends(out, "[],\"usage\":");
+            if (rc == GW_OK)
+                rc = fc_openai_usage(out, &st->usage);
+            if (rc == GW_OK)
+                rc = gw_buf_appends(out, "}\n\n");
         }
         if (rc == GW_OK)
             rc = gw_buf_appends(out, "data: [DONE]\n\n");
@@ -518,35 +518,55 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
 static int render(const struct canon_req *r, const struct fc_ctx *ctx, const struct canon_acc *acc,
                   struct gw_buf *out)
 {
-    json_t *msg = json_pack("{s:s}", "role", "assistant");
-    if (!msg)
-        return GW_ENOMEM;
-    json_object_set_new(msg, "content",
-                        acc->text ? json_stringn(acc->text->data, acc->text->len) : json_null());
-    if (acc->reasoning && acc->reasoning->len)
-        json_object_set_new(msg, "reasoning_content",
-                            json_stringn(acc->reasoning->data, acc->reasoning->len));
-    json_object_set_new(msg, "refusal", json_null());
-    if (acc->ntools) {
-        json_t *calls = json_array();
-        for (size_t i = 0; calls && i < acc->ntools; i++) {
-            const struct canon_acc_tool *t = &acc->tools[i];
-            json_array_append_new(calls,
-                                  json_pack("{s:s,s:s,s:{s:s,s:s#}}", "id", t->id, "type",
-                                            "function", "function", "name", t->name, "arguments",
-                                            t->args->data ? t->args->data : "", t->args->len));
-        }
-        json_object_set_new(msg, "tool_calls", calls);
-    }
-    char id[200];
-    snprintf(id, sizeof(id), "chatcmpl-%s", ctx->request_id);
-    json_t *doc = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:s}],s:o}", "id", id, "object",
-                            "chat.completion", "created", (json_int_t)ctx->created, "model",
-                            ctx->model ? ctx->model : "", "choices", "index", 0, "message", msg,
-                            "logprobs", "finish_reason", canon_stop_to_openai(acc->stop), "usage",
-                            fc_openai_usage(&acc->usage));
+    /* Written by hand, as the stream frames are: every request pays for it.
+     * Every string goes through gw_json_escape. */
     (void)r;
-    return fc_json_append(out, doc, JSON_COMPACT);
+    const char *model = ctx->model ? ctx->model : "";
+    int rc = gw_buf_appends(out, "{\"id\":\"chatcmpl-");
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, ctx->request_id);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(
+            out, "\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", ctx->created);
+    if (rc == GW_OK)
+        rc = gw_json_escape(out, model, strlen(model));
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+                                 "\"content\":");
+    if (rc == GW_OK)
+        rc = acc->text ? gw_json_escape(out, acc->text->data ? acc->text->data : "", acc->text->len)
+                       : gw_buf_appends(out, "null");
+    if (rc == GW_OK && acc->reasoning && acc->reasoning->len) {
+        rc = gw_buf_appends(out, ",\"reasoning_content\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(out, acc->reasoning->data, acc->reasoning->len);
+    }
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, ",\"refusal\":null");
+    for (size_t i = 0; rc == GW_OK && i < acc->ntools; i++) {
+        const struct canon_acc_tool *t = &acc->tools[i];
+        rc = gw_buf_appends(out, i ? ",{\"id\":" : ",\"tool_calls\":[{\"id\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(out, t->id, strlen(t->id));
+        if (rc == GW_OK)
+            rc = gw_buf_appends(out, ",\"type\":\"function\",\"function\":{\"name\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(out, t->name, strlen(t->name));
+        if (rc == GW_OK)
+            rc = gw_buf_appends(out, ",\"arguments\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(out, t->args->data ? t->args->data : "", t->args->len);
+        if (rc == GW_OK)
+            rc = gw_buf_appends(out, i + 1 == acc->ntools ? "}}]" : "}}");
+    }
+    if (rc == GW_OK)
+        rc = gw_buf_printf(out, "},\"logprobs\":null,\"finish_reason\":\"%s\"}],\"usage\":",
+                           canon_stop_to_openai(acc->stop));
+    if (rc == GW_OK)
+        rc = fc_openai_usage(out, &acc->usage);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, "}");
+    return rc;
 }
 
 const struct dp_facade fc_openai_chat = {
