@@ -16,14 +16,25 @@
  * event contract (one START first, TOOL_DELTA only for the open call,
  * exactly one terminal event, nothing after it) and records a violation as
  * a "VIOLATION ..." line, which no golden file contains.
+ *
+ * Below the sink, the harness the driver tests share: canon_record_run feeds
+ * a body to a driver's parser whole, in pieces of n bytes or in random
+ * pieces and returns the transcript; canon_record_splits checks that every
+ * way of splitting a body gives the same transcript, canon_record_check
+ * that it is the one wanted, and canon_record_stops that a sink which stops
+ * early stops the parser cleanly.
  */
 #ifndef CANON_RECORD_H
 #define CANON_RECORD_H
 
+#include <CUnit/CUnit.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "canon.h"
+#include "dp_driver.h"
 #include "gw_buf.h"
 #include "gw_json.h"
 
@@ -193,6 +204,101 @@ static inline const char *canon_record_text(struct canon_record *r)
 {
     rec_close_run(r);
     return r->out.data ? r->out.data : "";
+}
+
+/* ---------------------------------------------------------- the harness */
+
+/* How canon_record_run splits a body: CANON_SPLIT_WHOLE in one piece, a
+ * byte count n in pieces of n bytes, CANON_SPLIT_RANDOM in pieces of 1 to
+ * 97 bytes drawn from the seed (one seed, always the same pieces). */
+#define CANON_SPLIT_WHOLE ((size_t)0)
+#define CANON_SPLIT_RANDOM SIZE_MAX
+
+/* How many random splits canon_record_splits tries. */
+#define CANON_RECORD_SPLITS 20
+
+/* Feeds len bytes of body to a fresh parser of driver d, split as above,
+ * then finishes it unless parse said it was done. stop_after: the sink
+ * stops after that many events (0 never). Returns the transcript
+ * (malloc'd). */
+static inline char *canon_record_run(const struct dp_driver *d, int stream, const char *body,
+                                     size_t len, size_t split, unsigned seed, int stop_after)
+{
+    struct drv_parser *p = d->parser_new(stream);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    struct canon_record rec;
+    canon_record_init(&rec);
+    rec.stop_after = stop_after;
+    struct canon_sink sink = {canon_record_emit, &rec};
+    size_t off = 0;
+    int stopped = 0;
+    while (off < len && !stopped) {
+        size_t n = split == CANON_SPLIT_WHOLE ? len - off : split;
+        if (split == CANON_SPLIT_RANDOM) {
+            seed = seed * 1103515245u + 12345u;
+            n = 1 + (seed >> 8) % 97;
+        }
+        if (n > len - off)
+            n = len - off;
+        stopped = d->parse(p, body + off, n, &sink);
+        off += n;
+    }
+    if (!stopped)
+        d->finish(p, &sink);
+    d->parser_free(p);
+    char *t = strdup(canon_record_text(&rec));
+    canon_record_free(&rec);
+    return t;
+}
+
+/* Asserts got == want; on a difference shows both, saying which run. */
+static inline void canon_record_same(const char *got, const char *want, const char *what)
+{
+    CU_ASSERT_STRING_EQUAL(got, want);
+    if (strcmp(got, want) != 0)
+        fprintf(stderr, "\n--- %s, got:\n%s--- want:\n%s", what, got, want);
+}
+
+/* Runs body whole, byte by byte and in CANON_RECORD_SPLITS random splits:
+ * each must give the whole body's transcript, which must hold no
+ * VIOLATION. Returns that transcript (malloc'd). */
+static inline char *canon_record_splits(const struct dp_driver *d, int stream, const char *body,
+                                        size_t len)
+{
+    char *whole = canon_record_run(d, stream, body, len, CANON_SPLIT_WHOLE, 0, 0);
+    char *t = canon_record_run(d, stream, body, len, 1, 0, 0);
+    canon_record_same(t, whole, "byte by byte");
+    free(t);
+    for (unsigned i = 1; i <= CANON_RECORD_SPLITS; i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "random split, seed %u", i * 7919u);
+        t = canon_record_run(d, stream, body, len, CANON_SPLIT_RANDOM, i * 7919u, 0);
+        canon_record_same(t, whole, what);
+        free(t);
+    }
+    CU_ASSERT_PTR_NULL(strstr(whole, "VIOLATION"));
+    return whole;
+}
+
+/* The sink stopping after the 1st, 2nd, ... nstops-th event, the body split
+ * as canon_record_run does: the parser must stop cleanly (no VIOLATION). */
+static inline void canon_record_stops(const struct dp_driver *d, int stream, const char *body,
+                                      size_t len, size_t split, unsigned seed, int nstops)
+{
+    for (int k = 1; k <= nstops; k++) {
+        char *t = canon_record_run(d, stream, body, len, split, seed, k);
+        CU_ASSERT_PTR_NULL(strstr(t, "VIOLATION"));
+        free(t);
+    }
+}
+
+/* canon_record_splits, and the transcript must be want. */
+static inline void canon_record_check(const struct dp_driver *d, int stream, const char *body,
+                                      size_t len, const char *want)
+{
+    char *whole = canon_record_splits(d, stream, body, len);
+    canon_record_same(whole, want, d->name);
+    free(whole);
 }
 
 #endif

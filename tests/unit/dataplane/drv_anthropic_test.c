@@ -190,55 +190,10 @@ static const char WHOLE_T[] = "START id=msg_01XFD model=claude-opus-4-1\n"
 
 /* ------------------------------------------------------------- helpers */
 
-enum feed { FEED_WHOLE, FEED_BYTES, FEED_RANDOM };
-
-/* Runs a body through a fresh parser; returns the malloc'd transcript. */
-static char *run(int stream, const char *body, size_t len, enum feed how, unsigned seed)
-{
-    struct drv_parser *p = drv_anthropic.parser_new(stream);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    struct canon_record rec;
-    canon_record_init(&rec);
-    struct canon_sink sink = {canon_record_emit, &rec};
-    srand(seed);
-    size_t off = 0;
-    int stopped = 0;
-    while (off < len && !stopped) {
-        size_t n = len - off;
-        if (how == FEED_BYTES)
-            n = 1;
-        else if (how == FEED_RANDOM)
-            n = 1 + (size_t)(rand() % 97);
-        if (n > len - off)
-            n = len - off;
-        stopped = drv_anthropic.parse(p, body + off, n, &sink);
-        off += n;
-    }
-    if (!stopped && !p->terminal)
-        drv_anthropic.finish(p, &sink);
-    char *t = strdup(canon_record_text(&rec));
-    canon_record_free(&rec);
-    drv_anthropic.parser_free(p);
-    return t;
-}
-
-/* Whole, byte by byte and in several random splits: all give `want`. */
+/* Whole, byte by byte and in random splits: all give `want`. */
 static void check_all(int stream, const char *body, const char *want)
 {
-    size_t len = strlen(body);
-    char *t = run(stream, body, len, FEED_WHOLE, 0);
-    CU_ASSERT_STRING_EQUAL(t, want);
-    if (strcmp(t, want) != 0)
-        fprintf(stderr, "\n--- got:\n%s--- want:\n%s", t, want);
-    free(t);
-    t = run(stream, body, len, FEED_BYTES, 0);
-    CU_ASSERT_STRING_EQUAL(t, want);
-    free(t);
-    for (unsigned seed = 1; seed <= 8; seed++) {
-        t = run(stream, body, len, FEED_RANDOM, seed);
-        CU_ASSERT_STRING_EQUAL(t, want);
-        free(t);
-    }
+    canon_record_check(&drv_anthropic, stream, body, strlen(body), want);
 }
 
 static const char *last_line(const char *t)
@@ -406,7 +361,7 @@ static void test_truncated(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(md);
     size_t md_off = (size_t)(md - STREAM_FULL);
     for (size_t cut = 0; cut < len; cut++) {
-        char *t = run(1, STREAM_FULL, cut, FEED_WHOLE, 0);
+        char *t = canon_record_run(&drv_anthropic, 1, STREAM_FULL, cut, CANON_SPLIT_WHOLE, 0, 0);
         CU_ASSERT_PTR_NULL(strstr(t, "VIOLATION"));
         const char *last = last_line(t);
         if (cut <= md_off) {
@@ -420,7 +375,7 @@ static void test_truncated(void)
     /* A whole body cut anywhere is not a message. */
     len = strlen(WHOLE);
     for (size_t cut = 0; cut < len; cut += 7) {
-        char *t = run(0, WHOLE, cut, FEED_WHOLE, 0);
+        char *t = canon_record_run(&drv_anthropic, 0, WHOLE, cut, CANON_SPLIT_WHOLE, 0, 0);
         CU_ASSERT_STRING_EQUAL(t, cut ? "ERROR provider_5xx status=0\n"
                                       : "ERROR empty_output status=0\n");
         free(t);
@@ -474,7 +429,7 @@ static void test_malformed(void)
     memcpy(huge, "data: \"", 7);
     memset(huge + 7, 'a', big);
     memcpy(huge + 7 + big, "\"\n\n", 4);
-    char *t = run(1, huge, strlen(huge), FEED_RANDOM, 3);
+    char *t = canon_record_run(&drv_anthropic, 1, huge, strlen(huge), CANON_SPLIT_RANDOM, 3, 0);
     CU_ASSERT_STRING_EQUAL(t, "ERROR provider_5xx status=0\n");
     free(t);
     free(huge);

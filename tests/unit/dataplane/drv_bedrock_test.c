@@ -118,55 +118,11 @@ static const char *const FULL_TRANSCRIPT = "START id=- model=-\n"
                                            "USAGE in=12 cr=1536 cw5=512 cw1h=0 out=57 rs=0\n"
                                            "DONE tool_use\n";
 
-/* Feeds body to a fresh parser in pieces of `step` bytes (0: whole; -1:
- * random sizes from seed), then finish; returns the transcript (malloc'd). */
-static char *run(const char *body, size_t len, int stream, long step, unsigned seed)
-{
-    struct canon_record rec;
-    canon_record_init(&rec);
-    struct canon_sink sink = {canon_record_emit, &rec};
-    struct drv_parser *p = drv_bedrock.parser_new(stream);
-    CU_ASSERT_FATAL(p != NULL);
-    size_t off = 0;
-    srand(seed);
-    int stopped = 0;
-    while (off < len && !stopped) {
-        size_t n = len - off;
-        if (step > 0 && (size_t)step < n)
-            n = (size_t)step;
-        else if (step < 0) {
-            size_t r = 1 + (size_t)rand() % 97;
-            if (r < n)
-                n = r;
-        }
-        stopped = drv_bedrock.parse(p, body + off, n, &sink);
-        off += n;
-    }
-    if (!stopped)
-        drv_bedrock.finish(p, &sink);
-    drv_bedrock.parser_free(p);
-    char *out = strdup(canon_record_text(&rec));
-    canon_record_free(&rec);
-    return out;
-}
-
-/* Runs body whole, byte by byte and in several random splits and checks
- * each against want. */
+/* Runs body whole, byte by byte and in random splits and checks each
+ * against want. */
 static void check_all(const char *body, size_t len, int stream, const char *want)
 {
-    char *t = run(body, len, stream, 0, 0);
-    CU_ASSERT_STRING_EQUAL(t, want);
-    if (strcmp(t, want) != 0)
-        fprintf(stderr, "\n--- got:\n%s--- want:\n%s", t, want);
-    free(t);
-    t = run(body, len, stream, 1, 0);
-    CU_ASSERT_STRING_EQUAL(t, want);
-    free(t);
-    for (unsigned seed = 1; seed <= 20; seed++) {
-        t = run(body, len, stream, -1, seed);
-        CU_ASSERT_STRING_EQUAL(t, want);
-        free(t);
-    }
+    canon_record_check(&drv_bedrock, stream, body, len, want);
 }
 
 /* ------------------------------------------------------------ stream tests */

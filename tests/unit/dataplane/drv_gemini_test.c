@@ -17,60 +17,10 @@
 
 /* ---------------------------------------------------------------- harness */
 
-enum split { WHOLE, BYTES, RANDOM };
-
-/* Feeds body to a fresh parser in pieces and returns the transcript
- * (malloc'd). stop_after: make the sink stop after that many events. */
-static char *run_split(int stream, const char *body, size_t len, enum split how, unsigned seed,
-                       int stop_after)
-{
-    struct canon_record rec;
-    canon_record_init(&rec);
-    rec.stop_after = stop_after;
-    struct canon_sink sink = {canon_record_emit, &rec};
-    struct drv_parser *p = drv_gemini.parser_new(stream);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    size_t off = 0;
-    int stopped = 0;
-    while (off < len && !stopped) {
-        size_t n = len - off;
-        if (how == BYTES)
-            n = 1;
-        else if (how == RANDOM) {
-            seed = seed * 1103515245u + 12345u;
-            n = 1 + (seed >> 8) % 97;
-            if (n > len - off)
-                n = len - off;
-        }
-        stopped = drv_gemini.parse(p, body + off, n, &sink);
-        off += n;
-    }
-    if (!stopped)
-        drv_gemini.finish(p, &sink);
-    drv_gemini.parser_free(p);
-    char *t = strdup(canon_record_text(&rec));
-    canon_record_free(&rec);
-    return t;
-}
-
-/* Whole, byte by byte and three random splittings must all give want. */
+/* Whole, byte by byte and in random splits: all must give want. */
 static void check_parse(int stream, const char *body, const char *want)
 {
-    size_t len = strlen(body);
-    char *whole = run_split(stream, body, len, WHOLE, 0, 0);
-    CU_ASSERT_STRING_EQUAL(whole, want);
-    if (strcmp(whole, want) != 0)
-        fprintf(stderr, "\n--- got:\n%s--- want:\n%s", whole, want);
-    char *bytes = run_split(stream, body, len, BYTES, 0, 0);
-    CU_ASSERT_STRING_EQUAL(bytes, whole);
-    for (unsigned seed = 1; seed <= 3; seed++) {
-        char *rnd = run_split(stream, body, len, RANDOM, seed * 7919u, 0);
-        CU_ASSERT_STRING_EQUAL(rnd, whole);
-        free(rnd);
-    }
-    CU_ASSERT_PTR_NULL(strstr(whole, "VIOLATION"));
-    free(whole);
-    free(bytes);
+    canon_record_check(&drv_gemini, stream, body, strlen(body), want);
 }
 
 /* ---------------------------------------------------------------- fixtures */
@@ -242,7 +192,7 @@ static void test_broken(void)
     free(cut);
     /* Cut inside the last event: it is never dispatched. */
     cut = strndup(STREAM, strlen(STREAM) - 40);
-    char *t = run_split(1, cut, strlen(cut), WHOLE, 0, 0);
+    char *t = canon_record_run(&drv_gemini, 1, cut, strlen(cut), CANON_SPLIT_WHOLE, 0, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "TEXT \"Checking"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "ERROR network status=0\n"));
     CU_ASSERT_PTR_NULL(strstr(t, "TOOL"));
@@ -283,10 +233,10 @@ static void test_oversize(void)
     memcpy(big, "data: {\"x\":\"", 12);
     memset(big + 12, 'a', n - 12);
     big[n] = '\0';
-    char *t = run_split(1, big, n, WHOLE, 0, 0);
+    char *t = canon_record_run(&drv_gemini, 1, big, n, CANON_SPLIT_WHOLE, 0, 0);
     CU_ASSERT_STRING_EQUAL(t, "ERROR provider_5xx status=0\n");
     free(t);
-    t = run_split(1, big, n, RANDOM, 5, 0);
+    t = canon_record_run(&drv_gemini, 1, big, n, CANON_SPLIT_RANDOM, 5, 0);
     CU_ASSERT_STRING_EQUAL(t, "ERROR provider_5xx status=0\n");
     free(t);
     /* A whole body past DRV_MAX_BODY. */
@@ -294,7 +244,7 @@ static void test_oversize(void)
     char *huge = malloc(m);
     CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
     memset(huge, ' ', m);
-    t = run_split(0, huge, m, WHOLE, 0, 0);
+    t = canon_record_run(&drv_gemini, 0, huge, m, CANON_SPLIT_WHOLE, 0, 0);
     CU_ASSERT_STRING_EQUAL(t, "ERROR provider_5xx status=0\n");
     free(t);
     free(huge);
@@ -304,14 +254,8 @@ static void test_oversize(void)
 /* The sink stopping at any event stops the parser cleanly. */
 static void test_sink_stops(void)
 {
-    for (int k = 1; k <= 12; k++) {
-        char *t = run_split(1, STREAM, strlen(STREAM), RANDOM, 11, k);
-        CU_ASSERT_PTR_NULL(strstr(t, "VIOLATION"));
-        free(t);
-        t = run_split(0, WHOLE_BODY, strlen(WHOLE_BODY), WHOLE, 0, k);
-        CU_ASSERT_PTR_NULL(strstr(t, "VIOLATION"));
-        free(t);
-    }
+    canon_record_stops(&drv_gemini, 1, STREAM, strlen(STREAM), CANON_SPLIT_RANDOM, 11, 12);
+    canon_record_stops(&drv_gemini, 0, WHOLE_BODY, strlen(WHOLE_BODY), CANON_SPLIT_WHOLE, 0, 12);
 }
 
 /* ------------------------------------------------------------------ build */

@@ -18,57 +18,10 @@
 
 /* ---------------------------------------------------------------- harness */
 
-enum split { WHOLE, BYTES, RANDOM };
-
-static char *run_split(int stream, const char *body, size_t len, enum split how, unsigned seed,
-                       int stop_after)
-{
-    struct canon_record rec;
-    canon_record_init(&rec);
-    rec.stop_after = stop_after;
-    struct canon_sink sink = {canon_record_emit, &rec};
-    struct drv_parser *p = drv_ollama.parser_new(stream);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    size_t off = 0;
-    int stopped = 0;
-    while (off < len && !stopped) {
-        size_t n = len - off;
-        if (how == BYTES)
-            n = 1;
-        else if (how == RANDOM) {
-            seed = seed * 1103515245u + 12345u;
-            n = 1 + (seed >> 8) % 97;
-            if (n > len - off)
-                n = len - off;
-        }
-        stopped = drv_ollama.parse(p, body + off, n, &sink);
-        off += n;
-    }
-    if (!stopped)
-        drv_ollama.finish(p, &sink);
-    drv_ollama.parser_free(p);
-    char *t = strdup(canon_record_text(&rec));
-    canon_record_free(&rec);
-    return t;
-}
-
+/* Whole, byte by byte and in random splits: all must give want. */
 static void check_parse(int stream, const char *body, const char *want)
 {
-    size_t len = strlen(body);
-    char *whole = run_split(stream, body, len, WHOLE, 0, 0);
-    CU_ASSERT_STRING_EQUAL(whole, want);
-    if (strcmp(whole, want) != 0)
-        fprintf(stderr, "\n--- got:\n%s--- want:\n%s", whole, want);
-    char *bytes = run_split(stream, body, len, BYTES, 0, 0);
-    CU_ASSERT_STRING_EQUAL(bytes, whole);
-    for (unsigned seed = 1; seed <= 3; seed++) {
-        char *rnd = run_split(stream, body, len, RANDOM, seed * 7919u, 0);
-        CU_ASSERT_STRING_EQUAL(rnd, whole);
-        free(rnd);
-    }
-    CU_ASSERT_PTR_NULL(strstr(whole, "VIOLATION"));
-    free(whole);
-    free(bytes);
+    canon_record_check(&drv_ollama, stream, body, strlen(body), want);
 }
 
 /* ---------------------------------------------------------------- fixtures */
@@ -207,7 +160,7 @@ static void test_broken(void)
     free(cut);
     /* Cut inside the done line: a line the connection cut. */
     cut = strndup(STREAM, strlen(STREAM) - 30);
-    char *t = run_split(1, cut, strlen(cut), RANDOM, 3, 0);
+    char *t = canon_record_run(&drv_ollama, 1, cut, strlen(cut), CANON_SPLIT_RANDOM, 3, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "TOOL_END 1\nERROR network status=0\n"));
     free(t);
     free(cut);
@@ -248,13 +201,14 @@ static void test_oversize(void)
     memset(big + 6, 'a', n - 6);
     big[n] = '\n';
     big[n + 1] = '\0';
-    for (int how = WHOLE; how <= RANDOM; how += 2) {
-        char *t = run_split(1, big, n + 1, (enum split)how, 5, 0);
+    static const size_t splits[] = {CANON_SPLIT_WHOLE, CANON_SPLIT_RANDOM};
+    for (size_t i = 0; i < sizeof(splits) / sizeof(*splits); i++) {
+        char *t = canon_record_run(&drv_ollama, 1, big, n + 1, splits[i], 5, 0);
         CU_ASSERT_STRING_EQUAL(t, "ERROR provider_5xx status=0\n");
         free(t);
     }
     /* Without the newline too. */
-    char *t = run_split(1, big, n, RANDOM, 9, 0);
+    char *t = canon_record_run(&drv_ollama, 1, big, n, CANON_SPLIT_RANDOM, 9, 0);
     CU_ASSERT_STRING_EQUAL(t, "ERROR provider_5xx status=0\n");
     free(t);
     free(big);
@@ -262,7 +216,7 @@ static void test_oversize(void)
     char *huge = malloc(m);
     CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
     memset(huge, ' ', m);
-    t = run_split(0, huge, m, WHOLE, 0, 0);
+    t = canon_record_run(&drv_ollama, 0, huge, m, CANON_SPLIT_WHOLE, 0, 0);
     CU_ASSERT_STRING_EQUAL(t, "ERROR provider_5xx status=0\n");
     free(t);
     free(huge);
@@ -270,14 +224,8 @@ static void test_oversize(void)
 
 static void test_sink_stops(void)
 {
-    for (int k = 1; k <= 12; k++) {
-        char *t = run_split(1, STREAM, strlen(STREAM), RANDOM, 13, k);
-        CU_ASSERT_PTR_NULL(strstr(t, "VIOLATION"));
-        free(t);
-        t = run_split(0, WHOLE_BODY, strlen(WHOLE_BODY), WHOLE, 0, k);
-        CU_ASSERT_PTR_NULL(strstr(t, "VIOLATION"));
-        free(t);
-    }
+    canon_record_stops(&drv_ollama, 1, STREAM, strlen(STREAM), CANON_SPLIT_RANDOM, 13, 12);
+    canon_record_stops(&drv_ollama, 0, WHOLE_BODY, strlen(WHOLE_BODY), CANON_SPLIT_WHOLE, 0, 12);
 }
 
 /* ------------------------------------------------------------------ build */

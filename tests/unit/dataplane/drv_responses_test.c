@@ -18,41 +18,10 @@ static const struct dp_driver *D = &drv_openai_responses;
 
 /* ------------------------------------------------------------ parse rig */
 
-/* mode 0: whole; 1: byte by byte; 2: random pieces of 1..64 bytes. */
-static char *run(const char *body, size_t len, int stream, int mode, unsigned seed)
-{
-    struct drv_parser *p = D->parser_new(stream);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    struct canon_record rec;
-    canon_record_init(&rec);
-    struct canon_sink s = {canon_record_emit, &rec};
-    size_t at = 0;
-    int stop = 0;
-    while (at < len && !stop) {
-        size_t n = mode == 0 ? len : mode == 1 ? 1 : 1 + (size_t)(rand_r(&seed) % 64);
-        if (n > len - at)
-            n = len - at;
-        stop = D->parse(p, body + at, n, &s);
-        at += n;
-    }
-    if (!stop)
-        D->finish(p, &s);
-    char *t = strdup(canon_record_text(&rec));
-    canon_record_free(&rec);
-    D->parser_free(p);
-    return t;
-}
-
+/* Whole, byte by byte and in random splits: all must give expect. */
 static void check(const char *body, int stream, const char *expect)
 {
-    size_t len = strlen(body);
-    for (int mode = 0; mode < 5; mode++) {
-        char *got = run(body, len, stream, mode > 2 ? 2 : mode, 7u + (unsigned)mode * 101u);
-        if (strcmp(got, expect) != 0)
-            fprintf(stderr, "\nmode %d got:\n%s\nexpected:\n%s\n", mode, got, expect);
-        CU_ASSERT_STRING_EQUAL(got, expect);
-        free(got);
-    }
+    canon_record_check(D, stream, body, strlen(body), expect);
 }
 
 /* One SSE frame as the API sends it: event line and data. */
@@ -390,7 +359,7 @@ static void test_stream_oversize(void)
     memcpy(body, "data: {\"type\":\"response.output_text.delta\",\"delta\":\"", 52);
     memset(body + 52, 'a', n);
     memcpy(body + 52 + n, "\"}\n\n", 5);
-    char *got = run(body, strlen(body), 1, 0, 0);
+    char *got = canon_record_run(D, 1, body, strlen(body), CANON_SPLIT_WHOLE, 0, 0);
     CU_ASSERT_STRING_EQUAL(got, "ERROR provider_5xx status=0\n");
     free(got);
     free(body);
@@ -399,7 +368,7 @@ static void test_stream_oversize(void)
     body = calloc(1, big);
     CU_ASSERT_PTR_NOT_NULL_FATAL(body);
     memset(body, ' ', big - 1);
-    got = run(body, big - 1, 0, 0, 0);
+    got = canon_record_run(D, 0, body, big - 1, CANON_SPLIT_WHOLE, 0, 0);
     CU_ASSERT_STRING_EQUAL(got, "ERROR provider_5xx status=0\n");
     free(got);
     free(body);
