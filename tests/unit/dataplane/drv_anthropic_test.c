@@ -14,6 +14,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
+#include "json_path.h"
 
 /* ------------------------------------------------------------- fixtures */
 
@@ -252,35 +253,6 @@ static int has_header(const struct drv_request *r, const char *line)
         if (strcmp(h->data, line) == 0)
             return 1;
     return 0;
-}
-
-static const char *jstr(json_t *doc, const char *path)
-{
-    /* "a.b.2.c": objects by key, arrays by index */
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", path);
-    json_t *cur = doc;
-    for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, ".")) {
-        if (json_is_array(cur))
-            cur = json_array_get(cur, (size_t)atoi(tok));
-        else
-            cur = json_object_get(cur, tok);
-    }
-    return json_string_value(cur);
-}
-
-static json_t *jget(json_t *doc, const char *path)
-{
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", path);
-    json_t *cur = doc;
-    for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, ".")) {
-        if (json_is_array(cur))
-            cur = json_array_get(cur, (size_t)atoi(tok));
-        else
-            cur = json_object_get(cur, tok);
-    }
-    return cur;
 }
 
 /* --------------------------------------------------------------- parse */

@@ -19,6 +19,7 @@
 #include "gw_eventstream.h"
 #include "gw_json.h"
 #include "gw_sigv4.h"
+#include "json_path.h"
 
 static void must(int rc)
 {
@@ -605,36 +606,6 @@ static void full_req_free(struct full_req *f)
     canon_req_free(f->r);
 }
 
-static json_t *jget(json_t *o, const char *path)
-{
-    /* "a.b.0.c": object keys and array indexes */
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", path);
-    char *save = NULL;
-    for (char *k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save)) {
-        if (json_is_array(o))
-            o = json_array_get(o, (size_t)strtoul(k, NULL, 10));
-        else
-            o = json_object_get(o, k);
-    }
-    return o;
-}
-
-static void assert_json(json_t *doc, const char *path, const char *want_json)
-{
-    json_t *want = json_loads(want_json, JSON_DECODE_ANY, NULL);
-    CU_ASSERT_FATAL(want != NULL);
-    json_t *got = jget(doc, path);
-    int eq = got && json_equal(got, want);
-    if (!eq) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        fprintf(stderr, "\n%s: got %s, want %s\n", path, g ? g : "(absent)", want_json);
-        free(g);
-    }
-    CU_ASSERT(eq);
-    json_decref(want);
-}
-
 static void test_build_full(void)
 {
     struct full_req f;
@@ -663,14 +634,14 @@ static void test_build_full(void)
 
     json_t *doc = json_loadb(rq.body, rq.body_len, 0, NULL);
     CU_ASSERT_FATAL(json_is_object(doc));
-    assert_json(doc, "system",
+    expect_json(doc, "system",
                 "[{\"text\":\"You are terse.\"},{\"cachePoint\":{\"type\":\"default\"}},"
                 "{\"text\":\"Answer in English.\"}]");
-    assert_json(doc, "messages.0",
+    expect_json(doc, "messages.0",
                 "{\"role\":\"user\",\"content\":[{\"text\":\"What is in this image?\"},"
                 "{\"image\":{\"format\":\"png\",\"source\":{\"bytes\":\"iVBORw0KGgo=\"}}},"
                 "{\"cachePoint\":{\"type\":\"default\",\"ttl\":\"1h\"}}]}");
-    assert_json(doc, "messages.1",
+    expect_json(doc, "messages.1",
                 "{\"role\":\"assistant\",\"content\":["
                 "{\"reasoningContent\":{\"reasoningText\":{\"text\":\"The user wants...\","
                 "\"signature\":\"c2ln\"}}},"
@@ -678,7 +649,7 @@ static void test_build_full(void)
                 "{\"toolUse\":{\"toolUseId\":\"tooluse_1\",\"name\":\"get_weather\","
                 "\"input\":{\"city\":\"Paris\"}}},"
                 "{\"toolUse\":{\"toolUseId\":\"tooluse_2\",\"name\":\"get_time\",\"input\":{}}}]}");
-    assert_json(
+    expect_json(
         doc, "messages.2",
         "{\"role\":\"user\",\"content\":["
         "{\"toolResult\":{\"toolUseId\":\"tooluse_1\",\"content\":[{\"text\":\"18C, sunny\"},"
@@ -687,7 +658,7 @@ static void test_build_full(void)
         "\"status\":\"error\"}},"
         "{\"text\":\"Thanks.\"},{\"text\":\"And tomorrow?\"}]}");
     CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "messages")), 3);
-    assert_json(doc, "toolConfig",
+    expect_json(doc, "toolConfig",
                 "{\"tools\":[{\"toolSpec\":{\"name\":\"get_weather\",\"description\":"
                 "\"Weather for a city\",\"inputSchema\":{\"json\":{\"type\":\"object\","
                 "\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}},"
@@ -695,12 +666,12 @@ static void test_build_full(void)
                 "{\"toolSpec\":{\"name\":\"get_time\",\"inputSchema\":{\"json\":{\"type\":"
                 "\"object\",\"properties\":{}}}}},{\"cachePoint\":{\"type\":\"default\"}}],"
                 "\"toolChoice\":{\"tool\":{\"name\":\"get_weather\"}}}");
-    assert_json(doc, "inferenceConfig",
+    expect_json(doc, "inferenceConfig",
                 "{\"maxTokens\":30000,\"temperature\":0.5,\"topP\":0.9,"
                 "\"stopSequences\":[\"END\",\"\\n\\nHuman:\"]}");
-    assert_json(doc, "additionalModelRequestFields",
+    expect_json(doc, "additionalModelRequestFields",
                 "{\"top_k\":40,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":8192}}");
-    assert_json(doc, "requestMetadata", "{\"user\":\"user-42@example.com\"}");
+    expect_json(doc, "requestMetadata", "{\"user\":\"user-42@example.com\"}");
     CU_ASSERT_EQUAL(json_object_size(doc), 6);
     json_decref(doc);
     drv_request_free(&rq);
@@ -748,9 +719,9 @@ static void test_build_variants(void)
     check_signature(&rq, "AKID2", "SECRET2", NULL, "eu-west-3");
     CU_ASSERT_PTR_NOT_NULL(strstr(header(&rq, "Authorization"), "/eu-west-3/bedrock/aws4_request"));
     json_t *doc = json_loadb(rq.body, rq.body_len, 0, NULL);
-    assert_json(doc, "toolConfig.toolChoice", "{\"any\":{}}");
-    assert_json(doc, "inferenceConfig.maxTokens", "7096");
-    assert_json(doc, "additionalModelRequestFields",
+    expect_json(doc, "toolConfig.toolChoice", "{\"any\":{}}");
+    expect_json(doc, "inferenceConfig.maxTokens", "7096");
+    expect_json(doc, "additionalModelRequestFields",
                 "{\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":3000}}");
     CU_ASSERT_PTR_NULL(json_object_get(doc, "requestMetadata"));
     json_decref(doc);
@@ -769,7 +740,7 @@ static void test_build_variants(void)
     CU_ASSERT_STRING_EQUAL(header(&rq, "Host"), "127.0.0.1:19551");
     check_signature(&rq, "AK", "SK", NULL, "us-east-1");
     doc = json_loadb(rq.body, rq.body_len, 0, NULL);
-    assert_json(doc, "toolConfig.toolChoice", "{\"auto\":{}}");
+    expect_json(doc, "toolConfig.toolChoice", "{\"auto\":{}}");
     CU_ASSERT_PTR_NULL(json_object_get(doc, "additionalModelRequestFields"));
     CU_ASSERT_PTR_NULL(jget(doc, "inferenceConfig.maxTokens"));
     json_decref(doc);

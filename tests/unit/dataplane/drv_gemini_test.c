@@ -14,6 +14,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
+#include "json_path.h"
 
 /* ---------------------------------------------------------------- harness */
 
@@ -376,31 +377,6 @@ static int has_header(const struct drv_request *q, const char *line)
     return 0;
 }
 
-/* Path lookup: "a.b.0.c" (numbers index arrays). */
-static json_t *at(json_t *j, const char *path)
-{
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && j; k = strtok_r(NULL, ".", &save))
-        j = json_is_array(j) ? json_array_get(j, strtoul(k, NULL, 10)) : json_object_get(j, k);
-    return j;
-}
-
-static void expect_json(json_t *doc, const char *path, const char *want)
-{
-    json_t *w = json_loads(want, JSON_DECODE_ANY, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-    json_t *got = at(doc, path);
-    int eq = json_equal(got, w);
-    CU_ASSERT(eq);
-    if (!eq) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        fprintf(stderr, "\n%s: got %s, want %s\n", path, g ? g : "(absent)", want);
-        free(g);
-    }
-    json_decref(w);
-}
-
 static json_t *build(struct fixture *f, struct drv_request *q, struct canon_err *err, int *rc)
 {
     memset(q, 0, sizeof(*q));
@@ -485,7 +461,7 @@ static void test_build_chat(void)
     expect_json(doc, "contents.1.parts.2.thoughtSignature", "\"skip_thought_signature_validator\"");
     expect_json(doc, "toolConfig", "{\"functionCallingConfig\":{\"mode\":\"ANY\"}}");
     expect_json(doc, "generationConfig.responseMimeType", "\"application/json\"");
-    CU_ASSERT_PTR_NULL(at(doc, "generationConfig.responseJsonSchema"));
+    CU_ASSERT_PTR_NULL(jget(doc, "generationConfig.responseJsonSchema"));
     expect_json(doc, "generationConfig.thinkingConfig",
                 "{\"thinkingBudget\":2000,\"includeThoughts\":true}");
     json_decref(doc);
@@ -500,7 +476,7 @@ static void test_build_chat(void)
     f.r->format = CANON_FMT_TEXT;
     doc = build(&f, &q, &err, &rc);
     CU_ASSERT_EQUAL_FATAL(rc, GW_OK);
-    CU_ASSERT_PTR_NULL(at(doc, "contents.1.parts.1.thoughtSignature"));
+    CU_ASSERT_PTR_NULL(jget(doc, "contents.1.parts.1.thoughtSignature"));
     expect_json(doc, "toolConfig", "{\"functionCallingConfig\":{\"mode\":\"NONE\"}}");
     expect_json(doc, "generationConfig.responseMimeType", "\"text/plain\"");
     expect_json(doc, "generationConfig.thinkingConfig",

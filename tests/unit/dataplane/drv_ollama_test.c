@@ -15,6 +15,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
+#include "json_path.h"
 
 /* ---------------------------------------------------------------- harness */
 
@@ -343,30 +344,6 @@ static int has_header(const struct drv_request *q, const char *prefix)
         if (strncmp(l->data, prefix, strlen(prefix)) == 0)
             return 1;
     return 0;
-}
-
-static json_t *at(json_t *j, const char *path)
-{
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && j; k = strtok_r(NULL, ".", &save))
-        j = json_is_array(j) ? json_array_get(j, strtoul(k, NULL, 10)) : json_object_get(j, k);
-    return j;
-}
-
-static void expect_json(json_t *doc, const char *path, const char *want)
-{
-    json_t *w = json_loads(want, JSON_DECODE_ANY, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-    json_t *got = at(doc, path);
-    int eq = json_equal(got, w);
-    CU_ASSERT(eq);
-    if (!eq) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        fprintf(stderr, "\n%s: got %s, want %s\n", path, g ? g : "(absent)", want);
-        free(g);
-    }
-    json_decref(w);
 }
 
 static json_t *build(struct fixture *f, struct drv_request *q, struct canon_err *err, int *rc)

@@ -13,6 +13,7 @@
 #include "dp_snapshot.h"
 #include "gw_buf.h"
 #include "gw_error.h"
+#include "json_path.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -28,30 +29,6 @@ static struct canon_req *parse_text(const char *text, struct canon_err *err, int
     memset(err, 0, sizeof(*err));
     *rc = fc_anthropic.parse(r, err);
     return r;
-}
-
-static json_t *jget(json_t *doc, const char *path)
-{
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", path);
-    json_t *cur = doc;
-    for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, ".")) {
-        if (json_is_array(cur))
-            cur = json_array_get(cur, (size_t)atoi(tok));
-        else
-            cur = json_object_get(cur, tok);
-    }
-    return cur;
-}
-
-static const char *jstr(json_t *doc, const char *path)
-{
-    return json_string_value(jget(doc, path));
-}
-
-static long long jint(json_t *doc, const char *path)
-{
-    return json_integer_value(jget(doc, path));
 }
 
 /* --------------------------------------------------------------- parse */
