@@ -13,6 +13,7 @@
 #include "canon_record.h"
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_refusal.h"
 #include "gw_error.h"
 #include "json_path.h"
 
@@ -531,50 +532,33 @@ static void test_build_chat(void)
     fixture_free(&f);
 }
 
-static void expect_refusal(struct fixture *f, const char *param, const char *needle)
-{
-    struct drv_request q;
-    struct canon_err err;
-    int rc;
-    json_t *doc = build(f, &q, &err, &rc);
-    CU_ASSERT_PTR_NULL(doc);
-    json_decref(doc);
-    CU_ASSERT_EQUAL(rc, GW_EINVAL);
-    CU_ASSERT_EQUAL(err.status, 400);
-    CU_ASSERT_STRING_EQUAL(err.param, param);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.message, needle));
-    if (!strstr(err.message, needle))
-        fprintf(stderr, "\nmessage: %s\n", err.message);
-    drv_request_free(&q);
-}
-
 static void test_refusals(void)
 {
     struct fixture f;
     fixture_init(&f, "gemini-2.5-flash");
     f.u1[1].url = "https://example.com/cat.png";
-    expect_refusal(&f, "messages", "http(s) URL");
+    expect_refusal(&drv_gemini, &f.t, f.r, "messages", "http(s) URL");
     f.u1[1].url = NULL;
 
     f.u2[1].id = "call_zzz";
-    expect_refusal(&f, "messages", "call_zzz");
+    expect_refusal(&drv_gemini, &f.t, f.r, "messages", "call_zzz");
     f.u2[1].id = "call_a";
 
     struct canon_part img = {.type = CANON_PART_IMAGE, .media_type = "image/png", .data = "AA=="};
     f.u2[1].content = &img;
-    expect_refusal(&f, "messages", "only text in tool results");
+    expect_refusal(&drv_gemini, &f.t, f.r, "messages", "only text in tool results");
     f.u2[1].content = &f.res_ok;
 
     f.a1[3].arguments = "[1]";
-    expect_refusal(&f, "messages", "JSON object");
+    expect_refusal(&drv_gemini, &f.t, f.r, "messages", "JSON object");
     f.a1[3].arguments = "{}";
 
     f.msgs[1].role = CANON_ROLE_SYSTEM;
-    expect_refusal(&f, "messages", "system");
+    expect_refusal(&drv_gemini, &f.t, f.r, "messages", "system");
     f.msgs[1].role = CANON_ROLE_ASSISTANT;
 
     f.r->parallel_tool_calls = 0;
-    expect_refusal(&f, "parallel_tool_calls", "false");
+    expect_refusal(&drv_gemini, &f.t, f.r, "parallel_tool_calls", "false");
     f.r->parallel_tool_calls = -1;
 
     /* The facade's own names for fields are used. */
@@ -582,7 +566,7 @@ static void test_refusals(void)
                                                          "tool_choice.disable_parallel_tool_use"};
     f.r->field_names = names;
     f.r->parallel_tool_calls = 0;
-    expect_refusal(&f, "tool_choice.disable_parallel_tool_use", "false");
+    expect_refusal(&drv_gemini, &f.t, f.r, "tool_choice.disable_parallel_tool_use", "false");
     fixture_free(&f);
 }
 

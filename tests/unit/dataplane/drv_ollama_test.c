@@ -14,6 +14,7 @@
 #include "canon_record.h"
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_refusal.h"
 #include "gw_error.h"
 #include "json_path.h"
 
@@ -454,62 +455,45 @@ static void test_build_chat(void)
     fixture_free(&f);
 }
 
-static void expect_refusal(struct fixture *f, const char *param, const char *needle)
-{
-    struct drv_request q;
-    struct canon_err err;
-    int rc;
-    json_t *doc = build(f, &q, &err, &rc);
-    CU_ASSERT_PTR_NULL(doc);
-    json_decref(doc);
-    CU_ASSERT_EQUAL(rc, GW_EINVAL);
-    CU_ASSERT_EQUAL(err.status, 400);
-    CU_ASSERT_STRING_EQUAL(err.param, param);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.message, needle));
-    if (!strstr(err.message, needle))
-        fprintf(stderr, "\nmessage: %s\n", err.message);
-    drv_request_free(&q);
-}
-
 static void test_refusals(void)
 {
     struct fixture f;
     fixture_init(&f);
     f.r->tool_choice = CANON_TC_REQUIRED;
-    expect_refusal(&f, "tool_choice", "tool choice");
+    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "tool choice");
     f.r->tool_choice = CANON_TC_NONE;
-    expect_refusal(&f, "tool_choice", "tool choice");
+    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "tool choice");
     f.r->tool_choice = CANON_TC_NAMED;
     f.r->tool_choice_name = "get_weather";
-    expect_refusal(&f, "tool_choice", "tool choice");
+    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "tool choice");
     f.r->tool_choice = CANON_TC_AUTO;
 
     f.r->parallel_tool_calls = 0;
-    expect_refusal(&f, "parallel_tool_calls", "false");
+    expect_refusal(&drv_ollama, &f.t, f.r, "parallel_tool_calls", "false");
     f.r->parallel_tool_calls = 1;
 
     f.u1[1].url = "https://example.com/cat.png";
-    expect_refusal(&f, "messages", "http(s) URL");
+    expect_refusal(&drv_ollama, &f.t, f.r, "messages", "http(s) URL");
     f.u1[1].url = NULL;
 
     f.u2[2].id = "call_nope";
-    expect_refusal(&f, "messages", "call_nope");
+    expect_refusal(&drv_ollama, &f.t, f.r, "messages", "call_nope");
     f.u2[2].id = "call_b";
 
     f.u2[0].content = &f.u1[1];
     f.u2[0].ncontent = 1;
-    expect_refusal(&f, "messages", "only text in tool results");
+    expect_refusal(&drv_ollama, &f.t, f.r, "messages", "only text in tool results");
     f.u2[0].content = f.res_ok;
     f.u2[0].ncontent = 2;
 
     f.a1[3].arguments = "\"x\"";
-    expect_refusal(&f, "messages", "JSON object");
+    expect_refusal(&drv_ollama, &f.t, f.r, "messages", "JSON object");
     f.a1[3].arguments = "{}";
 
     static const char *const names[CANON_F_COUNT] = {[CANON_F_TOOL_CHOICE] = "tool_choice.type"};
     f.r->field_names = names;
     f.r->tool_choice = CANON_TC_REQUIRED;
-    expect_refusal(&f, "tool_choice.type", "tool choice");
+    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice.type", "tool choice");
     fixture_free(&f);
 }
 
