@@ -23,7 +23,10 @@
  *                  opaque data) is not sent.
  *   tools          OpenAI-style function tools; "strict" has no Ollama
  *                  counterpart and is not sent
- *   tool_choice    Ollama has none: only auto (or unset) is accepted
+ *   tool_choice    Ollama has none: auto (or unset) is its behaviour, and
+ *                  "none" is honoured by offering no tools (a model cannot
+ *                  call what it is not offered); required or a named tool
+ *                  cannot be forced and are refused
  *   parallel_tool_calls  false is refused (no switch either)
  *   sampling       options{num_predict, temperature, top_p, top_k, stop,
  *                  seed, presence_penalty, frequency_penalty}
@@ -215,9 +218,10 @@ static json_t *options_of(const struct canon_req *r)
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
-    if (r->tool_choice != CANON_TC_UNSET && r->tool_choice != CANON_TC_AUTO) {
+    if (r->tool_choice != CANON_TC_UNSET && r->tool_choice != CANON_TC_AUTO &&
+        r->tool_choice != CANON_TC_NONE) {
         canon_err_set(err, 400, canon_field_name(r, CANON_F_TOOL_CHOICE), "unsupported_parameter",
-                      "%s: Ollama has no tool choice; only auto is supported",
+                      "%s: Ollama cannot force a tool call; only auto and none are supported",
                       canon_field_name(r, CANON_F_TOOL_CHOICE));
         return GW_EINVAL;
     }
@@ -256,7 +260,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     }
     for (size_t i = 0; rc == GW_OK && i < r->nmessages; i++)
         rc = add_message(r, msgs, i, err);
-    if (rc == GW_OK && r->ntools) {
+    if (rc == GW_OK && r->ntools && r->tool_choice != CANON_TC_NONE) {
         json_t *tools = json_array();
         for (size_t i = 0; tools && i < r->ntools; i++) {
             const struct canon_tool *tl = &r->tools[i];

@@ -171,6 +171,16 @@ describe('OpenAI chat facade through every driver', () => {
     assert.equal(r.headers['retry-after'], '1', JSON.stringify(r.headers));
   });
 
+  test('ollama honours tool_choice none by offering no tools', T, async () => {
+    const rid = h.randomId('olla-none');
+    const r = await post('/v1/chat/completions', {
+      model: 'olla/mock-llama', messages: [{ role: 'user', content: 'x' }], tools: OAI_TOOLS, tool_choice: 'none',
+    }, { 'x-request-id': rid });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].message.content, h.mockText(8));
+    assert.equal((await mock.usageFor(rid)).seen.tools, 0);
+  });
+
   test('reasoning reaches the client as reasoning_content, with reasoning tokens', T, async () => {
     const r = await post('/v1/chat/completions', {
       model: 'claude/mock-claude#reasoning=3', messages: [{ role: 'user', content: 'think' }], max_tokens: 100,

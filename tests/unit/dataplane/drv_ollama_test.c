@@ -460,12 +460,21 @@ static void test_refusals(void)
     struct fixture f;
     fixture_init(&f);
     f.r->tool_choice = CANON_TC_REQUIRED;
-    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "tool choice");
-    f.r->tool_choice = CANON_TC_NONE;
-    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "tool choice");
+    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "force a tool call");
     f.r->tool_choice = CANON_TC_NAMED;
     f.r->tool_choice_name = "get_weather";
-    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "tool choice");
+    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice", "force a tool call");
+    /* none is honoured: no tools are offered. */
+    f.r->tool_choice = CANON_TC_NONE;
+    struct drv_request q;
+    struct canon_err err;
+    int rc;
+    json_t *doc = build(&f, &q, &err, &rc);
+    CU_ASSERT_EQUAL(rc, GW_OK);
+    CU_ASSERT_PTR_NOT_NULL(doc);
+    CU_ASSERT_PTR_NULL(json_object_get(doc, "tools"));
+    json_decref(doc);
+    drv_request_free(&q);
     f.r->tool_choice = CANON_TC_AUTO;
 
     f.r->parallel_tool_calls = 0;
@@ -493,7 +502,7 @@ static void test_refusals(void)
     static const char *const names[CANON_F_COUNT] = {[CANON_F_TOOL_CHOICE] = "tool_choice.type"};
     f.r->field_names = names;
     f.r->tool_choice = CANON_TC_REQUIRED;
-    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice.type", "tool choice");
+    expect_refusal(&drv_ollama, &f.t, f.r, "tool_choice.type", "force a tool call");
     fixture_free(&f);
 }
 
