@@ -21,7 +21,7 @@
 #include "gw_json.h"
 #include "mock.h"
 
-static const char *stop_reason(const struct mock_call *c)
+const char *mock_anthropic_stop_reason(const struct mock_call *c)
 {
     if (c->f.empty)
         return "end_turn";
@@ -181,8 +181,8 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
         rc |= mock_append_tokens(b, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"}");
     }
-    rc |= gw_buf_printf(
-        b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":", stop_reason(c));
+    rc |= gw_buf_printf(b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":",
+                        mock_anthropic_stop_reason(c));
     rc |= append_usage(b, c, mock_call_output_tokens(c));
     rc |= gw_buf_appends(b, "}");
     return rc ? GW_ELIMIT : 0;
@@ -350,7 +350,7 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
                                 "\"usage\":{\"input_tokens\":%d,"
                                 "\"cache_creation_input_tokens\":%d,"
                                 "\"cache_read_input_tokens\":%d,\"output_tokens\":%d}}\n\n",
-                                stop_reason(c), uncached_input(c),
+                                mock_anthropic_stop_reason(c), uncached_input(c),
                                 c->cache_write + c->cache_write_1h, c->cache_read, c->billed);
             c->phase = A_MSG_STOP;
             kind = MOCK_FRAME_POST;

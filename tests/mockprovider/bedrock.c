@@ -201,20 +201,6 @@ static const char *converse_parse(struct mock_call *c, json_t *root)
 
 /* ---- shared pieces ---- */
 
-static const char *stop_reason(const struct mock_call *c)
-{
-    if (c->f.empty)
-        return "end_turn";
-    switch (c->finish) {
-    case MOCK_FINISH_LENGTH:
-        return "max_tokens";
-    case MOCK_FINISH_TOOLS:
-        return "tool_use";
-    default:
-        return "end_turn";
-    }
-}
-
 static long long latency_ms(const struct mock_call *c)
 {
     struct timespec ts;
@@ -273,7 +259,7 @@ static int converse_body(struct mock_call *c, struct gw_buf *b)
         rc |= mock_append_tokens(b, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"}");
     }
-    rc |= gw_buf_printf(b, "]}},\"stopReason\":\"%s\",\"usage\":", stop_reason(c));
+    rc |= gw_buf_printf(b, "]}},\"stopReason\":\"%s\",\"usage\":", mock_anthropic_stop_reason(c));
     rc |= append_usage(b, c, mock_call_output_tokens(c));
     rc |= gw_buf_printf(b, ",\"metrics\":{\"latencyMs\":%lld}}", latency_ms(c));
     return rc ? GW_ELIMIT : 0;
@@ -464,7 +450,7 @@ static enum mock_frame converse_frame(struct mock_call *c, struct gw_buf *out)
             break;
         case B_MSG_STOP:
             rc |= es_begin(out, "messageStop", &start, &hlen);
-            rc |= gw_buf_printf(out, "{\"stopReason\":\"%s\"", stop_reason(c));
+            rc |= gw_buf_printf(out, "{\"stopReason\":\"%s\"", mock_anthropic_stop_reason(c));
             c->phase = B_META;
             kind = MOCK_FRAME_POST;
             break;

@@ -330,6 +330,9 @@ const char *mock_query_param(const char *query, const char *name, size_t *vlen);
  * null). The Bedrock one also says its x-amzn-ErrorType through *type. */
 int mock_openai_error_body(struct gw_buf *b, int status, const char *message, const char *code);
 int mock_anthropic_error_body(struct gw_buf *b, int status, const char *message, uint64_t n);
+/* Anthropic's stop_reason for the call (Bedrock's stopReason uses the same
+ * words). */
+const char *mock_anthropic_stop_reason(const struct mock_call *c);
 int mock_bedrock_error_body(struct gw_buf *b, int status, const char *message, const char **type);
 int mock_gemini_error_body(struct gw_buf *b, int status, const char *message, int retry_after);
 int mock_ollama_error_body(struct gw_buf *b, int status, const char *message);
