@@ -352,7 +352,7 @@ struct canon_embed_resp {
     size_t nvec;
     size_t dim;
     struct canon_usage usage;
-    char model[128];
+    char model[128]; /* the model that answered, "" when not said */
 };
 
 void canon_embed_resp_free(struct canon_embed_resp *e);

@@ -289,11 +289,6 @@ static int commit_stream(struct dp_attempt *a)
 
 /* ---------------------------------------------------------------- events */
 
-static int answer_has_content(const struct dp_attempt *a)
-{
-    return a->committed;
-}
-
 static struct fc_ctx make_ctx(struct dp_attempt *a)
 {
     struct fc_ctx ctx = {.request_id = a->request_id,
@@ -351,7 +346,7 @@ static void finish_answer(struct dp_attempt *a, const struct canon_event *ev)
     a->have_stop = 1;
     if (!a->req)
         return;
-    if (!answer_has_content(a)) {
+    if (!a->committed) { /* no content event: no answer */
         struct canon_event e = {.type = CANON_EV_ERROR,
                                 .failure = CANON_FAIL_EMPTY_OUTPUT,
                                 .message = "the provider's answer had no content"};
@@ -820,9 +815,17 @@ static int check_caps(const struct canon_req *r, const struct dp_provider *p, st
 
 /* The end of starting an attempt: its upstream request built (rc GW_OK) is
  * sent; refused (GW_EINVAL: err, the client's 400, counted as refused for
- * reason cls); anything else is the gateway's 500. */
+ * reason cls, or, with a 5xx status, the provider's configuration at fault);
+ * anything else is the gateway's 500. */
 static void launch(struct dp_attempt *a, int rc, const char *cls, const struct canon_err *err)
 {
+    if (rc == GW_EINVAL && err->status >= 500) {
+        set_failure(a, "provider_misconfigured", NULL);
+        a->terminal = 1;
+        reply_error(a, err->status, "api_error", NULL, err->code, err->message);
+        attempt_end(a);
+        return;
+    }
     if (rc == GW_EINVAL) {
         set_failure(a, "refused", cls);
         a->terminal = 1;
@@ -889,14 +892,6 @@ void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_sn
     rc = check_caps(cr, t.provider, &err);
     if (rc == GW_OK)
         rc = d->build_chat(&dt, cr, &a->dreq, &err);
-    if (rc == GW_EINVAL && err.status >= 500) {
-        /* The provider's configuration, not the request, is wrong. */
-        set_failure(a, "provider_misconfigured", NULL);
-        a->terminal = 1;
-        reply_error(a, err.status, "api_error", NULL, err.code, err.message);
-        attempt_end(a);
-        return;
-    }
     if (rc == GW_OK && !(a->parser = d->parser_new(a->dreq.stream)))
         rc = GW_ENOMEM;
     launch(a, rc, "unsupported_input", &err);
@@ -1010,8 +1005,11 @@ static int render_embed(struct dp_attempt *a, const struct canon_embed_resp *e, 
     }
     if (rc == GW_OK)
         rc = gw_buf_appends(o, "],\"model\":");
+    /* The model that answered, as for chat; the target's when the provider
+     * does not say. */
+    const char *model = e->model[0] ? e->model : a->t.model;
     if (rc == GW_OK)
-        rc = gw_json_escape(o, a->t.model, strlen(a->t.model));
+        rc = gw_json_escape(o, model, strlen(model));
     if (rc == GW_OK)
         rc = gw_buf_printf(o, ",\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld}}",
                            (long long)e->usage.input, (long long)e->usage.input);
@@ -1087,11 +1085,12 @@ void dp_exchange_embed(struct dp_worker *w, struct gw_http_req *req, struct dp_s
     a->ereq.model = a->t.model;
     if (rc == GW_OK)
         rc = d->build_embed(&dt, &a->ereq, &a->dreq, &err);
-    /* The inputs point into root: build_embed has copied them. */
+    /* The inputs point into root, and build_embed has copied them: only
+     * their count is kept, to check the answer against. */
     json_decref(root);
+    free(a->ereq.inputs);
+    a->ereq.inputs = NULL;
     a->ereq.user = NULL;
-    for (size_t i = 0; i < a->ereq.ninputs; i++)
-        a->ereq.inputs[i] = NULL;
     launch(a, rc, "bad_request", &err);
 }
 
