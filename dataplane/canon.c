@@ -31,25 +31,30 @@ const char *canon_stop_name(enum canon_stop s)
     return (unsigned)s < sizeof(stop_names) / sizeof(*stop_names) ? stop_names[s] : "end";
 }
 
+/* The closed taxonomy and what each class decides. Retrying the same
+ * target helps with what passes (a timeout, a dropped connection, a 5xx,
+ * a rate limit, an overloaded model, an empty answer); not with a spent
+ * quota, refused credentials, or a request this model cannot take. */
 static const struct {
     const char *name;
     int status;
+    unsigned char advances, counts, retries;
 } failures[CANON_FAIL_COUNT] = {
-    [CANON_FAIL_TIMEOUT] = {"timeout", 504},
-    [CANON_FAIL_NETWORK] = {"network", 502},
-    [CANON_FAIL_PROVIDER_5XX] = {"provider_5xx", 502},
-    [CANON_FAIL_RATE_LIMITED] = {"rate_limited", 429},
-    [CANON_FAIL_MODEL_UNAVAILABLE] = {"model_unavailable", 503},
-    [CANON_FAIL_QUOTA_EXHAUSTED] = {"quota_exhausted", 429},
-    [CANON_FAIL_AUTH_FAILED] = {"auth_failed", 502},
-    [CANON_FAIL_EMPTY_OUTPUT] = {"empty_output", 502},
-    [CANON_FAIL_CONTEXT_OVERFLOW] = {"context_overflow", 400},
-    [CANON_FAIL_UNSUPPORTED_INPUT] = {"unsupported_input", 400},
-    [CANON_FAIL_BAD_REQUEST] = {"bad_request", 400},
-    [CANON_FAIL_NOT_FOUND] = {"not_found", 404},
-    [CANON_FAIL_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413},
-    [CANON_FAIL_CONTENT_FILTERED] = {"content_filtered", 400},
-    [CANON_FAIL_CANCELED] = {"canceled", 499},
+    [CANON_FAIL_TIMEOUT] = {"timeout", 504, 1, 1, 1},
+    [CANON_FAIL_NETWORK] = {"network", 502, 1, 1, 1},
+    [CANON_FAIL_PROVIDER_5XX] = {"provider_5xx", 502, 1, 1, 1},
+    [CANON_FAIL_RATE_LIMITED] = {"rate_limited", 429, 1, 1, 1},
+    [CANON_FAIL_MODEL_UNAVAILABLE] = {"model_unavailable", 503, 1, 1, 1},
+    [CANON_FAIL_QUOTA_EXHAUSTED] = {"quota_exhausted", 429, 1, 1, 0},
+    [CANON_FAIL_AUTH_FAILED] = {"auth_failed", 502, 1, 1, 0},
+    [CANON_FAIL_EMPTY_OUTPUT] = {"empty_output", 502, 1, 1, 1},
+    [CANON_FAIL_CONTEXT_OVERFLOW] = {"context_overflow", 400, 1, 0, 0},
+    [CANON_FAIL_UNSUPPORTED_INPUT] = {"unsupported_input", 400, 1, 0, 0},
+    [CANON_FAIL_BAD_REQUEST] = {"bad_request", 400, 0, 0, 0},
+    [CANON_FAIL_NOT_FOUND] = {"not_found", 404, 0, 0, 0},
+    [CANON_FAIL_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413, 0, 0, 0},
+    [CANON_FAIL_CONTENT_FILTERED] = {"content_filtered", 400, 0, 0, 0},
+    [CANON_FAIL_CANCELED] = {"canceled", 499, 0, 0, 0},
 };
 
 const char *canon_failure_name(enum canon_failure f)
@@ -60,6 +65,21 @@ const char *canon_failure_name(enum canon_failure f)
 int canon_failure_status(enum canon_failure f)
 {
     return (unsigned)f < CANON_FAIL_COUNT ? failures[f].status : 502;
+}
+
+int canon_failure_advances(enum canon_failure f)
+{
+    return (unsigned)f < CANON_FAIL_COUNT && failures[f].advances;
+}
+
+int canon_failure_counts(enum canon_failure f)
+{
+    return (unsigned)f < CANON_FAIL_COUNT && failures[f].counts;
+}
+
+int canon_failure_retries(enum canon_failure f)
+{
+    return (unsigned)f < CANON_FAIL_COUNT && failures[f].retries;
 }
 
 int canon_emit(const struct canon_sink *s, const struct canon_event *ev)

@@ -127,6 +127,13 @@ const char *canon_stop_name(enum canon_stop s);       /* "end", "max_tokens", ..
 const char *canon_failure_name(enum canon_failure f); /* "timeout", ... */
 /* The HTTP status a client gets for a failure before its answer started. */
 int canon_failure_status(enum canon_failure f);
+/* What the class decides (ARCHITECTURE's table, docs/canonical.md):
+ * whether the next candidate may succeed where this one failed; whether it
+ * counts against the target's health (its breaker); whether trying the
+ * same target again may help. */
+int canon_failure_advances(enum canon_failure f);
+int canon_failure_counts(enum canon_failure f);
+int canon_failure_retries(enum canon_failure f);
 
 /* --------------------------------------------------------------- events */
 

@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gw_pool.h"
 
@@ -43,16 +44,40 @@ struct dp_provider {
 struct dp_route_entry {
     const struct dp_provider *provider;
     const char *model;
+    unsigned weight; /* weighted strategy: share of primaries (default 1; 0: fallback only) */
+    int high_cost;   /* may be a primary, never a fallback */
+    int tier;        /* auto strategy: lower tiers first (0..9, default 0) */
+};
+
+enum dp_strategy {
+    DP_STRATEGY_ORDERED,  /* as written */
+    DP_STRATEGY_PRICE,    /* cheapest declared price first, success rate weighing in */
+    DP_STRATEGY_LATENCY,  /* fastest observed time to first byte first, likewise */
+    DP_STRATEGY_AUTO,     /* by tier, then price and latency together */
+    DP_STRATEGY_WEIGHTED, /* the primary drawn by weight, deterministic per request id */
 };
 
 struct dp_route {
     const char *name;
     const char **aliases;
     size_t naliases;
-    const char *capability;
-    const char *strategy;
+    const char *role;       /* "default", "summarize", "embedding", "vision", or NULL */
+    const char *capability; /* "chat", "embeddings", "vision" */
+    enum dp_strategy strategy;
     struct dp_route_entry *entries;
-    size_t nentries;
+    size_t nentries;      /* 1..DP_MAX_CANDIDATES (dp_router.h) */
+    uint64_t fingerprint; /* changes whenever the route's content does (stickiness) */
+};
+
+/* What the model catalog declares about a target. */
+struct dp_catalog_entry {
+    const char *provider; /* NULL: any provider serving this model id */
+    const char *model;
+    long long context_window; /* max input tokens; 0 unknown */
+    unsigned caps;            /* DRV_CAP_*; meaningful when has_caps */
+    int has_caps;
+    long long input_price;  /* picodollars per input token; -1 unknown */
+    long long output_price; /* picodollars per output token; -1 unknown */
 };
 
 struct dp_key {
@@ -60,6 +85,13 @@ struct dp_key {
     char hash[65];      /* sha256 hex of the plaintext */
     const char *status; /* "active", "disabled", ... */
     const char *team;
+    /* Allowlists; NULL means any. */
+    const char **allow_routes;
+    size_t nallow_routes;
+    const char **allow_providers;
+    size_t nallow_providers;
+    const char **allow_models; /* "provider/model" or a bare model id */
+    size_t nallow_models;
 };
 
 struct dp_snapshot {
@@ -70,6 +102,8 @@ struct dp_snapshot {
     size_t nroutes;
     struct dp_key *keys;
     size_t nkeys;
+    struct dp_catalog_entry *catalog;
+    size_t ncatalog;
     struct gw_pool *pool; /* owns everything above */
     int refs;             /* atomic */
 };
@@ -111,6 +145,11 @@ struct dp_snapshot *dp_snapshot_acquire(void);
  * (t->route is set for the error message).
  */
 int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struct dp_target *t);
+
+/* The catalog entry for provider/model: the provider's own, else one for
+ * any provider; NULL when the catalog says nothing. */
+const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
+                                                   const char *provider, const char *model);
 
 /* The key whose hash is sha256(plaintext), or NULL. */
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,

@@ -1,0 +1,127 @@
+/*
+ * dp_router: turns a request's model selector into an ordered list of
+ * candidate targets, and records every target it skipped and why.
+ *
+ * Selectors, in this order:
+ *   - a route name or alias ("fast", "smart");
+ *   - a role ("default", "summarize", "embedding", "vision"): the route that
+ *     declares it (at most one per role);
+ *   - "provider/model": one target (retries, no failover);
+ *   - a bare model id: resolves when exactly one eligible target in the
+ *     snapshot's routes carries it; several is an error, never a guess.
+ *
+ * Order: the route's strategy (ordered, price, latency, auto, weighted),
+ * then an affinity key rotates the start, then a session's sticky provider
+ * moves first. Filters, per target and in this order (the first that fails
+ * is the skip reason): allowed for the key; capable (driver and catalog
+ * capabilities, context length, embeddings keep one model); enabled and
+ * healthy (provider enabled, credential resolved, breaker not open, fleet
+ * not down, no high-cost entry after the head of the order).
+ *
+ * Nothing here blocks or allocates on the heap except the sticky table.
+ */
+#ifndef DP_ROUTER_H
+#define DP_ROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dp_snapshot.h"
+
+struct canon_req;
+struct dp_breakers;
+
+/* A route has at most this many entries (dp_snapshot enforces it). */
+#define DP_MAX_CANDIDATES 32
+
+enum dp_skip_reason {
+    DP_SKIP_NOT_ALLOWED,        /* the key's allowlists exclude it */
+    DP_SKIP_INCAPABLE,          /* the driver (or provider options) lacks a capability */
+    DP_SKIP_CATALOG,            /* the catalog says the model lacks a capability */
+    DP_SKIP_CONTEXT,            /* the estimated input exceeds the catalog context window */
+    DP_SKIP_OTHER_MODEL,        /* embeddings: not the primary's model */
+    DP_SKIP_DISABLED,           /* the provider is disabled */
+    DP_SKIP_NO_CREDENTIAL,      /* its credential_ref did not resolve */
+    DP_SKIP_BREAKER_OPEN,       /* this process's breaker */
+    DP_SKIP_FLEET_DOWN,         /* the fleet health view (control plane) */
+    DP_SKIP_HIGH_COST_FALLBACK, /* high_cost entry not at the head of the order */
+    DP_SKIP_COUNT
+};
+const char *dp_skip_name(enum dp_skip_reason r); /* "not_allowed", "breaker_open", ... */
+
+/* Why nothing is left (ncands == 0). */
+enum dp_no_route {
+    DP_NOROUTE_NONE = 0,       /* there are candidates */
+    DP_NOROUTE_NOT_CONFIGURED, /* 404 model_not_found: nothing by that name */
+    DP_NOROUTE_INVALID,        /* 400 invalid_model: not a plausible selector */
+    DP_NOROUTE_AMBIGUOUS,      /* 400 ambiguous_model: a bare id several targets carry */
+    DP_NOROUTE_NONE_ALLOWED,   /* 403 model_not_allowed */
+    DP_NOROUTE_NONE_CAPABLE,   /* 400 no_capable_target */
+    DP_NOROUTE_NONE_HEALTHY,   /* 503 no_healthy_target: none enabled or healthy */
+};
+int dp_no_route_status(enum dp_no_route c);
+const char *dp_no_route_code(enum dp_no_route c);
+
+/* What a request needs from a target. */
+struct dp_needs {
+    int embeddings;       /* 0: chat */
+    unsigned caps;        /* DRV_CAP_* besides chat/embeddings: tools, vision, ... */
+    long long est_tokens; /* estimated input tokens (0: unknown) */
+};
+/* Derives the needs of a chat request. */
+void dp_needs_of(const struct canon_req *r, struct dp_needs *n);
+
+struct dp_route_ctx {
+    const struct dp_key *key;     /* NULL: no key (open gateway), everything allowed */
+    const char *request_id;       /* weighted strategy: the split is a hash of it */
+    const char *session;          /* X-LLMGW-Session-Id, or NULL */
+    const char *affinity;         /* X-LLMGW-Affinity-Key, or NULL */
+    struct dp_breakers *breakers; /* NULL: no breaker filtering or scoring */
+    int64_t now_us;
+};
+
+struct dp_candidate {
+    const struct dp_provider *provider;
+    const char *model;                  /* points into the snapshot, or the selector */
+    const struct dp_route_entry *entry; /* NULL for an exact or bare selector */
+};
+
+struct dp_skip {
+    const struct dp_provider *provider;
+    const char *model;
+    enum dp_skip_reason reason;
+    unsigned missing; /* INCAPABLE/CATALOG: the DRV_CAP_* bits lacking */
+    char detail[128]; /* a sentence for people */
+};
+
+struct dp_plan {
+    const struct dp_route *route; /* NULL for an exact or bare selector */
+    const char *via;              /* "route", "alias", "role", "exact", "model" */
+    struct dp_candidate cands[DP_MAX_CANDIDATES];
+    size_t ncands;
+    struct dp_skip skips[DP_MAX_CANDIDATES];
+    size_t nskips;
+    enum dp_no_route cause;
+    char message[512]; /* when cause != NONE: names every skipped candidate */
+};
+
+/*
+ * Plans a request. Returns GW_OK (plan->ncands > 0, or 0 with plan->cause
+ * and plan->message set). The plan points into s and into selector, which
+ * must outlive it.
+ */
+int dp_router_plan(const struct dp_snapshot *s, const char *selector, const struct dp_needs *n,
+                   const struct dp_route_ctx *ctx, struct dp_plan *plan);
+
+/* The skips as a JSON array text ([{"provider","model","reason","detail"}]),
+ * appended to out. */
+struct gw_buf;
+int dp_plan_skips_json(const struct dp_plan *plan, struct gw_buf *out);
+
+/* Stickiness: remembers that provider served this session on this route
+ * (process-wide, bounded, entries expire after an hour; a route whose
+ * fingerprint changed forgets them). */
+void dp_router_sticky_set(const struct dp_route *route, const char *session,
+                          const struct dp_provider *provider, int64_t now_us);
+
+#endif
