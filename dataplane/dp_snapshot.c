@@ -241,9 +241,22 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     }
     r->name = req_str(b, o, "name", where);
     r->capability = opt_str(b, o, "capability", where, "chat");
-    r->strategy = opt_str(b, o, "strategy", where, "ordered");
+    const char *strategy = opt_str(b, o, "strategy", where, "ordered");
     if (b->failed)
         return;
+    static const char *const strategies[] = {[DP_STRATEGY_ORDERED] = "ordered",
+                                             [DP_STRATEGY_PRICE] = "price",
+                                             [DP_STRATEGY_LATENCY] = "latency",
+                                             [DP_STRATEGY_AUTO] = "auto",
+                                             [DP_STRATEGY_WEIGHTED] = "weighted"};
+    size_t si = 0;
+    while (si < sizeof(strategies) / sizeof(*strategies) && strcmp(strategies[si], strategy))
+        si++;
+    if (si == sizeof(strategies) / sizeof(*strategies)) {
+        fail(b, "%s.strategy: must be one of ordered, price, latency, auto, weighted", where);
+        return;
+    }
+    r->strategy = (enum dp_strategy)si;
     if (strchr(r->name, '/')) {
         fail(b, "%s.name: '%s' may not contain '/' (reserved for provider/model)", where, r->name);
         return;
