@@ -1,5 +1,6 @@
 #include "canon.h"
 
+#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +372,11 @@ const char *canon_stop_to_anthropic(enum canon_stop s)
         break;
     }
     return "end_turn";
+}
+
+enum canon_failure canon_classify_curl(int curl_code)
+{
+    return curl_code == CURLE_OPERATION_TIMEDOUT ? CANON_FAIL_TIMEOUT : CANON_FAIL_NETWORK;
 }
 
 enum canon_failure canon_classify_http(int status, const char *body, size_t len)

@@ -793,9 +793,7 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
         char msg[256];
         snprintf(msg, sizeof(msg), "the provider could not be reached or broke off: %s",
                  curl_easy_strerror(rc));
-        /* Only the connect timeout is curl's; the watchdog times the rest. */
-        emit_failure(x, rc == CURLE_OPERATION_TIMEDOUT ? CANON_FAIL_TIMEOUT : CANON_FAIL_NETWORK, 0,
-                     msg);
+        emit_failure(x, canon_classify_curl(rc), 0, msg);
     }
     attempt_over(x);
 }

@@ -4,6 +4,7 @@
  * every driver's classify (its hook, or drv_classify_default as the
  * exchange falls back to) on error bodies as each provider writes them. */
 #include <CUnit/CUnit.h>
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,9 +501,8 @@ static void test_ollama(void)
          "model 'x' not found"},
         {&drv_ollama, 400, "{\"error\":\"model \\\"llama9\\\" not found, try pulling it first\"}",
          "model_unavailable", NULL},
-        {&drv_ollama, 400,
-         "{\"error\":\"registry.ollama.ai/library/gemma:2b does not support tools\"}",
-         "unsupported_input", NULL},
+        {&drv_ollama, 400, "{\"error\":\"gemma:2b does not support tools\"}", "unsupported_input",
+         NULL},
         {&drv_ollama, 500,
          "{\"error\":\"model requires more system memory (9.5 GiB) than is available (4.1 "
          "GiB)\"}",
@@ -514,7 +514,35 @@ static void test_ollama(void)
     check_drivers(cases, sizeof(cases) / sizeof(*cases));
 }
 
+/* A transfer that ended without a whole answer: connection refused, reset,
+ * DNS, TLS, a body cut short. Only curl's connect timeout is a timeout. */
+static void test_transport(void)
+{
+    static const struct {
+        int code;
+        const char *cls;
+    } cases[] = {
+        {CURLE_OPERATION_TIMEDOUT, "timeout"},
+        {CURLE_COULDNT_CONNECT, "network"},
+        {CURLE_COULDNT_RESOLVE_HOST, "network"},
+        {CURLE_RECV_ERROR, "network"},
+        {CURLE_SEND_ERROR, "network"},
+        {CURLE_GOT_NOTHING, "network"},
+        {CURLE_PARTIAL_FILE, "network"},
+        {CURLE_SSL_CONNECT_ERROR, "network"},
+        {CURLE_PEER_FAILED_VERIFICATION, "network"},
+        {CURLE_HTTP2_STREAM, "network"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        const char *got = canon_failure_name(canon_classify_curl(cases[i].code));
+        if (strcmp(got, cases[i].cls) != 0)
+            fprintf(stderr, "curl code %d: want %s, got %s\n", cases[i].code, cases[i].cls, got);
+        CU_ASSERT_STRING_EQUAL(got, cases[i].cls);
+    }
+}
+
 static CU_TestInfo tests[] = {
+    {"transport: libcurl result codes", test_transport},
     {"policy table matches ARCHITECTURE.md", test_policy_table},
     {"http: 4xx statuses and body phrases", test_http_4xx},
     {"http: 5xx statuses", test_http_5xx},
