@@ -15,20 +15,6 @@
 #include "gw_buf.h"
 #include "gw_error.h"
 
-/* TEMPORARY: dp_breaker.c comes from the breaker branch. These stand in so
- * this test links before it is merged; every test here passes breakers =
- * NULL, so they are never called. Delete them once dp_breaker.c is in. */
-enum dp_breaker_state dp_breaker_peek(struct dp_breakers *b, const char *provider,
-                                      const char *model, int64_t now_us)
-{
-    abort();
-}
-void dp_breaker_stats(struct dp_breakers *b, const char *provider, const char *model,
-                      int64_t now_us, struct dp_target_stats *st)
-{
-    abort();
-}
-
 #define H "'0000000000000000000000000000000000000000000000000000000000000000'"
 #define EN(p, m) "{'provider':'" p "','model':'" m "'}"
 
