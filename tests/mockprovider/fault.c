@@ -105,6 +105,23 @@ static int parse_item(const char *s, size_t len, struct mock_fault *f, char *err
     size_t vlen = len - klen - 1;
     if (klen == 5 && memcmp(s, "error", 5) == 0)
         return parse_error_kind(v, vlen, f, err, errlen);
+    if (klen == 3 && memcmp(s, "tag", 3) == 0) {
+        /* No effect: it makes a SPEC text unique, so a times=N counter is
+         * a test's own. */
+        for (size_t j = 0; j < vlen; j++) {
+            char ch = v[j];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')) {
+                snprintf(err, errlen, "fault tag wants letters, digits, '-', '_' or '.'");
+                return GW_EINVAL;
+            }
+        }
+        if (vlen == 0 || vlen > 64) {
+            snprintf(err, errlen, "fault tag wants 1 to 64 characters");
+            return GW_EINVAL;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(fault_keys) / sizeof(fault_keys[0]); i++) {
         const struct fault_key *k = &fault_keys[i];
         if (strlen(k->name) != klen || memcmp(k->name, s, klen) != 0)
