@@ -373,11 +373,21 @@ static int messages_error(struct mock_call *c, struct gw_buf *b, int status, con
     char rid[40];
     snprintf(rid, sizeof(rid), "req_mock_%llu", (unsigned long long)c->n);
     (void)gw_http_add_header(c->req, "request-id", rid);
-    return mock_anthropic_error_body(b, status, message, c->n);
+    const struct mock_error_text *t =
+        message == NULL ? mock_error_text(c->f.error, MOCK_FAM_ANTHROPIC) : NULL;
+    if (t == NULL)
+        return mock_anthropic_error_body(b, status, message, c->n);
+    message = mock_error_message(c, t);
+    int rc =
+        gw_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":", t->type);
+    rc |= gw_json_escape(b, message, strlen(message));
+    rc |= gw_buf_printf(b, "},\"request_id\":\"%s\"}", rid);
+    return rc ? GW_ELIMIT : 0;
 }
 
 const struct mock_api mock_anthropic_messages = {
     .log_name = "anthropic.messages",
+    .family = MOCK_FAM_ANTHROPIC,
     .id_prefix = "msg_mock_",
     .stream_mode = MOCK_STREAM_BODY,
     .cache_reads = 1,

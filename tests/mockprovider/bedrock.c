@@ -523,7 +523,11 @@ int mock_bedrock_error_body(struct gw_buf *b, int status, const char *message, c
 static int converse_error(struct mock_call *c, struct gw_buf *b, int status, const char *message)
 {
     const char *type = NULL;
-    int rc = mock_bedrock_error_body(b, status, message, &type);
+    const struct mock_error_text *t =
+        message == NULL ? mock_error_text(c->f.error, MOCK_FAM_BEDROCK) : NULL;
+    int rc = mock_bedrock_error_body(b, status, t ? mock_error_message(c, t) : message, &type);
+    if (t != NULL)
+        type = t->type;
     if (status == 403 && (c->auth_flags & AUTH_SIGV4) == 0 && c->err_status == 403)
         type = c->auth_flags & AUTH_HEADER ? "IncompleteSignatureException"
                                            : "MissingAuthenticationTokenException";
@@ -535,6 +539,7 @@ static int converse_error(struct mock_call *c, struct gw_buf *b, int status, con
 
 const struct mock_api mock_bedrock_converse = {
     .log_name = "bedrock.converse",
+    .family = MOCK_FAM_BEDROCK,
     .id_prefix = NULL,
     .stream_mode = MOCK_STREAM_NEVER,
     .cache_reads = 1,
@@ -549,6 +554,7 @@ const struct mock_api mock_bedrock_converse = {
 
 const struct mock_api mock_bedrock_converse_stream = {
     .log_name = "bedrock.converse",
+    .family = MOCK_FAM_BEDROCK,
     .id_prefix = NULL,
     .stream_mode = MOCK_STREAM_ALWAYS,
     .cache_reads = 1,

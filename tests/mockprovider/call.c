@@ -439,9 +439,12 @@ static void respond_body(struct mock_call *c)
 /* The answer proper, once any ttfb delay is over. */
 static void answer(struct mock_call *c)
 {
-    if (c->f.status != 0)
+    if (c->f.status != 0) {
         respond_error(c, c->f.status, NULL);
-    else if (c->stream)
+    } else if (c->f.error != 0) {
+        const struct mock_error_text *t = mock_error_text(c->f.error, c->api->family);
+        respond_error(c, t != NULL ? t->status : 400, NULL);
+    } else if (c->stream)
         start_stream(c);
     else
         respond_body(c);
@@ -570,6 +573,17 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
     const char *ferr = resolve_fault(c, spec, err, errlen);
     if (ferr != NULL)
         return ferr;
+    if (c->f.times > 0) {
+        /* times=N: the (N+1)th request of this SPEC text on is answered as
+         * if it carried none. */
+        long long seen = mock_times_take(c->th->sh->times, c->fault_spec);
+        if (seen < 0) {
+            c->err_status = 500;
+            return "mock: too many distinct times= fault specs";
+        }
+        if (seen > c->f.times)
+            mock_fault_clear(&c->f);
+    }
     c->delay_ms = c->f.chunk_delay_ms >= 0 ? c->f.chunk_delay_ms : c->th->sh->cfg->chunk_delay_ms;
     const char *aerr = c->api->parse(c, root);
     if (aerr != NULL)

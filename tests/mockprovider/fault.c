@@ -58,7 +58,34 @@ static const struct fault_key fault_keys[] = {
     FK("tail_ms", tail_ms, 0, MOCK_MAX_MS),
     FK("reasoning", reasoning, 0, MOCK_MAX_CHUNKS),
     FK("cache_write_1h", cache_write_1h, 0, 1000000000),
+    FK("times", times, 1, 1000000000),
 };
+
+/* error=KIND names, indexed by enum mock_error_kind. */
+static const char *const error_kinds[MOCK_ERR_COUNT] = {
+    [MOCK_ERR_CONTEXT_LENGTH] = "context_length",
+    [MOCK_ERR_INSUFFICIENT_QUOTA] = "insufficient_quota",
+    [MOCK_ERR_CONTENT_FILTER] = "content_filter",
+    [MOCK_ERR_UNSUPPORTED] = "unsupported",
+    [MOCK_ERR_MODEL_NOT_FOUND] = "model_not_found",
+    [MOCK_ERR_OVERLOADED] = "overloaded",
+    [MOCK_ERR_NOT_FOUND] = "not_found",
+};
+
+static int parse_error_kind(const char *v, size_t vlen, struct mock_fault *f, char *err,
+                            size_t errlen)
+{
+    for (int k = 1; k < MOCK_ERR_COUNT; k++) {
+        if (strlen(error_kinds[k]) == vlen && memcmp(error_kinds[k], v, vlen) == 0) {
+            f->error = k;
+            return 0;
+        }
+    }
+    snprintf(err, errlen,
+             "fault error wants one of context_length, insufficient_quota, content_filter, "
+             "unsupported, model_not_found, overloaded, not_found");
+    return GW_EINVAL;
+}
 
 static int is_space(char ch)
 {
@@ -76,6 +103,25 @@ static int parse_item(const char *s, size_t len, struct mock_fault *f, char *err
     size_t klen = (size_t)(eq - s);
     const char *v = eq + 1;
     size_t vlen = len - klen - 1;
+    if (klen == 5 && memcmp(s, "error", 5) == 0)
+        return parse_error_kind(v, vlen, f, err, errlen);
+    if (klen == 3 && memcmp(s, "tag", 3) == 0) {
+        /* No effect: it makes a SPEC text unique, so a times=N counter is
+         * a test's own. */
+        for (size_t j = 0; j < vlen; j++) {
+            char ch = v[j];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')) {
+                snprintf(err, errlen, "fault tag wants letters, digits, '-', '_' or '.'");
+                return GW_EINVAL;
+            }
+        }
+        if (vlen == 0 || vlen > 64) {
+            snprintf(err, errlen, "fault tag wants 1 to 64 characters");
+            return GW_EINVAL;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(fault_keys) / sizeof(fault_keys[0]); i++) {
         const struct fault_key *k = &fault_keys[i];
         if (strlen(k->name) != klen || memcmp(k->name, s, klen) != 0)
@@ -113,6 +159,214 @@ int mock_fault_parse(const char *spec, size_t len, struct mock_fault *f, char *e
         i = end + 1;
     }
     return 0;
+}
+
+/* ---- error=KIND ---- */
+
+/*
+ * What each provider answers for each kind, as close to the real text as the
+ * providers document or are seen to send (the gateway classifies by status,
+ * error type and these phrases). Indexed [kind][family].
+ */
+static const struct mock_error_text error_texts[MOCK_ERR_COUNT][MOCK_FAM_COUNT] = {
+    [MOCK_ERR_CONTEXT_LENGTH] =
+        {
+            [MOCK_FAM_OPENAI] = {400, "invalid_request_error", "context_length_exceeded",
+                                 "messages",
+                                 "This model's maximum context length is 128000 tokens. However, "
+                                 "your messages resulted in 131072 tokens. Please reduce the "
+                                 "length of the messages. (mock fault)"},
+            [MOCK_FAM_ANTHROPIC] = {400, "invalid_request_error", NULL, NULL,
+                                    "prompt is too long: 210000 tokens > 200000 maximum (mock "
+                                    "fault)"},
+            [MOCK_FAM_BEDROCK] = {400, "ValidationException", NULL, NULL,
+                                  "Input is too long for requested model. (mock fault)"},
+            [MOCK_FAM_GEMINI] = {400, "INVALID_ARGUMENT", NULL, NULL,
+                                 "The input token count (1200000) exceeds the maximum number of "
+                                 "tokens allowed (1048576). (mock fault)"},
+            [MOCK_FAM_OLLAMA] = {400, NULL, NULL, NULL,
+                                 "the input length exceeds the context length (mock fault)"},
+        },
+    [MOCK_ERR_INSUFFICIENT_QUOTA] =
+        {
+            [MOCK_FAM_OPENAI] = {429, "insufficient_quota", "insufficient_quota", NULL,
+                                 "You exceeded your current quota, please check your plan and "
+                                 "billing details. (mock fault)"},
+            [MOCK_FAM_ANTHROPIC] = {402, "billing_error", NULL, NULL,
+                                    "Your credit balance is too low to access the Anthropic API. "
+                                    "Please go to Plans & Billing to upgrade or purchase credits. "
+                                    "(mock fault)"},
+            [MOCK_FAM_BEDROCK] = {400, "ServiceQuotaExceededException", NULL, NULL,
+                                  "Your request exceeds the service quota for your account. "
+                                  "(mock fault)"},
+            [MOCK_FAM_GEMINI] = {429, "RESOURCE_EXHAUSTED",
+                                 "GenerateRequestsPerDayPerProjectPerModel-FreeTier", NULL,
+                                 "You exceeded your current quota, please check your plan and "
+                                 "billing details. (mock fault)"},
+            [MOCK_FAM_OLLAMA] = {429, NULL, NULL, NULL,
+                                 "you have reached your usage quota, please upgrade your plan "
+                                 "(mock fault)"},
+        },
+    [MOCK_ERR_CONTENT_FILTER] =
+        {
+            [MOCK_FAM_OPENAI] = {400, "invalid_request_error", "content_filter", "prompt",
+                                 "The response was filtered due to the prompt triggering Azure "
+                                 "OpenAI's content management policy. Please modify your prompt "
+                                 "and retry. (mock fault)"},
+            [MOCK_FAM_ANTHROPIC] = {400, "invalid_request_error", NULL, NULL,
+                                    "Output blocked by content filtering policy (mock fault)"},
+            [MOCK_FAM_BEDROCK] = {400, "ValidationException", NULL, NULL,
+                                  "The request was blocked by the content filter. (mock fault)"},
+            [MOCK_FAM_GEMINI] = {400, "INVALID_ARGUMENT", NULL, NULL,
+                                 "The prompt was blocked by the content filter. (mock fault)"},
+            [MOCK_FAM_OLLAMA] = {400, NULL, NULL, NULL,
+                                 "the request was blocked by the content filter (mock fault)"},
+        },
+    [MOCK_ERR_UNSUPPORTED] =
+        {
+            [MOCK_FAM_OPENAI] = {400, "invalid_request_error", NULL, "messages",
+                                 "The model `%s` does not support image inputs. (mock fault)"},
+            [MOCK_FAM_ANTHROPIC] = {400, "invalid_request_error", NULL, NULL,
+                                    "'%s' does not support image input. (mock fault)"},
+            [MOCK_FAM_BEDROCK] = {400, "ValidationException", NULL, NULL,
+                                  "This model doesn't support the image content block that you "
+                                  "provided; the model %s does not support image input. (mock "
+                                  "fault)"},
+            [MOCK_FAM_GEMINI] = {400, "INVALID_ARGUMENT", NULL, NULL,
+                                 "models/%s does not support image input. (mock fault)"},
+            [MOCK_FAM_OLLAMA] = {400, NULL, NULL, NULL,
+                                 "registry.ollama.ai/library/%s does not support tools (mock "
+                                 "fault)"},
+        },
+    [MOCK_ERR_MODEL_NOT_FOUND] =
+        {
+            [MOCK_FAM_OPENAI] = {404, "invalid_request_error", "model_not_found", NULL,
+                                 "The model `%s` does not exist or you do not have access to it. "
+                                 "(mock fault)"},
+            [MOCK_FAM_ANTHROPIC] = {404, "not_found_error", NULL, NULL, "model: %s (mock fault)"},
+            [MOCK_FAM_BEDROCK] = {404, "ResourceNotFoundException", NULL, NULL,
+                                  "Could not resolve the foundation model from the provided model "
+                                  "identifier %s. (mock fault)"},
+            [MOCK_FAM_GEMINI] = {404, "NOT_FOUND", NULL, NULL,
+                                 "models/%s is not found for API version v1beta, or is not "
+                                 "supported for generateContent. (mock fault)"},
+            [MOCK_FAM_OLLAMA] = {404, NULL, NULL, NULL,
+                                 "model \"%s\" not found, try pulling it first (mock fault)"},
+        },
+    [MOCK_ERR_OVERLOADED] =
+        {
+            [MOCK_FAM_OPENAI] = {503, "server_error", NULL, NULL,
+                                 "That model is currently overloaded with other requests. You "
+                                 "can retry your request. (mock fault)"},
+            [MOCK_FAM_ANTHROPIC] = {529, "overloaded_error", NULL, NULL, "Overloaded (mock fault)"},
+            [MOCK_FAM_BEDROCK] = {503, "ServiceUnavailableException", NULL, NULL,
+                                  "Bedrock is unable to process your request. (mock fault)"},
+            [MOCK_FAM_GEMINI] = {503, "UNAVAILABLE", NULL, NULL,
+                                 "The model is overloaded. Please try again later. (mock fault)"},
+            [MOCK_FAM_OLLAMA] = {503, NULL, NULL, NULL,
+                                 "server busy, please try again.  maximum pending requests "
+                                 "exceeded (mock fault)"},
+        },
+    [MOCK_ERR_NOT_FOUND] =
+        {
+            [MOCK_FAM_OPENAI] = {404, "invalid_request_error", NULL, NULL,
+                                 "Invalid URL (POST /v1/chat/completions) (mock fault)"},
+            [MOCK_FAM_ANTHROPIC] = {404, "not_found_error", NULL, NULL, "Not Found (mock fault)"},
+            [MOCK_FAM_BEDROCK] = {404, "ResourceNotFoundException", NULL, NULL,
+                                  "The requested resource was not found. (mock fault)"},
+            [MOCK_FAM_GEMINI] = {404, "NOT_FOUND", NULL, NULL,
+                                 "Requested entity was not found. (mock fault)"},
+            [MOCK_FAM_OLLAMA] = {404, NULL, NULL, NULL, "404 page not found (mock fault)"},
+        },
+};
+
+const struct mock_error_text *mock_error_text(int kind, enum mock_family fam)
+{
+    if (kind <= MOCK_ERR_NONE || kind >= MOCK_ERR_COUNT || fam < 0 || fam >= MOCK_FAM_COUNT)
+        return NULL;
+    return &error_texts[kind][fam];
+}
+
+const char *mock_error_message(struct mock_call *c, const struct mock_error_text *t)
+{
+    const char *model = c->model != NULL ? c->model : "mock";
+    size_t n = strlen(t->fmt) + strlen(model) + 1;
+    char *out = gw_pool_alloc(c->pool, n);
+    if (out == NULL)
+        return t->fmt;
+    const char *pct = strstr(t->fmt, "%s");
+    if (pct == NULL) {
+        memcpy(out, t->fmt, strlen(t->fmt) + 1);
+    } else {
+        size_t head = (size_t)(pct - t->fmt);
+        memcpy(out, t->fmt, head);
+        memcpy(out + head, model, strlen(model));
+        memcpy(out + head + strlen(model), pct + 2, strlen(pct + 2) + 1);
+    }
+    return out;
+}
+
+/* ---- times=N ---- */
+
+#define TIMES_BUCKETS 4096
+#define TIMES_MAX_SPECS 200000
+
+struct times_node {
+    struct times_node *next;
+    long long count;
+    char spec[];
+};
+
+struct mock_times {
+    pthread_mutex_t mu;
+    size_t n;
+    struct times_node *buckets[TIMES_BUCKETS];
+};
+
+struct mock_times *mock_times_new(void)
+{
+    struct mock_times *t = calloc(1, sizeof(*t));
+    if (t != NULL && pthread_mutex_init(&t->mu, NULL) != 0) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void mock_times_free(struct mock_times *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < TIMES_BUCKETS; i++) {
+        for (struct times_node *n = t->buckets[i], *next; n != NULL; n = next) {
+            next = n->next;
+            free(n);
+        }
+    }
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+long long mock_times_take(struct mock_times *t, const char *spec)
+{
+    size_t len = strlen(spec);
+    size_t b = (size_t)(mock_embed_hash(spec, len) % TIMES_BUCKETS);
+    long long count = -1;
+    pthread_mutex_lock(&t->mu);
+    struct times_node *n = t->buckets[b];
+    while (n != NULL && strcmp(n->spec, spec) != 0)
+        n = n->next;
+    if (n == NULL && t->n < TIMES_MAX_SPECS && (n = malloc(sizeof(*n) + len + 1)) != NULL) {
+        memcpy(n->spec, spec, len + 1);
+        n->count = 0;
+        n->next = t->buckets[b];
+        t->buckets[b] = n;
+        t->n++;
+    }
+    if (n != NULL)
+        count = ++n->count;
+    pthread_mutex_unlock(&t->mu);
+    return count;
 }
 
 /* ---- deterministic answer helpers ---- */

@@ -550,12 +550,39 @@ int mock_gemini_error_body(struct gw_buf *b, int status, const char *message, in
     return rc ? GW_ELIMIT : 0;
 }
 
+/* error=KIND: Google's status word for the kind, and for a daily quota a
+ * QuotaFailure naming it (as Google does), with the usual RetryInfo. */
+static int gemini_kind_error(struct mock_call *c, struct gw_buf *b, int status,
+                             const struct mock_error_text *t)
+{
+    const char *message = mock_error_message(c, t);
+    int rc = gw_buf_printf(b, "{\"error\":{\"code\":%d,\"message\":", status);
+    rc |= gw_json_escape(b, message, strlen(message));
+    rc |= gw_buf_printf(b, ",\"status\":\"%s\"", t->type);
+    if (t->code != NULL)
+        rc |= gw_buf_printf(
+            b,
+            ",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.QuotaFailure\","
+            "\"violations\":[{\"quotaMetric\":\"generativelanguage.googleapis.com/"
+            "generate_content_free_tier_requests\",\"quotaId\":\"%s\"}]},"
+            "{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\","
+            "\"retryDelay\":\"%ds\"}]",
+            t->code, c->f.retry_after >= 0 ? c->f.retry_after : 1);
+    rc |= gw_buf_appends(b, "}}");
+    return rc ? GW_ELIMIT : 0;
+}
+
 static int gemini_error(struct mock_call *c, struct gw_buf *b, int status, const char *message)
 {
+    const struct mock_error_text *t =
+        message == NULL ? mock_error_text(c->f.error, MOCK_FAM_GEMINI) : NULL;
+    if (t != NULL)
+        return gemini_kind_error(c, b, status, t);
     return mock_gemini_error_body(b, status, message, c->f.retry_after >= 0 ? c->f.retry_after : 1);
 }
 
 const struct mock_api mock_gemini_generate = {
+    .family = MOCK_FAM_GEMINI,
     .log_name = "gemini.generate",
     .id_prefix = "mockresp",
     .stream_mode = MOCK_STREAM_NEVER,
@@ -569,6 +596,7 @@ const struct mock_api mock_gemini_generate = {
 };
 
 const struct mock_api mock_gemini_stream = {
+    .family = MOCK_FAM_GEMINI,
     .log_name = "gemini.generate",
     .id_prefix = "mockresp",
     .stream_mode = MOCK_STREAM_ALWAYS,
@@ -583,6 +611,7 @@ const struct mock_api mock_gemini_stream = {
 };
 
 const struct mock_api mock_gemini_embed = {
+    .family = MOCK_FAM_GEMINI,
     .log_name = "gemini.embed",
     .id_prefix = NULL,
     .stream_mode = MOCK_STREAM_NEVER,
@@ -595,6 +624,7 @@ const struct mock_api mock_gemini_embed = {
 };
 
 const struct mock_api mock_gemini_batch_embed = {
+    .family = MOCK_FAM_GEMINI,
     .log_name = "gemini.batch_embed",
     .id_prefix = NULL,
     .stream_mode = MOCK_STREAM_NEVER,

@@ -449,10 +449,15 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    sh.times = mock_times_new();
+    if (sh.times == NULL)
+        return 1;
 
     struct mock_thread *threads = calloc((size_t)cfg.threads, sizeof(*threads));
-    if (threads == NULL)
+    if (threads == NULL) {
+        mock_times_free(sh.times);
         return 1;
+    }
 
     /* The first socket learns the port (port 0 picks one); the others bind
      * the same port, and the kernel spreads connections among them. */
@@ -530,5 +535,6 @@ int main(int argc, char **argv)
     free(threads);
     if (sh.usage_fd >= 0)
         close(sh.usage_fd);
+    mock_times_free(sh.times);
     return rc;
 }

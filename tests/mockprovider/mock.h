@@ -67,7 +67,47 @@ struct mock_fault {
     int tail_ms;      /* after the last event, wait before ending */
     int reasoning;    /* reasoning tokens before the answer */
     int cache_write_1h;
+    int error; /* enum mock_error_kind: the error body (and default status) */
+    int times; /* 0: always; N: the faults apply to the first N requests of this SPEC */
 };
+
+/* error=KIND: which provider error a status fault answers with. */
+enum mock_error_kind {
+    MOCK_ERR_NONE = 0,
+    MOCK_ERR_CONTEXT_LENGTH,
+    MOCK_ERR_INSUFFICIENT_QUOTA,
+    MOCK_ERR_CONTENT_FILTER,
+    MOCK_ERR_UNSUPPORTED,
+    MOCK_ERR_MODEL_NOT_FOUND,
+    MOCK_ERR_OVERLOADED,
+    MOCK_ERR_NOT_FOUND,
+    MOCK_ERR_COUNT
+};
+
+/* The error shape an API answers in. */
+enum mock_family {
+    MOCK_FAM_OPENAI = 0, /* chat, embeddings, Responses */
+    MOCK_FAM_ANTHROPIC,
+    MOCK_FAM_BEDROCK,
+    MOCK_FAM_GEMINI,
+    MOCK_FAM_OLLAMA,
+    MOCK_FAM_COUNT
+};
+
+struct mock_call;
+
+/* One error=KIND as one family answers it. fmt may hold one %s: the model. */
+struct mock_error_text {
+    int status;        /* the status when the SPEC gives none */
+    const char *type;  /* OpenAI error.type, Anthropic error.type, Bedrock
+                        * exception, Gemini status; NULL for Ollama */
+    const char *code;  /* OpenAI error.code (NULL: null); Gemini: a QuotaFailure quotaId */
+    const char *param; /* OpenAI error.param (NULL: null) */
+    const char *fmt;
+};
+const struct mock_error_text *mock_error_text(int kind, enum mock_family fam);
+/* The message of an error=KIND for the call's model, in pool memory. */
+const char *mock_error_message(struct mock_call *c, const struct mock_error_text *t);
 
 void mock_fault_clear(struct mock_fault *f);
 /* Parses a comma-separated list of key=value (len bytes of spec). On
@@ -76,7 +116,16 @@ void mock_fault_clear(struct mock_fault *f);
 int mock_fault_parse(const char *spec, size_t len, struct mock_fault *f, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
-/* ---- process-wide state (immutable after start, except the counter) ---- */
+/* ---- process-wide state (immutable after start, except the counters) ---- */
+
+/* times=N: how many requests each SPEC text has had (a hash table under a
+ * mutex, since event-loop threads share it). */
+struct mock_times;
+struct mock_times *mock_times_new(void);
+void mock_times_free(struct mock_times *t);
+/* Counts one more request carrying spec; returns the count including it,
+ * or -1 when the table is full. */
+long long mock_times_take(struct mock_times *t, const char *spec);
 
 struct mock_config {
     const char *host;
@@ -93,6 +142,7 @@ struct mock_shared {
     const struct mock_config *cfg;
     int usage_fd;                 /* -1: no usage log; O_APPEND, shared */
     atomic_uint_fast64_t next_id; /* the <n> of chatcmpl-mock-<n> */
+    struct mock_times *times;     /* times=N counters */
 };
 
 /* One event-loop thread. The buffers are reused by every request of the
@@ -140,8 +190,9 @@ enum mock_stream_mode {
 };
 
 struct mock_api {
-    const char *log_name;  /* "openai.chat", ... */
-    const char *id_prefix; /* "chatcmpl-mock-", NULL: no id */
+    const char *log_name;    /* "openai.chat", ... */
+    enum mock_family family; /* whose error shapes (error=KIND) */
+    const char *id_prefix;   /* "chatcmpl-mock-", NULL: no id */
     enum mock_stream_mode stream_mode;
     int cache_reads;         /* the wire has a cache-read field (else the log says 0) */
     int cache_writes;        /* the wire has a cache-write field (else the log says 0) */

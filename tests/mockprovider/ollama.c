@@ -329,11 +329,13 @@ int mock_ollama_error_body(struct gw_buf *b, int status, const char *message)
 
 static int ollama_error(struct mock_call *c, struct gw_buf *b, int status, const char *msg)
 {
-    (void)c;
-    return mock_ollama_error_body(b, status, msg);
+    const struct mock_error_text *t =
+        msg == NULL ? mock_error_text(c->f.error, MOCK_FAM_OLLAMA) : NULL;
+    return mock_ollama_error_body(b, status, t ? mock_error_message(c, t) : msg);
 }
 
 const struct mock_api mock_ollama_chat = {
+    .family = MOCK_FAM_OLLAMA,
     .log_name = "ollama.chat",
     .id_prefix = NULL,
     .stream_mode = MOCK_STREAM_BODY_DEFAULT,
@@ -346,6 +348,7 @@ const struct mock_api mock_ollama_chat = {
 };
 
 const struct mock_api mock_ollama_embed = {
+    .family = MOCK_FAM_OLLAMA,
     .log_name = "ollama.embed",
     .id_prefix = NULL,
     .stream_mode = MOCK_STREAM_NEVER,

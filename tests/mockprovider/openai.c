@@ -328,7 +328,18 @@ static int chat_error(struct mock_call *c, struct gw_buf *b, int status, const c
     char rid[40];
     snprintf(rid, sizeof(rid), "req_mock_%llu", (unsigned long long)c->n);
     (void)gw_http_add_header(c->req, "x-request-id", rid);
-    return mock_openai_error_body(b, status, message, NULL);
+    const struct mock_error_text *t =
+        message == NULL ? mock_error_text(c->f.error, MOCK_FAM_OPENAI) : NULL;
+    if (t == NULL)
+        return mock_openai_error_body(b, status, message, NULL);
+    message = mock_error_message(c, t);
+    int rc = gw_buf_appends(b, "{\"error\":{\"message\":");
+    rc |= gw_json_escape(b, message, strlen(message));
+    rc |= gw_buf_printf(b, ",\"type\":\"%s\",\"param\":", t->type);
+    rc |= t->param ? gw_buf_printf(b, "\"%s\"", t->param) : gw_buf_appends(b, "null");
+    rc |= gw_buf_appends(b, ",\"code\":");
+    rc |= t->code ? gw_buf_printf(b, "\"%s\"}}", t->code) : gw_buf_appends(b, "null}}");
+    return rc ? GW_ELIMIT : 0;
 }
 
 const struct mock_api mock_openai_chat = {
