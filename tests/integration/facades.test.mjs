@@ -163,12 +163,15 @@ describe('OpenAI chat facade through every driver', () => {
   }
 
   test('a retry delay carried in a Google error body becomes Retry-After', T, async () => {
+    // The delay (1 s) is longer than this request's failover budget, so the
+    // 429 comes back at once rather than after a retry.
     const r = await post('/v1/chat/completions', {
       model: 'gem/mock-gemini#status=429', messages: [{ role: 'user', content: 'x' }],
-    });
+    }, { 'x-llmgw-fallback-timeout-ms': '500' });
     assert.equal(r.status, 429, r.text);
     assert.equal(r.json.error.code, 'rate_limited', r.text);
     assert.equal(r.headers['retry-after'], '1', JSON.stringify(r.headers));
+    assert.equal(r.headers['x-llmgw-attempts'], '1', JSON.stringify(r.headers));
   });
 
   test('ollama honours tool_choice none by offering no tools', T, async () => {
