@@ -979,9 +979,12 @@ static void attempt_over(struct dp_exchange *x)
     struct dp_outcome o = {.provider = x->prov->name,
                            .model = x->model,
                            .ok = x->verdict == V_OK,
-                           .failure = x->verdict == V_FAILED || x->verdict == V_BROKE
-                                          ? x->failure
-                                          : CANON_FAIL_CANCELED,
+                           /* A request's own budget running out says nothing
+                            * about the provider: no verdict. */
+                           .failure =
+                               (x->verdict == V_FAILED || x->verdict == V_BROKE) && !x->budget_out
+                                   ? x->failure
+                                   : CANON_FAIL_CANCELED,
                            .latency_us = now - x->ta0,
                            .ttfb_us = x->t_first_byte ? x->t_first_byte - x->ta0 : 0,
                            .at_us = now};
