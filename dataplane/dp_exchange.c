@@ -94,6 +94,7 @@ struct dp_exchange {
     int64_t deadline_us; /* the failover budget's end */
     long budget_ms;
     int budget_out;
+    int budget_timer; /* the watchdog is set for the budget's end, not the provider's */
     struct hist hist[MAX_HIST];
     size_t nhist;
     struct canon_err rerr;     /* the last refusal, when the last attempt was one */
@@ -668,10 +669,13 @@ static int on_event(void *arg, const struct canon_event *ev)
 static void arm_watchdog(struct dp_exchange *x, long ms)
 {
     int64_t us = (int64_t)ms * 1000;
+    x->budget_timer = 0;
     if (!x->committed) {
         int64_t left = x->deadline_us - gw_now_us();
-        if (left < us)
+        if (left <= us) {
             us = left > 1000 ? left : 1000;
+            x->budget_timer = 1;
+        }
     }
     struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
     evtimer_add(x->timer, &tv);
@@ -823,7 +827,9 @@ static void watchdog(struct dp_exchange *x)
         x->verdict = V_CANCELED;
         if (req)
             gw_http_abort(req);
-    } else if (!x->committed && gw_now_us() >= x->deadline_us) {
+    } else if (!x->committed && (x->budget_timer || gw_now_us() >= x->deadline_us)) {
+        /* The timer may fire a little before the deadline it was set for:
+         * which wait it was set for decides, not the clock. */
         char msg[160];
         snprintf(msg, sizeof(msg), "the failover budget (%ld ms) ran out before an answer started",
                  x->budget_ms);
@@ -941,7 +947,6 @@ static void decide_next(struct dp_exchange *x)
             if (ra > delay)
                 delay = ra;
             if (now + delay < x->deadline_us) {
-                x->nretries++;
                 schedule(x, delay);
                 return;
             }
@@ -950,7 +955,6 @@ static void decide_next(struct dp_exchange *x)
     if (canon_failure_advances(f) && !last) {
         x->ci++;
         x->tries = 0;
-        x->nfailovers++;
         /* On the next turn of the loop, not inside curl's callback. */
         schedule(x, 0);
         return;
@@ -1140,6 +1144,12 @@ static void start_attempt(struct dp_exchange *x)
             continue;
         }
         x->probe = ad == DP_ADMIT_PROBE;
+        /* Counted when they happen: a retry or a failover that a breaker
+         * or a refusal prevented is none. */
+        if (x->tries > 0)
+            x->nretries++;
+        else if (x->nattempts > 0)
+            x->nfailovers++;
         x->tries++;
         x->nattempts++;
         x->ta0 = now;
