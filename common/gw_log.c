@@ -120,12 +120,12 @@ void gw_log(enum gw_log_level level, const char *msg, json_t *fields)
     gw_log_line_fd(2, with_head(fields, level_name(level), msg));
 }
 
-void gw_log_access_fields(const char *members, size_t len)
+void gw_log_access_fields(const char *msg, const char *members, size_t len)
 {
     char ts[32];
     now_rfc3339(ts);
-    char head[80];
-    int h = snprintf(head, sizeof(head), "{\"ts\":\"%s\",\"msg\":\"access\",", ts);
+    char head[96];
+    int h = snprintf(head, sizeof(head), "{\"ts\":\"%s\",\"msg\":\"%.16s\",", ts, msg);
     if (h < 0 || (size_t)h >= sizeof(head))
         return;
     char *line = malloc((size_t)h + len + 2);

@@ -23,8 +23,9 @@ void gw_log(enum gw_log_level level, const char *msg, json_t *fields);
 /* Writes fields plus ts and "msg":"access" to the access stream; steals fields. */
 void gw_log_access(json_t *fields);
 /* The same from fields already rendered as JSON members ("a":1,"b":"x",
- * without braces), for hot paths that build their line by hand. */
-void gw_log_access_fields(const char *members, size_t len);
+ * without braces), for hot paths that build their line by hand; msg names
+ * the line ("access" for a request, "attempt" for one upstream attempt). */
+void gw_log_access_fields(const char *msg, const char *members, size_t len);
 /* Writes obj as one line to fd; steals obj. Used for the "listening" line. */
 void gw_log_line_fd(int fd, json_t *obj);
 

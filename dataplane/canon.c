@@ -1,5 +1,6 @@
 #include "canon.h"
 
+#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,6 +374,11 @@ const char *canon_stop_to_anthropic(enum canon_stop s)
     return "end_turn";
 }
 
+enum canon_failure canon_classify_curl(int curl_code)
+{
+    return curl_code == CURLE_OPERATION_TIMEDOUT ? CANON_FAIL_TIMEOUT : CANON_FAIL_NETWORK;
+}
+
 enum canon_failure canon_classify_http(int status, const char *body, size_t len)
 {
     if (len > 65536)
@@ -381,12 +387,22 @@ enum canon_failure canon_classify_http(int status, const char *body, size_t len)
         if (gw_mem_has(body, len, "context length") || gw_mem_has(body, len, "context_length") ||
             gw_mem_has(body, len, "context window") || gw_mem_has(body, len, "too many tokens") ||
             gw_mem_has(body, len, "prompt is too long") ||
-            gw_mem_has(body, len, "input is too long") || gw_mem_has(body, len, "maximum context"))
+            gw_mem_has(body, len, "input is too long") ||
+            gw_mem_has(body, len, "maximum context") ||
+            /* Anthropic: "input length and `max_tokens` exceed context limit" */
+            gw_mem_has(body, len, "context limit"))
             return CANON_FAIL_CONTEXT_OVERFLOW;
         if (status == 413)
             return CANON_FAIL_PAYLOAD_TOO_LARGE;
+        /* Anthropic answers a spent prepaid balance with a 400
+         * invalid_request_error: "Your credit balance is too low ...". */
+        if (gw_mem_has(body, len, "credit balance"))
+            return CANON_FAIL_QUOTA_EXHAUSTED;
+        /* Bedrock: "This model doesn't support tool use."; OpenAI, an image
+         * to a text model: "image_url is only supported by certain models". */
         if (gw_mem_has(body, len, "does not support") || gw_mem_has(body, len, "not supported") ||
-            gw_mem_has(body, len, "unsupported"))
+            gw_mem_has(body, len, "unsupported") || gw_mem_has(body, len, "doesn't support") ||
+            gw_mem_has(body, len, "only supported"))
             return CANON_FAIL_UNSUPPORTED_INPUT;
         if (gw_mem_has(body, len, "content filter") || gw_mem_has(body, len, "content_filter") ||
             gw_mem_has(body, len, "content management policy"))
@@ -406,8 +422,19 @@ enum canon_failure canon_classify_http(int status, const char *body, size_t len)
     if (status == 408)
         return CANON_FAIL_TIMEOUT;
     if (status == 429) {
-        if (gw_mem_has(body, len, "insufficient_quota") ||
-            gw_mem_has(body, len, "quota exceeded") || gw_mem_has(body, len, "billing"))
+        /* A rate limit's message may point at billing too (OpenAI's free
+         * tier: "add a payment method ... account/billing"; Groq: "Upgrade
+         * ... settings/billing"), and Vertex's per-minute limits say "Quota
+         * exceeded": the rate wording wins over those, not over OpenAI's
+         * insufficient_quota code nor a daily limit (OpenAI's "requests per
+         * day (RPD)"), which no retry within the request outlives. */
+        if (gw_mem_has(body, len, "insufficient_quota") || gw_mem_has(body, len, "per day") ||
+            gw_mem_has(body, len, "per_day"))
+            return CANON_FAIL_QUOTA_EXHAUSTED;
+        if (gw_mem_has(body, len, "rate limit") || gw_mem_has(body, len, "rate_limit") ||
+            gw_mem_has(body, len, "per min") || gw_mem_has(body, len, "per_min"))
+            return CANON_FAIL_RATE_LIMITED;
+        if (gw_mem_has(body, len, "quota exceeded") || gw_mem_has(body, len, "billing"))
             return CANON_FAIL_QUOTA_EXHAUSTED;
         return CANON_FAIL_RATE_LIMITED;
     }

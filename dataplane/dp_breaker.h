@@ -1,16 +1,24 @@
 /*
  * dp_breaker: one circuit breaker per (provider, model) target per
- * data-plane process, shared by its worker threads.
+ * data-plane process, shared by its worker threads (one mutex).
  *
- * closed: every attempt is admitted. Outcomes go into a sliding window
- * (buckets over window_us); when the window holds at least min_samples
- * health-relevant outcomes and the failure ratio reaches failure_ratio, the
- * breaker opens.
+ * closed: every attempt is admitted. Outcomes go into a sliding window (10
+ * buckets over window_us). When a failure is recorded, the breaker opens if
+ * EITHER the window holds at least min_samples health-relevant outcomes and
+ * failures reach failure_pct of them, OR the last min_samples
+ * health-relevant outcomes were all failures (so a provider that dies after
+ * hours of successes is cut within min_samples failures, not when the
+ * ratio catches up).
  * open: nothing is admitted for a jittered interval (open_us, doubled on
- * each reopening without a close in between, capped at max_open_us).
+ * each reopening without a close in between, capped at max_open_us; the
+ * jitter applies to the capped value).
  * half-open: after the interval, at most `probes` attempts at a time are
  * admitted as probes; close_after successful probes close it (the window
- * starts empty), one failed probe reopens it.
+ * starts empty, the interval starts again from open_us), one failed probe
+ * reopens it. Only probes decide: a late outcome of an attempt admitted
+ * before the breaker opened is counted in the window and nothing more. A
+ * probe slot not given back within 5 minutes is taken back, so a lost
+ * outcome cannot hold a target half-open forever.
  *
  * Only health-relevant failure classes count (canon_failure_counts); the
  * others, and canceled attempts, are no verdict: they change nothing but
@@ -18,11 +26,16 @@
  *
  * The outcome record is what the fleet view (control plane) will receive:
  * target, class, latency, time to first byte, time. State changes go to a
- * callback (by default one JSON log line each).
+ * callback (by default one JSON log line each: WARN for open, INFO else).
  *
  * Times are gw_now_us() (monotonic) values passed in, so tests drive the
- * clock. The table is bounded (max_targets): when full, the least recently
- * used closed target with nothing in flight is forgotten.
+ * clock. The table is bounded (max_targets), since clients can name any
+ * "provider/model": when full, the least recently used closed target with
+ * no probe out is forgotten; when every target is open, half-open or
+ * probing, a new one is not tracked (admitted, its outcomes dropped).
+ * Targets are created by the first outcome with a verdict; admit, peek
+ * and stats never create one. Every verb takes b NULL as an empty table
+ * (dp_breakers_global() is NULL when its allocation failed).
  */
 #ifndef DP_BREAKER_H
 #define DP_BREAKER_H
@@ -33,7 +46,8 @@
 
 struct dp_breaker_cfg {
     int64_t window_us;    /* sliding window (default 30 s), in 10 buckets */
-    unsigned min_samples; /* outcomes in the window before it may open (default 5) */
+    unsigned min_samples; /* outcomes in the window before it may open; also the
+                             failures in a row that open it (default 3) */
     unsigned failure_pct; /* opens at >= this % failures (default 50) */
     int64_t open_us;      /* first open interval (default 5 s) */
     int64_t max_open_us;  /* cap for the doubling (default 60 s) */
@@ -75,7 +89,13 @@ struct dp_breakers *dp_breakers_global(void);
 typedef void (*dp_breaker_change_fn)(void *arg, const char *provider, const char *model,
                                      enum dp_breaker_state from, enum dp_breaker_state to,
                                      int64_t at_us);
-/* Replaces the default (a log line). Set before use. */
+/* Replaces the default (a log line); fn NULL restores it. Set before use.
+ * The callback runs outside the table's lock, one change at a time, in
+ * the order the changes happened (possibly on another thread than the one
+ * that caused the change); it may call back into the table. provider and
+ * model are only valid during the call; at_us is when the change took
+ * effect (for open -> half_open, the end of the open interval). Changes
+ * queue while it runs; past 4096 waiting, later ones are dropped. */
 void dp_breakers_on_change(struct dp_breakers *b, dp_breaker_change_fn fn, void *arg);
 
 /* Takes an attempt slot: call once per attempt, right before it starts. */

@@ -11,8 +11,10 @@
 static const char usage[] =
     "usage: llmgw-dataplane --snapshot FILE [--listen HOST:PORT] [--threads N]\n"
     "                       [--max-body-bytes N] [--drain-timeout-ms N] [--access-log FILE|-]\n"
+    "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
     "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_LISTEN,\n"
-    "LLMGW_THREADS, LLMGW_MAX_BODY_BYTES, LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG.\n";
+    "LLMGW_THREADS, LLMGW_MAX_BODY_BYTES, LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG,\n"
+    "LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS.\n";
 
 static int parse_num(const char *flag, const char *v, long long lo, long long hi, long long *out)
 {
@@ -69,6 +71,14 @@ static int apply(struct dp_config *c, const char *flag, const char *v)
         if (parse_num(flag, v, 0, 3600 * 1000, &n))
             return GW_EINVAL;
         c->drain_timeout_ms = (long)n;
+    } else if (strcmp(flag, "--retry-base-ms") == 0) {
+        if (parse_num(flag, v, 1, 60000, &n))
+            return GW_EINVAL;
+        c->retry_base_ms = (long)n;
+    } else if (strcmp(flag, "--breaker-open-ms") == 0) {
+        if (parse_num(flag, v, 10, 3600 * 1000, &n))
+            return GW_EINVAL;
+        c->breaker_open_ms = (long)n;
     } else if (strcmp(flag, "--access-log") == 0)
         c->access_log = v;
     else {
@@ -87,6 +97,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
         {"LLMGW_DRAIN_TIMEOUT_MS", "--drain-timeout-ms"},
         {"LLMGW_ACCESS_LOG", "--access-log"},
+        {"LLMGW_RETRY_BASE_MS", "--retry-base-ms"},
+        {"LLMGW_BREAKER_OPEN_MS", "--breaker-open-ms"},
     };
     memset(c, 0, sizeof(*c));
     memcpy(c->host, "127.0.0.1", 10);
@@ -96,6 +108,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->max_body_bytes = 4u << 20;
     c->drain_timeout_ms = 30000;
     c->access_log = "-";
+    c->retry_base_ms = 200;
+    c->breaker_open_ms = 5000;
     for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
         const char *v = getenv(env[i][0]);
         if (v && *v && apply(c, env[i][1], v))

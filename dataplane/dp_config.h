@@ -12,6 +12,8 @@ struct dp_config {
     size_t max_body_bytes;
     long drain_timeout_ms;
     const char *access_log;
+    long retry_base_ms;   /* first retry's backoff; doubles per retry, jittered */
+    long breaker_open_ms; /* a breaker's first open interval */
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv. Returns 0, or

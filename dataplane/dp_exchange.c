@@ -9,8 +9,10 @@
 #include <time.h>
 
 #include "canon.h"
+#include "dp_breaker.h"
 #include "dp_driver.h"
 #include "dp_facade.h"
+#include "dp_router.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
 #include "gw_buf.h"
@@ -29,70 +31,129 @@
 #define OUT_LOW_WATER (896u << 10)
 /* An error answer's body is kept up to this much, to classify it. */
 #define MAX_ERROR_BODY (64u << 10)
+/* The failover budget: the whole pre-content phase, every attempt and
+ * backoff included. A request may set its own (header), within bounds. */
+#define DEFAULT_BUDGET_MS 120000L
+#define MAX_BUDGET_MS 600000L
+/* Retries on one target: one while other candidates remain, up to three
+ * on the last. A Retry-After beyond this is not waited for. */
+#define RETRIES_MIDDLE 1
+#define RETRIES_LAST 3
+#define MAX_RETRY_AFTER_US (30LL * 1000000)
+#define MAX_BACKOFF_US (10LL * 1000000)
+/* Every attempt of a request is remembered for its error answer. */
+#define MAX_HIST (DP_MAX_CANDIDATES * (RETRIES_MIDDLE + 1) + RETRIES_LAST)
+/* Header values the router keys on (session, affinity) are bounded. */
+#define MAX_KEY_HEADER 128
 
 enum kind { KIND_CHAT, KIND_EMBED };
 
-struct dp_attempt {
+/* Where a request is: an attempt in flight, or waiting (backoff, or the
+ * next candidate's turn on the loop). */
+enum xstate { X_ATTEMPT, X_WAIT };
+
+/* How an attempt ended, for its log line and its breaker. */
+enum verdict {
+    V_NONE,     /* still running */
+    V_OK,       /* the whole answer reached the client */
+    V_FAILED,   /* failed before its first content: the loop decides */
+    V_BROKE,    /* failed after its first content: an in-band error */
+    V_CANCELED, /* the client left, or the gateway stopped */
+};
+
+struct hist {
+    const char *provider;
+    const char *model;
+    enum canon_failure failure;
+    int status;  /* the upstream's HTTP status, or 0 */
+    int refused; /* the driver refused to build it: nothing was sent */
+};
+
+struct dp_exchange {
     struct dp_worker *w;
-    struct dp_attempt *prev, *next;
+    struct dp_exchange *prev, *next;
     enum kind kind;
     struct gw_http_req *req; /* NULL once the client side has ended */
     struct dp_snapshot *snap;
-    struct dp_target t; /* t.model points at model */
-    char *model;
     const struct dp_key *key;
     char request_id[160];
     char path[64];
+    char session[MAX_KEY_HEADER + 1];
     const struct dp_facade *fc; /* chat */
     struct canon_req *creq;     /* chat */
+    json_t *eroot;              /* embeddings: the body; ereq points into it */
     struct canon_embed_req ereq;
     int embed_base64;
     int client_stream;
 
-    /* upstream */
+    /* the loop */
+    struct dp_plan plan;
+    size_t ci; /* the current candidate */
+    int tries; /* attempts on it so far */
+    int nattempts, nretries, nfailovers;
+    int64_t deadline_us; /* the failover budget's end */
+    long budget_ms;
+    int budget_out;
+    struct hist hist[MAX_HIST];
+    size_t nhist;
+    struct canon_err rerr; /* the last refusal, when the last attempt was one */
+    char last_msg[384];    /* the last failed attempt's message */
+    enum xstate state;
+    struct event *timer; /* X_ATTEMPT: the watchdog; X_WAIT: the next attempt */
+
+    /* the current attempt */
+    const struct dp_provider *prov;
+    const char *model;
     struct drv_request dreq;
     struct drv_parser *parser;
     CURL *easy;
     int running; /* easy is in the multi handle */
+    int probe;   /* admitted as a half-open breaker's probe */
     int status;  /* upstream HTTP status */
     char retry_after[32];
     struct gw_buf coll; /* error bodies; embeddings answers */
     int paused;
-    struct event *watchdog; /* first byte, then idle gaps (see arm_watchdog) */
-
-    /* the answer */
-    struct canon_sink sink;
-    void *fstate; /* facade stream encoder, created at the first event */
-    struct canon_acc acc;
-    struct gw_buf out; /* client bytes not yet written */
-    int committed;     /* a content event arrived: the answer is this attempt's */
-    int nevents;       /* events the driver emitted */
-    int finishing;     /* inside the driver's finish() after a clean end */
-    int terminal;      /* DONE or ERROR seen */
+    int nevents;   /* events the driver emitted */
+    int finishing; /* inside the driver's finish() after a clean end */
+    int terminal;  /* DONE or ERROR seen */
+    enum verdict verdict;
+    enum canon_failure failure; /* V_FAILED, V_BROKE */
+    int fail_status;
+    char fail_msg[384];
+    int64_t ta0, t_first_byte, t_first_content;
     char answer_model[128];
     struct canon_usage usage;
     enum canon_stop stop;
     int have_stop;
 
-    int64_t t0, t_first_byte, t_first_content, t_client_end;
+    /* the answer */
+    struct canon_sink sink;
+    void *fstate; /* facade stream encoder, created at the first event */
+    struct canon_acc acc;
+    struct gw_buf out;  /* client bytes not yet written */
+    struct gw_buf logb; /* log lines */
+    int committed;      /* a content event arrived: the answer is this attempt's */
+    int64_t t0, t_client_first, t_client_end;
     int final_status;
     const char *outcome;
     const char *error_class;
 };
 
-struct dp_attempt *dp_exchange_next(struct dp_attempt *a)
+struct dp_exchange *dp_exchange_next(struct dp_exchange *x)
 {
-    return a->next;
+    return x->next;
 }
 
-/* ---------------------------------------------------------------- lifetime */
+static void start_attempt(struct dp_exchange *x);
 
-static const char *api_name(const struct dp_attempt *a)
+/* ---------------------------------------------------------------- logs */
+
+static const char *api_name(const struct dp_exchange *x)
 {
-    return a->kind == KIND_EMBED ? "openai.embeddings" : a->fc->name;
+    return x->kind == KIND_EMBED ? "openai.embeddings" : x->fc->name;
 }
 
-/* "name":<escaped string> after a comma. */
+/* ,"name":<escaped string> */
 static int field_str(struct gw_buf *o, const char *name, const char *v)
 {
     int rc = gw_buf_printf(o, ",\"%s\":", name);
@@ -104,343 +165,496 @@ static int field_ms(struct gw_buf *o, const char *name, int64_t from, int64_t to
     return gw_buf_printf(o, ",\"%s\":%.3f", name, (double)(to - from) / 1000.0);
 }
 
-/* The access line, written by hand (every request pays for it): fields
- * only, never request or answer text. */
-static void log_access(struct dp_attempt *a)
+static int field_usage(struct gw_buf *o, const struct canon_usage *u)
 {
-    struct gw_buf *o = &a->out;
-    gw_buf_reset(o);
-    int64_t end = a->t_client_end ? a->t_client_end : gw_now_us();
+    return gw_buf_printf(o,
+                         ",\"tokens\":{\"input\":%lld,\"cache_read\":%lld,\"cache_write_5m\":%lld,"
+                         "\"cache_write_1h\":%lld,\"output\":%lld,\"reasoning\":%lld}",
+                         (long long)u->input, (long long)u->cache_read,
+                         (long long)u->cache_write_5m, (long long)u->cache_write_1h,
+                         (long long)u->output, (long long)u->reasoning);
+}
+
+/* The fields both lines start with. */
+static int log_head(struct dp_exchange *x, struct gw_buf *o)
+{
     int rc = gw_buf_appends(o, "\"request_id\":");
     if (rc == GW_OK)
-        rc = gw_json_escape(o, a->request_id, strlen(a->request_id));
+        rc = gw_json_escape(o, x->request_id, strlen(x->request_id));
+    if (rc == GW_OK)
+        rc = field_str(o, "route", x->plan.route ? x->plan.route->name : "");
+    if (rc == GW_OK && x->prov)
+        rc = field_str(o, "provider", x->prov->name);
+    if (rc == GW_OK && x->prov)
+        rc = field_str(o, "driver", x->prov->driver);
+    if (rc == GW_OK && x->model)
+        rc = field_str(o, "model", x->model);
+    return rc;
+}
+
+static const char *const verdict_names[] = {
+    [V_NONE] = "running",      [V_OK] = "ok", [V_FAILED] = "failed", [V_BROKE] = "broke",
+    [V_CANCELED] = "canceled",
+};
+
+/* One line per upstream attempt (failed ones included): fields only,
+ * never request or answer text. Its times count from the attempt's start. */
+static void log_attempt(struct dp_exchange *x, int64_t end)
+{
+    struct gw_buf *o = &x->logb;
+    gw_buf_reset(o);
+    int rc = log_head(x, o);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"attempt\":%d,\"retry\":%s,\"probe\":%s", x->nattempts,
+                           x->tries > 1 ? "true" : "false", x->probe ? "true" : "false");
+    if (rc == GW_OK)
+        rc = field_str(o, "outcome", verdict_names[x->verdict]);
+    if (rc == GW_OK && (x->verdict == V_FAILED || x->verdict == V_BROKE))
+        rc = field_str(o, "error_class", canon_failure_name(x->failure));
+    if (rc == GW_OK && x->status)
+        rc = gw_buf_printf(o, ",\"upstream_status\":%d", x->status);
+    if (rc == GW_OK)
+        rc = field_ms(o, "latency_ms", x->ta0, end);
+    if (rc == GW_OK && x->t_first_byte)
+        rc = field_ms(o, "ttfb_ms", x->ta0, x->t_first_byte);
+    if (rc == GW_OK && x->t_first_content)
+        rc = field_ms(o, "ttfc_ms", x->ta0, x->t_first_content);
+    if (rc == GW_OK && x->usage.have)
+        rc = field_usage(o, &x->usage);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
+    if (rc == GW_OK)
+        gw_log_access_fields("attempt", o->data, o->len);
+}
+
+/* The request's line: what the client saw, with the last attempt's target. */
+static void log_request(struct dp_exchange *x)
+{
+    struct gw_buf *o = &x->logb;
+    gw_buf_reset(o);
+    int64_t end = x->t_client_end ? x->t_client_end : gw_now_us();
+    int rc = log_head(x, o);
     if (rc == GW_OK)
         rc = gw_buf_appends(o, ",\"method\":\"POST\"");
     if (rc == GW_OK)
-        rc = field_str(o, "path", a->path);
+        rc = field_str(o, "path", x->path);
     if (rc == GW_OK)
-        rc = field_str(o, "api", api_name(a));
+        rc = field_str(o, "api", api_name(x));
     if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"status\":%d", a->final_status);
+        rc = gw_buf_printf(o, ",\"status\":%d,\"stream\":%s", x->final_status,
+                           x->client_stream ? "true" : "false");
     if (rc == GW_OK)
-        rc = field_str(o, "route", a->t.route ? a->t.route->name : "");
+        rc = field_ms(o, "latency_ms", x->t0, end);
+    if (rc == GW_OK && x->t_first_byte)
+        rc = field_ms(o, "ttfb_ms", x->t0, x->t_first_byte);
+    if (rc == GW_OK && x->t_client_first)
+        rc = field_ms(o, "ttfc_ms", x->t0, x->t_client_first);
+    if (rc == GW_OK && x->status)
+        rc = gw_buf_printf(o, ",\"upstream_status\":%d", x->status);
+    if (rc == GW_OK && x->usage.have)
+        rc = field_usage(o, &x->usage);
+    if (rc == GW_OK && x->have_stop)
+        rc = field_str(o, "stop_reason", canon_stop_name(x->stop));
     if (rc == GW_OK)
-        rc = field_str(o, "provider", a->t.provider->name);
+        rc = field_str(o, "outcome", x->outcome ? x->outcome : "ok");
+    if (rc == GW_OK && x->error_class)
+        rc = field_str(o, "error_class", x->error_class);
     if (rc == GW_OK)
-        rc = field_str(o, "driver", a->t.provider->driver);
+        rc = gw_buf_printf(o, ",\"attempts\":%d,\"retries\":%d,\"failovers\":%d", x->nattempts,
+                           x->nretries, x->nfailovers);
+    if (rc == GW_OK && x->key)
+        rc = field_str(o, "key_id", x->key->id);
     if (rc == GW_OK)
-        rc = field_str(o, "model", a->t.model);
+        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
     if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"stream\":%s", a->client_stream ? "true" : "false");
-    /* Latency is what the client saw: until its response ended. */
-    if (rc == GW_OK)
-        rc = field_ms(o, "latency_ms", a->t0, end);
-    if (rc == GW_OK && a->t_first_byte)
-        rc = field_ms(o, "ttfb_ms", a->t0, a->t_first_byte);
-    if (rc == GW_OK && a->t_first_content)
-        rc = field_ms(o, "ttfc_ms", a->t0, a->t_first_content);
-    if (rc == GW_OK && a->status)
-        rc = gw_buf_printf(o, ",\"upstream_status\":%d", a->status);
-    if (rc == GW_OK && a->usage.have) {
-        const struct canon_usage *u = &a->usage;
-        rc = gw_buf_printf(
-            o,
-            ",\"tokens\":{\"input\":%lld,\"cache_read\":%lld,\"cache_write_5m\":%lld,"
-            "\"cache_write_1h\":%lld,\"output\":%lld,\"reasoning\":%lld}",
-            (long long)u->input, (long long)u->cache_read, (long long)u->cache_write_5m,
-            (long long)u->cache_write_1h, (long long)u->output, (long long)u->reasoning);
-    }
-    if (rc == GW_OK && a->have_stop)
-        rc = field_str(o, "stop_reason", canon_stop_name(a->stop));
-    if (rc == GW_OK)
-        rc = field_str(o, "outcome", a->outcome ? a->outcome : "ok");
-    if (rc == GW_OK && a->error_class)
-        rc = field_str(o, "error_class", a->error_class);
-    if (rc == GW_OK && a->key)
-        rc = field_str(o, "key_id", a->key->id);
-    if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)a->snap->version);
-    if (rc == GW_OK)
-        gw_log_access_fields(o->data, o->len);
+        gw_log_access_fields("access", o->data, o->len);
 }
 
-static void attempt_free(struct dp_attempt *a)
+/* ---------------------------------------------------------------- lifetime */
+
+/* Gives back the current attempt's upstream resources. */
+static void release_upstream(struct dp_exchange *x)
 {
-    if (a->running)
-        gw_curlev_remove(a->w->curl, a->easy);
-    if (a->easy) {
-        struct dp_worker *w = a->w;
+    struct dp_worker *w = x->w;
+    if (x->running) {
+        gw_curlev_remove(w->curl, x->easy);
+        x->running = 0;
+    }
+    if (x->easy) {
         if (w->nidle_easy < DP_IDLE_EASY) {
-            curl_easy_reset(a->easy);
-            w->idle_easy[w->nidle_easy++] = a->easy;
+            curl_easy_reset(x->easy);
+            w->idle_easy[w->nidle_easy++] = x->easy;
         } else {
-            curl_easy_cleanup(a->easy);
+            curl_easy_cleanup(x->easy);
         }
+        x->easy = NULL;
     }
-    drv_request_free(&a->dreq);
-    if (a->parser)
-        a->parser->drv->parser_free(a->parser);
-    if (a->fstate)
-        a->fc->stream_free(a->fstate);
-    canon_acc_free(&a->acc);
-    canon_req_free(a->creq);
-    free(a->ereq.inputs);
-    free(a->model);
-    if (a->watchdog)
-        event_free(a->watchdog);
-    gw_buf_free(&a->coll);
-    gw_buf_free(&a->out);
-    dp_snapshot_unref(a->snap);
-    if (a->prev)
-        a->prev->next = a->next;
+    drv_request_free(&x->dreq);
+    memset(&x->dreq, 0, sizeof(x->dreq));
+    if (x->parser) {
+        x->parser->drv->parser_free(x->parser);
+        x->parser = NULL;
+    }
+    gw_buf_reset(&x->coll);
+    if (x->timer)
+        evtimer_del(x->timer);
+    x->paused = 0;
+}
+
+static void exchange_free(struct dp_exchange *x)
+{
+    release_upstream(x);
+    if (x->fstate)
+        x->fc->stream_free(x->fstate);
+    canon_acc_free(&x->acc);
+    canon_req_free(x->creq);
+    json_decref(x->eroot);
+    free(x->ereq.inputs);
+    if (x->timer)
+        event_free(x->timer);
+    gw_buf_free(&x->coll);
+    gw_buf_free(&x->out);
+    gw_buf_free(&x->logb);
+    dp_snapshot_unref(x->snap);
+    if (x->prev)
+        x->prev->next = x->next;
     else
-        a->w->attempts = a->next;
-    if (a->next)
-        a->next->prev = a->prev;
-    free(a);
+        x->w->exchanges = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    free(x);
 }
 
-static void attempt_end(struct dp_attempt *a)
+static void exchange_end(struct dp_exchange *x)
 {
-    log_access(a);
-    attempt_free(a);
+    log_request(x);
+    exchange_free(x);
 }
 
-static void set_failure(struct dp_attempt *a, const char *outcome, const char *cls)
+static void set_failure(struct dp_exchange *x, const char *outcome, const char *cls)
 {
-    if (!a->outcome) {
-        a->outcome = outcome;
-        a->error_class = cls;
+    if (!x->outcome) {
+        x->outcome = outcome;
+        x->error_class = cls;
     }
 }
 
 /* ---------------------------------------------------------------- client side */
 
-static const struct dp_facade *facade_of(const struct dp_attempt *a)
+static const struct dp_facade *facade_of(const struct dp_exchange *x)
 {
-    return a->fc ? a->fc : &fc_openai_chat;
+    return x->fc ? x->fc : &fc_openai_chat;
 }
 
-/* A plain HTTP error in the facade's format; ends the client side. */
-static void reply_error(struct dp_attempt *a, int status, const char *type, const char *param,
-                        const char *code, const char *msg)
+/* An error answer in the facade's format; extra (a JSON value, when given)
+ * goes into the error object as extra_name: the attempts a request made,
+ * or the candidates a router skipped. Error answers are rare enough to
+ * take a second pass through jansson. */
+static void respond_error(struct gw_http_req *req, const struct dp_facade *fc, int status,
+                          const char *type, const char *param, const char *code, const char *msg,
+                          const char *extra_name, const struct gw_buf *extra)
 {
-    struct gw_http_req *req = a->req;
-    if (!req)
-        return;
-    a->req = NULL;
-    a->t_client_end = gw_now_us();
-    a->final_status = status;
-    if (a->retry_after[0] && (status == 429 || status == 503))
-        (void)gw_http_add_header(req, "retry-after", a->retry_after);
     size_t n = 0;
-    char *body = facade_of(a)->error_body(status, type, param, code, msg, &n);
+    char *body = (fc ? fc : &fc_openai_chat)->error_body(status, type, param, code, msg, &n);
+    if (body && extra && extra->len) {
+        json_t *root = json_loadb(body, n, 0, NULL);
+        json_t *val = json_loadb(extra->data, extra->len, 0, NULL);
+        json_t *err = json_object_get(root, "error");
+        if (json_is_object(err) && val && json_object_set(err, extra_name, val) == 0) {
+            char *full = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            if (full) {
+                free(body);
+                body = full;
+                n = strlen(full);
+            }
+        }
+        json_decref(val);
+        json_decref(root);
+    }
     gw_http_respond(req, status, "application/json", body ? body : "", body ? n : 0);
     free(body);
 }
 
-static int flush_out(struct dp_attempt *a)
+static const char *error_type(int status)
 {
-    if (!a->out.len || !a->req || !a->committed || !a->client_stream)
-        return GW_OK;
-    int rc = gw_http_write(a->req, a->out.data, a->out.len);
-    gw_buf_reset(&a->out);
-    return rc;
+    return status == 429   ? "rate_limit_error"
+           : status == 404 ? "not_found_error"
+           : status == 403 ? "permission_error"
+           : status < 500  ? "invalid_request_error"
+                           : "api_error";
 }
 
-static void on_client_close(struct gw_http_req *req, void *arg)
+static void add_loop_headers(struct gw_http_req *req, const struct dp_exchange *x)
 {
-    struct dp_attempt *a = arg;
-    a->req = NULL;
-    gw_http_abort(req);
-    set_failure(a, "client_closed", "canceled");
-    a->final_status = 499;
-    attempt_end(a); /* removes the transfer: the upstream sees the close */
+    char n[16];
+    snprintf(n, sizeof(n), "%d", x->nattempts);
+    (void)gw_http_add_header(req, "x-llmgw-attempts", n);
+    if (x->plan.route)
+        (void)gw_http_add_header(req, "x-llmgw-route", x->plan.route->name);
+}
+
+/* The attempts so far as a JSON array, for an error answer. */
+static int attempts_json(const struct dp_exchange *x, struct gw_buf *o)
+{
+    int rc = gw_buf_appends(o, "[");
+    for (size_t i = 0; rc == GW_OK && i < x->nhist; i++) {
+        const struct hist *h = &x->hist[i];
+        rc = gw_buf_appends(o, i ? ",{\"provider\":" : "{\"provider\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(o, h->provider, strlen(h->provider));
+        if (rc == GW_OK)
+            rc = field_str(o, "model", h->model);
+        if (rc == GW_OK)
+            rc = field_str(o, "class", canon_failure_name(h->failure));
+        if (rc == GW_OK)
+            rc = gw_buf_printf(o, ",\"status\":%d%s}", h->status,
+                               h->refused ? ",\"refused\":true" : "");
+    }
+    return rc == GW_OK ? gw_buf_appends(o, "]") : rc;
+}
+
+/* A plain HTTP error that ends the client side, with the attempts made. */
+static void reply_error(struct dp_exchange *x, int status, const char *param, const char *code,
+                        const char *msg)
+{
+    struct gw_http_req *req = x->req;
+    if (!req)
+        return;
+    x->req = NULL;
+    x->t_client_end = gw_now_us();
+    x->final_status = status;
+    if (x->retry_after[0] && (status == 429 || status == 503))
+        (void)gw_http_add_header(req, "retry-after", x->retry_after);
+    add_loop_headers(req, x);
+    struct gw_buf extra;
+    gw_buf_init(&extra, 0);
+    int with = x->nhist && attempts_json(x, &extra) == GW_OK;
+    respond_error(req, facade_of(x), status, error_type(status), param, code, msg, "attempts",
+                  with ? &extra : NULL);
+    gw_buf_free(&extra);
+}
+
+static int flush_out(struct dp_exchange *x)
+{
+    if (!x->out.len || !x->req || !x->committed || !x->client_stream)
+        return GW_OK;
+    int rc = gw_http_write(x->req, x->out.data, x->out.len);
+    gw_buf_reset(&x->out);
+    return rc;
 }
 
 static void on_client_drain(struct gw_http_req *req, void *arg)
 {
     (void)req;
-    struct dp_attempt *a = arg;
-    if (a->paused && a->running) {
-        a->paused = 0;
-        curl_easy_pause(a->easy, CURLPAUSE_CONT);
+    struct dp_exchange *x = arg;
+    if (x->paused && x->running) {
+        x->paused = 0;
+        curl_easy_pause(x->easy, CURLPAUSE_CONT);
     }
 }
 
-/* Which provider and model answered: operators and clients both ask. */
-static void add_answer_headers(struct gw_http_req *req, const struct dp_attempt *a)
+/* Which provider and model answered, and how many attempts it took:
+ * operators and clients both ask. */
+static void add_answer_headers(struct gw_http_req *req, const struct dp_exchange *x)
 {
-    (void)gw_http_add_header(req, "x-llmgw-provider", a->t.provider->name);
-    (void)gw_http_add_header(req, "x-llmgw-model", a->t.model);
+    (void)gw_http_add_header(req, "x-llmgw-provider", x->prov->name);
+    (void)gw_http_add_header(req, "x-llmgw-model", x->model);
+    add_loop_headers(req, x);
 }
 
-/* The stream's head goes out with the first content event. */
-static int commit_stream(struct dp_attempt *a)
+/* The first content event: the answer is this attempt's from now on (the
+ * bright line), and a stream's head goes out. */
+static int commit_answer(struct dp_exchange *x)
 {
-    a->committed = 1;
-    a->t_first_content = gw_now_us();
-    if (!a->client_stream)
+    x->committed = 1;
+    x->t_first_content = x->t_client_first = gw_now_us();
+    if (!x->client_stream)
         return GW_OK;
-    add_answer_headers(a->req, a);
-    (void)gw_http_add_header(a->req, "cache-control", "no-cache");
-    return gw_http_start(a->req, 200, "text/event-stream; charset=utf-8");
+    add_answer_headers(x->req, x);
+    (void)gw_http_add_header(x->req, "cache-control", "no-cache");
+    return gw_http_start(x->req, 200, "text/event-stream; charset=utf-8");
 }
 
 /* ---------------------------------------------------------------- events */
 
-static struct fc_ctx make_ctx(struct dp_attempt *a)
+static struct fc_ctx make_ctx(struct dp_exchange *x)
 {
-    struct fc_ctx ctx = {.request_id = a->request_id,
-                         .model = a->answer_model[0] ? a->answer_model : a->t.model,
+    struct fc_ctx ctx = {.request_id = x->request_id,
+                         .model = x->answer_model[0] ? x->answer_model : x->model,
                          .created = (long long)time(NULL)};
     return ctx;
 }
 
-/* Before the answer started: the failure is an HTTP error. After: an
- * in-band error and the stream's end. */
-static void fail_answer(struct dp_attempt *a, const struct canon_event *ev)
+/* A failure before the first content event: held back, for the loop to
+ * decide on once the transfer is over. */
+static void attempt_failed(struct dp_exchange *x, enum canon_failure f, int status, const char *msg)
 {
-    a->terminal = 1;
+    x->terminal = 1;
+    x->verdict = V_FAILED;
+    x->failure = f;
+    x->fail_status = status;
+    snprintf(x->fail_msg, sizeof(x->fail_msg), "%s",
+             msg && *msg ? msg : "the upstream provider failed");
+}
+
+/* A failure after the first content event: the answer is this attempt's,
+ * so the client learns of it in-band. A non-streaming client still has
+ * seen nothing and gets the HTTP error. */
+static void answer_broke(struct dp_exchange *x, const struct canon_event *ev)
+{
+    x->terminal = 1;
+    x->verdict = V_BROKE;
+    x->failure = ev->failure;
+    x->fail_status = ev->status;
     const char *cls = canon_failure_name(ev->failure);
-    set_failure(a, ev->failure == CANON_FAIL_CANCELED ? "canceled" : "upstream_error", cls);
-    if (!a->req)
+    set_failure(x, ev->failure == CANON_FAIL_CANCELED ? "canceled" : "upstream_error", cls);
+    if (!x->req)
         return;
-    if (!a->committed || !a->client_stream) {
-        int status = canon_failure_status(ev->failure);
-        /* A provider's 4xx about the request is the client's to see. */
-        if ((ev->failure == CANON_FAIL_BAD_REQUEST || ev->failure == CANON_FAIL_NOT_FOUND) &&
-            ev->status >= 400 && ev->status < 500)
-            status = ev->status;
+    if (!x->client_stream) {
         char msg[512];
-        snprintf(msg, sizeof(msg), "%s (provider %s, %s)",
+        snprintf(msg, sizeof(msg), "%s (provider %s, %s, after the answer started)",
                  ev->message && *ev->message ? ev->message : "the upstream provider failed",
-                 a->t.provider->name, cls);
-        const char *type = status == 429  ? "rate_limit_error"
-                           : status < 500 ? "invalid_request_error"
-                                          : "api_error";
-        reply_error(a, status, type, NULL, cls, msg);
+                 x->prov->name, cls);
+        reply_error(x, canon_failure_status(ev->failure), NULL, cls, msg);
         return;
     }
-    a->t_client_end = gw_now_us();
-    a->final_status = 200;
+    x->t_client_end = gw_now_us();
+    x->final_status = 200;
     /* The error event and the stream's end, after what is still queued. If
      * the event cannot be encoded, the connection is cut rather than ended
      * cleanly: a clean end without the error would look like a whole
      * answer. */
-    int rc = a->fc->stream_event(a->fstate, ev, &a->out);
+    int rc = x->fc->stream_event(x->fstate, ev, &x->out);
     if (rc == GW_OK)
-        rc = flush_out(a);
-    struct gw_http_req *req = a->req;
-    a->req = NULL;
+        rc = flush_out(x);
+    struct gw_http_req *req = x->req;
+    x->req = NULL;
     if (rc == GW_OK)
         gw_http_finish(req);
     else
         gw_http_abort(req);
 }
 
-static void finish_answer(struct dp_attempt *a, const struct canon_event *ev)
+static void fail(struct dp_exchange *x, const struct canon_event *ev)
 {
-    a->terminal = 1;
-    a->stop = ev->stop;
-    a->have_stop = 1;
-    if (!a->req)
-        return;
-    if (!a->committed) { /* no content event: no answer */
-        struct canon_event e = {.type = CANON_EV_ERROR,
-                                .failure = CANON_FAIL_EMPTY_OUTPUT,
-                                .message = "the provider's answer had no content"};
-        a->terminal = 0;
-        fail_answer(a, &e);
+    if (x->committed)
+        answer_broke(x, ev);
+    else
+        attempt_failed(x, ev->failure, ev->status, ev->message);
+}
+
+/* An error the gateway itself hit while answering: the client's answer
+ * ends (500 or in-band), and no other target is tried. */
+static void internal_failure(struct dp_exchange *x, const char *msg)
+{
+    set_failure(x, "internal_error", NULL);
+    x->terminal = 1;
+    x->verdict = V_CANCELED;
+    if (x->committed && x->client_stream) {
+        struct canon_event e = {
+            .type = CANON_EV_ERROR, .failure = CANON_FAIL_PROVIDER_5XX, .message = msg};
+        answer_broke(x, &e);
+        x->verdict = V_CANCELED; /* the provider did nothing wrong */
         return;
     }
-    struct gw_http_req *req = a->req;
-    a->t_client_end = gw_now_us();
-    a->final_status = 200;
-    if (a->client_stream) {
-        int rc = a->fc->stream_event(a->fstate, ev, &a->out);
+    reply_error(x, 500, NULL, "internal_error", msg);
+}
+
+static void finish_answer(struct dp_exchange *x, const struct canon_event *ev)
+{
+    x->terminal = 1;
+    x->stop = ev->stop;
+    x->have_stop = 1;
+    if (!x->committed) { /* no content event: no answer */
+        attempt_failed(x, CANON_FAIL_EMPTY_OUTPUT, 0, "the provider's answer had no content");
+        return;
+    }
+    x->verdict = V_OK;
+    if (!x->req)
+        return;
+    struct gw_http_req *req = x->req;
+    x->t_client_end = gw_now_us();
+    x->final_status = 200;
+    if (x->client_stream) {
+        int rc = x->fc->stream_event(x->fstate, ev, &x->out);
         if (rc == GW_OK)
-            rc = flush_out(a);
-        a->req = NULL;
+            rc = flush_out(x);
+        x->req = NULL;
         if (rc == GW_OK)
             gw_http_finish(req);
         else
             gw_http_abort(req);
         return;
     }
-    if (canon_acc_add(&a->acc, ev) != GW_OK) {
-        reply_error(a, 500, "api_error", NULL, "internal_error", "could not build the answer");
+    struct fc_ctx ctx = make_ctx(x);
+    gw_buf_reset(&x->out);
+    if (canon_acc_add(&x->acc, ev) != GW_OK ||
+        x->fc->render(x->creq, &ctx, &x->acc, &x->out) != GW_OK) {
+        internal_failure(x, "could not build the answer");
         return;
     }
-    struct fc_ctx ctx = make_ctx(a);
-    gw_buf_reset(&a->out);
-    if (a->fc->render(a->creq, &ctx, &a->acc, &a->out) != GW_OK) {
-        reply_error(a, 500, "api_error", NULL, "internal_error", "could not build the answer");
-        return;
-    }
-    a->req = NULL;
-    add_answer_headers(req, a);
-    gw_http_respond(req, 200, "application/json", a->out.data ? a->out.data : "", a->out.len);
+    x->req = NULL;
+    add_answer_headers(req, x);
+    gw_http_respond(req, 200, "application/json", x->out.data ? x->out.data : "", x->out.len);
 }
 
-/* The sink every driver emits into. Returns nonzero once the answer is
+/* The sink every driver emits into. Returns nonzero once the attempt is
  * over (terminal event, or the client is gone), which stops the parser. */
 static int on_event(void *arg, const struct canon_event *ev)
 {
-    struct dp_attempt *a = arg;
-    if (a->terminal)
+    struct dp_exchange *x = arg;
+    if (x->terminal)
         return 1;
     if (ev->type == CANON_EV_ERROR) {
-        if (a->finishing && a->nevents == 0 && ev->failure == CANON_FAIL_NETWORK) {
+        if (x->finishing && x->nevents == 0 && ev->failure == CANON_FAIL_NETWORK) {
             /* A success status and a body that ended cleanly with nothing
              * in it: no answer at all, not a broken connection. */
             struct canon_event e = *ev;
             e.failure = CANON_FAIL_EMPTY_OUTPUT;
             e.message = "the provider's answer is empty";
-            fail_answer(a, &e);
+            fail(x, &e);
             return 1;
         }
-        fail_answer(a, ev);
+        fail(x, ev);
         return 1;
     }
-    a->nevents++;
+    x->nevents++;
     if (ev->type == CANON_EV_DONE) {
-        finish_answer(a, ev);
+        finish_answer(x, ev);
         return 1;
     }
-    if (!a->req)
+    if (!x->req)
         return 1;
     if (ev->type == CANON_EV_START && ev->name)
-        snprintf(a->answer_model, sizeof(a->answer_model), "%s", ev->name);
+        snprintf(x->answer_model, sizeof(x->answer_model), "%s", ev->name);
     if (ev->type == CANON_EV_USAGE)
-        a->usage = *ev->usage;
-    if (a->client_stream && !a->fstate) {
-        struct fc_ctx ctx = make_ctx(a);
-        a->fstate = a->fc->stream_new(a->creq, &ctx);
-        if (!a->fstate) {
-            a->terminal = 1;
-            set_failure(a, "internal_error", NULL);
-            reply_error(a, 500, "api_error", NULL, "internal_error", "out of memory");
+        x->usage = *ev->usage;
+    if (x->client_stream && !x->fstate) {
+        struct fc_ctx ctx = make_ctx(x);
+        x->fstate = x->fc->stream_new(x->creq, &ctx);
+        if (!x->fstate) {
+            internal_failure(x, "out of memory");
             return 1;
         }
     }
-    if (canon_is_content(ev->type) && !a->committed && commit_stream(a) != GW_OK) {
-        a->terminal = 1;
-        set_failure(a, "client_closed", "canceled");
-        struct gw_http_req *req = a->req;
-        a->req = NULL;
+    if (canon_is_content(ev->type) && !x->committed && commit_answer(x) != GW_OK) {
+        x->terminal = 1;
+        x->verdict = V_CANCELED;
+        set_failure(x, "client_closed", "canceled");
+        struct gw_http_req *req = x->req;
+        x->req = NULL;
         gw_http_abort(req);
         return 1;
     }
     int rc =
-        a->client_stream ? a->fc->stream_event(a->fstate, ev, &a->out) : canon_acc_add(&a->acc, ev);
+        x->client_stream ? x->fc->stream_event(x->fstate, ev, &x->out) : canon_acc_add(&x->acc, ev);
     if (rc != GW_OK) {
         struct canon_event e = {.type = CANON_EV_ERROR,
                                 .failure = CANON_FAIL_PROVIDER_5XX,
                                 .message = rc == GW_ELIMIT
                                                ? "the provider's answer is too large"
                                                : "the provider's answer broke the event order"};
-        fail_answer(a, &e);
+        fail(x, &e);
         return 1;
     }
     return 0;
@@ -448,25 +662,33 @@ static int on_event(void *arg, const struct canon_event *ev)
 
 /* ---------------------------------------------------------------- upstream */
 
-static void arm_watchdog(struct dp_attempt *a, long ms)
+/* The watchdog: ms from now, but before the answer started never past the
+ * failover budget. */
+static void arm_watchdog(struct dp_exchange *x, long ms)
 {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(a->watchdog, &tv);
+    int64_t us = (int64_t)ms * 1000;
+    if (!x->committed) {
+        int64_t left = x->deadline_us - gw_now_us();
+        if (left < us)
+            us = left > 1000 ? left : 1000;
+    }
+    struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+    evtimer_add(x->timer, &tv);
 }
 
 static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
 {
-    struct dp_attempt *a = arg;
+    struct dp_exchange *x = arg;
     size_t n = size * nmemb;
-    if (!a->t_first_byte) {
-        a->t_first_byte = gw_now_us();
-        arm_watchdog(a, a->t.provider->idle_timeout_ms);
+    if (!x->t_first_byte) {
+        x->t_first_byte = gw_now_us();
+        arm_watchdog(x, x->prov->idle_timeout_ms);
     }
     if (n > 5 && strncmp(buf, "HTTP/", 5) == 0) {
         /* A new status line (after 100 Continue or a redirect) resets. */
         const char *sp = memchr(buf, ' ', n);
-        a->status = sp ? atoi(sp + 1) : 0;
-        a->retry_after[0] = '\0';
+        x->status = sp ? atoi(sp + 1) : 0;
+        x->retry_after[0] = '\0';
         return n;
     }
     if (n > 12 && strncasecmp(buf, "retry-after:", 12) == 0) {
@@ -479,176 +701,346 @@ static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
         while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
             vl--;
         /* Copied into our own response head: only plain values. */
-        int clean = vl < sizeof(a->retry_after);
+        int clean = vl < sizeof(x->retry_after);
         for (size_t i = 0; clean && i < vl; i++)
             clean = (unsigned char)v[i] > 0x20 && v[i] != 0x7f;
         if (clean) {
-            memcpy(a->retry_after, v, vl);
-            a->retry_after[vl] = '\0';
+            memcpy(x->retry_after, v, vl);
+            x->retry_after[vl] = '\0';
         }
     }
     return n;
 }
 
-static int ok_status(const struct dp_attempt *a)
+static int ok_status(const struct dp_exchange *x)
 {
-    return a->status >= 200 && a->status < 300;
+    return x->status >= 200 && x->status < 300;
 }
 
 static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
 {
-    struct dp_attempt *a = arg;
+    struct dp_exchange *x = arg;
     size_t n = size * nmemb;
-    if (!a->req)
-        return a->terminal ? n : 0; /* after the answer, drain; else stop */
-    arm_watchdog(a, a->t.provider->idle_timeout_ms);
-    if (a->committed && a->client_stream && gw_http_pending(a->req) > OUT_HIGH_WATER) {
-        a->paused = 1;
-        gw_http_on_drain(a->req, OUT_LOW_WATER, on_client_drain, a);
+    if (!x->req)
+        return x->terminal && x->verdict == V_OK ? n : 0; /* after the answer, drain; else stop */
+    arm_watchdog(x, x->prov->idle_timeout_ms);
+    if (x->committed && x->client_stream && gw_http_pending(x->req) > OUT_HIGH_WATER) {
+        x->paused = 1;
+        gw_http_on_drain(x->req, OUT_LOW_WATER, on_client_drain, x);
         return CURL_WRITEFUNC_PAUSE;
     }
-    if (a->terminal)
-        return n;
-    if (a->kind == KIND_EMBED || !ok_status(a)) {
+    if (x->terminal)
+        return 0; /* a failed attempt: nothing more is wanted from it */
+    if (x->kind == KIND_EMBED || !ok_status(x)) {
         /* Kept whole (error bodies only up to a bound, to classify). */
-        if (gw_buf_append(&a->coll, buf, n) != GW_OK && a->kind == KIND_EMBED) {
-            set_failure(a, "upstream_error", "provider_5xx");
-            reply_error(a, 502, "api_error", NULL, "provider_5xx",
-                        "the provider's answer is too large");
+        if (gw_buf_append(&x->coll, buf, n) != GW_OK && x->kind == KIND_EMBED) {
+            attempt_failed(x, CANON_FAIL_PROVIDER_5XX, x->status,
+                           "the provider's answer is too large");
             return 0;
         }
         return n;
     }
-    a->parser->drv->parse(a->parser, buf, n, &a->sink);
-    if (a->terminal)
-        return n; /* drain the tail so the connection is reused */
-    if (!a->req)
+    x->parser->drv->parse(x->parser, buf, n, &x->sink);
+    if (x->terminal)
+        return x->verdict == V_OK || x->verdict == V_BROKE ? n : 0;
+    if (!x->req)
         return 0;
-    return flush_out(a) == GW_OK ? n : 0;
+    return flush_out(x) == GW_OK ? n : 0;
 }
 
-static void emit_failure(struct dp_attempt *a, enum canon_failure f, int status, const char *msg)
+static void emit_failure(struct dp_exchange *x, enum canon_failure f, int status, const char *msg)
 {
     struct canon_event ev = {
         .type = CANON_EV_ERROR, .failure = f, .status = status, .message = msg};
-    on_event(a, &ev);
+    on_event(x, &ev);
 }
 
-static void upstream_error_status(struct dp_attempt *a)
+static void upstream_error_status(struct dp_exchange *x)
 {
     enum canon_failure f;
     char msg[384];
-    const struct dp_driver *d = a->t.provider->drv;
-    (d->classify ? d->classify : drv_classify_default)(a->status, a->coll.data, a->coll.len, &f,
+    const struct dp_driver *d = x->prov->drv;
+    (d->classify ? d->classify : drv_classify_default)(x->status, x->coll.data, x->coll.len, &f,
                                                        msg, sizeof(msg));
     if (!msg[0])
-        snprintf(msg, sizeof(msg), "the provider answered HTTP %d", a->status);
-    if (!a->retry_after[0] && d->retry_after)
-        (void)d->retry_after(a->coll.data, a->coll.len, a->retry_after, sizeof(a->retry_after));
-    emit_failure(a, f, a->status, msg);
+        snprintf(msg, sizeof(msg), "the provider answered HTTP %d", x->status);
+    if (!x->retry_after[0] && d->retry_after)
+        (void)d->retry_after(x->coll.data, x->coll.len, x->retry_after, sizeof(x->retry_after));
+    emit_failure(x, f, x->status, msg);
 }
 
-static void finish_embed(struct dp_attempt *a);
+static void finish_embed(struct dp_exchange *x);
+static void attempt_over(struct dp_exchange *x);
 
 static void on_done(CURL *easy, CURLcode rc, void *arg)
 {
     (void)easy;
-    struct dp_attempt *a = arg;
-    a->running = 0;
-    if (rc == CURLE_OK && !ok_status(a)) {
-        upstream_error_status(a);
-    } else if (rc == CURLE_OK && a->kind == KIND_EMBED) {
-        finish_embed(a);
+    struct dp_exchange *x = arg;
+    x->running = 0;
+    if (x->terminal) {
+        /* decided already */
+    } else if (rc == CURLE_OK && !ok_status(x)) {
+        upstream_error_status(x);
+    } else if (rc == CURLE_OK && x->kind == KIND_EMBED) {
+        finish_embed(x);
     } else if (rc == CURLE_OK) {
-        a->finishing = 1;
-        if (!a->terminal)
-            a->parser->drv->finish(a->parser, &a->sink);
-        if (!a->terminal)
-            emit_failure(a, CANON_FAIL_PROVIDER_5XX, 0,
+        x->finishing = 1;
+        x->parser->drv->finish(x->parser, &x->sink);
+        if (!x->terminal)
+            emit_failure(x, CANON_FAIL_PROVIDER_5XX, 0,
                          "the provider's answer ended without a terminator");
-    } else if (!a->terminal) {
+    } else {
         char msg[256];
         snprintf(msg, sizeof(msg), "the provider could not be reached or broke off: %s",
                  curl_easy_strerror(rc));
-        /* Only the connect timeout is curl's; the watchdog times the rest. */
-        emit_failure(a, rc == CURLE_OPERATION_TIMEDOUT ? CANON_FAIL_TIMEOUT : CANON_FAIL_NETWORK, 0,
-                     msg);
+        emit_failure(x, canon_classify_curl(rc), 0, msg);
     }
-    attempt_end(a);
+    attempt_over(x);
 }
 
-/* One timer guards the attempt: until the first byte it is the provider's
- * first-byte timeout; after it, the idle timeout, re-armed by every piece of
- * body; while the upstream is paused for a slow client, the same idle
+/* The watchdog of an attempt in flight: until the first byte it is the
+ * provider's first-byte timeout; after it, the idle timeout, re-armed by
+ * every piece of body; before the answer started, never past the failover
+ * budget; while the upstream is paused for a slow client, the same idle
  * timeout bounds how long that client may stall. */
-static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+static void watchdog(struct dp_exchange *x)
+{
+    if (x->running) {
+        gw_curlev_remove(x->w->curl, x->easy);
+        x->running = 0;
+    }
+    if (x->terminal && !x->req) {
+        /* The client has its whole answer; only the upstream's tail
+         * stalled. Nothing failed that the client could see. */
+    } else if (x->paused) {
+        /* The client stopped reading: it cannot be told anything. */
+        set_failure(x, "client_stalled", "canceled");
+        struct gw_http_req *req = x->req;
+        x->req = NULL;
+        x->final_status = 499;
+        x->terminal = 1;
+        x->verdict = V_CANCELED;
+        if (req)
+            gw_http_abort(req);
+    } else if (!x->committed && gw_now_us() >= x->deadline_us) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the failover budget (%ld ms) ran out before an answer started",
+                 x->budget_ms);
+        x->budget_out = 1;
+        emit_failure(x, CANON_FAIL_TIMEOUT, 0, msg);
+    } else {
+        emit_failure(x, CANON_FAIL_TIMEOUT, 0,
+                     x->t_first_byte ? "the provider stopped sending before the answer was complete"
+                                     : "the provider did not answer within its first-byte timeout");
+    }
+    attempt_over(x);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct dp_attempt *a = arg;
-    if (a->running) {
-        gw_curlev_remove(a->w->curl, a->easy);
-        a->running = 0;
-    }
-    if (a->terminal && !a->req) {
-        /* The client has its whole answer; only the upstream's tail
-         * stalled. Nothing failed that the client could see. */
-    } else if (a->paused) {
-        /* The client stopped reading: it cannot be told anything. */
-        set_failure(a, "client_stalled", "canceled");
-        struct gw_http_req *req = a->req;
-        a->req = NULL;
-        a->final_status = 499;
-        a->terminal = 1;
-        if (req)
-            gw_http_abort(req);
-    } else {
-        emit_failure(a, CANON_FAIL_TIMEOUT, 0,
-                     a->t_first_byte ? "the provider stopped sending before the answer was complete"
-                                     : "the provider did not answer within its first-byte timeout");
-    }
-    attempt_end(a);
+    struct dp_exchange *x = arg;
+    if (x->state == X_WAIT)
+        start_attempt(x);
+    else
+        watchdog(x);
 }
 
-void dp_exchange_shutdown(struct dp_attempt *a)
+/* Seconds in a Retry-After value, in microseconds; -1 when it is not a
+ * number of seconds (an HTTP date is rare from these APIs, and ignored). */
+static int64_t retry_after_us(const char *v)
 {
-    if (a->running) {
-        gw_curlev_remove(a->w->curl, a->easy);
-        a->running = 0;
+    if (!v[0] || v[strspn(v, "0123456789.")] != '\0')
+        return -1;
+    double s = strtod(v, NULL);
+    return s < 0 || s > 86400 ? -1 : (int64_t)(s * 1e6);
+}
+
+/* Exponential backoff with equal jitter: half the step fixed, half random. */
+static int64_t backoff_us(struct dp_exchange *x)
+{
+    int64_t step = (int64_t)x->w->retry_base_ms * 1000;
+    for (int i = 1; i < x->tries && step < MAX_BACKOFF_US; i++)
+        step *= 2;
+    if (step > MAX_BACKOFF_US)
+        step = MAX_BACKOFF_US;
+    return step / 2 + (int64_t)(dp_worker_rand(x->w) % (uint64_t)(step / 2 + 1));
+}
+
+static void schedule(struct dp_exchange *x, int64_t delay_us)
+{
+    x->state = X_WAIT;
+    struct timeval tv = {(time_t)(delay_us / 1000000), (suseconds_t)(delay_us % 1000000)};
+    evtimer_add(x->timer, &tv);
+}
+
+/* The loop is over without an answer: the client gets the last attempt's
+ * failure (or the refusal, or the budget's end), with every attempt. */
+static void give_up(struct dp_exchange *x)
+{
+    char msg[640];
+    const struct hist *last = x->nhist ? &x->hist[x->nhist - 1] : NULL;
+    if (x->budget_out) {
+        set_failure(x, "upstream_error", "timeout");
+        snprintf(msg, sizeof(msg), "%s (after %d attempts)", x->last_msg, x->nattempts);
+        reply_error(x, 504, NULL, "timeout", msg);
+    } else if (last && last->refused) {
+        set_failure(x, x->rerr.status >= 500 ? "provider_misconfigured" : "refused",
+                    canon_failure_name(last->failure));
+        int status = x->rerr.status ? x->rerr.status : 400;
+        reply_error(x, status, x->rerr.param[0] ? x->rerr.param : NULL, x->rerr.code,
+                    x->rerr.message);
+    } else if (last) {
+        enum canon_failure f = last->failure;
+        const char *cls = canon_failure_name(f);
+        set_failure(x, "upstream_error", cls);
+        int status = canon_failure_status(f);
+        /* A provider's 4xx about the request is the client's to see. */
+        if ((f == CANON_FAIL_BAD_REQUEST || f == CANON_FAIL_NOT_FOUND) && last->status >= 400 &&
+            last->status < 500)
+            status = last->status;
+        if (x->nattempts > 1)
+            snprintf(msg, sizeof(msg), "%s (provider %s, %s; %d attempts, all failed)", x->last_msg,
+                     last->provider, cls, x->nattempts);
+        else
+            snprintf(msg, sizeof(msg), "%s (provider %s, %s)", x->last_msg, last->provider, cls);
+        reply_error(x, status, NULL, cls, msg);
+    } else {
+        /* Every candidate's breaker opened while this request waited. */
+        set_failure(x, "no_route", NULL);
+        snprintf(msg, sizeof(msg), "no candidate is healthy for '%.100s' any more",
+                 x->kind == KIND_CHAT ? x->creq->model : gw_json_str(x->eroot, "model"));
+        reply_error(x, 503, "model", "no_healthy_target", msg);
     }
-    if (!a->terminal) {
-        set_failure(a, "shutdown", "canceled");
-        struct canon_event ev = {.type = CANON_EV_ERROR,
-                                 .failure = CANON_FAIL_CANCELED,
-                                 .message = "the gateway is shutting down"};
-        if (!a->committed || !a->client_stream) {
-            a->terminal = 1;
-            reply_error(a, 503, "api_error", NULL, "gateway_shutdown",
-                        "the gateway is shutting down");
-        } else {
-            fail_answer(a, &ev);
+    exchange_end(x);
+}
+
+/* After a failed attempt: retry the target, move to the next, or stop.
+ * The class decides (canon_failure_retries/advances), the position sizes
+ * the retries, and the failover budget bounds it all. */
+static void decide_next(struct dp_exchange *x)
+{
+    enum canon_failure f = x->failure;
+    int last = x->ci + 1 >= x->plan.ncands;
+    int64_t now = gw_now_us();
+    if (x->budget_out || now >= x->deadline_us) {
+        if (!x->budget_out) {
+            x->budget_out = 1;
+            snprintf(x->last_msg, sizeof(x->last_msg),
+                     "the failover budget (%ld ms) ran out before an answer started", x->budget_ms);
+        }
+        give_up(x);
+        return;
+    }
+    if (canon_failure_retries(f) && x->tries <= (last ? RETRIES_LAST : RETRIES_MIDDLE)) {
+        int64_t delay = backoff_us(x);
+        int64_t ra = retry_after_us(x->retry_after);
+        if (ra <= MAX_RETRY_AFTER_US) {
+            if (ra > delay)
+                delay = ra;
+            if (now + delay < x->deadline_us) {
+                x->nretries++;
+                schedule(x, delay);
+                return;
+            }
         }
     }
-    attempt_end(a);
+    if (canon_failure_advances(f) && !last) {
+        x->ci++;
+        x->tries = 0;
+        x->nfailovers++;
+        /* On the next turn of the loop, not inside curl's callback. */
+        schedule(x, 0);
+        return;
+    }
+    give_up(x);
 }
 
-/* ---------------------------------------------------------------- setup */
-
-static int start_upstream(struct dp_attempt *a)
+static void remember(struct dp_exchange *x, enum canon_failure f, int status, int refused)
 {
-    a->easy = a->w->nidle_easy > 0 ? a->w->idle_easy[--a->w->nidle_easy] : curl_easy_init();
-    a->watchdog = evtimer_new(a->w->base, on_watchdog, a);
-    if (!a->easy || !a->watchdog)
+    if (!refused)
+        memcpy(x->last_msg, x->fail_msg, sizeof(x->last_msg));
+    if (x->nhist < MAX_HIST)
+        x->hist[x->nhist++] = (struct hist){x->prov->name, x->model, f, status, refused};
+}
+
+/* An attempt's transfer is over: its verdict goes to the breaker and the
+ * log, its resources back to the worker; then the request ends, or the
+ * loop goes on. */
+static void attempt_over(struct dp_exchange *x)
+{
+    int64_t now = gw_now_us();
+    if (x->verdict == V_NONE)
+        x->verdict = V_CANCELED;
+    struct dp_outcome o = {.provider = x->prov->name,
+                           .model = x->model,
+                           .ok = x->verdict == V_OK,
+                           .failure = x->verdict == V_FAILED || x->verdict == V_BROKE
+                                          ? x->failure
+                                          : CANON_FAIL_CANCELED,
+                           .latency_us = now - x->ta0,
+                           .ttfb_us = x->t_first_byte ? x->t_first_byte - x->ta0 : 0,
+                           .at_us = now};
+    dp_breaker_record(x->w->breakers, &o, x->probe);
+    log_attempt(x, now);
+    if (x->verdict == V_OK && x->plan.route && x->session[0])
+        dp_router_sticky_set(x->plan.route, x->session, x->prov, now);
+    release_upstream(x);
+    if (x->verdict == V_FAILED) {
+        remember(x, x->failure, x->fail_status, 0);
+        if (x->req) {
+            decide_next(x);
+            return;
+        }
+    }
+    exchange_end(x);
+}
+
+/* Ends a request at once (drain deadline passed): an open stream gets an
+ * in-band error event and its terminator. */
+void dp_exchange_shutdown(struct dp_exchange *x)
+{
+    if (x->running) {
+        gw_curlev_remove(x->w->curl, x->easy);
+        x->running = 0;
+    }
+    if (x->req) {
+        set_failure(x, "shutdown", "canceled");
+        if (!x->committed || !x->client_stream) {
+            reply_error(x, 503, NULL, "gateway_shutdown", "the gateway is shutting down");
+        } else {
+            struct canon_event ev = {.type = CANON_EV_ERROR,
+                                     .failure = CANON_FAIL_CANCELED,
+                                     .message = "the gateway is shutting down"};
+            answer_broke(x, &ev);
+        }
+    }
+    x->terminal = 1;
+    if (x->verdict == V_NONE)
+        x->verdict = V_CANCELED;
+    if (x->state == X_ATTEMPT)
+        attempt_over(x); /* the client side has ended: no loop after it */
+    else
+        exchange_end(x);
+}
+
+/* ---------------------------------------------------------------- attempts */
+
+static int start_upstream(struct dp_exchange *x)
+{
+    x->easy = x->w->nidle_easy > 0 ? x->w->idle_easy[--x->w->nidle_easy] : curl_easy_init();
+    if (!x->easy)
         return GW_ENOMEM;
-    CURL *e = a->easy;
-    curl_easy_setopt(e, CURLOPT_URL, a->dreq.url);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, a->dreq.body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)a->dreq.body_len);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, a->dreq.headers);
+    CURL *e = x->easy;
+    curl_easy_setopt(e, CURLOPT_URL, x->dreq.url);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->dreq.body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->dreq.body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->dreq.headers);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     /* Loopback never goes through a proxy; other hosts follow the usual
      * proxy environment, which operators may rely on. */
@@ -657,24 +1049,116 @@ static int start_upstream(struct dp_attempt *a)
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     /* No total timeout on streams: a stall between bytes is the failure,
-     * and the attempt's watchdog timer measures it exactly. */
+     * and the watchdog measures it exactly. */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (gw_curlev_add(a->w->curl, e, on_done, a) != GW_OK)
+    if (gw_curlev_add(x->w->curl, e, on_done, x) != GW_OK)
         return GW_ENOMEM;
-    a->running = 1;
-    arm_watchdog(a, a->t.provider->first_byte_timeout_ms);
-    gw_http_req_on_close(a->req, on_client_close, a);
+    x->running = 1;
+    x->state = X_ATTEMPT;
+    arm_watchdog(x, x->prov->first_byte_timeout_ms);
     return GW_OK;
 }
+
+/* Forgets the previous attempt's partial answer: nothing of it reached
+ * the client (it failed before its first content event). */
+static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
+{
+    x->prov = c->provider;
+    x->model = c->model;
+    x->status = 0;
+    x->retry_after[0] = '\0';
+    x->probe = 0;
+    x->nevents = x->finishing = x->terminal = 0;
+    x->verdict = V_NONE;
+    x->fail_status = 0;
+    x->fail_msg[0] = '\0';
+    x->t_first_byte = x->t_first_content = 0;
+    x->answer_model[0] = '\0';
+    memset(&x->usage, 0, sizeof(x->usage));
+    x->have_stop = 0;
+    if (x->fstate) {
+        x->fc->stream_free(x->fstate);
+        x->fstate = NULL;
+    }
+    canon_acc_free(&x->acc);
+    canon_acc_init(&x->acc, 0);
+    gw_buf_reset(&x->out);
+}
+
+/* The driver's upstream request for the current candidate. */
+static int build(struct dp_exchange *x, struct canon_err *err)
+{
+    struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->request_id};
+    const struct dp_driver *d = x->prov->drv;
+    if (x->kind == KIND_EMBED) {
+        x->ereq.model = x->model;
+        return d->build_embed(&dt, &x->ereq, &x->dreq, err);
+    }
+    int rc = d->build_chat(&dt, x->creq, &x->dreq, err);
+    if (rc == GW_OK && !(x->parser = d->parser_new(x->dreq.stream)))
+        rc = GW_ENOMEM;
+    return rc;
+}
+
+/* Starts the current candidate, moving past those that cannot be tried:
+ * a driver that refuses the request (the next one may take it), a breaker
+ * that opened while the request waited. */
+static void start_attempt(struct dp_exchange *x)
+{
+    for (; x->ci < x->plan.ncands; x->ci++, x->tries = 0) {
+        reset_attempt(x, &x->plan.cands[x->ci]);
+        struct canon_err err = {0};
+        int rc = build(x, &err);
+        if (rc == GW_EINVAL) {
+            /* Nothing was sent: a refusal names the client's field (4xx),
+             * or the provider's configuration (5xx). */
+            x->rerr = err;
+            remember(x, err.status >= 500 ? CANON_FAIL_AUTH_FAILED : CANON_FAIL_UNSUPPORTED_INPUT,
+                     0, 1);
+            release_upstream(x);
+            continue;
+        }
+        if (rc != GW_OK) {
+            release_upstream(x);
+            internal_failure(x, "the gateway could not build the upstream request");
+            exchange_end(x);
+            return;
+        }
+        int64_t now = gw_now_us();
+        enum dp_admit ad = dp_breaker_admit(x->w->breakers, x->prov->name, x->model, now);
+        if (ad == DP_ADMIT_NO) {
+            gw_logf(GW_LOG_INFO, "candidate skipped", "{s:s,s:s,s:s,s:s}", "request_id",
+                    x->request_id, "provider", x->prov->name, "model", x->model, "reason",
+                    "breaker_open");
+            release_upstream(x);
+            continue;
+        }
+        x->probe = ad == DP_ADMIT_PROBE;
+        x->tries++;
+        x->nattempts++;
+        x->ta0 = now;
+        if (start_upstream(x) != GW_OK) {
+            x->verdict = V_CANCELED;
+            struct dp_outcome o = {.provider = x->prov->name,
+                                   .model = x->model,
+                                   .failure = CANON_FAIL_CANCELED,
+                                   .at_us = now};
+            dp_breaker_record(x->w->breakers, &o, x->probe);
+            release_upstream(x);
+            internal_failure(x, "the gateway could not start the upstream request");
+            exchange_end(x);
+        }
+        return;
+    }
+    give_up(x);
+}
+
+/* ---------------------------------------------------------------- setup */
 
 static void reply_early(struct gw_http_req *req, const struct dp_facade *fc, const char *id,
                         int status, const char *param, const char *code, const char *msg)
 {
-    dp_reply_error_fc(req, fc, id, status,
-                      status == 404  ? "not_found_error"
-                      : status < 500 ? "invalid_request_error"
-                                     : "api_error",
-                      param, code, msg);
+    dp_reply_error_fc(req, fc, id, status, error_type(status), param, code, msg);
 }
 
 /* Parses the body as one JSON object with unique keys. NULL after replying. */
@@ -699,150 +1183,174 @@ static json_t *load_body(struct gw_http_req *req, const struct dp_facade *fc, co
     return NULL;
 }
 
-/* Resolves the selector; replies and returns nonzero when it cannot. */
-static int resolve(struct gw_http_req *req, const struct dp_facade *fc, const char *id,
-                   const struct dp_snapshot *snap, const char *selector, struct dp_target *t)
+/* The routing headers: a session id (stickiness), an affinity key and a
+ * failover budget. Each is checked; returns nonzero after replying. */
+static int read_route_headers(struct dp_exchange *x, const char **affinity)
 {
-    char msg[512];
+    static const char *const keyed[] = {"x-llmgw-session-id", "x-llmgw-affinity-key"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = gw_http_req_header(x->req, keyed[i]);
+        size_t n = v ? strlen(v) : 0;
+        int ok = n <= MAX_KEY_HEADER;
+        for (size_t j = 0; ok && j < n; j++)
+            ok = (unsigned char)v[j] > 0x20 && (unsigned char)v[j] < 0x7f;
+        if (!ok) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "the %s header must be 1 to %d visible ASCII characters",
+                     keyed[i], MAX_KEY_HEADER);
+            reply_early(x->req, x->fc, x->request_id, 400, keyed[i], "invalid_header", msg);
+            return 1;
+        }
+        if (i == 0 && n)
+            memcpy(x->session, v, n + 1);
+        if (i == 1)
+            *affinity = n ? v : NULL;
+    }
+    x->budget_ms = DEFAULT_BUDGET_MS;
+    const char *b = gw_http_req_header(x->req, "x-llmgw-fallback-timeout-ms");
+    if (b) {
+        char *end;
+        long v = b[0] >= '0' && b[0] <= '9' ? strtol(b, &end, 10) : 0;
+        if (v < 1 || v > MAX_BUDGET_MS || *end) {
+            char msg[160];
+            snprintf(msg, sizeof(msg),
+                     "the x-llmgw-fallback-timeout-ms header must be an integer from 1 to %ld",
+                     MAX_BUDGET_MS);
+            reply_early(x->req, x->fc, x->request_id, 400, "x-llmgw-fallback-timeout-ms",
+                        "invalid_header", msg);
+            return 1;
+        }
+        x->budget_ms = v;
+    }
+    x->deadline_us = x->t0 + (int64_t)x->budget_ms * 1000;
+    return 0;
+}
+
+/* The field a no-capable-target error names: the one in the request that
+ * no candidate can take, when there is one such capability; else model. */
+static const char *missing_param(const struct dp_exchange *x)
+{
+    unsigned m = 0;
+    for (size_t i = 0; i < x->plan.nskips; i++)
+        m |= x->plan.skips[i].missing;
+    if (x->plan.cause != DP_NOROUTE_NONE_CAPABLE || x->kind != KIND_CHAT)
+        return "model";
+    static const struct {
+        unsigned cap;
+        enum canon_field field;
+    } fields[] = {{DRV_CAP_VISION, CANON_F_MESSAGES},
+                  {DRV_CAP_TOOLS, CANON_F_TOOLS},
+                  {DRV_CAP_JSON_MODE, CANON_F_RESPONSE_FORMAT},
+                  {DRV_CAP_REASONING, CANON_F_REASONING}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(*fields); i++)
+        if (m == fields[i].cap)
+            return canon_field_name(x->creq, fields[i].field);
+    return "model";
+}
+
+/* Plans the request; with no candidate, replies with every skipped one and
+ * returns nonzero. */
+static int plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n)
+{
+    const char *affinity = NULL;
+    if (read_route_headers(x, &affinity))
+        return 1;
     if (!selector || !*selector) {
-        reply_early(req, fc, id, 400, "model", "missing_required_parameter",
-                    "you must provide a model parameter (a route, an alias, or provider/model)");
+        reply_early(x->req, x->fc, x->request_id, 400, "model", "missing_required_parameter",
+                    "you must provide a model parameter (a route, an alias, a role, or "
+                    "provider/model)");
         return 1;
     }
-    int rc = dp_snapshot_resolve(snap, selector, t);
-    if (rc == GW_OK)
-        return 0;
-    /* The selector is client text; quote a bounded piece of it. */
-    int status = 404;
-    const char *code = "model_not_found";
-    if (rc == GW_EINVAL) {
-        status = 400;
-        code = "invalid_model";
-        snprintf(msg, sizeof(msg),
-                 "the model id in '%.100s' must be 1 to %d visible ASCII characters", selector,
-                 DP_MAX_MODEL_ID);
-    } else if (rc == GW_EAGAIN) {
-        status = 503;
-        code = "no_enabled_target";
-        snprintf(msg, sizeof(msg), "the model '%.100s' has no enabled provider", selector);
-    } else {
-        snprintf(msg, sizeof(msg),
-                 "the model '%.100s' does not exist: use a route name, an alias, or "
-                 "provider/model",
-                 selector);
+    struct dp_route_ctx ctx = {.key = x->key,
+                               .request_id = x->request_id,
+                               .session = x->session[0] ? x->session : NULL,
+                               .affinity = affinity,
+                               .breakers = x->w->breakers,
+                               .now_us = gw_now_us()};
+    if (dp_router_plan(x->snap, selector, n, &ctx, &x->plan) != GW_OK) {
+        reply_early(x->req, x->fc, x->request_id, 500, NULL, "internal_error", "out of memory");
+        return 1;
     }
-    reply_early(req, fc, id, status, "model", code, msg);
+    if (x->plan.ncands > 0)
+        return 0;
+    int status = dp_no_route_status(x->plan.cause);
+    const char *code = dp_no_route_code(x->plan.cause);
+    dp_log_simple(x->req, x->request_id, status, code);
+    (void)gw_http_add_header(x->req, "x-llmgw-attempts", "0");
+    struct gw_buf skips;
+    gw_buf_init(&skips, 0);
+    int with = x->plan.nskips && dp_plan_skips_json(&x->plan, &skips) == GW_OK;
+    respond_error(x->req, facade_of(x), status, error_type(status), missing_param(x), code,
+                  x->plan.message, "candidates", with ? &skips : NULL);
+    gw_buf_free(&skips);
     return 1;
 }
 
-static struct dp_attempt *attempt_new(struct dp_worker *w, struct gw_http_req *req,
-                                      struct dp_snapshot *snap, const struct dp_key *key,
-                                      const char *request_id, const struct dp_target *t)
+static struct dp_exchange *exchange_new(struct dp_worker *w, struct gw_http_req *req,
+                                        struct dp_snapshot *snap, const struct dp_key *key,
+                                        const char *request_id, enum kind kind,
+                                        const struct dp_facade *fc)
 {
-    struct dp_attempt *a = calloc(1, sizeof(*a));
-    if (!a)
+    struct dp_exchange *x = calloc(1, sizeof(*x));
+    if (!x)
         return NULL;
-    a->w = w;
-    a->req = req;
-    a->snap = snap;
-    a->t = *t;
-    /* An exact selector's model points into the request JSON; the attempt
-     * keeps its own copy. */
-    a->model = strdup(t->model);
-    a->t.model = a->model ? a->model : "";
-    a->key = key;
-    a->t0 = gw_http_req_start_us(req);
-    snprintf(a->request_id, sizeof(a->request_id), "%s", request_id);
-    snprintf(a->path, sizeof(a->path), "%s", gw_http_req_path(req));
-    a->sink.emit = on_event;
-    a->sink.arg = a;
-    canon_acc_init(&a->acc, 0);
-    gw_buf_init(&a->out, 0);
-    gw_buf_init(&a->coll, MAX_ERROR_BODY);
-    a->next = w->attempts;
-    if (w->attempts)
-        w->attempts->prev = a;
-    w->attempts = a;
-    if (!a->model) {
-        attempt_free(a);
+    x->w = w;
+    x->req = req;
+    x->snap = snap;
+    x->key = key;
+    x->kind = kind;
+    x->fc = fc;
+    x->state = X_WAIT;
+    x->t0 = gw_http_req_start_us(req);
+    snprintf(x->request_id, sizeof(x->request_id), "%s", request_id);
+    snprintf(x->path, sizeof(x->path), "%s", gw_http_req_path(req));
+    x->sink.emit = on_event;
+    x->sink.arg = x;
+    canon_acc_init(&x->acc, 0);
+    gw_buf_init(&x->out, 0);
+    gw_buf_init(&x->logb, 0);
+    gw_buf_init(&x->coll, kind == KIND_EMBED ? DRV_MAX_BODY : MAX_ERROR_BODY);
+    x->next = w->exchanges;
+    if (w->exchanges)
+        w->exchanges->prev = x;
+    w->exchanges = x;
+    x->timer = evtimer_new(w->base, on_timer, x);
+    if (!x->timer) {
+        exchange_free(x);
         return NULL;
     }
-    return a;
+    return x;
 }
 
-/* What the request needs that the driver may not declare. */
-static int check_caps(const struct canon_req *r, const struct dp_provider *p, struct canon_err *err)
+static void on_client_close(struct gw_http_req *req, void *arg)
 {
-    unsigned caps = p->caps;
-    int images = 0;
-    for (size_t i = 0; i < r->nmessages; i++)
-        for (size_t j = 0; j < r->messages[i].nparts; j++) {
-            const struct canon_part *pt = &r->messages[i].parts[j];
-            images |= pt->type == CANON_PART_IMAGE;
-            for (size_t k = 0; pt->type == CANON_PART_TOOL_RESULT && k < pt->ncontent; k++)
-                images |= pt->content[k].type == CANON_PART_IMAGE;
-        }
-    if (!(caps & DRV_CAP_CHAT)) {
-        canon_err_set(err, 400, "model", "unsupported_input",
-                      "provider '%s' (driver %s) does not serve chat", p->name, p->driver);
-        return GW_EINVAL;
+    struct dp_exchange *x = arg;
+    x->req = NULL;
+    gw_http_abort(req);
+    set_failure(x, "client_closed", "canceled");
+    x->final_status = 499;
+    if (x->state == X_ATTEMPT) {
+        /* Removing the transfer closes it: the upstream sees the close. */
+        x->terminal = 1;
+        if (x->verdict == V_NONE)
+            x->verdict = V_CANCELED;
+        attempt_over(x);
+    } else {
+        exchange_end(x);
     }
-    if (images && !(caps & DRV_CAP_VISION)) {
-        canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_input",
-                      "the request has images, and provider '%s' (driver %s) does not take "
-                      "images",
-                      p->name, p->driver);
-        return GW_EINVAL;
-    }
-    if (r->ntools && !(caps & DRV_CAP_TOOLS)) {
-        canon_err_set(err, 400, canon_field_name(r, CANON_F_TOOLS), "unsupported_input",
-                      "provider '%s' (driver %s) does not take tools", p->name, p->driver);
-        return GW_EINVAL;
-    }
-    if ((r->format == CANON_FMT_JSON_OBJECT || r->format == CANON_FMT_JSON_SCHEMA) &&
-        !(caps & DRV_CAP_JSON_MODE)) {
-        canon_err_set(err, 400, canon_field_name(r, CANON_F_RESPONSE_FORMAT), "unsupported_input",
-                      "provider '%s' (driver %s) has no JSON mode", p->name, p->driver);
-        return GW_EINVAL;
-    }
-    if ((r->reasoning_effort || r->reasoning_budget) && !(caps & DRV_CAP_REASONING)) {
-        canon_err_set(err, 400, canon_field_name(r, CANON_F_REASONING), "unsupported_input",
-                      "provider '%s' (driver %s) has no reasoning settings", p->name, p->driver);
-        return GW_EINVAL;
-    }
-    return GW_OK;
 }
 
-/* The end of starting an attempt: its upstream request built (rc GW_OK) is
- * sent; refused (GW_EINVAL: err, the client's 400, counted as refused for
- * reason cls, or, with a 5xx status, the provider's configuration at fault);
- * anything else is the gateway's 500. */
-static void launch(struct dp_attempt *a, int rc, const char *cls, const struct canon_err *err)
+/* The common start of chat and embeddings once the exchange exists: plan,
+ * then the first attempt. Takes over x. */
+static void route_and_start(struct dp_exchange *x, const char *selector, const struct dp_needs *n)
 {
-    if (rc == GW_EINVAL && err->status >= 500) {
-        set_failure(a, "provider_misconfigured", NULL);
-        a->terminal = 1;
-        reply_error(a, err->status, "api_error", NULL, err->code, err->message);
-        attempt_end(a);
+    if (plan(x, selector, n)) {
+        x->req = NULL;
+        exchange_free(x);
         return;
     }
-    if (rc == GW_EINVAL) {
-        set_failure(a, "refused", cls);
-        a->terminal = 1;
-        reply_error(a, err->status ? err->status : 400, "invalid_request_error",
-                    err->param[0] ? err->param : NULL, err->code, err->message);
-        attempt_end(a);
-        return;
-    }
-    if (rc == GW_OK)
-        rc = start_upstream(a);
-    if (rc != GW_OK) {
-        set_failure(a, "internal_error", NULL);
-        a->terminal = 1;
-        reply_error(a, 500, "api_error", NULL, "internal_error",
-                    "the gateway could not start the upstream request");
-        attempt_end(a);
-    }
+    gw_http_req_on_close(x->req, on_client_close, x);
+    start_attempt(x);
 }
 
 void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_snapshot *snap,
@@ -854,52 +1362,33 @@ void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_sn
         return;
     }
     struct canon_req *cr = canon_req_new(root);
-    struct canon_err err = {0};
-    if (!cr) {
+    struct dp_exchange *x = cr ? exchange_new(w, req, snap, key, request_id, KIND_CHAT, fc) : NULL;
+    if (!x) {
         reply_early(req, fc, request_id, 500, NULL, "internal_error", "out of memory");
+        canon_req_free(cr);
         dp_snapshot_unref(snap);
         return;
     }
-    int rc = fc->parse(cr, &err);
-    struct dp_target t;
-    if (rc != GW_OK) {
+    x->creq = cr;
+    struct canon_err err = {0};
+    if (fc->parse(cr, &err) != GW_OK) {
         if (!err.status)
             canon_err_set(&err, 500, NULL, "internal_error", "out of memory");
         reply_early(req, fc, request_id, err.status, err.param[0] ? err.param : NULL, err.code,
                     err.message);
-    } else if (resolve(req, fc, request_id, snap, cr->model, &t)) {
-        rc = GW_EINVAL;
-    }
-    if (rc != GW_OK) {
-        canon_req_free(cr);
-        dp_snapshot_unref(snap);
+        x->req = NULL;
+        exchange_free(x);
         return;
     }
-    struct dp_attempt *a = attempt_new(w, req, snap, key, request_id, &t);
-    if (!a) {
-        reply_early(req, fc, request_id, 500, NULL, "internal_error", "out of memory");
-        canon_req_free(cr);
-        dp_snapshot_unref(snap);
-        return;
-    }
-    a->kind = KIND_CHAT;
-    a->fc = fc;
-    a->creq = cr;
-    a->client_stream = cr->stream;
-    struct drv_target dt = {
-        .provider = t.provider, .model = a->t.model, .request_id = a->request_id};
-    const struct dp_driver *d = t.provider->drv;
-    rc = check_caps(cr, t.provider, &err);
-    if (rc == GW_OK)
-        rc = d->build_chat(&dt, cr, &a->dreq, &err);
-    if (rc == GW_OK && !(a->parser = d->parser_new(a->dreq.stream)))
-        rc = GW_ENOMEM;
-    launch(a, rc, "unsupported_input", &err);
+    x->client_stream = cr->stream;
+    struct dp_needs n;
+    dp_needs_of(cr, &n);
+    route_and_start(x, cr->model, &n);
 }
 
-/* -------------------------------------------------------------- embeddings */
+/* ------------------------------------------------- embeddings: request, answer */
 
-static int parse_embed_req(struct dp_attempt *a, json_t *root, struct canon_err *err)
+static int parse_embed_req(struct dp_exchange *x, json_t *root, struct canon_err *err)
 {
     static const char *const keys[] = {"model",           "input", "dimensions",
                                        "encoding_format", "user",  NULL};
@@ -908,8 +1397,8 @@ static int parse_embed_req(struct dp_attempt *a, json_t *root, struct canon_err 
     json_object_foreach(root, k, v)
     {
         int ok = json_is_null(v);
-        for (const char *const *x = keys; *x && !ok; x++)
-            ok = strcmp(*x, k) == 0;
+        for (const char *const *kk = keys; *kk && !ok; kk++)
+            ok = strcmp(*kk, k) == 0;
         if (!ok) {
             canon_err_set(err, 400, k, "unsupported_parameter", "'%s' is not supported", k);
             return GW_EINVAL;
@@ -922,8 +1411,8 @@ static int parse_embed_req(struct dp_attempt *a, json_t *root, struct canon_err 
                       "'input' must be a string or an array of 1 to 2048 strings");
         return GW_EINVAL;
     }
-    a->ereq.inputs = calloc(n, sizeof(char *));
-    if (!a->ereq.inputs)
+    x->ereq.inputs = calloc(n, sizeof(char *));
+    if (!x->ereq.inputs)
         return GW_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_is_string(in) ? in : json_array_get(in, i);
@@ -932,7 +1421,7 @@ static int parse_embed_req(struct dp_attempt *a, json_t *root, struct canon_err 
                           "'input' must hold non-empty strings (token arrays are not supported)");
             return GW_EINVAL;
         }
-        a->ereq.inputs[a->ereq.ninputs++] = json_string_value(s);
+        x->ereq.inputs[x->ereq.ninputs++] = json_string_value(s);
     }
     json_t *dim = json_object_get(root, "dimensions");
     if (dim && !json_is_null(dim)) {
@@ -942,7 +1431,7 @@ static int parse_embed_req(struct dp_attempt *a, json_t *root, struct canon_err 
                           "'dimensions' must be an integer from 1 to 65536");
             return GW_EINVAL;
         }
-        a->ereq.dimensions = json_integer_value(dim);
+        x->ereq.dimensions = json_integer_value(dim);
     }
     const char *ef = gw_json_str(root, "encoding_format");
     if (ef && strcmp(ef, "float") && strcmp(ef, "base64")) {
@@ -950,8 +1439,8 @@ static int parse_embed_req(struct dp_attempt *a, json_t *root, struct canon_err 
                       "'encoding_format' must be float or base64");
         return GW_EINVAL;
     }
-    a->embed_base64 = ef && strcmp(ef, "base64") == 0;
-    a->ereq.user = gw_json_str(root, "user");
+    x->embed_base64 = ef && strcmp(ef, "base64") == 0;
+    x->ereq.user = gw_json_str(root, "user");
     return GW_OK;
 }
 
@@ -981,14 +1470,14 @@ static int b64_floats(struct gw_buf *out, const double *v, size_t n)
     return rc;
 }
 
-static int render_embed(struct dp_attempt *a, const struct canon_embed_resp *e, struct gw_buf *o)
+static int render_embed(struct dp_exchange *x, const struct canon_embed_resp *e, struct gw_buf *o)
 {
     int rc = gw_buf_appends(o, "{\"object\":\"list\",\"data\":[");
     for (size_t i = 0; rc == GW_OK && i < e->nvec; i++) {
         rc = gw_buf_printf(
             o, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
         const double *v = e->values + i * e->dim;
-        if (rc == GW_OK && a->embed_base64) {
+        if (rc == GW_OK && x->embed_base64) {
             rc = gw_buf_appends(o, "\"");
             if (rc == GW_OK)
                 rc = b64_floats(o, v, e->dim);
@@ -1007,7 +1496,7 @@ static int render_embed(struct dp_attempt *a, const struct canon_embed_resp *e, 
         rc = gw_buf_appends(o, "],\"model\":");
     /* The model that answered, as for chat; the target's when the provider
      * does not say. */
-    const char *model = e->model[0] ? e->model : a->t.model;
+    const char *model = e->model[0] ? e->model : x->model;
     if (rc == GW_OK)
         rc = gw_json_escape(o, model, strlen(model));
     if (rc == GW_OK)
@@ -1016,89 +1505,81 @@ static int render_embed(struct dp_attempt *a, const struct canon_embed_resp *e, 
     return rc;
 }
 
-static void finish_embed(struct dp_attempt *a)
+/* -------------------------------------------------------------- embeddings */
+
+static void finish_embed(struct dp_exchange *x)
 {
-    a->terminal = 1;
     struct canon_embed_resp e = {0};
     char msg[256] = "";
-    int rc = a->t.provider->drv->parse_embed(a->coll.data ? a->coll.data : "", a->coll.len, &e, msg,
-                                             sizeof(msg));
-    if (rc != GW_OK) {
-        set_failure(a, "upstream_error", "provider_5xx");
-        reply_error(a, 502, "api_error", NULL, "provider_5xx",
-                    msg[0] ? msg : "the provider's embeddings answer is malformed");
-        return;
-    }
-    if (e.nvec != a->ereq.ninputs) {
-        set_failure(a, "upstream_error", "provider_5xx");
-        reply_error(a, 502, "api_error", NULL, "provider_5xx",
-                    "the provider returned a different number of embeddings than inputs");
+    int rc = x->prov->drv->parse_embed(x->coll.data ? x->coll.data : "", x->coll.len, &e, msg,
+                                       sizeof(msg));
+    if (rc != GW_OK || e.nvec != x->ereq.ninputs) {
+        attempt_failed(x, CANON_FAIL_PROVIDER_5XX, x->status,
+                       rc != GW_OK
+                           ? (msg[0] ? msg : "the provider's embeddings answer is malformed")
+                           : "the provider returned a different number of embeddings "
+                             "than inputs");
         canon_embed_resp_free(&e);
         return;
     }
-    a->usage = e.usage;
-    gw_buf_reset(&a->out);
-    if (render_embed(a, &e, &a->out) != GW_OK) {
-        canon_embed_resp_free(&e);
-        reply_error(a, 500, "api_error", NULL, "internal_error", "could not build the answer");
-        return;
-    }
+    x->terminal = 1;
+    x->committed = 1;
+    x->t_first_content = x->t_client_first = gw_now_us();
+    x->usage = e.usage;
+    gw_buf_reset(&x->out);
+    rc = render_embed(x, &e, &x->out);
     canon_embed_resp_free(&e);
-    struct gw_http_req *req = a->req;
-    a->req = NULL;
-    a->t_client_end = gw_now_us();
-    a->final_status = 200;
-    add_answer_headers(req, a);
-    gw_http_respond(req, 200, "application/json", a->out.data, a->out.len);
+    if (rc != GW_OK) {
+        internal_failure(x, "could not build the answer");
+        return;
+    }
+    x->verdict = V_OK;
+    struct gw_http_req *req = x->req;
+    x->req = NULL;
+    x->t_client_end = gw_now_us();
+    x->final_status = 200;
+    add_answer_headers(req, x);
+    gw_http_respond(req, 200, "application/json", x->out.data, x->out.len);
 }
 
 void dp_exchange_embed(struct dp_worker *w, struct gw_http_req *req, struct dp_snapshot *snap,
                        const struct dp_key *key, const char *request_id)
 {
     json_t *root = load_body(req, NULL, request_id);
-    struct dp_target t;
-    if (!root || resolve(req, NULL, request_id, snap, gw_json_str(root, "model"), &t)) {
-        json_decref(root);
+    if (!root) {
         dp_snapshot_unref(snap);
         return;
     }
-    struct dp_attempt *a = attempt_new(w, req, snap, key, request_id, &t);
-    if (!a) {
+    struct dp_exchange *x = exchange_new(w, req, snap, key, request_id, KIND_EMBED, NULL);
+    if (!x) {
         json_decref(root);
         reply_early(req, NULL, request_id, 500, NULL, "internal_error", "out of memory");
         dp_snapshot_unref(snap);
         return;
     }
-    a->kind = KIND_EMBED;
-    gw_buf_init(&a->coll, DRV_MAX_BODY);
+    /* The inputs point into the body, which every attempt's build reads. */
+    x->eroot = root;
     struct canon_err err = {0};
-    const struct dp_driver *d = t.provider->drv;
-    int rc = parse_embed_req(a, root, &err);
-    if (rc == GW_OK && !(t.provider->caps & DRV_CAP_EMBEDDINGS)) {
-        canon_err_set(&err, 400, "model", "unsupported_input",
-                      "provider '%s' (driver %s) does not serve embeddings", t.provider->name,
-                      t.provider->driver);
-        rc = GW_EINVAL;
+    int rc = parse_embed_req(x, root, &err);
+    if (rc != GW_OK) {
+        if (rc == GW_EINVAL)
+            reply_early(req, NULL, request_id, err.status, err.param[0] ? err.param : NULL,
+                        err.code, err.message);
+        else
+            reply_early(req, NULL, request_id, 500, NULL, "internal_error", "out of memory");
+        x->req = NULL;
+        exchange_free(x);
+        return;
     }
-    struct drv_target dt = {
-        .provider = t.provider, .model = a->t.model, .request_id = a->request_id};
-    a->ereq.model = a->t.model;
-    if (rc == GW_OK)
-        rc = d->build_embed(&dt, &a->ereq, &a->dreq, &err);
-    /* The inputs point into root, and build_embed has copied them: only
-     * their count is kept, to check the answer against. */
-    json_decref(root);
-    free(a->ereq.inputs);
-    a->ereq.inputs = NULL;
-    a->ereq.user = NULL;
-    launch(a, rc, "bad_request", &err);
+    struct dp_needs n = {.embeddings = 1};
+    route_and_start(x, gw_json_str(root, "model"), &n);
 }
 
 /* ------------------------------------------------------------ count_tokens */
 
 void dp_exchange_count_tokens(struct dp_worker *w, struct gw_http_req *req,
-                              struct dp_snapshot *snap, const char *request_id,
-                              const struct dp_facade *fc)
+                              struct dp_snapshot *snap, const struct dp_key *key,
+                              const char *request_id, const struct dp_facade *fc)
 {
     (void)w;
     json_t *root = load_body(req, fc, request_id);
@@ -1111,23 +1592,39 @@ void dp_exchange_count_tokens(struct dp_worker *w, struct gw_http_req *req,
         json_object_set_new(root, "max_tokens", json_integer(1));
     struct canon_req *cr = canon_req_new(root);
     struct canon_err err = {0};
-    struct dp_target t;
-    if (!cr) {
+    struct dp_plan *p = calloc(1, sizeof(*p));
+    if (!cr || !p) {
         reply_early(req, fc, request_id, 500, NULL, "internal_error", "out of memory");
     } else if (fc->parse(cr, &err) != GW_OK) {
         reply_early(req, fc, request_id, err.status ? err.status : 500,
                     err.param[0] ? err.param : NULL, err.code[0] ? err.code : "internal_error",
                     err.message[0] ? err.message : "out of memory");
-    } else if (!resolve(req, fc, request_id, snap, cr->model, &t)) {
-        char body[160];
-        /* No provider counts for us: this is the gateway's estimate, and
-         * says so, rather than a number that looks exact. */
-        int n = snprintf(body, sizeof(body), "{\"input_tokens\":%lld,\"estimated\":true}",
-                         canon_estimate_tokens(cr));
-        (void)gw_http_add_header(req, "x-llmgw-estimate", "true");
-        dp_log_simple(req, request_id, 200, NULL);
-        gw_http_respond(req, 200, "application/json", body, (size_t)n);
+    } else {
+        /* The selector must name something this key may use; health does
+         * not matter to an estimate. */
+        struct dp_needs n;
+        dp_needs_of(cr, &n);
+        struct dp_route_ctx ctx = {.key = key, .request_id = request_id, .now_us = gw_now_us()};
+        if (!cr->model || !*cr->model) {
+            reply_early(req, fc, request_id, 400, "model", "missing_required_parameter",
+                        "you must provide a model parameter");
+        } else if (dp_router_plan(snap, cr->model, &n, &ctx, p) != GW_OK) {
+            reply_early(req, fc, request_id, 500, NULL, "internal_error", "out of memory");
+        } else if (p->ncands == 0) {
+            reply_early(req, fc, request_id, dp_no_route_status(p->cause), "model",
+                        dp_no_route_code(p->cause), p->message);
+        } else {
+            char body[160];
+            /* No provider counts for us: this is the gateway's estimate, and
+             * says so, rather than a number that looks exact. */
+            int len = snprintf(body, sizeof(body), "{\"input_tokens\":%lld,\"estimated\":true}",
+                               canon_estimate_tokens(cr));
+            (void)gw_http_add_header(req, "x-llmgw-estimate", "true");
+            dp_log_simple(req, request_id, 200, NULL);
+            gw_http_respond(req, 200, "application/json", body, (size_t)len);
+        }
     }
+    free(p);
     canon_req_free(cr);
     dp_snapshot_unref(snap);
 }

@@ -18,7 +18,7 @@
 struct dp_worker;
 struct dp_snapshot;
 struct dp_key;
-struct dp_attempt;
+struct dp_exchange;
 struct dp_facade;
 struct gw_http_req;
 
@@ -31,14 +31,14 @@ void dp_exchange_embed(struct dp_worker *w, struct gw_http_req *req, struct dp_s
 /* POST /v1/messages/count_tokens: parsed with fc (max_tokens may be
  * absent) and answered with an estimate, marked as one. */
 void dp_exchange_count_tokens(struct dp_worker *w, struct gw_http_req *req,
-                              struct dp_snapshot *snap, const char *request_id,
-                              const struct dp_facade *fc);
+                              struct dp_snapshot *snap, const struct dp_key *key,
+                              const char *request_id, const struct dp_facade *fc);
 
-/* Ends an attempt at once (drain deadline passed): an open stream gets an
+/* Ends a request at once (drain deadline passed): an open stream gets an
  * in-band error event and its terminator. */
-void dp_exchange_shutdown(struct dp_attempt *a);
+void dp_exchange_shutdown(struct dp_exchange *x);
 
-/* The next attempt in the worker's list (for iteration while ending). */
-struct dp_attempt *dp_exchange_next(struct dp_attempt *a);
+/* The next request in the worker's list (for iteration while ending). */
+struct dp_exchange *dp_exchange_next(struct dp_exchange *x);
 
 #endif

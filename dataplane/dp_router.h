@@ -18,6 +18,42 @@
  * healthy (provider enabled, credential resolved, breaker not open, fleet
  * not down, no high-cost entry after the head of the order).
  *
+ * Selector details. A selector is at most 512 bytes of printable ASCII
+ * (else DP_NOROUTE_INVALID). "provider/model" splits at the first '/', so
+ * the model may hold more '/'; its model part is 1..DP_MAX_MODEL_ID bytes
+ * without spaces. When the part before the first '/' is no provider, the
+ * whole selector is tried as a bare model id ("meta-llama/Llama-3.3-70B").
+ *
+ * Allowlists (a key's; NULL lists allow anything, an empty list nothing):
+ *   - allow_routes restricts route selectors (name, alias or role) to the
+ *     routes it names (by route name). A key with allow_routes but neither
+ *     allow_providers nor allow_models may not use exact or bare-model
+ *     selectors at all: they would bypass its routes. With either list set,
+ *     those lists decide for exact and bare selectors.
+ *   - allow_providers must hold the target's provider name;
+ *   - allow_models must hold "provider/model" or the bare model id.
+ * All that apply must pass, for route entries as for exact targets.
+ *
+ * Strategies (ties always keep the written order):
+ *   - ordered: as written.
+ *   - price: ascending score = price * 1000 / max(success_permil, 50), price
+ *     being the catalog's input_price + output_price (input_price alone for
+ *     embeddings); an unknown price sorts last.
+ *   - latency: ascending ttfb_ewma_us * 1000 / max(success_permil, 50); an
+ *     unobserved target takes the smallest observed ttfb (so it is tried),
+ *     and with no observation at all the written order stands.
+ *   - auto: by tier, then by price_rank * latency_rank, where a rank is
+ *     1 + the number of the route's entries with a strictly better score
+ *     (equal scores share a rank; an unknown price ranks after all known).
+ *   - weighted: the primary is drawn by weight from a hash of the request
+ *     id (of the affinity key when one is given); the rest follow as
+ *     written. With breakers NULL every success rate counts as 1000.
+ * Then, except for weighted routes, an affinity key rotates the chain to
+ * start at hash(affinity) mod n. Then a sticky provider (dp_router_sticky_set
+ * with the same route fingerprint, not expired) moves its first entry
+ * to the front. Positions for the high-cost rule count every entry in this
+ * final order, skipped or not.
+ *
  * Nothing here blocks or allocates on the heap except the sticky table.
  */
 #ifndef DP_ROUTER_H
@@ -59,6 +95,7 @@ enum dp_no_route {
     DP_NOROUTE_NONE_CAPABLE,   /* 400 no_capable_target */
     DP_NOROUTE_NONE_HEALTHY,   /* 503 no_healthy_target: none enabled or healthy */
 };
+/* The HTTP status and error code of a cause (DP_NOROUTE_NONE: 200, NULL). */
 int dp_no_route_status(enum dp_no_route c);
 const char *dp_no_route_code(enum dp_no_route c);
 
@@ -108,19 +145,23 @@ struct dp_plan {
 /*
  * Plans a request. Returns GW_OK (plan->ncands > 0, or 0 with plan->cause
  * and plan->message set). The plan points into s and into selector, which
- * must outlive it.
+ * must outlive it. n NULL: a plain chat request; ctx NULL: no key, no
+ * breakers, no session or affinity. Messages quote at most 100 bytes of the
+ * selector and never a selector with control or non-ASCII bytes.
  */
 int dp_router_plan(const struct dp_snapshot *s, const char *selector, const struct dp_needs *n,
                    const struct dp_route_ctx *ctx, struct dp_plan *plan);
 
 /* The skips as a JSON array text ([{"provider","model","reason","detail"}]),
- * appended to out. */
+ * appended to out. 0, or the gw_buf error (out may then hold part of it). */
 struct gw_buf;
 int dp_plan_skips_json(const struct dp_plan *plan, struct gw_buf *out);
 
 /* Stickiness: remembers that provider served this session on this route
- * (process-wide, bounded, entries expire after an hour; a route whose
- * fingerprint changed forgets them). */
+ * (process-wide, bounded to 16384 sessions with the oldest forgotten
+ * first, entries expire an hour after they were set; a route whose
+ * fingerprint changed ignores them). Sessions over 256 bytes are not
+ * remembered. Thread-safe; copies what it keeps. */
 void dp_router_sticky_set(const struct dp_route *route, const char *session,
                           const struct dp_provider *provider, int64_t now_us);
 

@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "dp_driver.h"
+#include "dp_router.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
+#include "gw_hash.h"
 #include "gw_log.h"
 
 struct build {
@@ -77,6 +79,111 @@ static int opt_bool(struct build *b, const json_t *o, const char *key, const cha
     return json_is_true(v);
 }
 
+/* An optional integer in [min, max]; what says what it counts. */
+static long long opt_int(struct build *b, const json_t *o, const char *key, const char *where,
+                         long long min, long long max, long long def, const char *what)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return def;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        fail(b, "%s.%s: must be an integer from %lld to %lld%s", where, key, min, max, what);
+        return def;
+    }
+    return json_integer_value(v);
+}
+
+/* An optional string that must be one of names (NULL-terminated). */
+static const char *opt_enum(struct build *b, const json_t *o, const char *key, const char *where,
+                            const char *const *names, const char *def)
+{
+    const char *v = opt_str(b, o, key, where, def);
+    if (b->failed || !v)
+        return v;
+    for (const char *const *n = names; *n; n++)
+        if (strcmp(*n, v) == 0)
+            return *n;
+    char list[128] = "";
+    size_t off = 0;
+    for (const char *const *n = names; *n && off < sizeof(list); n++)
+        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "", *n);
+    fail(b, "%s.%s: must be one of %s", where, key, list);
+    return def;
+}
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} cap_names[] = {{"chat", DRV_CAP_CHAT},           {"embeddings", DRV_CAP_EMBEDDINGS},
+                 {"vision", DRV_CAP_VISION},       {"tools", DRV_CAP_TOOLS},
+                 {"json_mode", DRV_CAP_JSON_MODE}, {"reasoning", DRV_CAP_REASONING}};
+
+const char *dp_snapshot_cap_name(unsigned bit)
+{
+    for (size_t k = 0; k < sizeof(cap_names) / sizeof(*cap_names); k++)
+        if (cap_names[k].bit == bit)
+            return cap_names[k].name;
+    return NULL;
+}
+
+/* An array of capability names (where names it) into DRV_CAP_* bits. With
+ * drv, a capability the driver does not declare is refused too. */
+static unsigned parse_caps(struct build *b, const json_t *a, const char *where,
+                           const struct dp_driver *drv)
+{
+    unsigned caps = 0;
+    size_t i;
+    json_t *c;
+    if (!json_is_array(a)) {
+        fail(b, "%s: must be an array of capability names", where);
+        return 0;
+    }
+    json_array_foreach(a, i, c)
+    {
+        unsigned bit = 0;
+        for (size_t k = 0; k < sizeof(cap_names) / sizeof(*cap_names); k++)
+            if (json_is_string(c) && strcmp(json_string_value(c), cap_names[k].name) == 0)
+                bit = cap_names[k].bit;
+        if (!bit) {
+            fail(b, "%s[%zu]: must be one of chat, embeddings, vision, tools, json_mode, reasoning",
+                 where, i);
+            return 0;
+        }
+        if (drv && !(drv->caps & bit)) {
+            fail(b, "%s[%zu]: driver '%s' does not support '%s'", where, i, drv->name,
+                 json_string_value(c));
+            return 0;
+        }
+        caps |= bit;
+    }
+    return caps;
+}
+
+/* An optional array of non-empty strings into *out / *n; absent leaves
+ * *out NULL (any), an empty array is a non-NULL list of none. */
+static void opt_str_list(struct build *b, const json_t *o, const char *key, const char *where,
+                         const char ***out, size_t *n)
+{
+    json_t *a = json_object_get(o, key);
+    if (!a || json_is_null(a))
+        return;
+    if (!json_is_array(a)) {
+        fail(b, "%s.%s: must be an array of non-empty strings", where, key);
+        return;
+    }
+    *out = gw_pool_calloc(b->pool, (json_array_size(a) + 1) * sizeof(char *));
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        if (!json_is_string(v) || json_string_length(v) == 0) {
+            fail(b, "%s.%s[%zu]: must be a non-empty string", where, key, i);
+            return;
+        }
+        (*out)[(*n)++] = gw_pool_strdup(b->pool, json_string_value(v));
+    }
+}
+
 static void decref_json(void *j)
 {
     json_decref(j);
@@ -138,39 +245,11 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
     p->caps = p->drv->caps;
     json_t *caps = json_object_get(p->options, "capabilities");
     if (caps) {
-        static const struct {
-            const char *name;
-            unsigned bit;
-        } names[] = {{"chat", DRV_CAP_CHAT},           {"embeddings", DRV_CAP_EMBEDDINGS},
-                     {"vision", DRV_CAP_VISION},       {"tools", DRV_CAP_TOOLS},
-                     {"json_mode", DRV_CAP_JSON_MODE}, {"reasoning", DRV_CAP_REASONING}};
-        size_t ci;
-        json_t *c;
-        if (!json_is_array(caps)) {
-            fail(b, "%s.options.capabilities: must be an array of capability names", where);
+        char cw[80];
+        snprintf(cw, sizeof(cw), "%s.options.capabilities", where);
+        p->caps = parse_caps(b, caps, cw, p->drv);
+        if (b->failed)
             return;
-        }
-        p->caps = 0;
-        json_array_foreach(caps, ci, c)
-        {
-            unsigned bit = 0;
-            for (size_t k = 0; k < sizeof(names) / sizeof(*names); k++)
-                if (json_is_string(c) && strcmp(json_string_value(c), names[k].name) == 0)
-                    bit = names[k].bit;
-            if (!bit) {
-                fail(b,
-                     "%s.options.capabilities[%zu]: must be one of chat, embeddings, vision, "
-                     "tools, json_mode, reasoning",
-                     where, i);
-                return;
-            }
-            if (!(p->drv->caps & bit)) {
-                fail(b, "%s.options.capabilities[%zu]: driver '%s' does not support '%s'", where, i,
-                     p->driver, json_string_value(c));
-                return;
-            }
-            p->caps |= bit;
-        }
     }
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
         fail(b, "%s.base_url: must start with http:// or https://", where);
@@ -230,6 +309,65 @@ static const struct dp_route *find_route(const struct dp_snapshot *s, const char
     return NULL;
 }
 
+static const char *const strategy_names[] = {
+    [DP_STRATEGY_ORDERED] = "ordered",   [DP_STRATEGY_PRICE] = "price",
+    [DP_STRATEGY_LATENCY] = "latency",   [DP_STRATEGY_AUTO] = "auto",
+    [DP_STRATEGY_WEIGHTED] = "weighted", NULL};
+static const char *const role_names[] = {"default", "summarize", "embedding", "vision", NULL};
+static const char *const capability_names[] = {"chat", "embeddings", "vision", NULL};
+
+/* Everything that decides where a route's requests go, so that a session
+ * stuck to one of its providers comes loose when the route is edited.
+ * Strings end with their NUL and integers have a fixed width, so two
+ * different routes never feed the same bytes. */
+static uint64_t route_fingerprint(const struct dp_route *r)
+{
+    uint64_t h = GW_FNV1A_INIT;
+    uint32_t st = (uint32_t)r->strategy;
+    h = gw_fnv1a(h, r->name, strlen(r->name) + 1);
+    h = gw_fnv1a(h, r->capability, strlen(r->capability) + 1);
+    h = gw_fnv1a(h, &st, sizeof(st));
+    for (size_t i = 0; i < r->nentries; i++) {
+        const struct dp_route_entry *e = &r->entries[i];
+        uint32_t nums[3] = {e->weight, (uint32_t)e->high_cost, (uint32_t)e->tier};
+        h = gw_fnv1a(h, e->provider->name, strlen(e->provider->name) + 1);
+        h = gw_fnv1a(h, e->model, strlen(e->model) + 1);
+        h = gw_fnv1a(h, nums, sizeof(nums));
+    }
+    return h;
+}
+
+static void build_entry(struct build *b, const struct dp_snapshot *s, struct dp_route *r,
+                        const json_t *e, const char *ew)
+{
+    if (!json_is_object(e)) {
+        fail(b, "%s: must be an object", ew);
+        return;
+    }
+    const char *pn = req_str(b, e, "provider", ew);
+    const char *model = req_str(b, e, "model", ew);
+    if (b->failed)
+        return;
+    const struct dp_provider *p = find_provider(s, pn, strlen(pn));
+    if (!p) {
+        fail(b, "%s.provider: no provider named '%s'", ew, pn);
+        return;
+    }
+    for (size_t k = 0; k < r->nentries; k++)
+        if (r->entries[k].provider == p && strcmp(r->entries[k].model, model) == 0) {
+            fail(b, "%s: duplicate entry %s/%s (also entries[%zu])", ew, pn, model, k);
+            return;
+        }
+    struct dp_route_entry *en = &r->entries[r->nentries];
+    en->provider = p;
+    en->model = model;
+    en->weight = (unsigned)opt_int(b, e, "weight", ew, 0, 1000000, 1, "");
+    en->high_cost = opt_bool(b, e, "high_cost", ew, 0);
+    en->tier = (int)opt_int(b, e, "tier", ew, 0, 9, 0, "");
+    if (!b->failed)
+        r->nentries++;
+}
+
 static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route *r, const json_t *o,
                         size_t i)
 {
@@ -240,25 +378,26 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
         return;
     }
     r->name = req_str(b, o, "name", where);
-    r->capability = opt_str(b, o, "capability", where, "chat");
-    const char *strategy = opt_str(b, o, "strategy", where, "ordered");
+    r->role = opt_enum(b, o, "role", where, role_names, NULL);
+    r->capability = opt_enum(b, o, "capability", where, capability_names, "chat");
+    const char *strategy = opt_enum(b, o, "strategy", where, strategy_names, "ordered");
     if (b->failed)
         return;
-    static const char *const strategies[] = {[DP_STRATEGY_ORDERED] = "ordered",
-                                             [DP_STRATEGY_PRICE] = "price",
-                                             [DP_STRATEGY_LATENCY] = "latency",
-                                             [DP_STRATEGY_AUTO] = "auto",
-                                             [DP_STRATEGY_WEIGHTED] = "weighted"};
     size_t si = 0;
-    while (si < sizeof(strategies) / sizeof(*strategies) && strcmp(strategies[si], strategy))
+    while (strategy_names[si] != strategy)
         si++;
-    if (si == sizeof(strategies) / sizeof(*strategies)) {
-        fail(b, "%s.strategy: must be one of ordered, price, latency, auto, weighted", where);
-        return;
-    }
     r->strategy = (enum dp_strategy)si;
     if (strchr(r->name, '/')) {
         fail(b, "%s.name: '%s' may not contain '/' (reserved for provider/model)", where, r->name);
+        return;
+    }
+    /* A role promises what its route serves. */
+    if (r->role && strcmp(r->role, "embedding") == 0 && strcmp(r->capability, "embeddings")) {
+        fail(b, "%s.capability: the embedding role needs capability embeddings", where);
+        return;
+    }
+    if (r->role && strcmp(r->role, "vision") == 0 && strcmp(r->capability, "vision")) {
+        fail(b, "%s.capability: the vision role needs capability vision", where);
         return;
     }
     json_t *al = json_object_get(o, "aliases");
@@ -284,29 +423,111 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
         fail(b, "%s.entries: required, a non-empty array", where);
         return;
     }
+    if (json_array_size(en) > DP_MAX_CANDIDATES) {
+        fail(b, "%s.entries: at most %d entries", where, DP_MAX_CANDIDATES);
+        return;
+    }
     r->entries = gw_pool_calloc(b->pool, json_array_size(en) * sizeof(*r->entries));
+    unsigned long long total_weight = 0;
     size_t j;
     json_t *e;
     json_array_foreach(en, j, e)
     {
         char ew[80];
         snprintf(ew, sizeof(ew), "%s.entries[%zu]", where, j);
-        if (!json_is_object(e)) {
-            fail(b, "%s: must be an object", ew);
-            return;
-        }
-        const char *pn = req_str(b, e, "provider", ew);
-        const char *model = req_str(b, e, "model", ew);
+        build_entry(b, s, r, e, ew);
         if (b->failed)
             return;
-        const struct dp_provider *p = find_provider(s, pn, strlen(pn));
-        if (!p) {
-            fail(b, "%s.provider: no provider named '%s'", ew, pn);
+        total_weight += r->entries[j].weight;
+    }
+    if (r->strategy == DP_STRATEGY_WEIGHTED && total_weight == 0) {
+        fail(b, "%s.entries: a weighted route needs an entry with weight above 0", where);
+        return;
+    }
+    r->fingerprint = route_fingerprint(r);
+}
+
+/* Roles and route names share the selector namespace; each role names one
+ * route. Checked once every route is known. */
+static void check_roles(struct build *b, const struct dp_snapshot *s)
+{
+    for (size_t i = 0; i < s->nroutes && !b->failed; i++) {
+        const struct dp_route *r = &s->routes[i];
+        if (!r->role)
+            continue;
+        for (size_t k = 0; k < i && !b->failed; k++)
+            if (s->routes[k].role && strcmp(s->routes[k].role, r->role) == 0)
+                fail(b, "routes[%zu].role: '%s' is already the role of route '%s' (routes[%zu])", i,
+                     r->role, s->routes[k].name, k);
+        const struct dp_route *named = find_route(s, r->role);
+        if (named && !b->failed)
+            fail(b, "routes[%zu].role: '%s' is also the name or an alias of route '%s'", i, r->role,
+                 named->name);
+    }
+}
+
+/* money: an integer count of picodollars, never a float. The ceiling (one
+ * dollar a token) keeps every sum and product the router makes far from
+ * overflow. */
+#define MAX_PRICE 1000000000000LL
+
+static long long opt_price(struct build *b, const json_t *o, const char *key, const char *where)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return -1;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_PRICE) {
+        fail(b,
+             "%s.%s: must be an integer count of picodollars per token, 0 to %lld (money is "
+             "never a float)",
+             where, key, MAX_PRICE);
+        return -1;
+    }
+    return json_integer_value(v);
+}
+
+static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
+                                struct dp_catalog_entry *c, const json_t *o, size_t i)
+{
+    char where[48];
+    snprintf(where, sizeof(where), "catalog[%zu]", i);
+    if (!json_is_object(o)) {
+        fail(b, "%s: must be an object", where);
+        return;
+    }
+    c->provider = opt_str(b, o, "provider", where, NULL);
+    c->model = req_str(b, o, "model", where);
+    if (b->failed)
+        return;
+    if (c->provider && !find_provider(s, c->provider, strlen(c->provider))) {
+        fail(b, "%s.provider: no provider named '%s'", where, c->provider);
+        return;
+    }
+    c->context_window = opt_int(b, o, "context_window", where, 1, 1LL << 40, 0, " (tokens)");
+    json_t *caps = json_object_get(o, "capabilities");
+    if (caps && !json_is_null(caps)) {
+        char cw[80];
+        snprintf(cw, sizeof(cw), "%s.capabilities", where);
+        c->caps = parse_caps(b, caps, cw, NULL);
+        c->has_caps = 1;
+    }
+    c->input_price = opt_price(b, o, "input_price", where);
+    c->output_price = opt_price(b, o, "output_price", where);
+    if (b->failed)
+        return;
+    for (size_t k = 0; k < i; k++) {
+        const struct dp_catalog_entry *o2 = &s->catalog[k];
+        int same_provider = (!o2->provider && !c->provider) ||
+                            (o2->provider && c->provider && !strcmp(o2->provider, c->provider));
+        if (same_provider && strcmp(o2->model, c->model) == 0) {
+            if (c->provider)
+                fail(b, "%s: duplicate entry for %s/%s (also catalog[%zu])", where, c->provider,
+                     c->model, k);
+            else
+                fail(b, "%s: duplicate entry for model '%s' on any provider (also catalog[%zu])",
+                     where, c->model, k);
             return;
         }
-        r->entries[r->nentries].provider = p;
-        r->entries[r->nentries].model = model;
-        r->nentries++;
     }
 }
 
@@ -329,6 +550,9 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t
         return;
     }
     memcpy(k->hash, h, 65);
+    opt_str_list(b, o, "allow_routes", where, &k->allow_routes, &k->nallow_routes);
+    opt_str_list(b, o, "allow_providers", where, &k->allow_providers, &k->nallow_providers);
+    opt_str_list(b, o, "allow_models", where, &k->allow_models, &k->nallow_models);
 }
 
 static const json_t *req_array(struct build *b, const json_t *root, const char *key, int required)
@@ -369,6 +593,7 @@ struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errl
     const json_t *prov = req_array(&b, root, "providers", 1);
     const json_t *routes = req_array(&b, root, "routes", 1);
     const json_t *keys = req_array(&b, root, "keys", 0);
+    const json_t *catalog = req_array(&b, root, "catalog", 0);
     if (b.failed)
         goto bad;
     s->providers = gw_pool_calloc(b.pool, (json_array_size(prov) + 1) * sizeof(*s->providers));
@@ -396,6 +621,14 @@ struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errl
                     fail(&b, "routes[%zu].aliases[%zu]: duplicate alias '%s'", i, j, r->aliases[j]);
         }
         s->nroutes = i + 1;
+    }
+    check_roles(&b, s);
+    if (catalog) {
+        s->catalog = gw_pool_calloc(b.pool, (json_array_size(catalog) + 1) * sizeof(*s->catalog));
+        for (size_t i = 0; i < json_array_size(catalog) && !b.failed; i++) {
+            build_catalog_entry(&b, s, &s->catalog[i], json_array_get(catalog, i), i);
+            s->ncatalog = i + 1;
+        }
     }
     if (keys) {
         s->keys = gw_pool_calloc(b.pool, (json_array_size(keys) + 1) * sizeof(*s->keys));
@@ -457,10 +690,36 @@ struct dp_snapshot *dp_snapshot_acquire(void)
     return s;
 }
 
+static const struct dp_route *find_role(const struct dp_snapshot *s, const char *role)
+{
+    for (size_t i = 0; i < s->nroutes; i++)
+        if (s->routes[i].role && strcmp(s->routes[i].role, role) == 0)
+            return &s->routes[i];
+    return NULL;
+}
+
+const struct dp_route *dp_snapshot_route(const struct dp_snapshot *s, const char *selector,
+                                         const char **via)
+{
+    const struct dp_route *r = find_route(s, selector);
+    if (r) {
+        if (via)
+            *via = strcmp(r->name, selector) == 0 ? "route" : "alias";
+        return r;
+    }
+    r = find_role(s, selector);
+    if (r && via)
+        *via = "role";
+    return r;
+}
+
+/* The router (dp_router_plan) supersedes this: it orders the whole chain
+ * and says why each entry was skipped. Kept while dp_exchange still calls
+ * it; it resolves the same selectors except bare model ids. */
 int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struct dp_target *t)
 {
     memset(t, 0, sizeof(*t));
-    const struct dp_route *r = find_route(s, selector);
+    const struct dp_route *r = dp_snapshot_route(s, selector, NULL);
     if (r) {
         t->route = r;
         /* Failover across the chain is the router's (a later cut): this
@@ -491,6 +750,24 @@ int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struc
     t->provider = p;
     t->model = slash + 1;
     return p->enabled ? GW_OK : GW_EAGAIN;
+}
+
+const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
+                                                   const char *provider, const char *model)
+{
+    const struct dp_catalog_entry *any = NULL;
+    for (size_t i = 0; i < s->ncatalog; i++) {
+        const struct dp_catalog_entry *c = &s->catalog[i];
+        if (strcmp(c->model, model) != 0)
+            continue;
+        if (!c->provider) {
+            any = c;
+            continue;
+        }
+        if (provider && strcmp(c->provider, provider) == 0)
+            return c;
+    }
+    return any;
 }
 
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,

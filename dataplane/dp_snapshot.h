@@ -136,10 +136,16 @@ struct dp_snapshot *dp_snapshot_acquire(void);
 /* The longest model id an exact provider/model selector may carry. */
 #define DP_MAX_MODEL_ID 256
 
+/* The route a selector names: by name or alias, else by role; NULL when
+ * none. via (may be NULL) gets "route", "alias" or "role". */
+const struct dp_route *dp_snapshot_route(const struct dp_snapshot *s, const char *selector,
+                                         const char **via);
+
 /*
- * Resolves a request's model selector: a route name or alias, else an
- * exact "provider/model". Returns 0 and fills *t, GW_ENOTFOUND when nothing
- * matches, GW_EINVAL when the model part of an exact selector is not a
+ * Resolves a request's model selector: a route name, alias or role, else an
+ * exact "provider/model". Superseded by dp_router_plan (dp_router.h), which
+ * orders and filters the whole chain; kept until dp_exchange moves to it. Returns 0 and fills *t,
+ * GW_ENOTFOUND when nothing matches, GW_EINVAL when the model part of an exact selector is not a
  * plausible model id (over DP_MAX_MODEL_ID bytes, or not visible ASCII), or
  * GW_EAGAIN when a route matches but none of its entries is enabled
  * (t->route is set for the error message).
@@ -150,6 +156,9 @@ int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struc
  * any provider; NULL when the catalog says nothing. */
 const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
                                                    const char *provider, const char *model);
+
+/* The snapshot format's name of one DRV_CAP_* bit ("vision"), or NULL. */
+const char *dp_snapshot_cap_name(unsigned bit);
 
 /* The key whose hash is sha256(plaintext), or NULL. */
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,

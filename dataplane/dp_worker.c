@@ -30,6 +30,17 @@ void dp_reply_error(struct gw_http_req *req, int status, const char *type, const
     free(body);
 }
 
+uint64_t dp_worker_rand(struct dp_worker *w)
+{
+    /* xorshift64* over a random seed: unique enough, and no syscall. */
+    uint64_t x = w->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    w->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
 /* A client's X-Request-Id is echoed only when it is short and plain, so it
  * can go into headers and logs as is. */
 static int valid_request_id(const char *s)
@@ -45,15 +56,8 @@ static const char *request_id(struct dp_worker *w, struct gw_http_req *req)
     const char *given = gw_http_req_header(req, "x-request-id");
     if (given && valid_request_id(given))
         return given;
-    /* xorshift64* over a random seed: unique enough, and no syscall. */
-    uint64_t x = w->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    w->rng = x;
     return gw_pool_printf(gw_http_req_pool(req), "req_%016llx%04x",
-                          (unsigned long long)(x * 0x2545F4914F6CDD1DULL),
-                          (unsigned)(++w->seq & 0xffff));
+                          (unsigned long long)dp_worker_rand(w), (unsigned)(++w->seq & 0xffff));
 }
 
 void dp_log_simple(struct gw_http_req *req, const char *id, int status, const char *code)
@@ -217,7 +221,7 @@ static void handle(struct gw_http_req *req, void *arg)
         dp_exchange_embed(w, req, snap, key, id);
         return;
     case EP_COUNT:
-        dp_exchange_count_tokens(w, req, snap, id, ep->fc);
+        dp_exchange_count_tokens(w, req, snap, key, id, ep->fc);
         return;
     }
 }
@@ -238,10 +242,10 @@ static void drain_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct dp_worker *w = arg;
-    if (gw_now_us() >= w->drain_deadline_us && w->attempts) {
+    if (gw_now_us() >= w->drain_deadline_us && w->exchanges) {
         gw_logf(GW_LOG_WARN, "drain timeout: ending open requests", "{s:i}", "worker", w->id);
-        while (w->attempts)
-            dp_exchange_shutdown(w->attempts);
+        while (w->exchanges)
+            dp_exchange_shutdown(w->exchanges);
     }
     if (gw_http_server_active(w->http) == 0 && gw_http_server_connections(w->http) == 0) {
         event_base_loopexit(w->base, NULL);
@@ -276,6 +280,7 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->cfg = cfg;
+    w->retry_base_ms = cfg->retry_base_ms;
     if (gw_random_bytes(&w->rng, sizeof(w->rng)) != GW_OK || w->rng == 0)
         w->rng = (uint64_t)gw_now_us() | 1;
     /* The epoll changelist folds the add/delete pairs that every response
@@ -328,8 +333,8 @@ void dp_worker_join(struct dp_worker *w)
 
 void dp_worker_destroy(struct dp_worker *w)
 {
-    while (w->attempts)
-        dp_exchange_shutdown(w->attempts);
+    while (w->exchanges)
+        dp_exchange_shutdown(w->exchanges);
     gw_http_server_free(w->http);
     gw_curlev_free(w->curl);
     while (w->nidle_easy > 0)

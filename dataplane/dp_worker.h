@@ -18,7 +18,8 @@ struct event;
 struct gw_http_server;
 struct gw_http_req;
 struct gw_curlev;
-struct dp_attempt;
+struct dp_exchange;
+struct dp_breakers;
 
 /* Idle curl easy handles a worker keeps for reuse: creating one per
  * request costs an allocation and initialisation on the hot path. */
@@ -35,7 +36,9 @@ struct dp_worker {
     struct event *drain_tick;
     int64_t drain_deadline_us;
     int draining;
-    struct dp_attempt *attempts;   /* in flight, for drain and shutdown */
+    struct dp_exchange *exchanges; /* in flight, for drain and shutdown */
+    struct dp_breakers *breakers;  /* the process's, shared by every worker */
+    long retry_base_ms;
     void *idle_easy[DP_IDLE_EASY]; /* reset curl handles, reused */
     int nidle_easy;
     uint64_t rng; /* request ids */
@@ -48,6 +51,9 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     __attribute__((warn_unused_result));
 /* Runs the loop on a new thread. */
 int dp_worker_start(struct dp_worker *w) __attribute__((warn_unused_result));
+/* A pseudo-random number from the worker's own generator (request ids,
+ * backoff jitter): the worker's thread only. */
+uint64_t dp_worker_rand(struct dp_worker *w);
 /* Thread-safe: asks the worker to drain and stop. */
 void dp_worker_drain(struct dp_worker *w);
 void dp_worker_join(struct dp_worker *w);

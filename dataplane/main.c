@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "dp_breaker.h"
 #include "dp_config.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
@@ -88,6 +89,12 @@ int main(int argc, char **argv)
     m.workers = calloc((size_t)m.nworkers, sizeof(*m.workers));
     if (!m.workers)
         return 1;
+    /* One breaker per target for the whole process: every worker's
+     * outcomes count toward the same verdict. */
+    struct dp_breaker_cfg bc = {.open_us = (int64_t)m.cfg.breaker_open_ms * 1000, .jitter_pct = 20};
+    struct dp_breakers *breakers = dp_breakers_new(&bc);
+    if (!breakers)
+        return 1;
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */
@@ -101,6 +108,7 @@ int main(int argc, char **argv)
             gw_logf(GW_LOG_ERROR, "cannot start worker", "{s:i}", "worker", i);
             return 1;
         }
+        m.workers[i].breakers = breakers;
     }
     for (int i = 0; i < m.nworkers; i++)
         if (dp_worker_start(&m.workers[i]) != GW_OK) {
@@ -129,6 +137,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < m.nworkers; i++)
         dp_worker_destroy(&m.workers[i]);
     free(m.workers);
+    dp_breakers_free(breakers);
     event_free(term);
     event_free(intr);
     event_free(hup);

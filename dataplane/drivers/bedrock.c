@@ -744,7 +744,8 @@ static int context_overflow(const char *m, size_t len)
 {
     return gw_mem_has(m, len, "too many input tokens") || gw_mem_has(m, len, "input is too long") ||
            gw_mem_has(m, len, "prompt is too long") || gw_mem_has(m, len, "context window") ||
-           gw_mem_has(m, len, "context length") || gw_mem_has(m, len, "maximum context");
+           gw_mem_has(m, len, "context length") || gw_mem_has(m, len, "maximum context") ||
+           gw_mem_has(m, len, "context limit");
 }
 
 /* The failure class of a Bedrock exception by its type name (case-insensitive:
@@ -1119,9 +1120,13 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
         *f = CANON_FAIL_TIMEOUT;
     else if (status == 424 || gw_mem_has(body, len, "ModelErrorException"))
         *f = CANON_FAIL_PROVIDER_5XX;
+    else if (status == 429 && gw_mem_has(body, len, "not ready"))
+        *f = CANON_FAIL_MODEL_UNAVAILABLE;
+    else if (status == 429 && gw_mem_has(body, len, "per day"))
+        /* "Too many tokens per day": a daily quota, no retry outlives it. */
+        *f = CANON_FAIL_QUOTA_EXHAUSTED;
     else if (status == 429)
-        *f = gw_mem_has(body, len, "not ready") ? CANON_FAIL_MODEL_UNAVAILABLE
-                                                : CANON_FAIL_RATE_LIMITED;
+        *f = CANON_FAIL_RATE_LIMITED;
 }
 
 const struct dp_driver drv_bedrock = {

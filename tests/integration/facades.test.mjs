@@ -293,7 +293,7 @@ describe('embeddings', () => {
   test('bad input and a driver without embeddings', T, async () => {
     assert400(await post('/v1/embeddings', { model: 'mock/mock-embed', input: [] }), 'input');
     assert400(await post('/v1/embeddings', { model: 'mock/mock-embed', input: 'a', dimensions: 0 }), 'dimensions');
-    assert400(await post('/v1/embeddings', { model: 'claude/mock-claude', input: 'a' }), 'model', 'unsupported_input');
+    assert400(await post('/v1/embeddings', { model: 'claude/mock-claude', input: 'a' }), 'model', 'no_capable_target');
   });
 });
 
@@ -318,7 +318,7 @@ describe('bad input is a clear 400 naming the field', () => {
 
   test('images to a target without vision, or by URL to one that takes bytes only', T, async () => {
     const img = [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } }] }];
-    assert400(await post('/v1/chat/completions', { model: 'textonly/mock-gpt', messages: img }), 'messages', 'unsupported_input');
+    assert400(await post('/v1/chat/completions', { model: 'textonly/mock-gpt', messages: img }), 'messages', 'no_capable_target');
     const url = [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.invalid/cat.png' } }] }];
     for (const model of ['bed/mock-claude', 'gem/mock-gemini', 'olla/mock-llama']) {
       const r = await post('/v1/chat/completions', { model, messages: url });

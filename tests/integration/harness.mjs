@@ -463,9 +463,15 @@ export class Gateway {
     this.snapshot = snapshot;
   }
 
-  /** Access-log lines (JSON objects on stdout carrying a request_id). */
+  /** Access-log lines, one per request (JSON objects on stdout with msg "access"). */
   accessLog() {
-    return this.proc.stdoutJson().filter((j) => j && j.request_id !== undefined);
+    return this.proc.stdoutJson().filter((j) => j && j.msg === 'access' && j.request_id !== undefined);
+  }
+
+  /** Attempt lines (msg "attempt"), one per upstream attempt, optionally of one request. */
+  attemptLog(requestId) {
+    return this.proc.stdoutJson().filter((j) => j && j.msg === 'attempt' &&
+      (requestId === undefined || j.request_id === requestId));
   }
 
   async accessLogFor(requestId, timeoutMs = 10_000) {

@@ -523,7 +523,7 @@ static void test_classify(void)
                     CANON_FAIL_MODEL_UNAVAILABLE);
     CU_ASSERT_STRING_EQUAL(msg, "model \"llama9\" not found, try pulling it first");
     CU_ASSERT_EQUAL(
-        cls(400, "{\"error\":\"registry.ollama.ai/library/gemma:2b does not support tools\"}", msg,
+        cls(400, "{\"error\":\"gemma:2b does not support tools\"}", msg,
             sizeof(msg)),
         CANON_FAIL_UNSUPPORTED_INPUT);
     CU_ASSERT_EQUAL(cls(400, "{\"error\":\"invalid options: num_predictt\"}", msg, sizeof(msg)),

@@ -1,9 +1,12 @@
 /* Tests for dataplane/dp_snapshot.c: validation names the field, selectors
- * resolve by route, alias and provider/model, keys match by hash. */
+ * resolve by route, alias, role and provider/model, keys match by hash,
+ * routes carry their entry flags and a fingerprint, the catalog answers per
+ * provider then per model. */
 #include <CUnit/CUnit.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
@@ -26,6 +29,8 @@ static const char GOOD[] =
 static struct dp_snapshot *build(const char *text, char *err, size_t errlen)
 {
     json_t *j = json_loads(text, 0, NULL);
+    if (!j)
+        fprintf(stderr, "\n  not JSON: %s\n", text);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
     struct dp_snapshot *s = dp_snapshot_build(j, err, errlen);
     json_decref(j);
@@ -130,6 +135,279 @@ static void test_validation_names_the_field(void)
                  "keys[0].hash: must be 64 lowercase hex digits");
 }
 
+#define HASH64 "0000000000000000000000000000000000000000000000000000000000000000"
+#define ROUTES_DOC(routes, extra)                                                                  \
+    "{\"version\":1,\"providers\":[" P ",{\"name\":\"q\",\"driver\":\"openai\","                   \
+    "\"base_url\":\"http://h\"}],\"routes\":[" routes "]" extra "}"
+#define E(p, m) "{\"provider\":\"" p "\",\"model\":\"" m "\"}"
+#define ONE_ROUTE "{\"name\":\"r\",\"entries\":[" E("p", "m") "]}"
+
+static void test_route_fields(void)
+{
+    char err[256] = "";
+    struct dp_snapshot *s = build(
+        ROUTES_DOC("{\"name\":\"emb\",\"role\":\"embedding\",\"capability\":\"embeddings\","
+                   "\"strategy\":\"weighted\",\"entries\":[{\"provider\":\"p\",\"model\":\"e1\","
+                   "\"weight\":0,\"high_cost\":true,\"tier\":9},{\"provider\":\"q\","
+                   "\"model\":\"e1\",\"weight\":1000000}]},"
+                   "{\"name\":\"chat\",\"entries\":[" E("p", "m") "]}",
+                   ""),
+        err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const struct dp_route *r = &s->routes[0];
+    CU_ASSERT_STRING_EQUAL(r->role, "embedding");
+    CU_ASSERT_STRING_EQUAL(r->capability, "embeddings");
+    CU_ASSERT_EQUAL(r->strategy, DP_STRATEGY_WEIGHTED);
+    CU_ASSERT_EQUAL(r->entries[0].weight, 0);
+    CU_ASSERT_EQUAL(r->entries[0].high_cost, 1);
+    CU_ASSERT_EQUAL(r->entries[0].tier, 9);
+    CU_ASSERT_EQUAL(r->entries[1].weight, 1000000);
+    /* Defaults. */
+    r = &s->routes[1];
+    CU_ASSERT_PTR_NULL(r->role);
+    CU_ASSERT_STRING_EQUAL(r->capability, "chat");
+    CU_ASSERT_EQUAL(r->strategy, DP_STRATEGY_ORDERED);
+    CU_ASSERT_EQUAL(r->entries[0].weight, 1);
+    CU_ASSERT_EQUAL(r->entries[0].high_cost, 0);
+    CU_ASSERT_EQUAL(r->entries[0].tier, 0);
+    CU_ASSERT_NOT_EQUAL(s->routes[0].fingerprint, s->routes[1].fingerprint);
+
+    struct dp_target t;
+    CU_ASSERT_EQUAL(dp_snapshot_resolve(s, "embedding", &t), GW_OK);
+    CU_ASSERT_PTR_EQUAL(t.route, &s->routes[0]);
+    const char *via = NULL;
+    CU_ASSERT_PTR_EQUAL(dp_snapshot_route(s, "embedding", &via), &s->routes[0]);
+    CU_ASSERT_STRING_EQUAL(via, "role");
+    CU_ASSERT_PTR_EQUAL(dp_snapshot_route(s, "chat", &via), &s->routes[1]);
+    CU_ASSERT_STRING_EQUAL(via, "route");
+    CU_ASSERT_PTR_NULL(dp_snapshot_route(s, "vision", &via));
+    dp_snapshot_unref(s);
+}
+
+/* The fingerprint of route "r" built from this route document. */
+static uint64_t fingerprint_of(const char *route)
+{
+    char doc[1024], err[256] = "";
+    snprintf(doc, sizeof(doc), ROUTES_DOC("%s", ""), route);
+    struct dp_snapshot *s = build(doc, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    uint64_t fp = s->routes[0].fingerprint;
+    dp_snapshot_unref(s);
+    return fp;
+}
+
+static void test_fingerprint_follows_content(void)
+{
+    uint64_t base =
+        fingerprint_of("{\"name\":\"r\",\"entries\":[" E("p", "m") "," E("q", "n") "]}");
+    /* The same content, written again (aliases and roles do not matter). */
+    CU_ASSERT_EQUAL(base, fingerprint_of("{\"name\":\"r\",\"aliases\":[\"x\"],\"entries\":[" E(
+                              "p", "m") "," E("q", "n") "]}"));
+    static const char *const edits[] = {
+        "{\"name\":\"r2\",\"entries\":[" E("p", "m") "," E("q", "n") "]}",
+        "{\"name\":\"r\",\"capability\":\"vision\",\"entries\":[" E("p", "m") "," E("q", "n") "]}",
+        "{\"name\":\"r\",\"strategy\":\"price\",\"entries\":[" E("p", "m") "," E("q", "n") "]}",
+        "{\"name\":\"r\",\"entries\":[" E("q", "n") "," E("p", "m") "]}",
+        "{\"name\":\"r\",\"entries\":[" E("p", "m") "," E("q", "n2") "]}",
+        "{\"name\":\"r\",\"entries\":[" E("p", "m") "," E("p", "n") "]}",
+        "{\"name\":\"r\",\"entries\":[" E("p", "m") "]}",
+        "{\"name\":\"r\",\"entries\":[" E("p", "m") ",{\"provider\":\"q\",\"model\":\"n\","
+                                                    "\"weight\":2}]}",
+        "{\"name\":\"r\",\"entries\":[" E("p", "m") ",{\"provider\":\"q\",\"model\":\"n\","
+                                                    "\"high_cost\":true}]}",
+        "{\"name\":\"r\",\"entries\":[" E("p", "m") ",{\"provider\":\"q\",\"model\":\"n\","
+                                                    "\"tier\":1}]}",
+        /* Boundaries between strings count: "p"+"mq" is not "pm"+"q". */
+        "{\"name\":\"r\",\"entries\":[" E("p", "mq") "," E("q", "n") "]}",
+    };
+    for (size_t i = 0; i < sizeof(edits) / sizeof(*edits); i++)
+        if (fingerprint_of(edits[i]) == base) {
+            fprintf(stderr, "\n  same fingerprint after an edit: %s\n", edits[i]);
+            CU_FAIL("an edit left the fingerprint unchanged");
+        }
+}
+
+static void test_catalog(void)
+{
+    char err[256] = "";
+    struct dp_snapshot *s = build(
+        ROUTES_DOC(ONE_ROUTE,
+                   ",\"catalog\":["
+                   "{\"model\":\"m\",\"context_window\":8192,\"input_price\":1000,"
+                   "\"output_price\":4000},"
+                   "{\"provider\":\"q\",\"model\":\"m\",\"capabilities\":[\"chat\",\"tools\"],"
+                   "\"input_price\":0},"
+                   "{\"provider\":\"p\",\"model\":\"e\",\"capabilities\":[]}]"),
+        err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->ncatalog, 3);
+    /* A provider's own entry first, else the one for any provider. */
+    const struct dp_catalog_entry *c = dp_snapshot_catalog(s, "q", "m");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_STRING_EQUAL(c->provider, "q");
+    CU_ASSERT_EQUAL(c->has_caps, 1);
+    CU_ASSERT_EQUAL(c->caps, DRV_CAP_CHAT | DRV_CAP_TOOLS);
+    CU_ASSERT_EQUAL(c->input_price, 0);
+    CU_ASSERT_EQUAL(c->output_price, -1);
+    CU_ASSERT_EQUAL(c->context_window, 0);
+    c = dp_snapshot_catalog(s, "p", "m");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NULL(c->provider);
+    CU_ASSERT_EQUAL(c->has_caps, 0);
+    CU_ASSERT_EQUAL(c->context_window, 8192);
+    CU_ASSERT_EQUAL(c->input_price, 1000);
+    CU_ASSERT_EQUAL(c->output_price, 4000);
+    c = dp_snapshot_catalog(s, "p", "e");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->has_caps, 1);
+    CU_ASSERT_EQUAL(c->caps, 0);
+    CU_ASSERT_PTR_NULL(dp_snapshot_catalog(s, "q", "e"));
+    CU_ASSERT_PTR_NULL(dp_snapshot_catalog(s, "p", "zzz"));
+    dp_snapshot_unref(s);
+}
+
+static void test_key_allowlists(void)
+{
+    char err[256] = "";
+    struct dp_snapshot *s =
+        build(ROUTES_DOC(ONE_ROUTE, ",\"keys\":[{\"id\":\"a\",\"hash\":\"" HASH64 "\","
+                                    "\"allow_routes\":[\"r\",\"s\"],\"allow_providers\":[],"
+                                    "\"allow_models\":[\"p/m\",\"n\"]},"
+                                    "{\"id\":\"b\",\"hash\":\"" HASH64 "\"}]"),
+              err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const struct dp_key *k = &s->keys[0];
+    CU_ASSERT_EQUAL(k->nallow_routes, 2);
+    CU_ASSERT_STRING_EQUAL(k->allow_routes[1], "s");
+    /* An empty list allows nothing: it is not NULL. */
+    CU_ASSERT_PTR_NOT_NULL(k->allow_providers);
+    CU_ASSERT_EQUAL(k->nallow_providers, 0);
+    CU_ASSERT_EQUAL(k->nallow_models, 2);
+    CU_ASSERT_STRING_EQUAL(k->allow_models[0], "p/m");
+    k = &s->keys[1];
+    CU_ASSERT_PTR_NULL(k->allow_routes);
+    CU_ASSERT_PTR_NULL(k->allow_providers);
+    CU_ASSERT_PTR_NULL(k->allow_models);
+    dp_snapshot_unref(s);
+}
+
+static void test_router_fields_validated(void)
+{
+    /* Roles. */
+    expect_error(ROUTES_DOC("{\"name\":\"r\",\"role\":\"boss\",\"entries\":[" E("p", "m") "]}", ""),
+                 "routes[0].role: must be one of default, summarize, embedding, vision");
+    expect_error(ROUTES_DOC("{\"name\":\"a\",\"role\":\"summarize\",\"entries\":[" E(
+                                "p", "m") "]},"
+                                          "{\"name\":\"b\",\"role\":\"summarize\",\"entries\":[" E(
+                                              "p", "m") "]}",
+                            ""),
+                 "routes[1].role: 'summarize' is already the role of route 'a'");
+    expect_error(
+        ROUTES_DOC("{\"name\":\"a\",\"role\":\"default\",\"entries\":[" E(
+                       "p", "m") "]},"
+                                 "{\"name\":\"b\",\"aliases\":[\"default\"],\"entries\":[" E(
+                                     "p", "m") "]}",
+                   ""),
+        "routes[0].role: 'default' is also the name or an alias of route 'b'");
+    expect_error(ROUTES_DOC("{\"name\":\"summarize\",\"entries\":[" E(
+                                "p", "m") "]},"
+                                          "{\"name\":\"b\",\"role\":\"summarize\",\"entries\":[" E(
+                                              "p", "m") "]}",
+                            ""),
+                 "routes[1].role: 'summarize' is also the name or an alias of route 'summarize'");
+    /* Capability, and what a role needs of it. */
+    expect_error(
+        ROUTES_DOC("{\"name\":\"r\",\"capability\":\"audio\",\"entries\":[" E("p", "m") "]}", ""),
+        "routes[0].capability: must be one of chat, embeddings, vision");
+    expect_error(
+        ROUTES_DOC("{\"name\":\"r\",\"role\":\"embedding\",\"entries\":[" E("p", "m") "]}", ""),
+        "routes[0].capability: the embedding role needs capability embeddings");
+    expect_error(ROUTES_DOC("{\"name\":\"r\",\"role\":\"vision\",\"capability\":\"chat\","
+                            "\"entries\":[" E("p", "m") "]}",
+                            ""),
+                 "routes[0].capability: the vision role needs capability vision");
+    /* Entries. */
+    char doc[4096], entries[3072];
+    for (int count = 33; count >= 32; count--) {
+        size_t off = 0;
+        for (int i = 0; i < count; i++)
+            off += (size_t)snprintf(entries + off, sizeof(entries) - off,
+                                    "%s{\"provider\":\"p\",\"model\":\"m%d\"}", i ? "," : "", i);
+        snprintf(doc, sizeof(doc), ROUTES_DOC("{\"name\":\"r\",\"entries\":[%s]}", ""), entries);
+        if (count == 33)
+            expect_error(doc, "routes[0].entries: at most 32 entries");
+    }
+    char err[256] = "";
+    struct dp_snapshot *s = build(doc, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL(s);
+    CU_ASSERT_EQUAL(s ? s->routes[0].nentries : 0, 32);
+    dp_snapshot_unref(s);
+    expect_error(ROUTES_DOC("{\"name\":\"r\",\"entries\":[" E(
+                                "p", "m") ",{\"provider\":\"p\","
+                                          "\"model\":\"n\",\"weight\":1000001}]}",
+                            ""),
+                 "routes[0].entries[1].weight: must be an integer from 0 to 1000000");
+    expect_error(ROUTES_DOC("{\"name\":\"r\",\"entries\":[{\"provider\":\"p\",\"model\":\"n\","
+                            "\"weight\":1.5}]}",
+                            ""),
+                 "routes[0].entries[0].weight: must be an integer");
+    expect_error(ROUTES_DOC("{\"name\":\"r\",\"strategy\":\"weighted\",\"entries\":["
+                            "{\"provider\":\"p\",\"model\":\"m\",\"weight\":0},"
+                            "{\"provider\":\"q\",\"model\":\"m\",\"weight\":0}]}",
+                            ""),
+                 "routes[0].entries: a weighted route needs an entry with weight above 0");
+    expect_error(ROUTES_DOC("{\"name\":\"r\",\"entries\":[{\"provider\":\"p\",\"model\":\"n\","
+                            "\"high_cost\":1}]}",
+                            ""),
+                 "routes[0].entries[0].high_cost: must be a boolean");
+    expect_error(ROUTES_DOC("{\"name\":\"r\",\"entries\":[{\"provider\":\"p\",\"model\":\"n\","
+                            "\"tier\":10}]}",
+                            ""),
+                 "routes[0].entries[0].tier: must be an integer from 0 to 9");
+    expect_error(
+        ROUTES_DOC("{\"name\":\"r\",\"entries\":[" E("p", "m") "," E("q", "m") "," E("p", "m") "]}",
+                   ""),
+        "routes[0].entries[2]: duplicate entry p/m (also entries[0])");
+    /* Catalog. */
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":{}"), "catalog: must be an array");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"provider\":\"z\",\"model\":\"m\"}]"),
+                 "catalog[0].provider: no provider named 'z'");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"provider\":\"p\"}]"),
+                 "catalog[0].model: required, a non-empty string");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"context_window\":0}]"),
+                 "catalog[0].context_window: must be an integer from 1");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\","
+                                       "\"capabilities\":[\"chat\",\"telepathy\"]}]"),
+                 "catalog[0].capabilities[1]: must be one of chat, embeddings, vision");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"input_price\":1.5}]"),
+                 "catalog[0].input_price: must be an integer count of picodollars per token");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"output_price\":-1}]"),
+                 "catalog[0].output_price: must be an integer count of picodollars");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"output_price\":\"3\"}]"),
+                 "catalog[0].output_price: must be an integer count of picodollars");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"provider\":\"p\",\"model\":\"m\"},"
+                                       "{\"model\":\"m\"},{\"provider\":\"p\",\"model\":\"m\"}]"),
+                 "catalog[2]: duplicate entry for p/m (also catalog[0])");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\"},{\"model\":\"m\"}]"),
+                 "catalog[1]: duplicate entry for model 'm' on any provider (also catalog[0])");
+    /* Key allowlists. */
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"keys\":[{\"id\":\"k\",\"hash\":\"" HASH64 "\","
+                                       "\"allow_routes\":\"r\"}]"),
+                 "keys[0].allow_routes: must be an array of non-empty strings");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"keys\":[{\"id\":\"k\",\"hash\":\"" HASH64 "\","
+                                       "\"allow_providers\":[\"p\",\"\"]}]"),
+                 "keys[0].allow_providers[1]: must be a non-empty string");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"keys\":[{\"id\":\"k\",\"hash\":\"" HASH64 "\","
+                                       "\"allow_models\":[3]}]"),
+                 "keys[0].allow_models[0]: must be a non-empty string");
+    /* A provider's capability list names the offending element. */
+    expect_error("{\"version\":1,\"providers\":[{\"name\":\"p\",\"driver\":\"anthropic\","
+                 "\"base_url\":\"http://h\",\"options\":{\"capabilities\":[\"chat\","
+                 "\"embeddings\"]}}],\"routes\":[]}",
+                 "providers[0].options.capabilities[1]: driver 'anthropic' does not support "
+                 "'embeddings'");
+}
+
 static void test_current_swap(void)
 {
     char err[256];
@@ -155,6 +433,11 @@ static CU_TestInfo tests[] = {
     {"build and resolve selectors", test_build_and_resolve},
     {"validation errors name the field", test_validation_names_the_field},
     {"atomic swap keeps in-flight snapshots", test_current_swap},
+    {"routes carry role, capability, strategy and entry flags", test_route_fields},
+    {"a route's fingerprint follows its content", test_fingerprint_follows_content},
+    {"catalog: a provider's own entry first, then any provider's", test_catalog},
+    {"key allowlists", test_key_allowlists},
+    {"router fields are validated, naming the field", test_router_fields_validated},
     CU_TEST_INFO_NULL,
 };
 

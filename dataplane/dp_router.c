@@ -1,0 +1,815 @@
+/*
+ * dp_router: step 3 of the request path (ARCHITECTURE.md, "Route"). A
+ * selector becomes a list of targets: first ordered (the route's strategy,
+ * then an affinity rotation, then a session's sticky provider in front),
+ * then filtered in that order, so every target keeps its place and the
+ * attempt loop walks what survives. Every filtered target is recorded with
+ * its reason, so a refusal can say what was tried and why nothing was left.
+ *
+ * Everything but the sticky table works on the stack and on the immutable
+ * snapshot; the sticky table is the one process-wide structure, behind a
+ * mutex.
+ */
+#include "dp_router.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "canon.h"
+#include "dp_breaker.h"
+#include "dp_driver.h"
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_hash.h"
+#include "gw_json.h"
+
+#define MAX_SELECTOR 512
+#define ELLIPSIS "\xe2\x80\xa6" /* U+2026 */
+
+/* ------------------------------------------------------------------ names */
+
+const char *dp_skip_name(enum dp_skip_reason r)
+{
+    static const char *const names[DP_SKIP_COUNT] = {
+        [DP_SKIP_NOT_ALLOWED] = "not_allowed",
+        [DP_SKIP_INCAPABLE] = "incapable",
+        [DP_SKIP_CATALOG] = "catalog",
+        [DP_SKIP_CONTEXT] = "context",
+        [DP_SKIP_OTHER_MODEL] = "other_model",
+        [DP_SKIP_DISABLED] = "disabled",
+        [DP_SKIP_NO_CREDENTIAL] = "no_credential",
+        [DP_SKIP_BREAKER_OPEN] = "breaker_open",
+        [DP_SKIP_FLEET_DOWN] = "fleet_down",
+        [DP_SKIP_HIGH_COST_FALLBACK] = "high_cost_fallback",
+    };
+    return (unsigned)r < DP_SKIP_COUNT ? names[r] : "unknown";
+}
+
+static const struct {
+    int status;
+    const char *code;
+} no_routes[] = {
+    [DP_NOROUTE_NONE] = {200, NULL},
+    [DP_NOROUTE_NOT_CONFIGURED] = {404, "model_not_found"},
+    [DP_NOROUTE_INVALID] = {400, "invalid_model"},
+    [DP_NOROUTE_AMBIGUOUS] = {400, "ambiguous_model"},
+    [DP_NOROUTE_NONE_ALLOWED] = {403, "model_not_allowed"},
+    [DP_NOROUTE_NONE_CAPABLE] = {400, "no_capable_target"},
+    [DP_NOROUTE_NONE_HEALTHY] = {503, "no_healthy_target"},
+};
+
+int dp_no_route_status(enum dp_no_route c)
+{
+    return (unsigned)c < sizeof(no_routes) / sizeof(*no_routes) ? no_routes[c].status : 500;
+}
+
+const char *dp_no_route_code(enum dp_no_route c)
+{
+    return (unsigned)c < sizeof(no_routes) / sizeof(*no_routes) ? no_routes[c].code : NULL;
+}
+
+/* ------------------------------------------------------------------ needs */
+
+void dp_needs_of(const struct canon_req *r, struct dp_needs *n)
+{
+    memset(n, 0, sizeof(*n));
+    int images = 0;
+    for (size_t i = 0; i < r->nmessages; i++)
+        for (size_t j = 0; j < r->messages[i].nparts; j++) {
+            const struct canon_part *pt = &r->messages[i].parts[j];
+            images |= pt->type == CANON_PART_IMAGE;
+            for (size_t k = 0; pt->type == CANON_PART_TOOL_RESULT && k < pt->ncontent; k++)
+                images |= pt->content[k].type == CANON_PART_IMAGE;
+        }
+    if (images)
+        n->caps |= DRV_CAP_VISION;
+    if (r->ntools)
+        n->caps |= DRV_CAP_TOOLS;
+    if (r->format == CANON_FMT_JSON_OBJECT || r->format == CANON_FMT_JSON_SCHEMA)
+        n->caps |= DRV_CAP_JSON_MODE;
+    if (r->reasoning_effort || r->reasoning_budget)
+        n->caps |= DRV_CAP_REASONING;
+    n->est_tokens = canon_estimate_tokens(r);
+}
+
+/* --------------------------------------------------------------- messages */
+
+/* Cuts s (a buffer of size bytes holding a truncated string) back to a
+ * UTF-8 boundary that leaves room for the ellipsis, and appends it. */
+static void cut_with_ellipsis(char *s, size_t size)
+{
+    size_t at = strlen(s);
+    if (at + sizeof(ELLIPSIS) > size)
+        at = size - sizeof(ELLIPSIS);
+    while (at > 0 && ((unsigned char)s[at] & 0xc0) == 0x80)
+        at--;
+    memcpy(s + at, ELLIPSIS, sizeof(ELLIPSIS));
+}
+
+/* Appends to a bounded text; once it does not fit, the text ends in an
+ * ellipsis and later appends do nothing. */
+struct text {
+    char *s;
+    size_t size;
+    size_t len;
+    int cut;
+};
+
+__attribute__((format(printf, 2, 3))) static void text_add(struct text *t, const char *fmt, ...)
+{
+    if (t->cut)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->s + t->len, t->size - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= t->size - t->len) {
+        t->cut = 1;
+        cut_with_ellipsis(t->s, t->size);
+        return;
+    }
+    t->len += (size_t)n;
+}
+
+__attribute__((format(printf, 2, 3))) static void set_detail(struct dp_skip *sk, const char *fmt,
+                                                             ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(sk->detail, sizeof(sk->detail), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(sk->detail))
+        cut_with_ellipsis(sk->detail, sizeof(sk->detail));
+}
+
+/* "vision, tools" for a set of DRV_CAP_* bits. */
+static void caps_text(unsigned caps, char *out, size_t size)
+{
+    struct text t = {out, size, 0, 0};
+    out[0] = '\0';
+    for (unsigned bit = 1; bit && bit <= caps; bit <<= 1)
+        if (caps & bit) {
+            const char *name = dp_snapshot_cap_name(bit);
+            text_add(&t, "%s%s", t.len ? ", " : "", name ? name : "?");
+        }
+}
+
+/* ---------------------------------------------------------------- sticky */
+
+#define STICKY_MAX 16384
+#define STICKY_BUCKETS 4096
+#define STICKY_TTL_US (3600LL * 1000000)
+#define STICKY_MAX_SESSION 256
+
+/* One remembered session: key is the route name, a NUL, the session. */
+struct sticky {
+    struct sticky *next;          /* bucket chain */
+    struct sticky *older, *newer; /* in the order they were set */
+    uint64_t hash;
+    uint64_t fingerprint;
+    int64_t at_us;
+    size_t keylen;
+    char *key;
+    char *provider;
+};
+
+static pthread_mutex_t sticky_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sticky *sticky_buckets[STICKY_BUCKETS];
+static struct sticky *sticky_oldest, *sticky_newest;
+static size_t sticky_count;
+
+static uint64_t sticky_hash(const char *route, size_t rl, const char *session, size_t sl)
+{
+    return gw_fnv1a(gw_fnv1a(GW_FNV1A_INIT, route, rl + 1), session, sl);
+}
+
+static struct sticky *sticky_find(uint64_t h, const char *route, size_t rl, const char *session,
+                                  size_t sl)
+{
+    for (struct sticky *e = sticky_buckets[h % STICKY_BUCKETS]; e; e = e->next)
+        if (e->hash == h && e->keylen == rl + 1 + sl && memcmp(e->key, route, rl + 1) == 0 &&
+            memcmp(e->key + rl + 1, session, sl) == 0)
+            return e;
+    return NULL;
+}
+
+static void sticky_drop(struct sticky *e)
+{
+    struct sticky **pp = &sticky_buckets[e->hash % STICKY_BUCKETS];
+    while (*pp != e)
+        pp = &(*pp)->next;
+    *pp = e->next;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        sticky_oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        sticky_newest = e->older;
+    sticky_count--;
+    free(e);
+}
+
+static int sticky_expired(const struct sticky *e, int64_t now_us)
+{
+    return now_us - e->at_us >= STICKY_TTL_US;
+}
+
+void dp_router_sticky_set(const struct dp_route *route, const char *session,
+                          const struct dp_provider *provider, int64_t now_us)
+{
+    if (!route || !session || !*session || !provider)
+        return;
+    size_t rl = strlen(route->name), sl = strlen(session), pl = strlen(provider->name);
+    if (sl > STICKY_MAX_SESSION)
+        return;
+    uint64_t h = sticky_hash(route->name, rl, session, sl);
+    pthread_mutex_lock(&sticky_lock);
+    while (sticky_oldest && sticky_expired(sticky_oldest, now_us))
+        sticky_drop(sticky_oldest);
+    struct sticky *e = sticky_find(h, route->name, rl, session, sl);
+    if (e)
+        sticky_drop(e);
+    if (sticky_count >= STICKY_MAX)
+        sticky_drop(sticky_oldest);
+    e = malloc(sizeof(*e) + rl + 1 + sl + pl + 1);
+    if (e) {
+        e->key = (char *)(e + 1);
+        e->keylen = rl + 1 + sl;
+        memcpy(e->key, route->name, rl + 1);
+        memcpy(e->key + rl + 1, session, sl);
+        e->provider = e->key + e->keylen;
+        memcpy(e->provider, provider->name, pl + 1);
+        e->hash = h;
+        e->fingerprint = route->fingerprint;
+        e->at_us = now_us;
+        e->next = sticky_buckets[h % STICKY_BUCKETS];
+        sticky_buckets[h % STICKY_BUCKETS] = e;
+        e->older = sticky_newest;
+        e->newer = NULL;
+        if (sticky_newest)
+            sticky_newest->newer = e;
+        else
+            sticky_oldest = e;
+        sticky_newest = e;
+        sticky_count++;
+    }
+    pthread_mutex_unlock(&sticky_lock);
+}
+
+/* ------------------------------------------------------------------ order */
+
+/* A target on its way through ordering and filtering. */
+struct slot {
+    const struct dp_provider *provider;
+    const char *model;
+    const struct dp_route_entry *entry; /* NULL: exact or bare selector */
+    size_t written;                     /* index in the route as written */
+    long long k1, k2;                   /* sort keys, ascending */
+};
+
+/* Stable by construction: ties fall back to the written order. */
+static void sort_slots(struct slot *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        struct slot x = v[i];
+        size_t j = i;
+        while (j > 0 &&
+               (v[j - 1].k1 > x.k1 || (v[j - 1].k1 == x.k1 && v[j - 1].k2 > x.k2) ||
+                (v[j - 1].k1 == x.k1 && v[j - 1].k2 == x.k2 && v[j - 1].written > x.written))) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+}
+
+/* v[pick] to the front; the ones before it keep their order behind it. */
+static void move_first(struct slot *v, size_t pick)
+{
+    struct slot first = v[pick];
+    memmove(v + 1, v, pick * sizeof(*v));
+    v[0] = first;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    return gw_mix64(gw_fnv1a(GW_FNV1A_INIT, s, strlen(s)));
+}
+
+/* Success rate as a divisor: a target that fails often looks dearer and
+ * slower; the floor of 5% keeps a failing target finite and ordered. */
+static long long success_divisor(const struct dp_target_stats *st)
+{
+    return st->success_permil > 50 ? (long long)st->success_permil : 50;
+}
+
+/* Declared price per token pair in picodollars, -1 unknown. Embeddings
+ * have no output, so their input price alone decides. */
+static long long declared_price(const struct dp_snapshot *s, const struct slot *sl, int embeddings)
+{
+    const struct dp_catalog_entry *c = dp_snapshot_catalog(s, sl->provider->name, sl->model);
+    if (!c || c->input_price < 0)
+        return -1;
+    if (embeddings)
+        return c->input_price;
+    return c->output_price < 0 ? -1 : c->input_price + c->output_price;
+}
+
+/* Price and latency scores (lower is better; LLONG_MAX for an unknown
+ * price). Prices are at most 2e12 (dp_snapshot's ceiling), so price * 1000
+ * cannot overflow; a time to first byte is far below that. */
+static void score(const struct dp_snapshot *s, const struct dp_needs *n,
+                  const struct dp_route_ctx *ctx, const struct slot *v, size_t nv, long long *price,
+                  long long *latency)
+{
+    struct dp_target_stats st[DP_MAX_CANDIDATES];
+    long long min_ttfb = 0;
+    for (size_t i = 0; i < nv; i++) {
+        memset(&st[i], 0, sizeof(st[i]));
+        st[i].success_permil = 1000;
+        if (ctx->breakers)
+            dp_breaker_stats(ctx->breakers, v[i].provider->name, v[i].model, ctx->now_us, &st[i]);
+        if (st[i].ttfb_ewma_us > 0 && (min_ttfb == 0 || st[i].ttfb_ewma_us < min_ttfb))
+            min_ttfb = st[i].ttfb_ewma_us;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        long long p = declared_price(s, &v[i], n->embeddings);
+        price[i] = p < 0 ? LLONG_MAX : p * 1000 / success_divisor(&st[i]);
+        /* An unobserved target counts as fast as the fastest observed one,
+         * so it gets tried; with no observation at all every score is 0
+         * and the written order stands. */
+        long long t = st[i].ttfb_ewma_us > 0 ? st[i].ttfb_ewma_us : min_ttfb;
+        latency[i] = t * 1000 / success_divisor(&st[i]);
+    }
+}
+
+/* 1 + how many scores are strictly better: equal scores share a rank. */
+static long long rank_of(const long long *sc, size_t n, size_t i)
+{
+    long long r = 1;
+    for (size_t j = 0; j < n; j++)
+        r += sc[j] < sc[i];
+    return r;
+}
+
+static void order_by_strategy(const struct dp_snapshot *s, const struct dp_route *r,
+                              const struct dp_needs *n, const struct dp_route_ctx *ctx,
+                              struct slot *v, size_t nv)
+{
+    long long price[DP_MAX_CANDIDATES], latency[DP_MAX_CANDIDATES];
+    switch (r->strategy) {
+    case DP_STRATEGY_ORDERED:
+        return;
+    case DP_STRATEGY_PRICE:
+    case DP_STRATEGY_LATENCY:
+    case DP_STRATEGY_AUTO:
+        score(s, n, ctx, v, nv, price, latency);
+        for (size_t i = 0; i < nv; i++) {
+            if (r->strategy == DP_STRATEGY_PRICE) {
+                v[i].k1 = price[i];
+            } else if (r->strategy == DP_STRATEGY_LATENCY) {
+                v[i].k1 = latency[i];
+            } else {
+                v[i].k1 = v[i].entry->tier;
+                v[i].k2 = rank_of(price, nv, i) * rank_of(latency, nv, i);
+            }
+        }
+        sort_slots(v, nv);
+        return;
+    case DP_STRATEGY_WEIGHTED: {
+        unsigned long long total = 0;
+        for (size_t i = 0; i < nv; i++)
+            total += v[i].entry->weight;
+        if (total == 0) /* dp_snapshot refuses it; written order */
+            return;
+        const char *in = ctx->affinity ? ctx->affinity : ctx->request_id ? ctx->request_id : "";
+        unsigned long long draw = hash_str(in) % total;
+        size_t pick = 0;
+        while (draw >= v[pick].entry->weight) {
+            draw -= v[pick].entry->weight;
+            pick++;
+        }
+        move_first(v, pick);
+        return;
+    }
+    }
+}
+
+/* The session's sticky provider, when still in the chain, goes first. */
+static void apply_sticky(const struct dp_route *r, const struct dp_route_ctx *ctx, struct slot *v,
+                         size_t nv)
+{
+    if (!ctx->session || !*ctx->session)
+        return;
+    size_t rl = strlen(r->name), sl = strlen(ctx->session);
+    if (sl > STICKY_MAX_SESSION)
+        return;
+    uint64_t h = sticky_hash(r->name, rl, ctx->session, sl);
+    size_t pick = nv;
+    pthread_mutex_lock(&sticky_lock);
+    const struct sticky *e = sticky_find(h, r->name, rl, ctx->session, sl);
+    if (e && !sticky_expired(e, ctx->now_us) && e->fingerprint == r->fingerprint)
+        for (size_t i = 0; i < nv && pick == nv; i++)
+            if (strcmp(v[i].provider->name, e->provider) == 0)
+                pick = i;
+    pthread_mutex_unlock(&sticky_lock);
+    if (pick < nv)
+        move_first(v, pick);
+}
+
+static void order(const struct dp_snapshot *s, const struct dp_route *r, const struct dp_needs *n,
+                  const struct dp_route_ctx *ctx, struct slot *v, size_t nv)
+{
+    order_by_strategy(s, r, n, ctx, v, nv);
+    /* An affinity key keeps a conversation's requests on one start of the
+     * chain (a provider's prompt cache). Weighted routes drew their primary
+     * from it already. */
+    if (ctx->affinity && r->strategy != DP_STRATEGY_WEIGHTED && nv > 1) {
+        size_t k = (size_t)(hash_str(ctx->affinity) % nv);
+        struct slot tmp[DP_MAX_CANDIDATES];
+        for (size_t i = 0; i < nv; i++)
+            tmp[i] = v[(i + k) % nv];
+        memcpy(v, tmp, nv * sizeof(*v));
+    }
+    apply_sticky(r, ctx, v, nv);
+}
+
+/* ----------------------------------------------------------------- filter */
+
+/* The stages a target passes; a skip records the one it failed. */
+enum stage { ST_ALLOWED, ST_CAPABLE, ST_HEALTHY, ST_PASSED };
+
+struct planner {
+    const struct dp_snapshot *s;
+    const struct dp_needs *n;
+    const struct dp_route_ctx *ctx;
+    const struct dp_route *route;
+    const char *emb_model; /* embeddings: the first eligible candidate's model */
+    int reached;           /* the furthest stage any skipped target failed at */
+    struct dp_plan *plan;
+};
+
+static int in_list(const char *const *list, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+/* allow_models holds "provider/model" or a bare model id. */
+static int model_allowed(const struct dp_key *k, const char *provider, const char *model)
+{
+    size_t pl = strlen(provider);
+    for (size_t i = 0; i < k->nallow_models; i++) {
+        const char *a = k->allow_models[i];
+        if (strcmp(a, model) == 0 ||
+            (strncmp(a, provider, pl) == 0 && a[pl] == '/' && strcmp(a + pl + 1, model) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+/* See dp_router.h for the reading of the allowlists. */
+static int check_allowed(const struct planner *pl, const struct slot *sl, struct dp_skip *sk)
+{
+    const struct dp_key *k = pl->ctx->key;
+    if (!k)
+        return 1;
+    if (pl->route && k->allow_routes &&
+        !in_list(k->allow_routes, k->nallow_routes, pl->route->name)) {
+        set_detail(sk, "key '%s' may not use route '%s'", k->id, pl->route->name);
+        return 0;
+    }
+    if (!pl->route && k->allow_routes && !k->allow_providers && !k->allow_models) {
+        set_detail(sk,
+                   "key '%s' is limited to its routes; direct provider/model use is not allowed",
+                   k->id);
+        return 0;
+    }
+    if (k->allow_providers &&
+        !in_list(k->allow_providers, k->nallow_providers, sl->provider->name)) {
+        set_detail(sk, "key '%s' may not use provider '%s'", k->id, sl->provider->name);
+        return 0;
+    }
+    if (k->allow_models && !model_allowed(k, sl->provider->name, sl->model)) {
+        set_detail(sk, "key '%s' may not use model '%s'", k->id, sl->model);
+        return 0;
+    }
+    return 1;
+}
+
+static int check_capable(struct planner *pl, const struct slot *sl, struct dp_skip *sk)
+{
+    const struct dp_needs *n = pl->n;
+    const struct dp_provider *p = sl->provider;
+    unsigned kind = n->embeddings ? DRV_CAP_EMBEDDINGS : DRV_CAP_CHAT;
+    unsigned need = kind | n->caps;
+    char names[96];
+    if (pl->route && n->embeddings != (strcmp(pl->route->capability, "embeddings") == 0)) {
+        sk->reason = DP_SKIP_INCAPABLE;
+        sk->missing = kind;
+        set_detail(sk, "route '%s' serves %s, not %s", pl->route->name, pl->route->capability,
+                   n->embeddings ? "embeddings" : "chat");
+        return 0;
+    }
+    if (need & ~p->caps) {
+        sk->reason = DP_SKIP_INCAPABLE;
+        sk->missing = need & ~p->caps;
+        caps_text(sk->missing, names, sizeof(names));
+        set_detail(sk, "provider '%s' lacks %s", p->name, names);
+        return 0;
+    }
+    const struct dp_catalog_entry *c = dp_snapshot_catalog(pl->s, p->name, sl->model);
+    if (c && c->has_caps && (need & ~c->caps)) {
+        sk->reason = DP_SKIP_CATALOG;
+        sk->missing = need & ~c->caps;
+        caps_text(sk->missing, names, sizeof(names));
+        set_detail(sk, "the catalog says model '%s' lacks %s", sl->model, names);
+        return 0;
+    }
+    if (c && c->context_window > 0 && n->est_tokens > c->context_window) {
+        sk->reason = DP_SKIP_CONTEXT;
+        set_detail(sk, "about %lld input tokens; the context window is %lld", n->est_tokens,
+                   c->context_window);
+        return 0;
+    }
+    /* Vectors from different models live in different spaces: one request's
+     * embeddings all come from one model, whichever provider serves it. */
+    if (pl->route && n->embeddings && pl->emb_model && strcmp(pl->emb_model, sl->model) != 0) {
+        sk->reason = DP_SKIP_OTHER_MODEL;
+        set_detail(sk, "embeddings stay on model '%s', the first eligible one", pl->emb_model);
+        return 0;
+    }
+    return 1;
+}
+
+static int check_healthy(const struct planner *pl, const struct slot *sl, size_t pos,
+                         struct dp_skip *sk)
+{
+    const struct dp_provider *p = sl->provider;
+    const struct dp_route_ctx *ctx = pl->ctx;
+    if (!p->enabled) {
+        sk->reason = DP_SKIP_DISABLED;
+        set_detail(sk, "provider '%s' is disabled", p->name);
+        return 0;
+    }
+    if (p->credential_ref && !p->credential) {
+        /* The ref's name stays out of a message clients read. */
+        sk->reason = DP_SKIP_NO_CREDENTIAL;
+        set_detail(sk, "provider '%s' has no credential: its credential_ref did not resolve",
+                   p->name);
+        return 0;
+    }
+    if (ctx->breakers &&
+        dp_breaker_peek(ctx->breakers, p->name, sl->model, ctx->now_us) == DP_BREAKER_OPEN) {
+        struct dp_target_stats st;
+        dp_breaker_stats(ctx->breakers, p->name, sl->model, ctx->now_us, &st);
+        sk->reason = DP_SKIP_BREAKER_OPEN;
+        set_detail(sk, "circuit breaker open (%u of %u recent attempts failed)", st.failures,
+                   st.samples);
+        return 0;
+    }
+    /* DP_SKIP_FLEET_DOWN belongs to the control plane's fleet health view,
+     * which a later change brings; nothing sets it yet. */
+    if (sl->entry && sl->entry->high_cost && pos > 0) {
+        sk->reason = DP_SKIP_HIGH_COST_FALLBACK;
+        set_detail(sk, "high-cost entry at position %zu: it may only be first", pos + 1);
+        return 0;
+    }
+    return 1;
+}
+
+/* Filters one target at position pos of the order: a candidate, or a skip. */
+static void filter(struct planner *pl, const struct slot *sl, size_t pos)
+{
+    struct dp_plan *plan = pl->plan;
+    struct dp_skip *sk = &plan->skips[plan->nskips];
+    memset(sk, 0, sizeof(*sk));
+    sk->provider = sl->provider;
+    sk->model = sl->model;
+    enum stage failed = ST_PASSED;
+    if (!check_allowed(pl, sl, sk)) {
+        sk->reason = DP_SKIP_NOT_ALLOWED;
+        failed = ST_ALLOWED;
+    } else if (!check_capable(pl, sl, sk)) {
+        failed = ST_CAPABLE;
+    } else if (!check_healthy(pl, sl, pos, sk)) {
+        failed = ST_HEALTHY;
+    }
+    if (failed != ST_PASSED) {
+        plan->nskips++;
+        if ((int)failed > pl->reached)
+            pl->reached = (int)failed;
+        return;
+    }
+    if (!pl->emb_model)
+        pl->emb_model = sl->model;
+    struct dp_candidate *c = &plan->cands[plan->ncands++];
+    c->provider = sl->provider;
+    c->model = sl->model;
+    c->entry = sl->entry;
+}
+
+/* Why nothing was left, naming every skipped target. */
+static void explain(const struct planner *pl, const char *selector)
+{
+    struct dp_plan *plan = pl->plan;
+    plan->cause = pl->reached == ST_HEALTHY   ? DP_NOROUTE_NONE_HEALTHY
+                  : pl->reached == ST_CAPABLE ? DP_NOROUTE_NONE_CAPABLE
+                                              : DP_NOROUTE_NONE_ALLOWED;
+    struct text t = {plan->message, sizeof(plan->message), 0, 0};
+    text_add(&t, "no candidate for '%.100s': ", selector);
+    for (size_t i = 0; i < plan->nskips; i++) {
+        const struct dp_skip *sk = &plan->skips[i];
+        text_add(&t, "%s%s/%s: %s (%s)", i ? "; " : "", sk->provider->name, sk->model,
+                 dp_skip_name(sk->reason), sk->detail);
+    }
+}
+
+__attribute__((format(printf, 3, 4))) static void refuse(struct dp_plan *plan, enum dp_no_route c,
+                                                         const char *fmt, ...)
+{
+    plan->cause = c;
+    plan->ncands = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(plan->message, sizeof(plan->message), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(plan->message))
+        cut_with_ellipsis(plan->message, sizeof(plan->message));
+}
+
+/* ---------------------------------------------------------------- plan */
+
+/* A selector is client text: bounded, printable ASCII (spaces allowed in
+ * route names), and an exact form has both parts. */
+static int valid_selector(const char *sel, struct dp_plan *plan)
+{
+    if (!sel || !*sel) {
+        refuse(plan, DP_NOROUTE_INVALID,
+               "the model must name a route, an alias, a role, provider/model or a model id");
+        return 0;
+    }
+    size_t len = 0;
+    for (const unsigned char *c = (const unsigned char *)sel; *c; c++, len++)
+        if (*c < 0x20 || *c > 0x7e) {
+            refuse(plan, DP_NOROUTE_INVALID,
+                   "the model selector contains control or non-ASCII characters");
+            return 0;
+        }
+    if (len > MAX_SELECTOR) {
+        refuse(plan, DP_NOROUTE_INVALID,
+               "the model selector '%.100s" ELLIPSIS "' is longer than %d bytes", sel,
+               MAX_SELECTOR);
+        return 0;
+    }
+    const char *slash = strchr(sel, '/');
+    if (!slash)
+        return 1;
+    if (slash == sel || !slash[1]) {
+        refuse(plan, DP_NOROUTE_INVALID,
+               "the model '%.100s' must be provider/model with both parts non-empty", sel);
+        return 0;
+    }
+    /* The model part is sent upstream and logged: it must look like a
+     * model id, never like a prompt. */
+    size_t ml = strlen(slash + 1);
+    int visible = ml <= DP_MAX_MODEL_ID && !strchr(slash + 1, ' ');
+    if (!visible) {
+        refuse(plan, DP_NOROUTE_INVALID,
+               "the model id in '%.100s' must be 1 to %d visible ASCII characters", sel,
+               DP_MAX_MODEL_ID);
+        return 0;
+    }
+    return 1;
+}
+
+static void plan_route(struct planner *pl)
+{
+    const struct dp_route *r = pl->route;
+    struct slot v[DP_MAX_CANDIDATES];
+    size_t nv = r->nentries < DP_MAX_CANDIDATES ? r->nentries : DP_MAX_CANDIDATES;
+    for (size_t i = 0; i < nv; i++)
+        v[i] = (struct slot){r->entries[i].provider, r->entries[i].model, &r->entries[i], i, 0, 0};
+    order(pl->s, r, pl->n, pl->ctx, v, nv);
+    for (size_t i = 0; i < nv; i++)
+        filter(pl, &v[i], i);
+}
+
+/* A bare model id: every distinct target the routes carry it on. Exactly
+ * one eligible is an answer; several is a question back to the client. */
+static void plan_bare(struct planner *pl, const char *model)
+{
+    const struct dp_snapshot *s = pl->s;
+    struct dp_plan *plan = pl->plan;
+    struct slot v[DP_MAX_CANDIDATES];
+    size_t nv = 0;
+    for (size_t i = 0; i < s->nroutes; i++)
+        for (size_t j = 0; j < s->routes[i].nentries; j++) {
+            const struct dp_route_entry *e = &s->routes[i].entries[j];
+            if (strcmp(e->model, model) != 0)
+                continue;
+            size_t k = 0;
+            while (k < nv && v[k].provider != e->provider)
+                k++;
+            if (k < nv)
+                continue;
+            if (nv == DP_MAX_CANDIDATES) {
+                refuse(plan, DP_NOROUTE_AMBIGUOUS,
+                       "the model '%.100s' is served by more than %d targets: name one as "
+                       "provider/model",
+                       model, DP_MAX_CANDIDATES);
+                return;
+            }
+            v[nv] = (struct slot){e->provider, e->model, NULL, nv, 0, 0};
+            nv++;
+        }
+    if (nv == 0) {
+        refuse(plan, DP_NOROUTE_NOT_CONFIGURED,
+               "the model '%.100s' does not exist: use a route, an alias, a role, provider/model "
+               "or a model id a route carries",
+               model);
+        return;
+    }
+    plan->via = "model";
+    for (size_t i = 0; i < nv; i++)
+        filter(pl, &v[i], 0);
+    if (plan->ncands > 1) {
+        struct text t = {plan->message, sizeof(plan->message), 0, 0};
+        text_add(&t, "the model '%.100s' is served by several targets (", model);
+        for (size_t i = 0; i < plan->ncands; i++)
+            text_add(&t, "%s%s/%s", i ? ", " : "", plan->cands[i].provider->name,
+                     plan->cands[i].model);
+        text_add(&t, "): name one as provider/model");
+        plan->cause = DP_NOROUTE_AMBIGUOUS;
+        plan->ncands = 0;
+    }
+}
+
+int dp_router_plan(const struct dp_snapshot *s, const char *selector, const struct dp_needs *n,
+                   const struct dp_route_ctx *ctx, struct dp_plan *plan)
+{
+    static const struct dp_needs chat;
+    static const struct dp_route_ctx none;
+    memset(plan, 0, sizeof(*plan));
+    struct planner pl = {s, n ? n : &chat, ctx ? ctx : &none, NULL, NULL, -1, plan};
+    if (!valid_selector(selector, plan))
+        return GW_OK;
+    pl.route = dp_snapshot_route(s, selector, &plan->via);
+    if (pl.route) {
+        plan->route = pl.route;
+        plan_route(&pl);
+    } else if (strchr(selector, '/')) {
+        const char *slash = strchr(selector, '/');
+        const struct dp_provider *p = NULL;
+        for (size_t i = 0; i < s->nproviders && !p; i++)
+            if (strlen(s->providers[i].name) == (size_t)(slash - selector) &&
+                memcmp(s->providers[i].name, selector, (size_t)(slash - selector)) == 0)
+                p = &s->providers[i];
+        if (p) {
+            plan->via = "exact";
+            struct slot sl = {p, slash + 1, NULL, 0, 0, 0};
+            filter(&pl, &sl, 0);
+        } else {
+            /* Not a provider: perhaps a model id with a '/' in it
+             * ("meta-llama/Llama-3.3-70B") that a route carries. */
+            plan_bare(&pl, selector);
+        }
+    } else {
+        plan_bare(&pl, selector);
+    }
+    if (plan->ncands == 0 && plan->cause == DP_NOROUTE_NONE)
+        explain(&pl, selector);
+    return GW_OK;
+}
+
+int dp_plan_skips_json(const struct dp_plan *plan, struct gw_buf *out)
+{
+    int rc = gw_buf_appends(out, "[");
+    for (size_t i = 0; i < plan->nskips && rc == GW_OK; i++) {
+        const struct dp_skip *sk = &plan->skips[i];
+        rc = gw_buf_appends(out, i ? ",{\"provider\":" : "{\"provider\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(out, sk->provider->name, strlen(sk->provider->name));
+        if (rc == GW_OK)
+            rc = gw_buf_appends(out, ",\"model\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(out, sk->model, strlen(sk->model));
+        if (rc == GW_OK)
+            rc = gw_buf_printf(out, ",\"reason\":\"%s\",\"detail\":", dp_skip_name(sk->reason));
+        if (rc == GW_OK)
+            rc = gw_json_escape(out, sk->detail, strlen(sk->detail));
+        if (rc == GW_OK)
+            rc = gw_buf_appends(out, "}");
+    }
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, "]");
+    return rc;
+}
