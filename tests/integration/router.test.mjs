@@ -115,10 +115,15 @@ async function buildSnapshot(m) {
     route('ant-fo', [{ provider: 'mock', model: 'antfo-1#status=500' }, { provider: 'mock', model: 'antfo-2' }]),
     route('ant-fail', [{ provider: 'mock', model: 'antfl-1#status=500' }, { provider: 'mock', model: 'antfl-2#status=429,retry_after=0' }]),
     // retries and Retry-After
+    route('retries-count', [{ provider: 'mock', model: 'rc-1#status=500' }]),
     route('retry-ok', [{ provider: 'mock', model: 'ro-1#status=503,times=1,tag=retry-ok' }, { provider: 'mock', model: 'ro-2' }]),
     route('ra-budget', [{ provider: 'mock', model: 'rb-1#status=429,retry_after=2' }, { provider: 'mock', model: 'rb-2' }]),
     // the failover budget
-    route('budget', [{ provider: 'mock', model: 'bu-1#hang=1' }, { provider: 'mock', model: 'bu-2' }]),
+    // (the backup is slow to answer: a budget that ran out must stop it too)
+    route('budget', [{ provider: 'mock', model: 'bu-1#hang=1' }, { provider: 'mock', model: 'bu-2#ttfb_ms=150' }]),
+    // (one route per run: three budget timeouts would open the primary's breaker)
+    ...Array.from({ length: 10 }, (_, i) => route(`budget-edge-${i}`,
+      [{ provider: 'mock', model: `be${i}-1#hang=1` }, { provider: 'mock', model: `be${i}-2` }])),
     route('budget-slow', [{ provider: 'mock', model: 'bs-1#chunks=8,chunk_delay_ms=100' }, { provider: 'mock', model: 'bs-2' }]),
     // the bright line
     route('bl-drop', [{ provider: 'mock', model: 'bld-1#drop_after=2' }, { provider: 'mock', model: 'bld-2' }]),
@@ -310,9 +315,8 @@ describe('fault matrix: class x position x streaming', () => {
           assert.equal(typeof a.model, 'string');
         }
         assert.equal(err.attempts.at(-1).model, c.entries[c.pos - 1].model, `${what}: the last attempt was the failing entry`);
-        if (c.row.cls === 'rate_limited' || c.row.cls === 'quota_exhausted') {
-          assert.ok(r.headers['retry-after'] !== undefined, `${what}: Retry-After passed on`);
-        }
+        // (Retry-After on a rate_limited give-up: its own test under "retries")
+        if (c.row.cls === 'quota_exhausted') assert.ok(r.headers['retry-after'] !== undefined, `${what}: Retry-After passed on`);
       }
       assert.equal(r.headers['x-request-id'], rid);
       assert.equal(attemptsHeader(r), total, `${what}: x-llmgw-attempts`);
@@ -335,13 +339,21 @@ describe('fault matrix: class x position x streaming', () => {
       if (c.success) assert.ok(!logged.at(-1).error_class, `${what}: the last attempt succeeded: ${JSON.stringify(logged.at(-1))}`);
       for (const a of logged) {
         assert.equal(typeof a.provider, 'string');
-        assert.ok('ttfb_ms' in a && 'latency_ms' in a, `${what}: timing fields: ${JSON.stringify(a)}`);
+        assert.equal(typeof a.latency_ms, 'number', `${what}: latency_ms: ${JSON.stringify(a)}`);
+        // A provider that answered has a status and a time to first byte.
+        if (a.upstream_status !== undefined) assert.equal(typeof a.ttfb_ms, 'number', `${what}: ttfb_ms: ${JSON.stringify(a)}`);
+      }
+      if (c.success) {
+        const ok = logged.at(-1);
+        assert.equal(ok.upstream_status, 200);
+        assert.ok(ok.ttfc_ms >= ok.ttfb_ms, `${what}: first content after first byte: ${JSON.stringify(ok)}`);
       }
       assert.ok(g.request, `${what}: a request line`);
       assert.equal(g.request.attempts, total);
       const targets = c.pos + (c.success ? 1 : 0);
       assert.equal(g.request.failovers, targets - 1, `${what}: failovers ${JSON.stringify(g.request)}`);
-      assert.equal(g.request.retries, total - targets, `${what}: retries ${JSON.stringify(g.request)}`);
+      assert.equal(logged.filter((a) => a.retry === true).length, total - targets, `${what}: attempts flagged retry`);
+      // (the access line's "retries" count: its own test under "retries")
     });
   }
 });
@@ -373,6 +385,31 @@ describe('retries', () => {
     assert.equal(attemptsHeader(r), 2);
     const lines = await upstreamLines(mock, rid, 2);
     assert.deepEqual(lines.map((l) => [l.model, l.status]), [['ro-1', 503], ['ro-1', 200]]);
+  });
+
+  test('the access line counts the retries made, not one the breaker refused', T, async () => {
+    // The last entry fails 3 times; its breaker opens and refuses the 3rd retry.
+    const rid2 = h.randomId('retries-count-last');
+    const r2 = await post({ model: 'retries-count', messages: MESSAGES }, { headers: { 'x-request-id': rid2 } });
+    assertErrorBody(r2, 502, 'provider_5xx', 'retries count');
+    const g = await gatewayLog(rid2, 3);
+    const made = g.attempts.filter((a) => a.retry === true).length;
+    assert.equal(g.attempts.length, 3, JSON.stringify(g.attempts));
+    assert.equal(made, 2);
+    assert.equal(g.request.attempts, 3);
+    assert.equal(g.request.retries, made,
+      `access line ${JSON.stringify(g.request)}: retries + failovers + 1 should equal attempts`);
+  });
+
+  test('a rate_limited give-up on the last entry passes Retry-After on', T, async () => {
+    // Three 429s (Retry-After: 0); the breaker refuses the 3rd retry.
+    const r = await post({ model: 'mock/ra-last#status=429,retry_after=0', messages: MESSAGES });
+    assertErrorBody(r, 429, 'rate_limited', 'rate_limited give-up');
+    assert.equal(r.headers['x-llmgw-attempts'], '3');
+    assert.equal(r.headers['retry-after'], '0', `Retry-After of the last 429: headers ${JSON.stringify(r.headers)}`);
+    // With a single attempt it is there.
+    const one = await post({ model: 'mock/ra-one#status=429,retry_after=40', messages: MESSAGES });
+    assert.equal(one.headers['retry-after'], '40');
   });
 
   test('Retry-After: 1 is honoured before the retry', T, async () => {
@@ -441,9 +478,26 @@ describe('the failover budget (X-LLMGW-Fallback-Timeout-Ms)', () => {
       assertErrorBody(r, 504, 'timeout', 'budget');
       assert.ok(ms >= 350 && ms < 3000, `gave up after ${ms} ms with a 400 ms budget`);
       const lines = await upstreamLines(mock, rid, 1, 200);
-      assert.deepEqual(countBy(lines, 'model'), { 'bu-1': 1 }, 'the backup is not tried once the budget is spent');
+      const counts = countBy(lines, 'model');
+      assert.equal(counts['bu-1'], 1, `the primary once: ${JSON.stringify(counts)}`);
+      assert.ok(!lines.some((l) => l.model === 'bu-2' && l.status === 200 && l.outcome === 'completed'),
+        `the backup did not answer: ${JSON.stringify(lines)}`);
     });
   }
+
+  test('no attempt delivers content after the budget ran out (a fast backup at the budget\'s edge)', T, async () => {
+    // The primary hangs until the budget's end; the backup answers in a
+    // few ms. Whatever the timers' slack, content that arrives after the
+    // budget must not become the answer: every run is a 504.
+    const got = [];
+    for (let i = 0; i < 10; i++) {
+      const rid = h.randomId('budget-edge');
+      const r = await stream({ model: `budget-edge-${i}`, messages: MESSAGES },
+        { headers: { 'x-request-id': rid, 'x-llmgw-fallback-timeout-ms': '300' } });
+      got.push(`${r.status}${r.status === 200 ? `(answered by ${r.headers['x-llmgw-model']})` : ''}`);
+    }
+    assert.ok(got.every((s) => s === '504'), `10 runs with a 300 ms budget: ${got.join(', ')}`);
+  });
 
   test('it never cuts an answer that has begun', T, async () => {
     const t0 = Date.now();
