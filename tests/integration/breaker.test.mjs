@@ -7,6 +7,7 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
 import * as h from './harness.mjs';
 
@@ -35,8 +36,11 @@ after(async () => {
 
 const post = (g, body, headers = {}, agent) => h.request(g.port, { body, headers: { ...h.AUTH, ...headers }, agent });
 
+/** The mock's usage lines for one model (the log holds 10,000+ lines: filter before parsing). */
 function linesOf(model) {
-  return mock.readUsage().filter((l) => l.model === model);
+  const needle = `"model":${JSON.stringify(model)},`;
+  return fs.readFileSync(mock.usageLogPath, 'utf8').split('\n')
+    .filter((l) => l.includes(needle)).map((l) => JSON.parse(l));
 }
 
 /** Runs n requests, `concurrency` at a time; fn(i) returns a promise. */
@@ -125,6 +129,19 @@ describe('breakers', () => {
     const other = await post(gwFast, { model: 'mock/br5#status=503', messages: MESSAGES });
     assert.equal(other.status, 502, other.text);
     assert.equal(other.json.error.code, 'provider_5xx');
+  });
+
+  test('a client\'s spent failover budget is not the provider\'s failure', { timeout: 60_000 }, async () => {
+    // The target answers after 30 ms; a client allowing 5 ms gets its 504,
+    // but the target did nothing wrong and must stay in rotation.
+    const model = 'mock/bud#ttfb_ms=30';
+    for (let i = 0; i < 5; i++) {
+      const r = await post(gw, { model, messages: MESSAGES }, { 'x-llmgw-fallback-timeout-ms': '5' });
+      assert.equal(r.status, 504, `impatient request ${i}: ${r.text}`);
+      assert.equal(r.json.error.code, 'timeout');
+    }
+    const r = await post(gw, { model, messages: MESSAGES });
+    assert.equal(r.status, 200, `a patient client afterwards: ${r.text}`);
   });
 
   test('half-open recovery: one probe per interval, a success closes it', { timeout: 60_000 }, async (t) => {
