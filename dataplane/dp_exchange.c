@@ -96,8 +96,9 @@ struct dp_exchange {
     int budget_out;
     struct hist hist[MAX_HIST];
     size_t nhist;
-    struct canon_err rerr; /* the last refusal, when the last attempt was one */
-    char last_msg[384];    /* the last failed attempt's message */
+    struct canon_err rerr;     /* the last refusal, when the last attempt was one */
+    char last_msg[384];        /* the last failed attempt's message */
+    char last_retry_after[32]; /* and its Retry-After */
     enum xstate state;
     struct event *timer; /* X_ATTEMPT: the watchdog; X_WAIT: the next attempt */
 
@@ -423,8 +424,8 @@ static void reply_error(struct dp_exchange *x, int status, const char *param, co
     x->req = NULL;
     x->t_client_end = gw_now_us();
     x->final_status = status;
-    if (x->retry_after[0] && (status == 429 || status == 503))
-        (void)gw_http_add_header(req, "retry-after", x->retry_after);
+    if (x->last_retry_after[0] && (status == 429 || status == 503))
+        (void)gw_http_add_header(req, "retry-after", x->last_retry_after);
     add_loop_headers(req, x);
     struct gw_buf extra;
     gw_buf_init(&extra, 0);
@@ -959,8 +960,10 @@ static void decide_next(struct dp_exchange *x)
 
 static void remember(struct dp_exchange *x, enum canon_failure f, int status, int refused)
 {
-    if (!refused)
+    if (!refused) {
         memcpy(x->last_msg, x->fail_msg, sizeof(x->last_msg));
+        memcpy(x->last_retry_after, x->retry_after, sizeof(x->last_retry_after));
+    }
     if (x->nhist < MAX_HIST)
         x->hist[x->nhist++] = (struct hist){x->prov->name, x->model, f, status, refused};
 }
@@ -976,9 +979,12 @@ static void attempt_over(struct dp_exchange *x)
     struct dp_outcome o = {.provider = x->prov->name,
                            .model = x->model,
                            .ok = x->verdict == V_OK,
-                           .failure = x->verdict == V_FAILED || x->verdict == V_BROKE
-                                          ? x->failure
-                                          : CANON_FAIL_CANCELED,
+                           /* A request's own budget running out says nothing
+                            * about the provider: no verdict. */
+                           .failure =
+                               (x->verdict == V_FAILED || x->verdict == V_BROKE) && !x->budget_out
+                                   ? x->failure
+                                   : CANON_FAIL_CANCELED,
                            .latency_us = now - x->ta0,
                            .ttfb_us = x->t_first_byte ? x->t_first_byte - x->ta0 : 0,
                            .at_us = now};

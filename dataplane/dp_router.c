@@ -476,33 +476,54 @@ static int model_allowed(const struct dp_key *k, const char *provider, const cha
     return 0;
 }
 
-/* See dp_router.h for the reading of the allowlists. */
+/* Which allowlist refuses the target, if any (see dp_router.h for the
+ * reading of the allowlists). */
+enum refusal { ALLOWED, NOT_ROUTE, NOT_DIRECT, NOT_PROVIDER, NOT_MODEL };
+
+static enum refusal refusal_of(const struct dp_key *k, const struct dp_route *route,
+                               const char *provider, const char *model)
+{
+    if (!k)
+        return ALLOWED;
+    if (route && k->allow_routes && !in_list(k->allow_routes, k->nallow_routes, route->name))
+        return NOT_ROUTE;
+    if (!route && k->allow_routes && !k->allow_providers && !k->allow_models)
+        return NOT_DIRECT;
+    if (k->allow_providers && !in_list(k->allow_providers, k->nallow_providers, provider))
+        return NOT_PROVIDER;
+    if (k->allow_models && !model_allowed(k, provider, model))
+        return NOT_MODEL;
+    return ALLOWED;
+}
+
+int dp_router_allows(const struct dp_key *k, const struct dp_route *route,
+                     const struct dp_provider *provider, const char *model)
+{
+    return refusal_of(k, route, provider->name, model) == ALLOWED;
+}
+
 static int check_allowed(const struct planner *pl, const struct slot *sl, struct dp_skip *sk)
 {
     const struct dp_key *k = pl->ctx->key;
-    if (!k)
+    switch (refusal_of(k, pl->route, sl->provider->name, sl->model)) {
+    case ALLOWED:
         return 1;
-    if (pl->route && k->allow_routes &&
-        !in_list(k->allow_routes, k->nallow_routes, pl->route->name)) {
+    case NOT_ROUTE:
         set_detail(sk, "key '%s' may not use route '%s'", k->id, pl->route->name);
         return 0;
-    }
-    if (!pl->route && k->allow_routes && !k->allow_providers && !k->allow_models) {
+    case NOT_DIRECT:
         set_detail(sk,
                    "key '%s' is limited to its routes; direct provider/model use is not allowed",
                    k->id);
         return 0;
-    }
-    if (k->allow_providers &&
-        !in_list(k->allow_providers, k->nallow_providers, sl->provider->name)) {
+    case NOT_PROVIDER:
         set_detail(sk, "key '%s' may not use provider '%s'", k->id, sl->provider->name);
         return 0;
-    }
-    if (k->allow_models && !model_allowed(k, sl->provider->name, sl->model)) {
+    case NOT_MODEL:
         set_detail(sk, "key '%s' may not use model '%s'", k->id, sl->model);
         return 0;
     }
-    return 1;
+    return 0;
 }
 
 static int check_capable(struct planner *pl, const struct slot *sl, struct dp_skip *sk)

@@ -152,6 +152,11 @@ struct dp_plan {
 int dp_router_plan(const struct dp_snapshot *s, const char *selector, const struct dp_needs *n,
                    const struct dp_route_ctx *ctx, struct dp_plan *plan);
 
+/* Whether key k (NULL: any) may use provider/model through route (NULL:
+ * by an exact or bare selector): the allowlists alone, nothing else. */
+int dp_router_allows(const struct dp_key *k, const struct dp_route *route,
+                     const struct dp_provider *provider, const char *model);
+
 /* The skips as a JSON array text ([{"provider","model","reason","detail"}]),
  * appended to out. 0, or the gw_buf error (out may then hold part of it). */
 struct gw_buf;

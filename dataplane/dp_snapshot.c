@@ -713,45 +713,6 @@ const struct dp_route *dp_snapshot_route(const struct dp_snapshot *s, const char
     return r;
 }
 
-/* The router (dp_router_plan) supersedes this: it orders the whole chain
- * and says why each entry was skipped. Kept while dp_exchange still calls
- * it; it resolves the same selectors except bare model ids. */
-int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struct dp_target *t)
-{
-    memset(t, 0, sizeof(*t));
-    const struct dp_route *r = dp_snapshot_route(s, selector, NULL);
-    if (r) {
-        t->route = r;
-        /* Failover across the chain is the router's (a later cut): this
-         * cut serves the first enabled entry. */
-        for (size_t i = 0; i < r->nentries; i++) {
-            if (r->entries[i].provider->enabled) {
-                t->provider = r->entries[i].provider;
-                t->model = r->entries[i].model;
-                return GW_OK;
-            }
-        }
-        return GW_EAGAIN;
-    }
-    const char *slash = strchr(selector, '/');
-    if (!slash || slash == selector || !slash[1])
-        return GW_ENOTFOUND;
-    const struct dp_provider *p = find_provider(s, selector, (size_t)(slash - selector));
-    if (!p)
-        return GW_ENOTFOUND;
-    /* The model part is client text sent upstream and logged: it must look
-     * like a model id (visible ASCII, bounded), never like a prompt. */
-    size_t ml = strlen(slash + 1);
-    if (ml > DP_MAX_MODEL_ID)
-        return GW_EINVAL;
-    for (const unsigned char *m = (const unsigned char *)slash + 1; *m; m++)
-        if (*m < 0x21 || *m > 0x7e)
-            return GW_EINVAL;
-    t->provider = p;
-    t->model = slash + 1;
-    return p->enabled ? GW_OK : GW_EAGAIN;
-}
-
 const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
                                                    const char *provider, const char *model)
 {

@@ -108,13 +108,6 @@ struct dp_snapshot {
     int refs;             /* atomic */
 };
 
-/* What a selector resolved to. */
-struct dp_target {
-    const struct dp_route *route; /* NULL for an exact provider/model */
-    const struct dp_provider *provider;
-    const char *model;
-};
-
 /*
  * Builds a snapshot from JSON. On failure returns NULL and writes a message
  * naming the offending field (e.g. "routes[0].entries[1].provider: no
@@ -140,17 +133,6 @@ struct dp_snapshot *dp_snapshot_acquire(void);
  * none. via (may be NULL) gets "route", "alias" or "role". */
 const struct dp_route *dp_snapshot_route(const struct dp_snapshot *s, const char *selector,
                                          const char **via);
-
-/*
- * Resolves a request's model selector: a route name, alias or role, else an
- * exact "provider/model". Superseded by dp_router_plan (dp_router.h), which
- * orders and filters the whole chain; kept until dp_exchange moves to it. Returns 0 and fills *t,
- * GW_ENOTFOUND when nothing matches, GW_EINVAL when the model part of an exact selector is not a
- * plausible model id (over DP_MAX_MODEL_ID bytes, or not visible ASCII), or
- * GW_EAGAIN when a route matches but none of its entries is enabled
- * (t->route is set for the error message).
- */
-int dp_snapshot_resolve(const struct dp_snapshot *s, const char *selector, struct dp_target *t);
 
 /* The catalog entry for provider/model: the provider's own, else one for
  * any provider; NULL when the catalog says nothing. */

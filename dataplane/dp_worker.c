@@ -10,6 +10,7 @@
 
 #include "dp_exchange.h"
 #include "dp_facade.h"
+#include "dp_router.h"
 #include "dp_snapshot.h"
 #include "gw_crypto.h"
 #include "gw_curlev.h"
@@ -122,36 +123,43 @@ static const char *presented_key(struct gw_http_req *req)
     return k && *k ? k : NULL;
 }
 
-/* The routes, their aliases and their targets: what this key may name.
- * (Per-key allowlists arrive with the control plane.) */
-static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s)
+static void add_model(json_t *data, const char *id, const char *owner)
+{
+    size_t k;
+    json_t *m;
+    json_array_foreach(data, k, m) if (strcmp(gw_json_str(m, "id"), id) == 0) return;
+    json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", id, "object", "model",
+                                          "created", 0, "owned_by", owner));
+}
+
+/* What this key may name: the routes (names, aliases, roles) with at least
+ * one entry its allowlists let through, and the exact provider/model
+ * targets it may use directly. */
+static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s,
+                         const struct dp_key *key)
 {
     json_t *data = json_array();
     for (size_t i = 0; i < s->nroutes; i++) {
         const struct dp_route *r = &s->routes[i];
-        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->name, "object", "model",
-                                              "created", 0, "owned_by", "llmgw"));
+        int usable = 0;
+        for (size_t j = 0; j < r->nentries && !usable; j++)
+            usable = dp_router_allows(key, r, r->entries[j].provider, r->entries[j].model);
+        if (!usable)
+            continue;
+        add_model(data, r->name, "llmgw");
         for (size_t j = 0; j < r->naliases; j++)
-            json_array_append_new(data,
-                                  json_pack("{s:s,s:s,s:i,s:s}", "id", r->aliases[j], "object",
-                                            "model", "created", 0, "owned_by", "llmgw"));
+            add_model(data, r->aliases[j], "llmgw");
+        if (r->role)
+            add_model(data, r->role, "llmgw");
     }
-    /* The exact provider/model targets the routes use, once each. */
     for (size_t i = 0; i < s->nroutes; i++)
         for (size_t j = 0; j < s->routes[i].nentries; j++) {
             const struct dp_route_entry *e = &s->routes[i].entries[j];
-            if (!e->provider->enabled)
+            if (!e->provider->enabled || !dp_router_allows(key, NULL, e->provider, e->model))
                 continue;
             char id[512];
             snprintf(id, sizeof(id), "%s/%s", e->provider->name, e->model);
-            int dup = 0;
-            size_t k;
-            json_t *m;
-            json_array_foreach(data, k, m) dup |= strcmp(gw_json_str(m, "id"), id) == 0;
-            if (!dup)
-                json_array_append_new(data,
-                                      json_pack("{s:s,s:s,s:i,s:s}", "id", id, "object", "model",
-                                                "created", 0, "owned_by", e->provider->name));
+            add_model(data, id, e->provider->name);
         }
     json_t *o = json_pack("{s:s,s:o}", "object", "list", "data", data);
     char *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -211,7 +219,7 @@ static void handle(struct gw_http_req *req, void *arg)
     switch (ep->kind) {
     case EP_MODELS:
         dp_log_simple(req, id, 200, NULL);
-        serve_models(req, snap);
+        serve_models(req, snap, key);
         dp_snapshot_unref(snap);
         return;
     case EP_CHAT:

@@ -319,9 +319,12 @@ describe('upstream faults', () => {
   });
 
   test('#status=429 passes through with Retry-After', T, async () => {
-    const r = await chat({ model: 'mock/mock-gpt#status=429,retry_after=3', messages: MESSAGES });
+    // 3 s is longer than this request's failover budget: no retry.
+    const r = await chat({ model: 'mock/mock-gpt#status=429,retry_after=3', messages: MESSAGES },
+      { headers: { 'x-llmgw-fallback-timeout-ms': '1000' } });
     assertError(r, 429);
     assert.equal(r.headers['retry-after'], '3');
+    assert.equal(r.headers['x-llmgw-attempts'], '1');
   });
 
   test('#hang=1 with first_byte_timeout_ms 1500 -> 504 timeout', T, async () => {
@@ -446,8 +449,11 @@ describe('unusual but valid upstream framing', () => {
   test('a 200 with an empty body or no content is a failure (502 empty_output), streamed or not', T, async () => {
     for (const stream of [false, true]) {
       for (const fault of ['no_body=1', 'empty=1']) {
-        const r = await chat({ model: `mock/mock-gpt#${fault}`, stream, messages: MESSAGES });
+        // A tag of its own per request: the retries of one request would
+        // otherwise open the target's breaker for the next.
+        const r = await chat({ model: `mock/mock-gpt#${fault},tag=${h.randomId('e')}`, stream, messages: MESSAGES });
         assertError(r, 502, 'empty_output');
+        assert.equal(r.headers['x-llmgw-attempts'], '3', 'three consecutive failures open the breaker');
       }
     }
   });

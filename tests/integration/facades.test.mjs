@@ -163,12 +163,15 @@ describe('OpenAI chat facade through every driver', () => {
   }
 
   test('a retry delay carried in a Google error body becomes Retry-After', T, async () => {
+    // The delay (1 s) is longer than this request's failover budget, so the
+    // 429 comes back at once rather than after a retry.
     const r = await post('/v1/chat/completions', {
       model: 'gem/mock-gemini#status=429', messages: [{ role: 'user', content: 'x' }],
-    });
+    }, { 'x-llmgw-fallback-timeout-ms': '500' });
     assert.equal(r.status, 429, r.text);
     assert.equal(r.json.error.code, 'rate_limited', r.text);
     assert.equal(r.headers['retry-after'], '1', JSON.stringify(r.headers));
+    assert.equal(r.headers['x-llmgw-attempts'], '1', JSON.stringify(r.headers));
   });
 
   test('ollama honours tool_choice none by offering no tools', T, async () => {
@@ -357,5 +360,42 @@ describe('models', () => {
     const r = await h.request(gw.port, { method: 'GET', path: '/v1/models', headers: h.AUTH });
     const ids = r.json.data.map((m) => m.id);
     for (const id of ['fast', 'default', 'mock/mock-gpt']) assert.ok(ids.includes(id), ids.join(','));
+  });
+});
+
+describe('a key with allowlists', () => {
+  const KEY = `llmgw-limited-${h.randomId('k')}`;
+  let g;
+  before(async () => {
+    const snap = h.makeSnapshot({
+      mockV1: mock.v1,
+      extraProviders: h.driverProviders(mock),
+      extraRoutes: [{ name: 'smart', entries: [{ provider: 'claude', model: 'mock-claude' }] }],
+    });
+    snap.keys.push({ id: 'key_limited', hash: h.sha256hex(KEY), allow_routes: ['fast'] });
+    g = await h.startGateway({ mock, snapshot: snap });
+  });
+  after(async () => { await g?.proc.stop(); });
+  const as = (key, opts) => h.request(g.port, { ...opts, headers: { authorization: `Bearer ${key}` } });
+
+  test('GET /v1/models lists only what the key may use', T, async () => {
+    const limited = (await as(KEY, { method: 'GET', path: '/v1/models' })).json.data.map((m) => m.id);
+    assert.deepEqual(limited.sort(), ['default', 'fast'], limited.join(','));
+    const demo = (await as(h.DEMO_API_KEY, { method: 'GET', path: '/v1/models' })).json.data.map((m) => m.id);
+    for (const id of ['fast', 'smart', 'claude/mock-claude', 'mock/mock-gpt']) assert.ok(demo.includes(id), demo.join(','));
+  });
+
+  test("a route or target outside the key's lists is 403 model_not_allowed, naming the candidate", T, async () => {
+    const messages = [{ role: 'user', content: 'hi' }];
+    for (const model of ['smart', 'claude/mock-claude']) {
+      const r = await as(KEY, { path: '/v1/chat/completions', body: { model, messages } });
+      assert.equal(r.status, 403, r.text);
+      assert.equal(r.json.error.code, 'model_not_allowed', r.text);
+      assert.equal(r.json.error.param, 'model', r.text);
+      assert.deepEqual(r.json.error.candidates.map((c) => [c.provider, c.model, c.reason]),
+        [['claude', 'mock-claude', 'not_allowed']], r.text);
+    }
+    const ok = await as(KEY, { path: '/v1/chat/completions', body: { model: 'fast', messages } });
+    assert.equal(ok.status, 200, ok.text);
   });
 });

@@ -148,7 +148,10 @@ test('SDK: streamed tool call arguments accumulate to {city:"mock",days:42}', T,
 
 test('SDK: upstream 429 surfaces as OpenAI.RateLimitError', T, async () => {
   await assert.rejects(
-    client.chat.completions.create({ model: 'mock/mock-gpt#status=429,retry_after=1', messages: MESSAGES }),
+    // The provider's Retry-After (1 s) is longer than this request's failover
+    // budget (500 ms): no retry, the 429 at once, its Retry-After passed on.
+    client.chat.completions.create({ model: 'mock/mock-gpt#status=429,retry_after=1', messages: MESSAGES },
+      { headers: { 'x-llmgw-fallback-timeout-ms': '500' } }),
     (err) => {
       assert.ok(err instanceof OpenAI.RateLimitError, `got ${err?.constructor?.name}: ${err?.message}`);
       assert.equal(err.status, 429);

@@ -152,7 +152,10 @@ for (const up of UPSTREAMS) {
 
     test('errors are the SDK\'s own classes', T, async () => {
       await assert.rejects(
-        oai().chat.completions.create({ model: up.sel('status=429,retry_after=1'), messages }),
+        // A Retry-After beyond the request's failover budget is not waited
+        // for: the 429 comes back at once, with the provider's Retry-After.
+        oai().chat.completions.create({ model: up.sel(`status=429,retry_after=1,tag=${h.randomId('rl')}`), messages },
+          { headers: { 'x-llmgw-fallback-timeout-ms': '500' } }),
         (e) => e instanceof OpenAI.RateLimitError && e.status === 429,
       );
       await assert.rejects(
@@ -250,7 +253,8 @@ for (const up of UPSTREAMS) {
 
     test('errors are the SDK\'s own classes', T, async () => {
       await assert.rejects(
-        ant().messages.create({ model: up.sel('status=429,retry_after=1'), messages, max_tokens: 10 }),
+        ant().messages.create({ model: up.sel(`status=429,retry_after=1,tag=${h.randomId('rl')}`), messages, max_tokens: 10 },
+          { headers: { 'x-llmgw-fallback-timeout-ms': '500' } }),
         (e) => e instanceof Anthropic.RateLimitError && e.status === 429,
       );
       await assert.rejects(
