@@ -163,6 +163,8 @@ async function buildSnapshot(m) {
       { provider: 'mock', model: 'emb-other2' },
     ], { capability: 'embeddings' }),
   ];
+  // One provider per driver (claude, resp, gem, olla, bed), all on the mock.
+  providers.push(...h.driverProviders(m).filter((p) => p.name !== 'textonly'));
   const snap = h.makeSnapshot({ mockV1: m.v1, deadV1, extraProviders: providers, extraRoutes: routes });
   snap.catalog = [
     { provider: 'mock', model: 'nc-catalog', capabilities: ['chat', 'tools'] },
@@ -354,6 +356,40 @@ describe('fault matrix: class x position x streaming', () => {
       assert.equal(g.request.failovers, targets - 1, `${what}: failovers ${JSON.stringify(g.request)}`);
       assert.equal(logged.filter((a) => a.retry === true).length, total - targets, `${what}: attempts flagged retry`);
       // (the access line's "retries" count: its own test under "retries")
+    });
+  }
+});
+
+// error=KIND through every upstream format: the class the gateway
+// reads from each provider's own error shape (docs/mockprovider.md). A
+// kind a provider has no sensible counterpart for is left out (null).
+const KIND_CLASSES = {
+  //                 context_length      insufficient_quota  content_filter       unsupported           model_not_found      overloaded           not_found
+  'mock/mock-gpt': ['context_overflow', 'quota_exhausted', 'content_filtered', 'unsupported_input', 'model_unavailable', 'model_unavailable', 'not_found'],
+  'resp/mock-gpt': ['context_overflow', 'quota_exhausted', 'content_filtered', 'unsupported_input', 'model_unavailable', 'model_unavailable', 'not_found'],
+  'claude/mock-claude': ['context_overflow', 'quota_exhausted', 'content_filtered', 'unsupported_input', 'model_unavailable', 'provider_5xx', 'not_found'],
+  'gem/mock-gemini': ['context_overflow', 'quota_exhausted', 'content_filtered', 'unsupported_input', 'model_unavailable', 'model_unavailable', 'not_found'],
+  'olla/mock-llama': ['context_overflow', null, 'content_filtered', 'unsupported_input', 'model_unavailable', 'provider_5xx', 'not_found'],
+  'bed/mock-claude': ['context_overflow', null, null, 'unsupported_input', 'model_unavailable', 'provider_5xx', 'model_unavailable'],
+};
+const KINDS = ['context_length', 'insufficient_quota', 'content_filter', 'unsupported', 'model_not_found', 'overloaded', 'not_found'];
+const CLASS_STATUS = {
+  context_overflow: 400, quota_exhausted: 429, content_filtered: 400, unsupported_input: 400,
+  model_unavailable: 503, provider_5xx: 502, not_found: 404,
+};
+
+describe('error kinds through every upstream format', () => {
+  for (const [target, classes] of Object.entries(KIND_CLASSES)) {
+    test(`${target.split('/')[0]}: each provider error maps to its class`, T, async () => {
+      const got = {};
+      const want = {};
+      for (const [i, kind] of KINDS.entries()) {
+        if (!classes[i]) continue;
+        const r = await post({ model: `${target}#error=${kind}`, messages: MESSAGES, max_tokens: 20 });
+        got[kind] = `${r.status} ${r.json?.error?.code}`;
+        want[kind] = `${CLASS_STATUS[classes[i]]} ${classes[i]}`;
+      }
+      assert.deepEqual(got, want);
     });
   }
 });
