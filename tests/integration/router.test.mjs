@@ -13,6 +13,7 @@
 
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import * as h from './harness.mjs';
@@ -317,8 +318,9 @@ describe('fault matrix: class x position x streaming', () => {
           assert.equal(typeof a.model, 'string');
         }
         assert.equal(err.attempts.at(-1).model, c.entries[c.pos - 1].model, `${what}: the last attempt was the failing entry`);
-        // (Retry-After on a rate_limited give-up: its own test under "retries")
-        if (c.row.cls === 'quota_exhausted') assert.ok(r.headers['retry-after'] !== undefined, `${what}: Retry-After passed on`);
+        if (c.row.cls === 'rate_limited' || c.row.cls === 'quota_exhausted') {
+          assert.ok(r.headers['retry-after'] !== undefined, `${what}: Retry-After passed on`);
+        }
       }
       assert.equal(r.headers['x-request-id'], rid);
       assert.equal(attemptsHeader(r), total, `${what}: x-llmgw-attempts`);
@@ -726,7 +728,6 @@ describe('stickiness, affinity, weighted split', () => {
     ssnap.version = (ssnap.version ?? 1) + 1;
     ssnap.routes = ssnap.routes.map((rt) => (rt.name === 'sticky'
       ? SESSION_ROUTE([FIRST, SECOND, { provider: 'mock', model: 'st-z' }]) : rt));
-    const fs = await import('node:fs');
     fs.writeFileSync(sgw.snapshotPath, JSON.stringify(ssnap, null, 2));
     const before = sgw.proc.stderrLines.length;
     sgw.proc.signal('SIGHUP');
