@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gw_buf.h"
 #include "gw_error.h"
 
 static enum gw_log_level min_level = GW_LOG_INFO;
@@ -120,23 +121,29 @@ void gw_log(enum gw_log_level level, const char *msg, json_t *fields)
     gw_log_line_fd(2, with_head(fields, level_name(level), msg));
 }
 
-void gw_log_access_fields(const char *msg, const char *members, size_t len)
+int gw_log_access_line(struct gw_buf *out, const char *msg, const char *members, size_t len)
 {
     char ts[32];
     now_rfc3339(ts);
-    char head[96];
-    int h = snprintf(head, sizeof(head), "{\"ts\":\"%s\",\"msg\":\"%.16s\",", ts, msg);
-    if (h < 0 || (size_t)h >= sizeof(head))
-        return;
-    char *line = malloc((size_t)h + len + 2);
-    if (!line)
-        return;
-    memcpy(line, head, (size_t)h);
-    memcpy(line + h, members, len);
-    line[(size_t)h + len] = '}';
-    line[(size_t)h + len + 1] = '\n';
-    write_all(access_fd, line, (size_t)h + len + 2);
-    free(line);
+    int rc = gw_buf_printf(out, "{\"ts\":\"%s\",\"msg\":\"%.16s\",", ts, msg);
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, members, len);
+    return rc == GW_OK ? gw_buf_appends(out, "}\n") : rc;
+}
+
+void gw_log_access_write(const struct gw_buf *lines)
+{
+    if (lines->len)
+        write_all(access_fd, lines->data, lines->len);
+}
+
+void gw_log_access_fields(const char *msg, const char *members, size_t len)
+{
+    struct gw_buf line;
+    gw_buf_init(&line, 0);
+    if (gw_log_access_line(&line, msg, members, len) == GW_OK)
+        gw_log_access_write(&line);
+    gw_buf_free(&line);
 }
 
 void gw_log_access(json_t *fields)

@@ -26,6 +26,11 @@ void gw_log_access(json_t *fields);
  * without braces), for hot paths that build their line by hand; msg names
  * the line ("access" for a request, "attempt" for one upstream attempt). */
 void gw_log_access_fields(const char *msg, const char *members, size_t len);
+/* The same line appended to out (0 or GW_ENOMEM), and lines so gathered
+ * written in one write(2): a request's last lines cost one system call. */
+struct gw_buf;
+int gw_log_access_line(struct gw_buf *out, const char *msg, const char *members, size_t len);
+void gw_log_access_write(const struct gw_buf *lines);
 /* Writes obj as one line to fd; steals obj. Used for the "listening" line. */
 void gw_log_line_fd(int fd, json_t *obj);
 

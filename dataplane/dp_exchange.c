@@ -133,7 +133,8 @@ struct dp_exchange {
     void *fstate; /* facade stream encoder, created at the first event */
     struct canon_acc acc;
     struct gw_buf out;  /* client bytes not yet written */
-    struct gw_buf logb; /* log lines */
+    struct gw_buf logb; /* a log line's members */
+    struct gw_buf logs; /* whole lines held back, to go out with the request's */
     int committed;      /* a content event arrived: the answer is this attempt's */
     int64_t t0, t_client_first, t_client_end;
     int final_status;
@@ -225,8 +226,12 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
         rc = field_usage(o, &x->usage);
     if (rc == GW_OK)
         rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
-    if (rc == GW_OK)
+    /* The request's last attempt goes out with the request's line, in one
+     * write; an attempt the loop goes on from, at once. */
+    if (rc == GW_OK && x->verdict == V_FAILED && x->req)
         gw_log_access_fields("attempt", o->data, o->len);
+    else if (rc == GW_OK)
+        (void)gw_log_access_line(&x->logs, "attempt", o->data, o->len);
 }
 
 /* The request's line: what the client saw, with the last attempt's target. */
@@ -269,7 +274,8 @@ static void log_request(struct dp_exchange *x)
     if (rc == GW_OK)
         rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
     if (rc == GW_OK)
-        gw_log_access_fields("access", o->data, o->len);
+        rc = gw_log_access_line(&x->logs, "access", o->data, o->len);
+    gw_log_access_write(&x->logs);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -317,6 +323,7 @@ static void exchange_free(struct dp_exchange *x)
     gw_buf_free(&x->coll);
     gw_buf_free(&x->out);
     gw_buf_free(&x->logb);
+    gw_buf_free(&x->logs);
     dp_snapshot_unref(x->snap);
     if (x->prev)
         x->prev->next = x->next;
@@ -1325,6 +1332,7 @@ static struct dp_exchange *exchange_new(struct dp_worker *w, struct gw_http_req 
     canon_acc_init(&x->acc, 0);
     gw_buf_init(&x->out, 0);
     gw_buf_init(&x->logb, 0);
+    gw_buf_init(&x->logs, 0);
     gw_buf_init(&x->coll, kind == KIND_EMBED ? DRV_MAX_BODY : MAX_ERROR_BODY);
     x->next = w->exchanges;
     if (w->exchanges)
