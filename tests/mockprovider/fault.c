@@ -16,6 +16,7 @@
 #include <pthread.h>
 
 #include "gw_error.h"
+#include "gw_hash.h"
 #include "mock.h"
 
 void mock_fault_clear(struct mock_fault *f)
@@ -539,29 +540,20 @@ int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long
 
 /* ---- embeddings ---- */
 
-#define FNV_SEED 0xcbf29ce484222325ULL
-
 uint64_t mock_embed_hash_more(const void *p, size_t len, uint64_t h)
 {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < len; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return gw_fnv1a(h, p, len);
 }
 
 uint64_t mock_embed_hash(const void *p, size_t len)
 {
-    return mock_embed_hash_more(p, len, FNV_SEED);
+    return gw_fnv1a(GW_FNV1A_INIT, p, len);
 }
 
+/* splitmix64: its increment, then the finalizer the gateway shares. */
 static uint64_t splitmix64(uint64_t x)
 {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+    return gw_mix64(x + 0x9e3779b97f4a7c15ULL);
 }
 
 static int base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
