@@ -9,6 +9,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(
   build-essential cmake pkg-config
   libevent-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcunit1-dev
+  libgrpc-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler libpq-dev postgresql
   curl jq wrk nginx-light clang-format
 )
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
