@@ -19,7 +19,11 @@ summary=()
 
 # The C sources follow the checked-in .clang-format (CONVENTIONS.md).
 echo "=== format (clang-format $(clang-format --version | grep -o '[0-9][0-9.]*' | head -1))"
-if clang-format --dry-run --Werror $(git ls-files '*.c' '*.h') 2>&1 | head -20 | grep .; then
+# (Captured, not piped into grep: under pipefail clang-format's own failure
+# status would make a pipeline with findings read as a pass.)
+fmt=$(clang-format --dry-run --Werror $(git ls-files '*.c' '*.h') 2>&1 || true)
+if [ -n "$fmt" ]; then
+  printf '%s\n' "$fmt" | head -20 || true
   summary+=("format: FAILED (run: clang-format -i \$(git ls-files '*.c' '*.h'))")
   total_failed=$((total_failed + 1))
 else

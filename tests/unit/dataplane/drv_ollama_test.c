@@ -522,10 +522,8 @@ static void test_classify(void)
                         msg, sizeof(msg)),
                     CANON_FAIL_MODEL_UNAVAILABLE);
     CU_ASSERT_STRING_EQUAL(msg, "model \"llama9\" not found, try pulling it first");
-    CU_ASSERT_EQUAL(
-        cls(400, "{\"error\":\"gemma:2b does not support tools\"}", msg,
-            sizeof(msg)),
-        CANON_FAIL_UNSUPPORTED_INPUT);
+    CU_ASSERT_EQUAL(cls(400, "{\"error\":\"gemma:2b does not support tools\"}", msg, sizeof(msg)),
+                    CANON_FAIL_UNSUPPORTED_INPUT);
     CU_ASSERT_EQUAL(cls(400, "{\"error\":\"invalid options: num_predictt\"}", msg, sizeof(msg)),
                     CANON_FAIL_BAD_REQUEST);
     CU_ASSERT_EQUAL(cls(500,
