@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cp_secret_backend.h"
-#include "cp_secrets.h"
 #include "gw_error.h"
 
 static int parse_fail(char *err, size_t errlen, const char *fmt, ...)

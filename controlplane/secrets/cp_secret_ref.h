@@ -17,7 +17,8 @@
  *
  * Resolution is synchronous (libcurl easy, bounded by a connect and a total
  * timeout): call it from the snapshot builder's thread, never from an event
- * loop that serves requests. Errors name the ref and the cause and never
+ * loop that serves requests. The daemon calls curl_global_init() once at
+ * start-up, before it starts threads. Errors name the ref and the cause and never
  * contain the secret.
  */
 #ifndef CP_SECRET_REF_H

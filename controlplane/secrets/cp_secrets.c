@@ -4,6 +4,8 @@
  */
 #include "cp_secrets.h"
 
+#include "cp_secret_ref.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -119,10 +121,20 @@ int cp_master_key_parse(const char *text, struct cp_master_key *out, char *err, 
                 CP_MASTER_KEY_ENV, n);
         return GW_EINVAL;
     }
+    static const unsigned char zero[CP_MASTER_KEY_LEN];
+    if (CRYPTO_memcmp(out->key, zero, CP_MASTER_KEY_LEN) == 0) {
+        cp_master_key_clear(out);
+        set_err(err, errlen,
+                "%s is all zero bytes: a placeholder, not a key (generate one with "
+                "'openssl rand -hex 32')",
+                CP_MASTER_KEY_ENV);
+        return GW_EINVAL;
+    }
     char hex[65];
     gw_sha256_hex(out->key, CP_MASTER_KEY_LEN, hex);
     memcpy(out->id, hex, 8);
     out->id[8] = '\0';
+    OPENSSL_cleanse(hex, sizeof(hex));
     return GW_OK;
 }
 
@@ -156,8 +168,8 @@ static int valid_ref(const char *ref, size_t *rlen)
 {
     if (!ref)
         return 0;
-    *rlen = strnlen(ref, CP_SECRET_MAX_REF + 1);
-    return *rlen > 0 && *rlen <= CP_SECRET_MAX_REF;
+    *rlen = strnlen(ref, CP_SECRET_REF_MAX + 1);
+    return *rlen > 0 && *rlen <= CP_SECRET_REF_MAX;
 }
 
 /* AAD = version byte | ref. */

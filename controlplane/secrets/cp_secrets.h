@@ -36,8 +36,6 @@
 #define CP_SECRET_OVERHEAD (1 + CP_SECRET_NONCE_LEN + CP_SECRET_TAG_LEN)
 /* Largest plaintext sealed (a credential, not a document). */
 #define CP_SECRET_MAX_PLAINTEXT (64 * 1024)
-/* Longest ref name bound into a blob. */
-#define CP_SECRET_MAX_REF 2048
 
 struct cp_master_key {
     unsigned char key[CP_MASTER_KEY_LEN];
@@ -49,9 +47,9 @@ struct cp_master_key {
 /*
  * Parses a master key given as 64 hex digits (either case) or as 44
  * characters of standard base64 (RFC 4648 alphabet, '=' padding, canonical
- * trailing bits); surrounding whitespace is ignored. Anything else is
- * GW_EINVAL with a message in err (when err is not NULL) that says what was
- * expected and never quotes the text. On failure *out is zeroed.
+ * trailing bits); surrounding whitespace is ignored. Anything else, and a
+ * key of 32 zero bytes (a placeholder, not a key), is GW_EINVAL with a message in err (when err is
+ * not NULL) that says what was expected and never quotes the text. On failure *out is zeroed.
  */
 int cp_master_key_parse(const char *text, struct cp_master_key *out, char *err, size_t errlen)
     __attribute__((warn_unused_result));
@@ -68,8 +66,8 @@ void cp_master_key_clear(struct cp_master_key *k);
  * Seals plaintext[0..len) for ref. On success *blob is a malloc'd buffer of
  * *bloblen = len + CP_SECRET_OVERHEAD bytes owned by the caller (free() it:
  * it holds no plaintext). The plaintext is the caller's and is not changed.
- * GW_EINVAL for an empty or over-long ref or a plaintext over
- * CP_SECRET_MAX_PLAINTEXT, GW_EIO when the random generator or the cipher
+ * GW_EINVAL for an empty ref or one over CP_SECRET_REF_MAX (cp_secret_ref.h),
+ * or a plaintext over CP_SECRET_MAX_PLAINTEXT; GW_EIO when the random generator or the cipher
  * fails, GW_ENOMEM; on failure *blob is NULL.
  */
 int cp_secret_seal(const struct cp_master_key *key, const char *ref, const void *plaintext,

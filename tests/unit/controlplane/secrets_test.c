@@ -194,9 +194,9 @@ static void test_refusals(void)
     CU_ASSERT_EQUAL(cp_secret_seal(&k, "r", big, CP_SECRET_MAX_PLAINTEXT, &blob, &n), GW_OK);
     free(blob);
     free(big);
-    char *longref = malloc(CP_SECRET_MAX_REF + 2);
-    memset(longref, 'r', CP_SECRET_MAX_REF + 1);
-    longref[CP_SECRET_MAX_REF + 1] = '\0';
+    char *longref = malloc(CP_SECRET_REF_MAX + 2);
+    memset(longref, 'r', CP_SECRET_REF_MAX + 1);
+    longref[CP_SECRET_REF_MAX + 1] = '\0';
     CU_ASSERT_EQUAL(cp_secret_seal(&k, longref, "x", 1, &blob, &n), GW_EINVAL);
     free(longref);
 }
@@ -250,6 +250,14 @@ static void test_master_key_parse(void)
         CU_ASSERT_EQUAL(d.id[0], 0);
     }
     CU_ASSERT_EQUAL(cp_master_key_parse(NULL, &d, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_EQUAL(
+        cp_master_key_parse("0000000000000000000000000000000000000000000000000000000000000000", &d,
+                            err, sizeof(err)),
+        GW_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "placeholder"));
+    CU_ASSERT_EQUAL(
+        cp_master_key_parse("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", &d, err, sizeof(err)),
+        GW_EINVAL);
 
     setenv(CP_MASTER_KEY_ENV, B64_A, 1);
     CU_ASSERT_EQUAL(cp_master_key_from_env(&d, err, sizeof(err)), GW_OK);
