@@ -16,6 +16,10 @@
 
 #define ADMIN_PREFIX "/v1/admin/"
 
+/* docs/openapi.yaml, embedded at build time (controlplane/embed.cmake). */
+extern const char cp_openapi_yaml[];
+extern const size_t cp_openapi_yaml_len;
+
 struct cp_api {
     struct gw_http_server *srv;
     struct cp_db *db;
@@ -167,6 +171,9 @@ static void handle(struct gw_http_req *req, void *arg)
     const char *path = gw_http_req_path(req);
     if (strcmp(path, "/healthz") == 0)
         return healthz(api, &c);
+    /* The API's description is public: it is in the repository anyway. */
+    if (strcmp(path, ADMIN_PREFIX "openapi.yaml") == 0)
+        return gw_http_respond(req, 200, "application/yaml", cp_openapi_yaml, cp_openapi_yaml_len);
     if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
         return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
     struct cp_db_err err;

@@ -3,6 +3,7 @@
 // teams, optimistic concurrency, validation, the audit log, authentication.
 // Contract: docs/controlplane.md, docs/openapi.yaml.
 
+import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as h from './harness.mjs';
@@ -79,6 +80,14 @@ describe('daemon', () => {
     const r = await h.request(cp.port, { method: 'GET', path: '/healthz' });
     assert.equal(r.status, 200, r.text);
     assert.deepEqual(r.json, { status: 'ok', postgres: 'ok' });
+  });
+
+  test('GET /v1/admin/openapi.yaml serves docs/openapi.yaml', T, async () => {
+    const r = await h.request(cp.port, { method: 'GET', path: '/v1/admin/openapi.yaml' });
+    assert.equal(r.status, 200);
+    assert.match(String(r.headers['content-type']), /yaml/);
+    const fs = await import('node:fs');
+    assert.equal(r.text, fs.readFileSync(`${h.REPO_ROOT}/docs/openapi.yaml`, 'utf8'));
   });
 
   test('the admin token never reaches the logs', T, async () => {
@@ -273,6 +282,32 @@ describe('audit log and notifications', () => {
   function base6() {
     return { name: 'audited', driver: 'ollama', base_url: 'http://127.0.0.1:11434' };
   }
+});
+
+describe('notifications', () => {
+  test('a write sends pg_notify(llmgw_config, <config version>) at commit', T, async () => {
+    // psql reports notifications after each command it runs.
+    const psql = spawn('psql', ['-X', '-q', '-At', '-d', pg.conninfo], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    psql.stdout.on('data', (d) => { out += d; });
+    psql.stderr.on('data', (d) => { out += d; });
+    const closed = new Promise((r) => psql.on('close', r));
+    try {
+      psql.stdin.write('LISTEN llmgw_config;\nSELECT \'listening\';\n');
+      await h.waitFor(() => out.includes('listening'), { what: 'psql to LISTEN' });
+      const r = await cp.admin('POST', '/v1/admin/teams', { name: 'notified' });
+      assert.equal(r.status, 201, r.text);
+      const v = pg.sql('SELECT version FROM config_state');
+      const want = `Asynchronous notification "llmgw_config" with payload "${v}"`;
+      await h.waitFor(() => {
+        psql.stdin.write('SELECT 1;\n');
+        return out.includes(want);
+      }, { what: `"${want}" in psql's output`, intervalMs: 100 });
+    } finally {
+      psql.stdin.end();
+      await closed;
+    }
+  });
 });
 
 describe('teams', () => {
