@@ -7,11 +7,17 @@
 // (SIGTERM, then SIGKILL after a bound). Nothing is left running: `stopAll()`
 // is meant for an `after` hook, and an exit handler SIGKILLs any straggler.
 //
-// Binaries: $LLMGW_BUILD_DIR/tests/mockprovider/llmgw-mockprovider and
-// $LLMGW_BUILD_DIR/dataplane/llmgw-dataplane, LLMGW_BUILD_DIR defaulting to
-// <repo>/build. LLMGW_MOCKPROVIDER_BIN / LLMGW_DATAPLANE_BIN override each.
+// Binaries: $LLMGW_BUILD_DIR/tests/mockprovider/llmgw-mockprovider,
+// $LLMGW_BUILD_DIR/dataplane/llmgw-dataplane and
+// $LLMGW_BUILD_DIR/controlplane/llmgw-controlplane, LLMGW_BUILD_DIR defaulting
+// to <repo>/build. LLMGW_MOCKPROVIDER_BIN / LLMGW_DATAPLANE_BIN /
+// LLMGW_CONTROLPLANE_BIN override each.
+//
+// PostgreSQL (for the control plane) is started by the test itself with
+// startPostgres(): initdb + pg_ctl in a temp dir on a free loopback port, as
+// the postgres user when the tests run as root; stopAll() stops it.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -29,6 +35,8 @@ export const MOCK_BIN = process.env.LLMGW_MOCKPROVIDER_BIN
   || path.join(BUILD_DIR, 'tests', 'mockprovider', 'llmgw-mockprovider');
 export const DATAPLANE_BIN = process.env.LLMGW_DATAPLANE_BIN
   || path.join(BUILD_DIR, 'dataplane', 'llmgw-dataplane');
+export const CONTROLPLANE_BIN = process.env.LLMGW_CONTROLPLANE_BIN
+  || path.join(BUILD_DIR, 'controlplane', 'llmgw-controlplane');
 
 // Bounds. They are sanity bounds ("finished within N"), sized for an
 // AddressSanitizer build (~3x slower), never performance assertions.
@@ -98,8 +106,8 @@ export function withTimeout(promise, ms, what) {
   ]).finally(() => clearTimeout(timer));
 }
 
-export function requireBinaries() {
-  const missing = [MOCK_BIN, DATAPLANE_BIN].filter((p) => {
+export function requireBinaries(bins = [MOCK_BIN, DATAPLANE_BIN]) {
+  const missing = bins.filter((p) => {
     try {
       fs.accessSync(p, fs.constants.X_OK);
       return false;
@@ -130,7 +138,10 @@ function killAllNow() {
     }
   }
 }
-process.on('exit', killAllNow);
+process.on('exit', () => {
+  killAllNow();
+  stopPostgresNow(); // eslint-disable-line no-use-before-define
+});
 for (const sig of ['SIGINT', 'SIGTERM']) {
   process.once(sig, () => {
     killAllNow();
@@ -539,6 +550,13 @@ export async function stopAll() {
     }
   }
   await Promise.all([...live].map((p) => p.stop()));
+  for (const pg of [...postgresInstances]) {
+    try {
+      await pg.stop();
+    } catch (e) {
+      problems.push(`postgres (pid ${pg.pid}): ${e.message}`);
+    }
+  }
   for (const p of everyProcess) {
     if (SANITIZER_REPORT.test(p.stderrText)) {
       problems.push(`${p.name} (pid ${p.pid}) printed a sanitizer report`);
@@ -796,4 +814,188 @@ export function mockText(n) {
 /** The mock's input token count for OpenAI messages with string content. */
 export function mockInputTokens(messages) {
   return messages.reduce((n, m) => n + 1 + m.content.split(/\s+/).filter(Boolean).length, 0);
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL (docs: /STACK.md "PostgreSQL for tests, started as root")
+
+const postgresInstances = new Set();
+
+/** The PostgreSQL server binaries: $LLMGW_PG_BIN, else the newest /usr/lib/postgresql/N/bin. */
+export function postgresBinDir() {
+  if (process.env.LLMGW_PG_BIN) return process.env.LLMGW_PG_BIN;
+  const root = '/usr/lib/postgresql';
+  let versions = [];
+  try {
+    versions = fs.readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => b - a);
+  } catch {
+    /* none */
+  }
+  for (const v of versions) {
+    const d = path.join(root, v, 'bin');
+    if (fs.existsSync(path.join(d, 'pg_ctl'))) return d;
+  }
+  throw new Error('PostgreSQL server binaries not found (install postgresql, or set LLMGW_PG_BIN)');
+}
+
+// The server refuses to run as root: as root, every pg_* command runs as postgres.
+function pgCommand(bin, args) {
+  return process.getuid && process.getuid() === 0
+    ? ['runuser', ['-u', 'postgres', '--', bin, ...args]]
+    : [bin, args];
+}
+
+function pidAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
+}
+
+// For the exit handler: immediate shutdown of every server still up.
+function stopPostgresNow() {
+  for (const pg of postgresInstances) {
+    try {
+      process.kill(pg.pid, 'SIGQUIT');
+    } catch {
+      /* gone */
+    }
+  }
+}
+
+export class Postgres {
+  constructor(dir, port, pid, bin) {
+    this.dir = dir;
+    this.port = port;
+    this.pid = pid; // the postmaster
+    this.bin = bin;
+    this.conninfo = this.conninfoFor('postgres');
+  }
+
+  conninfoFor(dbname) {
+    return `host=127.0.0.1 port=${this.port} user=postgres dbname=${dbname} connect_timeout=5`;
+  }
+
+  /** Runs SQL with psql; returns its unaligned, tuples-only output (trimmed). */
+  sql(query, dbname = 'postgres') {
+    return execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-At', '-d', this.conninfoFor(dbname), '-c', query], {
+      encoding: 'utf8', env: { ...process.env, PGCONNECT_TIMEOUT: '5' },
+    }).trim();
+  }
+
+  /** Creates an empty database; returns its conninfo. */
+  createDatabase(name) {
+    this.sql(`CREATE DATABASE "${name.replace(/"/g, '')}"`);
+    return this.conninfoFor(name);
+  }
+
+  /** pg_ctl stop -m fast, then checks that the postmaster is gone (SIGKILL after a bound). */
+  async stop() {
+    if (!postgresInstances.has(this)) return;
+    postgresInstances.delete(this);
+    const [cmd, args] = pgCommand(path.join(this.bin, 'pg_ctl'), ['-D', path.join(this.dir, 'data'), '-m', 'fast', '-w', '-t', '20', 'stop']);
+    const r = spawnSync(cmd, args, { encoding: 'utf8' });
+    const deadline = Date.now() + 10_000;
+    while (pidAlive(this.pid) && Date.now() < deadline) await sleep(50);
+    if (pidAlive(this.pid)) {
+      try {
+        process.kill(this.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+      throw new Error(`postgres did not stop (pg_ctl: ${r.stdout}${r.stderr}); SIGKILLed`);
+    }
+  }
+}
+
+/** Starts a throwaway PostgreSQL on a free loopback port; stopAll() stops it. */
+export async function startPostgres() {
+  const bin = postgresBinDir();
+  const dir = makeTmpDir();
+  if (process.getuid && process.getuid() === 0) {
+    const pw = execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim();
+    const gr = execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim();
+    fs.chownSync(dir, Number(pw), Number(gr));
+  }
+  fs.chmodSync(dir, 0o700);
+  const run = (tool, args) => {
+    const [cmd, a] = pgCommand(path.join(bin, tool), args);
+    const r = spawnSync(cmd, a, { encoding: 'utf8' });
+    if (r.status !== 0) {
+      let log = '';
+      try {
+        log = fs.readFileSync(path.join(dir, 'log'), 'utf8');
+      } catch {
+        /* none */
+      }
+      throw new Error(`${tool} failed (${r.status}): ${r.stdout}${r.stderr}\n${log}`);
+    }
+  };
+  run('initdb', ['-D', path.join(dir, 'data'), '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync']);
+  for (let attempt = 0; ; attempt++) {
+    const port = await deadPort();
+    try {
+      run('pg_ctl', ['-D', path.join(dir, 'data'), '-l', path.join(dir, 'log'), '-w', '-t', '30', '-o',
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`, 'start']);
+    } catch (e) {
+      if (attempt < 2) continue; // the free port was taken in between
+      throw e;
+    }
+    const pid = Number(fs.readFileSync(path.join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const pg = new Postgres(dir, port, pid, bin);
+    postgresInstances.add(pg);
+    return pg;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The control plane
+
+const CONTROLPLANE_ENV_VARS = ['LLMGW_DATABASE_URL', 'LLMGW_ADMIN_LISTEN', 'LLMGW_GRPC_LISTEN', 'LLMGW_ADMIN_TOKEN'];
+
+function controlPlaneEnv(conninfo, env) {
+  const e = { ...process.env };
+  for (const k of CONTROLPLANE_ENV_VARS) delete e[k];
+  return { ...e, LLMGW_DATABASE_URL: conninfo, ...env };
+}
+
+export class ControlPlane {
+  constructor(proc, port, token, listening) {
+    this.proc = proc;
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}`;
+    this.token = token;
+    this.listening = listening;
+  }
+
+  /** An admin API request with the bootstrap token (headers may override it). */
+  admin(method, p, body, headers = {}) {
+    return request(this.port, {
+      method, path: p, body, headers: { authorization: `Bearer ${this.token}`, ...headers },
+    });
+  }
+}
+
+/**
+ * Starts `llmgw-controlplane serve` against pg (or conninfo) on a free port,
+ * with a fresh bootstrap admin token; returns a ControlPlane.
+ */
+export async function startControlPlane({ pg, conninfo, env = {}, args = [], token } = {}) {
+  const tok = token ?? `llmgw-admin-${randomBytes(12).toString('hex')}`;
+  const { proc, port, listening } = await startListening('controlplane', CONTROLPLANE_BIN,
+    ['serve', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', ...args],
+    { env: controlPlaneEnv(conninfo ?? pg.conninfo, { LLMGW_ADMIN_TOKEN: tok, ...env }) });
+  return new ControlPlane(proc, port, tok, listening);
+}
+
+/** Runs `llmgw-controlplane migrate` to its end; resolves with the ManagedProcess (exitInfo set). */
+export async function runMigrate({ pg, conninfo, env = {}, timeoutMs = START_TIMEOUT_MS } = {}) {
+  const proc = new ManagedProcess('controlplane-migrate', CONTROLPLANE_BIN, ['migrate'],
+    { env: controlPlaneEnv(conninfo ?? pg.conninfo, env) });
+  proc.exitExpected = true; // a one-shot command
+  proc.nonZeroExitExpected = true; // the caller checks the status
+  await proc.waitExit(timeoutMs);
+  return proc;
 }

@@ -1,0 +1,243 @@
+#include "cp_api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cp_call.h"
+#include "cp_db.h"
+#include "cp_resource.h"
+#include "gw_crypto.h"
+#include "gw_error.h"
+#include "gw_http.h"
+#include "gw_log.h"
+#include "gw_pool.h"
+
+#define ADMIN_PREFIX "/v1/admin/"
+
+/* docs/openapi.yaml, embedded at build time (controlplane/embed.cmake). */
+extern const char cp_openapi_yaml[];
+extern const size_t cp_openapi_yaml_len;
+
+struct cp_api {
+    struct gw_http_server *srv;
+    struct cp_db *db;
+    int has_bootstrap;
+    char bootstrap_hash[65]; /* SHA-256 hex of LLMGW_ADMIN_TOKEN: the token itself is not kept */
+};
+
+static void healthz(struct cp_api *api, struct cp_call *c)
+{
+    struct cp_db_err err;
+    int up = cp_db_check(api->db, &err) == GW_OK;
+    cp_call_json(c, 200, json_pack("{s:s,s:s}", "status", "ok", "postgres", up ? "ok" : "down"), 0);
+}
+
+/*
+ * Sets c->actor from the bearer token, or answers 401 (or 503 when the
+ * database cannot say) and returns GW_EINVAL. Tokens are compared as
+ * SHA-256 hashes: the bootstrap one in constant time, stored ones through
+ * the unique index on admin_tokens.hash (the hash of an unknown token
+ * tells an attacker nothing about stored ones).
+ */
+static int authenticate(struct cp_api *api, struct cp_call *c)
+{
+    const char *h = gw_http_req_header(c->req, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
+        (void)gw_http_add_header(c->req, "WWW-Authenticate", "Bearer");
+        cp_call_error(c, 401, "unauthorized", NULL,
+                      "an admin token is required: Authorization: Bearer <token>");
+        return GW_EINVAL;
+    }
+    const char *tok = h + 7;
+    char hash[65];
+    gw_sha256_hex(tok, strlen(tok), hash);
+    if (api->has_bootstrap && gw_ct_equal(hash, api->bootstrap_hash, 64)) {
+        c->actor = "bootstrap";
+        return GW_OK;
+    }
+    struct cp_db_err err;
+    const char *p[] = {hash};
+    PGresult *r =
+        cp_db_exec(api->db, c->pool, "SELECT name FROM admin_tokens WHERE hash = $1", 1, p, &err);
+    if (!r) {
+        cp_call_db_error(c, &err);
+        return GW_EINVAL;
+    }
+    const char *name = cp_db_value(r);
+    if (!name) {
+        (void)gw_http_add_header(c->req, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+        cp_call_error(c, 401, "unauthorized", NULL, "the admin token is not valid");
+        return GW_EINVAL;
+    }
+    c->actor = name;
+    return GW_OK;
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..n) into the pool; NULL when malformed or when it
+ * decodes to a NUL byte. */
+static char *unescape(struct gw_pool *pool, const char *s, size_t n)
+{
+    char *out = gw_pool_alloc(pool, n + 1);
+    size_t o = 0;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            out[o++] = s[i];
+            continue;
+        }
+        if (i + 2 >= n)
+            return NULL;
+        int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+            return NULL;
+        out[o++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* An integer query parameter in [lo, hi], def when absent; -1 when bad. */
+static long long query_int(const char *q, const char *name, long long def, long long lo,
+                           long long hi)
+{
+    size_t nl = strlen(name);
+    for (const char *p = q; p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
+            char *end;
+            long long v = strtoll(p + nl + 1, &end, 10);
+            if (end != p + len || end == p + nl + 1 || v < lo || v > hi)
+                return -1;
+            return v;
+        }
+        p = amp ? amp + 1 : NULL;
+    }
+    return def;
+}
+
+/* GET /v1/admin/audit?limit=&offset=: newest first. */
+static void audit(struct cp_api *api, struct cp_call *c)
+{
+    if (strcmp(gw_http_req_method(c->req), "GET") != 0) {
+        (void)gw_http_add_header(c->req, "Allow", "GET");
+        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
+                             gw_http_req_method(c->req));
+    }
+    const char *q = gw_http_req_query(c->req);
+    long long limit = query_int(q, "limit", 100, 1, 1000);
+    long long offset = query_int(q, "offset", 0, 0, 1LL << 40);
+    if (limit < 0)
+        return cp_call_error(c, 400, "invalid_value", "limit",
+                             "limit: must be an integer from 1 to 1000");
+    if (offset < 0)
+        return cp_call_error(c, 400, "invalid_value", "offset",
+                             "offset: must be a non-negative integer");
+    char l[24], o[24];
+    snprintf(l, sizeof(l), "%lld", limit);
+    snprintf(o, sizeof(o), "%lld", offset);
+    const char *p[] = {l, o};
+    struct cp_db_err err;
+    PGresult *r = cp_db_exec(api->db, c->pool,
+                             "SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.id DESC), "
+                             "'[]'::jsonb) FROM (SELECT * FROM audit_log ORDER BY id DESC "
+                             "LIMIT $1 OFFSET $2) a",
+                             2, p, &err);
+    if (!r)
+        return cp_call_db_error(c, &err);
+    json_t *rows = json_loads(cp_db_value(r), 0, NULL);
+    cp_call_json(c, 200, json_pack("{s:o}", "data", rows ? rows : json_array()), 0);
+}
+
+static void handle(struct gw_http_req *req, void *arg)
+{
+    struct cp_api *api = arg;
+    struct cp_call c = {.req = req, .pool = gw_http_req_pool(req), .db = api->db};
+    const char *path = gw_http_req_path(req);
+    if (strcmp(path, "/healthz") == 0)
+        return healthz(api, &c);
+    /* The API's description is public: it is in the repository anyway. */
+    if (strcmp(path, ADMIN_PREFIX "openapi.yaml") == 0)
+        return gw_http_respond(req, 200, "application/yaml", cp_openapi_yaml, cp_openapi_yaml_len);
+    if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
+        return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
+    struct cp_db_err err;
+    if (cp_db_check(api->db, &err) != GW_OK)
+        return cp_call_db_error(&c, &err);
+    if (authenticate(api, &c) != GW_OK)
+        return;
+    const char *rest = path + sizeof(ADMIN_PREFIX) - 1;
+    const char *slash = strchr(rest, '/');
+    size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)
+        return audit(api, &c);
+    const struct cp_resource *r = NULL;
+    for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
+        if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
+            r = *p;
+    if (!r)
+        return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
+    const char *key = NULL;
+    if (slash && slash[1]) {
+        if (strchr(slash + 1, '/'))
+            return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
+        key = unescape(c.pool, slash + 1, strlen(slash + 1));
+        if (!key)
+            return cp_call_error(&c, 400, "invalid_value", NULL,
+                                 "the path has a malformed percent-escape");
+    }
+    cp_resource_handle(&c, r, key);
+}
+
+struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
+                          const char *bootstrap_token)
+{
+    struct cp_api *api = calloc(1, sizeof(*api));
+    if (!api)
+        return NULL;
+    api->db = db;
+    if (bootstrap_token) {
+        api->has_bootstrap = 1;
+        gw_sha256_hex(bootstrap_token, strlen(bootstrap_token), api->bootstrap_hash);
+    }
+    struct gw_http_server_opts o = {.handler = handle, .arg = api, .max_body_bytes = 1u << 20};
+    api->srv = gw_http_server_new(base, fd, &o);
+    if (!api->srv) {
+        free(api);
+        return NULL;
+    }
+    return api;
+}
+
+void cp_api_drain(struct cp_api *api)
+{
+    gw_http_server_drain(api->srv);
+}
+
+size_t cp_api_active(const struct cp_api *api)
+{
+    return gw_http_server_active(api->srv);
+}
+
+void cp_api_free(struct cp_api *api)
+{
+    if (!api)
+        return;
+    gw_http_server_free(api->srv);
+    free(api);
+}

@@ -1,0 +1,31 @@
+/*
+ * cp_api: the admin REST API server (JSON over HTTP on --admin-listen).
+ *
+ * Routes: GET /healthz (no authentication), GET /v1/admin/audit, and the
+ * resources of cp_resource.h under /v1/admin/<resource>[/<key>]. Every
+ * /v1/admin/ request needs Authorization: Bearer <token>: the bootstrap
+ * token from LLMGW_ADMIN_TOKEN, or a token whose SHA-256 is in
+ * admin_tokens. Runs on one event loop; database calls are synchronous
+ * (cp_db.h says why that is acceptable here).
+ */
+#ifndef CP_API_H
+#define CP_API_H
+
+#include <stddef.h>
+
+struct event_base;
+struct cp_db;
+struct cp_api;
+
+/* Serves on the listening socket fd (owned from now on). bootstrap_token
+ * may be NULL (then only admin_tokens rows authenticate); it is hashed at
+ * once and not kept. Returns NULL on allocation failure. */
+struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
+                          const char *bootstrap_token);
+/* Stops accepting; open requests finish. */
+void cp_api_drain(struct cp_api *api);
+/* Requests being served. */
+size_t cp_api_active(const struct cp_api *api);
+void cp_api_free(struct cp_api *api);
+
+#endif

@@ -1,0 +1,121 @@
+#include "cp_call.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cp_db.h"
+#include "gw_error.h"
+#include "gw_http.h"
+#include "gw_log.h"
+
+int cp_verr_set(struct cp_verr *e, int status, const char *code, const char *param, const char *fmt,
+                ...)
+{
+    e->status = status;
+    e->code = code;
+    snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return GW_EINVAL;
+}
+
+static const char *type_for(int status)
+{
+    switch (status) {
+    case 401:
+        return "authentication_error";
+    case 404:
+        return "not_found_error";
+    case 409:
+    case 412:
+        return "conflict_error";
+    case 503:
+        return "unavailable_error";
+    default:
+        return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_version)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":\"internal\"}}";
+        gw_http_respond(c->req, 500, "application/json", oom, sizeof(oom) - 1);
+        return;
+    }
+    if (etag_version > 0) {
+        char etag[32];
+        snprintf(etag, sizeof(etag), "\"%lld\"", etag_version);
+        (void)gw_http_add_header(c->req, "ETag", etag);
+    }
+    gw_http_respond(c->req, status, "application/json", text, strlen(text));
+    free(text);
+}
+
+static void respond_error(struct cp_call *c, int status, const char *code, const char *param,
+                          const char *message, long long current_version)
+{
+    json_t *err = json_pack("{s:s,s:s,s:s?,s:s?}", "message", message, "type", type_for(status),
+                            "param", param && *param ? param : NULL, "code", code);
+    if (err && current_version > 0)
+        json_object_set_new(err, "current_version", json_integer(current_version));
+    cp_call_json(c, status, err ? json_pack("{s:o}", "error", err) : NULL, 0);
+}
+
+void cp_call_error(struct cp_call *c, int status, const char *code, const char *param,
+                   const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    respond_error(c, status, code, param, msg, 0);
+}
+
+void cp_call_fail(struct cp_call *c, const struct cp_verr *e)
+{
+    respond_error(c, e->status ? e->status : 400, e->code ? e->code : "invalid_value", e->param,
+                  e->message, e->current_version);
+}
+
+void cp_call_db_error(struct cp_call *c, const struct cp_db_err *err)
+{
+    const char *s = err->sqlstate;
+    if (!*s || strncmp(s, "08", 2) == 0 || strncmp(s, "57P", 3) == 0) {
+        gw_logf(GW_LOG_ERROR, "database unavailable", "{s:s}", "error", err->message);
+        cp_call_error(c, 503, "database_unavailable", NULL, "the database is unavailable: %s",
+                      err->message);
+    } else if (strncmp(s, "23", 2) == 0 || strcmp(s, "40001") == 0 || strcmp(s, "40P01") == 0) {
+        cp_call_error(c, 409, "conflict", NULL, "refused by the database: %s", err->message);
+    } else {
+        gw_logf(GW_LOG_ERROR, "database error", "{s:s,s:s}", "sqlstate", s, "error", err->message);
+        cp_call_error(c, 500, "internal", NULL, "database error %s: %s", s, err->message);
+    }
+}
+
+json_t *cp_call_body_object(struct cp_call *c)
+{
+    size_t len;
+    const char *body = gw_http_req_body(c->req, &len);
+    json_error_t je;
+    json_t *j = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &je) : NULL;
+    if (!j) {
+        cp_call_error(c, 400, "invalid_json", NULL, "the body must be a JSON object%s%s",
+                      len ? ": " : " (it is empty)", len ? je.text : "");
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        cp_call_error(c, 400, "invalid_json", NULL, "the body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}

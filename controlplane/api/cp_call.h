@@ -1,0 +1,59 @@
+/*
+ * cp_call: one admin API request being served, and the answers it can get.
+ *
+ * Every admin handler receives a cp_call: the HTTP request, its pool (freed
+ * when the request ends; libpq results hang off it), the database and the
+ * authenticated actor. A handler ends the request exactly once, through
+ * cp_call_json, cp_call_error or cp_call_fail.
+ *
+ * Errors have the data plane's shape, {"error":{"message","type","param",
+ * "code"}}, sometimes with extra members (a version conflict adds
+ * "current_version").
+ */
+#ifndef CP_CALL_H
+#define CP_CALL_H
+
+#include <jansson.h>
+
+struct gw_http_req;
+struct gw_pool;
+struct cp_db;
+struct cp_db_err;
+
+struct cp_call {
+    struct gw_http_req *req;
+    struct gw_pool *pool;
+    struct cp_db *db;
+    const char *actor; /* the admin token's name, or "bootstrap" */
+};
+
+/* A refusal being built by a check: status, code, the field it names
+ * (param, "" for none) and a message naming the field and the rule. */
+struct cp_verr {
+    int status;
+    const char *code;
+    char param[96];
+    char message[480];
+    long long current_version; /* > 0: added to the error body */
+};
+
+/* Fills e and returns GW_EINVAL, so checks can `return cp_verr_set(...)`. */
+int cp_verr_set(struct cp_verr *e, int status, const char *code, const char *param, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+
+/* Answers with body (stolen) as JSON; etag_version > 0 adds ETag: "N". */
+void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_version);
+/* Answers with an error body. param may be NULL. */
+void cp_call_error(struct cp_call *c, int status, const char *code, const char *param,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Answers with the refusal in e. */
+void cp_call_fail(struct cp_call *c, const struct cp_verr *e);
+/* Answers a database failure: 503 when the connection is gone, 409 for a
+ * constraint the checks did not catch (a concurrent write), else 500. The
+ * message is the server's, which never holds secret values. */
+void cp_call_db_error(struct cp_call *c, const struct cp_db_err *err);
+
+/* The request body as a JSON object, or NULL after answering 400. */
+json_t *cp_call_body_object(struct cp_call *c);
+
+#endif

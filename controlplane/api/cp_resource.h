@@ -1,0 +1,95 @@
+/*
+ * cp_resource: the admin API's resources as declarations.
+ *
+ * A resource is a table whose rows are addressed by a text key (a name, as
+ * in the data plane's snapshot) and a list of fields: each with a JSON type,
+ * flags, a default, bounds, allowed values and an optional check. One
+ * generic handler (cp_resource_handle) serves every resource the same way:
+ *
+ *   GET    /v1/admin/<resource>        list, ordered by key
+ *   POST   /v1/admin/<resource>        create (201)
+ *   GET    /v1/admin/<resource>/<key>  one row, with ETag: "<version>"
+ *   PUT    /v1/admin/<resource>/<key>  replace (absent fields take defaults)
+ *   PATCH  /v1/admin/<resource>/<key>  merge onto the current row
+ *   DELETE /v1/admin/<resource>/<key>  204
+ *
+ * Writes are optimistic: a body "version" that is not the row's is a 409,
+ * an If-Match that is not the row's ETag a 412 (either is optional). Every
+ * write runs in one transaction that also bumps config_state.version,
+ * inserts an audit_log row (before/after, hidden fields left out) and
+ * sends pg_notify('llmgw_config', <config version>), so a write is seen
+ * whole or not at all, by every control-plane replica.
+ *
+ * Adding a resource is a field table, its checks, and an entry in
+ * cp_resources[] (cp_resources.c).
+ */
+#ifndef CP_RESOURCE_H
+#define CP_RESOURCE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "cp_call.h"
+
+enum cp_ftype {
+    CP_T_STRING,
+    CP_T_BOOL,
+    CP_T_INT,
+    CP_T_OBJECT,
+    CP_T_STRLIST, /* an array of non-empty strings (a Postgres text[]) */
+};
+
+#define CP_F_REQUIRED 0x1u /* absent on create or replace: 400 */
+#define CP_F_NULLABLE 0x2u /* null is a value (SQL NULL) */
+#define CP_F_NAME 0x4u     /* 1-128 characters, no '/', no whitespace or control bytes */
+#define CP_F_KEY 0x8u      /* the row's key: set on create, never changed */
+#define CP_F_HIDDEN 0x10u  /* secret material: never returned, never audited */
+
+/* A check after the type rules pass: 0, or GW_EINVAL with e filled. v is
+ * the field's value (JSON null for a nullable field set to null). Runs
+ * inside the write's transaction, so it may query c->db. */
+typedef int (*cp_field_check_cb)(struct cp_call *c, const char *field, const json_t *v,
+                                 struct cp_verr *e);
+/* A check on the whole object (fields that depend on each other). */
+typedef int (*cp_object_check_cb)(struct cp_call *c, const json_t *obj, struct cp_verr *e);
+/* Refuses a delete while something depends on the row (fills e: a 409). */
+typedef int (*cp_delete_check_cb)(struct cp_call *c, const char *key, struct cp_verr *e);
+
+struct cp_field {
+    const char *name; /* JSON member and column */
+    enum cp_ftype type;
+    unsigned flags;
+    const char *def;            /* JSON text used when absent on create/replace; NULL: none */
+    long long min, max;         /* CP_T_INT bounds; CP_T_STRING max length (0: 2048) */
+    const char *const *choices; /* CP_T_STRING: NULL-terminated allowed values */
+    const char *rule;           /* the rule, in words, for choices or a check */
+    cp_field_check_cb check;
+};
+
+struct cp_resource {
+    const char *name;     /* URL segment and audit_log.resource: "providers" */
+    const char *singular; /* for messages: "provider" */
+    const char *table;    /* its table; fields[0] is the key column */
+    const struct cp_field *fields;
+    size_t nfields;
+    cp_object_check_cb check;
+    cp_delete_check_cb before_delete;
+};
+
+/* Every resource, NULL-terminated (cp_resources.c). */
+extern const struct cp_resource *const cp_resources[];
+const struct cp_resource *cp_resource_find(const char *name);
+
+/* Serves one request for r; key is NULL for the collection. Ends the
+ * request. */
+void cp_resource_handle(struct cp_call *c, const struct cp_resource *r, const char *key);
+
+/* The write's bookkeeping, shared with resources that are not a plain
+ * table (secrets, keys): bumps config_state.version, inserts the audit
+ * row and sends the notification, inside the caller's transaction. before
+ * and after may be NULL; *version receives the new config version. */
+int cp_resource_record(struct cp_call *c, const char *resource, const char *action, const char *id,
+                       const json_t *before, const json_t *after, long long *version,
+                       struct cp_db_err *err) __attribute__((warn_unused_result));
+
+#endif

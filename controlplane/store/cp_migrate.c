@@ -1,0 +1,265 @@
+#include "cp_migrate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cp_db.h"
+#include "gw_error.h"
+#include "gw_log.h"
+
+/*
+ * Conventions of the schema (docs/controlplane.md has the tables):
+ * - names are the keys: a provider, route, team or secret is addressed by
+ *   its name, as in the data plane's snapshot, so the snapshot builder maps
+ *   rows to snapshot objects one to one and references are plain
+ *   foreign keys on names;
+ * - every configuration table has version (optimistic concurrency: bumped
+ *   by every update) and created_at/updated_at;
+ * - money is BIGINT picodollars (10^-12 USD) per token, never a float;
+ * - config_state.version counts every configuration write; it is what the
+ *   admin API sends with pg_notify('llmgw_config', ...) and what snapshots
+ *   will carry.
+ */
+#define STAMPS                                                                                     \
+    "  version bigint NOT NULL DEFAULT 1 CHECK (version > 0),\n"                                   \
+    "  created_at timestamptz NOT NULL DEFAULT now(),\n"                                           \
+    "  updated_at timestamptz NOT NULL DEFAULT now()"
+#define NAME_CHECK(col) "CHECK (" col " <> '' AND " col " !~ '[/[:space:]]')"
+#define PICO(col) col " bigint CHECK (" col " BETWEEN 0 AND 1000000000000)"
+
+static const char
+    m1_schema
+        [] =
+            "CREATE TABLE config_state (\n"
+            "  id integer PRIMARY KEY CHECK (id = 1),\n"
+            "  version bigint NOT NULL,\n"
+            "  updated_at timestamptz NOT NULL DEFAULT now());\n"
+            "INSERT INTO config_state (id, version) VALUES (1, 0);\n"
+
+            "CREATE TABLE secrets (\n"
+            "  name text PRIMARY KEY " NAME_CHECK(
+                "name") ",\n"
+                        "  backend text NOT NULL DEFAULT 'builtin' CHECK (backend IN ('builtin', "
+                        "'vault', 'aws')),\n"
+                        "  ciphertext bytea,\n"
+                        "  master_key_id text,\n"
+                        "  backend_ref text,\n" STAMPS ");\n"
+
+                        "CREATE TABLE providers (\n"
+                        "  name text PRIMARY KEY " NAME_CHECK(
+                            "name") ",\n"
+                                    "  driver text NOT NULL,\n"
+                                    "  base_url text NOT NULL CHECK (base_url ~ '^https?://'),\n"
+                                    "  headers jsonb NOT NULL DEFAULT '{}' CHECK "
+                                    "(jsonb_typeof(headers) = 'object'),\n"
+                                    "  options jsonb NOT NULL DEFAULT '{}' CHECK "
+                                    "(jsonb_typeof(options) = 'object'),\n"
+                                    "  credential_ref text REFERENCES secrets (name) ON UPDATE "
+                                    "CASCADE,\n"
+                                    "  enabled boolean NOT NULL DEFAULT true,\n"
+                                    "  first_byte_timeout_ms integer NOT NULL DEFAULT 60000\n"
+                                    "    CHECK (first_byte_timeout_ms BETWEEN 1 AND 3600000),\n"
+                                    "  idle_timeout_ms integer NOT NULL DEFAULT 60000\n"
+                                    "    CHECK (idle_timeout_ms BETWEEN 1 AND 3600000),\n" STAMPS
+                                    ");\n"
+
+                                    "CREATE TABLE routes (\n"
+                                    "  name text PRIMARY KEY CHECK (name <> '' AND strpos(name, "
+                                    "'/') = 0),\n"
+                                    "  aliases text[] NOT NULL DEFAULT '{}',\n"
+                                    "  role text UNIQUE CHECK (role IN ('default', 'summarize', "
+                                    "'embedding', 'vision')),\n"
+                                    "  capability text NOT NULL DEFAULT 'chat'\n"
+                                    "    CHECK (capability IN ('chat', 'embeddings', 'vision')),\n"
+                                    "  strategy text NOT NULL DEFAULT 'ordered'\n"
+                                    "    CHECK (strategy IN ('ordered', 'price', 'latency', "
+                                    "'auto', 'weighted')),\n" STAMPS ");\n"
+
+                                    "CREATE TABLE route_entries (\n"
+                                    "  route text NOT NULL REFERENCES routes (name) ON UPDATE "
+                                    "CASCADE ON DELETE CASCADE,\n"
+                                    "  position integer NOT NULL CHECK (position BETWEEN 0 AND "
+                                    "31),\n"
+                                    "  provider text NOT NULL REFERENCES providers (name) ON "
+                                    "UPDATE CASCADE,\n"
+                                    "  model text NOT NULL CHECK (model <> ''),\n"
+                                    "  weight integer NOT NULL DEFAULT 1 CHECK (weight BETWEEN 0 "
+                                    "AND 1000000),\n"
+                                    "  high_cost boolean NOT NULL DEFAULT false,\n"
+                                    "  tier smallint NOT NULL DEFAULT 0 CHECK (tier BETWEEN 0 AND "
+                                    "9),\n" STAMPS ",\n"
+                                    "  PRIMARY KEY (route, position),\n"
+                                    "  UNIQUE (route, provider, model));\n"
+                                    "CREATE INDEX route_entries_provider ON route_entries "
+                                    "(provider);\n"
+
+                                    "CREATE TABLE teams (\n"
+                                    "  name text PRIMARY KEY " NAME_CHECK("name") ",\n"
+                                                                                  "  description "
+                                                                                  "text NOT NULL "
+                                                                                  "DEFAULT "
+                                                                                  "'',\n" STAMPS
+                                                                                  ");\n"
+
+                                                                                  "CREATE TABLE "
+                                                                                  "projects (\n"
+                                                                                  "  name text "
+                                                                                  "PRIMARY "
+                                                                                  "KEY " NAME_CHECK("name") ",\n"
+                                                                                                            "  team text NOT NULL REFERENCES teams (name) ON UPDATE CASCADE,\n"
+                                                                                                            "  description text NOT NULL DEFAULT '',\n" STAMPS
+                                                                                                            ");\n"
+
+                                                                                                            "CREATE TABLE api_keys (\n"
+                                                                                                            "  id text PRIMARY KEY " NAME_CHECK(
+                                                                                                                "id") ",\n"
+                                                                                                                      "  name text NOT NULL DEFAULT '',\n"
+                                                                                                                      "  prefix text NOT NULL,\n"
+                                                                                                                      "  hash text NOT NULL UNIQUE CHECK (hash ~ '^[0-9a-f]{64}$'),\n"
+                                                                                                                      "  status text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'revoked')),\n"
+                                                                                                                      "  expires_at timestamptz,\n"
+                                                                                                                      "  team text REFERENCES teams (name) ON UPDATE CASCADE,\n"
+                                                                                                                      "  project text REFERENCES projects (name) ON UPDATE CASCADE,\n"
+                                                                                                                      "  allow_routes text[],\n"
+                                                                                                                      "  allow_providers text[],\n"
+                                                                                                                      "  allow_models text[],\n" STAMPS
+                                                                                                                      ");\n"
+
+                                                                                                                      "CREATE TABLE price_overrides (\n"
+                                                                                                                      "  provider text NOT NULL REFERENCES providers (name) ON UPDATE CASCADE ON DELETE CASCADE,\n"
+                                                                                                                      "  model text NOT NULL CHECK (model <> ''),\n"
+                                                                                                                      "  " PICO("input_price") ",\n"
+                                                                                                                                               "  " PICO("output_price") ",\n"
+                                                                                                                                                                         "  " PICO("cache_read_price") ",\n"
+                                                                                                                                                                                                       "  " PICO("cache_write_5m_price") ",\n"
+                                                                                                                                                                                                                                         "  " PICO("cache_write_1h_price") ",\n"
+                                                                                                                                                                                                                                                                           "  currency text NOT NULL DEFAULT 'USD' CHECK (currency ~ '^[A-Z]{3}$'),\n" STAMPS
+                                                                                                                                                                                                                                                                           ",\n"
+                                                                                                                                                                                                                                                                           "  PRIMARY KEY (provider, model));\n"
+
+                                                                                                                                                                                                                                                                           "CREATE TABLE model_catalog (\n"
+                                                                                                                                                                                                                                                                           "  id bigserial PRIMARY KEY,\n"
+                                                                                                                                                                                                                                                                           "  provider text REFERENCES providers (name) ON UPDATE CASCADE ON DELETE CASCADE,\n"
+                                                                                                                                                                                                                                                                           "  model text NOT NULL CHECK (model <> ''),\n"
+                                                                                                                                                                                                                                                                           "  context_window integer CHECK (context_window > 0),\n"
+                                                                                                                                                                                                                                                                           "  max_output_tokens integer CHECK (max_output_tokens > 0),\n"
+                                                                                                                                                                                                                                                                           "  capabilities text[],\n"
+                                                                                                                                                                                                                                                                           "  " PICO("input_price") ",\n"
+                                                                                                                                                                                                                                                                                                    "  " PICO(
+                                                                                                                                                                                                                                                                                                        "output_price") ",\n"
+                                                                                                                                                                                                                                                                                                                        "  " PICO("cache_read_price") ",\n"
+                                                                                                                                                                                                                                                                                                                                                      "  " PICO("cache_write_5m_price") ",\n"
+                                                                                                                                                                                                                                                                                                                                                                                        "  " PICO(
+                                                                                                                                                                                                                                                                                                                                                                                            "cache_write_1h_price") ",\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                    "  currency text NOT NULL DEFAULT 'USD' CHECK (currency ~ '^[A-Z]{3}$'),\n" STAMPS
+                                                                                                                                                                                                                                                                                                                                                                                                                    ",\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                    "  UNIQUE NULLS NOT DISTINCT (provider, model));\n"
+
+                                                                                                                                                                                                                                                                                                                                                                                                                    "CREATE TABLE admin_tokens (\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                    "  id text PRIMARY KEY " NAME_CHECK(
+                                                                                                                                                                                                                                                                                                                                                                                                                        "id") ",\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  name text NOT NULL UNIQUE CHECK (name <> ''),\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  hash text NOT NULL UNIQUE CHECK (hash ~ '^[0-9a-f]{64}$'),\n" STAMPS
+                                                                                                                                                                                                                                                                                                                                                                                                                              ");\n"
+
+                                                                                                                                                                                                                                                                                                                                                                                                                              "CREATE TABLE audit_log (\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  id bigserial PRIMARY KEY,\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  at timestamptz NOT NULL DEFAULT now(),\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  actor text NOT NULL,\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  action text NOT NULL CHECK (action IN ('create', 'update', 'delete')),\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  resource text NOT NULL,\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  resource_id text NOT NULL,\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  config_version bigint NOT NULL,\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  before jsonb,\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "  after jsonb);\n"
+                                                                                                                                                                                                                                                                                                                                                                                                                              "CREATE INDEX audit_log_resource ON audit_log (resource, resource_id);\n";
+
+const struct cp_migration cp_migrations[] = {
+    {1, "initial schema", m1_schema},
+};
+const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
+
+int cp_migrate_latest(void)
+{
+    return cp_migrations[cp_nmigrations - 1].version;
+}
+
+/* Takes the lock inside the current transaction; released at its end. */
+static int lock(struct cp_db *db, struct cp_db_err *err)
+{
+    char key[32];
+    snprintf(key, sizeof(key), "%lld", CP_MIGRATE_LOCK_KEY);
+    const char *p[] = {key};
+    return cp_db_cmd(db, "SELECT pg_advisory_xact_lock($1::bigint)", 1, p, err);
+}
+
+static int apply_one(struct cp_db *db, const struct cp_migration *m, int *applied,
+                     struct cp_db_err *err)
+{
+    char v[16];
+    snprintf(v, sizeof(v), "%d", m->version);
+    const char *p[] = {v};
+    if (cp_db_begin(db, err) || lock(db, err))
+        goto fail;
+    PGresult *r =
+        cp_db_exec(db, NULL, "SELECT 1 FROM schema_migrations WHERE version = $1", 1, p, err);
+    if (!r)
+        goto fail;
+    int done = PQntuples(r) > 0;
+    PQclear(r);
+    if (done) {
+        cp_db_rollback(db);
+        return GW_OK;
+    }
+    /* The simple-query protocol: a migration may hold several statements. */
+    r = PQexec(cp_db_conn(db), m->sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        char msg[400];
+        snprintf(msg, sizeof(msg), "%s", PQerrorMessage(cp_db_conn(db)));
+        snprintf(err->sqlstate, sizeof(err->sqlstate), "%s", state ? state : "");
+        snprintf(err->message, sizeof(err->message), "migration %d (%s): %s", m->version, m->name,
+                 msg);
+        PQclear(r);
+        cp_db_rollback(db);
+        return GW_EIO;
+    }
+    PQclear(r);
+    if (cp_db_cmd(db, "INSERT INTO schema_migrations (version) VALUES ($1)", 1, p, err) ||
+        cp_db_commit(db, err))
+        goto fail;
+    gw_logf(GW_LOG_INFO, "migration applied", "{s:i,s:s}", "version", m->version, "name", m->name);
+    (*applied)++;
+    return GW_OK;
+fail:
+    cp_db_rollback(db);
+    return GW_EIO;
+}
+
+int cp_migrate_run(struct cp_db *db, int *applied, struct cp_db_err *err)
+{
+    int n = 0;
+    if (applied)
+        *applied = 0;
+    /* CREATE TABLE IF NOT EXISTS races with itself (a duplicate pg_type
+     * row), so even the bookkeeping table is created under the lock. */
+    if (cp_db_begin(db, err) || lock(db, err) ||
+        cp_db_cmd(db,
+                  "CREATE TABLE IF NOT EXISTS schema_migrations (\n"
+                  "  version integer PRIMARY KEY,\n"
+                  "  applied_at timestamptz NOT NULL DEFAULT now())",
+                  0, NULL, err) ||
+        cp_db_commit(db, err)) {
+        cp_db_rollback(db);
+        return GW_EIO;
+    }
+    for (size_t i = 0; i < cp_nmigrations; i++)
+        if (apply_one(db, &cp_migrations[i], &n, err) != GW_OK) {
+            if (applied)
+                *applied = n;
+            return GW_EIO;
+        }
+    if (applied)
+        *applied = n;
+    return GW_OK;
+}

@@ -1,0 +1,43 @@
+/*
+ * cp_migrate: the schema, as embedded, ordered, numbered migrations.
+ *
+ * Each migration runs once, in its own transaction, holding a transaction-
+ * scoped advisory lock: several control-plane replicas (or a Helm hook and
+ * a replica) starting together serialize on the lock, and each one that
+ * gets it after another applied a migration sees the schema_migrations row
+ * and skips it. A migration that fails rolls back whole, and the ones
+ * before it stay applied.
+ *
+ * Migrations are append-only: a released one is never edited; a change is
+ * a new number. docs/controlplane.md describes the schema.
+ */
+#ifndef CP_MIGRATE_H
+#define CP_MIGRATE_H
+
+#include <stddef.h>
+
+struct cp_db;
+struct cp_db_err;
+
+struct cp_migration {
+    int version; /* 1, 2, 3, ...: strictly increasing */
+    const char *name;
+    const char *sql; /* one or more statements, run inside the migration's transaction */
+};
+
+extern const struct cp_migration cp_migrations[];
+extern const size_t cp_nmigrations;
+
+/* The advisory-lock key every replica takes ("llmgw" in ASCII). */
+#define CP_MIGRATE_LOCK_KEY 0x6c6c6d6777LL
+
+/* Applies every pending migration, logging each one applied. *applied (may
+ * be NULL) receives how many this call applied. 0, or GW_EIO with err
+ * filled (the failing migration's number is in the message). */
+int cp_migrate_run(struct cp_db *db, int *applied, struct cp_db_err *err)
+    __attribute__((warn_unused_result));
+
+/* The highest migration version in this binary. */
+int cp_migrate_latest(void);
+
+#endif
