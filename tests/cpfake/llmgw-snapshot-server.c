@@ -9,11 +9,11 @@
  * Prints {"msg":"listening","port":N} once serving, {"msg":"published",
  * "version":N} per publish and {"msg":"ack","replica_id":...,"version":N}
  * per Ack received, one JSON line each on stdout. SIGHUP re-reads the file
- * and publishes it (its "version" field is the version; a file that is not
- * JSON or has no integer version is refused and the last one stays).
+ * and publishes it: its "version" field is the version; a file that is not
+ * JSON, or has no integer version, goes out as is as the last version + 1.
  * SIGUSR1 prints {"msg":"replicas",...} (cp_grpc_replicas). SIGTERM stops.
- * The file is not validated beyond that: tests push invalid documents on
- * purpose, to see the data plane refuse them.
+ * The file is not validated: tests push invalid documents on purpose, to
+ * see the data plane refuse them.
  */
 #include <event2/event.h>
 #include <signal.h>
@@ -67,15 +67,11 @@ static int publish_file(struct fake *f)
     json_error_t je;
     json_t *doc = json_loadb(buf ? buf : "", len, 0, &je);
     json_t *v = json_object_get(doc, "version");
-    int rc = GW_EINVAL;
-    if (!json_is_integer(v)) {
-        gw_logf(GW_LOG_ERROR, "the snapshot file needs an integer version", "{s:s}", "path",
-                f->path);
-    } else if ((rc = cp_grpc_publish(f->srv, json_integer_value(v), buf, len, gw_wall_ms())) ==
-               GW_OK) {
-        gw_log_line_fd(1, json_pack("{s:s,s:I}", "msg", "published", "version",
-                                    (json_int_t)json_integer_value(v)));
-    }
+    int64_t version = json_is_integer(v) ? json_integer_value(v) : cp_grpc_version(f->srv) + 1;
+    int rc = cp_grpc_publish(f->srv, version, buf ? buf : "", len, gw_wall_ms());
+    if (rc == GW_OK)
+        gw_log_line_fd(1,
+                       json_pack("{s:s,s:I}", "msg", "published", "version", (json_int_t)version));
     json_decref(doc);
     free(buf);
     return rc;
