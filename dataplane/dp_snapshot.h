@@ -3,7 +3,7 @@
  * providers, routes with their ordered entries, and API keys (hashes only).
  *
  * The JSON shape is the one the control plane will push over its Watch
- * stream (docs/dataplane.md); until then it is loaded from a file. A
+ * stream (docs/dataplane.md, "Control plane") or loads from a file. A
  * snapshot never changes once built. The current one is swapped atomically
  * (dp_snapshot_publish); every request takes a reference at its start
  * (dp_snapshot_acquire) and serves to its end from that one, so a reload in
