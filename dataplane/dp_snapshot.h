@@ -2,7 +2,7 @@
  * dp_snapshot: the immutable configuration a data plane serves from:
  * providers, routes with their ordered entries, and API keys (hashes only).
  *
- * The JSON shape is the one the control plane will push over its Watch
+ * The JSON shape is the one the control plane pushes over its Watch
  * stream (docs/dataplane.md, "Control plane") or loads from a file. A
  * snapshot never changes once built. The current one is swapped atomically
  * (dp_snapshot_publish); every request takes a reference at its start

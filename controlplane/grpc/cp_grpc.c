@@ -51,9 +51,9 @@ struct stream {
     int pending; /* batches in flight */
     int closed;  /* RECV_CLOSE_ON_SERVER completed */
     int cancelled;
-    int sending;  /* a send batch is in flight (at most one) */
-    int finished; /* status sent */
-    int64_t sent_version;
+    int sending;       /* a send batch is in flight (at most one) */
+    int finished;      /* status sent */
+    uint64_t sent_seq; /* the publish this Watch has had (0: none) */
     grpc_byte_buffer *send_bb, *recv_bb;
     struct replica *rep;
 };
@@ -72,6 +72,7 @@ struct cp_grpc {
     struct gw_grpc_tag t_shutdown;
     grpc_byte_buffer *cur; /* the packed current Snapshot; NULL before the first */
     int64_t cur_version;
+    uint64_t cur_seq; /* counts publishes: a republished version goes out again */
     struct cp_grpc_opts o;
 };
 
@@ -146,14 +147,14 @@ static int start(struct stream *st, const grpc_op *ops, size_t n, struct gw_grpc
 static void watch_pump(struct stream *st)
 {
     struct cp_grpc *s = st->srv;
-    if (st->closed || st->sending || s->closing || !s->cur || st->sent_version == s->cur_version)
+    if (st->closed || st->sending || s->closing || !s->cur || st->sent_seq == s->cur_seq)
         return;
     st->send_bb = grpc_byte_buffer_copy(s->cur);
     grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
     op.data.send_message.send_message = st->send_bb;
     if (start(st, &op, 1, &st->t_send) == GW_OK) {
         st->sending = 1;
-        st->sent_version = s->cur_version;
+        st->sent_seq = s->cur_seq;
     }
 }
 
@@ -473,6 +474,7 @@ int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t 
         grpc_byte_buffer_destroy(s->cur);
     s->cur = bb;
     s->cur_version = version;
+    s->cur_seq++;
     for (struct stream *st = s->streams; st; st = st->next)
         if (st->kind == K_WATCH)
             watch_pump(st);
