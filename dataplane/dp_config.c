@@ -9,12 +9,17 @@
 #include "gw_error.h"
 
 static const char usage[] =
-    "usage: llmgw-dataplane --snapshot FILE [--listen HOST:PORT] [--threads N]\n"
+    "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT [--snapshot-cache FILE]\n"
+    "                       [--replica-id ID] [--control-plane-ca PEM [--control-plane-cert PEM\n"
+    "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
     "                       [--max-body-bytes N] [--drain-timeout-ms N] [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
-    "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_LISTEN,\n"
-    "LLMGW_THREADS, LLMGW_MAX_BODY_BYTES, LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG,\n"
-    "LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS.\n";
+    "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_CONTROL_PLANE,\n"
+    "LLMGW_SNAPSHOT_CACHE, LLMGW_REPLICA_ID, LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
+    "LLMGW_CONTROL_PLANE_KEY, LLMGW_LISTEN, LLMGW_THREADS, LLMGW_MAX_BODY_BYTES,\n"
+    "LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG, LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS.\n"
+    "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
+    "credentials in the snapshot cache; without it they are left out of it.\n";
 
 static int parse_num(const char *flag, const char *v, long long lo, long long hi, long long *out)
 {
@@ -57,7 +62,30 @@ static int apply(struct dp_config *c, const char *flag, const char *v)
     long long n;
     if (strcmp(flag, "--snapshot") == 0)
         c->snapshot_path = v;
-    else if (strcmp(flag, "--listen") == 0)
+    else if (strcmp(flag, "--control-plane") == 0) {
+        const char *colon = strrchr(v, ':');
+        if (!colon || colon == v || !colon[1]) {
+            fprintf(stderr, "llmgw-dataplane: --control-plane: '%s' is not HOST:PORT\n", v);
+            return GW_EINVAL;
+        }
+        c->control_plane = v;
+    } else if (strcmp(flag, "--snapshot-cache") == 0)
+        c->snapshot_cache = v;
+    else if (strcmp(flag, "--control-plane-ca") == 0)
+        c->control_plane_ca = v;
+    else if (strcmp(flag, "--control-plane-cert") == 0)
+        c->control_plane_cert = v;
+    else if (strcmp(flag, "--control-plane-key") == 0)
+        c->control_plane_key = v;
+    else if (strcmp(flag, "--replica-id") == 0) {
+        size_t idlen = strlen(v);
+        if (idlen == 0 || idlen >= sizeof(c->replica_id) || v[strcspn(v, " \t\r\n")]) {
+            fprintf(stderr, "llmgw-dataplane: --replica-id: 1 to %zu characters, no spaces\n",
+                    sizeof(c->replica_id) - 1);
+            return GW_EINVAL;
+        }
+        memcpy(c->replica_id, v, idlen + 1);
+    } else if (strcmp(flag, "--listen") == 0)
         return parse_listen(c, v);
     else if (strcmp(flag, "--threads") == 0) {
         if (parse_num(flag, v, 1, 256, &n))
@@ -92,6 +120,12 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
 {
     static const char *const env[][2] = {
         {"LLMGW_SNAPSHOT", "--snapshot"},
+        {"LLMGW_CONTROL_PLANE", "--control-plane"},
+        {"LLMGW_SNAPSHOT_CACHE", "--snapshot-cache"},
+        {"LLMGW_REPLICA_ID", "--replica-id"},
+        {"LLMGW_CONTROL_PLANE_CA", "--control-plane-ca"},
+        {"LLMGW_CONTROL_PLANE_CERT", "--control-plane-cert"},
+        {"LLMGW_CONTROL_PLANE_KEY", "--control-plane-key"},
         {"LLMGW_LISTEN", "--listen"},
         {"LLMGW_THREADS", "--threads"},
         {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
@@ -138,9 +172,45 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         if (apply(c, flag, v))
             return GW_EINVAL;
     }
-    if (!c->snapshot_path) {
-        fprintf(stderr, "llmgw-dataplane: --snapshot is required\n%s", usage);
+    if (c->snapshot_path && c->control_plane) {
+        fprintf(stderr,
+                "llmgw-dataplane: --snapshot (LLMGW_SNAPSHOT) and --control-plane "
+                "(LLMGW_CONTROL_PLANE) are mutually exclusive: a snapshot comes from a file or "
+                "from the control plane, not both\n");
         return GW_EINVAL;
+    }
+    if (!c->snapshot_path && !c->control_plane) {
+        fprintf(stderr,
+                "llmgw-dataplane: --snapshot FILE or --control-plane HOST:PORT is "
+                "required\n%s",
+                usage);
+        return GW_EINVAL;
+    }
+    if (c->snapshot_path && c->snapshot_cache) {
+        fprintf(stderr, "llmgw-dataplane: --snapshot-cache only applies with --control-plane\n");
+        return GW_EINVAL;
+    }
+    if ((c->control_plane_cert != NULL) != (c->control_plane_key != NULL) ||
+        (c->control_plane_cert && !c->control_plane_ca)) {
+        fprintf(stderr, "llmgw-dataplane: --control-plane-cert and --control-plane-key go "
+                        "together, with --control-plane-ca\n");
+        return GW_EINVAL;
+    }
+    const char *ck = getenv("LLMGW_CACHE_KEY");
+    if (ck && *ck) {
+        if (dp_snapcache_parse_key(ck, c->cache_key) != GW_OK) {
+            fprintf(stderr, "llmgw-dataplane: LLMGW_CACHE_KEY: must be 64 hex digits or base64 "
+                            "of 32 bytes\n");
+            return GW_EINVAL;
+        }
+        c->has_cache_key = 1;
+    }
+    if (!c->replica_id[0]) {
+        char host[64] = "dataplane";
+        if (gethostname(host, sizeof(host)) != 0)
+            memcpy(host, "dataplane", 10);
+        host[sizeof(host) - 1] = '\0';
+        snprintf(c->replica_id, sizeof(c->replica_id), "%s-%ld", host, (long)getpid());
     }
     return GW_OK;
 }

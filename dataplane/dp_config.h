@@ -4,8 +4,18 @@
 
 #include <stddef.h>
 
+#include "dp_snapcache.h"
+
 struct dp_config {
-    const char *snapshot_path;
+    const char *snapshot_path;      /* file mode */
+    const char *control_plane;      /* HOST:PORT of the control plane's gRPC (Watch) */
+    const char *snapshot_cache;     /* the last good pushed snapshot, on disk */
+    const char *control_plane_ca;   /* PEM roots: TLS to the control plane (else plaintext) */
+    const char *control_plane_cert; /* PEM client certificate chain (with a CA) */
+    const char *control_plane_key;  /* and its key */
+    char replica_id[128];           /* how the control plane names this replica */
+    unsigned char cache_key[DP_CACHE_KEY_LEN]; /* LLMGW_CACHE_KEY */
+    int has_cache_key;
     char host[256];
     int port;
     int threads;

@@ -15,6 +15,7 @@
 
 struct build {
     struct gw_pool *pool;
+    unsigned flags; /* DP_SNAPSHOT_* */
     char *err;
     size_t errlen;
     int failed;
@@ -260,9 +261,30 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         ul--;
     p->base_url = gw_pool_strndup(b->pool, url, ul);
     p->credential_ref = opt_str(b, o, "credential_ref", where, NULL);
-    p->credential = p->credential_ref ? resolve_credential(p->credential_ref, p->name) : NULL;
-    if (p->credential)
-        p->credential = gw_pool_strdup(b->pool, p->credential);
+    json_t *inline_cred = json_object_get(o, "credential");
+    if (inline_cred && !(b->flags & DP_SNAPSHOT_PUSHED)) {
+        /* A file must never hold a key (ARCHITECTURE invariant 8). */
+        fail(b,
+             "%s.credential: inline credentials are refused in a snapshot file (files must never "
+             "hold keys): name one with credential_ref, e.g. \"env:NAME\"",
+             where);
+        return;
+    }
+    if (b->flags & DP_SNAPSHOT_PUSHED) {
+        /* The control plane resolved the ref: the value is inline or absent. */
+        if (inline_cred && !json_is_null(inline_cred) &&
+            (!json_is_string(inline_cred) || json_string_length(inline_cred) == 0)) {
+            fail(b, "%s.credential: must be a non-empty string", where);
+            return;
+        }
+        p->credential = json_is_string(inline_cred)
+                            ? gw_pool_strdup(b->pool, json_string_value(inline_cred))
+                            : NULL;
+    } else {
+        p->credential = p->credential_ref ? resolve_credential(p->credential_ref, p->name) : NULL;
+        if (p->credential)
+            p->credential = gw_pool_strdup(b->pool, p->credential);
+    }
     p->enabled = opt_bool(b, o, "enabled", where, 1);
     p->first_byte_timeout_ms = opt_ms(b, o, "first_byte_timeout_ms", where, 60000);
     p->idle_timeout_ms = opt_ms(b, o, "idle_timeout_ms", where, 60000);
@@ -572,7 +594,13 @@ static const json_t *req_array(struct build *b, const json_t *root, const char *
 
 struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errlen)
 {
-    struct build b = {.err = err, .errlen = errlen};
+    return dp_snapshot_build_ex(root, 0, err, errlen);
+}
+
+struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, char *err,
+                                         size_t errlen)
+{
+    struct build b = {.err = err, .errlen = errlen, .flags = flags};
     if (!json_is_object(root)) {
         snprintf(err, errlen, "snapshot: must be a JSON object");
         return NULL;
@@ -585,6 +613,7 @@ struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errl
     struct dp_snapshot *s = gw_pool_calloc(b.pool, sizeof(*s));
     s->pool = b.pool;
     s->refs = 1;
+    s->source = (flags & DP_SNAPSHOT_PUSHED) ? "control_plane" : "file";
     json_t *ver = json_object_get(root, "version");
     if (!json_is_integer(ver) || json_integer_value(ver) < 0)
         fail(&b, "version: required, a non-negative integer");

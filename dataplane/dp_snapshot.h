@@ -2,8 +2,8 @@
  * dp_snapshot: the immutable configuration a data plane serves from:
  * providers, routes with their ordered entries, and API keys (hashes only).
  *
- * The JSON shape is the one the control plane will push over its Watch
- * stream (docs/dataplane.md); until then it is loaded from a file. A
+ * The JSON shape is the one the control plane pushes over its Watch
+ * stream (docs/dataplane.md, "Control plane") or loads from a file. A
  * snapshot never changes once built. The current one is swapped atomically
  * (dp_snapshot_publish); every request takes a reference at its start
  * (dp_snapshot_acquire) and serves to its end from that one, so a reload in
@@ -11,7 +11,11 @@
  *
  * Credentials: a provider holds a credential_ref. In file mode "env:NAME"
  * resolves from the environment at load; the plaintext lives only in this
- * in-memory snapshot (ARCHITECTURE invariant 8), never in the file.
+ * in-memory snapshot (ARCHITECTURE invariant 8), never in the file, and a
+ * file with an inline "credential" is refused. A document pushed by the
+ * control plane (DP_SNAPSHOT_PUSHED) carries each resolved credential
+ * inline instead, and its refs are names only: never read from this
+ * process's environment.
  */
 #ifndef DP_SNAPSHOT_H
 #define DP_SNAPSHOT_H
@@ -96,6 +100,7 @@ struct dp_key {
 
 struct dp_snapshot {
     long long version;
+    const char *source; /* "file", "control_plane" or "cache" (static strings) */
     struct dp_provider *providers;
     size_t nproviders;
     struct dp_route *routes;
@@ -114,6 +119,15 @@ struct dp_snapshot {
  * provider named 'x'") into err. The result has one reference.
  */
 struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errlen);
+
+/* Where a document comes from decides what it may hold. */
+enum {
+    DP_SNAPSHOT_PUSHED = 1, /* pushed (or cached): providers[i].credential is accepted */
+};
+/* dp_snapshot_build with flags (DP_SNAPSHOT_*); dp_snapshot_build is
+ * flags 0, the file rules. */
+struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, char *err,
+                                         size_t errlen);
 /* Reads and builds a snapshot file. */
 struct dp_snapshot *dp_snapshot_load(const char *path, char *err, size_t errlen);
 

@@ -168,6 +168,35 @@ static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s,
     free(body);
 }
 
+/* Set once the process starts draining: /readyz turns 503 on every worker
+ * before any of them stops accepting. */
+static int process_draining;
+
+void dp_worker_mark_unready(void)
+{
+    __atomic_store_n(&process_draining, 1, __ATOMIC_RELEASE);
+}
+
+/* Ready while a snapshot is loaded and the process is not draining. */
+static void serve_readyz(struct dp_worker *w, struct gw_http_req *req)
+{
+    struct dp_snapshot *s = dp_snapshot_acquire();
+    int draining = w->draining || __atomic_load_n(&process_draining, __ATOMIC_ACQUIRE);
+    json_t *o;
+    if (s && !draining)
+        o = json_pack("{s:s,s:I,s:s}", "status", "ready", "snapshot_version",
+                      (json_int_t)s->version, "source", s->source ? s->source : "file");
+    else
+        o = json_pack("{s:s,s:s}", "status", "not_ready", "reason",
+                      draining ? "draining" : "no snapshot loaded");
+    char *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    dp_snapshot_unref(s);
+    gw_http_respond(req, s && !draining ? 200 : 503, "application/json", body ? body : "{}",
+                    body ? strlen(body) : 2);
+    free(body);
+}
+
 static void handle(struct gw_http_req *req, void *arg)
 {
     struct dp_worker *w = arg;
@@ -178,6 +207,10 @@ static void handle(struct gw_http_req *req, void *arg)
 
     if (strcmp(path, "/healthz") == 0) {
         gw_http_respond(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+        return;
+    }
+    if (strcmp(path, "/readyz") == 0) {
+        serve_readyz(w, req);
         return;
     }
     const struct endpoint *ep = NULL;

@@ -54,6 +54,9 @@ int dp_worker_start(struct dp_worker *w) __attribute__((warn_unused_result));
 /* A pseudo-random number from the worker's own generator (request ids,
  * backoff jitter): the worker's thread only. */
 uint64_t dp_worker_rand(struct dp_worker *w);
+/* Thread-safe: /readyz answers 503 from now on, on every worker (the first
+ * step of a drain). */
+void dp_worker_mark_unready(void);
 /* Thread-safe: asks the worker to drain and stop. */
 void dp_worker_drain(struct dp_worker *w);
 void dp_worker_join(struct dp_worker *w);

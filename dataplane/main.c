@@ -7,6 +7,10 @@
  * drain (stop accepting, let open requests finish up to the drain timeout,
  * exit 0), SIGHUP reloads the snapshot file (a bad file keeps the last good
  * snapshot).
+ *
+ * The snapshot comes from a file (--snapshot) or from the control plane
+ * (--control-plane: dp_cpclient keeps a Watch open and publishes what it
+ * pushes; until the first push, the snapshot cache serves).
  */
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -18,6 +22,8 @@
 
 #include "dp_breaker.h"
 #include "dp_config.h"
+#include "dp_cpclient.h"
+#include "dp_snapcache.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
 #include "gw_error.h"
@@ -38,6 +44,7 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     if (m->draining)
         return;
     m->draining = 1;
+    dp_worker_mark_unready();
     gw_logf(GW_LOG_INFO, "draining", "{s:i,s:I}", "signal", (int)sig, "drain_timeout_ms",
             (json_int_t)m->cfg.drain_timeout_ms);
     for (int i = 0; i < m->nworkers; i++)
@@ -50,6 +57,10 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     (void)what;
     struct main_ctx *m = arg;
     char err[512];
+    if (!m->cfg.snapshot_path) {
+        gw_log(GW_LOG_INFO, "SIGHUP ignored: snapshots come from the control plane", NULL);
+        return;
+    }
     struct dp_snapshot *s = dp_snapshot_load(m->cfg.snapshot_path, err, sizeof(err));
     if (!s) {
         gw_logf(GW_LOG_ERROR, "snapshot reload failed; keeping the last good one", "{s:s}", "error",
@@ -77,13 +88,40 @@ int main(int argc, char **argv)
         return 2;
     }
     char err[512];
-    struct dp_snapshot *snap = dp_snapshot_load(m.cfg.snapshot_path, err, sizeof(err));
-    if (!snap) {
-        gw_logf(GW_LOG_ERROR, "invalid snapshot", "{s:s}", "error", err);
-        return 2;
+    long long version = 0;
+    const char *source = "none";
+    struct dp_cpclient *cp = NULL;
+    if (m.cfg.snapshot_path) {
+        struct dp_snapshot *snap = dp_snapshot_load(m.cfg.snapshot_path, err, sizeof(err));
+        if (!snap) {
+            gw_logf(GW_LOG_ERROR, "invalid snapshot", "{s:s}", "error", err);
+            return 2;
+        }
+        version = snap->version;
+        source = snap->source;
+        dp_snapshot_publish(snap);
+    } else if (m.cfg.snapshot_cache) {
+        /* Serve the last good snapshot at once; the Watch replaces it. */
+        int missing = 0;
+        struct dp_snapshot *snap =
+            dp_snapcache_load(m.cfg.snapshot_cache, m.cfg.has_cache_key ? m.cfg.cache_key : NULL,
+                              &missing, err, sizeof(err));
+        if (snap) {
+            version = snap->version;
+            source = snap->source;
+            dp_snapshot_publish(snap);
+            gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s}", "version", (json_int_t)version,
+                    "source", source);
+        } else if (missing) {
+            gw_log(GW_LOG_INFO,
+                   "no snapshot cache yet: not ready until the control plane pushes one", NULL);
+        } else {
+            gw_logf(GW_LOG_WARN, "snapshot cache unusable; waiting for the control plane", "{s:s}",
+                    "error", err);
+        }
     }
-    long long version = snap->version;
-    dp_snapshot_publish(snap);
+    if (m.cfg.control_plane && !(cp = dp_cpclient_start(&m.cfg, version)))
+        return 1;
 
     m.nworkers = m.cfg.threads;
     m.workers = calloc((size_t)m.nworkers, sizeof(*m.workers));
@@ -125,15 +163,16 @@ int main(int argc, char **argv)
     event_add(term, NULL);
     event_add(intr, NULL);
     event_add(hup, NULL);
-    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:I}", "msg", "listening", "host", m.cfg.host,
+    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:I,s:s}", "msg", "listening", "host", m.cfg.host,
                                 "port", port, "threads", m.nworkers, "snapshot_version",
-                                (json_int_t)version));
+                                (json_int_t)version, "source", source));
 
     /* The signal loop runs until every worker has drained and exited. */
     while (!m.draining)
         event_base_loop(base, EVLOOP_ONCE);
     for (int i = 0; i < m.nworkers; i++)
         dp_worker_join(&m.workers[i]);
+    dp_cpclient_stop(cp);
     for (int i = 0; i < m.nworkers; i++)
         dp_worker_destroy(&m.workers[i]);
     free(m.workers);

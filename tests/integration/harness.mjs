@@ -37,6 +37,8 @@ export const DATAPLANE_BIN = process.env.LLMGW_DATAPLANE_BIN
   || path.join(BUILD_DIR, 'dataplane', 'llmgw-dataplane');
 export const CONTROLPLANE_BIN = process.env.LLMGW_CONTROLPLANE_BIN
   || path.join(BUILD_DIR, 'controlplane', 'llmgw-controlplane');
+export const SNAPSHOT_SERVER_BIN = process.env.LLMGW_SNAPSHOT_SERVER_BIN
+  || path.join(BUILD_DIR, 'tests', 'cpfake', 'llmgw-snapshot-server');
 
 // Bounds. They are sanity bounds ("finished within N"), sized for an
 // AddressSanitizer build (~3x slower), never performance assertions.
@@ -498,7 +500,9 @@ export class Gateway {
 }
 
 const GATEWAY_ENV_VARS = [
-  'LLMGW_SNAPSHOT', 'LLMGW_LISTEN', 'LLMGW_THREADS', 'LLMGW_MAX_BODY_BYTES',
+  'LLMGW_SNAPSHOT', 'LLMGW_CONTROL_PLANE', 'LLMGW_SNAPSHOT_CACHE', 'LLMGW_REPLICA_ID',
+  'LLMGW_CONTROL_PLANE_CA', 'LLMGW_CONTROL_PLANE_CERT', 'LLMGW_CONTROL_PLANE_KEY', 'LLMGW_CACHE_KEY',
+  'LLMGW_LISTEN', 'LLMGW_THREADS', 'LLMGW_MAX_BODY_BYTES',
   'LLMGW_DRAIN_TIMEOUT_MS', 'LLMGW_ACCESS_LOG', 'LLMGW_RETRY_BASE_MS', 'LLMGW_BREAKER_OPEN_MS',
 ];
 
@@ -521,6 +525,68 @@ export async function startGateway({
   ], { env });
   const gw = new Gateway(proc, port, snapshotPath, snap);
   gw.threads = listening.threads; // as the gateway reports it
+  return gw;
+}
+
+// ---------------------------------------------------------------------------
+// The test-only control plane (tests/cpfake/llmgw-snapshot-server)
+
+export class SnapshotServer {
+  constructor(proc, port, snapshotPath) {
+    this.proc = proc;
+    this.port = port;
+    this.target = `127.0.0.1:${port}`;
+    this.snapshotPath = snapshotPath;
+  }
+
+  /** Writes a new document (an object, or raw text) and publishes it (SIGHUP). */
+  async push(doc) {
+    fs.writeFileSync(this.snapshotPath, typeof doc === 'string' ? doc : JSON.stringify(doc));
+    const n = this.published().length;
+    this.proc.signal('SIGHUP');
+    await waitFor(() => this.published().length > n, { what: 'the snapshot server to publish' });
+  }
+
+  published() {
+    return this.proc.stdoutJson().filter((j) => j.msg === 'published');
+  }
+
+  /** {"msg":"ack","replica_id","version"} lines so far. */
+  acks() {
+    return this.proc.stdoutJson().filter((j) => j.msg === 'ack');
+  }
+
+  waitAck(pred, what = 'an ack') {
+    return waitFor(() => this.acks().find(pred), { what: `${what}; acks so far: ${JSON.stringify(this.acks())}` });
+  }
+}
+
+/** Starts the snapshot server on 127.0.0.1:port (0: any) serving doc. */
+export async function startSnapshotServer({ snapshot, port = 0, snapshotPath } = {}) {
+  const file = snapshotPath ?? path.join(makeTmpDir(), 'pushed.json');
+  if (snapshot !== undefined) fs.writeFileSync(file, JSON.stringify(snapshot));
+  const { proc, port: p } = await startListening('snapshot-server', SNAPSHOT_SERVER_BIN, [
+    '--snapshot', file, '--listen', `127.0.0.1:${port}`,
+  ]);
+  return new SnapshotServer(proc, p, file);
+}
+
+/**
+ * A data plane fed by a control plane (--control-plane target) instead of a
+ * file. cache: the --snapshot-cache path (or none); cacheKey: LLMGW_CACHE_KEY.
+ */
+export async function startGatewayCP({
+  controlPlane, cache, cacheKey, replicaId, args = [], threads = 2,
+} = {}) {
+  const env = { ...process.env };
+  for (const k of GATEWAY_ENV_VARS) delete env[k];
+  if (cacheKey) env.LLMGW_CACHE_KEY = cacheKey;
+  const a = ['--control-plane', controlPlane, '--listen', '127.0.0.1:0', '--threads', String(threads)];
+  if (cache) a.push('--snapshot-cache', cache);
+  if (replicaId) a.push('--replica-id', replicaId);
+  const { proc, port, listening } = await startListening('dataplane', DATAPLANE_BIN, [...a, ...args], { env });
+  const gw = new Gateway(proc, port, null, null);
+  gw.listening = listening;
   return gw;
 }
 

@@ -1,0 +1,525 @@
+#include "cp_grpc.h"
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_error.h"
+#include "gw_grpc.h"
+#include "gw_log.h"
+#include "gw_time.h"
+#include "llmgw/v1/control.pb-c.h"
+
+#define WATCH_METHOD "/llmgw.v1.Control/Watch"
+#define REPORT_METHOD "/llmgw.v1.Control/Report"
+#define MAX_REQUEST_BYTES (1u << 20) /* a WatchRequest or ReportMessage */
+#define MAX_REPLICA_ID 128
+
+enum kind { K_WATCH, K_REPORT };
+
+struct replica {
+    struct replica *next;
+    char id[MAX_REPLICA_ID + 1];
+    int64_t acked_version;
+    int64_t acked_at_ms;
+    int64_t seen_ms;
+    int watches; /* open Watch calls */
+};
+
+/* One pending grpc_server_request_registered_call, re-armed on each call. */
+struct acceptor {
+    struct cp_grpc *srv;
+    enum kind kind;
+    struct gw_grpc_tag tag;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *payload;
+};
+
+/* An accepted Watch or Report call. It lives until every batch it started
+ * has completed (pending == 0). */
+struct stream {
+    struct cp_grpc *srv;
+    struct stream *prev, *next;
+    enum kind kind;
+    grpc_call *call;
+    struct gw_grpc_tag t_close, t_send, t_recv;
+    int pending; /* batches in flight */
+    int closed;  /* RECV_CLOSE_ON_SERVER completed */
+    int cancelled;
+    int sending;       /* a send batch is in flight (at most one) */
+    int finished;      /* status sent */
+    uint64_t sent_seq; /* the publish this Watch has had (0: none) */
+    grpc_byte_buffer *send_bb, *recv_bb;
+    struct replica *rep;
+};
+
+struct cp_grpc {
+    struct gw_grpc_loop *loop;
+    grpc_completion_queue *cq;
+    grpc_server *server;
+    void *watch_m, *report_m;
+    struct acceptor acc[2];
+    struct stream *streams;
+    struct replica *replicas;
+    int port;
+    int closing;
+    int shutdown_done;
+    struct gw_grpc_tag t_shutdown;
+    grpc_byte_buffer *cur; /* the packed current Snapshot; NULL before the first */
+    int64_t cur_version;
+    uint64_t cur_seq; /* counts publishes: a republished version goes out again */
+    struct cp_grpc_opts o;
+};
+
+static struct replica *replica_get(struct cp_grpc *s, const char *id)
+{
+    for (struct replica *r = s->replicas; r; r = r->next)
+        if (strcmp(r->id, id) == 0)
+            return r;
+    struct replica *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    snprintf(r->id, sizeof(r->id), "%s", id);
+    r->next = s->replicas;
+    s->replicas = r;
+    return r;
+}
+
+/* A replica's name: what it says, else its peer address. */
+static struct replica *replica_for(struct cp_grpc *s, grpc_call *call, const char *id)
+{
+    char name[MAX_REPLICA_ID + 1];
+    if (id && *id) {
+        snprintf(name, sizeof(name), "%s", id);
+    } else {
+        char *peer = grpc_call_get_peer(call);
+        snprintf(name, sizeof(name), "peer:%s", peer ? peer : "?");
+        gpr_free(peer);
+    }
+    struct replica *r = replica_get(s, name);
+    if (r)
+        r->seen_ms = gw_wall_ms();
+    return r;
+}
+
+/* ------------------------------------------------------------- streams */
+
+static void stream_maybe_free(struct stream *st)
+{
+    if (st->pending > 0)
+        return;
+    struct cp_grpc *s = st->srv;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    if (st->kind == K_WATCH && st->rep && st->rep->watches > 0) {
+        st->rep->watches--;
+        st->rep->seen_ms = gw_wall_ms();
+    }
+    if (st->send_bb)
+        grpc_byte_buffer_destroy(st->send_bb);
+    if (st->recv_bb)
+        grpc_byte_buffer_destroy(st->recv_bb);
+    grpc_call_unref(st->call);
+    free(st);
+}
+
+static int start(struct stream *st, const grpc_op *ops, size_t n, struct gw_grpc_tag *tag)
+{
+    grpc_call_error e = grpc_call_start_batch(st->call, ops, n, tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        gw_logf(GW_LOG_ERROR, "grpc: cannot start a batch", "{s:i}", "error", (int)e);
+        return GW_EIO;
+    }
+    st->pending++;
+    return GW_OK;
+}
+
+/* Sends the current snapshot to a Watch that has not had it yet. */
+static void watch_pump(struct stream *st)
+{
+    struct cp_grpc *s = st->srv;
+    if (st->closed || st->sending || s->closing || !s->cur || st->sent_seq == s->cur_seq)
+        return;
+    st->send_bb = grpc_byte_buffer_copy(s->cur);
+    grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+    op.data.send_message.send_message = st->send_bb;
+    if (start(st, &op, 1, &st->t_send) == GW_OK) {
+        st->sending = 1;
+        st->sent_seq = s->cur_seq;
+    }
+}
+
+static void on_send(void *arg, int ok)
+{
+    struct stream *st = arg;
+    st->pending--;
+    st->sending = 0;
+    if (st->send_bb) {
+        grpc_byte_buffer_destroy(st->send_bb);
+        st->send_bb = NULL;
+    }
+    if (ok && st->kind == K_WATCH)
+        watch_pump(st);
+    stream_maybe_free(st);
+}
+
+static void on_close(void *arg, int ok)
+{
+    struct stream *st = arg;
+    st->pending--;
+    st->closed = 1;
+    stream_maybe_free(st);
+}
+
+static void report_finish(struct stream *st)
+{
+    if (st->finished || st->closed || st->srv->closing || st->sending)
+        return;
+    grpc_op op = {.op = GRPC_OP_SEND_STATUS_FROM_SERVER};
+    op.data.send_status_from_server.status = GRPC_STATUS_OK;
+    if (start(st, &op, 1, &st->t_send) == GW_OK) {
+        st->finished = 1;
+        st->sending = 1;
+    }
+}
+
+static void report_recv(struct stream *st);
+
+static void handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
+{
+    struct cp_grpc *s = st->srv;
+    if (!st->rep || (m->replica_id[0] && strcmp(st->rep->id, m->replica_id) != 0))
+        st->rep = replica_for(s, st->call, m->replica_id);
+    if (m->body_case == LLMGW__V1__REPORT_MESSAGE__BODY_ACK && m->ack && st->rep) {
+        st->rep->acked_version = m->ack->version;
+        st->rep->acked_at_ms = gw_wall_ms();
+        if (s->o.on_ack)
+            s->o.on_ack(s->o.arg, st->rep->id, m->ack->version);
+    }
+    if (s->o.on_report)
+        s->o.on_report(s->o.arg, m);
+}
+
+static void on_recv(void *arg, int ok)
+{
+    struct stream *st = arg;
+    st->pending--;
+    grpc_byte_buffer *bb = st->recv_bb;
+    st->recv_bb = NULL;
+    if (!ok || !bb) {
+        /* The data plane half-closed its side (or the call is gone). */
+        report_finish(st);
+    } else {
+        ProtobufCMessage *m =
+            gw_grpc_unpack(&llmgw__v1__report_message__descriptor, bb, MAX_REQUEST_BYTES);
+        grpc_byte_buffer_destroy(bb);
+        if (m) {
+            handle_report(st, (const Llmgw__V1__ReportMessage *)m);
+            protobuf_c_message_free_unpacked(m, NULL);
+        } else {
+            gw_log(GW_LOG_WARN, "grpc: a Report message did not parse; ignored", NULL);
+        }
+        report_recv(st);
+    }
+    stream_maybe_free(st);
+}
+
+static void report_recv(struct stream *st)
+{
+    if (st->closed || st->srv->closing)
+        return;
+    grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+    op.data.recv_message.recv_message = &st->recv_bb;
+    (void)start(st, &op, 1, &st->t_recv);
+}
+
+/* A new call: watch for its end, send initial metadata, then its kind's work. */
+static void stream_open(struct cp_grpc *s, enum kind kind, grpc_call *call, grpc_byte_buffer *req)
+{
+    struct stream *st = calloc(1, sizeof(*st));
+    if (!st) {
+        grpc_call_cancel(call, NULL);
+        grpc_call_unref(call);
+        return;
+    }
+    st->srv = s;
+    st->kind = kind;
+    st->call = call;
+    st->next = s->streams;
+    if (s->streams)
+        s->streams->prev = st;
+    s->streams = st;
+    gw_grpc_tag_init(&st->t_close, on_close, st);
+    gw_grpc_tag_init(&st->t_send, on_send, st);
+    gw_grpc_tag_init(&st->t_recv, on_recv, st);
+
+    grpc_op close_op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
+    close_op.data.recv_close_on_server.cancelled = &st->cancelled;
+    if (start(st, &close_op, 1, &st->t_close) != GW_OK) {
+        grpc_call_cancel(call, NULL);
+        stream_maybe_free(st);
+        return;
+    }
+    if (kind == K_WATCH) {
+        Llmgw__V1__WatchRequest *w = (Llmgw__V1__WatchRequest *)gw_grpc_unpack(
+            &llmgw__v1__watch_request__descriptor, req, MAX_REQUEST_BYTES);
+        st->rep = replica_for(s, call, w ? w->replica_id : NULL);
+        if (st->rep)
+            st->rep->watches++;
+        gw_logf(GW_LOG_INFO, "grpc: watch opened", "{s:s,s:I}", "replica_id",
+                st->rep ? st->rep->id : "?", "have_version", (json_int_t)(w ? w->have_version : 0));
+        if (w)
+            protobuf_c_message_free_unpacked(&w->base, NULL);
+    }
+    /* Initial metadata goes out at once, so the client's RECV_INITIAL_METADATA
+     * completes even before there is a snapshot to send. */
+    grpc_op md = {.op = GRPC_OP_SEND_INITIAL_METADATA};
+    if (start(st, &md, 1, &st->t_send) == GW_OK)
+        st->sending = 1;
+    if (kind == K_REPORT)
+        report_recv(st);
+}
+
+/* ----------------------------------------------------------- acceptors */
+
+static void arm(struct acceptor *a)
+{
+    struct cp_grpc *s = a->srv;
+    grpc_metadata_array_init(&a->md);
+    a->call = NULL;
+    a->payload = NULL;
+    grpc_call_error e = grpc_server_request_registered_call(
+        s->server, a->kind == K_WATCH ? s->watch_m : s->report_m, &a->call, &a->deadline, &a->md,
+        a->kind == K_WATCH ? &a->payload : NULL, s->cq, s->cq, &a->tag);
+    if (e != GRPC_CALL_OK)
+        gw_logf(GW_LOG_ERROR, "grpc: cannot request a call", "{s:i}", "error", (int)e);
+}
+
+static void on_accept(void *arg, int ok)
+{
+    struct acceptor *a = arg;
+    struct cp_grpc *s = a->srv;
+    grpc_metadata_array_destroy(&a->md);
+    if (ok && a->call && !s->closing)
+        stream_open(s, a->kind, a->call, a->payload);
+    else if (a->call)
+        grpc_call_unref(a->call);
+    if (a->payload)
+        grpc_byte_buffer_destroy(a->payload);
+    a->call = NULL;
+    a->payload = NULL;
+    if (ok && !s->closing)
+        arm(a);
+}
+
+static void on_shutdown(void *arg, int ok)
+{
+    (void)ok;
+    struct cp_grpc *s = arg;
+    s->shutdown_done = 1;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static char *read_pem(const char *path, char *err, size_t errlen, const char *what)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1 << 20) &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
+        fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+    }
+    free(buf);
+    if (f)
+        fclose(f);
+    snprintf(err, errlen, "%s: cannot read '%s'", what, path);
+    return NULL;
+}
+
+static grpc_server_credentials *server_creds(const struct cp_grpc_opts *o, char *err, size_t errlen)
+{
+    if (!o->tls_cert_file && !o->tls_key_file) {
+        if (!o->insecure) {
+            snprintf(err, errlen,
+                     "grpc: no TLS certificate and key configured, and plaintext is not allowed");
+            return NULL;
+        }
+        return grpc_insecure_server_credentials_create();
+    }
+    if (!o->tls_cert_file || !o->tls_key_file) {
+        snprintf(err, errlen, "grpc: TLS needs both a certificate and a key");
+        return NULL;
+    }
+    char *cert = read_pem(o->tls_cert_file, err, errlen, "grpc TLS certificate");
+    char *key = cert ? read_pem(o->tls_key_file, err, errlen, "grpc TLS key") : NULL;
+    char *ca = key && o->tls_client_ca_file
+                   ? read_pem(o->tls_client_ca_file, err, errlen, "grpc TLS client CA")
+                   : NULL;
+    grpc_server_credentials *c = NULL;
+    if (cert && key && (ca || !o->tls_client_ca_file)) {
+        grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
+        c = grpc_ssl_server_credentials_create_ex(
+            ca, &pair, 1,
+            ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+               : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+            NULL);
+        if (!c)
+            snprintf(err, errlen, "grpc: the TLS certificate or key is not valid");
+    }
+    if (key)
+        memset(key, 0, strlen(key));
+    free(cert);
+    free(key);
+    free(ca);
+    return c;
+}
+
+struct cp_grpc *cp_grpc_new(struct event_base *base, const struct cp_grpc_opts *o, char *err,
+                            size_t errlen)
+{
+    struct cp_grpc *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->o = *o;
+    s->loop = gw_grpc_loop_new(base);
+    if (!s->loop) {
+        snprintf(err, errlen, "grpc: cannot start the completion queue");
+        free(s);
+        return NULL;
+    }
+    s->cq = gw_grpc_loop_cq(s->loop);
+    /* The data plane pings every 10 s (dp_cpclient.c): allow pings down to
+     * 5 s apart, even between calls, or the server answers "too many pings"
+     * and drops the connection (STACK.md pitfall 5). The server pings too,
+     * to notice a data plane that vanished without a FIN. */
+    grpc_arg args[] = {
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+         .value.integer = 5000},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+         .value.integer = 1},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_KEEPALIVE_TIME_MS, .value.integer = 20000},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_KEEPALIVE_TIMEOUT_MS, .value.integer = 10000},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
+    };
+    grpc_channel_args ca = {.num_args = sizeof(args) / sizeof(*args), .args = args};
+    s->server = grpc_server_create(&ca, NULL);
+    grpc_server_register_completion_queue(s->server, s->cq, NULL);
+    s->watch_m = grpc_server_register_method(s->server, WATCH_METHOD, NULL,
+                                             GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    s->report_m =
+        grpc_server_register_method(s->server, REPORT_METHOD, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
+    grpc_server_credentials *creds = server_creds(o, err, errlen);
+    if (creds) {
+        s->port = grpc_server_add_http2_port(s->server, o->listen, creds);
+        grpc_server_credentials_release(creds);
+        if (s->port <= 0)
+            snprintf(err, errlen, "grpc: cannot listen on '%s'", o->listen);
+    }
+    if (!creds || s->port <= 0) {
+        /* A server never started is destroyed without a shutdown. */
+        grpc_server_destroy(s->server);
+        gw_grpc_loop_free(s->loop);
+        free(s);
+        return NULL;
+    }
+    grpc_server_start(s->server);
+    for (int k = 0; k < 2; k++) {
+        s->acc[k].srv = s;
+        s->acc[k].kind = (enum kind)k;
+        gw_grpc_tag_init(&s->acc[k].tag, on_accept, &s->acc[k]);
+        arm(&s->acc[k]);
+    }
+    return s;
+}
+
+int cp_grpc_port(const struct cp_grpc *s)
+{
+    return s->port;
+}
+
+int64_t cp_grpc_version(const struct cp_grpc *s)
+{
+    return s->cur_version;
+}
+
+int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
+                    int64_t built_at_ms)
+{
+    Llmgw__V1__Snapshot m = LLMGW__V1__SNAPSHOT__INIT;
+    m.version = version;
+    m.document.data = (uint8_t *)doc;
+    m.document.len = len;
+    m.built_at_ms = built_at_ms;
+    grpc_byte_buffer *bb = gw_grpc_pack(&m.base);
+    if (!bb)
+        return GW_ENOMEM;
+    if (s->cur)
+        grpc_byte_buffer_destroy(s->cur);
+    s->cur = bb;
+    s->cur_version = version;
+    s->cur_seq++;
+    for (struct stream *st = s->streams; st; st = st->next)
+        if (st->kind == K_WATCH)
+            watch_pump(st);
+    return GW_OK;
+}
+
+json_t *cp_grpc_replicas(const struct cp_grpc *s)
+{
+    json_t *a = json_array();
+    json_t *o = json_pack("{s:I,s:o}", "version", (json_int_t)s->cur_version, "replicas", a);
+    if (!o)
+        return NULL;
+    for (const struct replica *r = s->replicas; r; r = r->next) {
+        json_t *j = json_pack("{s:s,s:I,s:I,s:b,s:i,s:I}", "replica_id", r->id, "acked_version",
+                              (json_int_t)r->acked_version, "acked_at_ms",
+                              (json_int_t)r->acked_at_ms, "connected", r->watches > 0, "watches",
+                              r->watches, "last_seen_ms", (json_int_t)r->seen_ms);
+        if (!j || json_array_append_new(a, j)) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+void cp_grpc_free(struct cp_grpc *s)
+{
+    if (!s)
+        return;
+    /* Open streams would hold the shutdown forever: cancel them (STACK.md
+     * pitfall 3), wait for the notification, then drain the queue. */
+    s->closing = 1;
+    gw_grpc_tag_init(&s->t_shutdown, on_shutdown, s);
+    grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+    grpc_server_cancel_all_calls(s->server);
+    gw_grpc_loop_run_until(s->loop, &s->shutdown_done);
+    gw_grpc_loop_shutdown(s->loop);
+    grpc_server_destroy(s->server);
+    gw_grpc_loop_free(s->loop);
+    if (s->cur)
+        grpc_byte_buffer_destroy(s->cur);
+    while (s->replicas) {
+        struct replica *r = s->replicas;
+        s->replicas = r->next;
+        free(r);
+    }
+    free(s);
+}

@@ -1,0 +1,72 @@
+/*
+ * cp_grpc: the control plane's gRPC server (service llmgw.v1.Control in
+ * proto/llmgw/v1/control.proto), built on gw_grpc.
+ *
+ * Watch: every open Watch receives the current snapshot at once (or as soon
+ * as the first one is published), then each newer one. A call has at most
+ * one message in flight; while it is in flight only the newest snapshot is
+ * kept pending, so a slow replica skips versions rather than queueing them.
+ *
+ * Report: each data plane streams ReportMessages. Acks record which version
+ * each replica serves (cp_grpc_replicas, for the admin API's snapshot
+ * resource); every message is also handed to the owner's on_report.
+ *
+ * Threading: every function runs on the thread of the event base given to
+ * cp_grpc_new, which also runs every callback. The module does not know
+ * Postgres or the daemon: the daemon publishes what its builder produced.
+ */
+#ifndef CP_GRPC_H
+#define CP_GRPC_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct Llmgw__V1__ReportMessage;
+
+struct cp_grpc_opts {
+    const char *listen; /* "HOST:PORT"; port 0 picks one (cp_grpc_port) */
+    /* Plaintext is served only when insecure is set; otherwise TLS with a
+     * PEM certificate chain and key, and, with client_ca_file, client
+     * certificates are required and verified against it. */
+    int insecure;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_client_ca_file;
+    /* Called for each Ack after the replica table is updated (may be NULL). */
+    void (*on_ack)(void *arg, const char *replica_id, int64_t version);
+    /* Called for every Report message, acks included (may be NULL): ledger
+     * rows and breaker outcomes go to the daemon this way. */
+    void (*on_report)(void *arg, const struct Llmgw__V1__ReportMessage *m);
+    void *arg;
+};
+
+struct cp_grpc;
+
+/* Starts serving on base. NULL on failure, with a message in err (an
+ * address that does not bind, a missing certificate, neither TLS nor
+ * insecure configured). */
+struct cp_grpc *cp_grpc_new(struct event_base *base, const struct cp_grpc_opts *o, char *err,
+                            size_t errlen);
+/* The bound port. */
+int cp_grpc_port(const struct cp_grpc *s);
+
+/* Makes (version, doc) the current snapshot and pushes it to every open
+ * Watch. doc is the snapshot JSON (copied). 0, or GW_ENOMEM (the previous
+ * snapshot stays current). */
+int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
+                    int64_t built_at_ms) __attribute__((warn_unused_result));
+/* The current snapshot's version; 0 before the first publish. */
+int64_t cp_grpc_version(const struct cp_grpc *s);
+
+/* {"version":N,"replicas":[{"replica_id","acked_version","acked_at_ms",
+ * "connected","watches","last_seen_ms"}]}: each replica seen since start,
+ * connected while it has a Watch open. New reference, or NULL (no memory). */
+json_t *cp_grpc_replicas(const struct cp_grpc *s);
+
+/* Stops accepting, cancels every open call, drains the completion queue
+ * and frees everything. NULL is a no-op. */
+void cp_grpc_free(struct cp_grpc *s);
+
+#endif

@@ -1,0 +1,508 @@
+#include "dp_cpclient.h"
+
+#include <event2/event.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_snapcache.h"
+#include "dp_snapshot.h"
+#include "gw_crypto.h"
+#include "gw_error.h"
+#include "gw_grpc.h"
+#include "gw_log.h"
+#include "llmgw/v1/control.pb-c.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define MAX_SNAPSHOT_BYTES (64u << 20)
+
+/* One client call: its status batch plus whatever else is in flight. */
+struct ccall {
+    struct dp_cpclient *c;
+    grpc_call *call;
+    int pending; /* batches in flight */
+    int ended;   /* status received */
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_status_code status;
+    grpc_slice details;
+    grpc_byte_buffer *recv_bb, *send_bb;
+    int sending, started;
+    struct gw_grpc_tag t_status, t_start, t_recv, t_send;
+};
+
+struct dp_cpclient {
+    const struct dp_config *cfg;
+    pthread_t thread;
+    struct event_base *base;
+    struct gw_grpc_loop *loop;
+    grpc_completion_queue *cq;
+    grpc_channel *channel;
+    struct event *stop_ev, *retry_ev;
+    int stopping;
+    struct ccall *watch, *report;
+    long long served;      /* version served from the control plane or the cache */
+    long long ack_pending; /* newest version to acknowledge; -1 none */
+    int got_snapshot;      /* this session delivered one */
+    long backoff_ms;
+    uint64_t rng;
+};
+
+static void session_start(struct dp_cpclient *c);
+
+static uint64_t next_rand(uint64_t *x)
+{
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return *x * 0x2545F4914F6CDD1DULL;
+}
+
+/* ------------------------------------------------------------ calls */
+
+static struct ccall *ccall_new(struct dp_cpclient *c, const char *method);
+static void ccall_maybe_free(struct ccall *k);
+
+static void maybe_restart(struct dp_cpclient *c)
+{
+    if (c->watch || c->report || c->stopping)
+        return;
+    if (c->got_snapshot)
+        c->backoff_ms = BACKOFF_MIN_MS;
+    /* Full jitter over the upper half: replicas do not reconnect in step. */
+    long d = c->backoff_ms / 2 + (long)(next_rand(&c->rng) % (uint64_t)(c->backoff_ms / 2 + 1));
+    c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+    struct timeval tv = {d / 1000, (d % 1000) * 1000};
+    evtimer_add(c->retry_ev, &tv);
+}
+
+static void ccall_maybe_free(struct ccall *k)
+{
+    if (k->pending > 0)
+        return;
+    struct dp_cpclient *c = k->c;
+    if (c->watch == k)
+        c->watch = NULL;
+    if (c->report == k)
+        c->report = NULL;
+    grpc_metadata_array_destroy(&k->initial_md);
+    grpc_metadata_array_destroy(&k->trailing_md);
+    grpc_slice_unref(k->details);
+    if (k->recv_bb)
+        grpc_byte_buffer_destroy(k->recv_bb);
+    if (k->send_bb)
+        grpc_byte_buffer_destroy(k->send_bb);
+    grpc_call_unref(k->call);
+    free(k);
+    /* The other call of the session goes too; then the session restarts. */
+    if (c->watch)
+        grpc_call_cancel(c->watch->call, NULL);
+    if (c->report)
+        grpc_call_cancel(c->report->call, NULL);
+    maybe_restart(c);
+}
+
+static int batch(struct ccall *k, const grpc_op *ops, size_t n, struct gw_grpc_tag *t)
+{
+    if (k->c->stopping)
+        return GW_ECLOSED;
+    grpc_call_error e = grpc_call_start_batch(k->call, ops, n, t, NULL);
+    if (e != GRPC_CALL_OK) {
+        gw_logf(GW_LOG_ERROR, "control plane: cannot start a gRPC batch", "{s:i}", "error", (int)e);
+        grpc_call_cancel(k->call, NULL);
+        return GW_EIO;
+    }
+    k->pending++;
+    return GW_OK;
+}
+
+static void on_status(void *arg, int ok)
+{
+    struct ccall *k = arg;
+    k->pending--;
+    k->ended = 1;
+    struct dp_cpclient *c = k->c;
+    if (!c->stopping) {
+        char *d = grpc_slice_to_c_string(k->details);
+        gw_logf(GW_LOG_WARN, "control plane: stream ended; reconnecting", "{s:s,s:s,s:s}", "call",
+                k == c->watch ? "Watch" : "Report", "status", gw_grpc_status_name(k->status),
+                "detail", d ? d : "");
+        gpr_free(d);
+    }
+    ccall_maybe_free(k);
+}
+
+static void ccall_recv(struct ccall *k)
+{
+    grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+    op.data.recv_message.recv_message = &k->recv_bb;
+    (void)batch(k, &op, 1, &k->t_recv);
+}
+
+/* ------------------------------------------------------------ report */
+
+static void report_pump(struct dp_cpclient *c)
+{
+    struct ccall *k = c->report;
+    if (!k || !k->started || k->sending || k->ended || c->ack_pending < 0)
+        return;
+    Llmgw__V1__Ack ack = LLMGW__V1__ACK__INIT;
+    Llmgw__V1__ReportMessage m = LLMGW__V1__REPORT_MESSAGE__INIT;
+    ack.version = c->ack_pending;
+    m.replica_id = (char *)c->cfg->replica_id;
+    m.body_case = LLMGW__V1__REPORT_MESSAGE__BODY_ACK;
+    m.ack = &ack;
+    k->send_bb = gw_grpc_pack(&m.base);
+    grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+    op.data.send_message.send_message = k->send_bb;
+    if (batch(k, &op, 1, &k->t_send) == GW_OK) {
+        k->sending = 1;
+        c->ack_pending = -1;
+    }
+}
+
+static void on_report_send(void *arg, int ok)
+{
+    struct ccall *k = arg;
+    k->pending--;
+    k->sending = 0;
+    grpc_byte_buffer_destroy(k->send_bb);
+    k->send_bb = NULL;
+    if (ok)
+        report_pump(k->c);
+    ccall_maybe_free(k);
+}
+
+static void on_report_start(void *arg, int ok)
+{
+    struct ccall *k = arg;
+    k->pending--;
+    if (ok) {
+        k->started = 1;
+        ccall_recv(k);
+        report_pump(k->c);
+    }
+    ccall_maybe_free(k);
+}
+
+static void on_report_recv(void *arg, int ok)
+{
+    struct ccall *k = arg;
+    k->pending--;
+    /* ReportReply acknowledges ledger rows: none are sent yet. */
+    if (k->recv_bb) {
+        grpc_byte_buffer_destroy(k->recv_bb);
+        k->recv_bb = NULL;
+        if (ok)
+            ccall_recv(k);
+    }
+    ccall_maybe_free(k);
+}
+
+/* ------------------------------------------------------------ watch */
+
+static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
+{
+    json_error_t je;
+    char err[512];
+    json_t *doc =
+        json_loadb((const char *)m->document.data, m->document.len, JSON_REJECT_DUPLICATES, &je);
+    struct dp_snapshot *s = NULL;
+    if (!doc) {
+        /* The position only: the text may hold credentials. */
+        snprintf(err, sizeof(err), "document: not JSON (line %d column %d)", je.line, je.column);
+    } else if (json_integer_value(json_object_get(doc, "version")) != m->version) {
+        snprintf(err, sizeof(err), "version: the document says %lld, the message %lld",
+                 (long long)json_integer_value(json_object_get(doc, "version")),
+                 (long long)m->version);
+    } else {
+        s = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    }
+    if (!s) {
+        gw_logf(GW_LOG_ERROR, "pushed snapshot refused; keeping the last good one", "{s:I,s:I,s:s}",
+                "version", (json_int_t)m->version, "serving", (json_int_t)c->served, "error", err);
+        json_decref(doc);
+        return;
+    }
+    dp_snapshot_publish(s);
+    c->served = m->version;
+    c->got_snapshot = 1;
+    gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s}", "version", (json_int_t)m->version,
+            "source", "control_plane");
+    if (c->cfg->snapshot_cache &&
+        dp_snapcache_save(c->cfg->snapshot_cache, doc,
+                          c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
+                          sizeof(err)) != GW_OK)
+        gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
+    json_decref(doc);
+    c->ack_pending = m->version;
+    report_pump(c);
+}
+
+static void on_watch_recv(void *arg, int ok)
+{
+    struct ccall *k = arg;
+    struct dp_cpclient *c = k->c;
+    k->pending--;
+    grpc_byte_buffer *bb = k->recv_bb;
+    k->recv_bb = NULL;
+    if (ok && bb) {
+        ProtobufCMessage *m =
+            gw_grpc_unpack(&llmgw__v1__snapshot__descriptor, bb, MAX_SNAPSHOT_BYTES);
+        grpc_byte_buffer_destroy(bb);
+        if (m) {
+            apply_snapshot(c, (const Llmgw__V1__Snapshot *)m);
+            protobuf_c_message_free_unpacked(m, NULL);
+        } else {
+            gw_log(GW_LOG_ERROR,
+                   "pushed snapshot message does not parse; keeping the last good one", NULL);
+        }
+        ccall_recv(k);
+    } else if (bb) {
+        grpc_byte_buffer_destroy(bb);
+    }
+    ccall_maybe_free(k);
+}
+
+static void on_watch_start(void *arg, int ok)
+{
+    struct ccall *k = arg;
+    k->pending--;
+    grpc_byte_buffer_destroy(k->send_bb);
+    k->send_bb = NULL;
+    if (ok)
+        ccall_recv(k);
+    ccall_maybe_free(k);
+}
+
+/* ------------------------------------------------------------ session */
+
+static struct ccall *ccall_new(struct dp_cpclient *c, const char *method)
+{
+    struct ccall *k = calloc(1, sizeof(*k));
+    if (!k)
+        return NULL;
+    k->c = c;
+    k->details = grpc_empty_slice();
+    grpc_metadata_array_init(&k->initial_md);
+    grpc_metadata_array_init(&k->trailing_md);
+    grpc_slice m = grpc_slice_from_static_string(method);
+    k->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL,
+                                       gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (!k->call) {
+        free(k);
+        return NULL;
+    }
+    gw_grpc_tag_init(&k->t_status, on_status, k);
+    /* The status batch goes first (STACK.md): it completes last. */
+    grpc_op op = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+    op.data.recv_status_on_client.trailing_metadata = &k->trailing_md;
+    op.data.recv_status_on_client.status = &k->status;
+    op.data.recv_status_on_client.status_details = &k->details;
+    if (batch(k, &op, 1, &k->t_status) != GW_OK) {
+        grpc_call_unref(k->call);
+        grpc_metadata_array_destroy(&k->initial_md);
+        grpc_metadata_array_destroy(&k->trailing_md);
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+static void session_start(struct dp_cpclient *c)
+{
+    c->got_snapshot = 0;
+    c->watch = ccall_new(c, "/llmgw.v1.Control/Watch");
+    c->report = c->watch ? ccall_new(c, "/llmgw.v1.Control/Report") : NULL;
+    if (!c->watch || !c->report) {
+        gw_log(GW_LOG_ERROR, "control plane: cannot create a call", NULL);
+        if (c->watch)
+            grpc_call_cancel(c->watch->call, NULL);
+        else
+            maybe_restart(c);
+        return;
+    }
+    struct ccall *w = c->watch;
+    Llmgw__V1__WatchRequest req = LLMGW__V1__WATCH_REQUEST__INIT;
+    req.replica_id = (char *)c->cfg->replica_id;
+    req.have_version = c->served;
+    w->send_bb = gw_grpc_pack(&req.base);
+    gw_grpc_tag_init(&w->t_start, on_watch_start, w);
+    gw_grpc_tag_init(&w->t_recv, on_watch_recv, w);
+    /* WAIT_FOR_READY: while the control plane is down the call waits for
+     * it instead of failing at once. RECV_INITIAL_METADATA, or a
+     * trailers-only answer would never surface (STACK.md pitfall 1). */
+    grpc_op ops[4] = {{.op = GRPC_OP_SEND_INITIAL_METADATA},
+                      {.op = GRPC_OP_SEND_MESSAGE},
+                      {.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT},
+                      {.op = GRPC_OP_RECV_INITIAL_METADATA}};
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    ops[1].data.send_message.send_message = w->send_bb;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &w->initial_md;
+    (void)batch(w, ops, 4, &w->t_start);
+
+    struct ccall *r = c->report;
+    gw_grpc_tag_init(&r->t_start, on_report_start, r);
+    gw_grpc_tag_init(&r->t_recv, on_report_recv, r);
+    gw_grpc_tag_init(&r->t_send, on_report_send, r);
+    grpc_op rops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA},
+                       {.op = GRPC_OP_RECV_INITIAL_METADATA}};
+    rops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    rops[1].data.recv_initial_metadata.recv_initial_metadata = &r->initial_md;
+    (void)batch(r, rops, 2, &r->t_start);
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct dp_cpclient *c = arg;
+    if (!c->stopping && !c->watch && !c->report)
+        session_start(c);
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct dp_cpclient *c = arg;
+    c->stopping = 1;
+    evtimer_del(c->retry_ev);
+    if (c->watch)
+        grpc_call_cancel(c->watch->call, NULL);
+    if (c->report)
+        grpc_call_cancel(c->report->call, NULL);
+    /* The cancelled batches complete during the drain and free the calls. */
+    gw_grpc_loop_shutdown(c->loop);
+    event_base_loopexit(c->base, NULL);
+}
+
+static void *run(void *arg)
+{
+    struct dp_cpclient *c = arg;
+    session_start(c);
+    event_base_dispatch(c->base);
+    return NULL;
+}
+
+static grpc_channel_credentials *channel_creds(const struct dp_config *cfg)
+{
+    if (!cfg->control_plane_ca) {
+        gw_logf(GW_LOG_WARN,
+                "control plane: plaintext gRPC (no --control-plane-ca): pushed credentials cross "
+                "the network unencrypted; use TLS outside a test bench",
+                "{s:s}", "control_plane", cfg->control_plane);
+        return grpc_insecure_credentials_create();
+    }
+    char *pem[3] = {0};
+    const char *paths[3] = {cfg->control_plane_ca, cfg->control_plane_cert, cfg->control_plane_key};
+    for (int i = 0; i < 3; i++) {
+        if (!paths[i])
+            continue;
+        FILE *f = fopen(paths[i], "rb");
+        long n = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1 << 20) &&
+            fseek(f, 0, SEEK_SET) == 0 && (pem[i] = calloc(1, (size_t)n + 1)) &&
+            fread(pem[i], 1, (size_t)n, f) == (size_t)n) {
+            fclose(f);
+            continue;
+        }
+        if (f)
+            fclose(f);
+        gw_logf(GW_LOG_ERROR, "control plane: cannot read a TLS file", "{s:s}", "path", paths[i]);
+        for (int j = 0; j < 3; j++)
+            free(pem[j]);
+        return NULL;
+    }
+    grpc_ssl_pem_key_cert_pair pair = {.private_key = pem[2], .cert_chain = pem[1]};
+    grpc_channel_credentials *cr =
+        grpc_ssl_credentials_create(pem[0], pem[1] ? &pair : NULL, NULL, NULL);
+    for (int j = 0; j < 3; j++)
+        free(pem[j]);
+    return cr;
+}
+
+struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long have_version)
+{
+    struct dp_cpclient *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->cfg = cfg;
+    c->served = have_version;
+    c->ack_pending = -1;
+    c->backoff_ms = BACKOFF_MIN_MS;
+    if (gw_random_bytes(&c->rng, sizeof(c->rng)) != GW_OK || c->rng == 0)
+        c->rng = 0x9e3779b97f4a7c15ULL;
+    c->base = event_base_new();
+    c->loop = c->base ? gw_grpc_loop_new(c->base) : NULL;
+    if (!c->loop)
+        goto fail;
+    c->cq = gw_grpc_loop_cq(c->loop);
+    grpc_channel_credentials *cr = channel_creds(cfg);
+    if (!cr)
+        goto fail;
+    /* Keepalive every 10 s (the server allows 5 s: cp_grpc.c), even with no
+     * call open; reconnect attempts back off from 100 ms to 5 s. */
+    grpc_arg args[] = {
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_KEEPALIVE_TIME_MS, .value.integer = 10000},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_KEEPALIVE_TIMEOUT_MS, .value.integer = 5000},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+         .value.integer = 1},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA,
+         .value.integer = 0},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+         .value.integer = 100},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, .value.integer = 100},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, .value.integer = 5000},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+         .value.integer = (int)MAX_SNAPSHOT_BYTES},
+    };
+    grpc_channel_args ca = {.num_args = sizeof(args) / sizeof(*args), .args = args};
+    c->channel = grpc_channel_create(cfg->control_plane, cr, &ca);
+    grpc_channel_credentials_release(cr);
+    c->stop_ev = event_new(c->base, -1, 0, on_stop, c);
+    c->retry_ev = evtimer_new(c->base, on_retry, c);
+    if (!c->channel || !c->stop_ev || !c->retry_ev)
+        goto fail;
+    if (pthread_create(&c->thread, NULL, run, c) != 0)
+        goto fail;
+    gw_logf(GW_LOG_INFO, "control plane: watching", "{s:s,s:s}", "control_plane",
+            cfg->control_plane, "replica_id", cfg->replica_id);
+    return c;
+fail:
+    gw_log(GW_LOG_ERROR, "control plane: cannot start the client", NULL);
+    if (c->stop_ev)
+        event_free(c->stop_ev);
+    if (c->retry_ev)
+        event_free(c->retry_ev);
+    if (c->channel)
+        grpc_channel_destroy(c->channel);
+    gw_grpc_loop_free(c->loop);
+    if (c->base)
+        event_base_free(c->base);
+    free(c);
+    return NULL;
+}
+
+void dp_cpclient_stop(struct dp_cpclient *c)
+{
+    if (!c)
+        return;
+    event_active(c->stop_ev, 0, 0);
+    pthread_join(c->thread, NULL);
+    grpc_channel_destroy(c->channel);
+    gw_grpc_loop_free(c->loop);
+    event_free(c->stop_ev);
+    event_free(c->retry_ev);
+    event_base_free(c->base);
+    free(c);
+}

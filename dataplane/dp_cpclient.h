@@ -1,0 +1,31 @@
+/*
+ * dp_cpclient: the data plane's control-plane client. One thread, with its
+ * own event loop and gRPC completion queue (gw_grpc), keeps a Watch open to
+ * --control-plane and a Report stream beside it:
+ *
+ *  - each pushed Snapshot is built (dp_snapshot_build_ex, DP_SNAPSHOT_PUSHED:
+ *    the same JSON and validator as file mode), published atomically (requests
+ *    in flight finish on the snapshot they started with), written to the
+ *    snapshot cache (dp_snapcache: no plaintext credential on disk), and
+ *    acknowledged with an Ack {version} on the Report stream;
+ *  - a document that does not build is refused: the last good snapshot keeps
+ *    serving and the reason is logged (never the document);
+ *  - when either call ends the session is torn down and reopened after an
+ *    exponential backoff with jitter (100 ms doubling to 5 s; reset once a
+ *    session delivered a snapshot). Calls wait for the channel to be ready,
+ *    and the channel pings every 10 s to notice a dead peer.
+ */
+#ifndef DP_CPCLIENT_H
+#define DP_CPCLIENT_H
+
+#include "dp_config.h"
+
+struct dp_cpclient;
+
+/* Starts the client thread. have_version: the version served now (from the
+ * cache), 0 for none. NULL on failure (logged). */
+struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long have_version);
+/* Thread-safe: cancels the calls, drains, joins the thread and frees. */
+void dp_cpclient_stop(struct dp_cpclient *c);
+
+#endif

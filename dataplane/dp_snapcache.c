@@ -1,0 +1,287 @@
+#include "dp_snapcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dp_snapshot.h"
+#include "gw_crypto.h"
+#include "gw_error.h"
+#include "gw_log.h"
+
+#define NONCE_LEN 12
+#define TAG_LEN 16
+#define MAX_CREDENTIAL 16384
+
+static int hexval(int c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Standard base64 into out (capacity cap); the decoded length, or -1. */
+static long b64_decode(const char *in, size_t n, unsigned char *out, size_t cap)
+{
+    if (n == 0 || n % 4 || n / 4 * 3 > cap)
+        return -1;
+    int len = EVP_DecodeBlock(out, (const unsigned char *)in, (int)n);
+    if (len < 0)
+        return -1;
+    /* EVP_DecodeBlock counts the padding as bytes. */
+    if (in[n - 1] == '=')
+        len--;
+    if (in[n - 2] == '=')
+        len--;
+    return len;
+}
+
+int dp_snapcache_parse_key(const char *text, unsigned char key[DP_CACHE_KEY_LEN])
+{
+    size_t n = strlen(text);
+    if (n == 2 * DP_CACHE_KEY_LEN) {
+        for (size_t i = 0; i < DP_CACHE_KEY_LEN; i++) {
+            int hi = hexval((unsigned char)text[2 * i]),
+                lo = hexval((unsigned char)text[2 * i + 1]);
+            if (hi < 0 || lo < 0)
+                goto try_b64;
+            key[i] = (unsigned char)(hi << 4 | lo);
+        }
+        return GW_OK;
+    }
+try_b64:;
+    unsigned char buf[64];
+    if (b64_decode(text, n, buf, sizeof(buf)) == DP_CACHE_KEY_LEN) {
+        memcpy(key, buf, DP_CACHE_KEY_LEN);
+        return GW_OK;
+    }
+    return GW_EINVAL;
+}
+
+/* AES-256-GCM. seal: out gets nonce || ciphertext || tag. open: the
+ * plaintext length, or -1 when the tag does not verify. */
+static int seal(const unsigned char *key, const char *aad, const void *pt, size_t n,
+                unsigned char *out)
+{
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int len = 0,
+        ok = c && gw_random_bytes(out, NONCE_LEN) == GW_OK &&
+             EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, out) == 1 &&
+             EVP_EncryptUpdate(c, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) == 1 &&
+             EVP_EncryptUpdate(c, out + NONCE_LEN, &len, pt, (int)n) == 1 &&
+             EVP_EncryptFinal_ex(c, out + NONCE_LEN + len, &len) == 1 &&
+             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAG_LEN, out + NONCE_LEN + n) == 1;
+    EVP_CIPHER_CTX_free(c);
+    return ok ? GW_OK : GW_EIO;
+}
+
+static long open_sealed(const unsigned char *key, const char *aad, const unsigned char *in,
+                        size_t n, unsigned char *out)
+{
+    if (n < NONCE_LEN + TAG_LEN)
+        return -1;
+    size_t ctlen = n - NONCE_LEN - TAG_LEN;
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int len = 0, fin = 0;
+    int ok = c && EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, in) == 1 &&
+             EVP_DecryptUpdate(c, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) == 1 &&
+             EVP_DecryptUpdate(c, out, &len, in + NONCE_LEN, (int)ctlen) == 1 &&
+             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN,
+                                 (void *)(in + NONCE_LEN + ctlen)) == 1 &&
+             EVP_DecryptFinal_ex(c, out + len, &fin) == 1;
+    EVP_CIPHER_CTX_free(c);
+    return ok ? (long)(len + fin) : -1;
+}
+
+json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *omitted, char *err,
+                            size_t errlen)
+{
+    if (omitted)
+        *omitted = 0;
+    json_t *out = json_deep_copy(doc);
+    json_t *provs = json_object_get(out, "providers");
+    if (!out || !json_is_object(out)) {
+        snprintf(err, errlen, "snapshot: must be a JSON object");
+        json_decref(out);
+        return NULL;
+    }
+    size_t i;
+    json_t *p;
+    json_array_foreach(provs, i, p)
+    {
+        json_t *cred = json_object_get(p, "credential");
+        if (!json_is_string(cred))
+            continue;
+        const char *name = json_string_value(json_object_get(p, "name"));
+        size_t n = json_string_length(cred);
+        if (!name || n > MAX_CREDENTIAL) {
+            snprintf(err, errlen, "providers[%zu]: cannot cache its credential", i);
+            json_decref(out);
+            return NULL;
+        }
+        if (key) {
+            unsigned char sealed[NONCE_LEN + MAX_CREDENTIAL + TAG_LEN];
+            char b64[(sizeof(sealed) + 2) / 3 * 4 + 1];
+            if (seal(key, name, json_string_value(cred), n, sealed) != GW_OK) {
+                snprintf(err, errlen, "providers[%zu]: encryption failed", i);
+                json_decref(out);
+                return NULL;
+            }
+            EVP_EncodeBlock((unsigned char *)b64, sealed, (int)(NONCE_LEN + n + TAG_LEN));
+            json_object_set_new(p, "credential_sealed", json_string(b64));
+            OPENSSL_cleanse(sealed, sizeof(sealed));
+        } else {
+            json_object_set_new(p, "credential_omitted", json_true());
+            if (!json_is_string(json_object_get(p, "credential_ref")))
+                json_object_set_new(p, "credential_ref", json_string("cache:omitted"));
+            if (omitted)
+                (*omitted)++;
+        }
+        json_object_del(p, "credential");
+    }
+    json_object_set_new(
+        out, "llmgw_cache",
+        json_pack("{s:i,s:s}", "format", 1, "credentials", key ? "sealed" : "omitted"));
+    return out;
+}
+
+json_t *dp_snapcache_decode(const json_t *cached, const unsigned char *key, char *err,
+                            size_t errlen)
+{
+    json_t *out = json_deep_copy(cached);
+    if (!out || !json_is_object(out)) {
+        snprintf(err, errlen, "snapshot cache: must be a JSON object");
+        json_decref(out);
+        return NULL;
+    }
+    json_object_del(out, "llmgw_cache");
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(out, "providers"), i, p)
+    {
+        json_object_del(p, "credential"); /* a cache never holds one in plaintext */
+        json_object_del(p, "credential_omitted");
+        json_t *s = json_object_get(p, "credential_sealed");
+        if (!s)
+            continue;
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *b64 = json_string_value(s);
+        unsigned char sealed[NONCE_LEN + MAX_CREDENTIAL + TAG_LEN];
+        unsigned char pt[MAX_CREDENTIAL + 1];
+        long sl = b64 ? b64_decode(b64, strlen(b64), sealed, sizeof(sealed)) : -1;
+        long pl = key && name && sl > 0 ? open_sealed(key, name, sealed, (size_t)sl, pt) : -1;
+        if (pl >= 0) {
+            json_object_set_new(p, "credential", json_stringn((const char *)pt, (size_t)pl));
+            OPENSSL_cleanse(pt, sizeof(pt));
+        } else {
+            gw_logf(GW_LOG_WARN,
+                    key ? "snapshot cache: a credential does not open with LLMGW_CACHE_KEY; the "
+                          "provider has none"
+                        : "snapshot cache: credentials are encrypted and LLMGW_CACHE_KEY is not "
+                          "set; the provider has none",
+                    "{s:s}", "provider", name ? name : "?");
+            if (!json_is_string(json_object_get(p, "credential_ref")))
+                json_object_set_new(p, "credential_ref", json_string("cache:sealed"));
+        }
+        json_object_del(p, "credential_sealed");
+    }
+    return out;
+}
+
+int dp_snapcache_save(const char *path, const json_t *doc, const unsigned char *key, char *err,
+                      size_t errlen)
+{
+    int omitted = 0;
+    json_t *c = dp_snapcache_encode(doc, key, &omitted, err, errlen);
+    if (!c)
+        return GW_EINVAL;
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    if (!text) {
+        snprintf(err, errlen, "out of memory");
+        return GW_ENOMEM;
+    }
+    char tmp[4096];
+    int rc = GW_EIO;
+    int fd = -1;
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= sizeof(tmp)) {
+        snprintf(err, errlen, "snapshot cache: path too long");
+        goto out;
+    }
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        snprintf(err, errlen, "snapshot cache: cannot create a file next to '%s': %s", path,
+                 strerror(errno));
+        goto out;
+    }
+    size_t len = strlen(text), off = 0;
+    if (fchmod(fd, 0600) != 0)
+        goto io;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            goto io;
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        fd = -1;
+        goto io;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0)
+        goto io;
+    /* The rename itself is durable once the directory is synced. */
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    rc = GW_OK;
+    if (omitted)
+        gw_logf(GW_LOG_WARN,
+                "snapshot cache written without credentials (LLMGW_CACHE_KEY is not set): a data "
+                "plane started from it has none for these providers",
+                "{s:i}", "providers_without_credential", omitted);
+    goto out;
+io:
+    snprintf(err, errlen, "snapshot cache: cannot write '%s': %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+out:
+    free(text);
+    return rc;
+}
+
+struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key, int *missing,
+                                      char *err, size_t errlen)
+{
+    *missing = 0;
+    json_error_t je;
+    json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!c) {
+        *missing = access(path, F_OK) != 0 && errno == ENOENT;
+        snprintf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        return NULL;
+    }
+    json_t *doc = dp_snapcache_decode(c, key, err, errlen);
+    json_decref(c);
+    if (!doc)
+        return NULL;
+    struct dp_snapshot *s = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, errlen);
+    json_decref(doc);
+    if (s)
+        s->source = "cache";
+    return s;
+}

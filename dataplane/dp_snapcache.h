@@ -1,0 +1,52 @@
+/*
+ * dp_snapcache: the data plane's last good pushed snapshot on local disk,
+ * so that a data plane that starts while the control plane is unreachable
+ * still serves (docs/dataplane.md, "Control plane").
+ *
+ * A pushed document carries plaintext credentials, which must never reach
+ * the disk (ARCHITECTURE invariant 8). The cached form replaces each
+ * provider's "credential" with "credential_sealed": base64 of nonce (12) ||
+ * AES-256-GCM ciphertext || tag (16) under LLMGW_CACHE_KEY, the provider's
+ * name as additional authenticated data (a value moved onto another
+ * provider does not open). Without a key the credential is left out
+ * ("credential_omitted": true, and a credential_ref so the router reports
+ * the provider as having no credential rather than calling it without one).
+ * A top-level "llmgw_cache" object says which.
+ */
+#ifndef DP_SNAPCACHE_H
+#define DP_SNAPCACHE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct dp_snapshot;
+
+#define DP_CACHE_KEY_LEN 32
+
+/* Parses a key given as 64 hex digits or as base64 of 32 bytes. 0 or
+ * GW_EINVAL. */
+int dp_snapcache_parse_key(const char *text, unsigned char key[DP_CACHE_KEY_LEN])
+    __attribute__((warn_unused_result));
+
+/* The cached form of a pushed document (a new reference), or NULL with err
+ * filled. key NULL: credentials are left out; *omitted (may be NULL)
+ * counts them. */
+json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *omitted, char *err,
+                            size_t errlen);
+/* The pushed form of a cached document: sealed credentials opened with key.
+ * A credential that cannot be opened (no key, another key, tampered) is
+ * left out and logged, never fatal. New reference, or NULL with err. */
+json_t *dp_snapcache_decode(const json_t *cached, const unsigned char *key, char *err,
+                            size_t errlen);
+
+/* Writes the cached form of doc to path atomically: a temporary file in the
+ * same directory, mode 0600, fsync, rename, fsync of the directory. 0 or a
+ * GW_E code with err filled; a failure leaves the previous file intact. */
+int dp_snapcache_save(const char *path, const json_t *doc, const unsigned char *key, char *err,
+                      size_t errlen) __attribute__((warn_unused_result));
+/* Reads, decodes and builds the cached snapshot (source "cache"); NULL
+ * with err filled (GW_ENOTFOUND-like: *missing set when there is no file). */
+struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key, int *missing,
+                                      char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,250 @@
+/* Tests for the pushed-versus-file credential rule (dataplane/dp_snapshot.c)
+ * and the snapshot cache (dataplane/dp_snapcache.c): a file may not hold an
+ * inline credential, a pushed document may; the cache holds credentials
+ * sealed under the cache key (bound to the provider's name) or not at all,
+ * never in plaintext, and is written atomically with mode 0600. */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dp_snapcache.h"
+#include "dp_snapshot.h"
+#include "gw_error.h"
+
+#define SECRET "sk-unit-secret-0123456789"
+
+static const char DOC[] =
+    "{\"version\":7,\"providers\":["
+    " {\"name\":\"a\",\"driver\":\"openai\",\"base_url\":\"http://127.0.0.1:9/v1\","
+    "  \"credential_ref\":\"secret/a\",\"credential\":\"" SECRET "\"},"
+    " {\"name\":\"b\",\"driver\":\"openai\",\"base_url\":\"http://127.0.0.1:9/v1\","
+    "  \"credential\":\"other\"},"
+    " {\"name\":\"c\",\"driver\":\"ollama\",\"base_url\":\"http://127.0.0.1:9\"}],"
+    " \"routes\":[{\"name\":\"r\",\"entries\":[{\"provider\":\"a\",\"model\":\"m\"}]}]}";
+
+static const unsigned char KEY[DP_CACHE_KEY_LEN] = "0123456789abcdef0123456789abcdef";
+
+static json_t *doc(void)
+{
+    json_t *j = json_loads(DOC, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    return j;
+}
+
+static const struct dp_provider *prov(const struct dp_snapshot *s, const char *name)
+{
+    for (size_t i = 0; i < s->nproviders; i++)
+        if (strcmp(s->providers[i].name, name) == 0)
+            return &s->providers[i];
+    return NULL;
+}
+
+static void test_file_refuses_inline_credential(void)
+{
+    json_t *j = doc();
+    char err[256] = "";
+    struct dp_snapshot *s = dp_snapshot_build(j, err, sizeof(err));
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "providers[0].credential"));
+    CU_ASSERT_PTR_NULL(strstr(err, SECRET));
+    json_decref(j);
+}
+
+static void test_pushed_accepts_inline_credential(void)
+{
+    json_t *j = doc();
+    char err[256] = "";
+    struct dp_snapshot *s = dp_snapshot_build_ex(j, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_STRING_EQUAL(s->source, "control_plane");
+    CU_ASSERT_STRING_EQUAL(prov(s, "a")->credential, SECRET);
+    CU_ASSERT_STRING_EQUAL(prov(s, "b")->credential, "other");
+    CU_ASSERT_PTR_NULL(prov(s, "c")->credential);
+    dp_snapshot_unref(s);
+    json_decref(j);
+}
+
+static void test_pushed_ignores_environment_refs(void)
+{
+    /* A pushed ref is a name: never read from this process's environment. */
+    setenv("SNAPCACHE_TEST_KEY", "from-env", 1);
+    json_t *j =
+        json_loads("{\"version\":1,\"providers\":[{\"name\":\"a\",\"driver\":\"openai\","
+                   "\"base_url\":\"http://x/v1\",\"credential_ref\":\"env:SNAPCACHE_TEST_KEY\""
+                   "}],\"routes\":[]}",
+                   0, NULL);
+    char err[256];
+    struct dp_snapshot *s = dp_snapshot_build_ex(j, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NULL(s->providers[0].credential);
+    dp_snapshot_unref(s);
+    s = dp_snapshot_build(j, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_STRING_EQUAL(s->providers[0].credential, "from-env");
+    dp_snapshot_unref(s);
+    json_decref(j);
+}
+
+static void test_pushed_credential_must_be_string(void)
+{
+    json_t *j = doc();
+    json_object_set_new(json_array_get(json_object_get(j, "providers"), 1), "credential",
+                        json_integer(5));
+    char err[256] = "";
+    CU_ASSERT_PTR_NULL(dp_snapshot_build_ex(j, DP_SNAPSHOT_PUSHED, err, sizeof(err)));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "providers[1].credential"));
+    json_decref(j);
+}
+
+static void test_parse_key(void)
+{
+    unsigned char k[DP_CACHE_KEY_LEN];
+    CU_ASSERT_EQUAL(dp_snapcache_parse_key(
+                        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", k),
+                    GW_OK);
+    CU_ASSERT_EQUAL(k[0], 0);
+    CU_ASSERT_EQUAL(k[31], 0x1f);
+    /* base64 of the same 32 bytes */
+    unsigned char k2[DP_CACHE_KEY_LEN];
+    CU_ASSERT_EQUAL(dp_snapcache_parse_key("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", k2),
+                    GW_OK);
+    CU_ASSERT_EQUAL(memcmp(k, k2, sizeof(k)), 0);
+    CU_ASSERT_EQUAL(dp_snapcache_parse_key("short", k), GW_EINVAL);
+    CU_ASSERT_EQUAL(dp_snapcache_parse_key("AAEC", k), GW_EINVAL);
+    CU_ASSERT_EQUAL(dp_snapcache_parse_key(
+                        "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", k),
+                    GW_EINVAL);
+}
+
+static void test_sealed_round_trip(void)
+{
+    json_t *j = doc();
+    char err[256] = "";
+    json_t *c = dp_snapcache_encode(j, KEY, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    char *text = json_dumps(c, 0);
+    CU_ASSERT_PTR_NULL(strstr(text, SECRET));
+    CU_ASSERT_PTR_NULL(strstr(text, "\"credential\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "credential_sealed"));
+    free(text);
+    json_t *back = dp_snapcache_decode(c, KEY, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    json_t *p0 = json_array_get(json_object_get(back, "providers"), 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(p0, "credential")), SECRET);
+    CU_ASSERT_PTR_NULL(json_object_get(back, "llmgw_cache"));
+    json_decref(back);
+    json_decref(c);
+    json_decref(j);
+}
+
+static void test_sealed_bound_to_provider_and_key(void)
+{
+    json_t *j = doc();
+    char err[256] = "";
+    json_t *c = dp_snapcache_encode(j, KEY, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    json_t *ps = json_object_get(c, "providers");
+    /* Move a's sealed credential onto b: the AAD (provider name) refuses it. */
+    json_object_set(json_array_get(ps, 1), "credential_sealed",
+                    json_object_get(json_array_get(ps, 0), "credential_sealed"));
+    json_t *back = dp_snapcache_decode(c, KEY, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    json_t *pb = json_array_get(json_object_get(back, "providers"), 1);
+    CU_ASSERT_PTR_NULL(json_object_get(pb, "credential"));
+    CU_ASSERT_PTR_NOT_NULL(json_object_get(pb, "credential_ref")); /* skipped, not keyless */
+    json_decref(back);
+    /* Another key opens nothing. */
+    unsigned char other[DP_CACHE_KEY_LEN];
+    memcpy(other, KEY, sizeof(other));
+    other[0] ^= 1;
+    back = dp_snapcache_decode(c, other, err, sizeof(err));
+    CU_ASSERT_PTR_NULL(
+        json_object_get(json_array_get(json_object_get(back, "providers"), 0), "credential"));
+    json_decref(back);
+    /* No key at all: the same. */
+    back = dp_snapcache_decode(c, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NULL(
+        json_object_get(json_array_get(json_object_get(back, "providers"), 0), "credential"));
+    json_decref(back);
+    json_decref(c);
+    json_decref(j);
+}
+
+static void test_omitted_without_key(void)
+{
+    json_t *j = doc();
+    char err[256] = "";
+    int omitted = -1;
+    json_t *c = dp_snapcache_encode(j, NULL, &omitted, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(omitted, 2);
+    char *text = json_dumps(c, 0);
+    CU_ASSERT_PTR_NULL(strstr(text, SECRET));
+    CU_ASSERT_PTR_NULL(strstr(text, "\"other\""));
+    free(text);
+    json_t *back = dp_snapcache_decode(c, NULL, err, sizeof(err));
+    struct dp_snapshot *s = dp_snapshot_build_ex(back, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    /* Each provider whose credential was left out has a ref and no value:
+     * the router reports it as no_credential instead of calling it bare. */
+    CU_ASSERT_PTR_NULL(prov(s, "a")->credential);
+    CU_ASSERT_PTR_NOT_NULL(prov(s, "b")->credential_ref);
+    CU_ASSERT_PTR_NULL(prov(s, "b")->credential);
+    CU_ASSERT_PTR_NULL(prov(s, "c")->credential_ref); /* keyless: untouched */
+    dp_snapshot_unref(s);
+    json_decref(back);
+    json_decref(c);
+    json_decref(j);
+}
+
+static void test_save_and_load(void)
+{
+    char dir[] = "/tmp/snapcache-test-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/cache.json", dir);
+    json_t *j = doc();
+    char err[256] = "";
+    int missing = 0;
+    CU_ASSERT_PTR_NULL(dp_snapcache_load(path, KEY, &missing, err, sizeof(err)));
+    CU_ASSERT_EQUAL(missing, 1);
+    CU_ASSERT_EQUAL(dp_snapcache_save(path, j, KEY, err, sizeof(err)), GW_OK);
+    struct stat st;
+    CU_ASSERT_EQUAL_FATAL(stat(path, &st), 0);
+    CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+    FILE *f = fopen(path, "rb");
+    char buf[8192] = "";
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    CU_ASSERT_PTR_NULL(strstr(buf, SECRET));
+    struct dp_snapshot *s = dp_snapcache_load(path, KEY, &missing, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_STRING_EQUAL(s->source, "cache");
+    CU_ASSERT_EQUAL(s->version, 7);
+    CU_ASSERT_STRING_EQUAL(prov(s, "a")->credential, SECRET);
+    dp_snapshot_unref(s);
+    /* A second save replaces the file and leaves no temporary behind. */
+    CU_ASSERT_EQUAL(dp_snapcache_save(path, j, NULL, err, sizeof(err)), GW_OK);
+    unlink(path);
+    CU_ASSERT_EQUAL(rmdir(dir), 0); /* empty: no temporary file left over */
+    json_decref(j);
+}
+
+static CU_TestInfo tests[] = {
+    {"a file refuses an inline credential", test_file_refuses_inline_credential},
+    {"a pushed document accepts one", test_pushed_accepts_inline_credential},
+    {"pushed refs never read the environment", test_pushed_ignores_environment_refs},
+    {"a pushed credential is a non-empty string", test_pushed_credential_must_be_string},
+    {"cache key: hex or base64 of 32 bytes", test_parse_key},
+    {"sealed credentials round-trip", test_sealed_round_trip},
+    {"sealed credentials bound to provider and key", test_sealed_bound_to_provider_and_key},
+    {"without a key credentials are omitted", test_omitted_without_key},
+    {"save is atomic, 0600, and loads back", test_save_and_load},
+    CU_TEST_INFO_NULL,
+};
+
+#include "unit_main.h"
