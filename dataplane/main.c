@@ -18,6 +18,7 @@
 
 #include "dp_breaker.h"
 #include "dp_config.h"
+#include "dp_metrics.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
 #include "gw_error.h"
@@ -76,6 +77,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "llmgw-dataplane: --access-log: cannot open '%s'\n", m.cfg.access_log);
         return 2;
     }
+    if (dp_metrics_init() != GW_OK) {
+        fprintf(stderr, "llmgw-dataplane: out of memory\n");
+        return 1;
+    }
     char err[512];
     struct dp_snapshot *snap = dp_snapshot_load(m.cfg.snapshot_path, err, sizeof(err));
     if (!snap) {
@@ -95,6 +100,8 @@ int main(int argc, char **argv)
     struct dp_breakers *breakers = dp_breakers_new(&bc);
     if (!breakers)
         return 1;
+    /* Each state change is logged (as by default) and sets the gauges. */
+    dp_breakers_on_change(breakers, dp_metrics_breaker_change, NULL);
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */
@@ -143,6 +150,7 @@ int main(int argc, char **argv)
     event_free(hup);
     event_base_free(base);
     dp_snapshot_publish(NULL);
+    dp_metrics_shutdown();
     curl_global_cleanup();
     gw_log(GW_LOG_INFO, "stopped", NULL);
     return 0;
