@@ -95,8 +95,8 @@ const char *dp_breaker_state_name(enum dp_breaker_state s)
 }
 
 /* The default callback: one log line per change, never request content. */
-static void log_change(void *arg, const char *provider, const char *model,
-                       enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us)
+void dp_breaker_log_change(void *arg, const char *provider, const char *model,
+                           enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us)
 {
     gw_logf(to == DP_BREAKER_OPEN ? GW_LOG_WARN : GW_LOG_INFO, "breaker state change",
             "{s:s,s:s,s:s,s:s}", "provider", provider, "model", model, "from",
@@ -148,7 +148,7 @@ struct dp_breakers *dp_breakers_new(const struct dp_breaker_cfg *cfg)
         return NULL;
     }
     b->mask = n - 1;
-    b->on_change = log_change;
+    b->on_change = dp_breaker_log_change;
     b->pending_tail = &b->pending;
     return b;
 }
@@ -189,7 +189,7 @@ void dp_breakers_on_change(struct dp_breakers *b, dp_breaker_change_fn fn, void 
     if (!b)
         return;
     pthread_mutex_lock(&b->lock);
-    b->on_change = fn ? fn : log_change;
+    b->on_change = fn ? fn : dp_breaker_log_change;
     b->on_change_arg = fn ? arg : NULL;
     pthread_mutex_unlock(&b->lock);
 }

@@ -97,6 +97,9 @@ typedef void (*dp_breaker_change_fn)(void *arg, const char *provider, const char
  * effect (for open -> half_open, the end of the open interval). Changes
  * queue while it runs; past 4096 waiting, later ones are dropped. */
 void dp_breakers_on_change(struct dp_breakers *b, dp_breaker_change_fn fn, void *arg);
+/* The default callback (one JSON log line), for callbacks that add to it. */
+void dp_breaker_log_change(void *arg, const char *provider, const char *model,
+                           enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us);
 
 /* Takes an attempt slot: call once per attempt, right before it starts. */
 enum dp_admit dp_breaker_admit(struct dp_breakers *b, const char *provider, const char *model,

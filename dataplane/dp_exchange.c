@@ -12,6 +12,7 @@
 #include "dp_breaker.h"
 #include "dp_driver.h"
 #include "dp_facade.h"
+#include "dp_metrics.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
@@ -123,6 +124,7 @@ struct dp_exchange {
     int fail_status;
     char fail_msg[384];
     int64_t ta0, t_first_byte, t_first_content;
+    const char *mmodel; /* the model as a metric label: configured, or "other" */
     char answer_model[128];
     struct canon_usage usage;
     enum canon_stop stop;
@@ -137,6 +139,10 @@ struct dp_exchange {
     struct gw_buf logs; /* whole lines held back, to go out with the request's */
     int committed;      /* a content event arrived: the answer is this attempt's */
     int64_t t0, t_client_first, t_client_end;
+    /* For the overhead metric: time spent waiting on upstream attempts and
+     * on retry backoffs, and when the current backoff began. */
+    int64_t upstream_us, backoff_us, wait_from;
+    int stream_counted; /* counted in llmgw_open_streams */
     int final_status;
     const char *outcome;
     const char *error_class;
@@ -234,6 +240,45 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
         (void)gw_log_access_line(&x->logs, "attempt", o->data, o->len);
 }
 
+/* ------------------------------------------------------------- metrics */
+
+static void metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t)
+{
+    t->route = x->plan.route ? x->plan.route->name : "";
+    t->provider = x->prov ? x->prov->name : NULL;
+    t->driver = x->prov ? x->prov->driver : NULL;
+    t->model = x->prov ? x->mmodel : NULL;
+    t->operation = x->kind == KIND_EMBED ? "embeddings" : "chat";
+}
+
+/* The request's metrics; end is its answer's end (docs/observability.md
+ * defines each measure). */
+static void metrics_request(struct dp_exchange *x, int64_t end)
+{
+    struct dp_metrics_target t;
+    metrics_target(x, &t);
+    if (x->wait_from) /* the client left during a backoff */
+        x->backoff_us += end - x->wait_from;
+    int64_t total = end - x->t0;
+    int64_t overhead = total - x->upstream_us - x->backoff_us;
+    struct dp_metrics_request r = {
+        .status = x->final_status,
+        .error_class = x->error_class ? x->error_class : x->outcome,
+        .duration_s = (double)total / 1e6,
+        .ttft_s = -1,
+        .tpot_s = -1,
+        .overhead_s = (double)(overhead > 0 ? overhead : 0) / 1e6,
+    };
+    /* Streamed answers only: a whole body's first token and its last reach
+     * the client together. */
+    int streamed = x->kind == KIND_CHAT && x->client_stream && x->t_client_first;
+    if (streamed)
+        r.ttft_s = (double)(x->t_client_first - x->t0) / 1e6;
+    if (streamed && x->verdict == V_OK && x->usage.output > 1)
+        r.tpot_s = (double)(end - x->t_client_first) / 1e6 / (double)(x->usage.output - 1);
+    dp_metrics_request(&t, &r);
+}
+
 /* The request's line: what the client saw, with the last attempt's target. */
 static void log_request(struct dp_exchange *x)
 {
@@ -276,6 +321,7 @@ static void log_request(struct dp_exchange *x)
     if (rc == GW_OK)
         rc = gw_log_access_line(&x->logs, "access", o->data, o->len);
     gw_log_access_write(&x->logs);
+    metrics_request(x, end);
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -311,6 +357,8 @@ static void release_upstream(struct dp_exchange *x)
 
 static void exchange_free(struct dp_exchange *x)
 {
+    if (x->stream_counted)
+        dp_metrics_open_streams(-1);
     release_upstream(x);
     if (x->fstate)
         x->fc->stream_free(x->fstate);
@@ -479,6 +527,8 @@ static int commit_answer(struct dp_exchange *x)
     x->t_first_content = x->t_client_first = gw_now_us();
     if (!x->client_stream)
         return GW_OK;
+    x->stream_counted = 1;
+    dp_metrics_open_streams(1);
     add_answer_headers(x->req, x);
     (void)gw_http_add_header(x->req, "cache-control", "no-cache");
     return gw_http_start(x->req, 200, "text/event-stream; charset=utf-8");
@@ -855,6 +905,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct dp_exchange *x = arg;
+    if (x->state == X_WAIT && x->wait_from) {
+        x->backoff_us += gw_now_us() - x->wait_from;
+        x->wait_from = 0;
+    }
     if (x->state == X_WAIT)
         start_attempt(x);
     else
@@ -885,6 +939,7 @@ static int64_t backoff_us(struct dp_exchange *x)
 static void schedule(struct dp_exchange *x, int64_t delay_us)
 {
     x->state = X_WAIT;
+    x->wait_from = delay_us > 0 ? gw_now_us() : 0;
     struct timeval tv = {(time_t)(delay_us / 1000000), (suseconds_t)(delay_us % 1000000)};
     evtimer_add(x->timer, &tv);
 }
@@ -923,6 +978,7 @@ static void give_up(struct dp_exchange *x)
     } else {
         /* Every candidate's breaker opened while this request waited. */
         set_failure(x, "no_route", NULL);
+        dp_metrics_no_route("no_healthy_target");
         snprintf(msg, sizeof(msg), "no candidate is healthy for '%.100s' any more",
                  x->kind == KIND_CHAT ? x->creq->model : gw_json_str(x->eroot, "model"));
         reply_error(x, 503, "model", "no_healthy_target", msg);
@@ -1001,6 +1057,16 @@ static void attempt_over(struct dp_exchange *x)
                            .at_us = now};
     dp_breaker_record(x->w->breakers, &o, x->probe);
     log_attempt(x, now);
+    /* Upstream time: until the transfer ended, or the client's answer did
+     * when the upstream's tail outlived it. */
+    int64_t upto = x->t_client_end > x->ta0 && x->t_client_end < now ? x->t_client_end : now;
+    x->upstream_us += upto - x->ta0;
+    struct dp_metrics_target mt;
+    metrics_target(x, &mt);
+    dp_metrics_attempt(
+        &mt, verdict_names[x->verdict],
+        x->verdict == V_FAILED || x->verdict == V_BROKE ? canon_failure_name(x->failure) : NULL,
+        &x->usage);
     if (x->verdict == V_OK && x->plan.route && x->session[0])
         dp_router_sticky_set(x->plan.route, x->session, x->prov, now);
     release_upstream(x);
@@ -1082,6 +1148,7 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
 {
     x->prov = c->provider;
     x->model = c->model;
+    x->mmodel = c->entry ? c->model : dp_metrics_model(x->snap, c->provider->name, c->model);
     x->status = 0;
     x->retry_after[0] = '\0';
     x->probe = 0;
@@ -1153,10 +1220,15 @@ static void start_attempt(struct dp_exchange *x)
         x->probe = ad == DP_ADMIT_PROBE;
         /* Counted when they happen: a retry or a failover that a breaker
          * or a refusal prevented is none. */
-        if (x->tries > 0)
+        struct dp_metrics_target mt;
+        metrics_target(x, &mt);
+        if (x->tries > 0) {
             x->nretries++;
-        else if (x->nattempts > 0)
+            dp_metrics_retry(&mt);
+        } else if (x->nattempts > 0) {
             x->nfailovers++;
+            dp_metrics_failover(mt.route);
+        }
         x->tries++;
         x->nattempts++;
         x->ta0 = now;
@@ -1167,6 +1239,7 @@ static void start_attempt(struct dp_exchange *x)
                                    .failure = CANON_FAIL_CANCELED,
                                    .at_us = now};
             dp_breaker_record(x->w->breakers, &o, x->probe);
+            dp_metrics_attempt(&mt, "canceled", NULL, NULL);
             release_upstream(x);
             internal_failure(x, "the gateway could not start the upstream request");
             exchange_end(x);
@@ -1298,6 +1371,7 @@ static int plan(struct dp_exchange *x, const char *selector, const struct dp_nee
         return 0;
     int status = dp_no_route_status(x->plan.cause);
     const char *code = dp_no_route_code(x->plan.cause);
+    dp_metrics_no_route(code);
     dp_log_simple(x->req, x->request_id, status, code);
     (void)gw_http_add_header(x->req, "x-llmgw-attempts", "0");
     struct gw_buf skips;

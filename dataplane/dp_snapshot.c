@@ -12,6 +12,7 @@
 #include "gw_error.h"
 #include "gw_hash.h"
 #include "gw_log.h"
+#include "gw_time.h"
 
 struct build {
     struct gw_pool *pool;
@@ -699,14 +700,24 @@ void dp_snapshot_unref(struct dp_snapshot *s)
 
 static pthread_mutex_t current_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct dp_snapshot *current;
+static int64_t current_published_ms; /* wall clock, for the snapshot age metric */
 
 void dp_snapshot_publish(struct dp_snapshot *s)
 {
     pthread_mutex_lock(&current_lock);
     struct dp_snapshot *old = current;
     current = s;
+    current_published_ms = s ? gw_wall_ms() : 0;
     pthread_mutex_unlock(&current_lock);
     dp_snapshot_unref(old);
+}
+
+int64_t dp_snapshot_published_ms(void)
+{
+    pthread_mutex_lock(&current_lock);
+    int64_t t = current_published_ms;
+    pthread_mutex_unlock(&current_lock);
+    return t;
 }
 
 struct dp_snapshot *dp_snapshot_acquire(void)

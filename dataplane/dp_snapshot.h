@@ -139,6 +139,8 @@ void dp_snapshot_unref(struct dp_snapshot *s);
  * before the first publish). Thread-safe. */
 void dp_snapshot_publish(struct dp_snapshot *s);
 struct dp_snapshot *dp_snapshot_acquire(void);
+/* When the current snapshot was published (gw_wall_ms), 0 before. */
+int64_t dp_snapshot_published_ms(void);
 
 /* The longest model id an exact provider/model selector may carry. */
 #define DP_MAX_MODEL_ID 256

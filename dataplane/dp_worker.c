@@ -10,14 +10,17 @@
 
 #include "dp_exchange.h"
 #include "dp_facade.h"
+#include "dp_metrics.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
+#include "gw_buf.h"
 #include "gw_crypto.h"
 #include "gw_curlev.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
+#include "gw_metrics.h"
 #include "gw_time.h"
 
 #define DRAIN_TICK_MS 50
@@ -68,6 +71,7 @@ void dp_log_simple(struct gw_http_req *req, const char *id, int status, const ch
     if (f && code)
         json_object_set_new(f, "error_code", json_string(code));
     gw_log_access(f);
+    dp_metrics_request_simple(status, code);
 }
 
 void dp_reply_error_logged(struct gw_http_req *req, const char *id, int status, const char *type,
@@ -197,6 +201,20 @@ static void serve_readyz(struct dp_worker *w, struct gw_http_req *req)
     free(body);
 }
 
+/* The Prometheus exposition, on the serving port and without a key, like
+ * /healthz (docs/observability.md: keep the port off the public network,
+ * or filter the path). Rendered per scrape: not on the request path. */
+static void serve_metrics(struct gw_http_req *req)
+{
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    if (dp_metrics_render(&b) == GW_OK)
+        gw_http_respond(req, 200, GW_METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len);
+    else
+        dp_reply_error(req, 500, "api_error", NULL, "internal_error", "out of memory");
+    gw_buf_free(&b);
+}
+
 static void handle(struct gw_http_req *req, void *arg)
 {
     struct dp_worker *w = arg;
@@ -211,6 +229,10 @@ static void handle(struct gw_http_req *req, void *arg)
     }
     if (strcmp(path, "/readyz") == 0) {
         serve_readyz(w, req);
+        return;
+    }
+    if (strcmp(path, "/metrics") == 0 && strcmp(method, "GET") == 0) {
+        serve_metrics(req);
         return;
     }
     const struct endpoint *ep = NULL;

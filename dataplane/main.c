@@ -23,6 +23,7 @@
 #include "dp_breaker.h"
 #include "dp_config.h"
 #include "dp_cpclient.h"
+#include "dp_metrics.h"
 #include "dp_snapcache.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
@@ -87,6 +88,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "llmgw-dataplane: --access-log: cannot open '%s'\n", m.cfg.access_log);
         return 2;
     }
+    if (dp_metrics_init() != GW_OK) {
+        fprintf(stderr, "llmgw-dataplane: out of memory\n");
+        return 1;
+    }
     char err[512];
     long long version = 0;
     const char *source = "none";
@@ -120,6 +125,7 @@ int main(int argc, char **argv)
                     "error", err);
         }
     }
+    dp_metrics_controlplane(m.cfg.control_plane != NULL);
     if (m.cfg.control_plane && !(cp = dp_cpclient_start(&m.cfg, version)))
         return 1;
 
@@ -133,6 +139,8 @@ int main(int argc, char **argv)
     struct dp_breakers *breakers = dp_breakers_new(&bc);
     if (!breakers)
         return 1;
+    /* Each state change is logged (as by default) and sets the gauges. */
+    dp_breakers_on_change(breakers, dp_metrics_breaker_change, NULL);
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */
@@ -182,6 +190,7 @@ int main(int argc, char **argv)
     event_free(hup);
     event_base_free(base);
     dp_snapshot_publish(NULL);
+    dp_metrics_shutdown();
     curl_global_cleanup();
     gw_log(GW_LOG_INFO, "stopped", NULL);
     return 0;

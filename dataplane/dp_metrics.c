@@ -1,0 +1,308 @@
+#include "dp_metrics.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "canon.h"
+#include "dp_snapshot.h"
+#include "gw_error.h"
+#include "gw_metrics.h"
+#include "gw_time.h"
+
+/* Bucket bounds. The GenAI ones are the OpenTelemetry semantic
+ * conventions' advice; the overhead's are ours (a gateway's own time is
+ * counted in microseconds to milliseconds). */
+static const double DURATION_S[] = {0.01, 0.02, 0.04, 0.08,  0.16,  0.32,  0.64,
+                                    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92};
+static const double TTFT_S[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0};
+static const double TPOT_S[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                0.3,  0.4,   0.5,  0.75,  1.0, 2.5};
+static const double TOKENS[] = {1,     4,     16,     64,      256,     1024,     4096,
+                                16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
+static const double OVERHEAD_S[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                    0.025,  0.05,    0.1,    0.25,  0.5,    1.0};
+#define N(a) (sizeof(a) / sizeof(*(a)))
+
+struct dp_metrics {
+    struct gw_metrics *reg;
+    struct gw_metric *duration, *ttft, *tpot, *token_usage;
+    struct gw_metric *requests, *attempts, *failovers, *retries, *tokens;
+    struct gw_metric *breaker_state, *breaker_transitions, *no_route, *overhead;
+    struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured;
+};
+
+static struct dp_metrics the;
+static struct dp_metrics *M; /* NULL until dp_metrics_init */
+
+static const char *nz(const char *s)
+{
+    return s ? s : "";
+}
+
+/* The OpenTelemetry gen_ai.provider.name of a driver family. */
+static const char *genai_provider(const char *driver)
+{
+    if (!driver)
+        return "";
+    if (strcmp(driver, "openai-responses") == 0)
+        return "openai";
+    if (strcmp(driver, "bedrock") == 0)
+        return "aws.bedrock";
+    if (strcmp(driver, "gemini") == 0)
+        return "gcp.gemini";
+    return driver;
+}
+
+static void collect(struct gw_metrics *reg, void *arg)
+{
+    (void)reg;
+    struct dp_metrics *m = arg;
+    struct dp_snapshot *s = dp_snapshot_acquire();
+    int64_t at = dp_snapshot_published_ms();
+    if (s) {
+        gw_metric_set(m->snapshot_version, NULL, (double)s->version);
+        dp_snapshot_unref(s);
+    }
+    if (at)
+        gw_metric_set(m->snapshot_age, NULL, (double)(gw_wall_ms() - at) / 1000.0);
+}
+
+int dp_metrics_init(void)
+{
+    struct dp_metrics *m = &the;
+    memset(m, 0, sizeof(*m));
+    m->reg = gw_metrics_new();
+    if (!m->reg)
+        return GW_ENOMEM;
+    struct gw_metrics *r = m->reg;
+    static const char *const genai[] = {"gen_ai_operation_name", "gen_ai_provider_name",
+                                        "gen_ai_request_model", "error_type", NULL};
+    static const char *const genai_ok[] = {"gen_ai_operation_name", "gen_ai_provider_name",
+                                           "gen_ai_request_model", NULL};
+    static const char *const genai_tok[] = {"gen_ai_operation_name", "gen_ai_provider_name",
+                                            "gen_ai_request_model", "gen_ai_token_type", NULL};
+    static const char *const req[] = {"route", "provider", "model", "status", "error_class", NULL};
+    static const char *const att[] = {"route", "provider", "model", "outcome", "error_class", NULL};
+    static const char *const rpm[] = {"route", "provider", "model", NULL};
+    static const char *const tok[] = {"route", "provider", "model", "type", NULL};
+    static const char *const route[] = {"route", NULL};
+    static const char *const target[] = {"provider", "model", NULL};
+    static const char *const trans[] = {"provider", "model", "to", NULL};
+    static const char *const cause[] = {"cause", NULL};
+    m->duration = gw_metrics_histogram(
+        r, "gen_ai_server_request_duration_seconds",
+        "GenAI operation duration: a request's arrival to the end of its answer.", genai,
+        DURATION_S, N(DURATION_S));
+    m->ttft = gw_metrics_histogram(
+        r, "gen_ai_server_time_to_first_token_seconds",
+        "Time from a request's arrival to its first content (text, reasoning or tool call).",
+        genai_ok, TTFT_S, N(TTFT_S));
+    m->tpot = gw_metrics_histogram(r, "gen_ai_server_time_per_output_token_seconds",
+                                   "Time per output token after the first, of whole answers.",
+                                   genai_ok, TPOT_S, N(TPOT_S));
+    m->token_usage = gw_metrics_histogram(
+        r, "gen_ai_client_token_usage",
+        "Tokens per upstream attempt that reported usage, by type (input includes cached).",
+        genai_tok, TOKENS, N(TOKENS));
+    m->requests = gw_metrics_counter(
+        r, "llmgw_requests_total",
+        "Requests answered, by route, last target, status to the client and failure class.", req);
+    m->attempts = gw_metrics_counter(
+        r, "llmgw_attempts_total", "Upstream attempts, by target, outcome and failure class.", att);
+    m->failovers = gw_metrics_counter(r, "llmgw_failovers_total",
+                                      "Moves to the next candidate target after a failure.", route);
+    m->retries = gw_metrics_counter(r, "llmgw_retries_total",
+                                    "Retries of the same target after a failure.", rpm);
+    m->tokens = gw_metrics_counter(r, "llmgw_tokens_total",
+                                   "Tokens reported by providers, by normalized type.", tok);
+    m->breaker_state =
+        gw_metrics_gauge(r, "llmgw_breaker_state",
+                         "Circuit breaker state per target: 0 closed, 1 half-open, 2 open "
+                         "(a target appears at its first change).",
+                         target);
+    m->breaker_transitions =
+        gw_metrics_counter(r, "llmgw_breaker_transitions_total",
+                           "Circuit breaker state changes, by new state.", trans);
+    m->no_route = gw_metrics_counter(r, "llmgw_no_route_total",
+                                     "Requests with no candidate target, by cause.", cause);
+    m->overhead = gw_metrics_histogram(
+        r, "llmgw_gateway_overhead_seconds",
+        "Time a request spent in the gateway: its duration less its attempts' upstream "
+        "time and its retry backoffs.",
+        route, OVERHEAD_S, N(OVERHEAD_S));
+    m->open_streams = gw_metrics_gauge(r, "llmgw_open_streams",
+                                       "Streaming answers whose head went out and whose request "
+                                       "has not ended.",
+                                       NULL);
+    m->snapshot_version =
+        gw_metrics_gauge(r, "llmgw_snapshot_version", "Version of the snapshot in use.", NULL);
+    m->snapshot_age = gw_metrics_gauge(r, "llmgw_snapshot_age_seconds",
+                                       "Seconds since the snapshot in use was published.", NULL);
+    m->cp_configured = gw_metrics_gauge(
+        r, "llmgw_controlplane_configured",
+        "1 when snapshots come from a control plane (--control-plane), 0 in file mode.", NULL);
+    if (!m->duration || !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts ||
+        !m->failovers || !m->retries || !m->tokens || !m->breaker_state ||
+        !m->breaker_transitions || !m->no_route || !m->overhead || !m->open_streams ||
+        !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {
+        gw_metrics_free(m->reg);
+        m->reg = NULL;
+        return GW_ENOMEM;
+    }
+    gw_metrics_on_collect(r, collect, m);
+    M = m;
+    return GW_OK;
+}
+
+void dp_metrics_shutdown(void)
+{
+    if (!M)
+        return;
+    M = NULL;
+    gw_metrics_free(the.reg);
+    the.reg = NULL;
+}
+
+int dp_metrics_render(struct gw_buf *out)
+{
+    return M ? gw_metrics_render(M->reg, out) : GW_OK;
+}
+
+void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
+                        const char *error_class, const struct canon_usage *u)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(t->route), nz(t->provider), nz(t->model), nz(outcome),
+                       error_class ? error_class : "none"};
+    gw_metric_inc(M->attempts, v, 1);
+    if (!u || !u->have)
+        return;
+    static const char *const types[] = {"input",          "cache_read", "cache_write_5m",
+                                        "cache_write_1h", "output",     "reasoning"};
+    const int64_t n[] = {u->input,          u->cache_read, u->cache_write_5m,
+                         u->cache_write_1h, u->output,     u->reasoning};
+    for (size_t i = 0; i < N(types); i++) {
+        if (n[i] <= 0)
+            continue;
+        const char *tv[] = {nz(t->route), nz(t->provider), nz(t->model), types[i]};
+        gw_metric_inc(M->tokens, tv, (uint64_t)n[i]);
+    }
+    const char *in[] = {nz(t->operation), genai_provider(t->driver), nz(t->model), "input"};
+    gw_metric_observe(M->token_usage, in, (double)canon_usage_prompt(u));
+    if (strcmp(nz(t->operation), "embeddings") != 0) {
+        const char *out[] = {nz(t->operation), genai_provider(t->driver), nz(t->model), "output"};
+        gw_metric_observe(M->token_usage, out, (double)u->output);
+    }
+}
+
+void dp_metrics_retry(const struct dp_metrics_target *t)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(t->route), nz(t->provider), nz(t->model)};
+    gw_metric_inc(M->retries, v, 1);
+}
+
+void dp_metrics_failover(const char *route)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route)};
+    gw_metric_inc(M->failovers, v, 1);
+}
+
+static void count_request(const char *route, const char *provider, const char *model, int status,
+                          const char *cls)
+{
+    char st[16];
+    snprintf(st, sizeof(st), "%d", status);
+    const char *v[] = {nz(route), nz(provider), nz(model), st, cls ? cls : "none"};
+    gw_metric_inc(M->requests, v, 1);
+}
+
+void dp_metrics_request(const struct dp_metrics_target *t, const struct dp_metrics_request *r)
+{
+    if (!M)
+        return;
+    static const struct dp_metrics_target none = {0};
+    if (!t)
+        t = &none;
+    count_request(t->route, t->provider, t->model, r->status, r->error_class);
+    const char *rv[] = {nz(t->route)};
+    if (r->overhead_s >= 0)
+        gw_metric_observe(M->overhead, rv, r->overhead_s);
+    if (!t->provider)
+        return; /* no target: no GenAI operation happened */
+    const char *gp = genai_provider(t->driver);
+    /* error.type is absent on success (semantic conventions): "" here. */
+    const char *dv[] = {nz(t->operation), gp, nz(t->model), nz(r->error_class)};
+    if (r->duration_s >= 0)
+        gw_metric_observe(M->duration, dv, r->duration_s);
+    const char *ov[] = {nz(t->operation), gp, nz(t->model)};
+    if (r->ttft_s >= 0)
+        gw_metric_observe(M->ttft, ov, r->ttft_s);
+    if (r->tpot_s >= 0)
+        gw_metric_observe(M->tpot, ov, r->tpot_s);
+}
+
+void dp_metrics_request_simple(int status, const char *code)
+{
+    if (M)
+        count_request("", "", "", status, code);
+}
+
+void dp_metrics_no_route(const char *cause)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(cause)};
+    gw_metric_inc(M->no_route, v, 1);
+}
+
+void dp_metrics_controlplane(int configured)
+{
+    if (M)
+        gw_metric_set(M->cp_configured, NULL, configured ? 1.0 : 0.0);
+}
+
+void dp_metrics_open_streams(int delta)
+{
+    if (M)
+        gw_gauge_add(gw_metric_series(M->open_streams, NULL), delta);
+}
+
+void dp_metrics_breaker_change(void *arg, const char *provider, const char *model,
+                               enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us)
+{
+    dp_breaker_log_change(arg, provider, model, from, to, at_us);
+    if (!M)
+        return;
+    /* The target may be an exact selector's: a model nobody configured. */
+    struct dp_snapshot *s = dp_snapshot_acquire();
+    model = dp_metrics_model(s, provider, model);
+    const char *v[] = {nz(provider), model};
+    gw_metric_set(M->breaker_state, v,
+                  to == DP_BREAKER_OPEN        ? 2
+                  : to == DP_BREAKER_HALF_OPEN ? 1
+                                               : 0);
+    const char *tv[] = {nz(provider), model, dp_breaker_state_name(to)};
+    gw_metric_inc(M->breaker_transitions, tv, 1);
+    dp_snapshot_unref(s);
+}
+
+const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, const char *model)
+{
+    if (!model)
+        return "";
+    if (!s || !provider)
+        return "other";
+    for (size_t i = 0; i < s->nroutes; i++)
+        for (size_t j = 0; j < s->routes[i].nentries; j++) {
+            const struct dp_route_entry *e = &s->routes[i].entries[j];
+            if (strcmp(e->model, model) == 0 && strcmp(e->provider->name, provider) == 0)
+                return model;
+        }
+    return dp_snapshot_catalog(s, provider, model) ? model : "other";
+}

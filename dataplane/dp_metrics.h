@@ -1,0 +1,81 @@
+/*
+ * dp_metrics: the data plane's metrics (docs/observability.md), on one
+ * process-wide gw_metrics registry that every worker thread updates and
+ * GET /metrics renders. Like the breakers table, it is process state by
+ * nature: a count of the process's requests. dp_metrics_init creates it
+ * before the workers start; every verb is a no-op before that (unit tests
+ * exercise the exchange without metrics).
+ *
+ * Label values come from configuration and from the code's own closed sets
+ * (routes, providers, configured models, failure classes, statuses, error
+ * codes), never from request content; each family also has gw_metrics'
+ * series cap. Verbs take NULL strings as "".
+ */
+#ifndef DP_METRICS_H
+#define DP_METRICS_H
+
+#include <stdint.h>
+
+#include "dp_breaker.h"
+
+struct gw_buf;
+struct canon_usage;
+
+/* Creates the registry (0 or GW_ENOMEM). Not thread-safe: call once, at
+ * startup. dp_metrics_shutdown frees it once the workers are gone. */
+int dp_metrics_init(void) __attribute__((warn_unused_result));
+void dp_metrics_shutdown(void);
+
+/* The exposition, for GET /metrics (0 or a GW_E code). */
+int dp_metrics_render(struct gw_buf *out) __attribute__((warn_unused_result));
+
+/* The labels an upstream attempt or a request is counted under. */
+struct dp_metrics_target {
+    const char *route;     /* "" for an exact or bare-model selector */
+    const char *provider;  /* the provider's configured name */
+    const char *driver;    /* its driver (the GenAI provider name is derived from it) */
+    const char *model;     /* a configured model, or "other" */
+    const char *operation; /* "chat" or "embeddings" */
+};
+
+/* One upstream attempt's end: outcome is "ok", "failed", "broke" or
+ * "canceled"; error_class NULL when there is none. usage may be NULL. */
+void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
+                        const char *error_class, const struct canon_usage *usage);
+void dp_metrics_retry(const struct dp_metrics_target *t);
+void dp_metrics_failover(const char *route);
+
+/* One request's end, after the exchange (times in seconds; a negative one
+ * is not observed). t NULL: the request never had a target. */
+struct dp_metrics_request {
+    int status;
+    const char *error_class; /* NULL: none */
+    double duration_s;
+    double ttft_s;
+    double tpot_s;
+    double overhead_s;
+};
+void dp_metrics_request(const struct dp_metrics_target *t, const struct dp_metrics_request *r);
+/* A request answered before any routing or upstream work (refusals, the
+ * /v1/models list, count_tokens, no route): counted in requests_total with
+ * empty route, provider and model; code is its error code (NULL: none). */
+void dp_metrics_request_simple(int status, const char *code);
+/* No candidate for a request: cause is the no-route code. */
+void dp_metrics_no_route(const char *cause);
+/* Whether snapshots come from a control plane (the stale-snapshot alert
+ * applies only then). */
+void dp_metrics_controlplane(int configured);
+/* A streaming answer's head went out (+1), or its request ended (-1). */
+void dp_metrics_open_streams(int delta);
+
+/* model as a label value: itself when the snapshot configures it for
+ * provider (a route entry or the catalog), else "other": an exact
+ * provider/model selector names any model id it likes. */
+struct dp_snapshot;
+const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, const char *model);
+
+/* A dp_breaker_change_fn: the default's log line, and the breaker gauges. */
+void dp_metrics_breaker_change(void *arg, const char *provider, const char *model,
+                               enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us);
+
+#endif
