@@ -435,6 +435,43 @@ describe('master-key rotation', () => {
   });
 });
 
+describe('llmgwctl', () => {
+  test('every verb over curl; a secret value read from stdin', T, async () => {
+    const { spawnSync } = await import('node:child_process');
+    const ctl = (args, input) => {
+      const r = spawnSync(`${h.REPO_ROOT}/tools/llmgwctl`, args, {
+        input, encoding: 'utf8', env: { ...process.env, LLMGW_ADMIN_URL: cp.url, LLMGW_ADMIN_TOKEN: cp.token },
+      });
+      return { code: r.status, out: r.stdout, err: r.stderr };
+    };
+    let r = ctl(['teams', 'create', '{"name":"ctl-team"}']);
+    assert.equal(r.code, 0, r.err);
+    assert.equal(JSON.parse(r.out).name, 'ctl-team');
+    r = ctl(['teams', 'update', 'ctl-team', '{"description":"d"}', '1']);
+    assert.equal(r.code, 0, r.err);
+    r = ctl(['teams', 'update', 'ctl-team', '{"description":"e"}', '1']);
+    assert.equal(r.code, 1);
+    assert.match(r.out + r.err, /precondition_failed/);
+    r = ctl(['teams', 'replace', 'ctl-team', '-', '2'], '{"description":"f"}');
+    assert.equal(r.code, 0, r.err);
+    assert.equal(JSON.parse(ctl(['teams', 'get', 'ctl-team']).out).description, 'f');
+    assert.ok(JSON.parse(ctl(['teams', 'list']).out).data.some((t) => t.name === 'ctl-team'));
+    assert.equal(ctl(['teams', 'delete', 'ctl-team', '3']).code, 0);
+    const v = secretValue('ctl');
+    r = ctl(['secrets', 'create', '-'], JSON.stringify({ name: 'ctl-secret', value: v }));
+    assert.equal(r.code, 0, r.err);
+    assert.ok(!r.out.includes(v));
+    r = ctl(['keys', 'create', '{"id":"ctl-key"}']);
+    assert.equal(r.code, 0, r.err);
+    SECRET_VALUES.push(JSON.parse(r.out).key);
+    assert.equal(JSON.parse(ctl(['keys', 'disable', 'ctl-key']).out).status, 'disabled');
+    assert.equal(JSON.parse(ctl(['health']).out).postgres, 'ok');
+    assert.equal(JSON.parse(ctl(['audit', '1']).out).data[0].resource, 'keys');
+    r = ctl(['teams', 'get', 'nope']);
+    assert.equal(r.code, 1);
+  });
+});
+
 describe('no secret value anywhere', () => {
   test('not in audit rows, not in any answer, not in the logs', T, async () => {
     assert.ok(SECRET_VALUES.length >= 5);
