@@ -149,7 +149,7 @@ describe('secrets', () => {
     assert.equal(credOf(hl, 'good').credential, 'unresolved');
     assert.match(credOf(hl, 'good').reason, /master key is not configured/);
     other.proc.signal('SIGTERM');
-    await other.proc.waitExit(10_000);
+    assert.deepEqual(await other.proc.waitExit(10_000), { code: 0, signal: null }, other.proc.describe());
   });
 });
 
@@ -430,7 +430,7 @@ describe('master-key rotation', () => {
     assert.equal(snap(), after1);
     for (const p of [a, b]) {
       p.proc.signal('SIGTERM');
-      await p.proc.waitExit(10_000);
+      assert.deepEqual(await p.proc.waitExit(10_000), { code: 0, signal: null }, p.proc.describe());
     }
   });
 });
@@ -488,6 +488,11 @@ describe('no secret value anywhere', () => {
       for (const a of answers) assert.ok(!a.includes(v), 'answers');
       assert.ok(!logs.includes(v), 'daemon logs');
     }
+    for (const p of PROCS) assert.ok(!/AddressSanitizer|runtime error:/.test(p.stderrText), p.describe());
+    cp.proc.signal('SIGTERM');
+    assert.deepEqual(await cp.proc.waitExit(10_000), { code: 0, signal: null }, 'exits clean (no leak reports)');
+    assert.ok(!/AddressSanitizer|LeakSanitizer|runtime error:/.test(cp.proc.stderrText));
+    for (const v of SECRET_VALUES) assert.ok(!cp.proc.stderrText.includes(v) && !cp.proc.stdoutText.includes(v));
     const hashes = pg.sql('SELECT string_agg(hash, \',\') FROM api_keys');
     for (const hs of hashes.split(',')) for (const a of answers) assert.ok(!a.includes(hs), 'no key hash in answers');
   });
