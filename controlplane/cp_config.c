@@ -8,10 +8,12 @@
 #include "gw_error.h"
 
 static const char usage[] =
-    "usage: llmgw-controlplane [serve|migrate] --database-url CONNINFO\n"
+    "usage: llmgw-controlplane [serve|migrate|rotate-master-key] --database-url CONNINFO\n"
     "                          [--admin-listen HOST:PORT] [--grpc-listen HOST:PORT]\n"
     "  serve    (default) apply pending migrations, then serve the admin API\n"
     "  migrate  apply pending migrations and exit (0 on success, 1 on failure)\n"
+    "  rotate-master-key  rewrap every builtin secret from LLMGW_MASTER_KEY (old)\n"
+    "           to LLMGW_NEW_MASTER_KEY (new) in one transaction; exit 0 or 1\n"
     "Each flag can also come from the environment: LLMGW_DATABASE_URL,\n"
     "LLMGW_ADMIN_LISTEN (default 127.0.0.1:8081), LLMGW_GRPC_LISTEN (default\n"
     "127.0.0.1:8082). The bootstrap admin token comes from LLMGW_ADMIN_TOKEN only.\n";
@@ -82,6 +84,8 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     if (i < argc && argv[i][0] != '-') {
         if (strcmp(argv[i], "migrate") == 0)
             c->command = CP_CMD_MIGRATE;
+        else if (strcmp(argv[i], "rotate-master-key") == 0)
+            c->command = CP_CMD_ROTATE_MASTER_KEY;
         else if (strcmp(argv[i], "serve") != 0) {
             fprintf(stderr, "llmgw-controlplane: unknown command '%s'\n%s", argv[i], usage);
             return GW_EINVAL;

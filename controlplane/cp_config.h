@@ -2,7 +2,7 @@
 #ifndef CP_CONFIG_H
 #define CP_CONFIG_H
 
-enum cp_command { CP_CMD_SERVE, CP_CMD_MIGRATE };
+enum cp_command { CP_CMD_SERVE, CP_CMD_MIGRATE, CP_CMD_ROTATE_MASTER_KEY };
 
 struct cp_listen {
     char host[256];

@@ -5,6 +5,9 @@
  *
  *   llmgw-controlplane migrate   apply pending migrations, exit 0 or 1
  *   llmgw-controlplane [serve]   migrate, then serve until SIGTERM/SIGINT
+ *   llmgw-controlplane rotate-master-key
+ *                                rewrap every builtin secret from
+ *                                LLMGW_MASTER_KEY to LLMGW_NEW_MASTER_KEY
  *
  * One event loop on the main thread. SIGTERM/SIGINT stop accepting, let
  * open admin requests finish (they are short), and exit 0.
@@ -18,6 +21,8 @@
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_migrate.h"
+#include "cp_rotate.h"
+#include "cp_secrets.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
@@ -66,6 +71,34 @@ static int migrate(struct cp_db *db)
     return GW_OK;
 }
 
+/* rotate-master-key: both keys from the environment, one transaction. */
+static int rotate(struct cp_db *db)
+{
+    struct cp_master_key old_key, new_key;
+    char msg[512];
+    const char *nk = getenv("LLMGW_NEW_MASTER_KEY");
+    if (cp_master_key_from_env(&old_key, msg, sizeof(msg)) != GW_OK) {
+        gw_logf(GW_LOG_ERROR, "rotation refused: the old key", "{s:s}", "error", msg);
+        return 1;
+    }
+    if (!nk || !*nk || cp_master_key_parse(nk, &new_key, msg, sizeof(msg)) != GW_OK) {
+        gw_logf(GW_LOG_ERROR, "rotation refused: the new key", "{s:s}", "error",
+                nk && *nk ? msg : "LLMGW_NEW_MASTER_KEY is not set");
+        cp_master_key_clear(&old_key);
+        return 1;
+    }
+    int done, skipped;
+    int rc = cp_rotate_master_key(db, &old_key, &new_key, &done, &skipped, msg, sizeof(msg));
+    if (rc == GW_OK)
+        gw_logf(GW_LOG_INFO, "master key rotated", "{s:s,s:s,s:i,s:i}", "old_key_id", old_key.id,
+                "new_key_id", new_key.id, "rewrapped", done, "already_rotated", skipped);
+    else
+        gw_logf(GW_LOG_ERROR, "rotation failed, nothing changed", "{s:s}", "error", msg);
+    cp_master_key_clear(&old_key);
+    cp_master_key_clear(&new_key);
+    return rc == GW_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     struct cp_config cfg;
@@ -88,6 +121,24 @@ int main(int argc, char **argv)
         cp_db_free(db);
         return 0;
     }
+    if (cfg.command == CP_CMD_ROTATE_MASTER_KEY) {
+        rc = rotate(db);
+        cp_db_free(db);
+        return rc;
+    }
+    /* The master key seals secret values; without it the daemon serves
+     * everything else and secret writes answer 503. A malformed one is
+     * fatal: it would seal nothing anyone can open. */
+    struct cp_master_key mk;
+    char mkerr[256];
+    int mkrc = cp_master_key_from_env(&mk, mkerr, sizeof(mkerr));
+    if (mkrc == GW_ENOTFOUND) {
+        gw_log(GW_LOG_WARN, "LLMGW_MASTER_KEY is not set: secret values cannot be stored", NULL);
+    } else if (mkrc != GW_OK) {
+        gw_logf(GW_LOG_ERROR, "LLMGW_MASTER_KEY is not usable", "{s:s}", "error", mkerr);
+        cp_db_free(db);
+        return 1;
+    }
     if (!cfg.admin_token)
         gw_log(GW_LOG_WARN, "LLMGW_ADMIN_TOKEN is not set: only tokens in admin_tokens work", NULL);
 
@@ -101,7 +152,8 @@ int main(int argc, char **argv)
         return 1;
     }
     m.base = event_base_new();
-    m.api = m.base ? cp_api_new(m.base, fd, db, cfg.admin_token) : NULL;
+    m.api = m.base ? cp_api_new(m.base, fd, db, cfg.admin_token, mkrc == GW_OK ? &mk : NULL) : NULL;
+    cp_master_key_clear(&mk);
     struct event *term = m.base ? evsignal_new(m.base, SIGTERM, on_term, &m) : NULL;
     struct event *intr = m.base ? evsignal_new(m.base, SIGINT, on_term, &m) : NULL;
     m.tick = m.base ? event_new(m.base, -1, EV_PERSIST, on_tick, &m) : NULL;

@@ -7,7 +7,9 @@
 
 #include "cp_call.h"
 #include "cp_db.h"
+#include "cp_health.h"
 #include "cp_resource.h"
+#include "cp_secrets.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_http.h"
@@ -25,6 +27,8 @@ struct cp_api {
     struct cp_db *db;
     int has_bootstrap;
     char bootstrap_hash[65]; /* SHA-256 hex of LLMGW_ADMIN_TOKEN: the token itself is not kept */
+    int has_master_key;
+    struct cp_master_key master_key;
 };
 
 static void healthz(struct cp_api *api, struct cp_call *c)
@@ -167,7 +171,10 @@ static void audit(struct cp_api *api, struct cp_call *c)
 static void handle(struct gw_http_req *req, void *arg)
 {
     struct cp_api *api = arg;
-    struct cp_call c = {.req = req, .pool = gw_http_req_pool(req), .db = api->db};
+    struct cp_call c = {.req = req,
+                        .pool = gw_http_req_pool(req),
+                        .db = api->db,
+                        .master_key = api->has_master_key ? &api->master_key : NULL};
     const char *path = gw_http_req_path(req);
     if (strcmp(path, "/healthz") == 0)
         return healthz(api, &c);
@@ -186,6 +193,14 @@ static void handle(struct gw_http_req *req, void *arg)
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
     if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)
         return audit(api, &c);
+    if (seg == 6 && strncmp(rest, "health", 6) == 0 && !slash) {
+        if (strcmp(gw_http_req_method(req), "GET") != 0) {
+            (void)gw_http_add_header(req, "Allow", "GET");
+            return cp_call_error(&c, 405, "method_not_allowed", NULL,
+                                 "%s is not allowed on this path", gw_http_req_method(req));
+        }
+        return cp_health_handle(&c);
+    }
     const struct cp_resource *r = NULL;
     for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
         if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
@@ -194,7 +209,8 @@ static void handle(struct gw_http_req *req, void *arg)
         return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
     const char *key = NULL;
     if (slash && slash[1]) {
-        if (strchr(slash + 1, '/'))
+        /* Only a two-part key (prices: provider/model) holds a '/'. */
+        if (strchr(slash + 1, '/') && !r->key_sql)
             return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
         key = unescape(c.pool, slash + 1, strlen(slash + 1));
         if (!key)
@@ -205,12 +221,16 @@ static void handle(struct gw_http_req *req, void *arg)
 }
 
 struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
-                          const char *bootstrap_token)
+                          const char *bootstrap_token, const struct cp_master_key *master_key)
 {
     struct cp_api *api = calloc(1, sizeof(*api));
     if (!api)
         return NULL;
     api->db = db;
+    if (master_key) {
+        api->has_master_key = 1;
+        api->master_key = *master_key;
+    }
     if (bootstrap_token) {
         api->has_bootstrap = 1;
         gw_sha256_hex(bootstrap_token, strlen(bootstrap_token), api->bootstrap_hash);
@@ -218,6 +238,7 @@ struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
     struct gw_http_server_opts o = {.handler = handle, .arg = api, .max_body_bytes = 1u << 20};
     api->srv = gw_http_server_new(base, fd, &o);
     if (!api->srv) {
+        cp_master_key_clear(&api->master_key);
         free(api);
         return NULL;
     }
@@ -239,5 +260,6 @@ void cp_api_free(struct cp_api *api)
     if (!api)
         return;
     gw_http_server_free(api->srv);
+    cp_master_key_clear(&api->master_key);
     free(api);
 }

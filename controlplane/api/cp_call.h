@@ -19,12 +19,20 @@ struct gw_http_req;
 struct gw_pool;
 struct cp_db;
 struct cp_db_err;
+struct cp_master_key;
 
 struct cp_call {
     struct gw_http_req *req;
     struct gw_pool *pool;
     struct cp_db *db;
     const char *actor; /* the admin token's name, or "bootstrap" */
+    /* LLMGW_MASTER_KEY, parsed; NULL when not configured (secret writes
+     * then answer 503). */
+    const struct cp_master_key *master_key;
+    /* Set by a create's prepare hook: a member added to the 201 answer only
+     * (a key's plaintext, shown exactly once; never stored or audited). */
+    const char *reveal_field;
+    const char *reveal_value;
 };
 
 /* A refusal being built by a check: status, code, the field it names

@@ -7,6 +7,7 @@
 
 #include "cp_db.h"
 #include "gw_buf.h"
+#include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_json.h"
@@ -60,22 +61,49 @@ static int is_server_field(const char *name)
 
 /* ---- SQL text, from the declarations only (never from request data) ---- */
 
-/* "to_jsonb(t) - 'hidden1' - ...": the row as the API shows it. */
+/* "(to_jsonb(t) - 'hidden1' - ...) || extra": the row as the API shows it. */
 static const char *projection(struct cp_call *c, const struct cp_resource *r)
 {
     struct gw_buf b;
     gw_buf_init(&b, SQL_MAX);
-    int rc = gw_buf_appends(&b, "to_jsonb(t)");
+    int rc = gw_buf_appends(&b, "(to_jsonb(t)");
     for (size_t i = 0; rc == GW_OK && i < r->nfields; i++)
         if (r->fields[i].flags & CP_F_HIDDEN)
             rc = gw_buf_printf(&b, " - '%s'", r->fields[i].name);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&b, ")");
+    if (rc == GW_OK && r->extra_sql)
+        rc = gw_buf_printf(&b, " || (%s)", r->extra_sql);
     const char *s = rc == GW_OK ? gw_pool_strndup(c->pool, b.data, b.len) : NULL;
     gw_buf_free(&b);
     return s;
 }
 
-/* The columns a write sets: every visible field, hidden ones only when
- * obj carries them, the key only when with_key. */
+/* The row's key as SQL over t. */
+static const char *key_sql(struct cp_call *c, const struct cp_resource *r)
+{
+    return r->key_sql ? r->key_sql : gw_pool_printf(c->pool, "t.%s", r->fields[0].name);
+}
+
+/* The key of a row (or composed object): its CP_F_KEY fields joined by '/'. */
+static const char *row_key(struct cp_call *c, const struct cp_resource *r, const json_t *row)
+{
+    const char *k = NULL;
+    for (size_t i = 0; i < r->nfields; i++) {
+        if (!(r->fields[i].flags & CP_F_KEY))
+            continue;
+        json_t *v = json_object_get(row, r->fields[i].name);
+        const char *part = json_is_string(v) ? json_string_value(v)
+                           : json_is_integer(v)
+                               ? gw_pool_printf(c->pool, "%lld", (long long)json_integer_value(v))
+                               : "";
+        k = k ? gw_pool_printf(c->pool, "%s/%s", k, part) : part;
+    }
+    return k ? k : "";
+}
+
+/* The columns a write sets: every stored field, hidden and server ones
+ * only when obj carries them, the key only when with_key. */
 static const char *columns(struct cp_call *c, const struct cp_resource *r, const json_t *obj,
                            int with_key)
 {
@@ -84,9 +112,9 @@ static const char *columns(struct cp_call *c, const struct cp_resource *r, const
     int rc = GW_OK;
     for (size_t i = 0; rc == GW_OK && i < r->nfields; i++) {
         const struct cp_field *f = &r->fields[i];
-        if ((f->flags & CP_F_KEY) && !with_key)
+        if (((f->flags & CP_F_KEY) && !with_key) || (f->flags & CP_F_VIRTUAL))
             continue;
-        if ((f->flags & CP_F_HIDDEN) && !json_object_get(obj, f->name))
+        if ((f->flags & (CP_F_HIDDEN | CP_F_SERVER)) && !json_object_get(obj, f->name))
             continue;
         rc = gw_buf_printf(&b, "%s%s", b.len ? ", " : "", f->name);
     }
@@ -127,6 +155,42 @@ static int name_ok(const char *s, size_t n)
             return 0;
     }
     return 1;
+}
+
+/* "0.000002" (USD) to picodollars, exactly: digits, an optional '.' and
+ * digits, nothing else; digits past the twelfth decimal must be zeros.
+ * GW_EINVAL when inexact, malformed or above 10^12. */
+static int money_from_decimal(const char *s, long long *out)
+{
+    long long whole = 0, frac = 0;
+    int nd = 0, nf = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++, nd++) {
+        if (whole > 1)
+            return GW_EINVAL;
+        whole = whole * 10 + (*p - '0');
+    }
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++, nf++) {
+            if (nf >= 12) {
+                if (*p != '0')
+                    return GW_EINVAL; /* a fraction of a picodollar */
+                continue;
+            }
+            frac = frac * 10 + (*p - '0');
+        }
+        if (nf == 0)
+            return GW_EINVAL;
+    }
+    if (*p || nd == 0)
+        return GW_EINVAL;
+    for (int i = nf < 12 ? nf : 12; i < 12; i++)
+        frac *= 10;
+    long long v = whole * 1000000000000LL + frac;
+    if (whole > 1 || v > 1000000000000LL)
+        return GW_EINVAL;
+    *out = v;
+    return GW_OK;
 }
 
 static int check_field(struct cp_call *c, const struct cp_field *f, const json_t *v,
@@ -177,6 +241,24 @@ static int check_field(struct cp_call *c, const struct cp_field *f, const json_t
         if (!json_is_object(v))
             return cp_verr_set(e, 400, "invalid_type", n, "%s: must be an object", n);
         break;
+    case CP_T_ARRAY:
+        if (!json_is_array(v))
+            return cp_verr_set(e, 400, "invalid_type", n, "%s: must be an array", n);
+        break;
+    case CP_T_MONEY: {
+        long long pico;
+        if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+            json_integer_value(v) <= 1000000000000LL)
+            break;
+        if (json_is_string(v) && money_from_decimal(json_string_value(v), &pico) == GW_OK)
+            break;
+        return cp_verr_set(
+            e, 400, json_is_integer(v) || json_is_string(v) ? "invalid_value" : "invalid_type", n,
+            "%s: must be an integer number of picodollars per token from 0 to "
+            "10^12, or a decimal string of USD per token that is an exact number "
+            "of picodollars (\"0.000002\"); floats are refused",
+            n);
+    }
     case CP_T_STRLIST: {
         size_t i;
         json_t *s;
@@ -214,7 +296,7 @@ static json_t *compose(struct cp_call *c, const struct cp_resource *r, const jso
     json_object_foreach((json_t *)body, k, v)
     {
         const struct cp_field *f = find_field(r, k);
-        if (is_server_field(k))
+        if (is_server_field(k) || (f && (f->flags & CP_F_SERVER)))
             continue;
         if (!f || (f->flags & CP_F_HIDDEN)) {
             cp_verr_set(e, 400, "unknown_field", k, "%s: unknown field for a %s", k, r->singular);
@@ -224,16 +306,26 @@ static json_t *compose(struct cp_call *c, const struct cp_resource *r, const jso
     for (size_t i = 0; i < r->nfields; i++) {
         const struct cp_field *f = &r->fields[i];
         json_t *val = json_object_get(body, f->name);
-        if (f->flags & CP_F_HIDDEN)
+        if (f->flags & (CP_F_HIDDEN | CP_F_SERVER))
             continue;
         if ((f->flags & CP_F_KEY) && key) {
-            if (val && !(json_is_string(val) && strcmp(json_string_value(val), key) == 0)) {
+            /* Two key fields: "<first>/<second>", split at the first '/'. */
+            const char *part = key;
+            const char *slash = r->key_sql ? strchr(key, '/') : NULL;
+            if (slash)
+                part = f == &r->fields[0] ? gw_pool_strndup(c->pool, key, (size_t)(slash - key))
+                                          : slash + 1;
+            if (!part) {
+                cp_verr_set(e, 500, "internal", NULL, "out of memory");
+                return NULL;
+            }
+            if (val && !(json_is_string(val) && strcmp(json_string_value(val), part) == 0)) {
                 cp_verr_set(e, 400, "immutable_field", f->name,
                             "%s: cannot be changed (it names the %s; create a new one instead)",
                             f->name, r->singular);
                 return NULL;
             }
-            json_object_set_new(obj, f->name, json_string(key));
+            json_object_set_new(obj, f->name, json_string(part));
             continue;
         }
         if (val)
@@ -251,14 +343,18 @@ static json_t *compose(struct cp_call *c, const struct cp_resource *r, const jso
     return obj;
 }
 
-static int validate(struct cp_call *c, const struct cp_resource *r, const json_t *obj,
-                    struct cp_verr *e)
+static int validate(struct cp_call *c, const struct cp_resource *r, json_t *obj, struct cp_verr *e)
 {
     for (size_t i = 0; i < r->nfields; i++) {
         const struct cp_field *f = &r->fields[i];
         json_t *v = json_object_get(obj, f->name);
         if (v && check_field(c, f, v, e) != GW_OK)
             return GW_EINVAL;
+        long long pico;
+        /* Money is stored as the integer the decimal string names exactly. */
+        if (v && f->type == CP_T_MONEY && json_is_string(v) &&
+            money_from_decimal(json_string_value(v), &pico) == GW_OK)
+            json_object_set_new(obj, f->name, json_integer(pico));
     }
     return r->check ? r->check(c, obj, e) : GW_OK;
 }
@@ -340,9 +436,9 @@ static void list(struct cp_call *c, const struct cp_resource *r)
     struct cp_db_err err;
     const char *proj = projection(c, r);
     const char *sql = proj ? gw_pool_printf(c->pool,
-                                            "SELECT coalesce(jsonb_agg(%s ORDER BY t.%s), "
+                                            "SELECT coalesce(jsonb_agg(%s ORDER BY %s), "
                                             "'[]'::jsonb) FROM %s t",
-                                            proj, r->fields[0].name, r->table)
+                                            proj, key_sql(c, r), r->table)
                            : NULL;
     if (!sql)
         return cp_call_error(c, 500, "internal", NULL, "out of memory");
@@ -360,8 +456,8 @@ static json_t *fetch(struct cp_call *c, const struct cp_resource *r, const char 
 {
     struct cp_db_err err;
     const char *proj = projection(c, r);
-    const char *sql = proj ? gw_pool_printf(c->pool, "SELECT %s FROM %s t WHERE t.%s = $1%s", proj,
-                                            r->table, r->fields[0].name, lock ? " FOR UPDATE" : "")
+    const char *sql = proj ? gw_pool_printf(c->pool, "SELECT %s FROM %s t WHERE %s = $1%s", proj,
+                                            r->table, key_sql(c, r), lock ? " FOR UPDATE" : "")
                            : NULL;
     *failed = 0;
     if (!sql) {
@@ -390,6 +486,32 @@ static void get_one(struct cp_call *c, const struct cp_resource *r, const char *
     cp_call_json(c, 200, json_incref(row), row_version(row));
 }
 
+/* The hooks after validation and the write, then the row as written
+ * (re-read when children or extra members make RETURNING incomplete).
+ * NULL after answering. */
+static json_t *finish_write(struct cp_call *c, const struct cp_resource *r, json_t *obj,
+                            json_t *after, const char *key)
+{
+    struct cp_verr e = {0};
+    if (r->after_write && r->after_write(c, obj, key, &e) != GW_OK) {
+        cp_db_rollback(c->db);
+        cp_call_fail(c, &e);
+        return NULL;
+    }
+    if (r->after_write || r->extra_sql) {
+        int failed;
+        after = fetch(c, r, key, 0, &failed);
+        if (!after) {
+            cp_db_rollback(c->db);
+            if (!failed)
+                cp_call_error(c, 500, "internal", NULL, "the %s vanished while written",
+                              r->singular);
+            return NULL;
+        }
+    }
+    return after;
+}
+
 static void create(struct cp_call *c, const struct cp_resource *r)
 {
     struct cp_verr e = {0};
@@ -397,16 +519,25 @@ static void create(struct cp_call *c, const struct cp_resource *r)
     json_t *body = own(c, cp_call_body_object(c));
     if (!body)
         return;
+    if (r->key_prefix && !json_object_get(body, r->fields[0].name)) {
+        unsigned char rnd[8];
+        char hex[17];
+        if (gw_random_bytes(rnd, sizeof(rnd)) != GW_OK)
+            return cp_call_error(c, 500, "internal", NULL, "the random generator failed");
+        for (size_t i = 0; i < sizeof(rnd); i++)
+            snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+        json_object_set_new(body, r->fields[0].name,
+                            json_string(gw_pool_printf(c->pool, "%s%s", r->key_prefix, hex)));
+    }
     json_t *obj = compose(c, r, body, NULL, NULL, &e);
     if (!obj)
         return cp_call_fail(c, &e);
     if (cp_db_begin(c->db, &err))
         return cp_call_db_error(c, &err);
-    if (validate(c, r, obj, &e) != GW_OK) {
+    if (validate(c, r, obj, &e) != GW_OK || (r->prepare && r->prepare(c, obj, NULL, &e))) {
         cp_db_rollback(c->db);
         return cp_call_fail(c, &e);
     }
-    const char *key = gw_json_str(obj, r->fields[0].name);
     const char *cols = columns(c, r, obj, 1);
     const char *proj = projection(c, r);
     const char *sql =
@@ -425,15 +556,22 @@ static void create(struct cp_call *c, const struct cp_resource *r)
             return cp_call_error(c, 500, "internal", NULL, "out of memory");
         if (strcmp(err.sqlstate, CP_SQLSTATE_UNIQUE) == 0)
             return cp_call_error(c, 409, "already_exists", r->fields[0].name,
-                                 "a %s named '%s' already exists", r->singular, key);
+                                 "a %s '%s' already exists (%s)", r->singular, row_key(c, r, obj),
+                                 err.message);
         return cp_call_db_error(c, &err);
     }
+    const char *key = row_key(c, r, after);
+    if (!(after = finish_write(c, r, obj, after, key)))
+        return;
     if (cp_resource_record(c, r->name, "create", key, NULL, after, &version, &err) ||
         cp_db_commit(c->db, &err)) {
         cp_db_rollback(c->db);
         return cp_call_db_error(c, &err);
     }
-    cp_call_json(c, 201, json_incref(after), row_version(after));
+    json_t *answer = json_deep_copy(after);
+    if (answer && c->reveal_field && c->reveal_value)
+        json_object_set_new(answer, c->reveal_field, json_string(c->reveal_value));
+    cp_call_json(c, 201, answer, row_version(after));
 }
 
 /* Checks If-Match and the body's version against the locked row. */
@@ -487,7 +625,7 @@ static void update(struct cp_call *c, const struct cp_resource *r, const char *k
     }
     if (preconditions(c, body, before, &e) != GW_OK ||
         !(obj = compose(c, r, body, merge ? before : NULL, key, &e)) ||
-        validate(c, r, obj, &e) != GW_OK) {
+        validate(c, r, obj, &e) != GW_OK || (r->prepare && r->prepare(c, obj, before, &e))) {
         cp_db_rollback(c->db);
         return cp_call_fail(c, &e);
     }
@@ -498,8 +636,8 @@ static void update(struct cp_call *c, const struct cp_resource *r, const char *k
                                            "UPDATE %s AS t SET (%s) = (SELECT %s FROM "
                                            "jsonb_populate_record(NULL::%s, $1::jsonb)), "
                                            "version = t.version + 1, updated_at = now() "
-                                           "WHERE t.%s = $2 RETURNING %s",
-                                           r->table, cols, cols, r->table, r->fields[0].name, proj)
+                                           "WHERE %s = $2 RETURNING %s",
+                                           r->table, cols, cols, r->table, key_sql(c, r), proj)
                           : NULL;
     const char *p[] = {dump(c, obj), key};
     PGresult *res = sql && p[0] ? cp_db_exec(c->db, c->pool, sql, 2, p, &err) : NULL;
@@ -511,6 +649,8 @@ static void update(struct cp_call *c, const struct cp_resource *r, const char *k
             return cp_call_error(c, 500, "internal", NULL, "out of memory");
         return cp_call_db_error(c, &err);
     }
+    if (!(after = finish_write(c, r, obj, after, key)))
+        return;
     if (cp_resource_record(c, r->name, "update", key, before, after, &version, &err) ||
         cp_db_commit(c->db, &err)) {
         cp_db_rollback(c->db);
@@ -537,7 +677,7 @@ static void delete_one(struct cp_call *c, const struct cp_resource *r, const cha
         return cp_call_fail(c, &e);
     }
     const char *sql =
-        gw_pool_printf(c->pool, "DELETE FROM %s WHERE %s = $1", r->table, r->fields[0].name);
+        gw_pool_printf(c->pool, "DELETE FROM %s t WHERE %s = $1", r->table, key_sql(c, r));
     const char *p[] = {key};
     long long version;
     if (!sql || cp_db_cmd(c->db, sql, 1, p, &err) ||

@@ -37,6 +37,9 @@ enum cp_ftype {
     CP_T_INT,
     CP_T_OBJECT,
     CP_T_STRLIST, /* an array of non-empty strings (a Postgres text[]) */
+    CP_T_ARRAY,   /* any JSON array (checked by the field's check) */
+    CP_T_MONEY,   /* integer picodollars per token, 0..10^12; an exact decimal
+                     string of USD ("0.000002") is accepted and converted */
 };
 
 #define CP_F_REQUIRED 0x1u /* absent on create or replace: 400 */
@@ -44,6 +47,13 @@ enum cp_ftype {
 #define CP_F_NAME 0x4u     /* 1-128 characters, no '/', no whitespace or control bytes */
 #define CP_F_KEY 0x8u      /* the row's key: set on create, never changed */
 #define CP_F_HIDDEN 0x10u  /* secret material: never returned, never audited */
+#define CP_F_SERVER                                                                                \
+    0x20u /* set by the server only: shown, ignored in a body, written                             \
+             only when a prepare hook puts it in the object */
+#define CP_F_VIRTUAL                                                                               \
+    0x40u                    /* accepted in a body, not a column (a route's entries, a             \
+                                secret's value): a prepare/after_write hook uses it */
+#define CP_F_WRITEONLY 0x80u /* with CP_F_VIRTUAL: never echoed, never audited */
 
 /* A check after the type rules pass: 0, or GW_EINVAL with e filled. v is
  * the field's value (JSON null for a nullable field set to null). Runs
@@ -66,6 +76,15 @@ struct cp_field {
     cp_field_check_cb check;
 };
 
+/* After validation, before the row is written (inside the transaction):
+ * may change obj (derive stored columns from virtual fields, fill server
+ * fields). before is the locked row on update, NULL on create. */
+typedef int (*cp_prepare_cb)(struct cp_call *c, json_t *obj, const json_t *before,
+                             struct cp_verr *e);
+/* After the row is written (children: a route's entries), same transaction. */
+typedef int (*cp_after_write_cb)(struct cp_call *c, const json_t *obj, const char *key,
+                                 struct cp_verr *e);
+
 struct cp_resource {
     const char *name;     /* URL segment and audit_log.resource: "providers" */
     const char *singular; /* for messages: "provider" */
@@ -74,6 +93,17 @@ struct cp_resource {
     size_t nfields;
     cp_object_check_cb check;
     cp_delete_check_cb before_delete;
+    cp_prepare_cb prepare;
+    cp_after_write_cb after_write;
+    /* SQL (over the row alias t) added to the row's JSON: '{"entries":...}'
+     * as a jsonb expression; NULL: none. */
+    const char *extra_sql;
+    /* The row's key as a text SQL expression over t; NULL: t.<fields[0]>.
+     * With two CP_F_KEY fields the key is "<first>/<second>" (split at the
+     * first '/', so the second may hold '/'). */
+    const char *key_sql;
+    /* A create without the key field gets "<key_prefix><16 hex>". */
+    const char *key_prefix;
 };
 
 /* Every resource, NULL-terminated (cp_resources.c). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cp_db.h"
+#include "cp_res.h"
 #include "cp_resource.h"
 #include "dp_driver.h"
 #include "dp_snapshot.h"
@@ -195,4 +196,6 @@ static const struct cp_resource teams = {
     .before_delete = team_in_use,
 };
 
-const struct cp_resource *const cp_resources[] = {&providers, &teams, NULL};
+const struct cp_resource *const cp_resources[] = {
+    &providers,     &cp_res_secrets, &cp_res_routes,       &cp_res_keys, &teams,
+    &cp_res_prices, &cp_res_catalog, &cp_res_admin_tokens, NULL};

@@ -174,8 +174,16 @@ static const char
                                                                                                                                                                                                                                                                                                                                                                                                                               "  after jsonb);\n"
                                                                                                                                                                                                                                                                                                                                                                                                                               "CREATE INDEX audit_log_resource ON audit_log (resource, resource_id);\n";
 
+/* A key the API disables (PATCH status) rather than revokes: the data
+ * plane serves only "active" keys, so both stop a key; "disabled" can be
+ * undone. */
+static const char m2_key_status[] = "ALTER TABLE api_keys DROP CONSTRAINT api_keys_status_check;\n"
+                                    "ALTER TABLE api_keys ADD CONSTRAINT api_keys_status_check\n"
+                                    "  CHECK (status IN ('active', 'disabled', 'revoked'));\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
+    {2, "api key status disabled", m2_key_status},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

@@ -1,0 +1,26 @@
+/*
+ * The admin API's resource declarations (one file each, cp_res_*.c) and
+ * the checks they share. cp_resources[] (cp_resources.c) lists them.
+ */
+#ifndef CP_RES_H
+#define CP_RES_H
+
+#include "cp_resource.h"
+
+extern const struct cp_resource cp_res_secrets;
+extern const struct cp_resource cp_res_routes;
+extern const struct cp_resource cp_res_keys;
+extern const struct cp_resource cp_res_admin_tokens;
+extern const struct cp_resource cp_res_prices;
+extern const struct cp_resource cp_res_catalog;
+
+/* 0 when table has a row whose name is v (a string, or JSON null: no
+ * reference); else a 400 dangling_reference naming field (or a 503). */
+int cp_res_check_ref(struct cp_call *c, const char *table, const char *what, const char *field,
+                     const json_t *v, struct cp_verr *e);
+
+/* A new random token: prefix + 64 hex digits (32 random bytes), in the
+ * request's pool; NULL when the random generator fails. */
+char *cp_res_new_token(struct cp_call *c, const char *prefix);
+
+#endif

@@ -1,0 +1,148 @@
+#include "cp_rotate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cp_db.h"
+#include "cp_resource.h"
+#include "cp_secrets.h"
+#include "gw_error.h"
+#include "gw_pool.h"
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    return -1;
+}
+
+static void decref(void *j)
+{
+    json_decref(j);
+}
+
+static char *to_bytea(struct gw_pool *pool, const unsigned char *b, size_t n)
+{
+    char *s = gw_pool_alloc(pool, 2 * n + 3);
+    static const char hx[] = "0123456789abcdef";
+    if (!s)
+        return NULL;
+    s[0] = '\\';
+    s[1] = 'x';
+    for (size_t i = 0; i < n; i++) {
+        s[2 + 2 * i] = hx[b[i] >> 4];
+        s[3 + 2 * i] = hx[b[i] & 15];
+    }
+    s[2 * n + 2] = '\0';
+    return s;
+}
+
+/* Everything after BEGIN; GW_OK leaves the transaction open for COMMIT. */
+static int rewrap_all(struct cp_call *c, const struct cp_master_key *old_key,
+                      const struct cp_master_key *new_key, int *rewrapped, int *skipped, char *msg,
+                      size_t msglen)
+{
+    struct cp_db_err err;
+    PGresult *r = cp_db_exec(c->db, c->pool,
+                             "SELECT name, encode(ciphertext, 'hex'), master_key_id FROM secrets "
+                             "WHERE backend = 'builtin' AND ciphertext IS NOT NULL "
+                             "ORDER BY name FOR UPDATE",
+                             0, NULL, &err);
+    if (!r) {
+        snprintf(msg, msglen, "cannot read the secrets: %s", err.message);
+        return GW_EIO;
+    }
+    json_t *names = json_array();
+    if (!names || gw_pool_cleanup(c->pool, decref, names) != GW_OK) {
+        json_decref(names);
+        snprintf(msg, msglen, "out of memory");
+        return GW_ENOMEM;
+    }
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *name = PQgetvalue(r, i, 0);
+        const char *hex = PQgetvalue(r, i, 1);
+        const char *kid = PQgetisnull(r, i, 2) ? "" : PQgetvalue(r, i, 2);
+        if (strcmp(kid, new_key->id) == 0) {
+            (*skipped)++; /* already rotated (a re-run after a crash) */
+            continue;
+        }
+        size_t n = strlen(hex) / 2;
+        unsigned char *blob = gw_pool_alloc(c->pool, n ? n : 1);
+        if (!blob) {
+            snprintf(msg, msglen, "out of memory");
+            return GW_ENOMEM;
+        }
+        for (size_t k = 0; k < n; k++)
+            blob[k] = (unsigned char)(hexval(hex[2 * k]) << 4 | hexval(hex[2 * k + 1]));
+        unsigned char *nb = NULL;
+        size_t nlen = 0;
+        int rc = cp_secret_rewrap(old_key, new_key, name, blob, n, &nb, &nlen);
+        if (rc != GW_OK) {
+            snprintf(msg, msglen,
+                     "secret '%s' (master_key_id %s) does not open with the old key (id %s)%s; "
+                     "nothing was changed",
+                     name, *kid ? kid : "none", old_key->id,
+                     rc == GW_EINVAL ? ": is LLMGW_MASTER_KEY the key that sealed it?" : "");
+            return rc;
+        }
+        char *nbhex = to_bytea(c->pool, nb, nlen);
+        free(nb);
+        const char *p[] = {name, nbhex, new_key->id};
+        if (!nbhex || cp_db_cmd(c->db,
+                                "UPDATE secrets SET ciphertext = $2::bytea, master_key_id = $3, "
+                                "version = version + 1, updated_at = now() WHERE name = $1",
+                                3, p, &err)) {
+            snprintf(msg, msglen, "cannot update secret '%s': %s", name,
+                     nbhex ? err.message : "out of memory");
+            return GW_EIO;
+        }
+        json_array_append_new(names, json_string(name));
+        (*rewrapped)++;
+    }
+    json_t *before = json_pack("{s:s,s:O}", "master_key_id", old_key->id, "secrets", names);
+    json_t *after = json_pack("{s:s,s:O}", "master_key_id", new_key->id, "secrets", names);
+    long long version;
+    int rc =
+        cp_resource_record(c, "secrets", "update", "*master-key*", before, after, &version, &err);
+    json_decref(before);
+    json_decref(after);
+    if (rc) {
+        snprintf(msg, msglen, "cannot record the rotation: %s", err.message);
+        return GW_EIO;
+    }
+    return GW_OK;
+}
+
+int cp_rotate_master_key(struct cp_db *db, const struct cp_master_key *old_key,
+                         const struct cp_master_key *new_key, int *rewrapped, int *skipped,
+                         char *msg, size_t msglen)
+{
+    struct cp_db_err err;
+    *rewrapped = *skipped = 0;
+    msg[0] = '\0';
+    if (strcmp(old_key->id, new_key->id) == 0) {
+        snprintf(msg, msglen, "the new key is the old key (id %s)", old_key->id);
+        return GW_EINVAL;
+    }
+    struct gw_pool *pool = gw_pool_new(0);
+    if (!pool) {
+        snprintf(msg, msglen, "out of memory");
+        return GW_ENOMEM;
+    }
+    struct cp_call c = {.pool = pool, .db = db, .actor = "rotate-master-key"};
+    int rc = cp_db_begin(db, &err);
+    if (rc)
+        snprintf(msg, msglen, "cannot begin: %s", err.message);
+    else if ((rc = rewrap_all(&c, old_key, new_key, rewrapped, skipped, msg, msglen)) == GW_OK &&
+             (rc = cp_db_commit(db, &err)) != GW_OK)
+        snprintf(msg, msglen, "cannot commit: %s", err.message);
+    if (rc) {
+        cp_db_rollback(db);
+        *rewrapped = 0;
+    }
+    gw_pool_free(pool);
+    return rc;
+}

@@ -1,0 +1,499 @@
+// Integration tests of the rest of llmgw-controlplane's admin API against a
+// real PostgreSQL: secrets (sealed, write-only, AAD-bound), master-key
+// rotation, routes with entries, keys and admin tokens (plaintext once),
+// prices and catalog (exact money), health. Contract: docs/controlplane.md,
+// docs/openapi.yaml.
+
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as h from './harness.mjs';
+
+const T = { timeout: 60_000 };
+const KEY1 = randomBytes(32).toString('hex');
+const KEY2 = randomBytes(32).toString('base64');
+const SECRET_VALUES = []; // every plaintext sent: none may appear anywhere
+const PROCS = []; // every control-plane process started: their logs are searched
+let pg;
+let cp;
+
+before(async () => {
+  h.requireBinaries([h.CONTROLPLANE_BIN]);
+  pg = await h.startPostgres();
+  cp = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: KEY1 } });
+  PROCS.push(cp.proc);
+});
+
+after(async () => {
+  await h.stopAll();
+});
+
+function assertError(res, status, code, param) {
+  assert.equal(res.status, status, `status; body: ${res.text}`);
+  const e = res.json?.error;
+  assert.ok(e && typeof e.message === 'string' && e.message.length > 0, `error body: ${res.text}`);
+  if (code !== undefined) assert.equal(e.code, code, `error.code; body: ${res.text}`);
+  if (param !== undefined) assert.equal(e.param, param, `error.param; body: ${res.text}`);
+  return e;
+}
+
+const secretValue = (tag) => {
+  const v = `sk-${tag}-${randomBytes(12).toString('hex')}`;
+  SECRET_VALUES.push(v);
+  return v;
+};
+
+async function provider(c, name, extra = {}) {
+  const r = await c.admin('POST', '/v1/admin/providers', {
+    name, driver: 'openai', base_url: 'http://127.0.0.1:9/v1', ...extra,
+  });
+  assert.equal(r.status, 201, r.text);
+  return r.json;
+}
+
+async function health(c) {
+  const r = await c.admin('GET', '/v1/admin/health');
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+const credOf = (hl, name) => hl.providers.find((p) => p.name === name);
+
+describe('secrets', () => {
+  test('create: value sealed, never returned; ciphertext in the row is not the plaintext', T, async () => {
+    const v = secretValue('openai');
+    const c = await cp.admin('POST', '/v1/admin/secrets', { name: 'openai-prod', value: v });
+    assert.equal(c.status, 201, c.text);
+    assert.equal(c.json.name, 'openai-prod');
+    assert.equal(c.json.backend, 'builtin');
+    assert.equal(c.json.version, 1);
+    assert.match(c.json.master_key_id, /^[0-9a-f]{8}$/);
+    for (const k of ['value', 'ciphertext']) assert.ok(!(k in c.json), `${k} not in the answer`);
+    const g = await cp.admin('GET', '/v1/admin/secrets/openai-prod');
+    assert.equal(g.status, 200);
+    assert.ok(!('value' in g.json) && !('ciphertext' in g.json));
+    assert.ok(g.json.created_at && g.json.updated_at);
+    const l = await cp.admin('GET', '/v1/admin/secrets');
+    assert.ok(l.json.data.some((s) => s.name === 'openai-prod'));
+    const hex = pg.sql("SELECT encode(ciphertext, 'hex') FROM secrets WHERE name = 'openai-prod'");
+    assert.equal(hex.length / 2, Buffer.byteLength(v) + 29, 'version + nonce + ciphertext + tag');
+    assert.ok(!Buffer.from(hex, 'hex').toString('latin1').includes(v), 'not the plaintext');
+    assert.ok(!hex.includes(Buffer.from(v).toString('hex')));
+
+    // Update with a new value: a fresh ciphertext; without one: kept.
+    const v2 = secretValue('openai2');
+    const u = await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', { value: v2, version: 1 });
+    assert.equal(u.status, 200, u.text);
+    assert.equal(u.json.version, 2);
+    const hex2 = pg.sql("SELECT encode(ciphertext, 'hex') FROM secrets WHERE name = 'openai-prod'");
+    assert.notEqual(hex2, hex);
+    const keep = await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', {});
+    assert.equal(keep.status, 200, keep.text);
+    assert.equal(pg.sql("SELECT encode(ciphertext, 'hex') FROM secrets WHERE name = 'openai-prod'"), hex2);
+    assertError(await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', { value: 'x', version: 1 }), 409, 'version_conflict', 'version');
+    assertError(await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', { value: 'x' }, { 'if-match': '"1"' }), 412, 'precondition_failed');
+  });
+
+  test('validation names the field', T, async () => {
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1' }), 400, 'missing_field', 'value');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: '' }), 400, 'invalid_value', 'value');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 5 }), 400, 'invalid_type', 'value');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 'a/b', value: 'x' }), 400, 'invalid_value', 'name');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', backend: 'gcp' }), 400, 'invalid_value', 'backend');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault' }), 400, 'missing_field', 'backend_ref');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'awssm:x' }), 400, 'invalid_value', 'backend_ref');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'vault:secret/x#k', value: 'v' }), 400, 'invalid_value', 'value');
+    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', ciphertext: 'ab' }), 400, 'unknown_field', 'ciphertext');
+    assert.equal((await cp.admin('GET', '/v1/admin/secrets/s1')).status, 404);
+    const v = await cp.admin('POST', '/v1/admin/secrets', { name: 'vault-one', backend: 'vault', backend_ref: 'vault:secret/llm/openai#api_key' });
+    assert.equal(v.status, 201, v.text);
+    assert.equal(v.json.master_key_id, null);
+  });
+
+  test('delete refused while a provider uses it, naming the providers', T, async () => {
+    await cp.admin('POST', '/v1/admin/secrets', { name: 'shared', value: secretValue('shared') });
+    await provider(cp, 'sp-b', { credential_ref: 'shared' });
+    await provider(cp, 'sp-a', { credential_ref: 'shared' });
+    const e = assertError(await cp.admin('DELETE', '/v1/admin/secrets/shared'), 409, 'in_use');
+    assert.match(e.message, /sp-a, sp-b/);
+    await cp.admin('PATCH', '/v1/admin/providers/sp-a', { credential_ref: null });
+    await cp.admin('PATCH', '/v1/admin/providers/sp-b', { credential_ref: null });
+    assert.equal((await cp.admin('DELETE', '/v1/admin/secrets/shared')).status, 204);
+  });
+
+  test('AAD binding: a ciphertext copied onto another row does not open (health says so)', T, async () => {
+    await cp.admin('POST', '/v1/admin/secrets', { name: 'victim', value: secretValue('victim') });
+    await cp.admin('POST', '/v1/admin/secrets', { name: 'attacker', value: secretValue('attacker') });
+    await provider(cp, 'good', { credential_ref: 'victim' });
+    await provider(cp, 'evil', { credential_ref: 'attacker' });
+    let hl = await health(cp);
+    assert.equal(credOf(hl, 'good').credential, 'ok');
+    assert.equal(credOf(hl, 'evil').credential, 'ok');
+    pg.sql("UPDATE secrets SET ciphertext = (SELECT ciphertext FROM secrets WHERE name = 'victim') WHERE name = 'attacker'");
+    hl = await health(cp);
+    assert.equal(credOf(hl, 'good').credential, 'ok');
+    assert.equal(credOf(hl, 'evil').credential, 'unresolved');
+    assert.match(credOf(hl, 'evil').reason, /does not open/);
+    assert.equal(hl.status, 'degraded');
+    await cp.admin('PATCH', '/v1/admin/providers/evil', { credential_ref: null });
+  });
+
+  test('without LLMGW_MASTER_KEY: the daemon serves, secret writes answer 503', T, async () => {
+    const other = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: '' } });
+    PROCS.push(other.proc);
+    const e = assertError(await other.admin('POST', '/v1/admin/secrets', { name: 'nokey', value: 'v' }), 503, 'master_key_not_configured');
+    assert.match(e.message, /master key is not configured/);
+    assert.equal((await other.admin('GET', '/v1/admin/secrets')).status, 200);
+    const hl = await health(other);
+    assert.deepEqual(hl.master_key, { configured: false });
+    assert.equal(credOf(hl, 'good').credential, 'unresolved');
+    assert.match(credOf(hl, 'good').reason, /master key is not configured/);
+    other.proc.signal('SIGTERM');
+    assert.deepEqual(await other.proc.waitExit(10_000), { code: 0, signal: null }, other.proc.describe());
+  });
+});
+
+describe('routes', () => {
+  before(async () => {
+    await provider(cp, 'rp1');
+    await provider(cp, 'rp2');
+  });
+
+  test('create with entries, get, replace entries, delete', T, async () => {
+    const c = await cp.admin('POST', '/v1/admin/routes', {
+      name: 'fast', aliases: ['quick'], role: 'default',
+      entries: [{ provider: 'rp1', model: 'm1' }, { provider: 'rp2', model: 'm2', high_cost: true, tier: 2 }],
+    });
+    assert.equal(c.status, 201, c.text);
+    assert.deepEqual(c.json.entries, [
+      { provider: 'rp1', model: 'm1', weight: 1, high_cost: false, tier: 0 },
+      { provider: 'rp2', model: 'm2', weight: 1, high_cost: true, tier: 2 },
+    ]);
+    assert.equal(c.json.capability, 'chat');
+    assert.equal(c.json.strategy, 'ordered');
+    assert.equal(c.json.version, 1);
+    const u = await cp.admin('PATCH', '/v1/admin/routes/fast', {
+      version: 1, entries: [{ provider: 'rp2', model: 'm2' }, { provider: 'rp1', model: 'm1' }],
+    });
+    assert.equal(u.status, 200, u.text);
+    assert.deepEqual(u.json.entries.map((e) => e.provider), ['rp2', 'rp1']);
+    assert.equal(pg.sql("SELECT string_agg(provider, ',' ORDER BY position) FROM route_entries WHERE route = 'fast'"), 'rp2,rp1');
+    const p = await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: ['quick', 'speedy'] });
+    assert.equal(p.status, 200, p.text);
+    assert.equal(p.json.entries.length, 2, 'PATCH without entries keeps them');
+    assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [] }, { 'if-match': '"1"' }), 412, 'precondition_failed');
+    assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [], version: 2 }), 409, 'version_conflict');
+    // The audit rows carry the entries before and after.
+    const audit = (await cp.admin('GET', '/v1/admin/audit?limit=2')).json.data;
+    assert.equal(audit[0].resource, 'routes');
+    assert.deepEqual(audit[1].before.entries.map((e) => e.provider), ['rp1', 'rp2']);
+    assert.deepEqual(audit[1].after.entries.map((e) => e.provider), ['rp2', 'rp1']);
+    assertError(await cp.admin('DELETE', '/v1/admin/providers/rp1'), 409, 'in_use');
+    const d = await cp.admin('DELETE', '/v1/admin/routes/fast');
+    assert.equal(d.status, 204);
+    assert.equal(pg.sql("SELECT count(*) FROM route_entries WHERE route = 'fast'"), '0');
+  });
+
+  test('validation: field named, nothing written', T, async () => {
+    const e1 = { provider: 'rp1', model: 'm1' };
+    const many = Array.from({ length: 33 }, (_, i) => ({ provider: 'rp1', model: `m${i}` }));
+    const cases = [
+      [{ name: 'r' }, 400, 'missing_field', 'entries'],
+      [{ name: 'r', entries: [] }, 400, 'invalid_value', 'entries'],
+      [{ name: 'r', entries: many }, 400, 'invalid_value', 'entries'],
+      [{ name: 'r', entries: [e1, e1] }, 400, 'invalid_value', 'entries[1].model'],
+      [{ name: 'r', entries: [e1, { provider: 'ghost', model: 'x' }] }, 400, 'dangling_reference', 'entries[1].provider'],
+      [{ name: 'r', entries: [{ provider: 'rp1' }] }, 400, 'invalid_value', 'entries[0].model'],
+      [{ name: 'r', entries: [{ ...e1, weight: -1 }] }, 400, 'invalid_value', 'entries[0].weight'],
+      [{ name: 'r', entries: [{ ...e1, tier: 10 }] }, 400, 'invalid_value', 'entries[0].tier'],
+      [{ name: 'r', entries: [{ ...e1, colour: 1 }] }, 400, 'unknown_field', 'entries[0].colour'],
+      [{ name: 'r', role: 'boss', entries: [e1] }, 400, 'invalid_value', 'role'],
+      [{ name: 'r', strategy: 'random', entries: [e1] }, 400, 'invalid_value', 'strategy'],
+      [{ name: 'r', strategy: 'weighted', entries: [{ ...e1, weight: 0 }] }, 400, 'invalid_value', 'entries'],
+      [{ name: 'r', role: 'embedding', entries: [e1] }, 400, 'invalid_value', 'capability'],
+      [{ name: 'r', role: 'vision', capability: 'chat', entries: [e1] }, 400, 'invalid_value', 'capability'],
+      [{ name: 'r', aliases: ['a/b'], entries: [e1] }, 400, 'invalid_value', 'aliases'],
+      [{ name: 'r', aliases: ['r'], entries: [e1] }, 400, 'invalid_value', 'aliases'],
+    ];
+    for (const [body, status, code, param] of cases) {
+      const e = assertError(await cp.admin('POST', '/v1/admin/routes', body), status, code, param);
+      assert.ok(e.message.startsWith(param), `message names the field: ${e.message}`);
+    }
+    assert.equal((await cp.admin('GET', '/v1/admin/routes/r')).status, 404);
+  });
+
+  test('roles unique; names, aliases and roles share a namespace', T, async () => {
+    const e1 = [{ provider: 'rp1', model: 'm1' }];
+    assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'main', aliases: ['primary'], role: 'summarize', entries: e1 })).status, 201);
+    let e = assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'other', role: 'summarize', entries: e1 }), 409, 'duplicate_role', 'role');
+    assert.match(e.message, /route 'main'/);
+    e = assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'primary', entries: e1 }), 409, 'name_collision', 'name');
+    assert.match(e.message, /route 'main'/);
+    assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'x2', aliases: ['main'], entries: e1 }), 409, 'name_collision', 'aliases');
+    assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'summarize', entries: e1 }), 409, 'name_collision', 'name');
+    // Re-saving the route itself is no collision.
+    assert.equal((await cp.admin('PUT', '/v1/admin/routes/main', { aliases: ['primary'], role: 'summarize', entries: e1 })).status, 200);
+    assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'emb', role: 'embedding', capability: 'embeddings', entries: e1 })).status, 201);
+  });
+});
+
+describe('keys and admin tokens', () => {
+  test('key: plaintext once, sha256 stored, never returned; disable with PATCH', T, async () => {
+    pg.sql("INSERT INTO teams (name) VALUES ('kt')");
+    const c = await cp.admin('POST', '/v1/admin/keys', { name: 'ci', team: 'kt', allow_routes: ['main'], expires_at: '2031-01-02T03:04:05Z' });
+    assert.equal(c.status, 201, c.text);
+    const plain = c.json.key;
+    assert.match(plain, /^llmgw-[0-9a-f]{64}$/);
+    SECRET_VALUES.push(plain);
+    assert.match(c.json.id, /^key_[0-9a-f]{16}$/);
+    assert.equal(c.json.prefix, plain.slice(0, 14));
+    assert.ok(!('hash' in c.json));
+    assert.equal(c.json.status, 'active');
+    assert.deepEqual(c.json.allow_routes, ['main']);
+    assert.equal(pg.sql(`SELECT hash FROM api_keys WHERE id = '${c.json.id}'`), h.sha256hex(plain));
+    const g = await cp.admin('GET', `/v1/admin/keys/${c.json.id}`);
+    assert.ok(!('key' in g.json) && !('hash' in g.json), g.text);
+    assert.ok(!(await cp.admin('GET', '/v1/admin/keys')).text.includes(plain));
+    const d = await cp.admin('PATCH', `/v1/admin/keys/${c.json.id}`, { status: 'disabled', version: 1 });
+    assert.equal(d.status, 200, d.text);
+    assert.equal(d.json.status, 'disabled');
+    assert.ok(!('key' in d.json));
+    assert.equal(pg.sql(`SELECT hash FROM api_keys WHERE id = '${c.json.id}'`), h.sha256hex(plain), 'hash kept');
+    assertError(await cp.admin('PATCH', `/v1/admin/keys/${c.json.id}`, { status: 'active', version: 1 }), 409, 'version_conflict');
+    const two = await cp.admin('POST', '/v1/admin/keys', { id: 'named-key' });
+    assert.equal(two.status, 201, two.text);
+    assert.notEqual(two.json.key, plain);
+    SECRET_VALUES.push(two.json.key);
+  });
+
+  test('key validation', T, async () => {
+    assertError(await cp.admin('POST', '/v1/admin/keys', { status: 'paused' }), 400, 'invalid_value', 'status');
+    assertError(await cp.admin('POST', '/v1/admin/keys', { expires_at: 'tomorrow' }), 400, 'invalid_value', 'expires_at');
+    assertError(await cp.admin('POST', '/v1/admin/keys', { team: 'nobody' }), 400, 'dangling_reference', 'team');
+    assertError(await cp.admin('POST', '/v1/admin/keys', { allow_models: [''] }), 400, 'invalid_value', 'allow_models');
+    assertError(await cp.admin('POST', '/v1/admin/keys', { hash: 'ab' }), 400, 'unknown_field', 'hash');
+  });
+
+  test('admin token: plaintext once, works, hashed, deleted', T, async () => {
+    const c = await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer' });
+    assert.equal(c.status, 201, c.text);
+    const tok = c.json.token;
+    SECRET_VALUES.push(tok);
+    assert.ok(!('hash' in c.json));
+    assert.equal(pg.sql(`SELECT hash FROM admin_tokens WHERE id = '${c.json.id}'`), h.sha256hex(tok));
+    const r = await cp.admin('POST', '/v1/admin/teams', { name: 'by-deployer' }, { authorization: `Bearer ${tok}` });
+    assert.equal(r.status, 201, r.text);
+    assert.equal((await cp.admin('GET', '/v1/admin/audit?limit=1')).json.data[0].actor, 'deployer');
+    assert.ok(!(await cp.admin('GET', '/v1/admin/admin-tokens')).text.includes(tok));
+    assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'bootstrap' }), 400, 'invalid_value', 'name');
+    assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer' }), 409, 'already_exists');
+    assert.equal((await cp.admin('DELETE', `/v1/admin/admin-tokens/${c.json.id}`)).status, 204);
+    assertError(await cp.admin('GET', '/v1/admin/teams', undefined, { authorization: `Bearer ${tok}` }), 401, 'unauthorized');
+  });
+});
+
+describe('prices and catalog', () => {
+  before(async () => {
+    await provider(cp, 'pp');
+  });
+
+  test('price overrides: integers, exact decimal strings, refusals', T, async () => {
+    const c = await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'org/model-x', input_price: 2000000, output_price: '0.000008' });
+    assert.equal(c.status, 201, c.text);
+    assert.equal(c.json.input_price, 2000000);
+    assert.equal(c.json.output_price, 8000000);
+    assert.equal(c.json.cache_read_price, null);
+    assert.equal(c.json.currency, 'USD');
+    const g = await cp.admin('GET', '/v1/admin/prices/pp/org%2Fmodel-x');
+    assert.equal(g.status, 200, g.text);
+    const g2 = await cp.admin('GET', '/v1/admin/prices/pp/org/model-x');
+    assert.equal(g2.status, 200, g2.text);
+    const u = await cp.admin('PATCH', '/v1/admin/prices/pp/org/model-x', { input_price: '0.0000015000000000', version: 1 });
+    assert.equal(u.status, 200, u.text);
+    assert.equal(u.json.input_price, 1500000);
+    assertError(await cp.admin('PATCH', '/v1/admin/prices/pp/org/model-x', { input_price: 1, version: 1 }), 409, 'version_conflict');
+    for (const bad of ['0.0000000000001', '1e-6', '-1', '1.5', '.5', '2', 'abc', '']) {
+      assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', input_price: bad }), 400, 'invalid_value', 'input_price');
+    }
+    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', output_price: 1.5 }), 400, 'invalid_type', 'output_price');
+    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', output_price: 1000000000001 }), 400, 'invalid_value', 'output_price');
+    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'ghost', model: 'm' }), 400, 'dangling_reference', 'provider');
+    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', currency: 'usd' }), 400, 'invalid_value', 'currency');
+    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'org/model-x' }), 409, 'already_exists');
+    const ok1 = await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'one', input_price: '1' });
+    assert.equal(ok1.json.input_price, 1000000000000);
+    assert.equal((await cp.admin('DELETE', '/v1/admin/prices/pp/org/model-x')).status, 204);
+  });
+
+  test('catalog: by id, money rule, capabilities', T, async () => {
+    const c = await cp.admin('POST', '/v1/admin/catalog', { provider: 'pp', model: 'cm', context_window: 128000, capabilities: ['chat', 'vision'], input_price: '0.000001' });
+    assert.equal(c.status, 201, c.text);
+    assert.equal(c.json.input_price, 1000000);
+    const id = c.json.id;
+    assert.ok(Number.isInteger(id));
+    const any = await cp.admin('POST', '/v1/admin/catalog', { model: 'cm', context_window: 64000 });
+    assert.equal(any.status, 201, any.text);
+    assert.equal(any.json.provider, null);
+    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'cm' }), 409, 'already_exists');
+    const u = await cp.admin('PATCH', `/v1/admin/catalog/${id}`, { context_window: 200000 }, { 'if-match': '"1"' });
+    assert.equal(u.status, 200, u.text);
+    assert.equal(u.json.context_window, 200000);
+    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', capabilities: ['telepathy'] }), 400, 'invalid_value', 'capabilities');
+    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', input_price: '0.1234567890123' }), 400, 'invalid_value', 'input_price');
+    assert.equal((await cp.admin('DELETE', `/v1/admin/catalog/${id}`)).status, 204);
+  });
+});
+
+describe('health', () => {
+  test('postgres, config version, master key, credentials per provider', T, async () => {
+    await cp.admin('POST', '/v1/admin/secrets', { name: 'aws-one', backend: 'aws', backend_ref: 'awssm:prod/openai#key' });
+    await provider(cp, 'hp-ext', { credential_ref: 'aws-one' });
+    await provider(cp, 'hp-none');
+    const hl = await health(cp);
+    assert.equal(hl.postgres, 'ok');
+    assert.equal(hl.config_version, Number(pg.sql('SELECT version FROM config_state')));
+    assert.equal(hl.master_key.configured, true);
+    assert.match(hl.master_key.id, /^[0-9a-f]{8}$/);
+    assert.equal(credOf(hl, 'hp-ext').credential, 'external');
+    assert.match(credOf(hl, 'hp-ext').reason, /external, checked by the snapshot builder/);
+    assert.equal(credOf(hl, 'hp-none').credential, 'none');
+    assert.equal(credOf(hl, 'good').credential, 'ok');
+  });
+});
+
+describe('master-key rotation', () => {
+  function rotate(conninfo, oldKey, newKey) {
+    const env = { ...process.env, LLMGW_DATABASE_URL: conninfo, LLMGW_MASTER_KEY: oldKey, LLMGW_NEW_MASTER_KEY: newKey };
+    const p = new h.ManagedProcess('rotate', h.CONTROLPLANE_BIN, ['rotate-master-key'], { env });
+    p.exitExpected = true;
+    p.nonZeroExitExpected = true;
+    PROCS.push(p);
+    return p.waitExit(30_000).then(() => p);
+  }
+
+  test('all secrets rewrapped in one transaction; a wrong old key changes nothing', T, async () => {
+    const conninfo = pg.createDatabase('rot');
+    const a = await h.startControlPlane({ conninfo, env: { LLMGW_MASTER_KEY: KEY1 } });
+    PROCS.push(a.proc);
+    for (const n of ['r1', 'r2', 'r3']) {
+      assert.equal((await a.admin('POST', '/v1/admin/secrets', { name: n, value: secretValue(n) })).status, 201);
+      await provider(a, `p-${n}`, { credential_ref: n });
+    }
+    const snap = () => pg.sql("SELECT string_agg(name || ':' || version || ':' || master_key_id || ':' || encode(ciphertext, 'hex'), ',' ORDER BY name) FROM secrets", 'rot');
+    const before0 = snap();
+    const cfg0 = pg.sql('SELECT version FROM config_state', 'rot');
+
+    // A wrong old key: exit 1, nothing changed.
+    const wrong = await rotate(conninfo, randomBytes(32).toString('hex'), KEY2);
+    assert.equal(wrong.exitInfo.code, 1, wrong.describe());
+    assert.match(wrong.stderrText, /does not open with the old key/);
+    assert.equal(snap(), before0);
+    assert.equal(pg.sql('SELECT version FROM config_state', 'rot'), cfg0);
+
+    // A row that does not open (tampered) mid-way: all or nothing.
+    pg.sql("UPDATE secrets SET ciphertext = (SELECT ciphertext FROM secrets WHERE name = 'r1') WHERE name = 'r2'", 'rot');
+    const tampered = snap();
+    const mid = await rotate(conninfo, KEY1, KEY2);
+    assert.equal(mid.exitInfo.code, 1, mid.describe());
+    assert.match(mid.stderrText, /'r2'/);
+    assert.equal(snap(), tampered, 'r1 was not rewrapped either');
+    await a.admin('PUT', '/v1/admin/secrets/r2', { value: secretValue('r2b') });
+    const before1 = snap();
+
+    const ok = await rotate(conninfo, KEY1, KEY2);
+    assert.equal(ok.exitInfo.code, 0, ok.describe());
+    const after1 = snap();
+    assert.notEqual(after1, before1);
+    const rows = pg.sql("SELECT string_agg(DISTINCT master_key_id, ',') FROM secrets WHERE backend = 'builtin'", 'rot');
+    const hlOld = await health(a); // still on the old key
+    assert.ok(!rows.includes(hlOld.master_key.id), 'no row carries the old key id');
+    for (const n of ['r1', 'r2', 'r3']) {
+      assert.equal(credOf(hlOld, `p-${n}`).credential, 'unresolved', 'none opens with the old key');
+      assert.match(credOf(hlOld, `p-${n}`).reason, /another master key/);
+    }
+    assert.equal(pg.sql("SELECT string_agg(version::text, ',' ORDER BY name) FROM secrets", 'rot'), '2,3,2');
+    const audit = (await a.admin('GET', '/v1/admin/audit?limit=1')).json.data[0];
+    assert.equal(audit.actor, 'rotate-master-key');
+    assert.equal(audit.resource, 'secrets');
+    assert.deepEqual(audit.after.secrets, ['r1', 'r2', 'r3']);
+    assert.equal(pg.sql("SELECT count(*) FROM audit_log WHERE actor = 'rotate-master-key'", 'rot'), '1');
+
+    // Restart with the new key: every secret opens.
+    const b = await h.startControlPlane({ conninfo, env: { LLMGW_MASTER_KEY: KEY2 } });
+    PROCS.push(b.proc);
+    const hlNew = await health(b);
+    for (const n of ['r1', 'r2', 'r3']) assert.equal(credOf(hlNew, `p-${n}`).credential, 'ok', JSON.stringify(hlNew));
+    assert.equal(hlNew.status, 'ok');
+    // Re-running is a no-op (rows already carry the new key id).
+    const again = await rotate(conninfo, KEY1, KEY2);
+    assert.equal(again.exitInfo.code, 0, again.describe());
+    assert.equal(snap(), after1);
+    for (const p of [a, b]) {
+      p.proc.signal('SIGTERM');
+      assert.deepEqual(await p.proc.waitExit(10_000), { code: 0, signal: null }, p.proc.describe());
+    }
+  });
+});
+
+describe('llmgwctl', () => {
+  test('every verb over curl; a secret value read from stdin', T, async () => {
+    const { spawnSync } = await import('node:child_process');
+    const ctl = (args, input) => {
+      const r = spawnSync(`${h.REPO_ROOT}/tools/llmgwctl`, args, {
+        input, encoding: 'utf8', env: { ...process.env, LLMGW_ADMIN_URL: cp.url, LLMGW_ADMIN_TOKEN: cp.token },
+      });
+      return { code: r.status, out: r.stdout, err: r.stderr };
+    };
+    let r = ctl(['teams', 'create', '{"name":"ctl-team"}']);
+    assert.equal(r.code, 0, r.err);
+    assert.equal(JSON.parse(r.out).name, 'ctl-team');
+    r = ctl(['teams', 'update', 'ctl-team', '{"description":"d"}', '1']);
+    assert.equal(r.code, 0, r.err);
+    r = ctl(['teams', 'update', 'ctl-team', '{"description":"e"}', '1']);
+    assert.equal(r.code, 1);
+    assert.match(r.out + r.err, /precondition_failed/);
+    r = ctl(['teams', 'replace', 'ctl-team', '-', '2'], '{"description":"f"}');
+    assert.equal(r.code, 0, r.err);
+    assert.equal(JSON.parse(ctl(['teams', 'get', 'ctl-team']).out).description, 'f');
+    assert.ok(JSON.parse(ctl(['teams', 'list']).out).data.some((t) => t.name === 'ctl-team'));
+    assert.equal(ctl(['teams', 'delete', 'ctl-team', '3']).code, 0);
+    const v = secretValue('ctl');
+    r = ctl(['secrets', 'create', '-'], JSON.stringify({ name: 'ctl-secret', value: v }));
+    assert.equal(r.code, 0, r.err);
+    assert.ok(!r.out.includes(v));
+    r = ctl(['keys', 'create', '{"id":"ctl-key"}']);
+    assert.equal(r.code, 0, r.err);
+    SECRET_VALUES.push(JSON.parse(r.out).key);
+    assert.equal(JSON.parse(ctl(['keys', 'disable', 'ctl-key']).out).status, 'disabled');
+    assert.equal(JSON.parse(ctl(['health']).out).postgres, 'ok');
+    assert.equal(JSON.parse(ctl(['audit', '1']).out).data[0].resource, 'keys');
+    r = ctl(['teams', 'get', 'nope']);
+    assert.equal(r.code, 1);
+  });
+});
+
+describe('no secret value anywhere', () => {
+  test('not in audit rows, not in any answer, not in the logs', T, async () => {
+    assert.ok(SECRET_VALUES.length >= 5);
+    const audit = pg.sql('SELECT coalesce(string_agg(before::text || after::text, chr(10)), \'\') FROM audit_log');
+    const auditRot = pg.sql('SELECT coalesce(string_agg(coalesce(before::text, \'\') || coalesce(after::text, \'\'), chr(10)), \'\') FROM audit_log', 'rot');
+    const answers = [];
+    for (const r of ['secrets', 'keys', 'admin-tokens', 'providers', 'health', 'audit?limit=1000']) {
+      answers.push((await cp.admin('GET', `/v1/admin/${r}`)).text);
+    }
+    const logs = PROCS.map((p) => p.stdoutText + p.stderrText).join('\n');
+    assert.ok(PROCS.length >= 5);
+    for (const v of SECRET_VALUES) {
+      assert.ok(!audit.includes(v) && !auditRot.includes(v), 'audit rows');
+      for (const a of answers) assert.ok(!a.includes(v), 'answers');
+      assert.ok(!logs.includes(v), 'daemon logs');
+    }
+    for (const p of PROCS) assert.ok(!/AddressSanitizer|runtime error:/.test(p.stderrText), p.describe());
+    cp.proc.signal('SIGTERM');
+    assert.deepEqual(await cp.proc.waitExit(10_000), { code: 0, signal: null }, 'exits clean (no leak reports)');
+    assert.ok(!/AddressSanitizer|LeakSanitizer|runtime error:/.test(cp.proc.stderrText));
+    for (const v of SECRET_VALUES) assert.ok(!cp.proc.stderrText.includes(v) && !cp.proc.stdoutText.includes(v));
+    const hashes = pg.sql('SELECT string_agg(hash, \',\') FROM api_keys');
+    for (const hs of hashes.split(',')) for (const a of answers) assert.ok(!a.includes(hs), 'no key hash in answers');
+  });
+});
