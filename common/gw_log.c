@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,20 @@ static const char *level_name(enum gw_log_level l)
     default:
         return "error";
     }
+}
+
+int gw_log_level_from_env(void)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    const char *v = getenv("LLMGW_LOG_LEVEL");
+    if (!v || !*v)
+        return GW_OK;
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(v, names[i]) == 0) {
+            min_level = (enum gw_log_level)i;
+            return GW_OK;
+        }
+    return GW_EINVAL;
 }
 
 void gw_log_set_level(enum gw_log_level level)

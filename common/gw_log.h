@@ -12,8 +12,11 @@
 
 enum gw_log_level { GW_LOG_DEBUG, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR };
 
-/* Minimum level written to stderr (default INFO; env LLMGW_LOG_LEVEL). */
+/* Minimum level written to stderr (default INFO). */
 void gw_log_set_level(enum gw_log_level level);
+/* Sets it from LLMGW_LOG_LEVEL (debug, info, warn, error) when that is set;
+ * returns GW_EINVAL for any other value (the level is left alone). */
+int gw_log_level_from_env(void) __attribute__((warn_unused_result));
 /* Where access lines go: a path, or "-" for stdout. 0 or GW_EIO. */
 int gw_log_open_access(const char *path) __attribute__((warn_unused_result));
 

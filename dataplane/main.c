@@ -79,6 +79,10 @@ int main(int argc, char **argv)
     int rc = dp_config_parse(&m.cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
+    if (gw_log_level_from_env() != GW_OK) {
+        fprintf(stderr, "llmgw-dataplane: LLMGW_LOG_LEVEL: use debug, info, warn or error\n");
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "llmgw-dataplane: library initialisation failed\n");
