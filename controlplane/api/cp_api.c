@@ -8,6 +8,7 @@
 #include "cp_call.h"
 #include "cp_db.h"
 #include "cp_resource.h"
+#include "cp_snapshot_api.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_http.h"
@@ -186,6 +187,8 @@ static void handle(struct gw_http_req *req, void *arg)
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
     if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)
         return audit(api, &c);
+    if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash)
+        return cp_snapshot_api_handle(&c);
     const struct cp_resource *r = NULL;
     for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
         if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
