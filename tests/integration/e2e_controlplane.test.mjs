@@ -1,0 +1,228 @@
+// End to end: PostgreSQL + llmgw-controlplane + two data planes fed by it
+// over gRPC + the mock provider. Configuration is written through the admin
+// API where this branch has it, else with SQL as the API writes it
+// (cpconfig.mjs). Then: a chat request through each data plane; a built-in
+// secret reaches the upstream as the provider's credential; a new route
+// order reaches every data plane and both acknowledge it
+// (/v1/admin/snapshot); with the control plane stopped both keep serving; a
+// data plane restarted meanwhile serves from its snapshot cache; the
+// restarted control plane gets both back. Contracts: docs/controlplane.md
+// ("Snapshots"), docs/dataplane.md ("Control plane").
+
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as h from './harness.mjs';
+import { Config, masterKey } from './cpconfig.mjs';
+
+const T = { timeout: 90_000 };
+const KEY = masterKey();
+const OTHER_KEY = masterKey();
+const CACHE_KEY = randomBytes(32).toString('hex');
+const UPSTREAM_SECRET = `sk-upstream-${randomBytes(10).toString('hex')}`;
+
+let pg;
+let cp;
+let cfg;
+let mock;
+let grpcPort;
+let dir;
+let capture;
+const dps = {}; // replica id -> Gateway
+
+// An OpenAI-compatible upstream that records the Authorization it receives.
+function startCapture() {
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      seen.push(req.headers.authorization ?? null);
+      const answer = JSON.stringify({
+        id: 'chatcmpl-capture', object: 'chat.completion', created: 1, model: 'cap-model',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'captured' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+      });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+      res.end(answer);
+    });
+  });
+  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ srv, seen, port: srv.address().port })));
+}
+
+async function startCP() {
+  return h.startControlPlane({
+    pg, env: { LLMGW_MASTER_KEY: KEY.hex }, args: ['--grpc-listen', `127.0.0.1:${grpcPort}`],
+  });
+}
+
+async function startDP(id) {
+  const g = await h.startGatewayCP({
+    controlPlane: `127.0.0.1:${grpcPort}`,
+    cache: path.join(dir, `${id}.cache.json`),
+    cacheKey: id === 'dp-a' ? CACHE_KEY : undefined, // dp-b keeps its cache without credentials
+    replicaId: id,
+  });
+  dps[id] = g;
+  return g;
+}
+
+const chat = (g, model = 'fast') => h.request(g.port, {
+  headers: h.AUTH, body: { model, messages: [{ role: 'user', content: 'hello' }] },
+});
+const readyz = async (g) => (await h.request(g.port, { method: 'GET', path: '/readyz' })).json;
+const snapshot = async () => {
+  const r = await cp.admin('GET', '/v1/admin/snapshot');
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+};
+
+async function waitServedBy(g, provider, model = 'fast') {
+  await h.waitFor(async () => {
+    const r = await chat(g, model);
+    return r.status === 200 && r.headers['x-llmgw-provider'] === provider;
+  }, { timeoutMs: 15_000, intervalMs: 20, what: `${model} served by ${provider} on ${g.url}` });
+}
+
+async function waitAcked(version, ids = ['dp-a', 'dp-b']) {
+  return h.waitFor(async () => {
+    const s = await snapshot();
+    const ok = ids.every((id) => s.replicas.some((r) => r.replica_id === id && r.acked_version >= version && r.connected));
+    return ok ? s : null;
+  }, { timeoutMs: 15_000, what: `replicas ${ids} acking version ${version}` });
+}
+
+before(async () => {
+  h.requireBinaries([h.CONTROLPLANE_BIN, h.DATAPLANE_BIN, h.MOCK_BIN]);
+  dir = h.makeTmpDir();
+  pg = await h.startPostgres();
+  mock = await h.startMock();
+  capture = await startCapture();
+  grpcPort = await h.deadPort();
+  cp = await startCP();
+  cfg = new Config(cp, pg, KEY);
+});
+
+after(async () => {
+  capture?.srv.close();
+  await h.stopAll();
+});
+
+describe('control plane + two data planes', () => {
+  test('the daemon reports its bound gRPC port and refuses to start without TLS or --grpc-insecure', T, async () => {
+    assert.equal(cp.listening.grpc_port, grpcPort);
+    assert.equal(cp.listening.grpc_tls, false);
+    const p = new h.ManagedProcess('controlplane-notls', h.CONTROLPLANE_BIN, ['serve', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0'],
+      { env: { ...process.env, LLMGW_DATABASE_URL: pg.conninfo, LLMGW_GRPC_INSECURE: '' } });
+    p.exitExpected = true;
+    p.nonZeroExitExpected = true;
+    const e = await p.waitExit(h.START_TIMEOUT_MS);
+    assert.equal(e.code, 2, p.describe());
+    assert.match(p.stderrText, /--grpc-tls-cert.*--grpc-insecure/s);
+  });
+
+  test('configure: provider, secret, route and key; a chat request through each data plane', T, async () => {
+    cfg.secret('capture-key', UPSTREAM_SECRET);
+    cfg.secret('wrong-key', 'never-opens', OTHER_KEY); // sealed under another master key
+    await cfg.provider({ name: 'alpha', driver: 'openai', base_url: mock.v1 });
+    await cfg.provider({ name: 'beta', driver: 'openai', base_url: mock.v1 });
+    await cfg.provider({ name: 'keyed', driver: 'openai', base_url: `http://127.0.0.1:${capture.port}/v1`, credential_ref: 'capture-key' });
+    await cfg.provider({ name: 'broken', driver: 'openai', base_url: mock.v1, credential_ref: 'wrong-key' });
+    cfg.route('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
+    cfg.route('captured', [{ provider: 'keyed', model: 'cap-model' }]);
+    cfg.apiKey('key_e2e', h.DEMO_KEY_HASH);
+    const v = cfg.version();
+
+    await startDP('dp-a');
+    await startDP('dp-b');
+    for (const g of Object.values(dps)) {
+      await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: `${g.url} serving version ${v}` });
+      assert.equal((await readyz(g)).source, 'control_plane');
+      const r = await chat(g);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-llmgw-provider'], 'alpha');
+      const n = await chat(g, 'nosuchroute');
+      assert.equal(n.status, 404, 'only configured routes');
+      const bad = await h.request(g.port, { headers: { authorization: 'Bearer nope' }, body: { model: 'fast', messages: [{ role: 'user', content: 'x' }] } });
+      assert.equal(bad.status, 401, 'only configured keys');
+    }
+    const s = await waitAcked(v);
+    assert.equal(s.version, v);
+    assert.equal(s.published_version, v);
+    assert.equal(s.last_error, null);
+    assert.equal(typeof s.built_at_ms, 'number');
+    // The provider whose secret does not open goes out without a credential, and says why.
+    assert.equal(s.unresolved.length, 1, JSON.stringify(s.unresolved));
+    assert.equal(s.unresolved[0].provider, 'broken');
+    assert.equal(s.unresolved[0].credential_ref, 'wrong-key');
+    assert.match(s.unresolved[0].reason, /does not open under the master key/);
+  });
+
+  test('a built-in secret reaches the upstream as the provider\'s credential, from each data plane', T, async () => {
+    for (const g of Object.values(dps)) {
+      const before = capture.seen.length;
+      const r = await chat(g, 'captured');
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-llmgw-provider'], 'keyed');
+      assert.equal(capture.seen[before], `Bearer ${UPSTREAM_SECRET}`);
+    }
+    for (const p of [cp.proc, ...Object.values(dps).map((g) => g.proc)]) {
+      assert.ok(!p.stderrText.includes(UPSTREAM_SECRET) && !p.stdoutText.includes(UPSTREAM_SECRET), `${p.name}: never logged`);
+    }
+    assert.ok(!fs.readFileSync(path.join(dir, 'dp-a.cache.json'), 'utf8').includes(UPSTREAM_SECRET), 'sealed in the cache');
+    assert.ok(!fs.readFileSync(path.join(dir, 'dp-b.cache.json'), 'utf8').includes(UPSTREAM_SECRET), 'omitted from the cache');
+  });
+
+  test('a new route order reaches every data plane, and both acknowledge it', T, async () => {
+    cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }, { provider: 'alpha', model: 'mock-gpt' }]);
+    const v = cfg.version();
+    for (const g of Object.values(dps)) await waitServedBy(g, 'beta');
+    const s = await waitAcked(v);
+    assert.equal(s.version, v);
+    for (const id of ['dp-a', 'dp-b']) {
+      assert.equal(s.replicas.find((r) => r.replica_id === id).acked_version, v);
+    }
+  });
+
+  test('with the control plane stopped, both data planes keep serving', T, async () => {
+    const e = await cp.proc.stop();
+    assert.equal(e.code, 0, cp.proc.describe());
+    for (const g of Object.values(dps)) {
+      const r = await chat(g);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-llmgw-provider'], 'beta');
+      assert.equal((await readyz(g)).source, 'control_plane');
+    }
+  });
+
+  test('a data plane restarted while the control plane is down serves from its cache', T, async () => {
+    const v = Number((await readyz(dps['dp-a'])).snapshot_version);
+    await dps['dp-a'].proc.stop();
+    const g = await startDP('dp-a');
+    await h.waitFor(async () => (await readyz(g))?.status === 'ready', { what: 'dp-a ready from its cache' });
+    assert.deepEqual(await readyz(g), { status: 'ready', snapshot_version: v, source: 'cache' });
+    const r = await chat(g);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers['x-llmgw-provider'], 'beta');
+    // Its cache is sealed with LLMGW_CACHE_KEY: the credential survives the restart.
+    const before = capture.seen.length;
+    const c = await chat(g, 'captured');
+    assert.equal(c.status, 200, c.text);
+    assert.equal(capture.seen[before], `Bearer ${UPSTREAM_SECRET}`);
+  });
+
+  test('the restarted control plane gets both data planes back, and they take new versions', T, async () => {
+    cp = await startCP();
+    cfg.cp = cp;
+    const v = cfg.version();
+    const s = await waitAcked(v);
+    assert.equal(s.version, v);
+    assert.equal((await readyz(dps['dp-a'])).source, 'control_plane');
+    cfg.routeEntries('fast', [{ provider: 'alpha', model: 'mock-gpt' }]);
+    for (const g of Object.values(dps)) await waitServedBy(g, 'alpha');
+    await waitAcked(cfg.version());
+  });
+});
