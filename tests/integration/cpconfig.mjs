@@ -38,12 +38,15 @@ export class Config {
     this.key = key;
   }
 
-  /** Runs statements as one configuration write, as the admin API does. */
+  /** Runs statements as one configuration write, as the admin API does;
+   * returns the configuration version it made. */
   write(sql) {
-    this.pg.sql(`BEGIN; ${sql};
+    const out = this.pg.sql(`BEGIN; ${sql};
       UPDATE config_state SET version = version + 1, updated_at = now() WHERE id = 1;
-      SELECT pg_notify('llmgw_config', version::text) FROM config_state WHERE id = 1;
+      SELECT version FROM (SELECT version, pg_notify('llmgw_config', version::text)
+        FROM config_state WHERE id = 1) s;
       COMMIT;`);
+    return Number(out.split('\n').pop());
   }
 
   version() {
@@ -53,7 +56,7 @@ export class Config {
   /** A built-in secret holding value (sealed with key; default: the control plane's). */
   secret(name, value, key = this.key) {
     const blob = seal(key, name, value).toString('hex');
-    this.write(`INSERT INTO secrets (name, backend, ciphertext, master_key_id)
+    return this.write(`INSERT INTO secrets (name, backend, ciphertext, master_key_id)
       VALUES (${lit(name)}, 'builtin', '\\x${blob}'::bytea, ${lit(key.id)})`);
   }
 
@@ -66,14 +69,14 @@ export class Config {
 
   /** A route with entries [{provider, model, ...}] in order. */
   route(name, entries, { aliases = [], strategy = 'ordered' } = {}) {
-    this.write(`INSERT INTO routes (name, aliases, strategy) VALUES (${lit(name)}, ${arr(aliases)}, ${lit(strategy)});
+    return this.write(`INSERT INTO routes (name, aliases, strategy) VALUES (${lit(name)}, ${arr(aliases)}, ${lit(strategy)});
       ${entries.map((e, i) => `INSERT INTO route_entries (route, position, provider, model)
         VALUES (${lit(name)}, ${i}, ${lit(e.provider)}, ${lit(e.model)})`).join(';\n')}`);
   }
 
   /** Replaces a route's entries (a new order). */
   routeEntries(name, entries) {
-    this.write(`DELETE FROM route_entries WHERE route = ${lit(name)};
+    return this.write(`DELETE FROM route_entries WHERE route = ${lit(name)};
       ${entries.map((e, i) => `INSERT INTO route_entries (route, position, provider, model)
         VALUES (${lit(name)}, ${i}, ${lit(e.provider)}, ${lit(e.model)})`).join(';\n')};
       UPDATE routes SET version = version + 1, updated_at = now() WHERE name = ${lit(name)}`);
@@ -81,7 +84,7 @@ export class Config {
 
   /** An API key with plaintext sha256 hash. */
   apiKey(id, hash, { team = null, allowRoutes = null } = {}) {
-    this.write(`INSERT INTO api_keys (id, name, prefix, hash, team, allow_routes)
+    return this.write(`INSERT INTO api_keys (id, name, prefix, hash, team, allow_routes)
       VALUES (${lit(id)}, ${lit(id)}, ${lit(id.slice(0, 8))}, ${lit(hash)}, ${lit(team)}, ${arr(allowRoutes)})`);
   }
 }
