@@ -9,6 +9,7 @@
 // restarted control plane gets both back. Contracts: docs/controlplane.md
 // ("Snapshots"), docs/dataplane.md ("Control plane").
 
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -224,5 +225,97 @@ describe('control plane + two data planes', () => {
     cfg.routeEntries('fast', [{ provider: 'alpha', model: 'mock-gpt' }]);
     for (const g of Object.values(dps)) await waitServedBy(g, 'alpha');
     await waitAcked(cfg.version());
+  });
+
+  test('a configuration the data plane would refuse is never published: the last good one stays, and the status says why', T, async () => {
+    const good = (await snapshot()).version;
+    // The schema allows it; the snapshot format does not (the embedding role needs capability embeddings).
+    const bad = cfg.write(`INSERT INTO routes (name, role, capability) VALUES ('embed', 'embedding', 'chat');
+      INSERT INTO route_entries (route, position, provider, model) VALUES ('embed', 0, 'alpha', 'mock-emb')`);
+    const s = await h.waitFor(async () => {
+      const j = await snapshot();
+      return j.last_error ? j : null;
+    }, { what: 'the failed build in /v1/admin/snapshot' });
+    assert.match(s.last_error, /the embedding role needs capability embeddings/);
+    assert.equal(s.version, good);
+    assert.equal(s.published_version, good);
+    assert.ok(s.failed_builds >= 1);
+    assert.ok(cp.proc.stderrText.includes('snapshot build failed'));
+    for (const g of Object.values(dps)) {
+      assert.equal((await readyz(g)).snapshot_version, good);
+      assert.equal((await chat(g)).status, 200);
+    }
+    // Fixed: the next build goes out, and the error is cleared.
+    const fixed = cfg.write("UPDATE routes SET capability = 'embeddings' WHERE name = 'embed'");
+    assert.ok(fixed > bad);
+    const s2 = await waitAcked(fixed);
+    assert.equal(s2.last_error, null);
+    assert.equal(s2.version, fixed);
+  });
+});
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate (openssl).
+function makeCerts(d) {
+  const o = (args) => execFileSync('openssl', args, { cwd: d, stdio: ['ignore', 'ignore', 'pipe'] });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  o(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=llmgw-test-ca']);
+  fs.writeFileSync(path.join(d, 'srv.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  fs.writeFileSync(path.join(d, 'cli.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [n, cn] of [['srv', '127.0.0.1'], ['cli', 'dp-tls']]) {
+    o(['req', ...ec, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', `/CN=${cn}`]);
+    o(['x509', '-req', '-in', `${n}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', `${n}.pem`, '-days', '2', '-extfile', `${n}.ext`]);
+  }
+  const f = (n) => path.join(d, n);
+  return { ca: f('ca.pem'), srvCert: f('srv.pem'), srvKey: f('srv.key'), cliCert: f('cli.pem'), cliKey: f('cli.key') };
+}
+
+describe('TLS between the planes (a second control-plane replica on the same database)', () => {
+  let certs;
+  before(() => { certs = makeCerts(h.makeTmpDir()); });
+
+  test('server TLS: a data plane that trusts the CA gets the snapshot and acks it', T, async () => {
+    const c = await h.startControlPlane({
+      pg, env: { LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert, LLMGW_GRPC_TLS_KEY: certs.srvKey },
+    });
+    assert.equal(c.listening.grpc_tls, true);
+    const g = await h.startGatewayCP({
+      controlPlane: `127.0.0.1:${c.listening.grpc_port}`, replicaId: 'dp-tls', args: ['--control-plane-ca', certs.ca],
+    });
+    const v = cfg.version();
+    await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-tls serving over TLS' });
+    assert.equal((await chat(g)).status, 200);
+    await h.waitFor(async () => {
+      const r = (await c.admin('GET', '/v1/admin/snapshot')).json;
+      return r.replicas.some((x) => x.replica_id === 'dp-tls' && x.acked_version === v);
+    }, { what: 'the ack over TLS' });
+    await g.proc.stop();
+    await c.proc.stop();
+  });
+
+  test('mutual TLS: without a client certificate no snapshot; with one, served', T, async () => {
+    const c = await h.startControlPlane({
+      pg,
+      env: {
+        LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert,
+        LLMGW_GRPC_TLS_KEY: certs.srvKey, LLMGW_GRPC_TLS_CLIENT_CA: certs.ca,
+      },
+    });
+    const target = `127.0.0.1:${c.listening.grpc_port}`;
+    const anon = await h.startGatewayCP({ controlPlane: target, replicaId: 'dp-anon', args: ['--control-plane-ca', certs.ca] });
+    const authed = await h.startGatewayCP({
+      controlPlane: target, replicaId: 'dp-mtls',
+      args: ['--control-plane-ca', certs.ca, '--control-plane-cert', certs.cliCert, '--control-plane-key', certs.cliKey],
+    });
+    const v = cfg.version();
+    await h.waitFor(async () => (await readyz(authed))?.snapshot_version === v, { what: 'dp-mtls serving' });
+    await h.sleep(1000);
+    const r = await h.request(anon.port, { method: 'GET', path: '/readyz' });
+    assert.equal(r.status, 503, 'no client certificate, no snapshot');
+    const reps = (await c.admin('GET', '/v1/admin/snapshot')).json.replicas;
+    assert.ok(!reps.some((x) => x.replica_id === 'dp-anon'), JSON.stringify(reps));
+    await anon.proc.stop();
+    await authed.proc.stop();
+    await c.proc.stop();
   });
 });
