@@ -131,14 +131,17 @@ static void set_db_up(struct cp_snapshot *b, int up)
 
 json_t *cp_snapshot_status(struct cp_snapshot *b)
 {
+    /* Copies, not references: the builder's thread replaces these arrays,
+     * and the answer is freed on another thread. */
     pthread_mutex_lock(&b->lock);
-    json_t *j = json_pack("{s:I,s:I,s:s?,s:o?,s:O,s:O,s:I,s:I,s:s}", "version",
-                          (json_int_t)b->st_version, "built_at_ms", (json_int_t)b->st_built_ms,
-                          "last_error", b->st_error[0] ? b->st_error : NULL, "last_error_at_ms",
-                          b->st_error_ms ? json_integer(b->st_error_ms) : NULL, "unresolved",
-                          b->st_unresolved, "skipped_routes", b->st_skipped, "builds",
-                          (json_int_t)b->st_builds, "failed_builds", (json_int_t)b->st_failed,
-                          "database", b->st_db_up ? "ok" : "down");
+    json_t *j =
+        json_pack("{s:I,s:I,s:s?,s:o?,s:o,s:o,s:I,s:I,s:s}", "version", (json_int_t)b->st_version,
+                  "built_at_ms", (json_int_t)b->st_built_ms, "last_error",
+                  b->st_error[0] ? b->st_error : NULL, "last_error_at_ms",
+                  b->st_error_ms ? json_integer(b->st_error_ms) : NULL, "unresolved",
+                  json_deep_copy(b->st_unresolved), "skipped_routes", json_deep_copy(b->st_skipped),
+                  "builds", (json_int_t)b->st_builds, "failed_builds", (json_int_t)b->st_failed,
+                  "database", b->st_db_up ? "ok" : "down");
     pthread_mutex_unlock(&b->lock);
     return j;
 }

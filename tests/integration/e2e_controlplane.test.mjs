@@ -227,6 +227,19 @@ describe('control plane + two data planes', () => {
     await waitAcked(cfg.version());
   });
 
+  test('the builder reconnects after a PostgreSQL restart and hears writes again', T, async () => {
+    const ctl = path.join(pg.bin, 'pg_ctl');
+    const args = ['-D', path.join(pg.dir, 'data'), '-m', 'fast', '-w', '-t', '30', 'restart'];
+    if (process.getuid && process.getuid() === 0) execFileSync('runuser', ['-u', 'postgres', '--', ctl, ...args], { stdio: 'ignore' });
+    else execFileSync(ctl, args, { stdio: 'ignore' });
+    pg.pid = Number(fs.readFileSync(path.join(pg.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    await h.waitFor(() => cp.proc.stderrText.includes('lost the database connection'), { what: 'the builder noticing' });
+    await h.waitFor(async () => (await snapshot()).database === 'ok', { what: 'the builder back on the database' });
+    const v = cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }]);
+    for (const g of Object.values(dps)) await waitServedBy(g, 'beta');
+    await waitAcked(v);
+  });
+
   test('a configuration the data plane would refuse is never published: the last good one stays, and the status says why', T, async () => {
     const good = (await snapshot()).version;
     // The schema allows it; the snapshot format does not (the embedding role needs capability embeddings).
