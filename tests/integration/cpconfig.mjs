@@ -31,11 +31,12 @@ const lit = (s) => (s === null || s === undefined ? 'NULL' : `'${String(s).repla
 const arr = (a) => (a ? `ARRAY[${a.map(lit).join(',')}]::text[]` : 'NULL');
 
 export class Config {
-  /** cp: a ControlPlane (for the API); pg: the Postgres (for SQL). */
-  constructor(cp, pg, key) {
+  /** cp: a ControlPlane (for the API); pg: the Postgres (for SQL) and its database dbname. */
+  constructor(cp, pg, key, dbname = 'postgres') {
     this.cp = cp;
     this.pg = pg;
     this.key = key;
+    this.dbname = dbname;
   }
 
   /** Runs statements as one configuration write, as the admin API does;
@@ -45,12 +46,12 @@ export class Config {
       UPDATE config_state SET version = version + 1, updated_at = now() WHERE id = 1;
       SELECT version FROM (SELECT version, pg_notify('llmgw_config', version::text)
         FROM config_state WHERE id = 1) s;
-      COMMIT;`);
+      COMMIT;`, this.dbname);
     return Number(out.split('\n').pop());
   }
 
   version() {
-    return Number(this.pg.sql('SELECT version FROM config_state WHERE id = 1'));
+    return Number(this.pg.sql('SELECT version FROM config_state WHERE id = 1', this.dbname));
   }
 
   /** A built-in secret holding value (sealed with key; default: the control plane's). */
@@ -58,6 +59,11 @@ export class Config {
     const blob = seal(key, name, value).toString('hex');
     return this.write(`INSERT INTO secrets (name, backend, ciphertext, master_key_id)
       VALUES (${lit(name)}, 'builtin', '\\x${blob}'::bytea, ${lit(key.id)})`);
+  }
+
+  /** A secret kept in Vault or AWS Secrets Manager: backend 'vault' or 'aws', ref in cp_secret_ref syntax. */
+  externalSecret(name, backend, ref) {
+    return this.write(`INSERT INTO secrets (name, backend, backend_ref) VALUES (${lit(name)}, ${lit(backend)}, ${lit(ref)})`);
   }
 
   /** POST /v1/admin/providers; throws unless 201. */

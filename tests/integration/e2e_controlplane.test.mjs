@@ -332,3 +332,66 @@ describe('TLS between the planes (a second control-plane replica on the same dat
     await c.proc.stop();
   });
 });
+
+describe('credentials from Vault (a fake KV v2 server)', () => {
+  const VAULT_VALUE = `sk-vault-${randomBytes(8).toString('hex')}`;
+  const VAULT_TOKEN = `hvs.${randomBytes(8).toString('hex')}`;
+  let vault;
+  let vcp;
+  let vcfg;
+  let g;
+
+  before(async () => {
+    const calls = [];
+    const srv = http.createServer((req, res) => {
+      calls.push({ url: req.url, token: req.headers['x-vault-token'] });
+      const ok = req.headers['x-vault-token'] === VAULT_TOKEN && req.url === '/v1/secret/data/llm/openai';
+      const body = ok
+        ? JSON.stringify({ data: { data: { api_key: VAULT_VALUE }, metadata: { version: 1 } } })
+        : JSON.stringify({ errors: [] });
+      res.writeHead(ok ? 200 : 404, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+    await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+    vault = { srv, calls, url: `http://127.0.0.1:${srv.address().port}` };
+    const conninfo = pg.createDatabase('vaultdb');
+    vcp = await h.startControlPlane({
+      conninfo, env: { LLMGW_MASTER_KEY: KEY.hex, VAULT_ADDR: vault.url, VAULT_TOKEN },
+    });
+    vcfg = new Config(vcp, pg, KEY, 'vaultdb');
+  });
+  after(() => vault?.srv.close());
+
+  test('a vault: ref resolves to the provider\'s credential; a missing one is listed as unresolved', T, async () => {
+    vcfg.externalSecret('vault-openai', 'vault', 'vault:secret/llm/openai#api_key');
+    vcfg.externalSecret('vault-gone', 'vault', 'vault:secret/llm/gone#api_key');
+    await vcfg.provider({ name: 'vp', driver: 'openai', base_url: `http://127.0.0.1:${capture.port}/v1`, credential_ref: 'vault-openai' });
+    await vcfg.provider({ name: 'gone', driver: 'openai', base_url: mock.v1, credential_ref: 'vault-gone' });
+    vcfg.route('vroute', [{ provider: 'vp', model: 'cap-model' }]);
+    vcfg.apiKey('key_vault', h.DEMO_KEY_HASH);
+    const v = vcfg.version();
+    g = await h.startGatewayCP({ controlPlane: `127.0.0.1:${vcp.listening.grpc_port}`, replicaId: 'dp-vault' });
+    await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-vault on the first version' });
+    const before = capture.seen.length;
+    const r = await chat(g, 'vroute');
+    assert.equal(r.status, 200, r.text);
+    assert.equal(capture.seen[before], `Bearer ${VAULT_VALUE}`);
+    const s = (await vcp.admin('GET', '/v1/admin/snapshot')).json;
+    assert.deepEqual(s.unresolved.map((u) => u.provider), ['gone']);
+    assert.match(s.unresolved[0].reason, /vault:secret\/llm\/gone#api_key/);
+    assert.ok(vault.calls.every((c) => c.token === VAULT_TOKEN));
+    assert.ok(!vcp.proc.stderrText.includes(VAULT_VALUE) && !vcp.proc.stderrText.includes(VAULT_TOKEN), 'never logged');
+  });
+
+  test('a rebuild reuses the fetched value instead of calling Vault again', T, async () => {
+    const fetched = () => vault.calls.filter((c) => c.url === '/v1/secret/data/llm/openai').length;
+    const n = fetched();
+    assert.equal(n, 1);
+    const v = vcfg.route('vroute2', [{ provider: 'vp', model: 'cap-model' }]);
+    await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-vault on the next version' });
+    assert.equal(fetched(), 1, 'served from the builder\'s cache');
+    const before = capture.seen.length;
+    assert.equal((await chat(g, 'vroute2')).status, 200);
+    assert.equal(capture.seen[before], `Bearer ${VAULT_VALUE}`);
+  });
+});
