@@ -265,6 +265,25 @@ describe('control plane + two data planes', () => {
     assert.equal(s2.last_error, null);
     assert.equal(s2.version, fixed);
   });
+
+  test('the catalog goes out with price overrides applied (seen in a data plane\'s snapshot cache)', T, async () => {
+    const v = cfg.write(`INSERT INTO model_catalog (provider, model, context_window, capabilities, input_price, output_price)
+        VALUES (NULL, 'mock-gpt', 128000, ARRAY['chat','tools'], 100, 200);
+      INSERT INTO model_catalog (provider, model, input_price) VALUES ('alpha', 'mock-gpt', 300);
+      INSERT INTO price_overrides (provider, model, input_price) VALUES ('alpha', 'mock-gpt', 50);
+      INSERT INTO price_overrides (provider, model, input_price, output_price) VALUES ('beta', 'mock-gpt', 70, 80)`);
+    await h.waitFor(async () => (await readyz(dps['dp-b']))?.snapshot_version === v, { what: `dp-b on version ${v}` });
+    const cached = JSON.parse(fs.readFileSync(path.join(dir, 'dp-b.cache.json'), 'utf8'));
+    assert.equal(cached.version, v);
+    assert.deepEqual(cached.catalog, [
+      { model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 100, output_price: 200 },
+      { provider: 'alpha', model: 'mock-gpt', input_price: 50 },
+      { provider: 'beta', model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 70, output_price: 80 },
+    ]);
+    assert.equal(cached.keys.length, 1);
+    assert.equal(cached.keys[0].hash, h.DEMO_KEY_HASH);
+    assert.equal(cached.keys[0].status, 'active');
+  });
 });
 
 // A CA, a server certificate for 127.0.0.1 and a client certificate (openssl).
