@@ -2,6 +2,8 @@
 #ifndef CP_CONFIG_H
 #define CP_CONFIG_H
 
+#include <stddef.h>
+
 enum cp_command { CP_CMD_SERVE, CP_CMD_MIGRATE, CP_CMD_ROTATE_MASTER_KEY };
 
 struct cp_listen {
@@ -14,8 +16,17 @@ struct cp_config {
     const char *database_url; /* a libpq conninfo string or URI; may hold a password:
                                  never logged */
     struct cp_listen admin;   /* the admin REST API */
-    struct cp_listen grpc;    /* the Watch/Report server (parsed and kept for it) */
+    struct cp_listen grpc;    /* the Watch/Report server */
     const char *admin_token;  /* LLMGW_ADMIN_TOKEN (environment only); NULL when unset */
+    /* The gRPC server's transport: TLS with a certificate chain and key (and,
+     * with a client CA, required client certificates), or plaintext when
+     * grpc_insecure is set. serve refuses to start with neither
+     * (cp_config_grpc_check). */
+    const char *grpc_tls_cert;
+    const char *grpc_tls_key;
+    const char *grpc_tls_client_ca;
+    int grpc_insecure;
+    long snapshot_poll_ms; /* the snapshot builder's slow poll (default 30000) */
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv (an optional
@@ -23,5 +34,10 @@ struct cp_config {
  * argv or the environment. Returns 0, or GW_EINVAL after printing a message
  * naming the flag; 1 after --help. */
 int cp_config_parse(struct cp_config *cfg, int argc, char **argv);
+
+/* For serve: 0 when the gRPC transport is configured (TLS with both a
+ * certificate and a key, or insecure), else GW_EINVAL with a message in err
+ * naming the flags. */
+int cp_config_grpc_check(const struct cp_config *cfg, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * llmgw-controlplane: the configuration half of llmgw. It owns PostgreSQL
- * (schema by embedded migrations, cp_migrate.h) and serves the admin REST
- * API (cp_api.h). See docs/controlplane.md.
+ * (schema by embedded migrations, cp_migrate.h), serves the admin REST API
+ * (cp_api.h), builds snapshots of the configuration (cp_snapshot.h, on a
+ * thread of its own) and pushes them to data planes over gRPC (cp_grpc.h).
+ * See docs/controlplane.md.
  *
  *   llmgw-controlplane migrate   apply pending migrations, exit 0 or 1
  *   llmgw-controlplane [serve]   migrate, then serve until SIGTERM/SIGINT
@@ -9,10 +11,14 @@
  *                                rewrap every builtin secret from
  *                                LLMGW_MASTER_KEY to LLMGW_NEW_MASTER_KEY
  *
- * One event loop on the main thread. SIGTERM/SIGINT stop accepting, let
- * open admin requests finish (they are short), and exit 0.
+ * One event loop on the main thread runs the admin API and the gRPC server;
+ * the snapshot builder hands each good build to it. SIGTERM/SIGINT stop
+ * accepting, let open admin requests finish (they are short), stop the
+ * builder, cancel the open Watch streams and exit 0.
  */
+#include <curl/curl.h>
 #include <event2/event.h>
+#include <event2/thread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +26,12 @@
 #include "cp_api.h"
 #include "cp_config.h"
 #include "cp_db.h"
+#include "cp_grpc.h"
 #include "cp_migrate.h"
 #include "cp_rotate.h"
 #include "cp_secrets.h"
+#include "cp_snapshot.h"
+#include "cp_snapshot_api.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
@@ -30,6 +39,7 @@
 struct main_ctx {
     struct event_base *base;
     struct cp_api *api;
+    struct cp_grpc *grpc;
     struct event *tick;
     int stopping;
 };
@@ -55,6 +65,18 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     cp_api_drain(m->api);
     struct timeval tv = {0, 20 * 1000};
     event_add(m->tick, &tv);
+}
+
+/* On the main loop: each good build goes out to every data plane. */
+static void publish(void *arg, int64_t version, const char *doc, size_t len, int64_t built_at_ms)
+{
+    struct main_ctx *m = arg;
+    if (cp_grpc_publish(m->grpc, version, doc, len, built_at_ms) != GW_OK)
+        gw_logf(GW_LOG_ERROR, "cannot publish the snapshot (out of memory)", "{s:I}", "version",
+                (json_int_t)version);
+    else
+        gw_logf(GW_LOG_INFO, "snapshot published", "{s:I,s:i}", "version", (json_int_t)version,
+                "bytes", (int)len);
 }
 
 static int migrate(struct cp_db *db)
@@ -126,21 +148,37 @@ int main(int argc, char **argv)
         cp_db_free(db);
         return rc;
     }
-    /* The master key seals secret values; without it the daemon serves
-     * everything else and secret writes answer 503. A malformed one is
-     * fatal: it would seal nothing anyone can open. */
-    struct cp_master_key mk;
-    char mkerr[256];
-    int mkrc = cp_master_key_from_env(&mk, mkerr, sizeof(mkerr));
-    if (mkrc == GW_ENOTFOUND) {
-        gw_log(GW_LOG_WARN, "LLMGW_MASTER_KEY is not set: secret values cannot be stored", NULL);
-    } else if (mkrc != GW_OK) {
-        gw_logf(GW_LOG_ERROR, "LLMGW_MASTER_KEY is not usable", "{s:s}", "error", mkerr);
+    char msg[512];
+    if (cp_config_grpc_check(&cfg, msg, sizeof(msg)) != GW_OK) {
+        fprintf(stderr, "llmgw-controlplane: %s\n", msg);
         cp_db_free(db);
-        return 1;
+        return 2;
     }
     if (!cfg.admin_token)
         gw_log(GW_LOG_WARN, "LLMGW_ADMIN_TOKEN is not set: only tokens in admin_tokens work", NULL);
+    struct cp_master_key key;
+    int have_key = 0;
+    int krc = cp_master_key_from_env(&key, msg, sizeof(msg));
+    if (krc == GW_OK)
+        have_key = 1;
+    else if (krc == GW_ENOTFOUND)
+        gw_log(GW_LOG_WARN,
+               "LLMGW_MASTER_KEY is not set: secret values cannot be stored, and providers "
+               "whose credential is a built-in secret go out without one",
+               NULL);
+    else {
+        gw_logf(GW_LOG_ERROR, "LLMGW_MASTER_KEY is not a valid key", "{s:s}", "error", msg);
+        cp_db_free(db);
+        return 1;
+    }
+    /* Before any thread: libcurl (secret backends) and libevent's locking
+     * (the builder's thread wakes the main loop). */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || evthread_use_pthreads() != 0) {
+        gw_log(GW_LOG_ERROR, "cannot initialise libcurl or libevent threads", NULL);
+        cp_master_key_clear(&key);
+        cp_db_free(db);
+        return 1;
+    }
 
     struct main_ctx m = {0};
     int port = 0;
@@ -152,8 +190,9 @@ int main(int argc, char **argv)
         return 1;
     }
     m.base = event_base_new();
-    m.api = m.base ? cp_api_new(m.base, fd, db, cfg.admin_token, mkrc == GW_OK ? &mk : NULL) : NULL;
-    cp_master_key_clear(&mk);
+    /* The admin API seals secret values with the key, the builder opens
+     * them: each keeps its own copy. */
+    m.api = m.base ? cp_api_new(m.base, fd, db, cfg.admin_token, have_key ? &key : NULL) : NULL;
     struct event *term = m.base ? evsignal_new(m.base, SIGTERM, on_term, &m) : NULL;
     struct event *intr = m.base ? evsignal_new(m.base, SIGINT, on_term, &m) : NULL;
     m.tick = m.base ? event_new(m.base, -1, EV_PERSIST, on_tick, &m) : NULL;
@@ -161,20 +200,54 @@ int main(int argc, char **argv)
         gw_log(GW_LOG_ERROR, "out of memory", NULL);
         return 1;
     }
+    char glisten[300];
+    snprintf(glisten, sizeof(glisten), strchr(cfg.grpc.host, ':') ? "[%s]:%d" : "%s:%d",
+             cfg.grpc.host, cfg.grpc.port);
+    struct cp_grpc_opts go = {.listen = glisten,
+                              .insecure = cfg.grpc_insecure,
+                              .tls_cert_file = cfg.grpc_tls_cert,
+                              .tls_key_file = cfg.grpc_tls_key,
+                              .tls_client_ca_file = cfg.grpc_tls_client_ca};
+    m.grpc = cp_grpc_new(m.base, &go, msg, sizeof(msg));
+    if (!m.grpc) {
+        gw_logf(GW_LOG_ERROR, "cannot start the gRPC server", "{s:s}", "error", msg);
+        return 1;
+    }
+    if (cfg.grpc_insecure)
+        gw_log(GW_LOG_WARN,
+               "the gRPC server is plaintext (--grpc-insecure): pushed snapshots "
+               "carry provider credentials; use TLS outside a test bench",
+               NULL);
+    struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
+                                  .poll_ms = cfg.snapshot_poll_ms,
+                                  .master_key = have_key ? &key : NULL,
+                                  .publish = publish,
+                                  .arg = &m};
+    struct cp_snapshot *builder = cp_snapshot_new(m.base, &so, msg, sizeof(msg));
+    cp_master_key_clear(&key); /* the builder has its own copy */
+    if (!builder) {
+        gw_logf(GW_LOG_ERROR, "cannot start the snapshot builder", "{s:s}", "error", msg);
+        return 1;
+    }
+    cp_snapshot_api_register(builder, m.grpc);
     event_add(term, NULL);
     event_add(intr, NULL);
-    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:i}", "msg", "listening", "host",
+    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i}", "msg", "listening", "host",
                                 cfg.admin.host, "port", port, "admin_port", port, "grpc_host",
-                                cfg.grpc.host, "grpc_port", cfg.grpc.port, "schema_version",
-                                cp_migrate_latest()));
+                                cfg.grpc.host, "grpc_port", cp_grpc_port(m.grpc), "grpc_tls",
+                                !cfg.grpc_insecure, "schema_version", cp_migrate_latest()));
     event_base_dispatch(m.base);
 
+    cp_snapshot_api_register(NULL, NULL);
+    cp_snapshot_free(builder);
+    cp_grpc_free(m.grpc);
     cp_api_free(m.api);
     event_free(term);
     event_free(intr);
     event_free(m.tick);
     event_base_free(m.base);
     cp_db_free(db);
+    curl_global_cleanup();
     gw_log(GW_LOG_INFO, "stopped", NULL);
     return 0;
 }

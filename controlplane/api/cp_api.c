@@ -10,6 +10,7 @@
 #include "cp_health.h"
 #include "cp_resource.h"
 #include "cp_secrets.h"
+#include "cp_snapshot_api.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_http.h"
@@ -201,6 +202,8 @@ static void handle(struct gw_http_req *req, void *arg)
         }
         return cp_health_handle(&c);
     }
+    if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash)
+        return cp_snapshot_api_handle(&c);
     const struct cp_resource *r = NULL;
     for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
         if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)

@@ -4,6 +4,10 @@
 # round. See docs/BENCHMARKS.md.
 #
 # Usage: tests/bench/run.sh            (from any directory)
+#        tests/bench/run.sh --propagation
+#            runs the control-plane propagation benchmark instead
+#            (tests/bench/propagation.mjs: Postgres, llmgw-controlplane, two
+#            data planes; PROP_WRITES, PROP_GAP_MS, PROP_OUT)
 #
 # Environment:
 #   LLMGW_BUILD_DIR      build tree (default: <repo>/build, a Release build)
@@ -27,6 +31,10 @@
 # response was an error or a server died (the table is printed anyway),
 # 1 when the rig itself could not run.
 set -euo pipefail
+
+if [[ ${1:-} == --propagation ]]; then
+    exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/propagation.mjs"
+fi
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd -- "$SCRIPT_DIR/../.." && pwd)

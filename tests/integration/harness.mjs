@@ -1019,7 +1019,9 @@ export async function startPostgres() {
 // ---------------------------------------------------------------------------
 // The control plane
 
-const CONTROLPLANE_ENV_VARS = ['LLMGW_DATABASE_URL', 'LLMGW_ADMIN_LISTEN', 'LLMGW_GRPC_LISTEN', 'LLMGW_ADMIN_TOKEN'];
+const CONTROLPLANE_ENV_VARS = ['LLMGW_DATABASE_URL', 'LLMGW_ADMIN_LISTEN', 'LLMGW_GRPC_LISTEN', 'LLMGW_ADMIN_TOKEN',
+  'LLMGW_GRPC_TLS_CERT', 'LLMGW_GRPC_TLS_KEY', 'LLMGW_GRPC_TLS_CLIENT_CA', 'LLMGW_GRPC_INSECURE',
+  'LLMGW_SNAPSHOT_POLL_MS', 'LLMGW_MASTER_KEY'];
 
 function controlPlaneEnv(conninfo, env) {
   const e = { ...process.env };
@@ -1046,13 +1048,15 @@ export class ControlPlane {
 
 /**
  * Starts `llmgw-controlplane serve` against pg (or conninfo) on a free port,
- * with a fresh bootstrap admin token; returns a ControlPlane.
+ * with a fresh bootstrap admin token and a plaintext gRPC server on a free
+ * port (LLMGW_GRPC_INSECURE=1; env may override it); returns a ControlPlane
+ * (listening.grpc_port is the bound gRPC port).
  */
 export async function startControlPlane({ pg, conninfo, env = {}, args = [], token } = {}) {
   const tok = token ?? `llmgw-admin-${randomBytes(12).toString('hex')}`;
   const { proc, port, listening } = await startListening('controlplane', CONTROLPLANE_BIN,
     ['serve', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', ...args],
-    { env: controlPlaneEnv(conninfo ?? pg.conninfo, { LLMGW_ADMIN_TOKEN: tok, ...env }) });
+    { env: controlPlaneEnv(conninfo ?? pg.conninfo, { LLMGW_ADMIN_TOKEN: tok, LLMGW_GRPC_INSECURE: '1', ...env }) });
   return new ControlPlane(proc, port, tok, listening);
 }
 

@@ -1,5 +1,6 @@
 /* Tests for controlplane/cp_config.c: defaults, the environment, flags over
- * the environment, the subcommand, and the admin token refused as a flag. */
+ * the environment, the subcommand, the admin token refused as a flag, and
+ * the gRPC transport (TLS or insecure, never neither). */
 #include <CUnit/CUnit.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,11 @@ static void clear_env(void)
     unsetenv("LLMGW_ADMIN_LISTEN");
     unsetenv("LLMGW_GRPC_LISTEN");
     unsetenv("LLMGW_ADMIN_TOKEN");
+    unsetenv("LLMGW_GRPC_TLS_CERT");
+    unsetenv("LLMGW_GRPC_TLS_KEY");
+    unsetenv("LLMGW_GRPC_TLS_CLIENT_CA");
+    unsetenv("LLMGW_GRPC_INSECURE");
+    unsetenv("LLMGW_SNAPSHOT_POLL_MS");
 }
 
 static int parse(struct cp_config *c, int argc, const char **argv)
@@ -32,6 +38,63 @@ static void test_defaults(void)
     CU_ASSERT_EQUAL(c.admin.port, 8081);
     CU_ASSERT_EQUAL(c.grpc.port, 8082);
     CU_ASSERT_PTR_NULL(c.admin_token);
+    CU_ASSERT_EQUAL(c.snapshot_poll_ms, 30000);
+    CU_ASSERT_EQUAL(c.grpc_insecure, 0);
+    char err[256];
+    /* Neither TLS nor insecure: serve refuses, naming both ways. */
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--grpc-tls-cert"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--grpc-insecure"));
+}
+
+static void test_grpc_transport(void)
+{
+    clear_env();
+    struct cp_config c;
+    char err[256];
+    const char *ins[] = {"cp", "--database-url", "x", "--grpc-insecure", "--snapshot-poll-ms",
+                         "500"};
+    CU_ASSERT_EQUAL(parse(&c, 6, ins), GW_OK);
+    CU_ASSERT_EQUAL(c.grpc_insecure, 1);
+    CU_ASSERT_EQUAL(c.snapshot_poll_ms, 500);
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_OK);
+
+    setenv("LLMGW_GRPC_INSECURE", "1", 1);
+    setenv("LLMGW_SNAPSHOT_POLL_MS", "1000", 1);
+    const char *envonly[] = {"cp", "--database-url", "x"};
+    CU_ASSERT_EQUAL(parse(&c, 3, envonly), GW_OK);
+    CU_ASSERT_EQUAL(c.grpc_insecure, 1);
+    CU_ASSERT_EQUAL(c.snapshot_poll_ms, 1000);
+    const char *off[] = {"cp", "--database-url", "x", "--grpc-insecure=0"};
+    CU_ASSERT_EQUAL(parse(&c, 4, off), GW_OK);
+    CU_ASSERT_EQUAL(c.grpc_insecure, 0);
+    clear_env();
+
+    const char *tls[] = {"cp",    "--database-url", "x",     "--grpc-tls-cert",
+                         "c.pem", "--grpc-tls-key", "k.pem", "--grpc-tls-client-ca",
+                         "ca.pem"};
+    CU_ASSERT_EQUAL(parse(&c, 9, tls), GW_OK);
+    CU_ASSERT_STRING_EQUAL(c.grpc_tls_cert, "c.pem");
+    CU_ASSERT_STRING_EQUAL(c.grpc_tls_key, "k.pem");
+    CU_ASSERT_STRING_EQUAL(c.grpc_tls_client_ca, "ca.pem");
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_OK);
+
+    const char *nokey[] = {"cp", "--database-url", "x", "--grpc-tls-cert", "c.pem"};
+    CU_ASSERT_EQUAL(parse(&c, 5, nokey), GW_OK);
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+    const char *both[] = {"cp",    "--database-url", "x",     "--grpc-tls-cert",
+                          "c.pem", "--grpc-tls-key", "k.pem", "--grpc-insecure"};
+    CU_ASSERT_EQUAL(parse(&c, 8, both), GW_OK);
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+    const char *cacert[] = {
+        "cp", "--database-url", "x", "--grpc-insecure", "--grpc-tls-client-ca", "ca.pem"};
+    CU_ASSERT_EQUAL(parse(&c, 6, cacert), GW_OK);
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+
+    const char *badpoll[] = {"cp", "--database-url", "x", "--snapshot-poll-ms", "5"};
+    CU_ASSERT_EQUAL(parse(&c, 5, badpoll), GW_EINVAL);
+    const char *badbool[] = {"cp", "--database-url", "x", "--grpc-insecure=maybe"};
+    CU_ASSERT_EQUAL(parse(&c, 4, badbool), GW_EINVAL);
 }
 
 static void test_env_and_flags(void)
@@ -75,6 +138,7 @@ static CU_TestInfo tests[] = {
     {"defaults", test_defaults},
     {"environment, then flags, subcommand", test_env_and_flags},
     {"refusals name the flag", test_refusals},
+    {"gRPC transport: TLS or insecure", test_grpc_transport},
     CU_TEST_INFO_NULL,
 };
 

@@ -1,0 +1,85 @@
+/*
+ * cp_snapshot: the snapshot builder. It turns the configuration in
+ * PostgreSQL into the data plane's snapshot document (docs/dataplane.md,
+ * "Snapshot file", with resolved credentials inline as pushed documents
+ * carry them) and hands every good build to the daemon, which publishes it
+ * over gRPC (cp_grpc.h).
+ *
+ * One build reads every table in one REPEATABLE READ READ ONLY transaction
+ * on the builder's own connection, so a build sees one committed state and
+ * its "version" is that state's config_state.version. Credentials are
+ * resolved after the transaction: a built-in ref opens its sealed row with
+ * the master key (AAD = the row's name), a vault:/awssm: ref goes to its
+ * backend (cp_secret_resolve; values are cached for a TTL). A ref that does
+ * not resolve leaves its provider without "credential" (the data plane skips
+ * it as no_credential) and is listed, with the reason, in the status. The
+ * document is validated by the data plane's own validator
+ * (dp_snapshot_build_ex, DP_SNAPSHOT_PUSHED) before it is handed out; a
+ * build that fails keeps the last good snapshot and records why.
+ *
+ * Triggers: LISTEN llmgw_config (every admin write notifies in its
+ * transaction, through any replica), coalesced (one build at a time; the
+ * notifications that arrive meanwhile make one more build, and only when
+ * they carry a version newer than the last good build); a slow poll of
+ * config_state.version (also retrying a build that failed or left refs
+ * unresolved, and rebuilding when an API key expires); cp_snapshot_request.
+ * A lost connection is re-established with backoff.
+ *
+ * Threading: the builder runs on a thread of its own (database and secret
+ * backend calls are synchronous). The publish callback runs on the event
+ * base given to cp_snapshot_new (the daemon's loop), never on the builder's
+ * thread. The daemon must have called evthread_use_pthreads() and
+ * curl_global_init() before cp_snapshot_new.
+ */
+#ifndef CP_SNAPSHOT_H
+#define CP_SNAPSHOT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cp_secret_ref.h"
+#include "cp_secrets.h"
+
+struct event_base;
+
+struct cp_snapshot_opts {
+    const char *conninfo; /* copied; never logged */
+    long poll_ms;         /* 0: 30000 */
+    /* Opens built-in secrets (copied, wiped on free). NULL: built-in refs do
+     * not resolve ("LLMGW_MASTER_KEY is not set"). */
+    const struct cp_master_key *master_key;
+    /* Vault and AWS Secrets Manager (copied; its strings are borrowed and
+     * must outlive the builder). NULL: from the environment. */
+    const struct cp_secret_backend_config *backends;
+    long secret_cache_ttl_ms; /* external values are reused this long; 0: 300000, <0: never */
+    /* Called on base for each good build whose document differs from the
+     * last one handed out. doc holds credentials: it is valid during the
+     * call only, and wiped after it. */
+    void (*publish)(void *arg, int64_t version, const char *doc, size_t len, int64_t built_at_ms);
+    void *arg;
+};
+
+struct cp_snapshot;
+
+/* Starts the builder thread (which connects, LISTENs and builds at once).
+ * NULL with a message in err when the thread or its events cannot be made;
+ * an unreachable database is not an error here: the builder retries. */
+struct cp_snapshot *cp_snapshot_new(struct event_base *base, const struct cp_snapshot_opts *o,
+                                    char *err, size_t errlen);
+
+/* Asks for a build (from any thread). */
+void cp_snapshot_request(struct cp_snapshot *b);
+
+/* {"version","built_at_ms","last_error","last_error_at_ms","unresolved":
+ * [{"provider","credential_ref","reason"}],"skipped_routes":[names],
+ * "builds","failed_builds","database":"ok"|"down"}: the last good build
+ * (version 0 before the first), and the last attempt's error (null when it
+ * succeeded). Thread-safe. New reference, or NULL (no memory). */
+json_t *cp_snapshot_status(struct cp_snapshot *b);
+
+/* Stops the builder thread (a build in progress finishes first), frees
+ * everything and wipes what held credentials. NULL is a no-op. */
+void cp_snapshot_free(struct cp_snapshot *b);
+
+#endif

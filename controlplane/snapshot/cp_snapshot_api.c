@@ -1,0 +1,41 @@
+#include "cp_snapshot_api.h"
+
+#include <string.h>
+
+#include "cp_call.h"
+#include "cp_grpc.h"
+#include "cp_snapshot.h"
+#include "gw_http.h"
+
+static struct cp_snapshot *builder;
+static struct cp_grpc *server;
+
+void cp_snapshot_api_register(struct cp_snapshot *b, struct cp_grpc *g)
+{
+    builder = b;
+    server = g;
+}
+
+void cp_snapshot_api_handle(struct cp_call *c)
+{
+    if (strcmp(gw_http_req_method(c->req), "GET") != 0) {
+        (void)gw_http_add_header(c->req, "Allow", "GET");
+        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
+                             gw_http_req_method(c->req));
+    }
+    if (!builder || !server)
+        return cp_call_error(c, 503, "snapshot_unavailable", NULL,
+                             "this process does not build snapshots");
+    json_t *st = cp_snapshot_status(builder);
+    json_t *reps = cp_grpc_replicas(server);
+    if (!st || !reps) {
+        json_decref(st);
+        json_decref(reps);
+        return cp_call_error(c, 500, "internal_error", NULL, "out of memory");
+    }
+    json_object_set_new(st, "published_version", json_integer(cp_grpc_version(server)));
+    json_t *arr = json_object_get(reps, "replicas");
+    json_object_set_new(st, "replicas", arr ? json_incref(arr) : json_array());
+    json_decref(reps);
+    cp_call_json(c, 200, st, 0);
+}

@@ -1,0 +1,23 @@
+/*
+ * GET /v1/admin/snapshot: what the snapshot builder last built and which
+ * version each data-plane replica acknowledged. cp_api dispatches the path
+ * here after authenticating; the daemon registers its builder and gRPC
+ * server at start-up (one control-plane process has one of each).
+ */
+#ifndef CP_SNAPSHOT_API_H
+#define CP_SNAPSHOT_API_H
+
+struct cp_call;
+struct cp_snapshot;
+struct cp_grpc;
+
+/* Makes b and g what the resource reports (either may be NULL: a process
+ * without them answers 503 snapshot_unavailable). Call on the API's loop. */
+void cp_snapshot_api_register(struct cp_snapshot *b, struct cp_grpc *g);
+
+/* Serves /v1/admin/snapshot: GET answers {"version","built_at_ms",
+ * "last_error","last_error_at_ms","unresolved","skipped_routes","builds",
+ * "failed_builds","database","published_version","replicas":[...]}. */
+void cp_snapshot_api_handle(struct cp_call *c);
+
+#endif

@@ -1,0 +1,416 @@
+// End to end: PostgreSQL + llmgw-controlplane + two data planes fed by it
+// over gRPC + the mock provider. Configuration is written through the admin
+// API where this branch has it, else with SQL as the API writes it
+// (cpconfig.mjs). Then: a chat request through each data plane; a built-in
+// secret reaches the upstream as the provider's credential; a new route
+// order reaches every data plane and both acknowledge it
+// (/v1/admin/snapshot); with the control plane stopped both keep serving; a
+// data plane restarted meanwhile serves from its snapshot cache; the
+// restarted control plane gets both back. Contracts: docs/controlplane.md
+// ("Snapshots"), docs/dataplane.md ("Control plane").
+
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as h from './harness.mjs';
+import { Config, masterKey } from './cpconfig.mjs';
+
+const T = { timeout: 90_000 };
+const KEY = masterKey();
+const OTHER_KEY = masterKey();
+const CACHE_KEY = randomBytes(32).toString('hex');
+const UPSTREAM_SECRET = `sk-upstream-${randomBytes(10).toString('hex')}`;
+
+let pg;
+let cp;
+let cfg;
+let mock;
+let grpcPort;
+let dir;
+let capture;
+const dps = {}; // replica id -> Gateway
+
+// An OpenAI-compatible upstream that records the Authorization it receives.
+function startCapture() {
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      seen.push(req.headers.authorization ?? null);
+      const answer = JSON.stringify({
+        id: 'chatcmpl-capture', object: 'chat.completion', created: 1, model: 'cap-model',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'captured' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+      });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+      res.end(answer);
+    });
+  });
+  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ srv, seen, port: srv.address().port })));
+}
+
+async function startCP() {
+  return h.startControlPlane({
+    pg, env: { LLMGW_MASTER_KEY: KEY.hex }, args: ['--grpc-listen', `127.0.0.1:${grpcPort}`],
+  });
+}
+
+async function startDP(id) {
+  const g = await h.startGatewayCP({
+    controlPlane: `127.0.0.1:${grpcPort}`,
+    cache: path.join(dir, `${id}.cache.json`),
+    cacheKey: id === 'dp-a' ? CACHE_KEY : undefined, // dp-b keeps its cache without credentials
+    replicaId: id,
+  });
+  dps[id] = g;
+  return g;
+}
+
+const chat = (g, model = 'fast') => h.request(g.port, {
+  headers: h.AUTH, body: { model, messages: [{ role: 'user', content: 'hello' }] },
+});
+const readyz = async (g) => (await h.request(g.port, { method: 'GET', path: '/readyz' })).json;
+const snapshot = async () => {
+  const r = await cp.admin('GET', '/v1/admin/snapshot');
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+};
+
+async function waitServedBy(g, provider, model = 'fast') {
+  await h.waitFor(async () => {
+    const r = await chat(g, model);
+    return r.status === 200 && r.headers['x-llmgw-provider'] === provider;
+  }, { timeoutMs: 15_000, intervalMs: 20, what: `${model} served by ${provider} on ${g.url}` });
+}
+
+async function waitAcked(version, ids = ['dp-a', 'dp-b']) {
+  return h.waitFor(async () => {
+    const s = await snapshot();
+    const ok = ids.every((id) => s.replicas.some((r) => r.replica_id === id && r.acked_version >= version && r.connected));
+    return ok ? s : null;
+  }, { timeoutMs: 15_000, what: `replicas ${ids} acking version ${version}` });
+}
+
+before(async () => {
+  h.requireBinaries([h.CONTROLPLANE_BIN, h.DATAPLANE_BIN, h.MOCK_BIN]);
+  dir = h.makeTmpDir();
+  pg = await h.startPostgres();
+  mock = await h.startMock();
+  capture = await startCapture();
+  grpcPort = await h.deadPort();
+  cp = await startCP();
+  cfg = new Config(cp, pg, KEY);
+});
+
+after(async () => {
+  capture?.srv.close();
+  await h.stopAll();
+});
+
+describe('control plane + two data planes', () => {
+  test('the daemon reports its bound gRPC port and refuses to start without TLS or --grpc-insecure', T, async () => {
+    assert.equal(cp.listening.grpc_port, grpcPort);
+    assert.equal(cp.listening.grpc_tls, false);
+    const p = new h.ManagedProcess('controlplane-notls', h.CONTROLPLANE_BIN, ['serve', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0'],
+      { env: { ...process.env, LLMGW_DATABASE_URL: pg.conninfo, LLMGW_GRPC_INSECURE: '' } });
+    p.exitExpected = true;
+    p.nonZeroExitExpected = true;
+    const e = await p.waitExit(h.START_TIMEOUT_MS);
+    assert.equal(e.code, 2, p.describe());
+    assert.match(p.stderrText, /--grpc-tls-cert.*--grpc-insecure/s);
+  });
+
+  test('configure: provider, secret, route and key; a chat request through each data plane', T, async () => {
+    cfg.secret('capture-key', UPSTREAM_SECRET);
+    cfg.secret('wrong-key', 'never-opens', OTHER_KEY); // sealed under another master key
+    await cfg.provider({ name: 'alpha', driver: 'openai', base_url: mock.v1 });
+    await cfg.provider({ name: 'beta', driver: 'openai', base_url: mock.v1 });
+    await cfg.provider({ name: 'keyed', driver: 'openai', base_url: `http://127.0.0.1:${capture.port}/v1`, credential_ref: 'capture-key' });
+    await cfg.provider({ name: 'broken', driver: 'openai', base_url: mock.v1, credential_ref: 'wrong-key' });
+    cfg.route('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
+    cfg.route('captured', [{ provider: 'keyed', model: 'cap-model' }]);
+    cfg.apiKey('key_e2e', h.DEMO_KEY_HASH);
+    const v = cfg.version();
+
+    await startDP('dp-a');
+    await startDP('dp-b');
+    for (const g of Object.values(dps)) {
+      await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: `${g.url} serving version ${v}` });
+      assert.equal((await readyz(g)).source, 'control_plane');
+      const r = await chat(g);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-llmgw-provider'], 'alpha');
+      const n = await chat(g, 'nosuchroute');
+      assert.equal(n.status, 404, 'only configured routes');
+      const bad = await h.request(g.port, { headers: { authorization: 'Bearer nope' }, body: { model: 'fast', messages: [{ role: 'user', content: 'x' }] } });
+      assert.equal(bad.status, 401, 'only configured keys');
+    }
+    const s = await waitAcked(v);
+    assert.equal(s.version, v);
+    assert.equal(s.published_version, v);
+    assert.equal(s.last_error, null);
+    assert.equal(typeof s.built_at_ms, 'number');
+    // The provider whose secret does not open goes out without a credential, and says why.
+    assert.equal(s.unresolved.length, 1, JSON.stringify(s.unresolved));
+    assert.equal(s.unresolved[0].provider, 'broken');
+    assert.equal(s.unresolved[0].credential_ref, 'wrong-key');
+    assert.match(s.unresolved[0].reason, /does not open under the master key/);
+  });
+
+  test('a built-in secret reaches the upstream as the provider\'s credential, from each data plane', T, async () => {
+    for (const g of Object.values(dps)) {
+      const before = capture.seen.length;
+      const r = await chat(g, 'captured');
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-llmgw-provider'], 'keyed');
+      assert.equal(capture.seen[before], `Bearer ${UPSTREAM_SECRET}`);
+    }
+    for (const p of [cp.proc, ...Object.values(dps).map((g) => g.proc)]) {
+      assert.ok(!p.stderrText.includes(UPSTREAM_SECRET) && !p.stdoutText.includes(UPSTREAM_SECRET), `${p.name}: never logged`);
+    }
+    assert.ok(!fs.readFileSync(path.join(dir, 'dp-a.cache.json'), 'utf8').includes(UPSTREAM_SECRET), 'sealed in the cache');
+    assert.ok(!fs.readFileSync(path.join(dir, 'dp-b.cache.json'), 'utf8').includes(UPSTREAM_SECRET), 'omitted from the cache');
+  });
+
+  test('a new route order reaches every data plane, and both acknowledge it', T, async () => {
+    cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }, { provider: 'alpha', model: 'mock-gpt' }]);
+    const v = cfg.version();
+    for (const g of Object.values(dps)) await waitServedBy(g, 'beta');
+    const s = await waitAcked(v);
+    assert.equal(s.version, v);
+    for (const id of ['dp-a', 'dp-b']) {
+      assert.equal(s.replicas.find((r) => r.replica_id === id).acked_version, v);
+    }
+  });
+
+  test('with the control plane stopped, both data planes keep serving', T, async () => {
+    const e = await cp.proc.stop();
+    assert.equal(e.code, 0, cp.proc.describe());
+    for (const g of Object.values(dps)) {
+      const r = await chat(g);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-llmgw-provider'], 'beta');
+      assert.equal((await readyz(g)).source, 'control_plane');
+    }
+  });
+
+  test('a data plane restarted while the control plane is down serves from its cache', T, async () => {
+    const v = Number((await readyz(dps['dp-a'])).snapshot_version);
+    await dps['dp-a'].proc.stop();
+    const g = await startDP('dp-a');
+    await h.waitFor(async () => (await readyz(g))?.status === 'ready', { what: 'dp-a ready from its cache' });
+    assert.deepEqual(await readyz(g), { status: 'ready', snapshot_version: v, source: 'cache' });
+    const r = await chat(g);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers['x-llmgw-provider'], 'beta');
+    // Its cache is sealed with LLMGW_CACHE_KEY: the credential survives the restart.
+    const before = capture.seen.length;
+    const c = await chat(g, 'captured');
+    assert.equal(c.status, 200, c.text);
+    assert.equal(capture.seen[before], `Bearer ${UPSTREAM_SECRET}`);
+  });
+
+  test('the restarted control plane gets both data planes back, and they take new versions', T, async () => {
+    cp = await startCP();
+    cfg.cp = cp;
+    const v = cfg.version();
+    const s = await waitAcked(v);
+    assert.equal(s.version, v);
+    assert.equal((await readyz(dps['dp-a'])).source, 'control_plane');
+    cfg.routeEntries('fast', [{ provider: 'alpha', model: 'mock-gpt' }]);
+    for (const g of Object.values(dps)) await waitServedBy(g, 'alpha');
+    await waitAcked(cfg.version());
+  });
+
+  test('the builder reconnects after a PostgreSQL restart and hears writes again', T, async () => {
+    const ctl = path.join(pg.bin, 'pg_ctl');
+    const args = ['-D', path.join(pg.dir, 'data'), '-m', 'fast', '-w', '-t', '30', 'restart'];
+    if (process.getuid && process.getuid() === 0) execFileSync('runuser', ['-u', 'postgres', '--', ctl, ...args], { stdio: 'ignore' });
+    else execFileSync(ctl, args, { stdio: 'ignore' });
+    pg.pid = Number(fs.readFileSync(path.join(pg.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    await h.waitFor(() => cp.proc.stderrText.includes('lost the database connection'), { what: 'the builder noticing' });
+    await h.waitFor(async () => (await snapshot()).database === 'ok', { what: 'the builder back on the database' });
+    const v = cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }]);
+    for (const g of Object.values(dps)) await waitServedBy(g, 'beta');
+    await waitAcked(v);
+  });
+
+  test('a configuration the data plane would refuse is never published: the last good one stays, and the status says why', T, async () => {
+    const good = (await snapshot()).version;
+    // The schema allows it; the snapshot format does not (the embedding role needs capability embeddings).
+    const bad = cfg.write(`INSERT INTO routes (name, role, capability) VALUES ('embed', 'embedding', 'chat');
+      INSERT INTO route_entries (route, position, provider, model) VALUES ('embed', 0, 'alpha', 'mock-emb')`);
+    const s = await h.waitFor(async () => {
+      const j = await snapshot();
+      return j.last_error ? j : null;
+    }, { what: 'the failed build in /v1/admin/snapshot' });
+    assert.match(s.last_error, /the embedding role needs capability embeddings/);
+    assert.equal(s.version, good);
+    assert.equal(s.published_version, good);
+    assert.ok(s.failed_builds >= 1);
+    assert.ok(cp.proc.stderrText.includes('snapshot build failed'));
+    for (const g of Object.values(dps)) {
+      assert.equal((await readyz(g)).snapshot_version, good);
+      assert.equal((await chat(g)).status, 200);
+    }
+    // Fixed: the next build goes out, and the error is cleared.
+    const fixed = cfg.write("UPDATE routes SET capability = 'embeddings' WHERE name = 'embed'");
+    assert.ok(fixed > bad);
+    const s2 = await waitAcked(fixed);
+    assert.equal(s2.last_error, null);
+    assert.equal(s2.version, fixed);
+  });
+
+  test('the catalog goes out with price overrides applied (seen in a data plane\'s snapshot cache)', T, async () => {
+    const v = cfg.write(`INSERT INTO model_catalog (provider, model, context_window, capabilities, input_price, output_price)
+        VALUES (NULL, 'mock-gpt', 128000, ARRAY['chat','tools'], 100, 200);
+      INSERT INTO model_catalog (provider, model, input_price) VALUES ('alpha', 'mock-gpt', 300);
+      INSERT INTO price_overrides (provider, model, input_price) VALUES ('alpha', 'mock-gpt', 50);
+      INSERT INTO price_overrides (provider, model, input_price, output_price) VALUES ('beta', 'mock-gpt', 70, 80)`);
+    await h.waitFor(async () => (await readyz(dps['dp-b']))?.snapshot_version === v, { what: `dp-b on version ${v}` });
+    const cached = JSON.parse(fs.readFileSync(path.join(dir, 'dp-b.cache.json'), 'utf8'));
+    assert.equal(cached.version, v);
+    assert.deepEqual(cached.catalog, [
+      { model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 100, output_price: 200 },
+      { provider: 'alpha', model: 'mock-gpt', input_price: 50 },
+      { provider: 'beta', model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 70, output_price: 80 },
+    ]);
+    assert.equal(cached.keys.length, 1);
+    assert.equal(cached.keys[0].hash, h.DEMO_KEY_HASH);
+    assert.equal(cached.keys[0].status, 'active');
+  });
+});
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate (openssl).
+function makeCerts(d) {
+  const o = (args) => execFileSync('openssl', args, { cwd: d, stdio: ['ignore', 'ignore', 'pipe'] });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  o(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=llmgw-test-ca']);
+  fs.writeFileSync(path.join(d, 'srv.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  fs.writeFileSync(path.join(d, 'cli.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [n, cn] of [['srv', '127.0.0.1'], ['cli', 'dp-tls']]) {
+    o(['req', ...ec, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', `/CN=${cn}`]);
+    o(['x509', '-req', '-in', `${n}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', `${n}.pem`, '-days', '2', '-extfile', `${n}.ext`]);
+  }
+  const f = (n) => path.join(d, n);
+  return { ca: f('ca.pem'), srvCert: f('srv.pem'), srvKey: f('srv.key'), cliCert: f('cli.pem'), cliKey: f('cli.key') };
+}
+
+describe('TLS between the planes (a second control-plane replica on the same database)', () => {
+  let certs;
+  before(() => { certs = makeCerts(h.makeTmpDir()); });
+
+  test('server TLS: a data plane that trusts the CA gets the snapshot and acks it', T, async () => {
+    const c = await h.startControlPlane({
+      pg, env: { LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert, LLMGW_GRPC_TLS_KEY: certs.srvKey },
+    });
+    assert.equal(c.listening.grpc_tls, true);
+    const g = await h.startGatewayCP({
+      controlPlane: `127.0.0.1:${c.listening.grpc_port}`, replicaId: 'dp-tls', args: ['--control-plane-ca', certs.ca],
+    });
+    const v = cfg.version();
+    await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-tls serving over TLS' });
+    assert.equal((await chat(g)).status, 200);
+    await h.waitFor(async () => {
+      const r = (await c.admin('GET', '/v1/admin/snapshot')).json;
+      return r.replicas.some((x) => x.replica_id === 'dp-tls' && x.acked_version === v);
+    }, { what: 'the ack over TLS' });
+    await g.proc.stop();
+    await c.proc.stop();
+  });
+
+  test('mutual TLS: without a client certificate no snapshot; with one, served', T, async () => {
+    const c = await h.startControlPlane({
+      pg,
+      env: {
+        LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert,
+        LLMGW_GRPC_TLS_KEY: certs.srvKey, LLMGW_GRPC_TLS_CLIENT_CA: certs.ca,
+      },
+    });
+    const target = `127.0.0.1:${c.listening.grpc_port}`;
+    const anon = await h.startGatewayCP({ controlPlane: target, replicaId: 'dp-anon', args: ['--control-plane-ca', certs.ca] });
+    const authed = await h.startGatewayCP({
+      controlPlane: target, replicaId: 'dp-mtls',
+      args: ['--control-plane-ca', certs.ca, '--control-plane-cert', certs.cliCert, '--control-plane-key', certs.cliKey],
+    });
+    const v = cfg.version();
+    await h.waitFor(async () => (await readyz(authed))?.snapshot_version === v, { what: 'dp-mtls serving' });
+    await h.sleep(1000);
+    const r = await h.request(anon.port, { method: 'GET', path: '/readyz' });
+    assert.equal(r.status, 503, 'no client certificate, no snapshot');
+    const reps = (await c.admin('GET', '/v1/admin/snapshot')).json.replicas;
+    assert.ok(!reps.some((x) => x.replica_id === 'dp-anon'), JSON.stringify(reps));
+    await anon.proc.stop();
+    await authed.proc.stop();
+    await c.proc.stop();
+  });
+});
+
+describe('credentials from Vault (a fake KV v2 server)', () => {
+  const VAULT_VALUE = `sk-vault-${randomBytes(8).toString('hex')}`;
+  const VAULT_TOKEN = `hvs.${randomBytes(8).toString('hex')}`;
+  let vault;
+  let vcp;
+  let vcfg;
+  let g;
+
+  before(async () => {
+    const calls = [];
+    const srv = http.createServer((req, res) => {
+      calls.push({ url: req.url, token: req.headers['x-vault-token'] });
+      const ok = req.headers['x-vault-token'] === VAULT_TOKEN && req.url === '/v1/secret/data/llm/openai';
+      const body = ok
+        ? JSON.stringify({ data: { data: { api_key: VAULT_VALUE }, metadata: { version: 1 } } })
+        : JSON.stringify({ errors: [] });
+      res.writeHead(ok ? 200 : 404, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+    await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+    vault = { srv, calls, url: `http://127.0.0.1:${srv.address().port}` };
+    const conninfo = pg.createDatabase('vaultdb');
+    vcp = await h.startControlPlane({
+      conninfo, env: { LLMGW_MASTER_KEY: KEY.hex, VAULT_ADDR: vault.url, VAULT_TOKEN },
+    });
+    vcfg = new Config(vcp, pg, KEY, 'vaultdb');
+  });
+  after(() => vault?.srv.close());
+
+  test('a vault: ref resolves to the provider\'s credential; a missing one is listed as unresolved', T, async () => {
+    vcfg.externalSecret('vault-openai', 'vault', 'vault:secret/llm/openai#api_key');
+    vcfg.externalSecret('vault-gone', 'vault', 'vault:secret/llm/gone#api_key');
+    await vcfg.provider({ name: 'vp', driver: 'openai', base_url: `http://127.0.0.1:${capture.port}/v1`, credential_ref: 'vault-openai' });
+    await vcfg.provider({ name: 'gone', driver: 'openai', base_url: mock.v1, credential_ref: 'vault-gone' });
+    vcfg.route('vroute', [{ provider: 'vp', model: 'cap-model' }]);
+    vcfg.apiKey('key_vault', h.DEMO_KEY_HASH);
+    const v = vcfg.version();
+    g = await h.startGatewayCP({ controlPlane: `127.0.0.1:${vcp.listening.grpc_port}`, replicaId: 'dp-vault' });
+    await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-vault on the first version' });
+    const before = capture.seen.length;
+    const r = await chat(g, 'vroute');
+    assert.equal(r.status, 200, r.text);
+    assert.equal(capture.seen[before], `Bearer ${VAULT_VALUE}`);
+    const s = (await vcp.admin('GET', '/v1/admin/snapshot')).json;
+    assert.deepEqual(s.unresolved.map((u) => u.provider), ['gone']);
+    assert.match(s.unresolved[0].reason, /vault:secret\/llm\/gone#api_key/);
+    assert.ok(vault.calls.every((c) => c.token === VAULT_TOKEN));
+    assert.ok(!vcp.proc.stderrText.includes(VAULT_VALUE) && !vcp.proc.stderrText.includes(VAULT_TOKEN), 'never logged');
+  });
+
+  test('a rebuild reuses the fetched value instead of calling Vault again', T, async () => {
+    const fetched = () => vault.calls.filter((c) => c.url === '/v1/secret/data/llm/openai').length;
+    const n = fetched();
+    assert.equal(n, 1);
+    const v = vcfg.route('vroute2', [{ provider: 'vp', model: 'cap-model' }]);
+    await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-vault on the next version' });
+    assert.equal(fetched(), 1, 'served from the builder\'s cache');
+    const before = capture.seen.length;
+    assert.equal((await chat(g, 'vroute2')).status, 200);
+    assert.equal(capture.seen[before], `Bearer ${VAULT_VALUE}`);
+  });
+});
