@@ -55,8 +55,8 @@ async function main() {
   const cfg = new Config(cp, pg, key);
   await cfg.provider({ name: 'alpha', driver: 'openai', base_url: mock.v1 });
   await cfg.provider({ name: 'beta', driver: 'openai', base_url: mock.v1 });
-  cfg.route('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
-  cfg.apiKey('key_bench', h.DEMO_KEY_HASH);
+  await cfg.route('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
+  const apiKey = await cfg.apiKey('key_bench');
   const target = `127.0.0.1:${cp.listening.grpc_port}`;
   const dps = [
     await h.startGatewayCP({ controlPlane: target, replicaId: 'bench-a', threads: 1 }),
@@ -69,7 +69,7 @@ async function main() {
   const samples = [];
   for (let i = 0; i < N; i++) {
     const order = i % 2 === 0 ? ['beta', 'alpha'] : ['alpha', 'beta'];
-    const v = cfg.routeEntries('fast', order.map((p) => ({ provider: p, model: 'mock-gpt' })));
+    const v = await cfg.routeEntries('fast', order.map((p) => ({ provider: p, model: 'mock-gpt' })));
     const t0 = performance.now();
     for (;;) {
       const vs = await Promise.all(dps.map((g) => readyVersion(g.port)));
@@ -83,7 +83,7 @@ async function main() {
   // The last order is served, not only acknowledged.
   const last = (N - 1) % 2 === 0 ? 'beta' : 'alpha';
   for (const g of dps) {
-    const r = await h.request(g.port, { headers: h.AUTH, body: { model: 'fast', messages: [{ role: 'user', content: 'hi' }] } });
+    const r = await h.request(g.port, { headers: { authorization: `Bearer ${apiKey}` }, body: { model: 'fast', messages: [{ role: 'user', content: 'hi' }] } });
     if (r.status !== 200 || r.headers['x-llmgw-provider'] !== last) throw new Error(`served by ${r.headers['x-llmgw-provider']} (${r.status}), want ${last}`);
   }
   const snap = (await cp.admin('GET', '/v1/admin/snapshot')).json;

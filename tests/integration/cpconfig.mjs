@@ -1,10 +1,8 @@
 // Configuration helpers for tests that drive a real control plane: one small
-// function per resource. Providers go through the admin API; the resources
-// whose API is not on this branch yet (secrets with values, routes with
-// entries, API keys) are written with SQL exactly as the API writes them: in
-// one transaction that also bumps config_state.version and sends
-// pg_notify('llmgw_config', version). When their endpoints land, each helper
-// switches to the API without its callers changing.
+// function per resource, each through the admin API, as an operator would.
+// SQL (write) stays for what the API refuses on purpose: a secret sealed
+// under another master key, or a row the snapshot format would refuse, to
+// test what the control plane does with them.
 
 import { createCipheriv, createHash, randomBytes } from 'node:crypto';
 
@@ -54,43 +52,56 @@ export class Config {
     return Number(this.pg.sql('SELECT version FROM config_state WHERE id = 1', this.dbname));
   }
 
-  /** A built-in secret holding value (sealed with key; default: the control plane's). */
-  secret(name, value, key = this.key) {
-    const blob = seal(key, name, value).toString('hex');
-    return this.write(`INSERT INTO secrets (name, backend, ciphertext, master_key_id)
-      VALUES (${lit(name)}, 'builtin', '\\x${blob}'::bytea, ${lit(key.id)})`);
+  /** The configuration version now (after a write: the one it made). */
+  async api(method, path, body, want) {
+    const r = await this.cp.admin(method, path, body);
+    if (r.status !== want) throw new Error(`${method} ${path}: ${r.status} ${r.text}`);
+    return r.json;
+  }
+
+  /** A built-in secret holding value, through the API (sealed by the control
+   * plane). With another key, sealed here and written with SQL: the API
+   * cannot make such a row, which is the point of the tests that use it. */
+  async secret(name, value, key = this.key) {
+    if (key !== this.key) {
+      const blob = seal(key, name, value).toString('hex');
+      return this.write(`INSERT INTO secrets (name, backend, ciphertext, master_key_id)
+        VALUES (${lit(name)}, 'builtin', '\\x${blob}'::bytea, ${lit(key.id)})`);
+    }
+    await this.api('POST', '/v1/admin/secrets', { name, value }, 201);
+    return this.version();
   }
 
   /** A secret kept in Vault or AWS Secrets Manager: backend 'vault' or 'aws', ref in cp_secret_ref syntax. */
-  externalSecret(name, backend, ref) {
-    return this.write(`INSERT INTO secrets (name, backend, backend_ref) VALUES (${lit(name)}, ${lit(backend)}, ${lit(ref)})`);
+  async externalSecret(name, backend, ref) {
+    await this.api('POST', '/v1/admin/secrets', { name, backend, backend_ref: ref }, 201);
+    return this.version();
   }
 
   /** POST /v1/admin/providers; throws unless 201. */
   async provider(body) {
-    const r = await this.cp.admin('POST', '/v1/admin/providers', body);
-    if (r.status !== 201) throw new Error(`provider ${body.name}: ${r.status} ${r.text}`);
-    return r.json;
+    return this.api('POST', '/v1/admin/providers', body, 201);
   }
 
   /** A route with entries [{provider, model, ...}] in order. */
-  route(name, entries, { aliases = [], strategy = 'ordered' } = {}) {
-    return this.write(`INSERT INTO routes (name, aliases, strategy) VALUES (${lit(name)}, ${arr(aliases)}, ${lit(strategy)});
-      ${entries.map((e, i) => `INSERT INTO route_entries (route, position, provider, model)
-        VALUES (${lit(name)}, ${i}, ${lit(e.provider)}, ${lit(e.model)})`).join(';\n')}`);
+  async route(name, entries, { aliases = [], strategy = 'ordered' } = {}) {
+    await this.api('POST', '/v1/admin/routes', { name, aliases, strategy, entries }, 201);
+    return this.version();
   }
 
   /** Replaces a route's entries (a new order). */
-  routeEntries(name, entries) {
-    return this.write(`DELETE FROM route_entries WHERE route = ${lit(name)};
-      ${entries.map((e, i) => `INSERT INTO route_entries (route, position, provider, model)
-        VALUES (${lit(name)}, ${i}, ${lit(e.provider)}, ${lit(e.model)})`).join(';\n')};
-      UPDATE routes SET version = version + 1, updated_at = now() WHERE name = ${lit(name)}`);
+  async routeEntries(name, entries) {
+    await this.api('PATCH', `/v1/admin/routes/${encodeURIComponent(name)}`, { entries }, 200);
+    return this.version();
   }
 
-  /** An API key with plaintext sha256 hash. */
-  apiKey(id, hash, { team = null, allowRoutes = null } = {}) {
-    return this.write(`INSERT INTO api_keys (id, name, prefix, hash, team, allow_routes)
-      VALUES (${lit(id)}, ${lit(id)}, ${lit(id.slice(0, 8))}, ${lit(hash)}, ${lit(team)}, ${arr(allowRoutes)})`);
+  /** A new API key (optionally limited to routes); returns its plaintext,
+   * which the API shows only once. */
+  async apiKey(id, { team = null, allowRoutes = null } = {}) {
+    const body = { id };
+    if (team) body.team = team;
+    if (allowRoutes) body.allow_routes = allowRoutes;
+    const j = await this.api('POST', '/v1/admin/keys', body, 201);
+    return j.key;
   }
 }

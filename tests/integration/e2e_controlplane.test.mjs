@@ -71,8 +71,11 @@ async function startDP(id) {
   return g;
 }
 
+// The API key the tests create through the admin API (its plaintext is
+// shown once, at creation).
+let apiKey;
 const chat = (g, model = 'fast') => h.request(g.port, {
-  headers: h.AUTH, body: { model, messages: [{ role: 'user', content: 'hello' }] },
+  headers: { authorization: `Bearer ${apiKey}` }, body: { model, messages: [{ role: 'user', content: 'hello' }] },
 });
 const readyz = async (g) => (await h.request(g.port, { method: 'GET', path: '/readyz' })).json;
 const snapshot = async () => {
@@ -126,15 +129,15 @@ describe('control plane + two data planes', () => {
   });
 
   test('configure: provider, secret, route and key; a chat request through each data plane', T, async () => {
-    cfg.secret('capture-key', UPSTREAM_SECRET);
-    cfg.secret('wrong-key', 'never-opens', OTHER_KEY); // sealed under another master key
+    await cfg.secret('capture-key', UPSTREAM_SECRET);
+    await cfg.secret('wrong-key', 'never-opens', OTHER_KEY); // sealed under another master key (SQL)
     await cfg.provider({ name: 'alpha', driver: 'openai', base_url: mock.v1 });
     await cfg.provider({ name: 'beta', driver: 'openai', base_url: mock.v1 });
     await cfg.provider({ name: 'keyed', driver: 'openai', base_url: `http://127.0.0.1:${capture.port}/v1`, credential_ref: 'capture-key' });
     await cfg.provider({ name: 'broken', driver: 'openai', base_url: mock.v1, credential_ref: 'wrong-key' });
-    cfg.route('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
-    cfg.route('captured', [{ provider: 'keyed', model: 'cap-model' }]);
-    cfg.apiKey('key_e2e', h.DEMO_KEY_HASH);
+    await cfg.route('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
+    await cfg.route('captured', [{ provider: 'keyed', model: 'cap-model' }]);
+    apiKey = await cfg.apiKey('key_e2e');
     const v = cfg.version();
 
     await startDP('dp-a');
@@ -178,7 +181,7 @@ describe('control plane + two data planes', () => {
   });
 
   test('a new route order reaches every data plane, and both acknowledge it', T, async () => {
-    cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }, { provider: 'alpha', model: 'mock-gpt' }]);
+    await cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }, { provider: 'alpha', model: 'mock-gpt' }]);
     const v = cfg.version();
     for (const g of Object.values(dps)) await waitServedBy(g, 'beta');
     const s = await waitAcked(v);
@@ -222,7 +225,7 @@ describe('control plane + two data planes', () => {
     const s = await waitAcked(v);
     assert.equal(s.version, v);
     assert.equal((await readyz(dps['dp-a'])).source, 'control_plane');
-    cfg.routeEntries('fast', [{ provider: 'alpha', model: 'mock-gpt' }]);
+    await cfg.routeEntries('fast', [{ provider: 'alpha', model: 'mock-gpt' }]);
     for (const g of Object.values(dps)) await waitServedBy(g, 'alpha');
     await waitAcked(cfg.version());
   });
@@ -235,7 +238,7 @@ describe('control plane + two data planes', () => {
     pg.pid = Number(fs.readFileSync(path.join(pg.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
     await h.waitFor(() => cp.proc.stderrText.includes('lost the database connection'), { what: 'the builder noticing' });
     await h.waitFor(async () => (await snapshot()).database === 'ok', { what: 'the builder back on the database' });
-    const v = cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }]);
+    const v = await cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }]);
     for (const g of Object.values(dps)) await waitServedBy(g, 'beta');
     await waitAcked(v);
   });
@@ -281,7 +284,7 @@ describe('control plane + two data planes', () => {
       { provider: 'beta', model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 70, output_price: 80 },
     ]);
     assert.equal(cached.keys.length, 1);
-    assert.equal(cached.keys[0].hash, h.DEMO_KEY_HASH);
+    assert.equal(cached.keys[0].hash, h.sha256hex(apiKey));
     assert.equal(cached.keys[0].status, 'active');
   });
 });
@@ -382,12 +385,12 @@ describe('credentials from Vault (a fake KV v2 server)', () => {
   after(() => vault?.srv.close());
 
   test('a vault: ref resolves to the provider\'s credential; a missing one is listed as unresolved', T, async () => {
-    vcfg.externalSecret('vault-openai', 'vault', 'vault:secret/llm/openai#api_key');
-    vcfg.externalSecret('vault-gone', 'vault', 'vault:secret/llm/gone#api_key');
+    await vcfg.externalSecret('vault-openai', 'vault', 'vault:secret/llm/openai#api_key');
+    await vcfg.externalSecret('vault-gone', 'vault', 'vault:secret/llm/gone#api_key');
     await vcfg.provider({ name: 'vp', driver: 'openai', base_url: `http://127.0.0.1:${capture.port}/v1`, credential_ref: 'vault-openai' });
     await vcfg.provider({ name: 'gone', driver: 'openai', base_url: mock.v1, credential_ref: 'vault-gone' });
-    vcfg.route('vroute', [{ provider: 'vp', model: 'cap-model' }]);
-    vcfg.apiKey('key_vault', h.DEMO_KEY_HASH);
+    await vcfg.route('vroute', [{ provider: 'vp', model: 'cap-model' }]);
+    apiKey = await vcfg.apiKey('key_vault');
     const v = vcfg.version();
     g = await h.startGatewayCP({ controlPlane: `127.0.0.1:${vcp.listening.grpc_port}`, replicaId: 'dp-vault' });
     await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-vault on the first version' });
@@ -406,7 +409,7 @@ describe('credentials from Vault (a fake KV v2 server)', () => {
     const fetched = () => vault.calls.filter((c) => c.url === '/v1/secret/data/llm/openai').length;
     const n = fetched();
     assert.equal(n, 1);
-    const v = vcfg.route('vroute2', [{ provider: 'vp', model: 'cap-model' }]);
+    const v = await vcfg.route('vroute2', [{ provider: 'vp', model: 'cap-model' }]);
     await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-vault on the next version' });
     assert.equal(fetched(), 1, 'served from the builder\'s cache');
     const before = capture.seen.length;
