@@ -27,6 +27,7 @@
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_grpc.h"
+#include "cp_metrics.h"
 #include "cp_migrate.h"
 #include "cp_rotate.h"
 #include "cp_secrets.h"
@@ -180,6 +181,12 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (cp_metrics_init() != GW_OK) {
+        gw_log(GW_LOG_ERROR, "out of memory", NULL);
+        cp_master_key_clear(&key);
+        cp_db_free(db);
+        return 1;
+    }
     struct main_ctx m = {0};
     int port = 0;
     int fd = gw_http_listen(cfg.admin.host, cfg.admin.port, 0, &port);
@@ -230,6 +237,7 @@ int main(int argc, char **argv)
         return 1;
     }
     cp_snapshot_api_register(builder, m.grpc);
+    cp_metrics_sources(db, builder, m.grpc);
     event_add(term, NULL);
     event_add(intr, NULL);
     gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i}", "msg", "listening", "host",
@@ -239,6 +247,7 @@ int main(int argc, char **argv)
     event_base_dispatch(m.base);
 
     cp_snapshot_api_register(NULL, NULL);
+    cp_metrics_sources(NULL, NULL, NULL);
     cp_snapshot_free(builder);
     cp_grpc_free(m.grpc);
     cp_api_free(m.api);
@@ -247,6 +256,7 @@ int main(int argc, char **argv)
     event_free(m.tick);
     event_base_free(m.base);
     cp_db_free(db);
+    cp_metrics_shutdown();
     curl_global_cleanup();
     gw_log(GW_LOG_INFO, "stopped", NULL);
     return 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp_metrics.h"
 #include "dp_snapcache.h"
 #include "dp_snapshot.h"
 #include "gw_crypto.h"
@@ -86,8 +87,10 @@ static void ccall_maybe_free(struct ccall *k)
     if (k->pending > 0)
         return;
     struct dp_cpclient *c = k->c;
-    if (c->watch == k)
+    if (c->watch == k) {
         c->watch = NULL;
+        dp_metrics_controlplane_connected(0);
+    }
     if (c->report == k)
         c->report = NULL;
     grpc_metadata_array_destroy(&k->initial_md);
@@ -275,8 +278,10 @@ static void on_watch_start(void *arg, int ok)
     k->pending--;
     grpc_byte_buffer_destroy(k->send_bb);
     k->send_bb = NULL;
-    if (ok)
+    if (ok) {
+        dp_metrics_controlplane_connected(1); /* the server's headers arrived */
         ccall_recv(k);
+    }
     ccall_maybe_free(k);
 }
 

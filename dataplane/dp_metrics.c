@@ -30,6 +30,7 @@ struct dp_metrics {
     struct gw_metric *requests, *attempts, *failovers, *retries, *tokens;
     struct gw_metric *breaker_state, *breaker_transitions, *no_route, *overhead;
     struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured;
+    struct gw_metric *cp_connected;
 };
 
 static struct dp_metrics the;
@@ -142,10 +143,13 @@ int dp_metrics_init(void)
     m->cp_configured = gw_metrics_gauge(
         r, "llmgw_controlplane_configured",
         "1 when snapshots come from a control plane (--control-plane), 0 in file mode.", NULL);
-    if (!m->duration || !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts ||
-        !m->failovers || !m->retries || !m->tokens || !m->breaker_state ||
-        !m->breaker_transitions || !m->no_route || !m->overhead || !m->open_streams ||
-        !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {
+    m->cp_connected = gw_metrics_gauge(
+        r, "llmgw_controlplane_connected",
+        "1 while the Watch stream to the control plane is open (0 in file mode).", NULL);
+    if (!m->cp_connected || !m->duration || !m->ttft || !m->tpot || !m->token_usage ||
+        !m->requests || !m->attempts || !m->failovers || !m->retries || !m->tokens ||
+        !m->breaker_state || !m->breaker_transitions || !m->no_route || !m->overhead ||
+        !m->open_streams || !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -265,6 +269,12 @@ void dp_metrics_controlplane(int configured)
 {
     if (M)
         gw_metric_set(M->cp_configured, NULL, configured ? 1.0 : 0.0);
+}
+
+void dp_metrics_controlplane_connected(int connected)
+{
+    if (M)
+        gw_metric_set(M->cp_connected, NULL, connected ? 1.0 : 0.0);
 }
 
 void dp_metrics_open_streams(int delta)

@@ -65,6 +65,8 @@ void dp_metrics_no_route(const char *cause);
 /* Whether snapshots come from a control plane (the stale-snapshot alert
  * applies only then). */
 void dp_metrics_controlplane(int configured);
+/* Whether the Watch stream to the control plane is open (dp_cpclient). */
+void dp_metrics_controlplane_connected(int connected);
 /* A streaming answer's head went out (+1), or its request ended (-1). */
 void dp_metrics_open_streams(int delta);
 

@@ -8,14 +8,19 @@
 #include "cp_call.h"
 #include "cp_db.h"
 #include "cp_health.h"
+#include "cp_metrics.h"
+#include "cp_migrate.h"
 #include "cp_resource.h"
 #include "cp_secrets.h"
 #include "cp_snapshot_api.h"
+#include "gw_buf.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
+#include "gw_metrics.h"
 #include "gw_pool.h"
+#include "gw_time.h"
 
 #define ADMIN_PREFIX "/v1/admin/"
 
@@ -30,6 +35,7 @@ struct cp_api {
     char bootstrap_hash[65]; /* SHA-256 hex of LLMGW_ADMIN_TOKEN: the token itself is not kept */
     int has_master_key;
     struct cp_master_key master_key;
+    int stopping; /* SIGTERM: /readyz answers 503 */
 };
 
 static void healthz(struct cp_api *api, struct cp_call *c)
@@ -37,6 +43,52 @@ static void healthz(struct cp_api *api, struct cp_call *c)
     struct cp_db_err err;
     int up = cp_db_check(api->db, &err) == GW_OK;
     cp_call_json(c, 200, json_pack("{s:s,s:s}", "status", "ok", "postgres", up ? "ok" : "down"), 0);
+}
+
+/*
+ * GET /readyz: 200 when this replica can serve: the schema is at this
+ * binary's latest migration (which also proves Postgres answers), a first
+ * snapshot has been published to the gRPC server, which is listening, and
+ * the daemon is not stopping. 503 with the first reason otherwise.
+ */
+static void readyz(struct cp_api *api, struct cp_call *c)
+{
+    const char *reason = NULL;
+    struct cp_db_err err;
+    if (api->stopping)
+        reason = "shutting down";
+    else if (cp_db_check(api->db, &err) != GW_OK)
+        reason = "postgres is unreachable";
+    else {
+        PGresult *r =
+            cp_db_exec(api->db, c->pool, "SELECT coalesce(max(version), 0) FROM schema_migrations",
+                       0, NULL, &err);
+        const char *v = r ? cp_db_value(r) : NULL;
+        if (!v)
+            reason = "postgres is unreachable";
+        else if (atoi(v) < cp_migrate_latest())
+            reason = "migrations are not applied";
+        else
+            reason = cp_snapshot_api_unready();
+    }
+    if (reason)
+        cp_call_json(c, 503, json_pack("{s:s,s:s}", "status", "unready", "reason", reason), 0);
+    else
+        cp_call_json(c, 200, json_pack("{s:s}", "status", "ready"), 0);
+}
+
+/* GET /metrics: the exposition, without a token (like /healthz: keep the
+ * admin port private). */
+static void metrics(struct cp_call *c)
+{
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    if (cp_metrics_render(&b) == GW_OK) {
+        c->status = 200;
+        gw_http_respond(c->req, 200, GW_METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len);
+    } else
+        cp_call_error(c, 500, "internal", NULL, "out of memory");
+    gw_buf_free(&b);
 }
 
 /*
@@ -169,6 +221,78 @@ static void audit(struct cp_api *api, struct cp_call *c)
     cp_call_json(c, 200, json_pack("{s:o}", "data", rows ? rows : json_array()), 0);
 }
 
+/* Routes the request; *resource receives its metrics label: a name from
+ * the route table, never the path itself. */
+static void route(struct cp_api *api, struct cp_call *c, const char **resource)
+{
+    struct gw_http_req *req = c->req;
+    const char *path = gw_http_req_path(req);
+    *resource = "unknown";
+    if (strcmp(path, "/healthz") == 0) {
+        *resource = "healthz";
+        return healthz(api, c);
+    }
+    if (strcmp(path, "/readyz") == 0) {
+        *resource = "readyz";
+        return readyz(api, c);
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        *resource = "metrics";
+        return metrics(c);
+    }
+    /* The API's description is public: it is in the repository anyway. */
+    if (strcmp(path, ADMIN_PREFIX "openapi.yaml") == 0) {
+        *resource = "openapi";
+        c->status = 200;
+        return gw_http_respond(req, 200, "application/yaml", cp_openapi_yaml, cp_openapi_yaml_len);
+    }
+    if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
+        return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
+    struct cp_db_err err;
+    if (cp_db_check(api->db, &err) != GW_OK)
+        return cp_call_db_error(c, &err);
+    if (authenticate(api, c) != GW_OK)
+        return;
+    const char *rest = path + sizeof(ADMIN_PREFIX) - 1;
+    const char *slash = strchr(rest, '/');
+    size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash) {
+        *resource = "audit";
+        return audit(api, c);
+    }
+    if (seg == 6 && strncmp(rest, "health", 6) == 0 && !slash) {
+        *resource = "health";
+        if (strcmp(gw_http_req_method(req), "GET") != 0) {
+            (void)gw_http_add_header(req, "Allow", "GET");
+            return cp_call_error(c, 405, "method_not_allowed", NULL,
+                                 "%s is not allowed on this path", gw_http_req_method(req));
+        }
+        return cp_health_handle(c);
+    }
+    if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash) {
+        *resource = "snapshot";
+        return cp_snapshot_api_handle(c);
+    }
+    const struct cp_resource *r = NULL;
+    for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
+        if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
+            r = *p;
+    if (!r)
+        return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
+    *resource = r->name;
+    const char *key = NULL;
+    if (slash && slash[1]) {
+        /* Only a two-part key (prices: provider/model) holds a '/'. */
+        if (strchr(slash + 1, '/') && !r->key_sql)
+            return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
+        key = unescape(c->pool, slash + 1, strlen(slash + 1));
+        if (!key)
+            return cp_call_error(c, 400, "invalid_value", NULL,
+                                 "the path has a malformed percent-escape");
+    }
+    cp_resource_handle(c, r, key);
+}
+
 static void handle(struct gw_http_req *req, void *arg)
 {
     struct cp_api *api = arg;
@@ -176,51 +300,14 @@ static void handle(struct gw_http_req *req, void *arg)
                         .pool = gw_http_req_pool(req),
                         .db = api->db,
                         .master_key = api->has_master_key ? &api->master_key : NULL};
-    const char *path = gw_http_req_path(req);
-    if (strcmp(path, "/healthz") == 0)
-        return healthz(api, &c);
-    /* The API's description is public: it is in the repository anyway. */
-    if (strcmp(path, ADMIN_PREFIX "openapi.yaml") == 0)
-        return gw_http_respond(req, 200, "application/yaml", cp_openapi_yaml, cp_openapi_yaml_len);
-    if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
-        return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
-    struct cp_db_err err;
-    if (cp_db_check(api->db, &err) != GW_OK)
-        return cp_call_db_error(&c, &err);
-    if (authenticate(api, &c) != GW_OK)
-        return;
-    const char *rest = path + sizeof(ADMIN_PREFIX) - 1;
-    const char *slash = strchr(rest, '/');
-    size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)
-        return audit(api, &c);
-    if (seg == 6 && strncmp(rest, "health", 6) == 0 && !slash) {
-        if (strcmp(gw_http_req_method(req), "GET") != 0) {
-            (void)gw_http_add_header(req, "Allow", "GET");
-            return cp_call_error(&c, 405, "method_not_allowed", NULL,
-                                 "%s is not allowed on this path", gw_http_req_method(req));
-        }
-        return cp_health_handle(&c);
-    }
-    if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash)
-        return cp_snapshot_api_handle(&c);
-    const struct cp_resource *r = NULL;
-    for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
-        if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
-            r = *p;
-    if (!r)
-        return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
-    const char *key = NULL;
-    if (slash && slash[1]) {
-        /* Only a two-part key (prices: provider/model) holds a '/'. */
-        if (strchr(slash + 1, '/') && !r->key_sql)
-            return cp_call_error(&c, 404, "not_found", NULL, "no such path: %s", path);
-        key = unescape(c.pool, slash + 1, strlen(slash + 1));
-        if (!key)
-            return cp_call_error(&c, 400, "invalid_value", NULL,
-                                 "the path has a malformed percent-escape");
-    }
-    cp_resource_handle(&c, r, key);
+    /* Copied now: the request (and the strings it owns) is gone once it is
+     * answered. Every handler answers before returning. */
+    int64_t t0 = gw_http_req_start_us(req);
+    char method[16];
+    snprintf(method, sizeof(method), "%s", gw_http_req_method(req));
+    const char *resource = "unknown";
+    route(api, &c, &resource);
+    cp_metrics_admin_request(resource, method, c.status, (double)(gw_now_us() - t0) / 1e6);
 }
 
 struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
@@ -250,6 +337,7 @@ struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
 
 void cp_api_drain(struct cp_api *api)
 {
+    api->stopping = 1;
     gw_http_server_drain(api->srv);
 }
 

@@ -47,6 +47,7 @@ void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_ve
     if (!text) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
                                   "\"server_error\",\"param\":null,\"code\":\"internal\"}}";
+        c->status = 500;
         gw_http_respond(c->req, 500, "application/json", oom, sizeof(oom) - 1);
         return;
     }
@@ -55,6 +56,7 @@ void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_ve
         snprintf(etag, sizeof(etag), "\"%lld\"", etag_version);
         (void)gw_http_add_header(c->req, "ETag", etag);
     }
+    c->status = status;
     gw_http_respond(c->req, status, "application/json", text, strlen(text));
     free(text);
 }

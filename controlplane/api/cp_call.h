@@ -33,6 +33,7 @@ struct cp_call {
      * (a key's plaintext, shown exactly once; never stored or audited). */
     const char *reveal_field;
     const char *reveal_value;
+    int status; /* the answer's status, once answered (for metrics) */
 };
 
 /* A refusal being built by a check: status, code, the field it names

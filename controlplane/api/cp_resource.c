@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cp_db.h"
+#include "cp_metrics.h"
 #include "gw_buf.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
@@ -568,6 +569,7 @@ static void create(struct cp_call *c, const struct cp_resource *r)
         cp_db_rollback(c->db);
         return cp_call_db_error(c, &err);
     }
+    cp_metrics_audit_rows(1);
     json_t *answer = json_deep_copy(after);
     if (answer && c->reveal_field && c->reveal_value)
         json_object_set_new(answer, c->reveal_field, json_string(c->reveal_value));
@@ -656,6 +658,7 @@ static void update(struct cp_call *c, const struct cp_resource *r, const char *k
         cp_db_rollback(c->db);
         return cp_call_db_error(c, &err);
     }
+    cp_metrics_audit_rows(1);
     cp_call_json(c, 200, json_incref(after), row_version(after));
 }
 
@@ -688,6 +691,8 @@ static void delete_one(struct cp_call *c, const struct cp_resource *r, const cha
             return cp_call_error(c, 500, "internal", NULL, "out of memory");
         return cp_call_db_error(c, &err);
     }
+    cp_metrics_audit_rows(1);
+    c->status = 204;
     gw_http_respond(c->req, 204, NULL, "", 0);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cp_db.h"
+#include "cp_metrics.h"
 #include "dp_snapshot.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
@@ -410,6 +411,7 @@ static void build(struct cp_snapshot *b)
 {
     if (connection_lost(b)) {
         set_failure(b, "the database is unreachable");
+        cp_metrics_build("failed", 0);
         if (b->db) {
             drop_connection(b, 1);
             schedule_retry(b);
@@ -557,6 +559,8 @@ static void build(struct cp_snapshot *b)
     } else {
         wipe_free(text, len);
     }
+    cp_metrics_build(changed ? "ok" : "unchanged", (double)(gw_now_us() - t0) / 1e6);
+    cp_metrics_snapshot_current();
     gw_logf(GW_LOG_INFO, changed ? "snapshot built" : "snapshot unchanged",
             "{s:I,s:i,s:i,s:i,s:i,s:i,s:f}", "version", (json_int_t)version, "providers",
             (int)nprov, "routes", (int)nroutes, "keys", (int)nkeys, "unresolved",
@@ -569,6 +573,7 @@ dbfail:
     snprintf(err, sizeof(err), "database (%s): %.400s", step, dberr.message);
 fail:
     set_failure(b, "%s", err);
+    cp_metrics_build("failed", (double)(gw_now_us() - t0) / 1e6);
     if (connection_lost(b)) {
         drop_connection(b, 1);
         schedule_retry(b);
@@ -723,6 +728,8 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
     if (version != b->good_version || b->last_failed || b->good_unresolved > 0 ||
         (b->next_expiry_ms && now >= b->next_expiry_ms))
         b->dirty = 1;
+    else if (version == b->good_version && version > 0)
+        cp_metrics_snapshot_current(); /* nothing newer: the snapshot is current */
     drain_notifies(b);
     build_loop(b);
 }

@@ -39,3 +39,14 @@ void cp_snapshot_api_handle(struct cp_call *c)
     json_decref(reps);
     cp_call_json(c, 200, st, 0);
 }
+
+const char *cp_snapshot_api_unready(void)
+{
+    if (!builder || !server)
+        return "this process does not build snapshots";
+    if (cp_grpc_port(server) <= 0)
+        return "the gRPC server is not listening";
+    if (cp_grpc_version(server) <= 0)
+        return "no snapshot has been built yet";
+    return NULL;
+}

@@ -1,0 +1,204 @@
+#include "cp_metrics.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cp_db.h"
+#include "cp_grpc.h"
+#include "cp_snapshot.h"
+#include "gw_error.h"
+#include "gw_metrics.h"
+#include "gw_time.h"
+
+static const double ADMIN_S[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                 0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+static const double BUILD_S[] = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,
+                                 1.0,   2.5,  5.0,   10.0, 30.0, 60.0};
+#define N(a) (sizeof(a) / sizeof(*(a)))
+
+struct cp_metrics {
+    struct gw_metrics *reg;
+    struct gw_metric *admin_requests, *admin_duration, *builds, *build_duration;
+    struct gw_metric *snapshot_version, *last_success_age, *unresolved, *replicas_connected;
+    struct gw_metric *replica_acked, *postgres_up, *audit_rows;
+    struct cp_db *db;
+    struct cp_snapshot *builder;
+    struct cp_grpc *grpc;
+};
+
+static struct cp_metrics the;
+static struct cp_metrics *M;                /* NULL until cp_metrics_init */
+static _Atomic int64_t last_current_ms = 0; /* wall ms; 0: never */
+
+static void collect(struct gw_metrics *reg, void *arg)
+{
+    (void)reg;
+    struct cp_metrics *m = arg;
+    if (m->db) {
+        struct cp_db_err err;
+        gw_metric_set(m->postgres_up, NULL, cp_db_check(m->db, &err) == GW_OK ? 1.0 : 0.0);
+    }
+    if (m->builder) {
+        json_t *st = cp_snapshot_status(m->builder);
+        if (st) {
+            gw_metric_set(m->snapshot_version, NULL,
+                          (double)json_integer_value(json_object_get(st, "version")));
+            gw_metric_set(m->unresolved, NULL,
+                          (double)json_array_size(json_object_get(st, "unresolved")));
+            json_decref(st);
+        }
+    }
+    int64_t at = atomic_load(&last_current_ms);
+    if (at)
+        gw_metric_set(m->last_success_age, NULL, (double)(gw_wall_ms() - at) / 1000.0);
+    if (m->grpc) {
+        json_t *reps = cp_grpc_replicas(m->grpc);
+        size_t i, connected = 0;
+        json_t *r;
+        json_array_foreach(json_object_get(reps, "replicas"), i, r)
+        {
+            if (json_is_true(json_object_get(r, "connected")))
+                connected++;
+            const char *v[] = {json_string_value(json_object_get(r, "replica_id"))};
+            gw_metric_set(m->replica_acked, v,
+                          (double)json_integer_value(json_object_get(r, "acked_version")));
+        }
+        gw_metric_set(m->replicas_connected, NULL, (double)connected);
+        json_decref(reps);
+    }
+}
+
+int cp_metrics_init(void)
+{
+    struct cp_metrics *m = &the;
+    memset(m, 0, sizeof(*m));
+    m->reg = gw_metrics_new();
+    if (!m->reg)
+        return GW_ENOMEM;
+    struct gw_metrics *r = m->reg;
+    static const char *const req[] = {"resource", "method", "status", NULL};
+    static const char *const res[] = {"resource", NULL};
+    static const char *const result[] = {"result", NULL};
+    static const char *const replica[] = {"replica", NULL};
+    m->admin_requests = gw_metrics_counter(
+        r, "llmgw_cp_admin_requests_total",
+        "Admin API requests answered, by resource (route), method and HTTP status.", req);
+    m->admin_duration =
+        gw_metrics_histogram(r, "llmgw_cp_admin_request_duration_seconds",
+                             "Admin API request duration, by resource.", res, ADMIN_S, N(ADMIN_S));
+    m->builds = gw_metrics_counter(r, "llmgw_cp_snapshot_builds_total",
+                                   "Snapshot builds, by result (ok: a new document was handed "
+                                   "out; unchanged: same document; failed: the last good one "
+                                   "stays).",
+                                   result);
+    m->build_duration =
+        gw_metrics_histogram(r, "llmgw_cp_snapshot_build_duration_seconds",
+                             "Snapshot build duration (every result).", NULL, BUILD_S, N(BUILD_S));
+    m->snapshot_version = gw_metrics_gauge(
+        r, "llmgw_cp_snapshot_version", "Version of the last good snapshot (0 before it).", NULL);
+    m->last_success_age = gw_metrics_gauge(
+        r, "llmgw_cp_snapshot_last_success_age_seconds",
+        "Seconds since the builder last confirmed its snapshot is current (a good build, or a "
+        "poll finding no newer configuration). Absent before the first.",
+        NULL);
+    m->unresolved = gw_metrics_gauge(
+        r, "llmgw_cp_unresolved_credentials",
+        "Providers whose credential_ref did not resolve in the last good build.", NULL);
+    m->replicas_connected = gw_metrics_gauge(r, "llmgw_cp_replicas_connected",
+                                             "Data planes with a Watch stream open.", NULL);
+    m->replica_acked = gw_metrics_gauge(r, "llmgw_cp_replica_acked_version",
+                                        "Snapshot version each data plane acknowledged serving "
+                                        "(every replica seen since start).",
+                                        replica);
+    m->postgres_up = gw_metrics_gauge(
+        r, "llmgw_cp_postgres_up",
+        "1 when the admin API's database connection works (checked at scrape).", NULL);
+    m->audit_rows = gw_metrics_counter(r, "llmgw_cp_audit_rows_total",
+                                       "Audit rows committed by the admin API.", NULL);
+    if (!m->admin_requests || !m->admin_duration || !m->builds || !m->build_duration ||
+        !m->snapshot_version || !m->last_success_age || !m->unresolved || !m->replicas_connected ||
+        !m->replica_acked || !m->postgres_up || !m->audit_rows) {
+        gw_metrics_free(m->reg);
+        m->reg = NULL;
+        return GW_ENOMEM;
+    }
+    gw_metric_set_cap(m->replica_acked, CP_METRICS_MAX_REPLICAS);
+    gw_metric_set_cap(m->admin_requests, 2000);
+    static const char *const results[] = {"ok", "unchanged", "failed"};
+    for (size_t i = 0; i < N(results); i++) {
+        const char *v[] = {results[i]};
+        gw_metric_inc(m->builds, v, 0);
+    }
+    gw_metric_inc(m->audit_rows, NULL, 0);
+    gw_metric_set(m->snapshot_version, NULL, 0);
+    gw_metric_set(m->unresolved, NULL, 0);
+    gw_metric_set(m->replicas_connected, NULL, 0);
+    gw_metrics_on_collect(r, collect, m);
+    M = m;
+    return GW_OK;
+}
+
+void cp_metrics_shutdown(void)
+{
+    if (!M)
+        return;
+    M = NULL;
+    gw_metrics_free(the.reg);
+    memset(&the, 0, sizeof(the));
+}
+
+void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc *g)
+{
+    the.db = db;
+    the.builder = b;
+    the.grpc = g;
+}
+
+int cp_metrics_render(struct gw_buf *out)
+{
+    return M ? gw_metrics_render(M->reg, out) : GW_OK;
+}
+
+static const char *method_label(const char *method)
+{
+    static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"};
+    for (size_t i = 0; method && i < N(known); i++)
+        if (strcmp(method, known[i]) == 0)
+            return known[i];
+    return "other";
+}
+
+void cp_metrics_admin_request(const char *resource, const char *method, int status, double seconds)
+{
+    if (!M)
+        return;
+    char st[16];
+    snprintf(st, sizeof(st), "%d", status);
+    const char *v[] = {resource ? resource : "", method_label(method), st};
+    gw_metric_inc(M->admin_requests, v, 1);
+    const char *rv[] = {resource ? resource : ""};
+    if (seconds >= 0)
+        gw_metric_observe(M->admin_duration, rv, seconds);
+}
+
+void cp_metrics_build(const char *result, double seconds)
+{
+    if (!M)
+        return;
+    const char *v[] = {result};
+    gw_metric_inc(M->builds, v, 1);
+    if (seconds >= 0)
+        gw_metric_observe(M->build_duration, NULL, seconds);
+}
+
+void cp_metrics_snapshot_current(void)
+{
+    atomic_store(&last_current_ms, gw_wall_ms());
+}
+
+void cp_metrics_audit_rows(unsigned n)
+{
+    if (M)
+        gw_metric_inc(M->audit_rows, NULL, n);
+}

@@ -1,0 +1,51 @@
+/*
+ * cp_metrics: the control plane's metrics (docs/observability.md,
+ * "Control plane"), on one process-wide gw_metrics registry that GET
+ * /metrics on the admin port renders. Like dp_metrics, it is process
+ * state: cp_metrics_init creates it at startup and every verb is a no-op
+ * before that (unit tests exercise the API without metrics).
+ *
+ * Label values come from closed sets only: the admin API's route table,
+ * a fixed list of methods, HTTP statuses, build results, and the replica
+ * ids cp_grpc tracks (capped at CP_METRICS_MAX_REPLICAS series).
+ *
+ * Threading: the counters are updated from the event loop (admin requests)
+ * and the snapshot builder's thread; cp_metrics_render runs on the event
+ * loop (its collect step reads the database connection, the builder's
+ * status and the gRPC server's replica table, all owned by that loop).
+ */
+#ifndef CP_METRICS_H
+#define CP_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CP_METRICS_MAX_REPLICAS 1000
+
+struct gw_buf;
+struct cp_db;
+struct cp_snapshot;
+struct cp_grpc;
+
+/* 0 or GW_ENOMEM. Once, at startup; cp_metrics_shutdown frees it. */
+int cp_metrics_init(void) __attribute__((warn_unused_result));
+void cp_metrics_shutdown(void);
+
+/* What the scrape-time gauges read (each may be NULL). Call on the loop. */
+void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc *g);
+
+/* The exposition (0 or a GW_E code). On the loop. */
+int cp_metrics_render(struct gw_buf *out) __attribute__((warn_unused_result));
+
+/* One admin request's end: resource from the route table, the request's
+ * method (anything outside the usual set counts as "other"). */
+void cp_metrics_admin_request(const char *resource, const char *method, int status, double seconds);
+/* One snapshot build: result is "ok", "failed" or "unchanged". Any thread. */
+void cp_metrics_build(const char *result, double seconds);
+/* The builder confirmed the snapshot it serves is current (a good build, or
+ * a poll that found nothing newer): resets last_success_age. Any thread. */
+void cp_metrics_snapshot_current(void);
+/* Audit rows committed by the admin API. */
+void cp_metrics_audit_rows(unsigned n);
+
+#endif
