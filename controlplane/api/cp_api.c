@@ -221,6 +221,22 @@ static void audit(struct cp_api *api, struct cp_call *c)
     cp_call_json(c, 200, json_pack("{s:o}", "data", rows ? rows : json_array()), 0);
 }
 
+/* The metrics label of a path under /v1/admin/ (rest: what follows the
+ * prefix): a name from the route table, or "unknown". */
+static const char *admin_label(const char *rest)
+{
+    const char *slash = strchr(rest, '/');
+    size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
+    static const char *const fixed[] = {"audit", "health", "snapshot"};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
+        if (!slash && strlen(fixed[i]) == seg && strncmp(fixed[i], rest, seg) == 0)
+            return fixed[i];
+    for (const struct cp_resource *const *p = cp_resources; *p; p++)
+        if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
+            return (*p)->name;
+    return "unknown";
+}
+
 /* Routes the request; *resource receives its metrics label: a name from
  * the route table, never the path itself. */
 static void route(struct cp_api *api, struct cp_call *c, const char **resource)
@@ -248,6 +264,8 @@ static void route(struct cp_api *api, struct cp_call *c, const char **resource)
     }
     if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
         return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
+    /* Labelled before authentication: refusals count under their route. */
+    *resource = admin_label(path + sizeof(ADMIN_PREFIX) - 1);
     struct cp_db_err err;
     if (cp_db_check(api->db, &err) != GW_OK)
         return cp_call_db_error(c, &err);
@@ -256,12 +274,9 @@ static void route(struct cp_api *api, struct cp_call *c, const char **resource)
     const char *rest = path + sizeof(ADMIN_PREFIX) - 1;
     const char *slash = strchr(rest, '/');
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash) {
-        *resource = "audit";
+    if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)
         return audit(api, c);
-    }
     if (seg == 6 && strncmp(rest, "health", 6) == 0 && !slash) {
-        *resource = "health";
         if (strcmp(gw_http_req_method(req), "GET") != 0) {
             (void)gw_http_add_header(req, "Allow", "GET");
             return cp_call_error(c, 405, "method_not_allowed", NULL,
@@ -269,17 +284,14 @@ static void route(struct cp_api *api, struct cp_call *c, const char **resource)
         }
         return cp_health_handle(c);
     }
-    if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash) {
-        *resource = "snapshot";
+    if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash)
         return cp_snapshot_api_handle(c);
-    }
     const struct cp_resource *r = NULL;
     for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
         if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
             r = *p;
     if (!r)
         return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
-    *resource = r->name;
     const char *key = NULL;
     if (slash && slash[1]) {
         /* Only a two-part key (prices: provider/model) holds a '/'. */

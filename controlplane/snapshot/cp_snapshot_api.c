@@ -46,7 +46,14 @@ const char *cp_snapshot_api_unready(void)
         return "this process does not build snapshots";
     if (cp_grpc_port(server) <= 0)
         return "the gRPC server is not listening";
-    if (cp_grpc_version(server) <= 0)
+    /* The first good build always differs from nothing: built_at_ms is set
+     * then, even for version 0 (an empty configuration). */
+    json_t *st = cp_snapshot_status(builder);
+    if (!st)
+        return "out of memory";
+    json_int_t built = json_integer_value(json_object_get(st, "built_at_ms"));
+    json_decref(st);
+    if (built <= 0)
         return "no snapshot has been built yet";
     return NULL;
 }

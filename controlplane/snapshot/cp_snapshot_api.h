@@ -20,8 +20,8 @@ void cp_snapshot_api_register(struct cp_snapshot *b, struct cp_grpc *g);
  * "failed_builds","database","published_version","replicas":[...]}. */
 void cp_snapshot_api_handle(struct cp_call *c);
 
-/* NULL when a first snapshot has been published to a listening gRPC
- * server; else why not (for /readyz). */
+/* NULL when a first snapshot has been built (and so handed to the gRPC
+ * server) and the gRPC server is listening; else why not (for /readyz). */
 const char *cp_snapshot_api_unready(void);
 
 #endif

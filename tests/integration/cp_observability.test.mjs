@@ -1,0 +1,195 @@
+// The control plane's observability (docs/observability.md, "Control
+// plane"): PostgreSQL + llmgw-controlplane + one data plane fed by it.
+// After a known set of admin requests (writes, a failed validation, a
+// version-less duplicate: 409, an unauthenticated one), the control
+// plane's GET /metrics passes `promtool check metrics` and counts exactly
+// those requests; /readyz is 200 once ready; the data plane's
+// llmgw_controlplane_connected is 1 and the control plane sees the replica
+// and its acked version. A canary goes into a secret value, a provider's
+// header value and the admin token (and a created API key's plaintext is a
+// second one): no line any process prints may hold either. Last, Postgres
+// stops (readyz 503, llmgw_cp_postgres_up 0), then the control plane stops
+// (the data plane's gauge turns 0).
+
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as h from './harness.mjs';
+import { Config, masterKey } from './cpconfig.mjs';
+
+const T = { timeout: 90_000 };
+const KEY = masterKey();
+const CANARY = `CNRY${randomBytes(8).toString('hex')}`;
+
+let pg;
+let cp;
+let cfg;
+let mock;
+let dp;
+let apiKey; // the created key's plaintext: a second canary
+
+before(async () => {
+  h.requireBinaries([h.CONTROLPLANE_BIN, h.DATAPLANE_BIN, h.MOCK_BIN]);
+  pg = await h.startPostgres();
+  mock = await h.startMock();
+  cp = await h.startControlPlane({ pg, token: `adm-${CANARY}`, env: { LLMGW_MASTER_KEY: KEY.hex, LLMGW_SNAPSHOT_POLL_MS: '500' } });
+  cfg = new Config(cp, pg, KEY);
+});
+
+after(async () => {
+  await h.stopAll();
+});
+
+/** Parses the text exposition into [{name, labels, value}]. */
+function parseExposition(text) {
+  const out = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    assert.ok(m, `exposition line does not parse: ${line}`);
+    const labels = {};
+    if (m[2]) {
+      const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)/g;
+      let l;
+      while ((l = re.exec(m[2]))) labels[l[1]] = l[2].replace(/\\n/g, '\n').replace(/\\"/g, '"').replace(/\\\\/g, '\\');
+    }
+    out.push({ name: m[1], labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+/** The value of the series name{labels} (exact label set); undefined when absent. */
+function value(samples, name, labels = {}) {
+  const want = JSON.stringify(Object.entries(labels).sort());
+  const s = samples.find((x) => x.name === name && JSON.stringify(Object.entries(x.labels).sort()) === want);
+  return s?.value;
+}
+
+async function scrape(port) {
+  const r = await h.request(port, { method: 'GET', path: '/metrics' });
+  assert.equal(r.status, 200, r.text);
+  assert.match(r.headers['content-type'], /^text\/plain; version=0\.0\.4/);
+  return { text: r.text, samples: parseExposition(r.text) };
+}
+
+const readyz = (port) => h.request(port, { method: 'GET', path: '/readyz' });
+
+function promtoolCheck(text) {
+  const which = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' });
+  if (which.status !== 0) {
+    console.error('#'.repeat(70));
+    console.error('# promtool NOT FOUND: the exposition is NOT checked (deploy/deps.sh installs the Debian package prometheus)');
+    console.error('#'.repeat(70));
+    return;
+  }
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  assert.equal(r.status, 0, `promtool check metrics failed:\n${r.stdout}${r.stderr}\n--- exposition:\n${text}`);
+}
+
+describe('control plane observability', () => {
+  test('/readyz is 200 once a first snapshot is built; /metrics needs no token', T, async () => {
+    await h.waitFor(async () => (await readyz(cp.port)).status === 200, { what: 'control plane ready' });
+    const r = await readyz(cp.port);
+    assert.equal(r.json.status, 'ready');
+    const { samples } = await scrape(cp.port);
+    assert.equal(value(samples, 'llmgw_cp_postgres_up'), 1);
+    assert.equal(value(samples, 'llmgw_cp_snapshot_version'), 0);
+    assert.equal(value(samples, 'llmgw_cp_snapshot_builds_total', { result: 'ok' }), 1);
+  });
+
+  test('admin writes, a failed validation, a 409 and a 401: exact counters, promtool accepts the exposition', T, async () => {
+    await cfg.secret('canary-secret', `sk-${CANARY}`);
+    await cfg.provider({ name: 'mockp', driver: 'openai', base_url: mock.v1, credential_ref: 'canary-secret', headers: { 'x-canary': CANARY } });
+    const bad = await cp.admin('POST', '/v1/admin/providers', { name: 'bad', driver: 'no-such-driver', base_url: mock.v1 });
+    assert.equal(bad.status, 400, bad.text);
+    const dup = await cp.admin('POST', '/v1/admin/providers', { name: 'mockp', driver: 'openai', base_url: mock.v1 });
+    assert.equal(dup.status, 409, dup.text);
+    const unauth = await cp.admin('GET', '/v1/admin/providers', undefined, { authorization: `Bearer wrong-${CANARY}` });
+    assert.equal(unauth.status, 401, unauth.text);
+    await cfg.route('obs', [{ provider: 'mockp', model: 'mock-gpt' }]);
+    apiKey = await cfg.apiKey('key_obs');
+    const list = await cp.admin('GET', '/v1/admin/providers');
+    assert.equal(list.status, 200, list.text);
+    const v = cfg.version();
+    assert.equal(v, 4);
+
+    await h.waitFor(async () => value((await scrape(cp.port)).samples, 'llmgw_cp_snapshot_version') === v,
+      { what: `snapshot version ${v} built` });
+    const { text, samples } = await scrape(cp.port);
+    promtoolCheck(text);
+    const req = (resource, method, status) => value(samples, 'llmgw_cp_admin_requests_total', { resource, method, status });
+    assert.equal(req('secrets', 'POST', '201'), 1);
+    assert.equal(req('providers', 'POST', '201'), 1);
+    assert.equal(req('providers', 'POST', '400'), 1);
+    assert.equal(req('providers', 'POST', '409'), 1);
+    assert.equal(req('providers', 'GET', '401'), 1);
+    assert.equal(req('providers', 'GET', '200'), 1);
+    assert.equal(req('routes', 'POST', '201'), 1);
+    assert.equal(req('keys', 'POST', '201'), 1);
+    assert.ok(req('readyz', 'GET', '200') >= 1);
+    assert.equal(value(samples, 'llmgw_cp_admin_request_duration_seconds_count', { resource: 'providers' }), 5);
+    assert.equal(value(samples, 'llmgw_cp_audit_rows_total'), 4, 'one audit row per committed write');
+    assert.equal(value(samples, 'llmgw_cp_unresolved_credentials'), 0);
+    assert.equal(value(samples, 'llmgw_cp_postgres_up'), 1);
+    assert.ok(value(samples, 'llmgw_cp_snapshot_builds_total', { result: 'ok' }) >= 2);
+    assert.equal(value(samples, 'llmgw_cp_snapshot_builds_total', { result: 'failed' }), 0);
+    const age = value(samples, 'llmgw_cp_snapshot_last_success_age_seconds');
+    assert.ok(age >= 0 && age < 30, `last success age ${age}`);
+    // Labels come from the route table: an unknown path is "unknown", not itself.
+    const nf = await cp.admin('GET', `/v1/admin/nosuch-${CANARY}`);
+    assert.equal(nf.status, 404);
+    const after = (await scrape(cp.port)).text;
+    assert.ok(!after.includes(CANARY), 'no path in a label');
+    assert.match(after, /llmgw_cp_admin_requests_total\{resource="unknown",method="GET",status="404"\} 1/);
+  });
+
+  test('a data plane: llmgw_controlplane_connected 1, the replica and its acked version on the control plane', T, async () => {
+    dp = await h.startGatewayCP({ controlPlane: `127.0.0.1:${cp.listening.grpc_port}`, replicaId: 'dp-obs' });
+    const v = cfg.version();
+    await h.waitFor(async () => value((await scrape(dp.port)).samples, 'llmgw_controlplane_connected') === 1,
+      { what: 'data plane connected' });
+    const d = (await scrape(dp.port)).samples;
+    assert.equal(value(d, 'llmgw_controlplane_configured'), 1);
+    await h.waitFor(async () => value((await scrape(cp.port)).samples, 'llmgw_cp_replica_acked_version', { replica: 'dp-obs' }) === v,
+      { what: `dp-obs acking version ${v}` });
+    const { text, samples } = await scrape(cp.port);
+    promtoolCheck(text);
+    assert.equal(value(samples, 'llmgw_cp_replicas_connected'), 1);
+    // The credential reaches the data plane and is used (in memory only).
+    const r = await h.request(dp.port, {
+      headers: { authorization: `Bearer ${apiKey}` }, body: { model: 'obs', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    assert.equal(r.status, 200, r.text);
+  });
+
+  test('Postgres down: /readyz 503 and llmgw_cp_postgres_up 0', T, async () => {
+    await pg.stop();
+    await h.waitFor(async () => (await readyz(cp.port)).status === 503, { what: 'control plane unready' });
+    const r = await readyz(cp.port);
+    assert.equal(r.json.status, 'unready');
+    assert.match(r.json.reason, /postgres/);
+    const { text, samples } = await scrape(cp.port);
+    promtoolCheck(text);
+    assert.equal(value(samples, 'llmgw_cp_postgres_up'), 0);
+    // The Watch stream does not need Postgres: the data plane stays connected.
+    assert.equal(value((await scrape(dp.port)).samples, 'llmgw_controlplane_connected'), 1);
+  });
+
+  test('control plane stopped: the data plane\'s llmgw_controlplane_connected turns 0', T, async () => {
+    const e = await cp.proc.stop();
+    assert.equal(e.code, 0, cp.proc.describe());
+    await h.waitFor(async () => value((await scrape(dp.port)).samples, 'llmgw_controlplane_connected') === 0,
+      { what: 'data plane disconnected' });
+  });
+
+  test('no canary (secret value, header value, admin token, API key plaintext) in any line either process printed', T, async () => {
+    for (const p of [cp.proc, dp.proc]) {
+      for (const line of [...p.stdoutLines, ...p.stderrLines]) {
+        assert.ok(!line.includes(CANARY), `${p.name} printed the canary: ${line}`);
+        assert.ok(!line.includes(apiKey), `${p.name} printed the API key: ${line}`);
+      }
+      assert.ok(p.stdoutLines.length > 0, `${p.name} printed something (the check is not vacuous)`);
+    }
+  });
+});
