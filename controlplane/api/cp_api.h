@@ -1,7 +1,8 @@
 /*
  * cp_api: the admin REST API server (JSON over HTTP on --admin-listen).
  *
- * Routes: GET /healthz (no authentication), GET /v1/admin/audit, and the
+ * Routes: GET /healthz, GET /readyz and GET /metrics (no authentication;
+ * cp_metrics.h), GET /v1/admin/audit, and the
  * resources of cp_resource.h under /v1/admin/<resource>[/<key>]. Every
  * /v1/admin/ request needs Authorization: Bearer <token>: the bootstrap
  * token from LLMGW_ADMIN_TOKEN, or a token whose SHA-256 is in
