@@ -17,11 +17,15 @@
 #include "gw_error.h"
 #include "gw_grpc.h"
 #include "gw_log.h"
+#include "gw_time.h"
 #include "llmgw/v1/control.pb-c.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define MAX_SNAPSHOT_BYTES (64u << 20)
+#define PROBE_EVERY_MS 1000
+#define PROBE_DEADLINE_MS 2000
+#define PROBE_LOG_EVERY_MS 5000
 
 /* One client call: its status batch plus whatever else is in flight. */
 struct ccall {
@@ -37,6 +41,17 @@ struct ccall {
     struct gw_grpc_tag t_status, t_start, t_recv, t_send;
 };
 
+/* A connection probe (see probe_tick). */
+struct probe {
+    struct dp_cpclient *c;
+    grpc_call *call;
+    int pending;
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_status_code status;
+    grpc_slice details;
+    struct gw_grpc_tag t_status, t_start;
+};
+
 struct dp_cpclient {
     const struct dp_config *cfg;
     pthread_t thread;
@@ -44,7 +59,10 @@ struct dp_cpclient {
     struct gw_grpc_loop *loop;
     grpc_completion_queue *cq;
     grpc_channel *channel;
-    struct event *stop_ev, *retry_ev;
+    struct event *stop_ev, *retry_ev, *probe_ev;
+    struct probe *probe;     /* in flight, or NULL */
+    int64_t probe_logged_ms; /* when a connection failure was last logged */
+    int probe_suppressed;    /* failures not logged since */
     int stopping;
     struct ccall *watch, *report;
     long long served;      /* version served from the control plane or the cache */
@@ -362,6 +380,112 @@ static void session_start(struct dp_cpclient *c)
     (void)batch(r, rops, 2, &r->t_start);
 }
 
+/* ------------------------------------------------------------ probe
+ *
+ * The session's calls wait for a connection (WAIT_FOR_READY), so a control
+ * plane that cannot be connected to (refused, TLS handshake failure,
+ * certificate rejected) leaves them waiting in silence. Every second, while
+ * the channel is in TRANSIENT_FAILURE, a probe call without WAIT_FOR_READY
+ * fails at once with the channel's last connection error, which is logged
+ * (at most once per PROBE_LOG_EVERY_MS, with the count of failures not
+ * logged since). A probe that reaches the server after all sends no request
+ * and ends at its deadline, unlogged. */
+
+static void probe_maybe_free(struct probe *p)
+{
+    if (p->pending > 0)
+        return;
+    if (p->c->probe == p)
+        p->c->probe = NULL;
+    grpc_metadata_array_destroy(&p->initial_md);
+    grpc_metadata_array_destroy(&p->trailing_md);
+    grpc_slice_unref(p->details);
+    grpc_call_unref(p->call);
+    free(p);
+}
+
+static void on_probe_status(void *arg, int ok)
+{
+    (void)ok;
+    struct probe *p = arg;
+    struct dp_cpclient *c = p->c;
+    p->pending--;
+    if (!c->stopping && p->status == GRPC_STATUS_UNAVAILABLE) {
+        int64_t now = gw_now_us() / 1000;
+        if (c->probe_logged_ms && now - c->probe_logged_ms < PROBE_LOG_EVERY_MS) {
+            c->probe_suppressed++;
+        } else {
+            char *d = grpc_slice_to_c_string(p->details);
+            gw_logf(GW_LOG_WARN, "control plane: cannot connect; retrying", "{s:s,s:s,s:s,s:i}",
+                    "control_plane", c->cfg->control_plane, "status",
+                    gw_grpc_status_name(p->status), "detail", d ? d : "", "not_logged_since",
+                    c->probe_suppressed);
+            gpr_free(d);
+            c->probe_logged_ms = now;
+            c->probe_suppressed = 0;
+        }
+    }
+    probe_maybe_free(p);
+}
+
+static void on_probe_start(void *arg, int ok)
+{
+    (void)ok;
+    struct probe *p = arg;
+    p->pending--;
+    probe_maybe_free(p);
+}
+
+static void probe_start(struct dp_cpclient *c)
+{
+    struct probe *p = calloc(1, sizeof(*p));
+    if (!p)
+        return;
+    p->c = c;
+    p->details = grpc_empty_slice();
+    grpc_metadata_array_init(&p->initial_md);
+    grpc_metadata_array_init(&p->trailing_md);
+    gw_grpc_tag_init(&p->t_status, on_probe_status, p);
+    gw_grpc_tag_init(&p->t_start, on_probe_start, p);
+    grpc_slice m = grpc_slice_from_static_string("/llmgw.v1.Control/Watch");
+    gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                   gpr_time_from_millis(PROBE_DEADLINE_MS, GPR_TIMESPAN));
+    p->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL,
+                                       dl, NULL);
+    if (!p->call) {
+        grpc_metadata_array_destroy(&p->initial_md);
+        grpc_metadata_array_destroy(&p->trailing_md);
+        free(p);
+        return;
+    }
+    c->probe = p;
+    grpc_op op = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+    op.data.recv_status_on_client.trailing_metadata = &p->trailing_md;
+    op.data.recv_status_on_client.status = &p->status;
+    op.data.recv_status_on_client.status_details = &p->details;
+    if (grpc_call_start_batch(p->call, &op, 1, &p->t_status, NULL) == GRPC_CALL_OK)
+        p->pending++;
+    /* No WAIT_FOR_READY: in TRANSIENT_FAILURE the call fails at once. */
+    grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_RECV_INITIAL_METADATA}};
+    ops[1].data.recv_initial_metadata.recv_initial_metadata = &p->initial_md;
+    if (grpc_call_start_batch(p->call, ops, 2, &p->t_start, NULL) == GRPC_CALL_OK)
+        p->pending++;
+    else
+        grpc_call_cancel(p->call, NULL);
+    probe_maybe_free(p);
+}
+
+static void probe_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct dp_cpclient *c = arg;
+    if (c->stopping || c->probe)
+        return;
+    if (grpc_channel_check_connectivity_state(c->channel, 0) == GRPC_CHANNEL_TRANSIENT_FAILURE)
+        probe_start(c);
+}
+
 static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -378,6 +502,9 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     struct dp_cpclient *c = arg;
     c->stopping = 1;
     evtimer_del(c->retry_ev);
+    event_del(c->probe_ev);
+    if (c->probe)
+        grpc_call_cancel(c->probe->call, NULL);
     if (c->watch)
         grpc_call_cancel(c->watch->call, NULL);
     if (c->report)
@@ -391,6 +518,8 @@ static void *run(void *arg)
 {
     struct dp_cpclient *c = arg;
     session_start(c);
+    struct timeval tv = {PROBE_EVERY_MS / 1000, (PROBE_EVERY_MS % 1000) * 1000};
+    event_add(c->probe_ev, &tv);
     event_base_dispatch(c->base);
     return NULL;
 }
@@ -476,7 +605,8 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
     grpc_channel_credentials_release(cr);
     c->stop_ev = event_new(c->base, -1, 0, on_stop, c);
     c->retry_ev = evtimer_new(c->base, on_retry, c);
-    if (!c->channel || !c->stop_ev || !c->retry_ev)
+    c->probe_ev = event_new(c->base, -1, EV_PERSIST, probe_tick, c);
+    if (!c->channel || !c->stop_ev || !c->retry_ev || !c->probe_ev)
         goto fail;
     if (pthread_create(&c->thread, NULL, run, c) != 0)
         goto fail;
@@ -489,6 +619,8 @@ fail:
         event_free(c->stop_ev);
     if (c->retry_ev)
         event_free(c->retry_ev);
+    if (c->probe_ev)
+        event_free(c->probe_ev);
     if (c->channel)
         grpc_channel_destroy(c->channel);
     gw_grpc_loop_free(c->loop);
@@ -508,6 +640,7 @@ void dp_cpclient_stop(struct dp_cpclient *c)
     gw_grpc_loop_free(c->loop);
     event_free(c->stop_ev);
     event_free(c->retry_ev);
+    event_free(c->probe_ev);
     event_base_free(c->base);
     free(c);
 }

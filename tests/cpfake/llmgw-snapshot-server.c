@@ -5,7 +5,11 @@
  * plane's integration tests.
  *
  *   llmgw-snapshot-server --snapshot FILE [--listen 127.0.0.1:0]
+ *       [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
  *
+ * With --tls-cert and --tls-key it serves TLS; with --tls-client-ca too,
+ * mutual TLS (client certificates required and verified against that CA).
+ * Without them it serves plaintext (insecure).
  * Prints {"msg":"listening","port":N} once serving, {"msg":"published",
  * "version":N} per publish and {"msg":"ack","replica_id":...,"version":N}
  * per Ack received, one JSON line each on stdout. SIGHUP re-reads the file
@@ -96,19 +100,30 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 int main(int argc, char **argv)
 {
     struct fake f = {0};
-    struct cp_grpc_opts o = {.listen = "127.0.0.1:0", .insecure = 1, .on_ack = on_ack};
-    for (int i = 1; i + 1 < argc; i += 2) {
+    struct cp_grpc_opts o = {.listen = "127.0.0.1:0", .on_ack = on_ack};
+    int bad = argc % 2 == 0;
+    for (int i = 1; i + 1 < argc && !bad; i += 2) {
         if (strcmp(argv[i], "--snapshot") == 0)
             f.path = argv[i + 1];
         else if (strcmp(argv[i], "--listen") == 0)
             o.listen = argv[i + 1];
+        else if (strcmp(argv[i], "--tls-cert") == 0)
+            o.tls_cert_file = argv[i + 1];
+        else if (strcmp(argv[i], "--tls-key") == 0)
+            o.tls_key_file = argv[i + 1];
+        else if (strcmp(argv[i], "--tls-client-ca") == 0)
+            o.tls_client_ca_file = argv[i + 1];
         else
-            break;
+            bad = 1;
     }
-    if (!f.path || argc % 2 == 0) {
-        fprintf(stderr, "usage: llmgw-snapshot-server --snapshot FILE [--listen HOST:PORT]\n");
+    /* A client CA without a certificate and key would silently serve
+     * plaintext: refuse it, as cp_grpc refuses a lone cert or key. */
+    if (!f.path || bad || (o.tls_client_ca_file && !o.tls_cert_file)) {
+        fprintf(stderr, "usage: llmgw-snapshot-server --snapshot FILE [--listen HOST:PORT] "
+                        "[--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]\n");
         return 2;
     }
+    o.insecure = !o.tls_cert_file && !o.tls_key_file;
     signal(SIGPIPE, SIG_IGN);
     f.base = event_base_new();
     if (!f.base)
@@ -128,7 +143,9 @@ int main(int argc, char **argv)
         if (!sigs[k] || event_add(sigs[k], NULL))
             return 1;
     }
-    gw_log_line_fd(1, json_pack("{s:s,s:i}", "msg", "listening", "port", cp_grpc_port(f.srv)));
+    const char *mode = o.insecure ? "off" : o.tls_client_ca_file ? "mutual" : "server";
+    gw_log_line_fd(1, json_pack("{s:s,s:i,s:s}", "msg", "listening", "port", cp_grpc_port(f.srv),
+                                "tls", mode));
     event_base_dispatch(f.base);
     cp_grpc_free(f.srv);
     for (int k = 0; k < 4; k++)

@@ -561,12 +561,15 @@ export class SnapshotServer {
   }
 }
 
-/** Starts the snapshot server on 127.0.0.1:port (0: any) serving doc. */
-export async function startSnapshotServer({ snapshot, port = 0, snapshotPath } = {}) {
+/**
+ * Starts the snapshot server on 127.0.0.1:port (0: any) serving doc. args:
+ * extra flags (--tls-cert, --tls-key, --tls-client-ca).
+ */
+export async function startSnapshotServer({ snapshot, port = 0, snapshotPath, args = [] } = {}) {
   const file = snapshotPath ?? path.join(makeTmpDir(), 'pushed.json');
   if (snapshot !== undefined) fs.writeFileSync(file, JSON.stringify(snapshot));
   const { proc, port: p } = await startListening('snapshot-server', SNAPSHOT_SERVER_BIN, [
-    '--snapshot', file, '--listen', `127.0.0.1:${port}`,
+    '--snapshot', file, '--listen', `127.0.0.1:${port}`, ...args,
   ]);
   return new SnapshotServer(proc, p, file);
 }
