@@ -1,11 +1,11 @@
 #include "cp_config.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gw_error.h"
+#include "gw_flags.h"
 
 static const char usage[] =
     "usage: llmgw-controlplane [serve|migrate|rotate-master-key] --database-url CONNINFO\n"
@@ -25,33 +25,6 @@ static const char usage[] =
     "(default 30000). The bootstrap admin token comes from LLMGW_ADMIN_TOKEN\n"
     "only; the master key from LLMGW_MASTER_KEY only.\n";
 
-static int parse_listen(struct cp_listen *l, const char *flag, const char *v)
-{
-    const char *colon = strrchr(v, ':');
-    if (!colon || colon == v || (size_t)(colon - v) >= sizeof(l->host)) {
-        fprintf(stderr, "llmgw-controlplane: %s: '%s' is not HOST:PORT\n", flag, v);
-        return GW_EINVAL;
-    }
-    char *end;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (errno || end == colon + 1 || *end || port < 0 || port > 65535) {
-        fprintf(stderr, "llmgw-controlplane: %s: '%s' is not a port from 0 to 65535\n", flag,
-                colon + 1);
-        return GW_EINVAL;
-    }
-    size_t hl = (size_t)(colon - v);
-    const char *h = v;
-    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') { /* [::1]:8081 */
-        h++;
-        hl -= 2;
-    }
-    memcpy(l->host, h, hl);
-    l->host[hl] = '\0';
-    l->port = (int)port;
-    return GW_OK;
-}
-
 static int parse_bool(int *out, const char *flag, const char *v)
 {
     if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"))
@@ -65,8 +38,12 @@ static int parse_bool(int *out, const char *flag, const char *v)
     return GW_OK;
 }
 
-static int apply(struct cp_config *c, const char *flag, const char *v)
+#define PROG "llmgw-controlplane"
+
+static int apply(void *cfg, const char *flag, const char *v)
 {
+    struct cp_config *c = cfg;
+    long long n;
     if (strcmp(flag, "--database-url") == 0)
         c->database_url = v;
     else if (strcmp(flag, "--grpc-tls-cert") == 0)
@@ -78,22 +55,20 @@ static int apply(struct cp_config *c, const char *flag, const char *v)
     else if (strcmp(flag, "--grpc-insecure") == 0)
         return parse_bool(&c->grpc_insecure, flag, v);
     else if (strcmp(flag, "--snapshot-poll-ms") == 0) {
-        char *end;
-        errno = 0;
-        long ms = strtol(v, &end, 10);
-        if (errno || end == v || *end || ms < 100 || ms > 3600000) {
-            fprintf(stderr,
-                    "llmgw-controlplane: %s: '%s' is not a number of milliseconds from 100 to "
-                    "3600000\n",
-                    flag, v);
+        if (gw_flags_num(PROG, flag, v, 100, 3600000, &n))
             return GW_EINVAL;
-        }
-        c->snapshot_poll_ms = ms;
+        c->snapshot_poll_ms = (long)n;
     } else if (strcmp(flag, "--admin-listen") == 0)
-        return parse_listen(&c->admin, flag, v);
+        return gw_flags_hostport(PROG, flag, v, c->admin.host, sizeof(c->admin.host),
+                                 &c->admin.port);
     else if (strcmp(flag, "--grpc-listen") == 0)
-        return parse_listen(&c->grpc, flag, v);
-    else {
+        return gw_flags_hostport(PROG, flag, v, c->grpc.host, sizeof(c->grpc.host), &c->grpc.port);
+    else if (strcmp(flag, "--admin-token") == 0) {
+        /* A flag would show the token in ps(1) and shell history. */
+        fprintf(stderr, PROG ": the admin token is read from LLMGW_ADMIN_TOKEN only, never "
+                             "from a flag\n");
+        return GW_EINVAL;
+    } else {
         fprintf(stderr, "llmgw-controlplane: unknown flag '%s'\n%s", flag, usage);
         return GW_EINVAL;
     }
@@ -119,11 +94,6 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     memcpy(c->grpc.host, "127.0.0.1", 10);
     c->grpc.port = 8082;
     c->snapshot_poll_ms = 30000;
-    for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
-        const char *v = getenv(env[i][0]);
-        if (v && *v && apply(c, env[i][1], v))
-            return GW_EINVAL;
-    }
     const char *tok = getenv("LLMGW_ADMIN_TOKEN");
     c->admin_token = tok && *tok ? tok : NULL;
     int i = 1;
@@ -133,44 +103,22 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         else if (strcmp(argv[i], "rotate-master-key") == 0)
             c->command = CP_CMD_ROTATE_MASTER_KEY;
         else if (strcmp(argv[i], "serve") != 0) {
-            fprintf(stderr, "llmgw-controlplane: unknown command '%s'\n%s", argv[i], usage);
+            fprintf(stderr, PROG ": unknown command '%s'\n%s", argv[i], usage);
             return GW_EINVAL;
         }
         i++;
     }
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage, stdout);
-            return 1;
-        }
-        const char *flag = argv[i];
-        if (strcmp(flag, "--grpc-insecure") == 0) { /* a switch: no value */
-            c->grpc_insecure = 1;
-            continue;
-        }
-        const char *eq = strchr(flag, '=');
-        char name[64];
-        const char *v;
-        if (eq && (size_t)(eq - flag) < sizeof(name)) {
-            memcpy(name, flag, (size_t)(eq - flag));
-            name[eq - flag] = '\0';
-            flag = name;
-            v = eq + 1;
-        } else if (i + 1 < argc) {
-            v = argv[++i];
-        } else {
-            fprintf(stderr, "llmgw-controlplane: %s needs a value\n%s", flag, usage);
-            return GW_EINVAL;
-        }
-        if (strcmp(flag, "--admin-token") == 0) {
-            /* A flag would show the token in ps(1) and shell history. */
-            fprintf(stderr, "llmgw-controlplane: the admin token is read from LLMGW_ADMIN_TOKEN "
-                            "only, never from a flag\n");
-            return GW_EINVAL;
-        }
-        if (apply(c, flag, v))
-            return GW_EINVAL;
-    }
+    static const char *const switches[] = {"--grpc-insecure", NULL};
+    struct gw_flags f = {.prog = PROG,
+                         .usage = usage,
+                         .env = env,
+                         .nenv = sizeof(env) / sizeof(env[0]),
+                         .switches = switches,
+                         .apply = apply,
+                         .cfg = c};
+    int rc = gw_flags_parse(&f, argc, argv, i);
+    if (rc)
+        return rc;
     if (!c->database_url) {
         fprintf(stderr,
                 "llmgw-controlplane: --database-url (or LLMGW_DATABASE_URL) is required\n%s",

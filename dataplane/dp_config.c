@@ -1,12 +1,12 @@
 #include "dp_config.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "gw_error.h"
+#include "gw_flags.h"
 
 static const char usage[] =
     "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT [--snapshot-cache FILE]\n"
@@ -21,44 +21,11 @@ static const char usage[] =
     "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
     "credentials in the snapshot cache; without it they are left out of it.\n";
 
-static int parse_num(const char *flag, const char *v, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > hi) {
-        fprintf(stderr, "llmgw-dataplane: %s: '%s' is not an integer from %lld to %lld\n", flag, v,
-                lo, hi);
-        return GW_EINVAL;
-    }
-    *out = n;
-    return GW_OK;
-}
+#define PROG "llmgw-dataplane"
 
-static int parse_listen(struct dp_config *c, const char *v)
+static int apply(void *cfg, const char *flag, const char *v)
 {
-    const char *colon = strrchr(v, ':');
-    long long port;
-    if (!colon || colon == v || (size_t)(colon - v) >= sizeof(c->host)) {
-        fprintf(stderr, "llmgw-dataplane: --listen: '%s' is not HOST:PORT\n", v);
-        return GW_EINVAL;
-    }
-    if (parse_num("--listen", colon + 1, 0, 65535, &port))
-        return GW_EINVAL;
-    size_t hl = (size_t)(colon - v);
-    const char *h = v;
-    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') { /* [::1]:8080 */
-        h++;
-        hl -= 2;
-    }
-    memcpy(c->host, h, hl);
-    c->host[hl] = '\0';
-    c->port = (int)port;
-    return GW_OK;
-}
-
-static int apply(struct dp_config *c, const char *flag, const char *v)
-{
+    struct dp_config *c = cfg;
     long long n;
     if (strcmp(flag, "--snapshot") == 0)
         c->snapshot_path = v;
@@ -86,25 +53,25 @@ static int apply(struct dp_config *c, const char *flag, const char *v)
         }
         memcpy(c->replica_id, v, idlen + 1);
     } else if (strcmp(flag, "--listen") == 0)
-        return parse_listen(c, v);
+        return gw_flags_hostport(PROG, flag, v, c->host, sizeof(c->host), &c->port);
     else if (strcmp(flag, "--threads") == 0) {
-        if (parse_num(flag, v, 1, 256, &n))
+        if (gw_flags_num(PROG, flag, v, 1, 256, &n))
             return GW_EINVAL;
         c->threads = (int)n;
     } else if (strcmp(flag, "--max-body-bytes") == 0) {
-        if (parse_num(flag, v, 1024, 1LL << 30, &n))
+        if (gw_flags_num(PROG, flag, v, 1024, 1LL << 30, &n))
             return GW_EINVAL;
         c->max_body_bytes = (size_t)n;
     } else if (strcmp(flag, "--drain-timeout-ms") == 0) {
-        if (parse_num(flag, v, 0, 3600 * 1000, &n))
+        if (gw_flags_num(PROG, flag, v, 0, 3600 * 1000, &n))
             return GW_EINVAL;
         c->drain_timeout_ms = (long)n;
     } else if (strcmp(flag, "--retry-base-ms") == 0) {
-        if (parse_num(flag, v, 1, 60000, &n))
+        if (gw_flags_num(PROG, flag, v, 1, 60000, &n))
             return GW_EINVAL;
         c->retry_base_ms = (long)n;
     } else if (strcmp(flag, "--breaker-open-ms") == 0) {
-        if (parse_num(flag, v, 10, 3600 * 1000, &n))
+        if (gw_flags_num(PROG, flag, v, 10, 3600 * 1000, &n))
             return GW_EINVAL;
         c->breaker_open_ms = (long)n;
     } else if (strcmp(flag, "--access-log") == 0)
@@ -144,34 +111,15 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->access_log = "-";
     c->retry_base_ms = 200;
     c->breaker_open_ms = 5000;
-    for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
-        const char *v = getenv(env[i][0]);
-        if (v && *v && apply(c, env[i][1], v))
-            return GW_EINVAL;
-    }
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage, stdout);
-            return 1;
-        }
-        const char *flag = argv[i];
-        const char *eq = strchr(flag, '=');
-        char name[64];
-        const char *v;
-        if (eq && (size_t)(eq - flag) < sizeof(name)) {
-            memcpy(name, flag, (size_t)(eq - flag));
-            name[eq - flag] = '\0';
-            flag = name;
-            v = eq + 1;
-        } else if (i + 1 < argc) {
-            v = argv[++i];
-        } else {
-            fprintf(stderr, "llmgw-dataplane: %s needs a value\n%s", flag, usage);
-            return GW_EINVAL;
-        }
-        if (apply(c, flag, v))
-            return GW_EINVAL;
-    }
+    struct gw_flags f = {.prog = PROG,
+                         .usage = usage,
+                         .env = env,
+                         .nenv = sizeof(env) / sizeof(env[0]),
+                         .apply = apply,
+                         .cfg = c};
+    int rc = gw_flags_parse(&f, argc, argv, 1);
+    if (rc)
+        return rc;
     if (c->snapshot_path && c->control_plane) {
         fprintf(stderr,
                 "llmgw-dataplane: --snapshot (LLMGW_SNAPSHOT) and --control-plane "
