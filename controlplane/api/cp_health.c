@@ -17,15 +17,6 @@
 #include "gw_error.h"
 #include "gw_pool.h"
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    return -1;
-}
-
 /* Whether the builtin secret `name` (ciphertext as hex) opens; *reason
  * says why not. */
 static int opens(const struct cp_master_key *k, const char *name, const char *hex,
@@ -39,14 +30,12 @@ static int opens(const struct cp_master_key *k, const char *name, const char *he
         *reason = "the secret has no stored value";
         return 0;
     }
-    size_t n = strlen(hex) / 2;
-    unsigned char *blob = malloc(n ? n : 1);
-    if (!blob) {
-        *reason = "out of memory";
+    unsigned char *blob = NULL;
+    size_t n = 0;
+    if (cp_db_hex_decode(hex, &blob, &n) != GW_OK) {
+        *reason = "the stored ciphertext is not readable";
         return 0;
     }
-    for (size_t i = 0; i < n; i++)
-        blob[i] = (unsigned char)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
     char *plain = NULL;
     size_t len = 0;
     int rc = cp_secret_open(k, name, blob, n, &plain, &len);

@@ -10,15 +10,6 @@
 #include "gw_error.h"
 #include "gw_pool.h"
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    return -1;
-}
-
 static void decref(void *j)
 {
     json_decref(j);
@@ -69,17 +60,17 @@ static int rewrap_all(struct cp_call *c, const struct cp_master_key *old_key,
             (*skipped)++; /* already rotated (a re-run after a crash) */
             continue;
         }
-        size_t n = strlen(hex) / 2;
-        unsigned char *blob = gw_pool_alloc(c->pool, n ? n : 1);
-        if (!blob) {
-            snprintf(msg, msglen, "out of memory");
-            return GW_ENOMEM;
+        unsigned char *blob = NULL;
+        size_t n = 0;
+        int rc = cp_db_hex_decode(hex, &blob, &n);
+        if (rc != GW_OK) {
+            snprintf(msg, msglen, "secret '%s': its stored ciphertext is not readable", name);
+            return rc;
         }
-        for (size_t k = 0; k < n; k++)
-            blob[k] = (unsigned char)(hexval(hex[2 * k]) << 4 | hexval(hex[2 * k + 1]));
         unsigned char *nb = NULL;
         size_t nlen = 0;
-        int rc = cp_secret_rewrap(old_key, new_key, name, blob, n, &nb, &nlen);
+        rc = cp_secret_rewrap(old_key, new_key, name, blob, n, &nb, &nlen);
+        free(blob);
         if (rc != GW_OK) {
             snprintf(msg, msglen,
                      "secret '%s' (master_key_id %s) does not open with the old key (id %s)%s; "

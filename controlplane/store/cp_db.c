@@ -136,3 +136,33 @@ const char *cp_db_value(const PGresult *r)
         return NULL;
     return PQgetvalue(r, 0, 0);
 }
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    return -1;
+}
+
+int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
+{
+    size_t hl = strlen(hex);
+    if (hl % 2)
+        return GW_EINVAL;
+    unsigned char *b = malloc(hl / 2 ? hl / 2 : 1);
+    if (!b)
+        return GW_ENOMEM;
+    for (size_t i = 0; i < hl / 2; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            free(b);
+            return GW_EINVAL;
+        }
+        b[i] = (unsigned char)(hi << 4 | lo);
+    }
+    *out = b;
+    *len = hl / 2;
+    return GW_OK;
+}

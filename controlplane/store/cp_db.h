@@ -67,5 +67,10 @@ void cp_db_rollback(struct cp_db *db);
 
 /* The first column of the first row, or NULL (no row, or SQL NULL). */
 const char *cp_db_value(const PGresult *r);
+/* Bytes from lowercase hex text (a column read as encode(x, 'hex')): a
+ * malloc'd buffer in *out (free it) of *len bytes. GW_EINVAL on anything
+ * but an even number of hex digits, GW_ENOMEM. */
+int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
+    __attribute__((warn_unused_result));
 
 #endif
