@@ -232,11 +232,13 @@ int dp_snapcache_save(const char *path, const json_t *doc, const unsigned char *
             goto io;
         off += (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        fd = -1;
-        goto io;
-    }
+    /* Closed whatever fsync says: a disk that keeps failing must not leak
+     * a descriptor per pushed snapshot. */
+    int synced = fsync(fd) == 0;
+    int closed = close(fd) == 0;
     fd = -1;
+    if (!synced || !closed)
+        goto io;
     if (rename(tmp, path) != 0)
         goto io;
     /* The rename itself is durable once the directory is synced. */
@@ -272,7 +274,10 @@ struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key
     json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!c) {
         *missing = access(path, F_OK) != 0 && errno == ENOENT;
-        snprintf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        /* Not je.text: it can quote the file, and the file holds header
+         * values. */
+        snprintf(err, errlen, "%s: not a readable snapshot cache (line %d column %d)", path,
+                 je.line, je.column);
         return NULL;
     }
     json_t *doc = dp_snapcache_decode(c, key, err, errlen);
