@@ -12,7 +12,7 @@ static const char usage[] =
     "                          [--admin-listen HOST:PORT] [--grpc-listen HOST:PORT]\n"
     "                          (--grpc-tls-cert PEM --grpc-tls-key PEM\n"
     "                           [--grpc-tls-client-ca PEM] | --grpc-insecure)\n"
-    "                          [--snapshot-poll-ms N]\n"
+    "                          [--snapshot-poll-ms N] [--secret-cache-ttl-ms N]\n"
     "  serve    (default) apply pending migrations, then serve the admin API and\n"
     "           push snapshots to data planes over gRPC\n"
     "  migrate  apply pending migrations and exit (0 on success, 1 on failure)\n"
@@ -22,7 +22,8 @@ static const char usage[] =
     "LLMGW_ADMIN_LISTEN (default 127.0.0.1:8081), LLMGW_GRPC_LISTEN (default\n"
     "127.0.0.1:8082), LLMGW_GRPC_TLS_CERT, LLMGW_GRPC_TLS_KEY,\n"
     "LLMGW_GRPC_TLS_CLIENT_CA, LLMGW_GRPC_INSECURE=1, LLMGW_SNAPSHOT_POLL_MS\n"
-    "(default 30000). The bootstrap admin token comes from LLMGW_ADMIN_TOKEN\n"
+    "(default 30000), LLMGW_SECRET_CACHE_TTL_MS (default 300000). The bootstrap admin token comes "
+    "from LLMGW_ADMIN_TOKEN\n"
     "only; the master key from LLMGW_MASTER_KEY only.\n";
 
 static int parse_bool(int *out, const char *flag, const char *v)
@@ -58,6 +59,10 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 100, 3600000, &n))
             return GW_EINVAL;
         c->snapshot_poll_ms = (long)n;
+    } else if (strcmp(flag, "--secret-cache-ttl-ms") == 0) {
+        if (gw_flags_num(PROG, flag, v, 100, 86400000, &n))
+            return GW_EINVAL;
+        c->secret_cache_ttl_ms = (long)n;
     } else if (strcmp(flag, "--admin-listen") == 0)
         return gw_flags_hostport(PROG, flag, v, c->admin.host, sizeof(c->admin.host),
                                  &c->admin.port);
@@ -86,6 +91,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_GRPC_TLS_CLIENT_CA", "--grpc-tls-client-ca"},
         {"LLMGW_GRPC_INSECURE", "--grpc-insecure"},
         {"LLMGW_SNAPSHOT_POLL_MS", "--snapshot-poll-ms"},
+        {"LLMGW_SECRET_CACHE_TTL_MS", "--secret-cache-ttl-ms"},
     };
     memset(c, 0, sizeof(*c));
     c->command = CP_CMD_SERVE;
@@ -94,6 +100,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     memcpy(c->grpc.host, "127.0.0.1", 10);
     c->grpc.port = 8082;
     c->snapshot_poll_ms = 30000;
+    c->secret_cache_ttl_ms = 300000;
     const char *tok = getenv("LLMGW_ADMIN_TOKEN");
     c->admin_token = tok && *tok ? tok : NULL;
     int i = 1;

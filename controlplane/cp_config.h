@@ -26,7 +26,8 @@ struct cp_config {
     const char *grpc_tls_key;
     const char *grpc_tls_client_ca;
     int grpc_insecure;
-    long snapshot_poll_ms; /* the snapshot builder's slow poll (default 30000) */
+    long snapshot_poll_ms;    /* the snapshot builder's slow poll (default 30000) */
+    long secret_cache_ttl_ms; /* how long a fetched Vault/AWS value is reused (default 300000) */
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv (an optional

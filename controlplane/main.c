@@ -227,6 +227,7 @@ int main(int argc, char **argv)
                NULL);
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,
+                                  .secret_cache_ttl_ms = cfg.secret_cache_ttl_ms,
                                   .master_key = have_key ? &key : NULL,
                                   .publish = publish,
                                   .arg = &m};

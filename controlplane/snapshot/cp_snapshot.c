@@ -22,16 +22,33 @@
 #define DEFAULT_POLL_MS 30000
 #define DEFAULT_CACHE_TTL_MS 300000
 #define MAX_UNRESOLVED 256
+#define FAILURE_TTL_MS 30000     /* a failed fetch is not retried sooner */
+#define FETCH_BUDGET_US 20000000 /* one build's total time in external fetches */
 
-/* An external secret's value, reused for a TTL so that a rebuild does not
- * call Vault or AWS for every provider every time. Only successes are
- * kept; the value is wiped when evicted. */
+/* An external ref's last fetch: its value, reused for a TTL so that a
+ * rebuild does not call Vault or AWS for every provider every time, and
+ * wiped by the sweep at the end of the first build after the TTL; or its
+ * failure, not retried for FAILURE_TTL_MS. */
 struct cached_secret {
     struct cached_secret *next;
     char *ref;
-    char *value;
+    char *value; /* NULL: none (never fetched, or expired and wiped) */
     size_t len;
     int64_t fetched_ms;
+    int64_t failed_ms; /* 0: the last fetch succeeded */
+    char *error;       /* the last failure's message (never a secret) */
+};
+
+/* A provider credential_ref's last value that resolved, used when it stops
+ * resolving (a replica still on the old master key, a backend outage), so
+ * data planes keep the provider. Dropped (wiped) at the end of a build that
+ * no longer references the ref. */
+struct last_good {
+    struct last_good *next;
+    char *ref;
+    char *value;
+    size_t len;
+    int used; /* referenced by the build in progress */
 };
 
 struct cp_snapshot {
@@ -62,6 +79,8 @@ struct cp_snapshot {
     int64_t next_expiry_ms; /* the earliest future expires_at of an active key; 0 none */
     char last_hash[65];     /* SHA-256 of the last document handed out */
     struct cached_secret *cache;
+    struct last_good *good;
+    int64_t fetch_spent_us; /* the build in progress, in external fetches */
 
     /* Shared, under lock. */
     pthread_mutex_t lock;
@@ -87,14 +106,115 @@ static void wipe_free(char *p, size_t len)
     free(p);
 }
 
+static void cache_entry_free(struct cached_secret *c)
+{
+    cp_secret_free(c->value, c->len);
+    free(c->error);
+    free(c->ref);
+    free(c);
+}
+
 static void cache_free_all(struct cp_snapshot *b)
 {
     while (b->cache) {
         struct cached_secret *c = b->cache;
         b->cache = c->next;
-        cp_secret_free(c->value, c->len);
-        free(c->ref);
-        free(c);
+        cache_entry_free(c);
+    }
+}
+
+/* Wipes the values past their TTL and drops entries that hold neither a
+ * value nor a failure still in force. */
+static void cache_sweep(struct cp_snapshot *b)
+{
+    int64_t now = gw_wall_ms();
+    struct cached_secret **pp = &b->cache;
+    while (*pp) {
+        struct cached_secret *c = *pp;
+        if (c->value && (b->cache_ttl_ms <= 0 || now - c->fetched_ms >= b->cache_ttl_ms)) {
+            cp_secret_free(c->value, c->len);
+            c->value = NULL;
+            c->len = 0;
+        }
+        if (!c->value && (!c->failed_ms || now - c->failed_ms >= FAILURE_TTL_MS)) {
+            *pp = c->next;
+            cache_entry_free(c);
+            continue;
+        }
+        pp = &c->next;
+    }
+}
+
+static void good_entry_free(struct last_good *g)
+{
+    cp_secret_free(g->value, g->len);
+    free(g->ref);
+    free(g);
+}
+
+static struct last_good *good_find(struct cp_snapshot *b, const char *ref)
+{
+    for (struct last_good *g = b->good; g; g = g->next)
+        if (strcmp(g->ref, ref) == 0)
+            return g;
+    return NULL;
+}
+
+/* Records v as ref's last resolved value (copied). */
+static void good_set(struct cp_snapshot *b, const char *ref, const char *v, size_t n)
+{
+    struct last_good *g = good_find(b, ref);
+    if (g && g->len == n && memcmp(g->value, v, n) == 0) {
+        g->used = 1;
+        return;
+    }
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return; /* the previous value, if any, stays */
+    memcpy(copy, v, n);
+    copy[n] = '\0';
+    if (!g) {
+        g = calloc(1, sizeof(*g));
+        char *r = strdup(ref);
+        if (!g || !r) {
+            free(g);
+            free(r);
+            cp_secret_free(copy, n);
+            return;
+        }
+        g->ref = r;
+        g->next = b->good;
+        b->good = g;
+    } else {
+        cp_secret_free(g->value, g->len);
+    }
+    g->value = copy;
+    g->len = n;
+    g->used = 1;
+}
+
+/* Drops (wipes) the refs the build just made no longer references. */
+static void good_sweep(struct cp_snapshot *b)
+{
+    struct last_good **pp = &b->good;
+    while (*pp) {
+        struct last_good *g = *pp;
+        if (!g->used) {
+            *pp = g->next;
+            good_entry_free(g);
+            continue;
+        }
+        g->used = 0;
+        pp = &g->next;
+    }
+}
+
+static void good_free_all(struct cp_snapshot *b)
+{
+    while (b->good) {
+        struct last_good *g = b->good;
+        b->good = g->next;
+        good_entry_free(g);
     }
 }
 
@@ -171,52 +291,70 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
 /* Credentials */
 
 /* The plaintext an external ref names, from the cache or its backend. On
- * success *value is the cache's copy (not to be freed). */
+ * success *value is the cache's copy (not to be freed). A failure is cached
+ * for FAILURE_TTL_MS, and no fetch starts once the build has spent
+ * FETCH_BUDGET_US in fetches; an expired value stays in its entry until the
+ * sweep at the end of the build. */
 static int resolve_external(struct cp_snapshot *b, const char *text, const char **value,
                             size_t *len, char *err, size_t errlen)
 {
     int64_t now = gw_wall_ms();
-    struct cached_secret **pp = &b->cache;
-    while (*pp) {
-        struct cached_secret *c = *pp;
-        if (strcmp(c->ref, text) == 0) {
-            if (b->cache_ttl_ms > 0 && now - c->fetched_ms < b->cache_ttl_ms) {
-                *value = c->value;
-                *len = c->len;
-                return GW_OK;
-            }
-            *pp = c->next;
-            cp_secret_free(c->value, c->len);
-            free(c->ref);
-            free(c);
-            break;
-        }
-        pp = &c->next;
+    struct cached_secret *c = b->cache;
+    while (c && strcmp(c->ref, text) != 0)
+        c = c->next;
+    if (c && c->value && b->cache_ttl_ms > 0 && now - c->fetched_ms < b->cache_ttl_ms) {
+        *value = c->value;
+        *len = c->len;
+        return GW_OK;
+    }
+    if (c && c->failed_ms && now - c->failed_ms < FAILURE_TTL_MS) {
+        snprintf(err, errlen, "%s (failed %lld s ago; retried after %d s)",
+                 c->error ? c->error : "the fetch failed", (long long)(now - c->failed_ms) / 1000,
+                 FAILURE_TTL_MS / 1000);
+        return GW_EIO;
+    }
+    if (b->fetch_spent_us >= FETCH_BUDGET_US) {
+        snprintf(err, errlen,
+                 "'%s' not fetched: this build spent its %d s budget for external fetches", text,
+                 FETCH_BUDGET_US / 1000000);
+        return GW_EIO;
     }
     struct cp_secret_ref ref;
     if (cp_secret_ref_parse(text, &ref, err, errlen) != GW_OK)
         return GW_EINVAL;
     char *v = NULL;
     size_t n = 0;
+    int64_t t0 = gw_now_us();
     int rc = cp_secret_resolve(&b->backends, &ref, &v, &n, err, errlen);
+    b->fetch_spent_us += gw_now_us() - t0;
     cp_secret_ref_free(&ref);
-    if (rc != GW_OK)
-        return rc;
-    struct cached_secret *c = calloc(1, sizeof(*c));
-    char *r = strdup(text);
-    if (!c || !r) {
-        free(c);
-        free(r);
-        cp_secret_free(v, n);
-        snprintf(err, errlen, "out of memory");
-        return GW_ENOMEM;
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        char *r = strdup(text);
+        if (!c || !r) {
+            free(c);
+            free(r);
+            cp_secret_free(v, n);
+            snprintf(err, errlen, "out of memory");
+            return GW_ENOMEM;
+        }
+        c->ref = r;
+        c->next = b->cache;
+        b->cache = c;
     }
-    c->ref = r;
+    if (rc != GW_OK) {
+        free(c->error);
+        c->error = strdup(err);
+        c->failed_ms = gw_wall_ms();
+        return rc;
+    }
+    cp_secret_free(c->value, c->len);
+    free(c->error);
+    c->error = NULL;
+    c->failed_ms = 0;
     c->value = v;
     c->len = n;
     c->fetched_ms = now;
-    c->next = b->cache;
-    b->cache = c;
     *value = v;
     *len = n;
     return GW_OK;
@@ -500,23 +638,43 @@ static void build(struct cp_snapshot *b)
             *f[k] = PQgetisnull(res[2], i, k) ? NULL : PQgetvalue(res[2], i, k);
     }
     json_t *providers = json_object_get(doc, "providers");
+    b->fetch_spent_us = 0;
     for (int i = 0; i < PQntuples(res[1]); i++) {
         if (PQgetisnull(res[1], i, 1))
             continue;
         const char *ref = PQgetvalue(res[1], i, 1);
         json_t *p = json_array_get(providers, (size_t)i);
         char why[400];
-        if (resolve_credential(b, p, ref, secrets, nsec, why, sizeof(why)) == GW_OK)
+        if (resolve_credential(b, p, ref, secrets, nsec, why, sizeof(why)) == GW_OK) {
+            json_t *cred = json_object_get(p, "credential");
+            good_set(b, ref, json_string_value(cred), json_string_length(cred));
             continue;
+        }
         const char *name = json_string_value(json_object_get(p, "name"));
-        gw_logf(GW_LOG_WARN, "credential_ref does not resolve: the provider goes out without one",
-                "{s:s,s:s,s:s}", "provider", name ? name : "?", "credential_ref", ref, "reason",
-                why);
+        struct last_good *g = good_find(b, ref);
+        if (g && json_object_set_new(p, "credential", json_stringn(g->value, g->len)) == 0) {
+            /* The last good value stays in service; the ref is still listed
+             * (and the poll keeps retrying it). */
+            g->used = 1;
+            char cause[400];
+            memcpy(cause, why, sizeof(cause));
+            snprintf(why, sizeof(why), "using the last resolved value: %.360s", cause);
+            gw_logf(GW_LOG_WARN,
+                    "credential_ref does not resolve: the provider keeps its last resolved value",
+                    "{s:s,s:s,s:s}", "provider", name ? name : "?", "credential_ref", ref, "reason",
+                    why);
+        } else {
+            gw_logf(GW_LOG_WARN,
+                    "credential_ref does not resolve: the provider goes out without one",
+                    "{s:s,s:s,s:s}", "provider", name ? name : "?", "credential_ref", ref, "reason",
+                    why);
+        }
         if (json_array_size(unresolved) < MAX_UNRESOLVED)
             json_array_append_new(unresolved,
                                   json_pack("{s:s,s:s,s:s}", "provider", name ? name : "?",
                                             "credential_ref", ref, "reason", why));
     }
+    good_sweep(b);
     /* The data plane's own validator: what it would refuse is never sent. */
     struct dp_snapshot *s = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, sizeof(err));
     if (!s)
@@ -586,6 +744,7 @@ out:
     json_decref(unresolved);
     json_decref(skipped);
     free(secrets);
+    cache_sweep(b);
     for (int i = 0; i < 6; i++)
         PQclear(res[i]);
 }
@@ -843,6 +1002,7 @@ void cp_snapshot_free(struct cp_snapshot *b)
         event_free(b->ready_ev);
     wipe_free(b->pending, b->pending_len);
     cache_free_all(b);
+    good_free_all(b);
     cp_master_key_clear(&b->key);
     json_decref(b->st_unresolved);
     json_decref(b->st_skipped);

@@ -367,6 +367,11 @@ describe('credentials from Vault (a fake KV v2 server)', () => {
     const calls = [];
     const srv = http.createServer((req, res) => {
       calls.push({ url: req.url, token: req.headers['x-vault-token'] });
+      if (vault.failing) {
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ errors: ['Vault is sealed'] }));
+        return;
+      }
       const ok = req.headers['x-vault-token'] === VAULT_TOKEN && req.url === '/v1/secret/data/llm/openai';
       const body = ok
         ? JSON.stringify({ data: { data: { api_key: VAULT_VALUE }, metadata: { version: 1 } } })
@@ -375,7 +380,7 @@ describe('credentials from Vault (a fake KV v2 server)', () => {
       res.end(body);
     });
     await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-    vault = { srv, calls, url: `http://127.0.0.1:${srv.address().port}` };
+    vault = { srv, calls, failing: false, url: `http://127.0.0.1:${srv.address().port}` };
     const conninfo = pg.createDatabase('vaultdb');
     vcp = await h.startControlPlane({
       conninfo, env: { LLMGW_MASTER_KEY: KEY.hex, VAULT_ADDR: vault.url, VAULT_TOKEN },
@@ -415,5 +420,48 @@ describe('credentials from Vault (a fake KV v2 server)', () => {
     const before = capture.seen.length;
     assert.equal((await chat(g, 'vroute2')).status, 200);
     assert.equal(capture.seen[before], `Bearer ${VAULT_VALUE}`);
+  });
+
+  test('a Vault that fails after a fetch: the last resolved value stays, the failure is not refetched for 30 s', T, async () => {
+    // A replica of its own whose cached values expire after 1 s.
+    const fetched = () => vault.calls.filter((c) => c.url === '/v1/secret/data/llm/openai').length;
+    const cp2 = await h.startControlPlane({
+      conninfo: pg.conninfoFor('vaultdb'),
+      env: { LLMGW_MASTER_KEY: KEY.hex, VAULT_ADDR: vault.url, VAULT_TOKEN, LLMGW_SECRET_CACHE_TTL_MS: '1000' },
+    });
+    const g2 = await h.startGatewayCP({ controlPlane: `127.0.0.1:${cp2.listening.grpc_port}`, replicaId: 'dp-vault-2' });
+    try {
+      let v = vcfg.version();
+      await h.waitFor(async () => (await readyz(g2))?.snapshot_version === v, { what: 'dp-vault-2 on the current version' });
+      vault.failing = true;
+      await h.sleep(1200); // past the cache TTL: the next build refetches, and fails
+      const n = fetched();
+      v = await vcfg.route('vroute3', [{ provider: 'vp', model: 'cap-model' }]);
+      await h.waitFor(async () => (await readyz(g2))?.snapshot_version === v, { what: 'dp-vault-2 after the failed refetch' });
+      await h.waitFor(async () => fetched() > n, { what: 'the refetch' });
+      let before = capture.seen.length;
+      let r = await chat(g2, 'vroute3');
+      assert.equal(r.status, 200, r.text);
+      assert.equal(capture.seen[before], `Bearer ${VAULT_VALUE}`, 'the last resolved value');
+      const s = (await cp2.admin('GET', '/v1/admin/snapshot')).json;
+      const u = s.unresolved.find((x) => x.credential_ref === 'vault-openai');
+      assert.ok(u, JSON.stringify(s.unresolved));
+      assert.match(u.reason, /^using the last resolved value: .*503/);
+      assert.ok(!s.unresolved.find((x) => x.credential_ref === 'vault-gone').reason.includes('last resolved'));
+      // A second rebuild within 30 s does not call Vault again.
+      const m = fetched();
+      v = await vcfg.route('vroute4', [{ provider: 'vp', model: 'cap-model' }]);
+      await h.waitFor(async () => (await readyz(g2))?.snapshot_version === v, { what: 'dp-vault-2 on the second rebuild' });
+      assert.equal(fetched(), m, 'the failure is cached');
+      before = capture.seen.length;
+      r = await chat(g2, 'vroute4');
+      assert.equal(r.status, 200, r.text);
+      assert.equal(capture.seen[before], `Bearer ${VAULT_VALUE}`);
+      assert.ok(!cp2.proc.stderrText.includes(VAULT_VALUE), 'never logged');
+    } finally {
+      vault.failing = false;
+      await g2.proc.stop();
+      await cp2.proc.stop();
+    }
   });
 });
