@@ -10,9 +10,14 @@
  * its "version" is that state's config_state.version. Credentials are
  * resolved after the transaction: a built-in ref opens its sealed row with
  * the master key (AAD = the row's name), a vault:/awssm: ref goes to its
- * backend (cp_secret_resolve; values are cached for a TTL). A ref that does
- * not resolve leaves its provider without "credential" (the data plane skips
- * it as no_credential) and is listed, with the reason, in the status. The
+ * backend (cp_secret_resolve; values are cached for a TTL, failures for
+ * 30 s, and one build spends at most 20 s fetching). A ref that does not
+ * resolve keeps the last value it resolved to in this process (held in the
+ * builder's memory, wiped when replaced or no longer referenced) and is
+ * listed in the status with the reason "using the last resolved value:
+ * <cause>"; a ref that never resolved leaves its provider without
+ * "credential" (the data plane skips it as no_credential) and is listed,
+ * with the reason. The
  * document is validated by the data plane's own validator
  * (dp_snapshot_build_ex, DP_SNAPSHOT_PUSHED) before it is handed out; a
  * build that fails keeps the last good snapshot and records why.
