@@ -20,6 +20,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "dp_breaker.h"
@@ -103,6 +105,13 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 int main(int argc, char **argv)
 {
     struct main_ctx m = {0};
+    /* The process holds provider credentials in memory: no core dump, and
+     * no ptrace attach by same-uid processes (PR_SET_DUMPABLE 0). */
+    struct rlimit nocore = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &nocore) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        perror("llmgw-dataplane: disabling core dumps");
+        return 1;
+    }
     int rc = dp_config_parse(&m.cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
