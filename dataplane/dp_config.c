@@ -12,7 +12,8 @@ static const char usage[] =
     "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT [--snapshot-cache FILE]\n"
     "                       [--replica-id ID] [--control-plane-ca PEM [--control-plane-cert PEM\n"
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
-    "                       [--max-body-bytes N] [--drain-timeout-ms N] [--access-log FILE|-]\n"
+    "                       [--max-body-bytes N] [--drain-timeout-ms N] [--drain-delay-ms N]\n"
+    "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
     "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_CONTROL_PLANE,\n"
     "LLMGW_SNAPSHOT_CACHE, LLMGW_REPLICA_ID, LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
@@ -66,6 +67,10 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 0, 3600 * 1000, &n))
             return GW_EINVAL;
         c->drain_timeout_ms = (long)n;
+    } else if (strcmp(flag, "--drain-delay-ms") == 0) {
+        if (gw_flags_num(PROG, flag, v, 0, 3600 * 1000, &n))
+            return GW_EINVAL;
+        c->drain_delay_ms = (long)n;
     } else if (strcmp(flag, "--retry-base-ms") == 0) {
         if (gw_flags_num(PROG, flag, v, 1, 60000, &n))
             return GW_EINVAL;
@@ -97,6 +102,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_THREADS", "--threads"},
         {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
         {"LLMGW_DRAIN_TIMEOUT_MS", "--drain-timeout-ms"},
+        {"LLMGW_DRAIN_DELAY_MS", "--drain-delay-ms"},
         {"LLMGW_ACCESS_LOG", "--access-log"},
         {"LLMGW_RETRY_BASE_MS", "--retry-base-ms"},
         {"LLMGW_BREAKER_OPEN_MS", "--breaker-open-ms"},

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #define NONCE_LEN 12
 #define TAG_LEN 16
 #define MAX_CREDENTIAL 16384
+#define MAX_HEADERS 65536 /* a provider's headers object, as compact JSON */
 
 static int hexval(int c)
 {
@@ -67,14 +69,14 @@ try_b64:;
 
 /* AES-256-GCM. seal: out gets nonce || ciphertext || tag. open: the
  * plaintext length, or -1 when the tag does not verify. */
-static int seal(const unsigned char *key, const char *aad, const void *pt, size_t n,
+static int seal(const unsigned char *key, const char *aad, size_t aadlen, const void *pt, size_t n,
                 unsigned char *out)
 {
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
     int len = 0,
         ok = c && gw_random_bytes(out, NONCE_LEN) == GW_OK &&
              EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, out) == 1 &&
-             EVP_EncryptUpdate(c, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) == 1 &&
+             EVP_EncryptUpdate(c, NULL, &len, (const unsigned char *)aad, (int)aadlen) == 1 &&
              EVP_EncryptUpdate(c, out + NONCE_LEN, &len, pt, (int)n) == 1 &&
              EVP_EncryptFinal_ex(c, out + NONCE_LEN + len, &len) == 1 &&
              EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAG_LEN, out + NONCE_LEN + n) == 1;
@@ -82,8 +84,8 @@ static int seal(const unsigned char *key, const char *aad, const void *pt, size_
     return ok ? GW_OK : GW_EIO;
 }
 
-static long open_sealed(const unsigned char *key, const char *aad, const unsigned char *in,
-                        size_t n, unsigned char *out)
+static long open_sealed(const unsigned char *key, const char *aad, size_t aadlen,
+                        const unsigned char *in, size_t n, unsigned char *out)
 {
     if (n < NONCE_LEN + TAG_LEN)
         return -1;
@@ -91,13 +93,140 @@ static long open_sealed(const unsigned char *key, const char *aad, const unsigne
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
     int len = 0, fin = 0;
     int ok = c && EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, in) == 1 &&
-             EVP_DecryptUpdate(c, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) == 1 &&
+             EVP_DecryptUpdate(c, NULL, &len, (const unsigned char *)aad, (int)aadlen) == 1 &&
              EVP_DecryptUpdate(c, out, &len, in + NONCE_LEN, (int)ctlen) == 1 &&
              EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN,
                                  (void *)(in + NONCE_LEN + ctlen)) == 1 &&
              EVP_DecryptFinal_ex(c, out + len, &fin) == 1;
     EVP_CIPHER_CTX_free(c);
     return ok ? (long)(len + fin) : -1;
+}
+
+int dp_snapcache_auth_header(const char *name)
+{
+    static const char *const exact[] = {"authorization", "proxy-authorization", "x-api-key",
+                                        "api-key", "x-goog-api-key"};
+    static const char *const parts[] = {"auth", "token", "secret", "key", "cookie", "password"};
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+        if (strcasecmp(name, exact[i]) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        if (strcasestr(name, parts[i]))
+            return 1;
+    return 0;
+}
+
+/* The additional authenticated data of a provider's sealed headers:
+ * "<name>\0headers", so neither another provider's blob nor its sealed
+ * credential opens as these headers. The length, or 0 when it does not fit. */
+static size_t headers_aad(const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    if (n + sizeof("headers") > cap)
+        return 0;
+    memcpy(out, name, n);
+    out[n] = '\0';
+    memcpy(out + n + 1, "headers", sizeof("headers") - 1);
+    return n + sizeof("headers");
+}
+
+/* Replaces p's "headers" with "headers_sealed" (key) or drops the
+ * auth-bearing ones (no key, each logged by name, never by value). 0, or -1
+ * with err filled. */
+static int encode_headers(json_t *p, size_t i, const char *name, const unsigned char *key,
+                          char *err, size_t errlen)
+{
+    json_t *h = json_object_get(p, "headers");
+    if (!json_is_object(h) || json_object_size(h) == 0)
+        return 0;
+    if (!key) {
+        void *it = json_object_iter(h);
+        while (it) {
+            const char *k = json_object_iter_key(it);
+            void *next = json_object_iter_next(h, it);
+            if (dp_snapcache_auth_header(k)) {
+                gw_logf(GW_LOG_WARN,
+                        "snapshot cache: a provider header that may carry a credential is left "
+                        "out (LLMGW_CACHE_KEY is not set)",
+                        "{s:s,s:s}", "provider", name ? name : "?", "header", k);
+                json_object_del(h, k);
+            }
+            it = next;
+        }
+        return 0;
+    }
+    char aad[512];
+    size_t aadlen = name ? headers_aad(name, aad, sizeof(aad)) : 0;
+    char *text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
+    size_t n = text ? strlen(text) : 0;
+    unsigned char *sealed = NULL;
+    char *b64 = NULL;
+    int rc = -1;
+    if (!aadlen || !text || n > MAX_HEADERS) {
+        snprintf(err, errlen, "providers[%zu]: cannot cache its headers", i);
+        goto out;
+    }
+    sealed = malloc(NONCE_LEN + n + TAG_LEN);
+    b64 = malloc((NONCE_LEN + n + TAG_LEN + 2) / 3 * 4 + 1);
+    if (!sealed || !b64 || seal(key, aad, aadlen, text, n, sealed) != GW_OK) {
+        snprintf(err, errlen, "providers[%zu]: encryption failed", i);
+        goto out;
+    }
+    EVP_EncodeBlock((unsigned char *)b64, sealed, (int)(NONCE_LEN + n + TAG_LEN));
+    json_object_set_new(p, "headers_sealed", json_string(b64));
+    json_object_del(p, "headers");
+    rc = 0;
+out:
+    if (text) {
+        OPENSSL_cleanse(text, n);
+        free(text);
+    }
+    if (sealed) {
+        OPENSSL_cleanse(sealed, NONCE_LEN + n + TAG_LEN);
+        free(sealed);
+    }
+    free(b64);
+    return rc;
+}
+
+/* Replaces p's "headers_sealed" with the "headers" it opens to; one that
+ * does not open is left out and logged. */
+static void decode_headers(json_t *p, const char *name, const unsigned char *key)
+{
+    json_t *s = json_object_get(p, "headers_sealed");
+    if (!s)
+        return;
+    json_object_del(p, "headers"); /* never alongside a sealed one */
+    const char *b64 = json_string_value(s);
+    size_t blen = b64 ? strlen(b64) : 0;
+    unsigned char *sealed = blen ? malloc(blen / 4 * 3 + 3) : NULL;
+    unsigned char *pt = blen ? malloc(blen / 4 * 3 + 1) : NULL;
+    char aad[512];
+    size_t aadlen = name ? headers_aad(name, aad, sizeof(aad)) : 0;
+    long sl = sealed && pt ? b64_decode(b64, blen, sealed, blen / 4 * 3 + 3) : -1;
+    long pl = key && aadlen && sl > 0 ? open_sealed(key, aad, aadlen, sealed, (size_t)sl, pt) : -1;
+    json_t *h =
+        pl >= 0 ? json_loadb((const char *)pt, (size_t)pl, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    if (json_is_object(h)) {
+        json_object_set_new(p, "headers", h);
+    } else {
+        json_decref(h);
+        gw_logf(GW_LOG_WARN,
+                key ? "snapshot cache: a provider's headers do not open with LLMGW_CACHE_KEY; "
+                      "the provider has none"
+                    : "snapshot cache: provider headers are encrypted and LLMGW_CACHE_KEY is not "
+                      "set; the provider has none",
+                "{s:s}", "provider", name ? name : "?");
+    }
+    if (pt) {
+        OPENSSL_cleanse(pt, blen / 4 * 3 + 1);
+        free(pt);
+    }
+    if (sealed) {
+        OPENSSL_cleanse(sealed, blen / 4 * 3 + 3);
+        free(sealed);
+    }
+    json_object_del(p, "headers_sealed");
 }
 
 json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *omitted, char *err,
@@ -116,10 +245,14 @@ json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *om
     json_t *p;
     json_array_foreach(provs, i, p)
     {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        if (encode_headers(p, i, name, key, err, errlen) != 0) {
+            json_decref(out);
+            return NULL;
+        }
         json_t *cred = json_object_get(p, "credential");
         if (!json_is_string(cred))
             continue;
-        const char *name = json_string_value(json_object_get(p, "name"));
         size_t n = json_string_length(cred);
         if (!name || n > MAX_CREDENTIAL) {
             snprintf(err, errlen, "providers[%zu]: cannot cache its credential", i);
@@ -129,7 +262,7 @@ json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *om
         if (key) {
             unsigned char sealed[NONCE_LEN + MAX_CREDENTIAL + TAG_LEN];
             char b64[(sizeof(sealed) + 2) / 3 * 4 + 1];
-            if (seal(key, name, json_string_value(cred), n, sealed) != GW_OK) {
+            if (seal(key, name, strlen(name), json_string_value(cred), n, sealed) != GW_OK) {
                 snprintf(err, errlen, "providers[%zu]: encryption failed", i);
                 json_decref(out);
                 return NULL;
@@ -146,9 +279,10 @@ json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *om
         }
         json_object_del(p, "credential");
     }
-    json_object_set_new(
-        out, "llmgw_cache",
-        json_pack("{s:i,s:s}", "format", 1, "credentials", key ? "sealed" : "omitted"));
+    json_object_set_new(out, "llmgw_cache",
+                        json_pack("{s:i,s:s,s:s}", "format", 1, "credentials",
+                                  key ? "sealed" : "omitted", "headers",
+                                  key ? "sealed" : "auth_omitted"));
     return out;
 }
 
@@ -168,15 +302,18 @@ json_t *dp_snapcache_decode(const json_t *cached, const unsigned char *key, char
     {
         json_object_del(p, "credential"); /* a cache never holds one in plaintext */
         json_object_del(p, "credential_omitted");
+        const char *name = json_string_value(json_object_get(p, "name"));
+        decode_headers(p, name, key);
         json_t *s = json_object_get(p, "credential_sealed");
         if (!s)
             continue;
-        const char *name = json_string_value(json_object_get(p, "name"));
         const char *b64 = json_string_value(s);
         unsigned char sealed[NONCE_LEN + MAX_CREDENTIAL + TAG_LEN];
         unsigned char pt[MAX_CREDENTIAL + 1];
         long sl = b64 ? b64_decode(b64, strlen(b64), sealed, sizeof(sealed)) : -1;
-        long pl = key && name && sl > 0 ? open_sealed(key, name, sealed, (size_t)sl, pt) : -1;
+        long pl = key && name && sl > 0
+                      ? open_sealed(key, name, strlen(name), sealed, (size_t)sl, pt)
+                      : -1;
         if (pl >= 0) {
             json_object_set_new(p, "credential", json_stringn((const char *)pt, (size_t)pl));
             OPENSSL_cleanse(pt, sizeof(pt));

@@ -11,6 +11,12 @@
  * provider does not open). Without a key the credential is left out
  * ("credential_omitted": true, and a credential_ref so the router reports
  * the provider as having no credential rather than calling it without one).
+ * Provider "headers" may carry credentials too (authorization, x-api-key,
+ * ...): with a key the whole object is sealed the same way into
+ * "headers_sealed" (compact JSON; additional authenticated data
+ * "<name>\0headers", distinct from the credential's), without one each
+ * header whose name is auth-bearing (dp_snapcache_auth_header) is left out
+ * and logged by provider and header name, never by value.
  * A top-level "llmgw_cache" object says which.
  */
 #ifndef DP_SNAPCACHE_H
@@ -27,6 +33,12 @@ struct dp_snapshot;
  * GW_EINVAL. */
 int dp_snapcache_parse_key(const char *text, unsigned char key[DP_CACHE_KEY_LEN])
     __attribute__((warn_unused_result));
+
+/* 1 when a header name may carry a credential: authorization,
+ * proxy-authorization, x-api-key, api-key, x-goog-api-key, or any name
+ * containing "auth", "token", "secret", "key", "cookie" or "password"
+ * (case-insensitive). */
+int dp_snapcache_auth_header(const char *name);
 
 /* The cached form of a pushed document (a new reference), or NULL with err
  * filled. key NULL: credentials are left out; *omitted (may be NULL)

@@ -4,9 +4,11 @@
  * by calling the selected provider. See docs/dataplane.md.
  *
  * The main thread only starts workers and handles signals: SIGTERM/SIGINT
- * drain (stop accepting, let open requests finish up to the drain timeout,
- * exit 0), SIGHUP reloads the snapshot file (a bad file keeps the last good
- * snapshot).
+ * turn /readyz 503 at once, keep serving for --drain-delay-ms (so load
+ * balancers see the change before new connections are refused; a second
+ * signal ends the delay), then drain (stop accepting, let open requests
+ * finish up to the drain timeout, exit 0), SIGHUP reloads the snapshot file (a bad file keeps the
+ * last good snapshot).
  *
  * The snapshot comes from a file (--snapshot) or from the control plane
  * (--control-plane: dp_cpclient keeps a Watch open and publishes what it
@@ -18,6 +20,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "dp_breaker.h"
@@ -35,8 +39,24 @@ struct main_ctx {
     struct dp_config cfg;
     struct dp_worker *workers;
     int nworkers;
-    int draining;
+    int unready;  /* a signal arrived: /readyz answers 503 */
+    int draining; /* the listeners are closing */
+    struct event *delay;
 };
+
+static void start_drain(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct main_ctx *m = arg;
+    if (m->draining)
+        return;
+    m->draining = 1;
+    gw_logf(GW_LOG_INFO, "draining", "{s:I}", "drain_timeout_ms",
+            (json_int_t)m->cfg.drain_timeout_ms);
+    for (int i = 0; i < m->nworkers; i++)
+        dp_worker_drain(&m->workers[i]);
+}
 
 static void on_term(evutil_socket_t sig, short what, void *arg)
 {
@@ -44,12 +64,21 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     struct main_ctx *m = arg;
     if (m->draining)
         return;
-    m->draining = 1;
+    if (m->unready || m->cfg.drain_delay_ms <= 0) {
+        /* No delay, or a second signal: drain now. */
+        if (!m->unready)
+            dp_worker_mark_unready();
+        m->unready = 1;
+        gw_logf(GW_LOG_INFO, "signal: not ready", "{s:i}", "signal", (int)sig);
+        start_drain(-1, 0, m);
+        return;
+    }
+    m->unready = 1;
     dp_worker_mark_unready();
-    gw_logf(GW_LOG_INFO, "draining", "{s:i,s:I}", "signal", (int)sig, "drain_timeout_ms",
-            (json_int_t)m->cfg.drain_timeout_ms);
-    for (int i = 0; i < m->nworkers; i++)
-        dp_worker_drain(&m->workers[i]);
+    gw_logf(GW_LOG_INFO, "signal: not ready; serving on until the drain delay ends", "{s:i,s:I}",
+            "signal", (int)sig, "drain_delay_ms", (json_int_t)m->cfg.drain_delay_ms);
+    struct timeval tv = {m->cfg.drain_delay_ms / 1000, (m->cfg.drain_delay_ms % 1000) * 1000};
+    evtimer_add(m->delay, &tv);
 }
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
@@ -76,6 +105,13 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 int main(int argc, char **argv)
 {
     struct main_ctx m = {0};
+    /* The process holds provider credentials in memory: no core dump, and
+     * no ptrace attach by same-uid processes (PR_SET_DUMPABLE 0). */
+    struct rlimit nocore = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &nocore) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        perror("llmgw-dataplane: disabling core dumps");
+        return 1;
+    }
     int rc = dp_config_parse(&m.cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
@@ -170,7 +206,8 @@ int main(int argc, char **argv)
     struct event *term = evsignal_new(base, SIGTERM, on_term, &m);
     struct event *intr = evsignal_new(base, SIGINT, on_term, &m);
     struct event *hup = evsignal_new(base, SIGHUP, on_hup, &m);
-    if (!base || !term || !intr || !hup)
+    m.delay = evtimer_new(base, start_drain, &m);
+    if (!base || !term || !intr || !hup || !m.delay)
         return 1;
     event_add(term, NULL);
     event_add(intr, NULL);
@@ -192,6 +229,7 @@ int main(int argc, char **argv)
     event_free(term);
     event_free(intr);
     event_free(hup);
+    event_free(m.delay);
     event_base_free(base);
     dp_snapshot_publish(NULL);
     dp_metrics_shutdown();

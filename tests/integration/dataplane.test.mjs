@@ -584,4 +584,31 @@ describe('shutdown', () => {
       assert.equal(u.outcome, 'completed', JSON.stringify(u));
     }
   });
+
+  test('SIGTERM with --drain-delay-ms: unready at once, new connections served during the delay, exit 0', { timeout: 60_000 }, async () => {
+    const DELAY = 1500;
+    const gw2 = await h.startGateway({ mock, args: ['--drain-delay-ms', String(DELAY)] });
+    const ready = await h.request(gw2.port, { method: 'GET', path: '/readyz' });
+    assert.equal(ready.status, 200, ready.text);
+
+    const t0 = Date.now();
+    gw2.proc.signal('SIGTERM');
+    // /readyz turns 503 before the delay ends (each request on a new connection).
+    await h.waitFor(async () => {
+      const r = await h.request(gw2.port, { method: 'GET', path: '/readyz' });
+      return r.status === 503 && r.json && r.json.status === 'not_ready' && r.json.reason === 'draining';
+    }, { timeoutMs: 1000, intervalMs: 25, what: '/readyz 503 right after SIGTERM' });
+    // A chat request on a new connection still succeeds while the delay runs.
+    const res = await h.request(gw2.port, {
+      body: { model: 'mock/mock-gpt', messages: MESSAGES }, headers: h.AUTH,
+    });
+    const served = Date.now() - t0;
+    assert.equal(res.status, 200, `chat during the drain delay; body: ${res.text}`);
+    assert.ok(served < DELAY, `the chat answer came after the delay (${served} ms): the test proves nothing`);
+    assert.ok(gw2.proc.running, 'the gateway exited during the drain delay');
+
+    const exit = await gw2.proc.waitExit(30_000);
+    assert.deepEqual(exit, { code: 0, signal: null }, gw2.proc.describe());
+    assert.ok(Date.now() - t0 >= DELAY - 100, `the gateway exited before the delay ended (${Date.now() - t0} ms)`);
+  });
 });

@@ -234,6 +234,160 @@ static void test_save_and_load(void)
     json_decref(j);
 }
 
+#define HDR_SECRET "hdr-secret-9876543210"
+
+/* Provider a carries auth-bearing headers next to a harmless one. */
+static json_t *doc_with_headers(void)
+{
+    json_t *j = doc();
+    json_t *a = json_array_get(json_object_get(j, "providers"), 0);
+    json_object_set_new(
+        a, "headers",
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "Authorization", "Bearer " HDR_SECRET, "x-api-key",
+                  HDR_SECRET "-1", "x-goog-api-key", HDR_SECRET "-2", "X-Custom-Token",
+                  HDR_SECRET "-3", "x-client-secret", HDR_SECRET "-4", "x-extra", "harmless"));
+    /* c has no credential, only a header: it is cached the same way. */
+    json_object_set_new(json_array_get(json_object_get(j, "providers"), 2), "headers",
+                        json_pack("{s:s}", "api-key", HDR_SECRET "-5"));
+    return j;
+}
+
+static void test_auth_header_names(void)
+{
+    const char *yes[] = {"authorization",  "Proxy-Authorization", "x-api-key",       "api-key",
+                         "X-Goog-Api-Key", "x-auth-token",        "x-client-secret", "apikey"};
+    const char *no[] = {"x-extra", "anthropic-version", "openai-organization", "user-agent"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        CU_ASSERT_EQUAL(dp_snapcache_auth_header(yes[i]), 1);
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        CU_ASSERT_EQUAL(dp_snapcache_auth_header(no[i]), 0);
+}
+
+static void test_headers_sealed_with_key(void)
+{
+    json_t *j = doc_with_headers();
+    char err[256] = "";
+    json_t *c = dp_snapcache_encode(j, KEY, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    char *text = json_dumps(c, 0);
+    CU_ASSERT_PTR_NULL(strstr(text, HDR_SECRET));
+    CU_ASSERT_PTR_NULL(strstr(text, "harmless")); /* the whole object is sealed */
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "headers_sealed"));
+    free(text);
+    CU_ASSERT_PTR_NULL(
+        json_object_get(json_array_get(json_object_get(c, "providers"), 0), "headers"));
+    json_t *back = dp_snapcache_decode(c, KEY, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    json_t *ps = json_object_get(back, "providers");
+    CU_ASSERT_TRUE(
+        json_equal(json_object_get(json_array_get(ps, 0), "headers"),
+                   json_object_get(json_array_get(json_object_get(j, "providers"), 0), "headers")));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(
+                               json_object_get(json_array_get(ps, 2), "headers"), "api-key")),
+                           HDR_SECRET "-5");
+    CU_ASSERT_PTR_NULL(json_object_get(json_array_get(ps, 0), "headers_sealed"));
+    struct dp_snapshot *s = dp_snapshot_build_ex(back, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL(s);
+    dp_snapshot_unref(s);
+    json_decref(back);
+    json_decref(c);
+    json_decref(j);
+}
+
+static void test_headers_sealed_bound_to_provider(void)
+{
+    json_t *j = doc_with_headers();
+    char err[256] = "";
+    json_t *c = dp_snapcache_encode(j, KEY, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    json_t *ps = json_object_get(c, "providers");
+    json_t *a = json_array_get(ps, 0), *b = json_array_get(ps, 1);
+    /* a's sealed headers moved onto b do not open (AAD "<name>\0headers"). */
+    json_object_set(b, "headers_sealed", json_object_get(a, "headers_sealed"));
+    /* Nor does a's sealed credential opened as a's headers, or the reverse. */
+    json_t *swap_h = json_incref(json_object_get(a, "headers_sealed"));
+    json_object_set(a, "headers_sealed", json_object_get(a, "credential_sealed"));
+    json_t *back = dp_snapcache_decode(c, KEY, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    json_t *bps = json_object_get(back, "providers");
+    CU_ASSERT_PTR_NULL(json_object_get(json_array_get(bps, 1), "headers"));
+    CU_ASSERT_PTR_NULL(json_object_get(json_array_get(bps, 1), "headers_sealed"));
+    CU_ASSERT_PTR_NULL(json_object_get(json_array_get(bps, 0), "headers"));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(bps, 0), "credential")),
+                           SECRET);
+    json_decref(back);
+    json_object_set(a, "credential_sealed", swap_h);
+    json_object_del(a, "headers_sealed");
+    back = dp_snapcache_decode(c, KEY, err, sizeof(err));
+    CU_ASSERT_PTR_NULL(
+        json_object_get(json_array_get(json_object_get(back, "providers"), 0), "credential"));
+    json_decref(back);
+    json_decref(swap_h);
+    /* Without the key the headers are left out, not kept sealed. */
+    back = dp_snapcache_decode(c, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NULL(
+        json_object_get(json_array_get(json_object_get(back, "providers"), 2), "headers"));
+    json_decref(back);
+    json_decref(c);
+    json_decref(j);
+}
+
+static void test_auth_headers_omitted_without_key(void)
+{
+    json_t *j = doc_with_headers();
+    char err[256] = "";
+    json_t *c = dp_snapcache_encode(j, NULL, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    char *text = json_dumps(c, 0);
+    CU_ASSERT_PTR_NULL(strstr(text, HDR_SECRET));
+    CU_ASSERT_PTR_NULL(strstr(text, "headers_sealed"));
+    free(text);
+    json_t *ps = json_object_get(c, "providers");
+    json_t *h = json_object_get(json_array_get(ps, 0), "headers");
+    CU_ASSERT_EQUAL(json_object_size(h), 1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(h, "x-extra")), "harmless");
+    CU_ASSERT_EQUAL(json_object_size(json_object_get(json_array_get(ps, 2), "headers")), 0);
+    /* The document passed in is untouched. */
+    CU_ASSERT_EQUAL(json_object_size(json_object_get(
+                        json_array_get(json_object_get(j, "providers"), 0), "headers")),
+                    6);
+    json_t *back = dp_snapcache_decode(c, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    struct dp_snapshot *s = dp_snapshot_build_ex(back, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL(s);
+    dp_snapshot_unref(s);
+    json_decref(back);
+    json_decref(c);
+    json_decref(j);
+}
+
+static void test_save_seals_headers(void)
+{
+    char dir[] = "/tmp/snapcache-test-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/cache.json", dir);
+    json_t *j = doc_with_headers();
+    char err[256] = "";
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(dp_snapcache_save(path, j, k ? KEY : NULL, err, sizeof(err)), GW_OK);
+        FILE *f = fopen(path, "rb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        char buf[16384] = "";
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        CU_ASSERT_PTR_NULL(strstr(buf, HDR_SECRET));
+    }
+    int missing = 0;
+    struct dp_snapshot *s = dp_snapcache_load(path, KEY, &missing, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL(s);
+    dp_snapshot_unref(s);
+    unlink(path);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
+    json_decref(j);
+}
+
 static CU_TestInfo tests[] = {
     {"a file refuses an inline credential", test_file_refuses_inline_credential},
     {"a pushed document accepts one", test_pushed_accepts_inline_credential},
@@ -244,6 +398,12 @@ static CU_TestInfo tests[] = {
     {"sealed credentials bound to provider and key", test_sealed_bound_to_provider_and_key},
     {"without a key credentials are omitted", test_omitted_without_key},
     {"save is atomic, 0600, and loads back", test_save_and_load},
+    {"auth-bearing header names", test_auth_header_names},
+    {"with a key provider headers are sealed", test_headers_sealed_with_key},
+    {"sealed headers bound to provider, apart from the credential",
+     test_headers_sealed_bound_to_provider},
+    {"without a key auth-bearing headers are omitted", test_auth_headers_omitted_without_key},
+    {"the saved file never holds a header credential", test_save_seals_headers},
     CU_TEST_INFO_NULL,
 };
 
