@@ -275,9 +275,16 @@ describe('control plane + two data planes', () => {
       INSERT INTO model_catalog (provider, model, input_price) VALUES ('alpha', 'mock-gpt', 300);
       INSERT INTO price_overrides (provider, model, input_price) VALUES ('alpha', 'mock-gpt', 50);
       INSERT INTO price_overrides (provider, model, input_price, output_price) VALUES ('beta', 'mock-gpt', 70, 80)`);
-    await h.waitFor(async () => (await readyz(dps['dp-b']))?.snapshot_version === v, { what: `dp-b on version ${v}` });
-    const cached = JSON.parse(fs.readFileSync(path.join(dir, 'dp-b.cache.json'), 'utf8'));
-    assert.equal(cached.version, v);
+    // The cache file is written after the snapshot is published: wait for
+    // the file itself, not /readyz, to carry the version.
+    const cached = await h.waitFor(() => {
+      try {
+        const j = JSON.parse(fs.readFileSync(path.join(dir, 'dp-b.cache.json'), 'utf8'));
+        return j.version === v ? j : null;
+      } catch {
+        return null; // being replaced (rename) or not written yet
+      }
+    }, { what: `dp-b's cache file on version ${v}` });
     assert.deepEqual(cached.catalog, [
       { model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 100, output_price: 200 },
       { provider: 'alpha', model: 'mock-gpt', input_price: 50 },
