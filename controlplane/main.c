@@ -225,6 +225,12 @@ int main(int argc, char **argv)
                "the gRPC server is plaintext (--grpc-insecure): pushed snapshots "
                "carry provider credentials; use TLS outside a test bench",
                NULL);
+    else if (!cfg.grpc_tls_client_ca)
+        gw_log(GW_LOG_WARN,
+               "the gRPC server does not ask for client certificates "
+               "(--grpc-tls-no-client-auth): anyone who can reach the gRPC port can Watch and "
+               "read every provider credential; use --grpc-tls-client-ca",
+               NULL);
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,
                                   .master_key = have_key ? &key : NULL,
