@@ -459,6 +459,29 @@ int64_t cp_grpc_version(const struct cp_grpc *s)
     return s->cur_version;
 }
 
+static void cleanse_free(void *p, size_t len)
+{
+    explicit_bzero(p, len);
+    free(p);
+}
+
+/* Like gw_grpc_pack, but the packed bytes (the document holds plaintext
+ * provider credentials) are overwritten when the last reference to them is
+ * released: by s->cur, a Watch's copy, or the transport. gRPC's own
+ * framing and TLS buffers are not covered. */
+static grpc_byte_buffer *pack_cleansed(const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p)
+        return NULL;
+    protobuf_c_message_pack(m, p);
+    grpc_slice sl = grpc_slice_new_with_len(p, n, cleanse_free);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
+}
+
 int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
                     int64_t built_at_ms)
 {
@@ -467,7 +490,7 @@ int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t 
     m.document.data = (uint8_t *)doc;
     m.document.len = len;
     m.built_at_ms = built_at_ms;
-    grpc_byte_buffer *bb = gw_grpc_pack(&m.base);
+    grpc_byte_buffer *bb = pack_cleansed(&m.base);
     if (!bb)
         return GW_ENOMEM;
     if (s->cur)

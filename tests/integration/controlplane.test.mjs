@@ -4,6 +4,7 @@
 // Contract: docs/controlplane.md, docs/openapi.yaml.
 
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -91,6 +92,11 @@ describe('migrations', () => {
 });
 
 describe('daemon', () => {
+  test('serve disables core dumps (it holds the master key and plaintext credentials)', T, async () => {
+    const limits = readFileSync(`/proc/${cp.proc.pid}/limits`, 'utf8');
+    assert.match(limits, /^Max core file size\s+0\s+0\s/m, limits);
+  });
+
   test('listening line and /healthz without a token', T, async () => {
     assert.equal(cp.listening.admin_port, cp.port);
     assert.ok(Number.isInteger(cp.listening.grpc_port));
