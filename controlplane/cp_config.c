@@ -11,7 +11,8 @@ static const char usage[] =
     "usage: llmgw-controlplane [serve|migrate|rotate-master-key] --database-url CONNINFO\n"
     "                          [--admin-listen HOST:PORT] [--grpc-listen HOST:PORT]\n"
     "                          (--grpc-tls-cert PEM --grpc-tls-key PEM\n"
-    "                           [--grpc-tls-client-ca PEM] | --grpc-insecure)\n"
+    "                           (--grpc-tls-client-ca PEM | --grpc-tls-no-client-auth)\n"
+    "                          | --grpc-insecure)\n"
     "                          [--snapshot-poll-ms N] [--secret-cache-ttl-ms N]\n"
     "  serve    (default) apply pending migrations, then serve the admin API and\n"
     "           push snapshots to data planes over gRPC\n"
@@ -21,9 +22,10 @@ static const char usage[] =
     "Each flag can also come from the environment: LLMGW_DATABASE_URL,\n"
     "LLMGW_ADMIN_LISTEN (default 127.0.0.1:8081), LLMGW_GRPC_LISTEN (default\n"
     "127.0.0.1:8082), LLMGW_GRPC_TLS_CERT, LLMGW_GRPC_TLS_KEY,\n"
-    "LLMGW_GRPC_TLS_CLIENT_CA, LLMGW_GRPC_INSECURE=1, LLMGW_SNAPSHOT_POLL_MS\n"
-    "(default 30000), LLMGW_SECRET_CACHE_TTL_MS (default 300000). The bootstrap admin token comes "
-    "from LLMGW_ADMIN_TOKEN\n"
+    "LLMGW_GRPC_TLS_CLIENT_CA, LLMGW_GRPC_TLS_NO_CLIENT_AUTH=1,\n"
+    "LLMGW_GRPC_INSECURE=1, LLMGW_SNAPSHOT_POLL_MS (default 30000),\n"
+    "LLMGW_SECRET_CACHE_TTL_MS (default 300000). The bootstrap admin token comes from "
+    "LLMGW_ADMIN_TOKEN\n"
     "only; the master key from LLMGW_MASTER_KEY only.\n";
 
 static int parse_bool(int *out, const char *flag, const char *v)
@@ -55,6 +57,8 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->grpc_tls_client_ca = v;
     else if (strcmp(flag, "--grpc-insecure") == 0)
         return parse_bool(&c->grpc_insecure, flag, v);
+    else if (strcmp(flag, "--grpc-tls-no-client-auth") == 0)
+        return parse_bool(&c->grpc_tls_no_client_auth, flag, v);
     else if (strcmp(flag, "--snapshot-poll-ms") == 0) {
         if (gw_flags_num(PROG, flag, v, 100, 3600000, &n))
             return GW_EINVAL;
@@ -89,6 +93,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_GRPC_TLS_CERT", "--grpc-tls-cert"},
         {"LLMGW_GRPC_TLS_KEY", "--grpc-tls-key"},
         {"LLMGW_GRPC_TLS_CLIENT_CA", "--grpc-tls-client-ca"},
+        {"LLMGW_GRPC_TLS_NO_CLIENT_AUTH", "--grpc-tls-no-client-auth"},
         {"LLMGW_GRPC_INSECURE", "--grpc-insecure"},
         {"LLMGW_SNAPSHOT_POLL_MS", "--snapshot-poll-ms"},
         {"LLMGW_SECRET_CACHE_TTL_MS", "--secret-cache-ttl-ms"},
@@ -115,7 +120,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         }
         i++;
     }
-    static const char *const switches[] = {"--grpc-insecure", NULL};
+    static const char *const switches[] = {"--grpc-insecure", "--grpc-tls-no-client-auth", NULL};
     struct gw_flags f = {.prog = PROG,
                          .usage = usage,
                          .env = env,
@@ -147,6 +152,15 @@ int cp_config_grpc_check(const struct cp_config *c, char *err, size_t errlen)
         snprintf(err, errlen, "--grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key");
         return GW_EINVAL;
     }
+    if (c->grpc_tls_client_ca && c->grpc_tls_no_client_auth) {
+        snprintf(err, errlen,
+                 "--grpc-tls-client-ca and --grpc-tls-no-client-auth exclude each other");
+        return GW_EINVAL;
+    }
+    if (c->grpc_tls_no_client_auth && !c->grpc_tls_cert) {
+        snprintf(err, errlen, "--grpc-tls-no-client-auth needs --grpc-tls-cert and --grpc-tls-key");
+        return GW_EINVAL;
+    }
     if (c->grpc_tls_cert && c->grpc_insecure) {
         snprintf(err, errlen, "--grpc-insecure and --grpc-tls-cert exclude each other");
         return GW_EINVAL;
@@ -157,6 +171,14 @@ int cp_config_grpc_check(const struct cp_config *c, char *err, size_t errlen)
                  "LLMGW_GRPC_TLS_CERT and LLMGW_GRPC_TLS_KEY) or, on a test bench only, "
                  "--grpc-insecure (LLMGW_GRPC_INSECURE=1): pushed snapshots carry provider "
                  "credentials");
+        return GW_EINVAL;
+    }
+    if (c->grpc_tls_cert && !c->grpc_tls_client_ca && !c->grpc_tls_no_client_auth) {
+        snprintf(err, errlen,
+                 "TLS without client certificates lets anyone who reaches the gRPC port Watch "
+                 "and read every provider credential: give --grpc-tls-client-ca PEM "
+                 "(LLMGW_GRPC_TLS_CLIENT_CA), or opt out explicitly with "
+                 "--grpc-tls-no-client-auth (LLMGW_GRPC_TLS_NO_CLIENT_AUTH=1)");
         return GW_EINVAL;
     }
     return GW_OK;

@@ -25,6 +25,7 @@ struct cp_config {
     const char *grpc_tls_cert;
     const char *grpc_tls_key;
     const char *grpc_tls_client_ca;
+    int grpc_tls_no_client_auth; /* TLS without client certificates, explicitly */
     int grpc_insecure;
     long snapshot_poll_ms;    /* the snapshot builder's slow poll (default 30000) */
     long secret_cache_ttl_ms; /* how long a fetched Vault/AWS value is reused (default 300000) */
@@ -37,7 +38,8 @@ struct cp_config {
 int cp_config_parse(struct cp_config *cfg, int argc, char **argv);
 
 /* For serve: 0 when the gRPC transport is configured (TLS with both a
- * certificate and a key, or insecure), else GW_EINVAL with a message in err
+ * certificate and a key and either a client CA or the explicit no-client-auth
+ * opt-out, or insecure), else GW_EINVAL with a message in err
  * naming the flags. */
 int cp_config_grpc_check(const struct cp_config *cfg, char *err, size_t errlen);
 

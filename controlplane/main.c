@@ -22,6 +22,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "cp_api.h"
 #include "cp_config.h"
@@ -122,12 +124,24 @@ static int rotate(struct cp_db *db)
     return rc == GW_OK ? 0 : 1;
 }
 
+/* serve and rotate-master-key hold the master key and plaintext
+ * credentials: no core file, and no ptrace attach by other processes of
+ * the same user. */
+static void no_core_dumps(void)
+{
+    struct rlimit rl = {0, 0};
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || setrlimit(RLIMIT_CORE, &rl) != 0)
+        gw_log(GW_LOG_WARN, "cannot disable core dumps", NULL);
+}
+
 int main(int argc, char **argv)
 {
     struct cp_config cfg;
     int rc = cp_config_parse(&cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
+    if (cfg.command != CP_CMD_MIGRATE)
+        no_core_dumps();
     signal(SIGPIPE, SIG_IGN);
     struct cp_db_err err;
     struct cp_db *db = cp_db_connect(cfg.database_url, &err);
@@ -224,6 +238,12 @@ int main(int argc, char **argv)
         gw_log(GW_LOG_WARN,
                "the gRPC server is plaintext (--grpc-insecure): pushed snapshots "
                "carry provider credentials; use TLS outside a test bench",
+               NULL);
+    else if (!cfg.grpc_tls_client_ca)
+        gw_log(GW_LOG_WARN,
+               "the gRPC server does not ask for client certificates "
+               "(--grpc-tls-no-client-auth): anyone who can reach the gRPC port can Watch and "
+               "read every provider credential; use --grpc-tls-client-ca",
                NULL);
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,

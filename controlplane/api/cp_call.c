@@ -95,6 +95,12 @@ void cp_call_db_error(struct cp_call *c, const struct cp_db_err *err)
         gw_logf(GW_LOG_ERROR, "database unavailable", "{s:s}", "error", err->message);
         cp_call_error(c, 503, "database_unavailable", NULL, "the database is unavailable: %s",
                       err->message);
+    } else if (strncmp(s, "22", 2) == 0 || strcmp(s, "23514") == 0) {
+        /* A data exception (a date that does not exist, a number out of
+         * range) or a CHECK constraint: the request's values, not a
+         * conflict with other rows. */
+        cp_call_error(c, 400, "invalid_value", NULL, "a value was refused by the database: %s",
+                      err->message);
     } else if (strncmp(s, "23", 2) == 0 || strcmp(s, "40001") == 0 || strcmp(s, "40P01") == 0) {
         cp_call_error(c, 409, "conflict", NULL, "refused by the database: %s", err->message);
     } else {
@@ -110,8 +116,15 @@ json_t *cp_call_body_object(struct cp_call *c)
     json_error_t je;
     json_t *j = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &je) : NULL;
     if (!j) {
-        cp_call_error(c, 400, "invalid_json", NULL, "the body must be a JSON object%s%s",
-                      len ? ": " : " (it is empty)", len ? je.text : "");
+        /* Only the position: jansson's text can quote part of the body,
+         * which may be a secret value. */
+        if (len)
+            cp_call_error(c, 400, "invalid_json", NULL,
+                          "the body must be a JSON object: malformed JSON at line %d, column %d",
+                          je.line, je.column);
+        else
+            cp_call_error(c, 400, "invalid_json", NULL,
+                          "the body must be a JSON object (it is empty)");
         return NULL;
     }
     if (!json_is_object(j)) {

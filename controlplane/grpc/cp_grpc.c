@@ -1,4 +1,5 @@
 #include "cp_grpc.h"
+#include "cp_replicas.h"
 
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
@@ -16,18 +17,8 @@
 #define WATCH_METHOD "/llmgw.v1.Control/Watch"
 #define REPORT_METHOD "/llmgw.v1.Control/Report"
 #define MAX_REQUEST_BYTES (1u << 20) /* a WatchRequest or ReportMessage */
-#define MAX_REPLICA_ID 128
 
 enum kind { K_WATCH, K_REPORT };
-
-struct replica {
-    struct replica *next;
-    char id[MAX_REPLICA_ID + 1];
-    int64_t acked_version;
-    int64_t acked_at_ms;
-    int64_t seen_ms;
-    int watches; /* open Watch calls */
-};
 
 /* One pending grpc_server_request_registered_call, re-armed on each call. */
 struct acceptor {
@@ -55,7 +46,8 @@ struct stream {
     int finished;      /* status sent */
     uint64_t sent_seq; /* the publish this Watch has had (0: none) */
     grpc_byte_buffer *send_bb, *recv_bb;
-    struct replica *rep;
+    struct cp_replica *rep; /* NULL when the table was full */
+    int named;              /* a Report stream's first message named it; later ids are ignored */
 };
 
 struct cp_grpc {
@@ -65,7 +57,7 @@ struct cp_grpc {
     void *watch_m, *report_m;
     struct acceptor acc[2];
     struct stream *streams;
-    struct replica *replicas;
+    struct cp_replicas replicas;
     int port;
     int closing;
     int shutdown_done;
@@ -76,34 +68,21 @@ struct cp_grpc {
     struct cp_grpc_opts o;
 };
 
-static struct replica *replica_get(struct cp_grpc *s, const char *id)
+/* A replica's name: what it says, else its peer address without the port.
+ * The stream holds the entry (not evictable) until it ends. */
+static struct cp_replica *replica_for(struct cp_grpc *s, grpc_call *call, const char *id)
 {
-    for (struct replica *r = s->replicas; r; r = r->next)
-        if (strcmp(r->id, id) == 0)
-            return r;
-    struct replica *r = calloc(1, sizeof(*r));
-    if (!r)
-        return NULL;
-    snprintf(r->id, sizeof(r->id), "%s", id);
-    r->next = s->replicas;
-    s->replicas = r;
-    return r;
-}
-
-/* A replica's name: what it says, else its peer address. */
-static struct replica *replica_for(struct cp_grpc *s, grpc_call *call, const char *id)
-{
-    char name[MAX_REPLICA_ID + 1];
+    char name[CP_REPLICA_ID_MAX + 1];
     if (id && *id) {
         snprintf(name, sizeof(name), "%s", id);
     } else {
         char *peer = grpc_call_get_peer(call);
-        snprintf(name, sizeof(name), "peer:%s", peer ? peer : "?");
+        cp_replicas_peer_name(peer, name, sizeof(name));
         gpr_free(peer);
     }
-    struct replica *r = replica_get(s, name);
+    struct cp_replica *r = cp_replicas_get(&s->replicas, name, gw_wall_ms());
     if (r)
-        r->seen_ms = gw_wall_ms();
+        r->streams++;
     return r;
 }
 
@@ -120,8 +99,11 @@ static void stream_maybe_free(struct stream *st)
         s->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
-    if (st->kind == K_WATCH && st->rep && st->rep->watches > 0) {
-        st->rep->watches--;
+    if (st->rep) {
+        if (st->kind == K_WATCH && st->rep->watches > 0)
+            st->rep->watches--;
+        if (st->rep->streams > 0)
+            st->rep->streams--;
         st->rep->seen_ms = gw_wall_ms();
     }
     if (st->send_bb)
@@ -197,8 +179,14 @@ static void report_recv(struct stream *st);
 static void handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
 {
     struct cp_grpc *s = st->srv;
-    if (!st->rep || (m->replica_id[0] && strcmp(st->rep->id, m->replica_id) != 0))
+    /* The first message names the stream's replica; a later message cannot
+     * rename it (nor make it hold another table entry). */
+    if (!st->named) {
+        st->named = 1;
         st->rep = replica_for(s, st->call, m->replica_id);
+    } else if (st->rep) {
+        st->rep->seen_ms = gw_wall_ms();
+    }
     if (m->body_case == LLMGW__V1__REPORT_MESSAGE__BODY_ACK && m->ack && st->rep) {
         st->rep->acked_version = m->ack->version;
         st->rep->acked_at_ms = gw_wall_ms();
@@ -396,6 +384,7 @@ struct cp_grpc *cp_grpc_new(struct event_base *base, const struct cp_grpc_opts *
         return NULL;
     }
     s->o = *o;
+    cp_replicas_init(&s->replicas, CP_REPLICAS_CAP);
     s->loop = gw_grpc_loop_new(base);
     if (!s->loop) {
         snprintf(err, errlen, "grpc: cannot start the completion queue");
@@ -459,6 +448,29 @@ int64_t cp_grpc_version(const struct cp_grpc *s)
     return s->cur_version;
 }
 
+static void cleanse_free(void *p, size_t len)
+{
+    explicit_bzero(p, len);
+    free(p);
+}
+
+/* Like gw_grpc_pack, but the packed bytes (the document holds plaintext
+ * provider credentials) are overwritten when the last reference to them is
+ * released: by s->cur, a Watch's copy, or the transport. gRPC's own
+ * framing and TLS buffers are not covered. */
+static grpc_byte_buffer *pack_cleansed(const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p)
+        return NULL;
+    protobuf_c_message_pack(m, p);
+    grpc_slice sl = grpc_slice_new_with_len(p, n, cleanse_free);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
+}
+
 int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
                     int64_t built_at_ms)
 {
@@ -467,7 +479,7 @@ int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t 
     m.document.data = (uint8_t *)doc;
     m.document.len = len;
     m.built_at_ms = built_at_ms;
-    grpc_byte_buffer *bb = gw_grpc_pack(&m.base);
+    grpc_byte_buffer *bb = pack_cleansed(&m.base);
     if (!bb)
         return GW_ENOMEM;
     if (s->cur)
@@ -487,7 +499,7 @@ json_t *cp_grpc_replicas(const struct cp_grpc *s)
     json_t *o = json_pack("{s:I,s:o}", "version", (json_int_t)s->cur_version, "replicas", a);
     if (!o)
         return NULL;
-    for (const struct replica *r = s->replicas; r; r = r->next) {
+    for (const struct cp_replica *r = s->replicas.head; r; r = r->next) {
         json_t *j = json_pack("{s:s,s:I,s:I,s:b,s:i,s:I}", "replica_id", r->id, "acked_version",
                               (json_int_t)r->acked_version, "acked_at_ms",
                               (json_int_t)r->acked_at_ms, "connected", r->watches > 0, "watches",
@@ -516,10 +528,6 @@ void cp_grpc_free(struct cp_grpc *s)
     gw_grpc_loop_free(s->loop);
     if (s->cur)
         grpc_byte_buffer_destroy(s->cur);
-    while (s->replicas) {
-        struct replica *r = s->replicas;
-        s->replicas = r->next;
-        free(r);
-    }
+    cp_replicas_clear(&s->replicas);
     free(s);
 }

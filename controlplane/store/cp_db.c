@@ -38,7 +38,22 @@ struct cp_db *cp_db_connect(const char *conninfo, struct cp_db_err *err)
         set_err(err, "", "out of memory");
         return NULL;
     }
-    db->conn = PQconnectdb(conninfo);
+    /* Defaults first, the user's conninfo (expanded from dbname) last: a
+     * keyword repeated there wins. Without them a Postgres that stops
+     * answering would block the main loop (and SIGTERM) forever. */
+    static const char *const keys[] = {"connect_timeout",
+                                       "keepalives",
+                                       "keepalives_idle",
+                                       "keepalives_interval",
+                                       "keepalives_count",
+                                       "tcp_user_timeout",
+                                       "options",
+                                       "dbname",
+                                       NULL};
+    const char *vals[] = {
+        "5",      "1", "10", "5", "3", "15000", "-c statement_timeout=30000 -c lock_timeout=5000",
+        conninfo, NULL};
+    db->conn = PQconnectdbParams(keys, vals, 1);
     if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
         set_err(err, "", db->conn ? PQerrorMessage(db->conn) : "out of memory");
         cp_db_free(db);

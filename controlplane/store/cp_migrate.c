@@ -192,12 +192,18 @@ int cp_migrate_latest(void)
     return cp_migrations[cp_nmigrations - 1].version;
 }
 
-/* Takes the lock inside the current transaction; released at its end. */
+/* Takes the lock inside the current transaction; released at its end. The
+ * connection's statement and lock timeouts (cp_db_connect) are lifted for
+ * this transaction: another replica may hold the lock through a long
+ * migration, and a migration may rewrite a big table. */
 static int lock(struct cp_db *db, struct cp_db_err *err)
 {
     char key[32];
     snprintf(key, sizeof(key), "%lld", CP_MIGRATE_LOCK_KEY);
     const char *p[] = {key};
+    if (cp_db_cmd(db, "SET LOCAL statement_timeout = 0", 0, NULL, err) ||
+        cp_db_cmd(db, "SET LOCAL lock_timeout = 0", 0, NULL, err))
+        return GW_EIO;
     return cp_db_cmd(db, "SELECT pg_advisory_xact_lock($1::bigint)", 1, p, err);
 }
 

@@ -4,6 +4,8 @@
 // Contract: docs/controlplane.md, docs/openapi.yaml.
 
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as h from './harness.mjs';
@@ -71,9 +73,30 @@ describe('migrations', () => {
     assert.equal(p.exitInfo.code, 1, p.describe());
     assert.match(p.stderrText, /cannot connect to the database/);
   });
+
+  test('a database that accepts but never answers: the default connect_timeout (5 s) ends the wait', T, async () => {
+    const sockets = [];
+    const silent = net.createServer((c) => { sockets.push(c); });
+    await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const t0 = Date.now();
+      const p = await h.runMigrate({ conninfo: `host=127.0.0.1 port=${silent.address().port} user=postgres dbname=x`, timeoutMs: 20_000 });
+      assert.equal(p.exitInfo.code, 1, p.describe());
+      assert.match(p.stderrText, /cannot connect to the database/);
+      assert.ok(Date.now() - t0 < 15_000, `took ${Date.now() - t0} ms`);
+    } finally {
+      for (const c of sockets) c.destroy();
+      await new Promise((r) => silent.close(r));
+    }
+  });
 });
 
 describe('daemon', () => {
+  test('serve disables core dumps (it holds the master key and plaintext credentials)', T, async () => {
+    const limits = readFileSync(`/proc/${cp.proc.pid}/limits`, 'utf8');
+    assert.match(limits, /^Max core file size\s+0\s+0\s/m, limits);
+  });
+
   test('listening line and /healthz without a token', T, async () => {
     assert.equal(cp.listening.admin_port, cp.port);
     assert.ok(Number.isInteger(cp.listening.grpc_port));

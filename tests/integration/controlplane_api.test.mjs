@@ -60,6 +60,15 @@ async function health(c) {
 const credOf = (hl, name) => hl.providers.find((p) => p.name === name);
 
 describe('secrets', () => {
+  test('a malformed body: the 400 names the position, never quotes the body (it may hold a secret)', T, async () => {
+    const canary = secretValue('canary');
+    const r = await cp.admin('POST', '/v1/admin/secrets', `{"name":"malformed","value":"${canary}\u0001"}`);
+    const e = assertError(r, 400, 'invalid_json');
+    assert.match(e.message, /line \d+, column \d+/);
+    assert.ok(!r.text.includes(canary.slice(-12)), `the canary is not in the answer: ${r.text}`);
+    assert.equal((await cp.admin('GET', '/v1/admin/secrets/malformed')).status, 404, 'nothing was created');
+  });
+
   test('create: value sealed, never returned; ciphertext in the row is not the plaintext', T, async () => {
     const v = secretValue('openai');
     const c = await cp.admin('POST', '/v1/admin/secrets', { name: 'openai-prod', value: v });
@@ -269,6 +278,9 @@ describe('keys and admin tokens', () => {
   test('key validation', T, async () => {
     assertError(await cp.admin('POST', '/v1/admin/keys', { status: 'paused' }), 400, 'invalid_value', 'status');
     assertError(await cp.admin('POST', '/v1/admin/keys', { expires_at: 'tomorrow' }), 400, 'invalid_value', 'expires_at');
+    // Well formed, but no such day: Postgres refuses it (SQLSTATE 22008), a 400 not a 500.
+    const feb30 = assertError(await cp.admin('POST', '/v1/admin/keys', { expires_at: '2030-02-30T00:00:00Z' }), 400, 'invalid_value');
+    assert.match(feb30.message, /out of range|invalid/i, feb30.message);
     assertError(await cp.admin('POST', '/v1/admin/keys', { team: 'nobody' }), 400, 'dangling_reference', 'team');
     assertError(await cp.admin('POST', '/v1/admin/keys', { allow_models: [''] }), 400, 'invalid_value', 'allow_models');
     assertError(await cp.admin('POST', '/v1/admin/keys', { hash: 'ab' }), 400, 'unknown_field', 'hash');

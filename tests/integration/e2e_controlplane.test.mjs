@@ -316,11 +316,26 @@ describe('TLS between the planes (a second control-plane replica on the same dat
   let certs;
   before(() => { certs = makeCerts(h.makeTmpDir()); });
 
-  test('server TLS: a data plane that trusts the CA gets the snapshot and acks it', T, async () => {
+  test('server TLS without a client CA is refused unless explicitly opted out of', T, async () => {
+    const p = new h.ManagedProcess('controlplane-tls-noca', h.CONTROLPLANE_BIN, ['serve', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0'],
+      { env: { ...process.env, LLMGW_DATABASE_URL: pg.conninfo, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_NO_CLIENT_AUTH: '',
+        LLMGW_GRPC_TLS_CLIENT_CA: '', LLMGW_GRPC_TLS_CERT: certs.srvCert, LLMGW_GRPC_TLS_KEY: certs.srvKey } });
+    p.exitExpected = true;
+    p.nonZeroExitExpected = true;
+    const e = await p.waitExit(h.START_TIMEOUT_MS);
+    assert.equal(e.code, 2, p.describe());
+    assert.match(p.stderrText, /--grpc-tls-client-ca/);
+    assert.match(p.stderrText, /--grpc-tls-no-client-auth/);
+  });
+
+  test('server TLS (explicit --grpc-tls-no-client-auth): a data plane that trusts the CA gets the snapshot and acks it', T, async () => {
     const c = await h.startControlPlane({
-      pg, env: { LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert, LLMGW_GRPC_TLS_KEY: certs.srvKey },
+      pg, args: ['--grpc-tls-no-client-auth'],
+      env: { LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert, LLMGW_GRPC_TLS_KEY: certs.srvKey },
     });
     assert.equal(c.listening.grpc_tls, true);
+    await h.waitFor(() => /anyone who can reach the gRPC port/.test(c.proc.stdoutText + c.proc.stderrText),
+      { what: 'the no-client-auth warning' });
     const g = await h.startGatewayCP({
       controlPlane: `127.0.0.1:${c.listening.grpc_port}`, replicaId: 'dp-tls', args: ['--control-plane-ca', certs.ca],
     });

@@ -17,6 +17,7 @@ static void clear_env(void)
     unsetenv("LLMGW_GRPC_TLS_CERT");
     unsetenv("LLMGW_GRPC_TLS_KEY");
     unsetenv("LLMGW_GRPC_TLS_CLIENT_CA");
+    unsetenv("LLMGW_GRPC_TLS_NO_CLIENT_AUTH");
     unsetenv("LLMGW_GRPC_INSECURE");
     unsetenv("LLMGW_SNAPSHOT_POLL_MS");
 }
@@ -86,6 +87,24 @@ static void test_grpc_transport(void)
                           "c.pem", "--grpc-tls-key", "k.pem", "--grpc-insecure"};
     CU_ASSERT_EQUAL(parse(&c, 8, both), GW_OK);
     CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+    /* TLS without a client CA: refused unless opted out of explicitly. */
+    const char *noca[] = {"cp",    "--database-url", "x",    "--grpc-tls-cert",
+                          "c.pem", "--grpc-tls-key", "k.pem"};
+    CU_ASSERT_EQUAL(parse(&c, 7, noca), GW_OK);
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--grpc-tls-client-ca"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--grpc-tls-no-client-auth"));
+    const char *optout[] = {"cp",    "--database-url", "x",     "--grpc-tls-cert",
+                            "c.pem", "--grpc-tls-key", "k.pem", "--grpc-tls-no-client-auth"};
+    CU_ASSERT_EQUAL(parse(&c, 8, optout), GW_OK);
+    CU_ASSERT_EQUAL(c.grpc_tls_no_client_auth, 1);
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_OK);
+    setenv("LLMGW_GRPC_TLS_NO_CLIENT_AUTH", "1", 1);
+    CU_ASSERT_EQUAL(parse(&c, 7, noca), GW_OK);
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_OK);
+    CU_ASSERT_EQUAL(parse(&c, 9, tls), GW_OK); /* and a client CA: contradictory */
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+    clear_env();
     const char *cacert[] = {
         "cp", "--database-url", "x", "--grpc-insecure", "--grpc-tls-client-ca", "ca.pem"};
     CU_ASSERT_EQUAL(parse(&c, 6, cacert), GW_OK);
