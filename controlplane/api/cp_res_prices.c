@@ -62,6 +62,11 @@ static int check_caps(struct cp_call *c, const char *field, const json_t *v, str
     {                                                                                              \
         .name = "currency", .type = CP_T_STRING, .def = "\"USD\"", .check = check_currency         \
     }
+/* A price per token class, and its currency: the same in overrides and in
+ * the catalog. */
+#define PRICES                                                                                     \
+    MONEY("input_price"), MONEY("output_price"), MONEY("cache_read_price"),                        \
+        MONEY("cache_write_5m_price"), MONEY("cache_write_1h_price"), CURRENCY
 
 static const struct cp_field price_fields[] = {
     {.name = "provider",
@@ -69,12 +74,7 @@ static const struct cp_field price_fields[] = {
      .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME,
      .check = check_provider},
     {.name = "model", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED, .max = 256},
-    MONEY("input_price"),
-    MONEY("output_price"),
-    MONEY("cache_read_price"),
-    MONEY("cache_write_5m_price"),
-    MONEY("cache_write_1h_price"),
-    CURRENCY,
+    PRICES,
 };
 
 const struct cp_resource cp_res_prices = {
@@ -104,12 +104,7 @@ static const struct cp_field catalog_fields[] = {
      .min = 1,
      .max = 2147483647},
     {.name = "capabilities", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE, .check = check_caps},
-    MONEY("input_price"),
-    MONEY("output_price"),
-    MONEY("cache_read_price"),
-    MONEY("cache_write_5m_price"),
-    MONEY("cache_write_1h_price"),
-    CURRENCY,
+    PRICES,
 };
 
 const struct cp_resource cp_res_catalog = {
