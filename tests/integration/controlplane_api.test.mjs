@@ -108,6 +108,17 @@ describe('secrets', () => {
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: '' }), 400, 'invalid_value', 'value');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 5 }), 400, 'invalid_type', 'value');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 'a/b', value: 'x' }), 400, 'invalid_value', 'name');
+    // A name is what a credential_ref names: one with ':' would be taken for a backend ref.
+    for (const name of ['awssm:x', 'vault:x', 'gcpsm:x', 'a:b', '-lead', 'a+b']) {
+      const e = assertError(await cp.admin('POST', '/v1/admin/secrets', { name, value: 'x' }), 400, 'invalid_value', 'name');
+      assert.match(e.message, /built-in secret name/);
+    }
+    assert.equal(pg.sql("SELECT count(*) FROM secrets WHERE name LIKE '%:%'"), '0');
+    for (const ref of ['awssm:x', 'vault:secret/x#k', 'gcpsm:x']) {
+      const r = await cp.admin('POST', '/v1/admin/providers', { name: 'refp', driver: 'openai', base_url: 'http://127.0.0.1:9/v1', credential_ref: ref });
+      assertError(r, 400, 'invalid_value', 'credential_ref');
+    }
+    assert.equal((await cp.admin('GET', '/v1/admin/providers/refp')).status, 404);
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', backend: 'gcp' }), 400, 'invalid_value', 'backend');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault' }), 400, 'missing_field', 'backend_ref');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'awssm:x' }), 400, 'invalid_value', 'backend_ref');
