@@ -255,6 +255,24 @@ describe('routes', () => {
     assert.equal((await cp.admin('PUT', '/v1/admin/routes/main', { aliases: ['primary'], role: 'summarize', entries: e1 })).status, 200);
     assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'emb', role: 'embedding', capability: 'embeddings', entries: e1 })).status, 201);
   });
+
+  test('concurrent writes through two replicas: one alias, one winner', T, async () => {
+    const other = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: KEY1 } });
+    PROCS.push(other.proc);
+    const e1 = [{ provider: 'rp1', model: 'm1' }];
+    const rs = await Promise.all(Array.from({ length: 10 }, (_, i) =>
+      (i % 2 ? other : cp).admin('POST', '/v1/admin/routes', { name: `race-${i}`, aliases: ['contested'], entries: e1 })));
+    const statuses = rs.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [201, ...Array(9).fill(409)], rs.map((r) => r.text).join('\n'));
+    for (const r of rs) if (r.status === 409) assert.equal(r.json.error.code, 'name_collision', r.text);
+    assert.equal(pg.sql("SELECT count(*) FROM routes WHERE 'contested' = ANY (aliases)"), '1');
+    // The same for a role.
+    const rr = await Promise.all(Array.from({ length: 10 }, (_, i) =>
+      (i % 2 ? other : cp).admin('POST', '/v1/admin/routes', { name: `vis-${i}`, role: 'vision', capability: 'vision', entries: e1 })));
+    assert.deepEqual(rr.map((r) => r.status).sort(), [201, ...Array(9).fill(409)], rr.map((r) => r.text).join('\n'));
+    other.proc.signal('SIGTERM');
+    assert.deepEqual(await other.proc.waitExit(10_000), { code: 0, signal: null }, other.proc.describe());
+  });
 });
 
 describe('keys and admin tokens', () => {
