@@ -20,6 +20,9 @@
 
 #define MAX_ENTRIES 32
 
+/* The advisory-lock key every route write takes ("llmgwrt" in ASCII). */
+#define CP_ROUTES_LOCK_KEY 0x6c6c6d67777274LL
+
 static const char *const roles[] = {"default", "summarize", "embedding", "vision", NULL};
 static const char *const capabilities[] = {"chat", "embeddings", "vision", NULL};
 static const char *const strategies[] = {"ordered", "price", "latency", "auto", "weighted", NULL};
@@ -131,7 +134,9 @@ static int check_entries(struct cp_call *c, const char *field, const json_t *v, 
 }
 
 /* Names, aliases and roles share the selector namespace; a role names one
- * route. Reads the other routes (the row being written is locked). */
+ * route. Reads the other routes: no constraint covers aliases, so every
+ * route write holds CP_ROUTES_LOCK_KEY (cp_resource.write_lock) and two
+ * writes (through two replicas, say) cannot both claim one alias or role. */
 static int check_route(struct cp_call *c, const json_t *obj, struct cp_verr *e)
 {
     const char *name = json_string_value(json_object_get(obj, "name"));
@@ -285,6 +290,7 @@ const struct cp_resource cp_res_routes = {
     .nfields = sizeof(route_fields) / sizeof(route_fields[0]),
     .check = check_route,
     .after_write = write_entries,
+    .write_lock = CP_ROUTES_LOCK_KEY,
     .extra_sql = "jsonb_build_object('entries', (SELECT coalesce(jsonb_agg(jsonb_build_object("
                  "'provider', e.provider, 'model', e.model, 'weight', e.weight, 'high_cost', "
                  "e.high_cost, 'tier', e.tier) ORDER BY e.position), '[]'::jsonb) "

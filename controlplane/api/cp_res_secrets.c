@@ -139,8 +139,36 @@ static int secret_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
     return GW_OK;
 }
 
+/* A secret's name is what a credential_ref names, so it must parse as a
+ * built-in ref (cp_secret_ref_parse): a name with ':' would be taken for a
+ * backend ref ("awssm:x") by the snapshot builder. */
+static int check_secret_name(struct cp_call *c, const char *field, const json_t *v,
+                             struct cp_verr *e)
+{
+    (void)c;
+    char msg[256];
+    struct cp_secret_ref parsed;
+    int rc = cp_secret_ref_parse(json_string_value(v), &parsed, msg, sizeof(msg));
+    if (rc == GW_ENOMEM)
+        return cp_verr_set(e, 500, "internal", NULL, "out of memory");
+    int builtin = rc == GW_OK && parsed.kind == CP_SECRET_BUILTIN;
+    if (rc == GW_OK)
+        cp_secret_ref_free(&parsed);
+    if (!builtin)
+        return cp_verr_set(e, 400, "invalid_value", field,
+                           "%s: must be a built-in secret name: 1 to %d characters of A-Z a-z "
+                           "0-9 . _ - starting with a letter or digit, with no ':' (a ref with "
+                           "':' names a Vault or AWS secret; store those with backend and "
+                           "backend_ref)",
+                           field, CP_SECRET_NAME_MAX);
+    return GW_OK;
+}
+
 static const struct cp_field secret_fields[] = {
-    {.name = "name", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
+    {.name = "name",
+     .type = CP_T_STRING,
+     .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME,
+     .check = check_secret_name},
     {.name = "backend",
      .type = CP_T_STRING,
      .def = "\"builtin\"",

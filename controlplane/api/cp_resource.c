@@ -513,6 +513,23 @@ static json_t *finish_write(struct cp_call *c, const struct cp_resource *r, json
     return after;
 }
 
+/* BEGIN, then the resource's write lock (r->write_lock), if it has one. */
+static int begin_write(struct cp_call *c, const struct cp_resource *r, struct cp_db_err *err)
+{
+    if (cp_db_begin(c->db, err))
+        return GW_EIO;
+    if (!r->write_lock)
+        return GW_OK;
+    char key[32];
+    snprintf(key, sizeof(key), "%lld", r->write_lock);
+    const char *p[] = {key};
+    if (cp_db_cmd(c->db, "SELECT pg_advisory_xact_lock($1::bigint)", 1, p, err)) {
+        cp_db_rollback(c->db);
+        return GW_EIO;
+    }
+    return GW_OK;
+}
+
 static void create(struct cp_call *c, const struct cp_resource *r)
 {
     struct cp_verr e = {0};
@@ -533,7 +550,7 @@ static void create(struct cp_call *c, const struct cp_resource *r)
     json_t *obj = compose(c, r, body, NULL, NULL, &e);
     if (!obj)
         return cp_call_fail(c, &e);
-    if (cp_db_begin(c->db, &err))
+    if (begin_write(c, r, &err))
         return cp_call_db_error(c, &err);
     if (validate(c, r, obj, &e) != GW_OK || (r->prepare && r->prepare(c, obj, NULL, &e))) {
         cp_db_rollback(c->db);
@@ -617,7 +634,7 @@ static void update(struct cp_call *c, const struct cp_resource *r, const char *k
     json_t *body = own(c, cp_call_body_object(c));
     if (!body)
         return;
-    if (cp_db_begin(c->db, &err))
+    if (begin_write(c, r, &err))
         return cp_call_db_error(c, &err);
     json_t *before = fetch(c, r, key, 1, &failed);
     json_t *obj = NULL;
@@ -667,7 +684,7 @@ static void delete_one(struct cp_call *c, const struct cp_resource *r, const cha
     struct cp_verr e = {0};
     struct cp_db_err err;
     int failed;
-    if (cp_db_begin(c->db, &err))
+    if (begin_write(c, r, &err))
         return cp_call_db_error(c, &err);
     json_t *before = fetch(c, r, key, 1, &failed);
     if (!before) {

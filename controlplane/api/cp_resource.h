@@ -104,6 +104,11 @@ struct cp_resource {
     const char *key_sql;
     /* A create without the key field gets "<key_prefix><16 hex>". */
     const char *key_prefix;
+    /* Nonzero: every create, update and delete takes
+     * pg_advisory_xact_lock(write_lock) first, so the resource's writes
+     * serialize (checks that read other rows, such as a route's names and
+     * aliases, cannot race a write through another replica). */
+    long long write_lock;
 };
 
 /* Every resource, NULL-terminated (cp_resources.c). */

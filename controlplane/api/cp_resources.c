@@ -8,6 +8,7 @@
 #include "cp_db.h"
 #include "cp_res.h"
 #include "cp_resource.h"
+#include "cp_secret_ref.h"
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
@@ -67,6 +68,23 @@ static int check_headers(struct cp_call *c, const char *field, const json_t *v, 
 static int check_credential_ref(struct cp_call *c, const char *field, const json_t *v,
                                 struct cp_verr *e)
 {
+    /* The snapshot builder parses it the same way (cp_secret_ref_parse): it
+     * must be a built-in name, the name of a row. */
+    char msg[256];
+    struct cp_secret_ref parsed;
+    int rc = cp_secret_ref_parse(json_string_value(v), &parsed, msg, sizeof(msg));
+    if (rc == GW_ENOMEM)
+        return cp_verr_set(e, 500, "internal", NULL, "out of memory");
+    if (rc != GW_OK)
+        return cp_verr_set(e, 400, "invalid_value", field, "%s: %s", field, msg);
+    int builtin = parsed.kind == CP_SECRET_BUILTIN;
+    cp_secret_ref_free(&parsed);
+    if (!builtin)
+        return cp_verr_set(e, 400, "invalid_value", field,
+                           "%s: must name a row of the secrets table, not a backend ref; store "
+                           "a secret with backend vault or aws and this backend_ref, and name "
+                           "that secret here",
+                           field);
     struct cp_db_err err;
     const char *p[] = {json_string_value(v)};
     PGresult *r = cp_db_exec(c->db, c->pool, "SELECT 1 FROM secrets WHERE name = $1", 1, p, &err);

@@ -108,6 +108,17 @@ describe('secrets', () => {
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: '' }), 400, 'invalid_value', 'value');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 5 }), 400, 'invalid_type', 'value');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 'a/b', value: 'x' }), 400, 'invalid_value', 'name');
+    // A name is what a credential_ref names: one with ':' would be taken for a backend ref.
+    for (const name of ['awssm:x', 'vault:x', 'gcpsm:x', 'a:b', '-lead', 'a+b']) {
+      const e = assertError(await cp.admin('POST', '/v1/admin/secrets', { name, value: 'x' }), 400, 'invalid_value', 'name');
+      assert.match(e.message, /built-in secret name/);
+    }
+    assert.equal(pg.sql("SELECT count(*) FROM secrets WHERE name LIKE '%:%'"), '0');
+    for (const ref of ['awssm:x', 'vault:secret/x#k', 'gcpsm:x']) {
+      const r = await cp.admin('POST', '/v1/admin/providers', { name: 'refp', driver: 'openai', base_url: 'http://127.0.0.1:9/v1', credential_ref: ref });
+      assertError(r, 400, 'invalid_value', 'credential_ref');
+    }
+    assert.equal((await cp.admin('GET', '/v1/admin/providers/refp')).status, 404);
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', backend: 'gcp' }), 400, 'invalid_value', 'backend');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault' }), 400, 'missing_field', 'backend_ref');
     assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'awssm:x' }), 400, 'invalid_value', 'backend_ref');
@@ -243,6 +254,24 @@ describe('routes', () => {
     // Re-saving the route itself is no collision.
     assert.equal((await cp.admin('PUT', '/v1/admin/routes/main', { aliases: ['primary'], role: 'summarize', entries: e1 })).status, 200);
     assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'emb', role: 'embedding', capability: 'embeddings', entries: e1 })).status, 201);
+  });
+
+  test('concurrent writes through two replicas: one alias, one winner', T, async () => {
+    const other = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: KEY1 } });
+    PROCS.push(other.proc);
+    const e1 = [{ provider: 'rp1', model: 'm1' }];
+    const rs = await Promise.all(Array.from({ length: 10 }, (_, i) =>
+      (i % 2 ? other : cp).admin('POST', '/v1/admin/routes', { name: `race-${i}`, aliases: ['contested'], entries: e1 })));
+    const statuses = rs.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [201, ...Array(9).fill(409)], rs.map((r) => r.text).join('\n'));
+    for (const r of rs) if (r.status === 409) assert.equal(r.json.error.code, 'name_collision', r.text);
+    assert.equal(pg.sql("SELECT count(*) FROM routes WHERE 'contested' = ANY (aliases)"), '1');
+    // The same for a role.
+    const rr = await Promise.all(Array.from({ length: 10 }, (_, i) =>
+      (i % 2 ? other : cp).admin('POST', '/v1/admin/routes', { name: `vis-${i}`, role: 'vision', capability: 'vision', entries: e1 })));
+    assert.deepEqual(rr.map((r) => r.status).sort(), [201, ...Array(9).fill(409)], rr.map((r) => r.text).join('\n'));
+    other.proc.signal('SIGTERM');
+    assert.deepEqual(await other.proc.waitExit(10_000), { code: 0, signal: null }, other.proc.describe());
   });
 });
 
