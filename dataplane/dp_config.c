@@ -10,13 +10,15 @@
 
 static const char usage[] =
     "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT [--snapshot-cache FILE]\n"
-    "                       [--replica-id ID] [--control-plane-ca PEM [--control-plane-cert PEM\n"
+    "                       [--snapshot-cache-max-age-ms N] [--replica-id ID] [--control-plane-ca "
+    "PEM [--control-plane-cert PEM\n"
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
     "                       [--max-body-bytes N] [--drain-timeout-ms N] [--drain-delay-ms N]\n"
     "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
     "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_CONTROL_PLANE,\n"
-    "LLMGW_SNAPSHOT_CACHE, LLMGW_REPLICA_ID, LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
+    "LLMGW_SNAPSHOT_CACHE, LLMGW_SNAPSHOT_CACHE_MAX_AGE_MS, LLMGW_REPLICA_ID, "
+    "LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
     "LLMGW_CONTROL_PLANE_KEY, LLMGW_LISTEN, LLMGW_THREADS, LLMGW_MAX_BODY_BYTES,\n"
     "LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG, LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS.\n"
     "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
@@ -39,7 +41,11 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->control_plane = v;
     } else if (strcmp(flag, "--snapshot-cache") == 0)
         c->snapshot_cache = v;
-    else if (strcmp(flag, "--control-plane-ca") == 0)
+    else if (strcmp(flag, "--snapshot-cache-max-age-ms") == 0) {
+        if (gw_flags_num(PROG, flag, v, 0, 100LL * 365 * 86400 * 1000, &n))
+            return GW_EINVAL;
+        c->snapshot_cache_max_age_ms = n;
+    } else if (strcmp(flag, "--control-plane-ca") == 0)
         c->control_plane_ca = v;
     else if (strcmp(flag, "--control-plane-cert") == 0)
         c->control_plane_cert = v;
@@ -94,6 +100,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_SNAPSHOT", "--snapshot"},
         {"LLMGW_CONTROL_PLANE", "--control-plane"},
         {"LLMGW_SNAPSHOT_CACHE", "--snapshot-cache"},
+        {"LLMGW_SNAPSHOT_CACHE_MAX_AGE_MS", "--snapshot-cache-max-age-ms"},
         {"LLMGW_REPLICA_ID", "--replica-id"},
         {"LLMGW_CONTROL_PLANE_CA", "--control-plane-ca"},
         {"LLMGW_CONTROL_PLANE_CERT", "--control-plane-cert"},
@@ -117,6 +124,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->access_log = "-";
     c->retry_base_ms = 200;
     c->breaker_open_ms = 5000;
+    c->snapshot_cache_max_age_ms = 7LL * 24 * 3600 * 1000;
     struct gw_flags f = {.prog = PROG,
                          .usage = usage,
                          .env = env,

@@ -25,6 +25,9 @@ struct dp_config {
     const char *access_log;
     long retry_base_ms;   /* first retry's backoff; doubles per retry, jittered */
     long breaker_open_ms; /* a breaker's first open interval */
+
+    /* A snapshot cache received longer ago is not served at start; 0: no limit. */
+    long long snapshot_cache_max_age_ms;
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv. Returns 0, or

@@ -15,6 +15,7 @@
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_log.h"
+#include "gw_time.h"
 
 #define NONCE_LEN 12
 #define TAG_LEN 16
@@ -280,9 +281,10 @@ json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *om
         json_object_del(p, "credential");
     }
     json_object_set_new(out, "llmgw_cache",
-                        json_pack("{s:i,s:s,s:s}", "format", 1, "credentials",
+                        json_pack("{s:i,s:s,s:s,s:I}", "format", 1, "credentials",
                                   key ? "sealed" : "omitted", "headers",
-                                  key ? "sealed" : "auth_omitted"));
+                                  key ? "sealed" : "auth_omitted", "received_ms",
+                                  (json_int_t)gw_wall_ms()));
     return out;
 }
 
@@ -330,6 +332,36 @@ json_t *dp_snapcache_decode(const json_t *cached, const unsigned char *key, char
         json_object_del(p, "credential_sealed");
     }
     return out;
+}
+
+int dp_snapcache_check_age(const json_t *cached, int64_t now_ms, int64_t max_age_ms, char *err,
+                           size_t errlen)
+{
+    if (max_age_ms <= 0)
+        return GW_OK;
+    json_t *t = json_object_get(json_object_get(cached, "llmgw_cache"), "received_ms");
+    if (!json_is_integer(t) || json_integer_value(t) <= 0) {
+        snprintf(err, errlen,
+                 "snapshot cache too old: it does not record when it was received "
+                 "(llmgw_cache.received_ms)");
+        return GW_EINVAL;
+    }
+    int64_t received = (int64_t)json_integer_value(t);
+    if (received > now_ms && received - now_ms > max_age_ms) {
+        snprintf(err, errlen,
+                 "snapshot cache too old to trust: received %lld ms in the future (clock moved "
+                 "back?), more than the maximum age of %lld ms",
+                 (long long)(received - now_ms), (long long)max_age_ms);
+        return GW_EINVAL;
+    }
+    if (received < now_ms && now_ms - received > max_age_ms) {
+        snprintf(err, errlen,
+                 "snapshot cache too old: received %lld ms ago, more than the maximum age of "
+                 "%lld ms (--snapshot-cache-max-age-ms)",
+                 (long long)(now_ms - received), (long long)max_age_ms);
+        return GW_EINVAL;
+    }
+    return GW_OK;
 }
 
 int dp_snapcache_save(const char *path, const json_t *doc, const unsigned char *key, char *err,
@@ -403,10 +435,13 @@ out:
     return rc;
 }
 
-struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key, int *missing,
-                                      char *err, size_t errlen)
+struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key,
+                                      int64_t max_age_ms, int *missing, int *stale, char *err,
+                                      size_t errlen)
 {
     *missing = 0;
+    if (stale)
+        *stale = 0;
     json_error_t je;
     json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!c) {
@@ -415,6 +450,12 @@ struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key
          * values. */
         snprintf(err, errlen, "%s: not a readable snapshot cache (line %d column %d)", path,
                  je.line, je.column);
+        return NULL;
+    }
+    if (dp_snapcache_check_age(c, gw_wall_ms(), max_age_ms, err, errlen) != GW_OK) {
+        if (stale)
+            *stale = 1;
+        json_decref(c);
         return NULL;
     }
     json_t *doc = dp_snapcache_decode(c, key, err, errlen);

@@ -17,13 +17,16 @@
  * "<name>\0headers", distinct from the credential's), without one each
  * header whose name is auth-bearing (dp_snapcache_auth_header) is left out
  * and logged by provider and header name, never by value.
- * A top-level "llmgw_cache" object says which.
+ * A top-level "llmgw_cache" object says which, and "received_ms": when
+ * (wall clock, ms since the epoch) the cached snapshot was received, so a
+ * cache too old to trust is not served (dp_snapcache_check_age).
  */
 #ifndef DP_SNAPCACHE_H
 #define DP_SNAPCACHE_H
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct dp_snapshot;
 
@@ -51,14 +54,25 @@ json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *om
 json_t *dp_snapcache_decode(const json_t *cached, const unsigned char *key, char *err,
                             size_t errlen);
 
+/* Whether a cached document (its "llmgw_cache" object) may be served at
+ * now_ms under max_age_ms (0: no limit). GW_OK, or GW_EINVAL with err
+ * filled when the timestamp is missing or invalid, older than max_age_ms,
+ * or further than max_age_ms in the future (a clock that moved back that far
+ * says nothing about its age). */
+int dp_snapcache_check_age(const json_t *cached, int64_t now_ms, int64_t max_age_ms, char *err,
+                           size_t errlen) __attribute__((warn_unused_result));
+
 /* Writes the cached form of doc to path atomically: a temporary file in the
  * same directory, mode 0600, fsync, rename, fsync of the directory. 0 or a
  * GW_E code with err filled; a failure leaves the previous file intact. */
 int dp_snapcache_save(const char *path, const json_t *doc, const unsigned char *key, char *err,
                       size_t errlen) __attribute__((warn_unused_result));
-/* Reads, decodes and builds the cached snapshot (source "cache"); NULL
- * with err filled (GW_ENOTFOUND-like: *missing set when there is no file). */
-struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key, int *missing,
-                                      char *err, size_t errlen);
+/* Reads, checks the age of (dp_snapcache_check_age, max_age_ms 0: no
+ * limit), decodes and builds the cached snapshot (source "cache"); NULL
+ * with err filled (GW_ENOTFOUND-like: *missing set when there is no file;
+ * *stale, may be NULL, set when it is too old). */
+struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key,
+                                      int64_t max_age_ms, int *missing, int *stale, char *err,
+                                      size_t errlen);
 
 #endif

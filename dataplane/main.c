@@ -147,16 +147,21 @@ int main(int argc, char **argv)
         dp_snapshot_publish(snap);
     } else if (m.cfg.snapshot_cache) {
         /* Serve the last good snapshot at once; the Watch replaces it. */
-        int missing = 0;
-        struct dp_snapshot *snap =
-            dp_snapcache_load(m.cfg.snapshot_cache, m.cfg.has_cache_key ? m.cfg.cache_key : NULL,
-                              &missing, err, sizeof(err));
+        int missing = 0, stale = 0;
+        struct dp_snapshot *snap = dp_snapcache_load(
+            m.cfg.snapshot_cache, m.cfg.has_cache_key ? m.cfg.cache_key : NULL,
+            (int64_t)m.cfg.snapshot_cache_max_age_ms, &missing, &stale, err, sizeof(err));
         if (snap) {
             version = snap->version;
             source = snap->source;
             dp_snapshot_publish(snap);
             gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s}", "version", (json_int_t)version,
                     "source", source);
+        } else if (stale) {
+            gw_logf(GW_LOG_WARN,
+                    "snapshot cache too old; not serving it, waiting for the control plane",
+                    "{s:s,s:I}", "error", err, "max_age_ms",
+                    (json_int_t)m.cfg.snapshot_cache_max_age_ms);
         } else if (missing) {
             gw_log(GW_LOG_INFO,
                    "no snapshot cache yet: not ready until the control plane pushes one", NULL);

@@ -44,6 +44,7 @@ struct stream {
     int cancelled;
     int sending;       /* a send batch is in flight (at most one) */
     int finished;      /* status sent */
+    int half_closed;   /* a Report stream's client half-closed: finish once no send is in flight */
     uint64_t sent_seq; /* the publish this Watch has had (0: none) */
     grpc_byte_buffer *send_bb, *recv_bb;
     struct cp_replica *rep; /* NULL when the table was full */
@@ -125,6 +126,8 @@ static int start(struct stream *st, const grpc_op *ops, size_t n, struct gw_grpc
     return GW_OK;
 }
 
+static void report_finish(struct stream *st);
+
 /* Sends the current snapshot to a Watch that has not had it yet. */
 static void watch_pump(struct stream *st)
 {
@@ -151,6 +154,10 @@ static void on_send(void *arg, int ok)
     }
     if (ok && st->kind == K_WATCH)
         watch_pump(st);
+    /* The client half-closed while this send was in flight: report_finish
+     * had to wait for it (one send at a time), so finish the call now. */
+    if (st->kind == K_REPORT && st->half_closed)
+        report_finish(st);
     stream_maybe_free(st);
 }
 
@@ -162,8 +169,12 @@ static void on_close(void *arg, int ok)
     stream_maybe_free(st);
 }
 
+/* Sends the Report call's OK status. While another send is in flight it
+ * cannot start (one SEND at a time); on_send calls it again then, as
+ * half_closed is set. */
 static void report_finish(struct stream *st)
 {
+    st->half_closed = 1;
     if (st->finished || st->closed || st->srv->closing || st->sending)
         return;
     grpc_op op = {.op = GRPC_OP_SEND_STATUS_FROM_SERVER};

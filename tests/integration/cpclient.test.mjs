@@ -203,6 +203,47 @@ describe('a data plane fed by the control plane', () => {
     await gw.proc.stop();
   });
 
+  test('a cache older than --snapshot-cache-max-age-ms is not served at start', T, async () => {
+    // The control plane is still down: a stale cache must not keep serving
+    // revoked keys and removed routes; the data plane waits instead.
+    const c = JSON.parse(fs.readFileSync(cache1(), 'utf8'));
+    assert.equal(typeof c.llmgw_cache.received_ms, 'number');
+    assert.ok(Math.abs(Date.now() - c.llmgw_cache.received_ms) < 10 * 60_000, 'received_ms is wall-clock ms');
+    const aged = path.join(dir, 'cache-aged.json');
+    c.llmgw_cache.received_ms -= 8 * 24 * 3600 * 1000; // past the 7-day default
+    fs.writeFileSync(aged, JSON.stringify(c), { mode: 0o600 });
+    const gw = await h.startGatewayCP({ controlPlane: fake.target, cache: aged, cacheKey: CACHE_KEY });
+    const r = await readyz(gw);
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.json.status, 'not_ready');
+    assert.equal((await chat(gw)).status, 503);
+    await h.waitFor(() => gw.proc.stderrText.includes('snapshot cache too old'), { what: 'the too-old log line' });
+    await gw.proc.stop();
+    // A short maximum age makes a fresh-enough cache stale too.
+    const gw3 = await h.startGatewayCP({
+      controlPlane: fake.target, cache: cache1(), cacheKey: CACHE_KEY,
+      args: ['--snapshot-cache-max-age-ms', '1'],
+    });
+    assert.equal((await readyz(gw3)).status, 503);
+    await h.waitFor(() => gw3.proc.stderrText.includes('snapshot cache too old'), { what: 'the too-old log line' });
+    await gw3.proc.stop();
+    // A cache without the timestamp (written before it was recorded) is not trusted.
+    delete c.llmgw_cache.received_ms;
+    fs.writeFileSync(aged, JSON.stringify(c), { mode: 0o600 });
+    const gw4 = await h.startGatewayCP({ controlPlane: fake.target, cache: aged, cacheKey: CACHE_KEY });
+    assert.equal((await readyz(gw4)).status, 503);
+    await h.waitFor(() => gw4.proc.stderrText.includes('received_ms'), { what: 'the missing-timestamp log line' });
+    await gw4.proc.stop();
+    // 0 lifts the limit: even the 8-day-old cache serves.
+    c.llmgw_cache.received_ms = Date.now() - 8 * 24 * 3600 * 1000;
+    fs.writeFileSync(aged, JSON.stringify(c), { mode: 0o600 });
+    const gw5 = await h.startGatewayCP({
+      controlPlane: fake.target, cache: aged, cacheKey: CACHE_KEY, args: ['--snapshot-cache-max-age-ms', '0'],
+    });
+    assert.equal((await readyz(gw5)).json.source, 'cache');
+    await gw5.proc.stop();
+  });
+
   test('the control plane back on its address: the data plane reconnects and updates', T, async () => {
     fake = await h.startSnapshotServer({ snapshot: doc(7, ['beta', 'alpha']), port: fakePort });
     await waitServedBy(gw1, 'beta', 15_000);

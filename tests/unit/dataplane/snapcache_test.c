@@ -209,7 +209,7 @@ static void test_save_and_load(void)
     json_t *j = doc();
     char err[256] = "";
     int missing = 0;
-    CU_ASSERT_PTR_NULL(dp_snapcache_load(path, KEY, &missing, err, sizeof(err)));
+    CU_ASSERT_PTR_NULL(dp_snapcache_load(path, KEY, 0, &missing, NULL, err, sizeof(err)));
     CU_ASSERT_EQUAL(missing, 1);
     CU_ASSERT_EQUAL(dp_snapcache_save(path, j, KEY, err, sizeof(err)), GW_OK);
     struct stat st;
@@ -221,7 +221,7 @@ static void test_save_and_load(void)
     fclose(f);
     buf[n] = '\0';
     CU_ASSERT_PTR_NULL(strstr(buf, SECRET));
-    struct dp_snapshot *s = dp_snapcache_load(path, KEY, &missing, err, sizeof(err));
+    struct dp_snapshot *s = dp_snapcache_load(path, KEY, 0, &missing, NULL, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_STRING_EQUAL(s->source, "cache");
     CU_ASSERT_EQUAL(s->version, 7);
@@ -380,8 +380,65 @@ static void test_save_seals_headers(void)
         CU_ASSERT_PTR_NULL(strstr(buf, HDR_SECRET));
     }
     int missing = 0;
-    struct dp_snapshot *s = dp_snapcache_load(path, KEY, &missing, err, sizeof(err));
+    struct dp_snapshot *s = dp_snapcache_load(path, KEY, 0, &missing, NULL, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL(s);
+    dp_snapshot_unref(s);
+    unlink(path);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
+    json_decref(j);
+}
+
+static void test_cache_age(void)
+{
+    json_t *j = doc();
+    char err[256] = "";
+    json_t *c = dp_snapcache_encode(j, KEY, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    json_t *t = json_object_get(json_object_get(c, "llmgw_cache"), "received_ms");
+    CU_ASSERT_FATAL(json_is_integer(t));
+    int64_t at = (int64_t)json_integer_value(t);
+    CU_ASSERT(at > 0);
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at, 1000, err, sizeof(err)), GW_OK);
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at + 1000, 1000, err, sizeof(err)), GW_OK);
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at + 1001, 1000, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "too old"));
+    /* No limit. */
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at + 1000000000, 0, err, sizeof(err)), GW_OK);
+    /* A clock moved back a little is fine; far into the future is not. */
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at - 500, 1000, err, sizeof(err)), GW_OK);
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at - 5000, 1000, err, sizeof(err)), GW_EINVAL);
+    /* Without the timestamp (an older cache file) it is not trusted. */
+    json_object_del(json_object_get(c, "llmgw_cache"), "received_ms");
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at, 1000, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "received_ms"));
+    CU_ASSERT_EQUAL(dp_snapcache_check_age(c, at, 0, err, sizeof(err)), GW_OK);
+    json_decref(c);
+    json_decref(j);
+}
+
+static void test_load_refuses_stale(void)
+{
+    char dir[] = "/tmp/snapcache-test-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/cache.json", dir);
+    json_t *j = doc();
+    char err[256] = "";
+    CU_ASSERT_EQUAL(dp_snapcache_save(path, j, KEY, err, sizeof(err)), GW_OK);
+    json_t *c = json_load_file(path, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    json_t *t = json_object_get(json_object_get(c, "llmgw_cache"), "received_ms");
+    json_integer_set(t, json_integer_value(t) - 60000);
+    CU_ASSERT_EQUAL(json_dump_file(c, path, JSON_COMPACT), 0);
+    json_decref(c);
+    int missing = 0, stale = 0;
+    CU_ASSERT_PTR_NULL(dp_snapcache_load(path, KEY, 30000, &missing, &stale, err, sizeof(err)));
+    CU_ASSERT_EQUAL(stale, 1);
+    CU_ASSERT_EQUAL(missing, 0);
+    struct dp_snapshot *s =
+        dp_snapcache_load(path, KEY, 120000, &missing, &stale, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL(s);
+    CU_ASSERT_EQUAL(stale, 0);
     dp_snapshot_unref(s);
     unlink(path);
     CU_ASSERT_EQUAL(rmdir(dir), 0);
@@ -404,6 +461,8 @@ static CU_TestInfo tests[] = {
      test_headers_sealed_bound_to_provider},
     {"without a key auth-bearing headers are omitted", test_auth_headers_omitted_without_key},
     {"the saved file never holds a header credential", test_save_seals_headers},
+    {"cache age: received_ms against the maximum", test_cache_age},
+    {"load refuses a cache older than the maximum", test_load_refuses_stale},
     CU_TEST_INFO_NULL,
 };
 
