@@ -388,6 +388,23 @@ int cp_resource_record(struct cp_call *c, const char *resource, const char *acti
     return GW_OK;
 }
 
+/* The end of every write: its audit row, version bump and notification,
+ * then the commit. Returns nonzero after rolling back and answering. */
+static int record_and_commit(struct cp_call *c, const struct cp_resource *r, const char *action,
+                             const char *key, const json_t *before, const json_t *after)
+{
+    struct cp_db_err err;
+    long long version;
+    if (cp_resource_record(c, r->name, action, key, before, after, &version, &err) ||
+        cp_db_commit(c->db, &err)) {
+        cp_db_rollback(c->db);
+        cp_call_db_error(c, &err);
+        return 1;
+    }
+    cp_metrics_audit_rows(1);
+    return 0;
+}
+
 /* ---- handlers ---- */
 
 static long long row_version(const json_t *row)
@@ -567,7 +584,6 @@ static void create(struct cp_call *c, const struct cp_resource *r)
     const char *p[] = {dump(c, obj)};
     PGresult *res = sql && p[0] ? cp_db_exec(c->db, c->pool, sql, 1, p, &err) : NULL;
     json_t *after = res ? row_json(c, res) : NULL;
-    long long version;
     if (!after) {
         cp_db_rollback(c->db);
         if (!sql || !p[0])
@@ -581,12 +597,8 @@ static void create(struct cp_call *c, const struct cp_resource *r)
     const char *key = row_key(c, r, after);
     if (!(after = finish_write(c, r, obj, after, key)))
         return;
-    if (cp_resource_record(c, r->name, "create", key, NULL, after, &version, &err) ||
-        cp_db_commit(c->db, &err)) {
-        cp_db_rollback(c->db);
-        return cp_call_db_error(c, &err);
-    }
-    cp_metrics_audit_rows(1);
+    if (record_and_commit(c, r, "create", key, NULL, after))
+        return;
     json_t *answer = json_deep_copy(after);
     if (answer && c->reveal_field && c->reveal_value)
         json_object_set_new(answer, c->reveal_field, json_string(c->reveal_value));
@@ -661,7 +673,6 @@ static void update(struct cp_call *c, const struct cp_resource *r, const char *k
     const char *p[] = {dump(c, obj), key};
     PGresult *res = sql && p[0] ? cp_db_exec(c->db, c->pool, sql, 2, p, &err) : NULL;
     json_t *after = res ? row_json(c, res) : NULL;
-    long long version;
     if (!after) {
         cp_db_rollback(c->db);
         if (!sql || !p[0])
@@ -670,12 +681,8 @@ static void update(struct cp_call *c, const struct cp_resource *r, const char *k
     }
     if (!(after = finish_write(c, r, obj, after, key)))
         return;
-    if (cp_resource_record(c, r->name, "update", key, before, after, &version, &err) ||
-        cp_db_commit(c->db, &err)) {
-        cp_db_rollback(c->db);
-        return cp_call_db_error(c, &err);
-    }
-    cp_metrics_audit_rows(1);
+    if (record_and_commit(c, r, "update", key, before, after))
+        return;
     cp_call_json(c, 200, json_incref(after), row_version(after));
 }
 
@@ -699,16 +706,14 @@ static void delete_one(struct cp_call *c, const struct cp_resource *r, const cha
     const char *sql =
         gw_pool_printf(c->pool, "DELETE FROM %s t WHERE %s = $1", r->table, key_sql(c, r));
     const char *p[] = {key};
-    long long version;
-    if (!sql || cp_db_cmd(c->db, sql, 1, p, &err) ||
-        cp_resource_record(c, r->name, "delete", key, before, NULL, &version, &err) ||
-        cp_db_commit(c->db, &err)) {
+    if (!sql || cp_db_cmd(c->db, sql, 1, p, &err)) {
         cp_db_rollback(c->db);
         if (!sql)
             return cp_call_error(c, 500, "internal", NULL, "out of memory");
         return cp_call_db_error(c, &err);
     }
-    cp_metrics_audit_rows(1);
+    if (record_and_commit(c, r, "delete", key, before, NULL))
+        return;
     c->status = 204;
     gw_http_respond(c->req, 204, NULL, "", 0);
 }
