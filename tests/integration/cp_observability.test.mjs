@@ -11,12 +11,12 @@
 // stops (readyz 503, llmgw_cp_postgres_up 0), then the control plane stops
 // (the data plane's gauge turns 0).
 
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as h from './harness.mjs';
 import { Config, masterKey } from './cpconfig.mjs';
+import { metricValue, promtoolCheck, scrapeMetrics } from './exposition.mjs';
 
 const T = { timeout: 90_000 };
 const KEY = masterKey();
@@ -41,51 +41,10 @@ after(async () => {
   await h.stopAll();
 });
 
-/** Parses the text exposition into [{name, labels, value}]. */
-function parseExposition(text) {
-  const out = [];
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    assert.ok(m, `exposition line does not parse: ${line}`);
-    const labels = {};
-    if (m[2]) {
-      const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)/g;
-      let l;
-      while ((l = re.exec(m[2]))) labels[l[1]] = l[2].replace(/\\n/g, '\n').replace(/\\"/g, '"').replace(/\\\\/g, '\\');
-    }
-    out.push({ name: m[1], labels, value: Number(m[3]) });
-  }
-  return out;
-}
-
-/** The value of the series name{labels} (exact label set); undefined when absent. */
-function value(samples, name, labels = {}) {
-  const want = JSON.stringify(Object.entries(labels).sort());
-  const s = samples.find((x) => x.name === name && JSON.stringify(Object.entries(x.labels).sort()) === want);
-  return s?.value;
-}
-
-async function scrape(port) {
-  const r = await h.request(port, { method: 'GET', path: '/metrics' });
-  assert.equal(r.status, 200, r.text);
-  assert.match(r.headers['content-type'], /^text\/plain; version=0\.0\.4/);
-  return { text: r.text, samples: parseExposition(r.text) };
-}
+const scrape = scrapeMetrics;
+const value = metricValue;
 
 const readyz = (port) => h.request(port, { method: 'GET', path: '/readyz' });
-
-function promtoolCheck(text) {
-  const which = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' });
-  if (which.status !== 0) {
-    console.error('#'.repeat(70));
-    console.error('# promtool NOT FOUND: the exposition is NOT checked (deploy/deps.sh installs the Debian package prometheus)');
-    console.error('#'.repeat(70));
-    return;
-  }
-  const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
-  assert.equal(r.status, 0, `promtool check metrics failed:\n${r.stdout}${r.stderr}\n--- exposition:\n${text}`);
-}
 
 describe('control plane observability', () => {
   test('/readyz is 200 once a first snapshot is built; /metrics needs no token', T, async () => {

@@ -7,8 +7,8 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as h from './harness.mjs';
+import { metricValue, parseExposition, promtoolCheck, scrapeMetrics } from './exposition.mjs';
 
 const T = { timeout: 60_000 };
 const MESSAGES = [{ role: 'user', content: 'count these words please' }];
@@ -38,38 +38,8 @@ after(async () => {
   await h.stopAll();
 });
 
-/** Parses the text exposition into [{name, labels, value}]. */
-function parseExposition(text) {
-  const out = [];
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    assert.ok(m, `exposition line does not parse: ${line}`);
-    const labels = {};
-    if (m[2]) {
-      const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)/g;
-      let l;
-      while ((l = re.exec(m[2]))) labels[l[1]] = l[2].replace(/\\n/g, '\n').replace(/\\"/g, '"').replace(/\\\\/g, '\\');
-    }
-    out.push({ name: m[1], labels, value: Number(m[3]) });
-  }
-  return out;
-}
-
-async function scrape() {
-  const r = await h.request(gw.port, { method: 'GET', path: '/metrics' });
-  assert.equal(r.status, 200, r.text);
-  assert.match(r.headers['content-type'], /^text\/plain; version=0\.0\.4/);
-  return { text: r.text, samples: parseExposition(r.text) };
-}
-
-/** The value of the one sample with exactly these labels (undefined when absent). */
-function value(samples, name, labels) {
-  const want = JSON.stringify(Object.entries(labels).sort());
-  const hits = samples.filter((s) => s.name === name && JSON.stringify(Object.entries(s.labels).sort()) === want);
-  assert.ok(hits.length <= 1, `${name} ${want} appears ${hits.length} times`);
-  return hits[0]?.value;
-}
+const scrape = () => scrapeMetrics(gw.port);
+const value = metricValue;
 
 function chat(model, extra = {}) {
   return h.request(gw.port, { headers: h.AUTH, body: { model, messages: MESSAGES, ...extra } });
@@ -105,15 +75,7 @@ describe('GET /metrics', () => {
   });
 
   test('promtool check metrics accepts the exposition', T, () => {
-    const which = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' });
-    if (which.status !== 0) {
-      console.error('#'.repeat(70));
-      console.error('# promtool NOT FOUND: the exposition is NOT checked (deploy/deps.sh installs the Debian package prometheus)');
-      console.error('#'.repeat(70));
-      return;
-    }
-    const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
-    assert.equal(r.status, 0, `promtool check metrics failed:\n${r.stdout}${r.stderr}\n--- exposition:\n${text}`);
+    promtoolCheck(text);
   });
 
   test('requests, attempts, failovers and retries count exactly', T, () => {
