@@ -181,9 +181,74 @@ static const char m2_key_status[] = "ALTER TABLE api_keys DROP CONSTRAINT api_ke
                                     "ALTER TABLE api_keys ADD CONSTRAINT api_keys_status_check\n"
                                     "  CHECK (status IN ('active', 'disabled', 'revoked'));\n";
 
+/* The ledger: one row per upstream attempt, partitioned by month of the
+ * attempt's start. The primary key (attempt_id, at) makes a re-sent row a
+ * no-op (ON CONFLICT DO NOTHING), so a row lands exactly once however often
+ * a data plane replays its spool. Partitions are created on demand by
+ * llmgw_ledger_partition (the writer calls it for every month a batch
+ * touches) and ahead of time by maintenance; there is no default partition,
+ * so a month's partition can always be created. charges: what the attempt
+ * took from limits (docs/budgets.md), applied by the limits migration's
+ * trigger. */
+static const char m3_ledger[] =
+    "CREATE TABLE ledger (\n"
+    "  at timestamptz NOT NULL,\n"
+    "  attempt_id text NOT NULL CHECK (attempt_id <> ''),\n"
+    "  request_id text NOT NULL,\n"
+    "  attempt integer NOT NULL CHECK (attempt >= 1),\n"
+    "  replica text NOT NULL,\n"
+    "  key_id text,\n"
+    "  team text,\n"
+    "  project text,\n"
+    "  route text,\n"
+    "  provider text NOT NULL,\n"
+    "  model text NOT NULL,\n"
+    "  selector text,\n"
+    "  session text,\n"
+    "  agent text,\n"
+    "  purpose text,\n"
+    "  api text,\n"
+    "  stream boolean NOT NULL DEFAULT false,\n"
+    "  input_tokens bigint NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),\n"
+    "  cache_read_tokens bigint NOT NULL DEFAULT 0 CHECK (cache_read_tokens >= 0),\n"
+    "  cache_write_5m_tokens bigint NOT NULL DEFAULT 0 CHECK (cache_write_5m_tokens >= 0),\n"
+    "  cache_write_1h_tokens bigint NOT NULL DEFAULT 0 CHECK (cache_write_1h_tokens >= 0),\n"
+    "  output_tokens bigint NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),\n"
+    "  reasoning_tokens bigint NOT NULL DEFAULT 0 CHECK (reasoning_tokens >= 0),\n"
+    "  latency_ms bigint NOT NULL,\n"
+    "  ttfb_ms bigint,\n"
+    "  ttfc_ms bigint,\n"
+    "  status integer NOT NULL,\n"
+    "  failure_class text,\n"
+    "  cost_picodollars bigint,\n"
+    "  currency text NOT NULL DEFAULT 'USD',\n"
+    "  snapshot_version bigint NOT NULL,\n"
+    "  charges jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(charges) = 'array'),\n"
+    "  received_at timestamptz NOT NULL DEFAULT now(),\n"
+    "  PRIMARY KEY (attempt_id, at)\n"
+    ") PARTITION BY RANGE (at);\n"
+    "CREATE INDEX ledger_at ON ledger (at);\n"
+    "CREATE INDEX ledger_request ON ledger (request_id);\n"
+    "CREATE FUNCTION llmgw_ledger_partition(m timestamptz) RETURNS void LANGUAGE plpgsql AS $$\n"
+    "DECLARE\n"
+    "  lo timestamptz := date_trunc('month', m AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';\n"
+    "  hi timestamptz := (date_trunc('month', m AT TIME ZONE 'UTC') + interval '1 month')\n"
+    "                    AT TIME ZONE 'UTC';\n"
+    "  n text := 'ledger_' || to_char(m AT TIME ZONE 'UTC', 'YYYY_MM');\n"
+    "BEGIN\n"
+    "  IF to_regclass(n) IS NOT NULL THEN RETURN; END IF;\n"
+    "  PERFORM pg_advisory_xact_lock(7019892171);\n"
+    "  IF to_regclass(n) IS NOT NULL THEN RETURN; END IF;\n"
+    "  EXECUTE format('CREATE TABLE %I PARTITION OF ledger FOR VALUES FROM (%L) TO (%L)',\n"
+    "                 n, lo, hi);\n"
+    "END $$;\n"
+    "SELECT llmgw_ledger_partition(now());\n"
+    "SELECT llmgw_ledger_partition(now() + interval '1 month');\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
+    {3, "ledger", m3_ledger},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 
@@ -227,7 +292,8 @@ static int apply_one(struct cp_db *db, const struct cp_migration *m, int *applie
     }
     /* The simple-query protocol: a migration may hold several statements. */
     r = PQexec(cp_db_conn(db), m->sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    ExecStatusType st = PQresultStatus(r); /* the last statement's: it may be a SELECT */
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         char msg[400];
         snprintf(msg, sizeof(msg), "%s", PQerrorMessage(cp_db_conn(db)));
