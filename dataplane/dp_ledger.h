@@ -1,0 +1,58 @@
+/*
+ * dp_ledger: the data plane's side of the ledger. Every upstream attempt,
+ * failed ones included, becomes exactly one row (struct dp_ledger_row). A
+ * row is appended to a bounded on-disk spool before anything else happens
+ * to it, travels to the control plane on the Report stream, and leaves the
+ * spool only once the control plane acknowledges it stored (a cumulative
+ * ack per stream). Rows not acknowledged when a stream ends are sent again
+ * on the next; the control plane's insert is idempotent by attempt id, so a
+ * row lands exactly once however often it is sent. A restart replays the
+ * spool (docs/ledger.md).
+ */
+#ifndef DP_LEDGER_H
+#define DP_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What one attempt took from one limit's window (docs/budgets.md). */
+#define DP_MAX_CHARGES 8
+struct dp_charge {
+    char limit_id[64];
+    int64_t window_start_ms; /* UTC start of the limit's period */
+    char lease_id[40];       /* "" when taken with no lease (fail-open) */
+    int64_t amount;          /* picodollars, tokens or requests */
+};
+
+/* Text fields are bounded copies: a row owns its bytes. */
+struct dp_ledger_row {
+    char request_id[160];
+    char attempt_id[176]; /* request id + "." + attempt number */
+    char key_id[128];
+    char team[128];
+    char project[128];
+    char route[128];
+    char provider[128];
+    char model[257];
+    char selector[257];
+    char session[129];
+    char agent[129];
+    char purpose[129];
+    char api[32];
+    char failure_class[32]; /* "" on success */
+    char currency[4];
+    int32_t attempt; /* 1-based */
+    int32_t status;  /* the attempt's HTTP status; 0 when no answer came */
+    int stream;
+    int has_cost; /* 0: no price was known: cost NULL, never zero */
+    int64_t input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+        output_tokens, reasoning_tokens;
+    int64_t latency_ms, ttfb_ms, ttfc_ms; /* -1: no byte / no content came */
+    int64_t cost_picodollars;
+    int64_t snapshot_version;
+    int64_t at_ms; /* the attempt's start, Unix ms */
+    struct dp_charge charges[DP_MAX_CHARGES];
+    size_t ncharges;
+};
+
+#endif
