@@ -181,6 +181,37 @@ grpc_byte_buffer *gw_grpc_pack(const ProtobufCMessage *m)
     return bb;
 }
 
+grpc_byte_buffer *gw_grpc_raw(const void *data, size_t len)
+{
+    grpc_slice s = grpc_slice_from_copied_buffer(data, len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+size_t gw_pb_varint(unsigned char *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (unsigned char)v;
+    return n;
+}
+
+size_t gw_pb_field_varint(unsigned char *out, unsigned field, uint64_t v)
+{
+    size_t n = gw_pb_varint(out, (uint64_t)field << 3);
+    return n + gw_pb_varint(out + n, v);
+}
+
+size_t gw_pb_field_len(unsigned char *out, unsigned field, size_t len)
+{
+    size_t n = gw_pb_varint(out, ((uint64_t)field << 3) | 2);
+    return n + gw_pb_varint(out + n, len);
+}
+
 ProtobufCMessage *gw_grpc_unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb,
                                  size_t max)
 {

@@ -24,6 +24,7 @@
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 
@@ -64,6 +65,19 @@ grpc_byte_buffer *gw_grpc_pack(const ProtobufCMessage *m);
  * or is larger than max bytes. */
 ProtobufCMessage *gw_grpc_unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb,
                                  size_t max);
+
+/* Raw bytes (an already encoded message) in a new byte buffer, or NULL. */
+grpc_byte_buffer *gw_grpc_raw(const void *data, size_t len);
+
+/* Protobuf wire encoding, for messages assembled from parts that are
+ * already encoded (a spooled ledger row, a queued grant): appends to a
+ * buffer of at least the room asked for (each returns the bytes written).
+ * A varint takes at most 10 bytes; a tag and a length, 20. */
+size_t gw_pb_varint(unsigned char *out, uint64_t v);
+/* field's key (wire type 0) and v */
+size_t gw_pb_field_varint(unsigned char *out, unsigned field, uint64_t v);
+/* field's key (wire type 2) and len; the len bytes follow */
+size_t gw_pb_field_len(unsigned char *out, unsigned field, size_t len);
 
 /* A status code's name ("UNAVAILABLE"), for logs. */
 const char *gw_grpc_status_name(grpc_status_code code);

@@ -6,6 +6,7 @@
 
 #include "cp_db.h"
 #include "cp_grpc.h"
+#include "cp_ledger.h"
 #include "cp_snapshot.h"
 #include "gw_error.h"
 #include "gw_metrics.h"
@@ -25,6 +26,9 @@ struct cp_metrics {
     struct cp_db *db;
     struct cp_snapshot *builder;
     struct cp_grpc *grpc;
+    struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue;
+    struct cp_ledger *ledger;
+    struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
 };
 
 static struct cp_metrics the;
@@ -66,6 +70,16 @@ static void collect(struct gw_metrics *reg, void *arg)
         }
         gw_metric_set(m->replicas_connected, NULL, (double)connected);
         json_decref(reps);
+    }
+    if (m->ledger) {
+        struct cp_ledger_stats st;
+        cp_ledger_stats(m->ledger, &st);
+        const char *ins[] = {"inserted"}, *dup[] = {"duplicate"};
+        gw_metric_inc(m->ledger_rows, ins, st.inserted - m->ledger_seen.inserted);
+        gw_metric_inc(m->ledger_rows, dup, st.duplicates - m->ledger_seen.duplicates);
+        gw_metric_inc(m->ledger_errors, NULL, st.errors - m->ledger_seen.errors);
+        gw_metric_set(m->ledger_queue, NULL, (double)st.queued);
+        m->ledger_seen = st;
     }
 }
 
@@ -116,9 +130,19 @@ int cp_metrics_init(void)
         "1 when the admin API's database connection works (checked at scrape).", NULL);
     m->audit_rows = gw_metrics_counter(r, "llmgw_cp_audit_rows_total",
                                        "Audit rows committed by the admin API.", NULL);
-    if (!m->admin_requests || !m->admin_duration || !m->builds || !m->build_duration ||
-        !m->snapshot_version || !m->last_success_age || !m->unresolved || !m->replicas_connected ||
-        !m->replica_acked || !m->postgres_up || !m->audit_rows) {
+    m->ledger_rows = gw_metrics_counter(
+        r, "llmgw_cp_ledger_rows_total",
+        "Ledger rows the writer handled, by result (inserted; duplicate: already stored, a "
+        "replay).",
+        result);
+    m->ledger_errors = gw_metrics_counter(r, "llmgw_cp_ledger_batch_errors_total",
+                                          "Ledger batches that failed (each is retried).", NULL);
+    m->ledger_queue = gw_metrics_gauge(r, "llmgw_cp_ledger_queue",
+                                       "Report messages waiting for the ledger writer.", NULL);
+    if (!m->ledger_rows || !m->ledger_errors || !m->ledger_queue || !m->admin_requests ||
+        !m->admin_duration || !m->builds || !m->build_duration || !m->snapshot_version ||
+        !m->last_success_age || !m->unresolved || !m->replicas_connected || !m->replica_acked ||
+        !m->postgres_up || !m->audit_rows) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -131,6 +155,12 @@ int cp_metrics_init(void)
         gw_metric_inc(m->builds, v, 0);
     }
     gw_metric_inc(m->audit_rows, NULL, 0);
+    static const char *const lresults[] = {"inserted", "duplicate"};
+    for (size_t i = 0; i < N(lresults); i++) {
+        const char *v[] = {lresults[i]};
+        gw_metric_inc(m->ledger_rows, v, 0);
+    }
+    gw_metric_inc(m->ledger_errors, NULL, 0);
     gw_metric_set(m->snapshot_version, NULL, 0);
     gw_metric_set(m->unresolved, NULL, 0);
     gw_metric_set(m->replicas_connected, NULL, 0);
@@ -146,6 +176,12 @@ void cp_metrics_shutdown(void)
     M = NULL;
     gw_metrics_free(the.reg);
     memset(&the, 0, sizeof(the));
+}
+
+void cp_metrics_ledger(struct cp_ledger *l)
+{
+    the.ledger = l;
+    memset(&the.ledger_seen, 0, sizeof(the.ledger_seen));
 }
 
 void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc *g)

@@ -33,6 +33,9 @@ void cp_metrics_shutdown(void);
 
 /* What the scrape-time gauges read (each may be NULL). Call on the loop. */
 void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc *g);
+struct cp_ledger;
+/* The ledger writer whose counters the scrape reads (NULL: none). */
+void cp_metrics_ledger(struct cp_ledger *l);
 
 /* The exposition (0 or a GW_E code). On the loop. */
 int cp_metrics_render(struct gw_buf *out) __attribute__((warn_unused_result));

@@ -29,6 +29,7 @@
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_grpc.h"
+#include "cp_ledger.h"
 #include "cp_metrics.h"
 #include "cp_migrate.h"
 #include "cp_rotate.h"
@@ -38,11 +39,13 @@
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
+#include "llmgw/v1/control.pb-c.h"
 
 struct main_ctx {
     struct event_base *base;
     struct cp_api *api;
     struct cp_grpc *grpc;
+    struct cp_ledger *ledger;
     struct event *tick;
     int stopping;
 };
@@ -68,6 +71,15 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     cp_api_drain(m->api);
     struct timeval tv = {0, 20 * 1000};
     event_add(m->tick, &tv);
+}
+
+/* On the main loop: Report messages that need the database go to the
+ * ledger writer (rows, lease requests and releases). */
+static void on_report(void *arg, uint64_t stream_id, const char *replica_id,
+                      const Llmgw__V1__ReportMessage *msg)
+{
+    struct main_ctx *m = arg;
+    cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
 }
 
 /* On the main loop: each good build goes out to every data plane. */
@@ -228,7 +240,9 @@ int main(int argc, char **argv)
                               .insecure = cfg.grpc_insecure,
                               .tls_cert_file = cfg.grpc_tls_cert,
                               .tls_key_file = cfg.grpc_tls_key,
-                              .tls_client_ca_file = cfg.grpc_tls_client_ca};
+                              .tls_client_ca_file = cfg.grpc_tls_client_ca,
+                              .on_report = on_report,
+                              .arg = &m};
     m.grpc = cp_grpc_new(m.base, &go, msg, sizeof(msg));
     if (!m.grpc) {
         gw_logf(GW_LOG_ERROR, "cannot start the gRPC server", "{s:s}", "error", msg);
@@ -245,6 +259,11 @@ int main(int argc, char **argv)
                "(--grpc-tls-no-client-auth): anyone who can reach the gRPC port can Watch and "
                "read every provider credential; use --grpc-tls-client-ca",
                NULL);
+    m.ledger = cp_ledger_new(m.base, cfg.database_url, m.grpc, msg, sizeof(msg));
+    if (!m.ledger) {
+        gw_logf(GW_LOG_ERROR, "cannot start the ledger writer", "{s:s}", "error", msg);
+        return 1;
+    }
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,
                                   .secret_cache_ttl_ms = cfg.secret_cache_ttl_ms,
@@ -259,6 +278,7 @@ int main(int argc, char **argv)
     }
     cp_snapshot_api_register(builder, m.grpc);
     cp_metrics_sources(db, builder, m.grpc);
+    cp_metrics_ledger(m.ledger);
     event_add(term, NULL);
     event_add(intr, NULL);
     gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i}", "msg", "listening", "host",
@@ -269,8 +289,10 @@ int main(int argc, char **argv)
 
     cp_snapshot_api_register(NULL, NULL);
     cp_metrics_sources(NULL, NULL, NULL);
+    cp_metrics_ledger(NULL);
     cp_snapshot_free(builder);
     cp_grpc_free(m.grpc);
+    cp_ledger_free(m.ledger);
     cp_api_free(m.api);
     event_free(term);
     event_free(intr);

@@ -16,11 +16,14 @@ static const char usage[] =
     "                       [--max-body-bytes N] [--drain-timeout-ms N] [--drain-delay-ms N]\n"
     "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
+    "                       [--ledger-spool DIR] [--ledger-spool-max-mb N] "
+    "[--ledger-flush-timeout-ms N]\n"
     "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_CONTROL_PLANE,\n"
     "LLMGW_SNAPSHOT_CACHE, LLMGW_SNAPSHOT_CACHE_MAX_AGE_MS, LLMGW_REPLICA_ID, "
     "LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
     "LLMGW_CONTROL_PLANE_KEY, LLMGW_LISTEN, LLMGW_THREADS, LLMGW_MAX_BODY_BYTES,\n"
-    "LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG, LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS.\n"
+    "LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG, LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS,\n"
+    "LLMGW_LEDGER_SPOOL, LLMGW_LEDGER_SPOOL_MAX_MB, LLMGW_LEDGER_FLUSH_TIMEOUT_MS.\n"
     "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
     "credentials in the snapshot cache; without it they are left out of it.\n";
 
@@ -85,6 +88,16 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 10, 3600 * 1000, &n))
             return GW_EINVAL;
         c->breaker_open_ms = (long)n;
+    } else if (strcmp(flag, "--ledger-spool") == 0)
+        c->ledger_spool = v;
+    else if (strcmp(flag, "--ledger-spool-max-mb") == 0) {
+        if (gw_flags_num(PROG, flag, v, 1, 1LL << 20, &n))
+            return GW_EINVAL;
+        c->ledger_spool_max_bytes = (size_t)n << 20;
+    } else if (strcmp(flag, "--ledger-flush-timeout-ms") == 0) {
+        if (gw_flags_num(PROG, flag, v, 0, 600 * 1000, &n))
+            return GW_EINVAL;
+        c->ledger_flush_timeout_ms = (long)n;
     } else if (strcmp(flag, "--access-log") == 0)
         c->access_log = v;
     else {
@@ -113,6 +126,9 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_ACCESS_LOG", "--access-log"},
         {"LLMGW_RETRY_BASE_MS", "--retry-base-ms"},
         {"LLMGW_BREAKER_OPEN_MS", "--breaker-open-ms"},
+        {"LLMGW_LEDGER_SPOOL", "--ledger-spool"},
+        {"LLMGW_LEDGER_SPOOL_MAX_MB", "--ledger-spool-max-mb"},
+        {"LLMGW_LEDGER_FLUSH_TIMEOUT_MS", "--ledger-flush-timeout-ms"},
     };
     memset(c, 0, sizeof(*c));
     memcpy(c->host, "127.0.0.1", 10);
@@ -125,6 +141,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->retry_base_ms = 200;
     c->breaker_open_ms = 5000;
     c->snapshot_cache_max_age_ms = 7LL * 24 * 3600 * 1000;
+    c->ledger_spool_max_bytes = (size_t)256 << 20;
+    c->ledger_flush_timeout_ms = 5000;
     struct gw_flags f = {.prog = PROG,
                          .usage = usage,
                          .env = env,

@@ -26,6 +26,12 @@ struct dp_config {
     long retry_base_ms;   /* first retry's backoff; doubles per retry, jittered */
     long breaker_open_ms; /* a breaker's first open interval */
 
+    /* The ledger's spool (docs/ledger.md): rows not yet acknowledged by the
+     * control plane, on disk. NULL: held in memory only (lost on restart). */
+    const char *ledger_spool;
+    size_t ledger_spool_max_bytes;
+    long ledger_flush_timeout_ms; /* at exit, the wait for acknowledgements */
+
     /* A snapshot cache received longer ago is not served at start; 0: no limit. */
     long long snapshot_cache_max_age_ms;
 };

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "dp_ledger.h"
 #include "dp_metrics.h"
 #include "dp_snapcache.h"
 #include "dp_snapshot.h"
@@ -26,6 +28,11 @@
 #define PROBE_EVERY_MS 1000
 #define PROBE_DEADLINE_MS 2000
 #define PROBE_LOG_EVERY_MS 5000
+/* Ledger rows sent and not yet acknowledged, at most (flow control: the
+ * control plane's queue is bounded by this per stream). */
+#define LEDGER_WINDOW 2048
+#define LEDGER_SYNC_MS 1000
+#define MAX_REPLY_BYTES (4u << 20)
 
 /* One client call: its status batch plus whatever else is in flight. */
 struct ccall {
@@ -60,9 +67,11 @@ struct dp_cpclient {
     grpc_completion_queue *cq;
     grpc_channel *channel;
     struct event *stop_ev, *retry_ev, *probe_ev;
-    struct probe *probe;     /* in flight, or NULL */
-    int64_t probe_logged_ms; /* when a connection failure was last logged */
-    int probe_suppressed;    /* failures not logged since */
+    struct event *ledger_ev, *sync_ev; /* a row was recorded; the spool's sync tick */
+    int report_up;                     /* atomic: the Report stream is open */
+    struct probe *probe;               /* in flight, or NULL */
+    int64_t probe_logged_ms;           /* when a connection failure was last logged */
+    int probe_suppressed;              /* failures not logged since */
     int stopping;
     struct ccall *watch, *report;
     long long served;      /* version served from the control plane or the cache */
@@ -109,8 +118,10 @@ static void ccall_maybe_free(struct ccall *k)
         c->watch = NULL;
         dp_metrics_controlplane_connected(0);
     }
-    if (c->report == k)
+    if (c->report == k) {
         c->report = NULL;
+        __atomic_store_n(&c->report_up, 0, __ATOMIC_RELEASE);
+    }
     grpc_metadata_array_destroy(&k->initial_md);
     grpc_metadata_array_destroy(&k->trailing_md);
     grpc_slice_unref(k->details);
@@ -167,24 +178,57 @@ static void ccall_recv(struct ccall *k)
 
 /* ------------------------------------------------------------ report */
 
+/* Sends the next Report message: an Ack first, then ledger rows. One send
+ * is in flight at a time; each completion pumps again. */
 static void report_pump(struct dp_cpclient *c)
 {
     struct ccall *k = c->report;
-    if (!k || !k->started || k->sending || k->ended || c->ack_pending < 0)
+    if (!k || !k->started || k->sending || k->ended)
         return;
-    Llmgw__V1__Ack ack = LLMGW__V1__ACK__INIT;
-    Llmgw__V1__ReportMessage m = LLMGW__V1__REPORT_MESSAGE__INIT;
-    ack.version = c->ack_pending;
-    m.replica_id = (char *)c->cfg->replica_id;
-    m.body_case = LLMGW__V1__REPORT_MESSAGE__BODY_ACK;
-    m.ack = &ack;
-    k->send_bb = gw_grpc_pack(&m.base);
+    if (c->ack_pending >= 0) {
+        Llmgw__V1__Ack ack = LLMGW__V1__ACK__INIT;
+        Llmgw__V1__ReportMessage m = LLMGW__V1__REPORT_MESSAGE__INIT;
+        ack.version = c->ack_pending;
+        m.replica_id = (char *)c->cfg->replica_id;
+        m.body_case = LLMGW__V1__REPORT_MESSAGE__BODY_ACK;
+        m.ack = &ack;
+        k->send_bb = gw_grpc_pack(&m.base);
+        c->ack_pending = -1;
+    } else {
+        unsigned char *row;
+        size_t n;
+        if (dp_ledger_next(c->cfg->replica_id, LEDGER_WINDOW, &row, &n) <= 0)
+            return;
+        k->send_bb = gw_grpc_raw(row, n);
+        free(row);
+    }
+    if (!k->send_bb)
+        return;
     grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
     op.data.send_message.send_message = k->send_bb;
-    if (batch(k, &op, 1, &k->t_send) == GW_OK) {
+    if (batch(k, &op, 1, &k->t_send) == GW_OK)
         k->sending = 1;
-        c->ack_pending = -1;
-    }
+}
+
+static void on_ledger(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    report_pump(arg);
+}
+
+static void ledger_notify(void *arg)
+{
+    struct dp_cpclient *c = arg;
+    event_active(c->ledger_ev, 0, 0);
+}
+
+static void on_sync(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    dp_ledger_sync();
 }
 
 static void on_report_send(void *arg, int ok)
@@ -205,22 +249,35 @@ static void on_report_start(void *arg, int ok)
     k->pending--;
     if (ok) {
         k->started = 1;
+        __atomic_store_n(&k->c->report_up, 1, __ATOMIC_RELEASE);
         ccall_recv(k);
         report_pump(k->c);
     }
     ccall_maybe_free(k);
 }
 
+/* A ReportReply: the ledger rows stored so far on this stream. */
 static void on_report_recv(void *arg, int ok)
 {
     struct ccall *k = arg;
     k->pending--;
-    /* ReportReply acknowledges ledger rows: none are sent yet. */
-    if (k->recv_bb) {
-        grpc_byte_buffer_destroy(k->recv_bb);
-        k->recv_bb = NULL;
-        if (ok)
+    grpc_byte_buffer *bb = k->recv_bb;
+    k->recv_bb = NULL;
+    if (bb) {
+        Llmgw__V1__ReportReply *r = (Llmgw__V1__ReportReply *)gw_grpc_unpack(
+            &llmgw__v1__report_reply__descriptor, bb, MAX_REPLY_BYTES);
+        grpc_byte_buffer_destroy(bb);
+        if (r) {
+            if (r->acked_through && k->c->report == k)
+                dp_ledger_acked(r->acked_through);
+            protobuf_c_message_free_unpacked(&r->base, NULL);
+        } else {
+            gw_log(GW_LOG_WARN, "control plane: a ReportReply did not parse; ignored", NULL);
+        }
+        if (ok) {
             ccall_recv(k);
+            report_pump(k->c); /* the window may have opened */
+        }
     }
     ccall_maybe_free(k);
 }
@@ -370,6 +427,8 @@ static void session_start(struct dp_cpclient *c)
     (void)batch(w, ops, 4, &w->t_start);
 
     struct ccall *r = c->report;
+    /* Rows the last stream did not get acknowledged go again on this one. */
+    dp_ledger_stream_reset();
     gw_grpc_tag_init(&r->t_start, on_report_start, r);
     gw_grpc_tag_init(&r->t_recv, on_report_recv, r);
     gw_grpc_tag_init(&r->t_send, on_report_send, r);
@@ -503,6 +562,8 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     c->stopping = 1;
     evtimer_del(c->retry_ev);
     event_del(c->probe_ev);
+    event_del(c->sync_ev);
+    dp_ledger_sync();
     if (c->probe)
         grpc_call_cancel(c->probe->call, NULL);
     if (c->watch)
@@ -520,6 +581,8 @@ static void *run(void *arg)
     session_start(c);
     struct timeval tv = {PROBE_EVERY_MS / 1000, (PROBE_EVERY_MS % 1000) * 1000};
     event_add(c->probe_ev, &tv);
+    struct timeval st = {LEDGER_SYNC_MS / 1000, (LEDGER_SYNC_MS % 1000) * 1000};
+    event_add(c->sync_ev, &st);
     event_base_dispatch(c->base);
     return NULL;
 }
@@ -606,8 +669,11 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
     c->stop_ev = event_new(c->base, -1, 0, on_stop, c);
     c->retry_ev = evtimer_new(c->base, on_retry, c);
     c->probe_ev = event_new(c->base, -1, EV_PERSIST, probe_tick, c);
-    if (!c->channel || !c->stop_ev || !c->retry_ev || !c->probe_ev)
+    c->ledger_ev = event_new(c->base, -1, 0, on_ledger, c);
+    c->sync_ev = event_new(c->base, -1, EV_PERSIST, on_sync, c);
+    if (!c->channel || !c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev)
         goto fail;
+    dp_ledger_set_notify(ledger_notify, c);
     if (pthread_create(&c->thread, NULL, run, c) != 0)
         goto fail;
     gw_logf(GW_LOG_INFO, "control plane: watching", "{s:s,s:s}", "control_plane",
@@ -621,6 +687,10 @@ fail:
         event_free(c->retry_ev);
     if (c->probe_ev)
         event_free(c->probe_ev);
+    if (c->ledger_ev)
+        event_free(c->ledger_ev);
+    if (c->sync_ev)
+        event_free(c->sync_ev);
     if (c->channel)
         grpc_channel_destroy(c->channel);
     gw_grpc_loop_free(c->loop);
@@ -630,10 +700,27 @@ fail:
     return NULL;
 }
 
+void dp_cpclient_flush(struct dp_cpclient *c, long timeout_ms)
+{
+    if (!c)
+        return;
+    int64_t end = gw_now_us() + (int64_t)timeout_ms * 1000;
+    size_t n = dp_ledger_pending();
+    while (n > 0 && __atomic_load_n(&c->report_up, __ATOMIC_ACQUIRE) && gw_now_us() < end) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+        n = dp_ledger_pending();
+    }
+    if (n > 0)
+        gw_logf(GW_LOG_WARN, "ledger: rows left in the spool at exit; sent at the next start",
+                "{s:I}", "rows", (json_int_t)n);
+}
+
 void dp_cpclient_stop(struct dp_cpclient *c)
 {
     if (!c)
         return;
+    dp_ledger_set_notify(NULL, NULL);
     event_active(c->stop_ev, 0, 0);
     pthread_join(c->thread, NULL);
     grpc_channel_destroy(c->channel);
@@ -641,6 +728,8 @@ void dp_cpclient_stop(struct dp_cpclient *c)
     event_free(c->stop_ev);
     event_free(c->retry_ev);
     event_free(c->probe_ev);
+    event_free(c->ledger_ev);
+    event_free(c->sync_ev);
     event_base_free(c->base);
     free(c);
 }

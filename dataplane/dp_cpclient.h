@@ -25,6 +25,10 @@ struct dp_cpclient;
 /* Starts the client thread. have_version: the version served now (from the
  * cache), 0 for none. NULL on failure (logged). */
 struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long have_version);
+/* Waits, up to timeout_ms, while the Report stream is up and ledger rows
+ * are not yet acknowledged (a drained gateway leaves an empty spool when
+ * it can). */
+void dp_cpclient_flush(struct dp_cpclient *c, long timeout_ms);
 /* Thread-safe: cancels the calls, drains, joins the thread and frees. */
 void dp_cpclient_stop(struct dp_cpclient *c);
 

@@ -12,6 +12,7 @@
 #include "dp_breaker.h"
 #include "dp_driver.h"
 #include "dp_facade.h"
+#include "dp_ledger.h"
 #include "dp_metrics.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
@@ -80,6 +81,9 @@ struct dp_exchange {
     char request_id[160];
     char path[64];
     char session[MAX_KEY_HEADER + 1];
+    char agent[MAX_KEY_HEADER + 1];   /* X-LLMGW-Agent: ledger attribution */
+    char purpose[MAX_KEY_HEADER + 1]; /* X-LLMGW-Purpose */
+    char selector[DP_MAX_MODEL_ID + 1];
     const struct dp_facade *fc; /* chat */
     struct canon_req *creq;     /* chat */
     json_t *eroot;              /* embeddings: the body; ereq points into it */
@@ -124,7 +128,11 @@ struct dp_exchange {
     int fail_status;
     char fail_msg[384];
     int64_t ta0, t_first_byte, t_first_content;
-    const char *mmodel; /* the model as a metric label: configured, or "other" */
+    int64_t at_ms;        /* the attempt's start, wall clock (its ledger row) */
+    char attempt_id[176]; /* request id "." attempt number: the ledger's key, sent upstream */
+    int priced;           /* this attempt's cost is computed (at its usage's end) */
+    struct fc_bill bill;  /* this attempt's ledger id and cost, for the client */
+    const char *mmodel;   /* the model as a metric label: configured, or "other" */
     char answer_model[128];
     struct canon_usage usage;
     enum canon_stop stop;
@@ -143,6 +151,8 @@ struct dp_exchange {
      * on retry backoffs, and when the current backoff began. */
     int64_t upstream_us, backoff_us, wait_from;
     int stream_counted; /* counted in llmgw_open_streams */
+    int64_t cost_total; /* every attempt's cost so far; valid while cost_known */
+    int cost_known;
     int final_status;
     const char *outcome;
     const char *error_class;
@@ -238,6 +248,131 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
         gw_log_access_fields("attempt", o->data, o->len);
     else if (rc == GW_OK)
         (void)gw_log_access_line(&x->logs, "attempt", o->data, o->len);
+}
+
+/* ---------------------------------------------------------------- ledger */
+
+/* The attempt's usage priced with the snapshot it ran under. No tokens:
+ * exactly 0. Tokens of a class with no price: unknown (NULL in the ledger),
+ * never a guess. */
+static int attempt_cost(const struct dp_exchange *x, int64_t *cost, const char **currency)
+{
+    const struct canon_usage *u = &x->usage;
+    *currency = "USD";
+    *cost = 0;
+    if (u->input + u->cache_read + u->cache_write_5m + u->cache_write_1h + u->output == 0)
+        return 1;
+    const struct dp_catalog_entry *c = dp_snapshot_catalog(x->snap, x->prov->name, x->model);
+    if (!c || c->input_price < 0 || c->output_price < 0 || u->cache_read || u->cache_write_5m ||
+        u->cache_write_1h)
+        return 0;
+    int64_t a, b;
+    if (__builtin_mul_overflow(u->input, (int64_t)c->input_price, &a) ||
+        __builtin_mul_overflow(u->output, (int64_t)c->output_price, &b) ||
+        __builtin_add_overflow(a, b, cost))
+        return 0;
+    return 1;
+}
+
+/* Prices the current attempt once, when its usage is final: at its DONE
+ * (so a stream's last event can carry it) or when it ends otherwise. */
+static void price_attempt(struct dp_exchange *x)
+{
+    if (x->priced || !x->prov)
+        return;
+    x->priced = 1;
+    int64_t cost;
+    const char *currency;
+    int has = attempt_cost(x, &cost, &currency);
+    if (!has) {
+        gw_logf(GW_LOG_WARN, "unpriced usage: no price for a token class the attempt used",
+                "{s:s,s:s,s:s}", "attempt_id", x->attempt_id, "provider", x->prov->name, "model",
+                x->model);
+        x->cost_known = 0;
+    } else if (x->cost_known && __builtin_add_overflow(x->cost_total, cost, &x->cost_total)) {
+        x->cost_known = 0;
+    }
+    x->bill = (struct fc_bill){.set = 1,
+                               .ledger_id = dp_ledger_enabled() ? x->attempt_id : NULL,
+                               .cost_picodollars = has ? cost : 0,
+                               .has_cost = has,
+                               .currency = currency};
+}
+
+static void copy_field(char *dst, size_t n, const char *src)
+{
+    snprintf(dst, n, "%s", src ? src : "");
+}
+
+static int64_t ms_since(int64_t from, int64_t to)
+{
+    return to > from ? (to - from) / 1000 : 0;
+}
+
+/* The attempt's ledger row (exactly one per attempt that went upstream). */
+static void record_attempt(struct dp_exchange *x, int64_t end)
+{
+    price_attempt(x);
+    if (!dp_ledger_enabled())
+        return;
+    struct dp_ledger_row *r = calloc(1, sizeof(*r));
+    if (!r) {
+        gw_logf(GW_LOG_ERROR, "ledger: out of memory; row not recorded", "{s:s}", "attempt_id",
+                x->attempt_id);
+        return;
+    }
+    copy_field(r->request_id, sizeof(r->request_id), x->request_id);
+    copy_field(r->attempt_id, sizeof(r->attempt_id), x->attempt_id);
+    copy_field(r->key_id, sizeof(r->key_id), x->key ? x->key->id : NULL);
+    copy_field(r->team, sizeof(r->team), x->key ? x->key->team : NULL);
+    copy_field(r->route, sizeof(r->route), x->plan.route ? x->plan.route->name : NULL);
+    copy_field(r->provider, sizeof(r->provider), x->prov->name);
+    copy_field(r->model, sizeof(r->model), x->model);
+    copy_field(r->selector, sizeof(r->selector), x->selector);
+    copy_field(r->session, sizeof(r->session), x->session);
+    copy_field(r->agent, sizeof(r->agent), x->agent);
+    copy_field(r->purpose, sizeof(r->purpose), x->purpose);
+    copy_field(r->api, sizeof(r->api), api_name(x));
+    copy_field(r->failure_class, sizeof(r->failure_class),
+               x->verdict == V_FAILED || x->verdict == V_BROKE ? canon_failure_name(x->failure)
+               : x->verdict == V_CANCELED                      ? "canceled"
+                                                               : NULL);
+    copy_field(r->currency, sizeof(r->currency), x->bill.currency);
+    r->attempt = x->nattempts;
+    r->status = x->status;
+    r->stream = x->client_stream;
+    r->has_cost = x->bill.has_cost;
+    r->cost_picodollars = x->bill.cost_picodollars;
+    r->input_tokens = x->usage.input;
+    r->cache_read_tokens = x->usage.cache_read;
+    r->cache_write_5m_tokens = x->usage.cache_write_5m;
+    r->cache_write_1h_tokens = x->usage.cache_write_1h;
+    r->output_tokens = x->usage.output;
+    r->reasoning_tokens = x->usage.reasoning;
+    r->latency_ms = ms_since(x->ta0, end);
+    r->ttfb_ms = x->t_first_byte ? ms_since(x->ta0, x->t_first_byte) : -1;
+    r->ttfc_ms = x->t_first_content ? ms_since(x->ta0, x->t_first_content) : -1;
+    r->snapshot_version = x->snap->version;
+    r->at_ms = x->at_ms;
+    (void)dp_ledger_record(r);
+    free(r);
+}
+
+/* The request's cost so far, for a whole (non-streaming) answer. */
+static void add_cost_headers(struct gw_http_req *req, struct dp_exchange *x)
+{
+    price_attempt(x);
+    char v[32];
+    if (x->bill.ledger_id)
+        (void)gw_http_add_header(req, "x-llmgw-ledger-id", x->bill.ledger_id);
+    if (x->cost_known) {
+        snprintf(v, sizeof(v), "%lld", (long long)x->cost_total);
+        (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", v);
+    } else {
+        (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", "unpriced");
+    }
+    (void)gw_http_add_header(req, "x-llmgw-cost-currency",
+                             x->bill.currency ? x->bill.currency : "USD");
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -530,6 +665,8 @@ static int commit_answer(struct dp_exchange *x)
     x->stream_counted = 1;
     dp_metrics_open_streams(1);
     add_answer_headers(x->req, x);
+    if (dp_ledger_enabled()) /* the cost follows in the stream's last usage event */
+        (void)gw_http_add_header(x->req, "x-llmgw-ledger-id", x->attempt_id);
     (void)gw_http_add_header(x->req, "cache-control", "no-cache");
     return gw_http_start(x->req, 200, "text/event-stream; charset=utf-8");
 }
@@ -540,7 +677,8 @@ static struct fc_ctx make_ctx(struct dp_exchange *x)
 {
     struct fc_ctx ctx = {.request_id = x->request_id,
                          .model = x->answer_model[0] ? x->answer_model : x->model,
-                         .created = (long long)time(NULL)};
+                         .created = (long long)time(NULL),
+                         .bill = &x->bill};
     return ctx;
 }
 
@@ -654,6 +792,7 @@ static void finish_answer(struct dp_exchange *x, const struct canon_event *ev)
     }
     x->req = NULL;
     add_answer_headers(req, x);
+    add_cost_headers(req, x);
     gw_http_respond(req, 200, "application/json", x->out.data ? x->out.data : "", x->out.len);
 }
 
@@ -678,7 +817,11 @@ static int on_event(void *arg, const struct canon_event *ev)
         return 1;
     }
     x->nevents++;
+    /* Usage is kept even when the client has left: the provider bills it. */
+    if (ev->type == CANON_EV_USAGE)
+        x->usage = *ev->usage;
     if (ev->type == CANON_EV_DONE) {
+        price_attempt(x); /* the usage is final: the stream's last event carries the cost */
         finish_answer(x, ev);
         return 1;
     }
@@ -686,8 +829,6 @@ static int on_event(void *arg, const struct canon_event *ev)
         return 1;
     if (ev->type == CANON_EV_START && ev->name)
         snprintf(x->answer_model, sizeof(x->answer_model), "%s", ev->name);
-    if (ev->type == CANON_EV_USAGE)
-        x->usage = *ev->usage;
     if (x->client_stream && !x->fstate) {
         struct fc_ctx ctx = make_ctx(x);
         x->fstate = x->fc->stream_new(x->creq, &ctx);
@@ -1057,6 +1198,7 @@ static void attempt_over(struct dp_exchange *x)
                            .at_us = now};
     dp_breaker_record(x->w->breakers, &o, x->probe);
     log_attempt(x, now);
+    record_attempt(x, now);
     /* Upstream time: until the transfer ended, or the client's answer did
      * when the upstream's tail outlived it. */
     int64_t upto = x->t_client_end > x->ta0 && x->t_client_end < now ? x->t_client_end : now;
@@ -1160,6 +1302,8 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
     x->answer_model[0] = '\0';
     memset(&x->usage, 0, sizeof(x->usage));
     x->have_stop = 0;
+    x->priced = 0;
+    memset(&x->bill, 0, sizeof(x->bill));
     if (x->fstate) {
         x->fc->stream_free(x->fstate);
         x->fstate = NULL;
@@ -1172,7 +1316,10 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
 /* The driver's upstream request for the current candidate. */
 static int build(struct dp_exchange *x, struct canon_err *err)
 {
-    struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->request_id};
+    /* The attempt's id goes upstream as its x-request-id: the provider's
+     * own log then names the ledger row. */
+    snprintf(x->attempt_id, sizeof(x->attempt_id), "%s.%d", x->request_id, x->nattempts + 1);
+    struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->attempt_id};
     const struct dp_driver *d = x->prov->drv;
     if (x->kind == KIND_EMBED) {
         x->ereq.model = x->model;
@@ -1232,6 +1379,7 @@ static void start_attempt(struct dp_exchange *x)
         x->tries++;
         x->nattempts++;
         x->ta0 = now;
+        x->at_ms = gw_wall_ms();
         if (start_upstream(x) != GW_OK) {
             x->verdict = V_CANCELED;
             struct dp_outcome o = {.provider = x->prov->name,
@@ -1239,6 +1387,7 @@ static void start_attempt(struct dp_exchange *x)
                                    .failure = CANON_FAIL_CANCELED,
                                    .at_us = now};
             dp_breaker_record(x->w->breakers, &o, x->probe);
+            record_attempt(x, now);
             dp_metrics_attempt(&mt, "canceled", NULL, NULL);
             release_upstream(x);
             internal_failure(x, "the gateway could not start the upstream request");
@@ -1283,8 +1432,10 @@ static json_t *load_body(struct gw_http_req *req, const struct dp_facade *fc, co
  * failover budget. Each is checked; returns nonzero after replying. */
 static int read_route_headers(struct dp_exchange *x, const char **affinity)
 {
-    static const char *const keyed[] = {"x-llmgw-session-id", "x-llmgw-affinity-key"};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const keyed[] = {"x-llmgw-session-id", "x-llmgw-affinity-key",
+                                        "x-llmgw-agent", "x-llmgw-purpose"};
+    char *const dest[] = {x->session, NULL, x->agent, x->purpose};
+    for (size_t i = 0; i < 4; i++) {
         const char *v = gw_http_req_header(x->req, keyed[i]);
         size_t n = v ? strlen(v) : 0;
         int ok = n <= MAX_KEY_HEADER;
@@ -1297,8 +1448,8 @@ static int read_route_headers(struct dp_exchange *x, const char **affinity)
             reply_early(x->req, x->fc, x->request_id, 400, keyed[i], "invalid_header", msg);
             return 1;
         }
-        if (i == 0 && n)
-            memcpy(x->session, v, n + 1);
+        if (dest[i] && n)
+            memcpy(dest[i], v, n + 1);
         if (i == 1)
             *affinity = n ? v : NULL;
     }
@@ -1348,6 +1499,7 @@ static const char *missing_param(const struct dp_exchange *x)
  * returns nonzero. */
 static int plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n)
 {
+    snprintf(x->selector, sizeof(x->selector), "%s", selector ? selector : "");
     const char *affinity = NULL;
     if (read_route_headers(x, &affinity))
         return 1;
@@ -1398,6 +1550,7 @@ static struct dp_exchange *exchange_new(struct dp_worker *w, struct gw_http_req 
     x->kind = kind;
     x->fc = fc;
     x->state = X_WAIT;
+    x->cost_known = 1;
     x->t0 = gw_http_req_start_us(req);
     snprintf(x->request_id, sizeof(x->request_id), "%s", request_id);
     snprintf(x->path, sizeof(x->path), "%s", gw_http_req_path(req));
@@ -1637,6 +1790,7 @@ static void finish_embed(struct dp_exchange *x)
     x->t_client_end = gw_now_us();
     x->final_status = 200;
     add_answer_headers(req, x);
+    add_cost_headers(req, x);
     gw_http_respond(req, 200, "application/json", x->out.data, x->out.len);
 }
 

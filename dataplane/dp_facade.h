@@ -19,10 +19,22 @@
 #include "gw_buf.h"
 
 /* What a facade needs to know about the answer it encodes. */
+/* What the answer cost, for the stream's final usage event: the attempt's
+ * ledger row id and its cost (docs/ledger.md). Owned by the exchange,
+ * filled before the DONE event reaches the facade. */
+struct fc_bill {
+    int set;               /* 0: nothing to say (file mode, or not priced yet) */
+    const char *ledger_id; /* NULL: no ledger (file mode) */
+    long long cost_picodollars;
+    int has_cost; /* 0: no price is known: the cost is null, never 0 */
+    const char *currency;
+};
+
 struct fc_ctx {
-    const char *request_id; /* the gateway's; response ids derive from it */
-    const char *model;      /* the model to report (the answering one) */
-    long long created;      /* unix seconds */
+    const char *request_id;     /* the gateway's; response ids derive from it */
+    const char *model;          /* the model to report (the answering one) */
+    long long created;          /* unix seconds */
+    const struct fc_bill *bill; /* may be NULL */
 };
 
 struct dp_facade {

@@ -55,4 +55,47 @@ struct dp_ledger_row {
     size_t ncharges;
 };
 
+struct dp_ledger_stats {
+    uint64_t recorded_rows; /* since start */
+    uint64_t acked_rows;    /* acknowledged stored by the control plane */
+    uint64_t dropped_rows;  /* not recorded: the spool was full (each one logged) */
+    size_t pending_rows;    /* held, not acknowledged (sent or not) */
+    size_t inflight_rows;   /* sent on the current stream, not acknowledged */
+    size_t spooled_rows;    /* of the pending, the ones on disk */
+    size_t spool_bytes;
+};
+
+/* Once, before any row: reads back what spool_dir (created 0700 if
+ * missing; NULL or "": no spool, rows are held in memory only) holds and
+ * queues it. max_bytes bounds what is held; a row past it is dropped,
+ * counted and logged with its identity and money. GW_EIO when the spool
+ * cannot be used (rows are then held in memory). */
+int dp_ledger_init(const char *spool_dir, size_t max_bytes);
+void dp_ledger_shutdown(void);
+/* Rows are being taken (init was called). */
+int dp_ledger_enabled(void);
+
+/* Called (from the recording thread, outside the lock) after each row is
+ * queued: the sender's wake-up. */
+void dp_ledger_set_notify(void (*fn)(void *), void *arg);
+
+/* Any thread: packs the row, appends it to the spool and queues it.
+ * GW_ELIMIT when the spool is full (dropped), GW_EINVAL before init. */
+int dp_ledger_record(const struct dp_ledger_row *r);
+
+/* The sender's side (one thread). A new Report stream starts over: every
+ * held row is unsent and seqs count from 1 again. */
+void dp_ledger_stream_reset(void);
+/* The next row as a whole encoded ReportMessage (malloc'd, *out) with its
+ * seq on this stream; 0 when nothing is to be sent or `window` rows are
+ * already in flight, -1 when out of memory. */
+int dp_ledger_next(const char *replica_id, size_t window, unsigned char **out, size_t *outlen);
+/* The control plane stored every row of this stream with seq <= through. */
+void dp_ledger_acked(uint64_t through);
+/* fdatasync of the segment being written, when it has new rows. */
+void dp_ledger_sync(void);
+
+void dp_ledger_stats(struct dp_ledger_stats *st);
+size_t dp_ledger_pending(void);
+
 #endif

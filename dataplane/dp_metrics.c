@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "canon.h"
+#include "dp_ledger.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
 #include "gw_metrics.h"
@@ -31,6 +32,8 @@ struct dp_metrics {
     struct gw_metric *breaker_state, *breaker_transitions, *no_route, *overhead;
     struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured;
     struct gw_metric *cp_connected;
+    struct gw_metric *ledger_pending, *ledger_spooled, *ledger_spool_bytes, *ledger_dropped;
+    uint64_t ledger_dropped_seen; /* collect: what the counter already has */
 };
 
 static struct dp_metrics the;
@@ -67,6 +70,15 @@ static void collect(struct gw_metrics *reg, void *arg)
     }
     if (at)
         gw_metric_set(m->snapshot_age, NULL, (double)(gw_wall_ms() - at) / 1000.0);
+    struct dp_ledger_stats ls;
+    dp_ledger_stats(&ls);
+    gw_metric_set(m->ledger_pending, NULL, (double)ls.pending_rows);
+    gw_metric_set(m->ledger_spooled, NULL, (double)ls.spooled_rows);
+    gw_metric_set(m->ledger_spool_bytes, NULL, (double)ls.spool_bytes);
+    if (ls.dropped_rows > m->ledger_dropped_seen) {
+        gw_metric_inc(m->ledger_dropped, NULL, ls.dropped_rows - m->ledger_dropped_seen);
+        m->ledger_dropped_seen = ls.dropped_rows;
+    }
 }
 
 int dp_metrics_init(void)
@@ -146,7 +158,19 @@ int dp_metrics_init(void)
     m->cp_connected = gw_metrics_gauge(
         r, "llmgw_controlplane_connected",
         "1 while the Watch stream to the control plane is open (0 in file mode).", NULL);
-    if (!m->cp_connected || !m->duration || !m->ttft || !m->tpot || !m->token_usage ||
+    m->ledger_pending = gw_metrics_gauge(
+        r, "llmgw_ledger_pending_rows",
+        "Ledger rows recorded and not yet acknowledged stored by the control plane.", NULL);
+    m->ledger_spooled =
+        gw_metrics_gauge(r, "llmgw_ledger_spooled_rows",
+                         "Of the pending ledger rows, those in the on-disk spool.", NULL);
+    m->ledger_spool_bytes = gw_metrics_gauge(
+        r, "llmgw_ledger_spool_bytes", "Bytes the ledger spool holds (--ledger-spool).", NULL);
+    m->ledger_dropped = gw_metrics_counter(
+        r, "llmgw_ledger_rows_dropped_total",
+        "Ledger rows dropped because the spool was full (each one is logged).", NULL);
+    if (!m->ledger_pending || !m->ledger_spooled || !m->ledger_spool_bytes || !m->ledger_dropped ||
+        !m->cp_connected || !m->duration || !m->ttft || !m->tpot || !m->token_usage ||
         !m->requests || !m->attempts || !m->failovers || !m->retries || !m->tokens ||
         !m->breaker_state || !m->breaker_transitions || !m->no_route || !m->overhead ||
         !m->open_streams || !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {

@@ -27,6 +27,7 @@
 #include "dp_breaker.h"
 #include "dp_config.h"
 #include "dp_cpclient.h"
+#include "dp_ledger.h"
 #include "dp_metrics.h"
 #include "dp_snapcache.h"
 #include "dp_snapshot.h"
@@ -171,8 +172,19 @@ int main(int argc, char **argv)
         }
     }
     dp_metrics_controlplane(m.cfg.control_plane != NULL);
-    if (m.cfg.control_plane && !(cp = dp_cpclient_start(&m.cfg, version)))
-        return 1;
+    if (m.cfg.control_plane) {
+        /* The ledger travels to the control plane; in file mode there is
+         * none to take it, and the attempt log lines are the record. */
+        if (!m.cfg.ledger_spool)
+            gw_log(GW_LOG_WARN,
+                   "ledger: no --ledger-spool: rows not yet acknowledged are held in memory and "
+                   "lost if the process dies",
+                   NULL);
+        if (dp_ledger_init(m.cfg.ledger_spool, m.cfg.ledger_spool_max_bytes) != GW_OK)
+            gw_log(GW_LOG_ERROR, "ledger: the spool is unusable; rows are held in memory", NULL);
+        if (!(cp = dp_cpclient_start(&m.cfg, version)))
+            return 1;
+    }
 
     m.nworkers = m.cfg.threads;
     m.workers = calloc((size_t)m.nworkers, sizeof(*m.workers));
@@ -226,7 +238,9 @@ int main(int argc, char **argv)
         event_base_loop(base, EVLOOP_ONCE);
     for (int i = 0; i < m.nworkers; i++)
         dp_worker_join(&m.workers[i]);
+    dp_cpclient_flush(cp, m.cfg.ledger_flush_timeout_ms);
     dp_cpclient_stop(cp);
+    dp_ledger_shutdown();
     for (int i = 0; i < m.nworkers; i++)
         dp_worker_destroy(&m.workers[i]);
     free(m.workers);

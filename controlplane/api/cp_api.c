@@ -13,6 +13,7 @@
 #include "cp_resource.h"
 #include "cp_secrets.h"
 #include "cp_snapshot_api.h"
+#include "cp_usage.h"
 #include "gw_buf.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
@@ -227,7 +228,7 @@ static const char *admin_label(const char *rest)
 {
     const char *slash = strchr(rest, '/');
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
-    static const char *const fixed[] = {"audit", "health", "snapshot"};
+    static const char *const fixed[] = {"audit", "health", "snapshot", "usage"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
         if (!slash && strlen(fixed[i]) == seg && strncmp(fixed[i], rest, seg) == 0)
             return fixed[i];
@@ -286,6 +287,8 @@ static void route(struct cp_api *api, struct cp_call *c, const char **resource)
     }
     if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash)
         return cp_snapshot_api_handle(c);
+    if (seg == 5 && strncmp(rest, "usage", 5) == 0 && !slash)
+        return cp_usage_handle(c, api->db);
     const struct cp_resource *r = NULL;
     for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
         if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_grpc.h"
 #include "gw_log.h"
@@ -49,6 +50,12 @@ struct stream {
     grpc_byte_buffer *send_bb, *recv_bb;
     struct cp_replica *rep; /* NULL when the table was full */
     int named;              /* a Report stream's first message named it; later ids are ignored */
+    uint64_t id;            /* names a Report stream to cp_grpc_report_reply */
+    /* A Report stream's reply not yet sent: the newest ack, and encoded
+     * LeaseGrant fields (key and length included), coalesced into one
+     * ReportReply per send. */
+    uint64_t ack_through;
+    struct gw_buf grants;
 };
 
 struct cp_grpc {
@@ -66,6 +73,7 @@ struct cp_grpc {
     grpc_byte_buffer *cur; /* the packed current Snapshot; NULL before the first */
     int64_t cur_version;
     uint64_t cur_seq; /* counts publishes: a republished version goes out again */
+    uint64_t next_stream_id;
     struct cp_grpc_opts o;
 };
 
@@ -111,6 +119,7 @@ static void stream_maybe_free(struct stream *st)
         grpc_byte_buffer_destroy(st->send_bb);
     if (st->recv_bb)
         grpc_byte_buffer_destroy(st->recv_bb);
+    gw_buf_free(&st->grants);
     grpc_call_unref(st->call);
     free(st);
 }
@@ -143,6 +152,34 @@ static void watch_pump(struct stream *st)
     }
 }
 
+/* Sends a Report stream's pending reply; 1 when a send started. */
+static int reply_pump(struct stream *st)
+{
+    if (st->closed || st->sending || st->finished || st->srv->closing ||
+        (!st->ack_through && !st->grants.len))
+        return 0;
+    unsigned char head[24];
+    size_t hn = st->ack_through ? gw_pb_field_varint(head, 2, st->ack_through) : 0;
+    unsigned char *m = malloc(hn + st->grants.len + 1);
+    if (!m)
+        return 0;
+    memcpy(m, head, hn);
+    if (st->grants.len)
+        memcpy(m + hn, st->grants.data, st->grants.len);
+    st->send_bb = gw_grpc_raw(m, hn + st->grants.len);
+    free(m);
+    if (!st->send_bb)
+        return 0;
+    st->ack_through = 0;
+    gw_buf_reset(&st->grants);
+    grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+    op.data.send_message.send_message = st->send_bb;
+    if (start(st, &op, 1, &st->t_send) != GW_OK)
+        return 0;
+    st->sending = 1;
+    return 1;
+}
+
 static void on_send(void *arg, int ok)
 {
     struct stream *st = arg;
@@ -155,8 +192,10 @@ static void on_send(void *arg, int ok)
     if (ok && st->kind == K_WATCH)
         watch_pump(st);
     /* The client half-closed while this send was in flight: report_finish
-     * had to wait for it (one send at a time), so finish the call now. */
-    if (st->kind == K_REPORT && st->half_closed)
+     * had to wait for it (one send at a time), so finish the call now;
+     * replies still pending are dropped (the data plane sends its
+     * unacknowledged rows again on its next stream). */
+    if (st->kind == K_REPORT && !(ok && reply_pump(st)) && st->half_closed)
         report_finish(st);
     stream_maybe_free(st);
 }
@@ -205,7 +244,7 @@ static void handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
             s->o.on_ack(s->o.arg, st->rep->id, m->ack->version);
     }
     if (s->o.on_report)
-        s->o.on_report(s->o.arg, m);
+        s->o.on_report(s->o.arg, st->id, st->rep ? st->rep->id : "", m);
 }
 
 static void on_recv(void *arg, int ok)
@@ -253,6 +292,8 @@ static void stream_open(struct cp_grpc *s, enum kind kind, grpc_call *call, grpc
     st->srv = s;
     st->kind = kind;
     st->call = call;
+    st->id = ++s->next_stream_id;
+    gw_buf_init(&st->grants, 1u << 20);
     st->next = s->streams;
     if (s->streams)
         s->streams->prev = st;
@@ -541,4 +582,33 @@ void cp_grpc_free(struct cp_grpc *s)
         grpc_byte_buffer_destroy(s->cur);
     cp_replicas_clear(&s->replicas);
     free(s);
+}
+
+int cp_grpc_report_reply(struct cp_grpc *s, uint64_t stream_id, uint64_t acked_through,
+                         const Llmgw__V1__LeaseGrant *const *grants, size_t ngrants)
+{
+    struct stream *st = s->streams;
+    while (st && !(st->kind == K_REPORT && st->id == stream_id))
+        st = st->next;
+    if (!st || st->closed || st->finished)
+        return GW_ECLOSED;
+    if (acked_through > st->ack_through)
+        st->ack_through = acked_through;
+    for (size_t i = 0; i < ngrants; i++) {
+        size_t n = llmgw__v1__lease_grant__get_packed_size(grants[i]);
+        unsigned char head[20];
+        size_t hn = gw_pb_field_len(head, 3, n);
+        unsigned char *b = malloc(n + 1);
+        if (!b)
+            return GW_ENOMEM;
+        llmgw__v1__lease_grant__pack(grants[i], b);
+        int rc = gw_buf_append(&st->grants, head, hn);
+        if (rc == GW_OK)
+            rc = gw_buf_append(&st->grants, b, n);
+        free(b);
+        if (rc != GW_OK)
+            return rc;
+    }
+    (void)reply_pump(st);
+    return GW_OK;
 }

@@ -24,6 +24,7 @@
 
 struct event_base;
 struct Llmgw__V1__ReportMessage;
+struct Llmgw__V1__LeaseGrant;
 
 struct cp_grpc_opts {
     const char *listen; /* "HOST:PORT"; port 0 picks one (cp_grpc_port) */
@@ -37,8 +38,12 @@ struct cp_grpc_opts {
     /* Called for each Ack after the replica table is updated (may be NULL). */
     void (*on_ack)(void *arg, const char *replica_id, int64_t version);
     /* Called for every Report message, acks included (may be NULL): ledger
-     * rows and breaker outcomes go to the daemon this way. */
-    void (*on_report)(void *arg, const struct Llmgw__V1__ReportMessage *m);
+     * rows, lease requests and breaker outcomes go to the daemon this way.
+     * stream_id names the stream for cp_grpc_report_reply; replica_id is
+     * the name the stream's first message gave ("" when the replica table
+     * was full). */
+    void (*on_report)(void *arg, uint64_t stream_id, const char *replica_id,
+                      const struct Llmgw__V1__ReportMessage *m);
     void *arg;
 };
 
@@ -67,6 +72,13 @@ json_t *cp_grpc_replicas(const struct cp_grpc *s);
 
 /* Stops accepting, cancels every open call, drains the completion queue
  * and frees everything. NULL is a no-op. */
+/* Replies on a Report stream: every ledger row it carried with seq <=
+ * acked_through is stored (0: no ack news), and lease grants. Coalesced
+ * with what is not sent yet. GW_ECLOSED when the stream is gone (the data
+ * plane sends its rows again on the next one). Main loop only. */
+int cp_grpc_report_reply(struct cp_grpc *s, uint64_t stream_id, uint64_t acked_through,
+                         const struct Llmgw__V1__LeaseGrant *const *grants, size_t ngrants);
+
 void cp_grpc_free(struct cp_grpc *s);
 
 #endif

@@ -578,6 +578,7 @@ struct an_stream {
     int signed_;  /* the open thinking block has its signature */
     int index;    /* the open block's index; the next is index + 1 */
     struct canon_usage usage;
+    const struct fc_bill *bill;
 };
 
 static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
@@ -597,6 +598,7 @@ static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
     }
     pathf(st->id, n, "msg_%s", ctx->request_id);
     st->index = -1;
+    st->bill = ctx->bill;
     return st;
 }
 
@@ -701,11 +703,16 @@ static int on_done(struct an_stream *st, const struct canon_event *ev, struct gw
     int rc = close_block(st, out);
     if (rc == GW_OK) {
         json_t *u = usage_json(&st->usage, 0, st->usage.output);
-        rc = fc_sse_json(out, "message_delta",
-                         u ? json_pack("{s:s,s:{s:s,s:n},s:o}", "type", "message_delta", "delta",
-                                       "stop_reason", canon_stop_to_anthropic(ev->stop),
-                                       "stop_sequence", "usage", u)
-                           : NULL);
+        json_t *d =
+            u ? json_pack("{s:s,s:{s:s,s:n},s:o}", "type", "message_delta", "delta", "stop_reason",
+                          canon_stop_to_anthropic(ev->stop), "stop_sequence", "usage", u)
+              : NULL;
+        json_t *bill = fc_bill_json(st->bill);
+        if (d && bill)
+            json_object_set_new(d, "llmgw", bill);
+        else
+            json_decref(bill);
+        rc = fc_sse_json(out, "message_delta", d);
     }
     if (rc == GW_OK)
         rc = fc_sse(out, "message_stop", "{\"type\":\"message_stop\"}", 23);

@@ -436,6 +436,18 @@ int fc_openai_usage(struct gw_buf *out, const struct canon_usage *u)
                          (long long)u->cache_read, (long long)u->reasoning);
 }
 
+json_t *fc_bill_json(const struct fc_bill *b)
+{
+    if (!b || !b->set)
+        return NULL;
+    json_t *o = json_pack("{s:o,s:s}", "cost_picodollars",
+                          b->has_cost ? json_integer((json_int_t)b->cost_picodollars) : json_null(),
+                          "currency", b->currency ? b->currency : "USD");
+    if (o && b->ledger_id)
+        json_object_set_new(o, "ledger_id", json_string(b->ledger_id));
+    return o;
+}
+
 int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len)
 {
     int rc = GW_OK;

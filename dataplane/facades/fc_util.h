@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "canon.h"
+#include "dp_facade.h"
 
 /* The member, or NULL when absent or JSON null (null means "not given"). */
 json_t *fc_get(const json_t *o, const char *key);
@@ -110,6 +111,11 @@ int fc_image_url(struct canon_req *r, struct canon_part *p, const char *url, con
 /* Renders usage in OpenAI's shape (prompt/completion/total + details). */
 int fc_openai_usage(struct gw_buf *out, const struct canon_usage *u)
     __attribute__((warn_unused_result));
+
+/* The bill (struct fc_bill) as {"ledger_id":..., "cost_picodollars": N or
+ * null, "currency": ...}: the "llmgw" member of a stream's final usage
+ * event. NULL when there is nothing to say. */
+json_t *fc_bill_json(const struct fc_bill *b);
 
 /* Appends "event: <name>\ndata: <json>\n\n" (name NULL: no event line). */
 int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len);

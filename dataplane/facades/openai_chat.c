@@ -493,6 +493,13 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
                 rc = gw_buf_appends(out, "[],\"usage\":");
             if (rc == GW_OK)
                 rc = fc_openai_usage(out, &st->usage);
+            json_t *bill = fc_bill_json(st->ctx.bill);
+            if (rc == GW_OK && bill) {
+                char *b = json_dumps(bill, JSON_COMPACT);
+                rc = b ? gw_buf_printf(out, ",\"llmgw\":%s", b) : GW_ENOMEM;
+                free(b);
+            }
+            json_decref(bill);
             if (rc == GW_OK)
                 rc = gw_buf_appends(out, "}\n\n");
         }

@@ -813,6 +813,7 @@ struct rs_stream {
     int started;
     json_t *output; /* finished items */
     struct canon_usage usage;
+    const struct fc_bill *bill;
     /* the open item */
     enum item_kind kind;
     int oi; /* its output_index */
@@ -860,6 +861,7 @@ static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
     st->rid = strdup(ctx->request_id);
     st->model = strdup(ctx->model ? ctx->model : "");
     st->created = ctx->created;
+    st->bill = ctx->bill;
     st->echo = echo_of(r);
     st->output = json_array();
     gw_buf_init(&st->text, MAX_ITEM_TEXT);
@@ -1102,6 +1104,11 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
         json_t *resp = stream_response(st, why ? "incomplete" : "completed",
                                        json_deep_copy(st->output), why, NULL, NULL);
         const char *type = why ? "response.incomplete" : "response.completed";
+        json_t *bill = fc_bill_json(st->bill);
+        if (resp && bill)
+            json_object_set_new(resp, "llmgw", bill);
+        else
+            json_decref(bill);
         return emit(st, out, json_pack("{s:s,s:o}", "type", type, "response", resp));
     }
     case CANON_EV_ERROR: {

@@ -397,9 +397,11 @@ export class Mock {
     }
   }
 
+  /** The line of the request's first attempt: the gateway sends each
+   * attempt's id (request id "." attempt number) as x-request-id. */
   usageFor(requestId, opts = {}) {
-    return this.waitForUsage((l) => l.x_request_id === requestId, {
-      what: `the usage log line with x_request_id ${requestId}`,
+    return this.waitForUsage((l) => l.x_request_id === `${requestId}.1`, {
+      what: `the usage log line with x_request_id ${requestId}.1`,
       ...opts,
     });
   }
@@ -951,7 +953,7 @@ export class Postgres {
   /** Runs SQL with psql; returns its unaligned, tuples-only output (trimmed). */
   sql(query, dbname = 'postgres') {
     return execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-At', '-d', this.conninfoFor(dbname), '-c', query], {
-      encoding: 'utf8', env: { ...process.env, PGCONNECT_TIMEOUT: '5' },
+      encoding: 'utf8', env: { ...process.env, PGCONNECT_TIMEOUT: '5' }, maxBuffer: 256 << 20,
     }).trim();
   }
 

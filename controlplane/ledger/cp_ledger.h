@@ -1,0 +1,65 @@
+/*
+ * cp_ledger: the control plane's ledger writer (docs/ledger.md).
+ *
+ * Report messages that need the database (ledger rows, lease requests and
+ * releases) are queued here from the main loop, in each stream's order, and
+ * a thread with its own PostgreSQL connection works through them: runs of
+ * rows are inserted in one transaction per batch (INSERT ... ON CONFLICT
+ * DO NOTHING on (attempt_id, at): a row sent again is a no-op), the month
+ * partitions a batch needs are created first, and lease messages go to the
+ * handlers installed with cp_ledger_set_leases, after the rows before them
+ * are stored. Results (the highest stored seq per stream, lease grants)
+ * come back to the main loop, which replies on the stream.
+ *
+ * While PostgreSQL is down the batch is retried with backoff; nothing is
+ * acknowledged, and each data plane holds its rows (bounded by its send
+ * window) and its spool.
+ */
+#ifndef CP_LEDGER_H
+#define CP_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct cp_db;
+struct cp_grpc;
+struct Llmgw__V1__ReportMessage;
+struct Llmgw__V1__LeaseRequest;
+struct Llmgw__V1__LeaseRelease;
+struct Llmgw__V1__LeaseGrant;
+
+struct cp_ledger;
+
+/* Starts the writer thread (it connects on its own). Replies go out
+ * through grpc on base's loop. NULL with err filled on failure. */
+struct cp_ledger *cp_ledger_new(struct event_base *base, const char *conninfo, struct cp_grpc *grpc,
+                                char *err, size_t errlen);
+void cp_ledger_free(struct cp_ledger *l);
+
+/* Main loop: a Report message (cp_grpc_opts.on_report). Rows and lease
+ * messages are queued; anything else is ignored. */
+void cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
+                      const struct Llmgw__V1__ReportMessage *m);
+
+/* Lease handlers, called on the writer thread with its connection, in
+ * stream order after the rows before them are stored. grant fills g
+ * (strings it sets must stay valid until the next call on this thread).
+ * Without handlers, a LeaseRequest is refused as "unallocated". */
+struct cp_ledger_leases {
+    int (*grant)(struct cp_db *db, const char *replica, const struct Llmgw__V1__LeaseRequest *rq,
+                 struct Llmgw__V1__LeaseGrant *g);
+    int (*release)(struct cp_db *db, const char *replica, const struct Llmgw__V1__LeaseRelease *rl);
+};
+void cp_ledger_set_leases(struct cp_ledger *l, const struct cp_ledger_leases *h);
+
+struct cp_ledger_stats {
+    uint64_t inserted;   /* rows stored */
+    uint64_t duplicates; /* rows that were already stored (replays) */
+    uint64_t errors;     /* failed batches (each retried) */
+    size_t queued;       /* messages waiting for the writer */
+    int db_up;
+};
+void cp_ledger_stats(struct cp_ledger *l, struct cp_ledger_stats *st);
+
+#endif

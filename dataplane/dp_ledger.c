@@ -1,0 +1,619 @@
+/*
+ * The data plane's ledger queue and its on-disk spool (dp_ledger.h,
+ * docs/ledger.md).
+ *
+ * Every row is packed as a LedgerRow (seq unset) once, when it is
+ * recorded, and those bytes are what is spooled, kept in memory and sent:
+ * the sender appends the seq field to them (a repeated scalar field
+ * appended to a message is the same message with that field set) and wraps
+ * them in a ReportMessage by hand, with no unpacking.
+ *
+ * The spool is a directory of segment files, ledger-<id>.spool, each a
+ * sequence of records: "LGR1", the row's length and its CRC-32 (both
+ * little-endian 32-bit), the row. Rows are appended to the newest segment,
+ * which rolls at SEGMENT_BYTES; a segment whose rows are all acknowledged
+ * and that is no longer written to is deleted. At start every segment is
+ * read back (a torn last record ends its segment) and its rows are queued
+ * again: the ones the control plane had already stored are no-ops there.
+ *
+ * One mutex guards everything; worker threads append, the control-plane
+ * client's thread sends, acknowledges and syncs.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* fdatasync, O_CLOEXEC */
+#endif
+#include "dp_ledger.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gw_error.h"
+#include "gw_eventstream.h" /* gw_es_crc32 */
+#include "gw_grpc.h"
+#include "gw_log.h"
+#include "llmgw/v1/control.pb-c.h"
+
+#define SEGMENT_BYTES (1u << 20)
+#define RECORD_HEAD 12
+#define MAX_ROW_BYTES (64u << 10)
+#define NO_SEGMENT UINT32_MAX
+static const unsigned char magic[4] = {'L', 'G', 'R', '1'};
+
+struct entry {
+    struct entry *next;
+    uint64_t seq; /* on the current stream; 0: not sent on it */
+    uint32_t seg; /* its segment's id, or NO_SEGMENT (not on disk) */
+    uint32_t len; /* of data */
+    char attempt_id[176];
+    unsigned char data[]; /* the packed LedgerRow, seq unset */
+};
+
+struct seg {
+    uint32_t id;
+    size_t bytes;
+    size_t rows, acked;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    int ready;
+    char dir[4096]; /* "" when there is no spool: memory only */
+    size_t max_bytes;
+    size_t bytes; /* the rows held (on disk, or in memory without a spool) */
+    struct entry *head, *tail;
+    struct entry *unsent; /* the first not sent on the current stream */
+    uint64_t next_seq;
+    size_t inflight; /* sent on the current stream, not acknowledged */
+    size_t rows;     /* held, not acknowledged */
+    struct seg *segs;
+    size_t nsegs, capsegs;
+    int fd; /* the newest segment, open for appending; -1 none */
+    int dirty;
+    void (*notify)(void *);
+    void *notify_arg;
+    struct dp_ledger_stats st;
+} L = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+/* ------------------------------------------------------------ packing */
+
+static char *nz(const char *s)
+{
+    return (char *)s;
+}
+
+/* The row as a LedgerRow, packed into a new buffer. */
+static unsigned char *pack_row(const struct dp_ledger_row *r, size_t *len)
+{
+    Llmgw__V1__LedgerRow m = LLMGW__V1__LEDGER_ROW__INIT;
+    Llmgw__V1__Charge ch[DP_MAX_CHARGES];
+    Llmgw__V1__Charge *chp[DP_MAX_CHARGES];
+    m.request_id = nz(r->request_id);
+    m.attempt_id = nz(r->attempt_id);
+    m.key_id = nz(r->key_id);
+    m.team = nz(r->team);
+    m.project = nz(r->project);
+    m.route = nz(r->route);
+    m.provider = nz(r->provider);
+    m.model = nz(r->model);
+    m.selector = nz(r->selector);
+    m.session = nz(r->session);
+    m.agent = nz(r->agent);
+    m.purpose = nz(r->purpose);
+    m.input_tokens = r->input_tokens;
+    m.cache_read_tokens = r->cache_read_tokens;
+    m.cache_write_5m_tokens = r->cache_write_5m_tokens;
+    m.cache_write_1h_tokens = r->cache_write_1h_tokens;
+    m.output_tokens = r->output_tokens;
+    m.reasoning_tokens = r->reasoning_tokens;
+    m.latency_ms = r->latency_ms;
+    m.ttfb_ms = r->ttfb_ms;
+    m.ttfc_ms = r->ttfc_ms;
+    m.status = r->status;
+    m.failure_class = nz(r->failure_class);
+    m.cost_picodollars = r->has_cost ? r->cost_picodollars : 0;
+    m.has_cost = r->has_cost != 0;
+    m.currency = nz(r->currency);
+    m.snapshot_version = r->snapshot_version;
+    m.at_ms = r->at_ms;
+    m.attempt = r->attempt;
+    m.api = nz(r->api);
+    m.stream = r->stream != 0;
+    size_t n = r->ncharges < DP_MAX_CHARGES ? r->ncharges : DP_MAX_CHARGES;
+    for (size_t i = 0; i < n; i++) {
+        llmgw__v1__charge__init(&ch[i]);
+        ch[i].limit_id = nz(r->charges[i].limit_id);
+        ch[i].window_start_ms = r->charges[i].window_start_ms;
+        ch[i].lease_id = nz(r->charges[i].lease_id);
+        ch[i].amount = r->charges[i].amount;
+        chp[i] = &ch[i];
+    }
+    m.n_charges = n;
+    m.charges = n ? chp : NULL;
+    *len = llmgw__v1__ledger_row__get_packed_size(&m);
+    unsigned char *out = malloc(*len ? *len : 1);
+    if (out)
+        llmgw__v1__ledger_row__pack(&m, out);
+    return out;
+}
+
+/* ------------------------------------------------------------ segments */
+
+static void seg_path(char *out, size_t n, uint32_t id)
+{
+    snprintf(out, n, "%s/ledger-%08" PRIx32 ".spool", L.dir, id);
+}
+
+static struct seg *seg_find(uint32_t id)
+{
+    for (size_t i = 0; i < L.nsegs; i++)
+        if (L.segs[i].id == id)
+            return &L.segs[i];
+    return NULL;
+}
+
+static struct seg *seg_add(uint32_t id)
+{
+    if (L.nsegs == L.capsegs) {
+        size_t cap = L.capsegs ? L.capsegs * 2 : 16;
+        struct seg *g = realloc(L.segs, cap * sizeof(*g));
+        if (!g)
+            return NULL;
+        L.segs = g;
+        L.capsegs = cap;
+    }
+    struct seg *g = &L.segs[L.nsegs++];
+    memset(g, 0, sizeof(*g));
+    g->id = id;
+    return g;
+}
+
+/* Deletes every segment that is complete, not written to and all acked. */
+static void seg_collect(void)
+{
+    uint32_t cur = L.fd >= 0 && L.nsegs ? L.segs[L.nsegs - 1].id : NO_SEGMENT;
+    size_t j = 0;
+    for (size_t i = 0; i < L.nsegs; i++) {
+        struct seg *g = &L.segs[i];
+        if (g->id != cur && g->acked >= g->rows) {
+            char p[4200];
+            seg_path(p, sizeof(p), g->id);
+            if (unlink(p) != 0 && errno != ENOENT)
+                gw_logf(GW_LOG_WARN, "ledger spool: cannot delete a segment", "{s:s,s:s}", "path",
+                        p, "error", strerror(errno));
+            L.bytes -= g->bytes < L.bytes ? g->bytes : L.bytes;
+            continue;
+        }
+        L.segs[j++] = *g;
+    }
+    L.nsegs = j;
+}
+
+static void seg_close_current(void)
+{
+    if (L.fd < 0)
+        return;
+    if (L.dirty)
+        (void)fdatasync(L.fd);
+    close(L.fd);
+    L.fd = -1;
+    L.dirty = 0;
+}
+
+static int seg_open_new(void)
+{
+    uint32_t id = L.nsegs ? L.segs[L.nsegs - 1].id + 1 : 1;
+    char p[4200];
+    seg_path(p, sizeof(p), id);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        gw_logf(GW_LOG_ERROR, "ledger spool: cannot create a segment", "{s:s,s:s}", "path", p,
+                "error", strerror(errno));
+        return GW_EIO;
+    }
+    if (!seg_add(id)) {
+        close(fd);
+        unlink(p);
+        return GW_ENOMEM;
+    }
+    L.fd = fd;
+    return GW_OK;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Appends one record to the newest segment; its id, or NO_SEGMENT. */
+static uint32_t seg_append(const unsigned char *data, size_t len)
+{
+    if (L.fd >= 0 && L.nsegs && L.segs[L.nsegs - 1].bytes >= SEGMENT_BYTES)
+        seg_close_current();
+    if (L.fd < 0 && seg_open_new() != GW_OK)
+        return NO_SEGMENT;
+    struct seg *g = &L.segs[L.nsegs - 1];
+    /* One buffer, one write: a record is never interleaved. */
+    unsigned char *rec = malloc(RECORD_HEAD + len);
+    if (!rec)
+        return NO_SEGMENT;
+    memcpy(rec, magic, 4);
+    put32(rec + 4, (uint32_t)len);
+    put32(rec + 8, gw_es_crc32(0, data, len));
+    memcpy(rec + RECORD_HEAD, data, len);
+    size_t want = RECORD_HEAD + len, done = 0;
+    while (done < want) {
+        ssize_t w = write(L.fd, rec + done, want - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            gw_logf(GW_LOG_ERROR, "ledger spool: write failed; the row is held in memory only",
+                    "{s:s}", "error", w < 0 ? strerror(errno) : "short write");
+            free(rec);
+            /* A torn record ends the segment when it is read back. */
+            g->bytes += done;
+            seg_close_current();
+            return NO_SEGMENT;
+        }
+        done += (size_t)w;
+    }
+    free(rec);
+    g->bytes += want;
+    g->rows++;
+    L.dirty = 1;
+    return g->id;
+}
+
+/* ------------------------------------------------------------ queue */
+
+static void enqueue(struct entry *e)
+{
+    e->next = NULL;
+    if (L.tail)
+        L.tail->next = e;
+    else
+        L.head = e;
+    L.tail = e;
+    if (!L.unsent)
+        L.unsent = e;
+    L.rows++;
+}
+
+static struct entry *entry_new(const unsigned char *data, size_t len)
+{
+    struct entry *e = malloc(sizeof(*e) + len);
+    if (!e)
+        return NULL;
+    memset(e, 0, sizeof(*e));
+    e->len = (uint32_t)len;
+    memcpy(e->data, data, len);
+    /* The attempt id, for the log of a row that is dropped or replayed. */
+    Llmgw__V1__LedgerRow *m = llmgw__v1__ledger_row__unpack(NULL, len, data);
+    if (m) {
+        snprintf(e->attempt_id, sizeof(e->attempt_id), "%s", m->attempt_id ? m->attempt_id : "");
+        llmgw__v1__ledger_row__free_unpacked(m, NULL);
+    }
+    return e;
+}
+
+/* Reads one segment back into the queue. */
+static void load_segment(uint32_t id)
+{
+    char p[4200];
+    seg_path(p, sizeof(p), id);
+    FILE *f = fopen(p, "rbe");
+    if (!f) {
+        gw_logf(GW_LOG_ERROR, "ledger spool: cannot read a segment", "{s:s,s:s}", "path", p,
+                "error", strerror(errno));
+        return;
+    }
+    struct seg *g = seg_add(id);
+    if (!g) {
+        fclose(f);
+        return;
+    }
+    unsigned char head[RECORD_HEAD];
+    unsigned char *buf = malloc(MAX_ROW_BYTES);
+    int torn = 0;
+    while (buf && fread(head, 1, RECORD_HEAD, f) == RECORD_HEAD) {
+        uint32_t len = get32(head + 4);
+        if (memcmp(head, magic, 4) != 0 || len == 0 || len > MAX_ROW_BYTES ||
+            fread(buf, 1, len, f) != len || gw_es_crc32(0, buf, len) != get32(head + 8)) {
+            torn = 1;
+            break;
+        }
+        struct entry *e = entry_new(buf, len);
+        if (!e)
+            break;
+        e->seg = id;
+        enqueue(e);
+        g->rows++;
+        g->bytes += RECORD_HEAD + len;
+    }
+    free(buf);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && (size_t)sb.st_size > g->bytes)
+        g->bytes = (size_t)sb.st_size; /* the torn tail still takes room until deleted */
+    fclose(f);
+    L.bytes += g->bytes;
+    if (torn)
+        gw_logf(GW_LOG_WARN, "ledger spool: a segment ends in a torn record; read up to it",
+                "{s:s,s:I}", "path", p, "rows", (json_int_t)g->rows);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int dp_ledger_init(const char *spool_dir, size_t max_bytes)
+{
+    pthread_mutex_lock(&L.mu);
+    L.max_bytes = max_bytes;
+    L.next_seq = 1;
+    L.dir[0] = 0;
+    int rc = GW_OK;
+    if (spool_dir && *spool_dir) {
+        snprintf(L.dir, sizeof(L.dir), "%s", spool_dir);
+        if (mkdir(L.dir, 0700) != 0 && errno != EEXIST) {
+            gw_logf(GW_LOG_ERROR, "ledger spool: cannot create the directory", "{s:s,s:s}", "path",
+                    L.dir, "error", strerror(errno));
+            rc = GW_EIO;
+        }
+        DIR *d = rc == GW_OK ? opendir(L.dir) : NULL;
+        uint32_t *ids = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            unsigned id;
+            char tail[8];
+            if (sscanf(de->d_name, "ledger-%8x.%7s", &id, tail) != 2 || strcmp(tail, "spool"))
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 32;
+                uint32_t *g = realloc(ids, cap * sizeof(*g));
+                if (!g)
+                    break;
+                ids = g;
+            }
+            ids[n++] = id;
+        }
+        if (d)
+            closedir(d);
+        else if (rc == GW_OK) {
+            gw_logf(GW_LOG_ERROR, "ledger spool: cannot open the directory", "{s:s,s:s}", "path",
+                    L.dir, "error", strerror(errno));
+            rc = GW_EIO;
+        }
+        if (n)
+            qsort(ids, n, sizeof(*ids), cmp_u32);
+        for (size_t i = 0; i < n; i++)
+            load_segment(ids[i]);
+        free(ids);
+        if (L.rows)
+            gw_logf(GW_LOG_INFO, "ledger spool: rows to replay", "{s:I,s:I,s:s}", "rows",
+                    (json_int_t)L.rows, "bytes", (json_int_t)L.bytes, "path", L.dir);
+        seg_collect(); /* empty segments */
+    }
+    L.st.spooled_rows = L.rows;
+    L.ready = 1;
+    pthread_mutex_unlock(&L.mu);
+    return rc;
+}
+
+int dp_ledger_enabled(void)
+{
+    pthread_mutex_lock(&L.mu);
+    int r = L.ready;
+    pthread_mutex_unlock(&L.mu);
+    return r;
+}
+
+void dp_ledger_set_notify(void (*fn)(void *), void *arg)
+{
+    pthread_mutex_lock(&L.mu);
+    L.notify = fn;
+    L.notify_arg = arg;
+    pthread_mutex_unlock(&L.mu);
+}
+
+int dp_ledger_record(const struct dp_ledger_row *r)
+{
+    size_t len;
+    unsigned char *data = pack_row(r, &len);
+    if (!data)
+        return GW_ENOMEM;
+    pthread_mutex_lock(&L.mu);
+    int rc = GW_OK;
+    size_t need = RECORD_HEAD + len;
+    if (!L.ready) {
+        rc = GW_EINVAL;
+    } else if (len > MAX_ROW_BYTES || L.bytes + need > L.max_bytes) {
+        rc = GW_ELIMIT;
+        L.st.dropped_rows++;
+    } else {
+        struct entry *e = entry_new(data, len);
+        if (!e) {
+            rc = GW_ENOMEM;
+            L.st.dropped_rows++;
+        } else {
+            e->seg = L.dir[0] ? seg_append(data, len) : NO_SEGMENT;
+            L.bytes += need;
+            enqueue(e);
+            L.st.recorded_rows++;
+            if (e->seg != NO_SEGMENT)
+                L.st.spooled_rows++;
+        }
+    }
+    void (*fn)(void *) = L.notify;
+    void *arg = L.notify_arg;
+    pthread_mutex_unlock(&L.mu);
+    free(data);
+    if (rc == GW_OK && fn)
+        fn(arg);
+    if (rc != GW_OK && rc != GW_EINVAL)
+        /* Nothing of the prompt: the row's identity and its money, so the
+         * loss is on record and can be billed by hand. */
+        gw_logf(GW_LOG_ERROR, "ledger: row dropped (spool full)",
+                "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:b}", "attempt_id", r->attempt_id, "key_id",
+                r->key_id, "provider", r->provider, "model", r->model, "input_tokens",
+                (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens,
+                "cost_picodollars", (json_int_t)r->cost_picodollars, "has_cost", r->has_cost);
+    return rc;
+}
+
+void dp_ledger_stream_reset(void)
+{
+    pthread_mutex_lock(&L.mu);
+    for (struct entry *e = L.head; e; e = e->next)
+        e->seq = 0;
+    L.unsent = L.head;
+    L.next_seq = 1;
+    L.inflight = 0;
+    pthread_mutex_unlock(&L.mu);
+}
+
+int dp_ledger_next(const char *replica_id, size_t window, unsigned char **out, size_t *outlen)
+{
+    pthread_mutex_lock(&L.mu);
+    struct entry *e = L.unsent;
+    if (!e || L.inflight >= window) {
+        pthread_mutex_unlock(&L.mu);
+        return 0;
+    }
+    e->seq = L.next_seq++;
+    L.unsent = e->next;
+    L.inflight++;
+    /* ReportMessage { 1: replica_id, 3: LedgerRow { <row>, 32: seq } } */
+    size_t rlen = strlen(replica_id);
+    unsigned char seqf[24];
+    size_t seqn = gw_pb_field_varint(seqf, 32, e->seq);
+    size_t inner = e->len + seqn;
+    unsigned char *m = malloc(20 + rlen + 20 + inner);
+    size_t n = 0;
+    if (m) {
+        n += gw_pb_field_len(m + n, 1, rlen);
+        memcpy(m + n, replica_id, rlen);
+        n += rlen;
+        n += gw_pb_field_len(m + n, 3, inner);
+        memcpy(m + n, e->data, e->len);
+        n += e->len;
+        memcpy(m + n, seqf, seqn);
+        n += seqn;
+    } else {
+        /* Not sent after all: it goes on the next try. */
+        e->seq = 0;
+        L.unsent = e;
+        L.next_seq--;
+        L.inflight--;
+    }
+    pthread_mutex_unlock(&L.mu);
+    *out = m;
+    *outlen = n;
+    return m ? 1 : -1;
+}
+
+void dp_ledger_acked(uint64_t through)
+{
+    pthread_mutex_lock(&L.mu);
+    size_t n = 0;
+    while (L.head && L.head->seq != 0 && L.head->seq <= through) {
+        struct entry *e = L.head;
+        L.head = e->next;
+        if (!L.head)
+            L.tail = NULL;
+        if (L.unsent == e) /* cannot happen: acked rows were sent */
+            L.unsent = L.head;
+        struct seg *g = e->seg != NO_SEGMENT ? seg_find(e->seg) : NULL;
+        if (g)
+            g->acked++;
+        else
+            L.bytes -= RECORD_HEAD + e->len <= L.bytes ? RECORD_HEAD + e->len : L.bytes;
+        L.rows--;
+        L.inflight = L.inflight ? L.inflight - 1 : 0;
+        free(e);
+        n++;
+    }
+    L.st.acked_rows += n;
+    if (n && L.dir[0]) {
+        /* The newest segment, once wholly acknowledged, goes too (a new one
+         * is opened by the next row): an idle gateway keeps no spool. */
+        struct seg *cur = L.fd >= 0 && L.nsegs ? &L.segs[L.nsegs - 1] : NULL;
+        if (cur && cur->acked >= cur->rows)
+            seg_close_current();
+        seg_collect();
+    }
+    pthread_mutex_unlock(&L.mu);
+}
+
+void dp_ledger_sync(void)
+{
+    pthread_mutex_lock(&L.mu);
+    if (L.fd >= 0 && L.dirty) {
+        if (fdatasync(L.fd) != 0)
+            gw_logf(GW_LOG_WARN, "ledger spool: fdatasync failed", "{s:s}", "error",
+                    strerror(errno));
+        L.dirty = 0;
+    }
+    pthread_mutex_unlock(&L.mu);
+}
+
+void dp_ledger_stats(struct dp_ledger_stats *st)
+{
+    pthread_mutex_lock(&L.mu);
+    *st = L.st;
+    st->pending_rows = L.rows;
+    st->inflight_rows = L.inflight;
+    st->spool_bytes = L.dir[0] ? L.bytes : 0;
+    size_t spooled = 0;
+    for (size_t i = 0; i < L.nsegs; i++)
+        spooled += L.segs[i].rows - L.segs[i].acked;
+    st->spooled_rows = spooled;
+    pthread_mutex_unlock(&L.mu);
+}
+
+size_t dp_ledger_pending(void)
+{
+    pthread_mutex_lock(&L.mu);
+    size_t n = L.rows;
+    pthread_mutex_unlock(&L.mu);
+    return n;
+}
+
+void dp_ledger_shutdown(void)
+{
+    pthread_mutex_lock(&L.mu);
+    seg_close_current();
+    if (L.dir[0])
+        seg_collect();
+    struct entry *e = L.head;
+    while (e) {
+        struct entry *nx = e->next;
+        free(e);
+        e = nx;
+    }
+    L.head = L.tail = L.unsent = NULL;
+    L.rows = L.inflight = 0;
+    free(L.segs);
+    L.segs = NULL;
+    L.nsegs = L.capsegs = 0;
+    L.bytes = 0;
+    L.ready = 0;
+    pthread_mutex_unlock(&L.mu);
+}
