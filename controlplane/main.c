@@ -29,6 +29,7 @@
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_grpc.h"
+#include "cp_leases.h"
 #include "cp_ledger.h"
 #include "cp_metrics.h"
 #include "cp_migrate.h"
@@ -264,6 +265,10 @@ int main(int argc, char **argv)
         gw_logf(GW_LOG_ERROR, "cannot start the ledger writer", "{s:s}", "error", msg);
         return 1;
     }
+    /* Budgets and rate limits: the writer answers lease messages in each
+     * stream's order, after the rows before them (docs/budgets.md). */
+    cp_ledger_set_leases(m.ledger, &(struct cp_ledger_leases){.grant = cp_leases_ledger_grant,
+                                                              .release = cp_leases_release});
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,
                                   .secret_cache_ttl_ms = cfg.secret_cache_ttl_ms,

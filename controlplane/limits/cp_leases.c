@@ -8,6 +8,7 @@
 #include "cp_db.h"
 #include "gw_error.h"
 #include "gw_log.h"
+#include "gw_time.h"
 
 #define STR(x) #x
 #define XSTR(x) STR(x)
@@ -158,6 +159,20 @@ dberr:
             "{s:s,s:s,s:s}", "limit", st->limit_id, "replica", replica, "error", err.message);
     refuse(g, st, "unallocated");
     return GW_EIO;
+}
+
+int cp_leases_ledger_grant(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRequest *rq,
+                           Llmgw__V1__LeaseGrant *g)
+{
+    static __thread struct cp_lease_strings st;
+    static __thread int64_t last_expire_us;
+    int64_t now = gw_now_us();
+    if (now - last_expire_us > (int64_t)CP_LEASES_EXPIRE_EVERY_MS * 1000) {
+        last_expire_us = now;
+        int expired = cp_leases_expire(db); /* a failure is logged; tried again later */
+        (void)expired;
+    }
+    return cp_leases_grant(db, replica, rq, g, &st);
 }
 
 int cp_leases_release(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRelease *rl)

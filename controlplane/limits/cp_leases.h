@@ -56,6 +56,13 @@ int cp_leases_grant(struct cp_db *db, const char *replica, const Llmgw__V1__Leas
                     Llmgw__V1__LeaseGrant *g, struct cp_lease_strings *st)
     __attribute__((warn_unused_result));
 
+/* cp_ledger's grant handler (cp_ledger_set_leases): cp_leases_grant with
+ * strings of the calling thread, valid until its next call; it also runs
+ * cp_leases_expire every CP_LEASES_EXPIRE_EVERY_MS on that thread. */
+#define CP_LEASES_EXPIRE_EVERY_MS 10000
+int cp_leases_ledger_grant(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRequest *rq,
+                           Llmgw__V1__LeaseGrant *g);
+
 /* Gives back part of replica's lease rl->lease_id (at most what was
  * granted); a lease of another replica, or an unknown one, is left alone.
  * 0, or GW_EIO. */
