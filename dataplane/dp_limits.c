@@ -64,8 +64,10 @@ struct dp_limits_hold {
     struct event *ev;
     dp_limits_cb cb;
     void *arg;
-    uint64_t target; /* the primary target's hash: what its output teaches */
-    int64_t output;  /* output tokens charged */
+    uint64_t target;    /* the primary target's hash: what its output teaches */
+    int64_t max_tokens; /* the request's cap (0: none) */
+    int64_t output;     /* output tokens charged */
+    int answered;       /* an attempt reported usage */
 };
 
 /* One limit in one window, on this replica. */
@@ -105,10 +107,14 @@ struct release {
     int64_t amount;
 };
 
-/* What a target's answers have been like (output tokens, EWMA × 16). */
+/* What a target's answers have been like: exponential averages of the
+ * output tokens of requests without max_tokens (× 16), and of the share
+ * of max_tokens used by requests with one (× 1024). */
 struct learned {
     uint64_t target;
     int64_t out16;
+    int64_t share1024;
+    int has_out, has_share;
 };
 
 static int64_t mono_ms_default(void)
@@ -621,25 +627,44 @@ static uint64_t target_hash(const char *provider, const char *model)
     return gw_fnv1a(h, model, strlen(model) + 1) | 1;
 }
 
-/* Estimate mode's output tokens for a target: what its answers have been
- * (an exponential average), else a default, never above the cap. */
-static int64_t output_estimate(uint64_t target, int64_t cap)
+/* Estimate mode's output tokens for a target. With the request's
+ * max_tokens: that cap times the share of their cap this target's answers
+ * have used; without: what its answers have been. Before any answer was
+ * seen: a default. Never above the request's cap or the catalog's. */
+static int64_t output_estimate(uint64_t target, int64_t max_tokens, int64_t catalog_cap)
 {
     const struct learned *l = learned_slot(target);
-    int64_t e = l->target == target ? (l->out16 + 15) / 16 : DEFAULT_OUTPUT_ESTIMATE;
-    return cap > 0 && cap < e ? cap : e;
+    int known = l->target == target;
+    int64_t e;
+    if (max_tokens > 0 && known && l->has_share)
+        e = (mul_sat(max_tokens, l->share1024) + 1023) / 1024;
+    else if (max_tokens <= 0 && known && l->has_out)
+        e = (l->out16 + 15) / 16;
+    else
+        e = DEFAULT_OUTPUT_ESTIMATE;
+    if (max_tokens > 0 && e > max_tokens)
+        e = max_tokens;
+    if (catalog_cap > 0 && e > catalog_cap)
+        e = catalog_cap;
+    return e;
 }
 
-static void learn_output(uint64_t target, int64_t out)
+static void ewma(int64_t *avg, int *has, int64_t x)
+{
+    *avg = *has ? *avg + (x - *avg) / 8 : x;
+    *has = 1;
+}
+
+/* One request's answer: out tokens, under max_tokens (0: none). */
+static void learn_output(uint64_t target, int64_t out, int64_t max_tokens)
 {
     struct learned *l = learned_slot(target);
-    int64_t x16 = mul_sat(out, 16);
-    if (l->target != target) {
-        l->target = target;
-        l->out16 = x16;
-    } else {
-        l->out16 += (x16 - l->out16) / 8;
-    }
+    if (l->target != target)
+        *l = (struct learned){.target = target};
+    if (max_tokens > 0)
+        ewma(&l->share1024, &l->has_share, out >= max_tokens ? 1024 : out * 1024 / max_tokens);
+    else
+        ewma(&l->out16, &l->has_out, mul_sat(out, 16));
 }
 
 int dp_limits_price(const struct dp_snapshot *s, const char *provider, const char *model,
@@ -700,11 +725,12 @@ static struct sizing size_need(const struct dp_limits_ask *ask, const struct dp_
         struct dp_limits_price p = {0, -1, 0};
         int priced = dp_limits_price(ask->snap, c->provider->name, c->model, &p) == GW_OK &&
                      (ask->embeddings || p.output >= 0);
-        if (!priced)
-            p.max_output_tokens = 0;
+        const struct dp_catalog_entry *ce =
+            dp_snapshot_catalog(ask->snap, c->provider->name, c->model);
+        int64_t catalog_cap = ce ? ce->max_output_tokens : 0;
         int64_t out = 0;
         if (!ask->embeddings) {
-            int64_t cap = ask->max_tokens > 0 ? ask->max_tokens : p.max_output_tokens;
+            int64_t cap = ask->max_tokens > 0 ? ask->max_tokens : catalog_cap;
             if (l->worst_case && cap <= 0) {
                 memset(r, 0, sizeof(*r));
                 r->status = 400;
@@ -719,7 +745,8 @@ static struct sizing size_need(const struct dp_limits_ask *ask, const struct dp_
                 return z;
             }
             out = l->worst_case ? cap
-                                : output_estimate(target_hash(c->provider->name, c->model), cap);
+                                : output_estimate(target_hash(c->provider->name, c->model),
+                                                  ask->max_tokens, catalog_cap);
         }
         int64_t need;
         if (l->metric == DP_LIMIT_TOKENS) {
@@ -894,6 +921,7 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
     h->building = 1;
     if (ask->ncands > 0)
         h->target = target_hash(ask->cands[0].provider->name, ask->cands[0].model);
+    h->max_tokens = ask->embeddings ? 0 : ask->max_tokens;
 
     pthread_mutex_lock(&L.mu);
     int64_t now = L.mono(), wall = L.wall();
@@ -976,8 +1004,10 @@ size_t dp_limits_charges(struct dp_limits_hold *h, int attempt, const struct can
         return 0;
     size_t k = 0;
     pthread_mutex_lock(&L.mu);
-    if (u)
+    if (u && u->have) {
         h->output = add_sat(h->output, u->output);
+        h->answered = 1;
+    }
     for (size_t i = 0; i < h->n && k < max; i++) {
         struct item *it = &h->items[i];
         if (it->st == I_WAIT)
@@ -1024,8 +1054,8 @@ void dp_limits_end(struct dp_limits_hold *h)
         it->a->holders--;
         it->a->last_used = now;
     }
-    if (h->target && h->output > 0)
-        learn_output(h->target, h->output);
+    if (h->target && h->answered)
+        learn_output(h->target, h->output, h->max_tokens);
     unlock_notify();
     if (h->ev) {
         event_del(h->ev);

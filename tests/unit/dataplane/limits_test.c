@@ -234,6 +234,31 @@ static void test_windows(void)
     CU_ASSERT_EQUAL(e, 1769904000000LL); /* 2026-02-01 */
 }
 
+static void test_output_estimates(void)
+{
+    reset();
+    uint64_t t = target_hash("p", "m");
+    /* Nothing seen: the default, under the caps. */
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), DEFAULT_OUTPUT_ESTIMATE);
+    CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 40);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 100), 100);
+    /* Answers under a cap teach the share of it they use. */
+    learn_output(t, 50, 100);
+    CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 20);
+    CU_ASSERT_EQUAL(output_estimate(t, 1000, 0), 500);
+    CU_ASSERT_EQUAL(output_estimate(t, 1000, 300), 300);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), DEFAULT_OUTPUT_ESTIMATE); /* not yet uncapped */
+    learn_output(t, 100, 100);                                          /* share 1: moves 1/8 */
+    CU_ASSERT_EQUAL(output_estimate(t, 1024, 0), 512 + 64);
+    /* Uncapped answers teach their length. */
+    learn_output(t, 30, 0);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 30);
+    learn_output(t, 110, 0);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 40);
+    /* Another target is another story. */
+    CU_ASSERT_EQUAL(output_estimate(target_hash("p", "m2"), 0, 0), DEFAULT_OUTPUT_ESTIMATE);
+}
+
 static void test_no_limits_and_never_configured(void)
 {
     reset();
@@ -754,6 +779,7 @@ static void test_snapshot_validation(void)
 
 static CU_TestInfo tests[] = {
     {"UTC windows: minute, day, month", test_windows},
+    {"output estimates learn answers' length and share of max_tokens", test_output_estimates},
     {"no limits; a team that requires a budget and has none", test_no_limits_and_never_configured},
     {"no control plane: fail_closed refuses, fail_open goes", test_no_control_plane},
     {"wait for a lease, charge per attempt, true up at the end",
