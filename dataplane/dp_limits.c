@@ -28,8 +28,12 @@
 #define DEPLETED_MEMORY_MS 1000
 /* Retry-After for a refusal that is no verdict on the budget. */
 #define UNALLOCATED_RETRY_S 5
-/* Estimate mode, before a target's answers were seen: output tokens. */
+/* Estimate mode, before a target's answers were seen: output tokens, and
+ * the factor on the rough input count (characters / 4 undercounts dense
+ * scripts by half and more; leaning high until the target's own counts are
+ * known keeps a cold start from overshooting). */
 #define DEFAULT_OUTPUT_ESTIMATE 256
+#define COLD_INPUT_FACTOR 2
 /* Accounts (limit × window) kept at most; an idle one is forgotten. */
 #define MAX_ACCOUNTS 4096
 #define IDLE_FORGET_MS 600000
@@ -66,6 +70,8 @@ struct dp_limits_hold {
     void *arg;
     uint64_t target;    /* the primary target's hash: what its output teaches */
     int64_t max_tokens; /* the request's cap (0: none) */
+    int64_t rough_in;   /* the rough input estimate it was sized with */
+    int64_t input;      /* the provider's count of the input (the last attempt's) */
     int64_t output;     /* output tokens charged */
     int answered;       /* an attempt reported usage */
 };
@@ -114,7 +120,8 @@ struct learned {
     uint64_t target;
     int64_t out16;
     int64_t share1024;
-    int has_out, has_share;
+    int64_t in1024; /* the provider's input count over the estimate */
+    int has_out, has_share, has_in;
 };
 
 static int64_t mono_ms_default(void)
@@ -649,18 +656,35 @@ static int64_t output_estimate(uint64_t target, int64_t max_tokens, int64_t cata
     return e;
 }
 
+/* Estimate mode's input tokens for a target: the request's rough count
+ * (characters / 4), corrected by how the target's own counts have
+ * compared with it (a dense script, a tokenizer of its own). */
+static int64_t input_estimate(uint64_t target, int64_t rough)
+{
+    const struct learned *l = learned_slot(target);
+    if (l->target != target || !l->has_in)
+        return mul_sat(rough, COLD_INPUT_FACTOR);
+    return (mul_sat(rough, l->in1024) + 1023) / 1024;
+}
+
 static void ewma(int64_t *avg, int *has, int64_t x)
 {
     *avg = *has ? *avg + (x - *avg) / 8 : x;
     *has = 1;
 }
 
-/* One request's answer: out tokens, under max_tokens (0: none). */
-static void learn_output(uint64_t target, int64_t out, int64_t max_tokens)
+/* One request's answer: out tokens, under max_tokens (0: none); the
+ * provider counted in input tokens where the rough estimate said rough. */
+static void learn_answer(uint64_t target, int64_t out, int64_t max_tokens, int64_t in,
+                         int64_t rough)
 {
     struct learned *l = learned_slot(target);
     if (l->target != target)
         *l = (struct learned){.target = target};
+    if (in > 0 && rough > 0) {
+        int64_t r = mul_sat(in, 1024) / rough;
+        ewma(&l->in1024, &l->has_in, r < 64 ? 64 : r > 16 * 1024 ? 16 * 1024 : r);
+    }
     if (max_tokens > 0)
         ewma(&l->share1024, &l->has_share, out >= max_tokens ? 1024 : out * 1024 / max_tokens);
     else
@@ -717,11 +741,13 @@ static struct sizing size_need(const struct dp_limits_ask *ask, const struct dp_
         z.need = 1;
         return z;
     }
-    int64_t in = l->worst_case ? ask->max_input_tokens : ask->est_input_tokens;
     for (size_t i = 0; i < ask->ncands; i++) {
         const struct dp_candidate *c = &ask->cands[i];
         if (ask->drop && ask->drop[i])
             continue;
+        uint64_t target = target_hash(c->provider->name, c->model);
+        int64_t in =
+            l->worst_case ? ask->max_input_tokens : input_estimate(target, ask->est_input_tokens);
         struct dp_limits_price p = {0, -1, 0};
         int priced = dp_limits_price(ask->snap, c->provider->name, c->model, &p) == GW_OK &&
                      (ask->embeddings || p.output >= 0);
@@ -744,9 +770,7 @@ static struct sizing size_need(const struct dp_limits_ask *ask, const struct dp_
                 z.refused = 1;
                 return z;
             }
-            out = l->worst_case ? cap
-                                : output_estimate(target_hash(c->provider->name, c->model),
-                                                  ask->max_tokens, catalog_cap);
+            out = l->worst_case ? cap : output_estimate(target, ask->max_tokens, catalog_cap);
         }
         int64_t need;
         if (l->metric == DP_LIMIT_TOKENS) {
@@ -863,8 +887,17 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
         never_configured(r, k);
         return DP_LIMITS_REFUSED;
     }
-    if (n == 0)
+    if (n == 0) {
+        /* Nothing to hold, but where limits are in use every answer
+         * teaches the estimates (a hold with no items). */
+        if (ask->snap->nlimits == 0 || ask->ncands == 0 || !(*hold = calloc(1, sizeof(**hold))))
+            return DP_LIMITS_GO;
+        (*hold)->target = target_hash(ask->cands[0].provider->name, ask->cands[0].model);
+        (*hold)->max_tokens = ask->embeddings ? 0 : ask->max_tokens;
+        (*hold)->rough_in = ask->est_input_tokens;
+        (*hold)->done = (*hold)->delivered = 1;
         return DP_LIMITS_GO;
+    }
 
     /* Sizing reads no shared state but the learned estimates (racy reads
      * of a hint are harmless, but the lock keeps them exact). */
@@ -922,6 +955,7 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
     if (ask->ncands > 0)
         h->target = target_hash(ask->cands[0].provider->name, ask->cands[0].model);
     h->max_tokens = ask->embeddings ? 0 : ask->max_tokens;
+    h->rough_in = ask->est_input_tokens;
 
     pthread_mutex_lock(&L.mu);
     int64_t now = L.mono(), wall = L.wall();
@@ -1006,6 +1040,7 @@ size_t dp_limits_charges(struct dp_limits_hold *h, int attempt, const struct can
     pthread_mutex_lock(&L.mu);
     if (u && u->have) {
         h->output = add_sat(h->output, u->output);
+        h->input = canon_usage_prompt(u);
         h->answered = 1;
     }
     for (size_t i = 0; i < h->n && k < max; i++) {
@@ -1055,7 +1090,7 @@ void dp_limits_end(struct dp_limits_hold *h)
         it->a->last_used = now;
     }
     if (h->target && h->answered)
-        learn_output(h->target, h->output, h->max_tokens);
+        learn_answer(h->target, h->output, h->max_tokens, h->input, h->rough_in);
     unlock_notify();
     if (h->ev) {
         event_del(h->ev);

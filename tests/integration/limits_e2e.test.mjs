@@ -262,8 +262,9 @@ describe('the race', () => {
   test('50 concurrent streams over two data planes against a small budget', T, async () => {
     await key('k-race-est');
     await key('k-race-worst');
-    // About 270 answers' worth (10 in + 32 out tokens each, on average).
-    const amount = 20_000_000_000;
+    // About 60 answers' worth (10 in + 28 out tokens each, on average):
+    // a budget that 50 streams in flight at once run out together.
+    const amount = 4_000_000_000;
     await limit({ id: 'race-est', scope_kind: 'key', scope: 'k-race-est', metric: 'cost', period: 'day', amount, offline: 'fail_closed' });
     await limit({ id: 'race-worst', scope_kind: 'key', scope: 'k-race-worst', metric: 'cost', period: 'day', amount, offline: 'fail_closed', reservation: 'worst_case' });
     await propagated();
@@ -286,7 +287,7 @@ describe('the race', () => {
     // requests in flight: a few percent at most here.
     assert.ok(results.estimate.pct < 5, `estimate overshoot ${results.estimate.pct}%`);
     // And the budget is used, not just refused: most of it is spent.
-    assert.ok(results.estimate.spent > BigInt(amount) * 8n / 10n, `estimate spent ${results.estimate.spent}`);
+    assert.ok(results.estimate.spent > BigInt(amount) * 7n / 10n, `estimate spent ${results.estimate.spent}`);
   });
 });
 

@@ -11,9 +11,10 @@ import * as h from './harness.mjs';
  * them in turn); apiKey: the key every client uses; route: the selector;
  * maxTokens: [lo, hi] drawn uniformly per request (the mock answers
  * min(max_tokens, its chunks) tokens, so answers vary in length);
- * clients: how many run at once. Resolves with the counts.
+ * clients: how many run at once; prompt: the user message (default: a
+ * short sentence). Resolves with the counts.
  */
-export async function runRace({ ports, apiKey, route, clients = 50, maxTokens = [1, 64], perClientMax = 200 }) {
+export async function runRace({ ports, apiKey, route, clients = 50, maxTokens = [1, 64], perClientMax = 200, prompt = null }) {
   const counts = { ok: 0, refused: 0, other: 0, statuses: {}, codes: {} };
   const one = async (i) => {
     const port = ports[i % ports.length];
@@ -23,7 +24,7 @@ export async function runRace({ ports, apiKey, route, clients = 50, maxTokens = 
         headers: { authorization: `Bearer ${apiKey}` },
         body: {
           model: route, stream: true, max_tokens: mt,
-          messages: [{ role: 'user', content: `race client ${i} request ${n}: say something` }],
+          messages: [{ role: 'user', content: prompt ?? `race client ${i} request ${n}: say something` }],
         },
         timeoutMs: 60_000,
       });

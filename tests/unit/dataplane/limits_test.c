@@ -243,18 +243,26 @@ static void test_output_estimates(void)
     CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 40);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 100), 100);
     /* Answers under a cap teach the share of it they use. */
-    learn_output(t, 50, 100);
+    learn_answer(t, 50, 100, 0, 0);
     CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 20);
     CU_ASSERT_EQUAL(output_estimate(t, 1000, 0), 500);
     CU_ASSERT_EQUAL(output_estimate(t, 1000, 300), 300);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 0), DEFAULT_OUTPUT_ESTIMATE); /* not yet uncapped */
-    learn_output(t, 100, 100);                                          /* share 1: moves 1/8 */
+    learn_answer(t, 100, 100, 0, 0);                                    /* share 1: moves 1/8 */
     CU_ASSERT_EQUAL(output_estimate(t, 1024, 0), 512 + 64);
     /* Uncapped answers teach their length. */
-    learn_output(t, 30, 0);
+    learn_answer(t, 30, 0, 0, 0);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 30);
-    learn_output(t, 110, 0);
+    learn_answer(t, 110, 0, 0, 0);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 40);
+    /* Input: the rough count, corrected by what the provider counted. */
+    CU_ASSERT_EQUAL(input_estimate(t, 100), 100 * COLD_INPUT_FACTOR);
+    learn_answer(t, 0, 0, 300, 100);
+    CU_ASSERT_EQUAL(input_estimate(t, 100), 300);
+    learn_answer(t, 0, 0, 100, 100); /* 3 → 3 - 2/8 */
+    CU_ASSERT_EQUAL(input_estimate(t, 100), 275);
+    learn_answer(t, 0, 0, 1, 1000000); /* clamped at 1/16 */
+    CU_ASSERT(input_estimate(t, 1000) > 1000);
     /* Another target is another story. */
     CU_ASSERT_EQUAL(output_estimate(target_hash("p", "m2"), 0, 0), DEFAULT_OUTPUT_ESTIMATE);
 }
@@ -263,9 +271,15 @@ static void test_no_limits_and_never_configured(void)
 {
     reset();
     struct req q;
-    ask_for(&q, "kD", "r1"); /* no team, no limits */
+    ask_for(&q, "kD", "r1"); /* no team, no limits: a hold that only learns */
     CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_GO);
-    CU_ASSERT_PTR_NULL(q.hold);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q.hold);
+    CU_ASSERT_EQUAL(q.hold->n, 0);
+    struct dp_charge ch[DP_MAX_CHARGES];
+    struct canon_usage u = {.input = 7, .output = 9, .have = 1};
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 5, 1, ch, DP_MAX_CHARGES), 0);
+    dp_limits_end(q.hold);
+    CU_ASSERT_EQUAL(output_estimate(target_hash("mock", "m1"), 0, 0), 9);
     ask_for(&q, "kC", "r1"); /* team t3 requires a budget; none applies */
     CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
     CU_ASSERT_EQUAL(q.r.status, 402);
@@ -337,8 +351,9 @@ static void test_lease_wait_grant_charge_settle(void)
     dp_limits_on_stream(1);
     struct req q;
     ask_for(&q, "kA", "r1");
-    /* cost: 100 in × 10 + 100 out (the cap) × 20 = 3000; p1-month tokens:
-     * 100 + 100 = 200. Both wait for a lease. */
+    /* cost: 100 in × 2 (nothing learned: lean high) × 10 + 100 out (the
+     * catalog's cap) × 20 = 4000; p1-month tokens: 200 + 100 = 300. Both
+     * wait for a lease. */
     CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q.hold);
     CU_ASSERT(notified > 0);
@@ -351,14 +366,14 @@ static void test_lease_wait_grant_charge_settle(void)
         CU_ASSERT_EQUAL_FATAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST);
         const Llmgw__V1__LeaseRequest *rq = m.lease_request;
         if (strcmp(rq->limit_id, "cost-t1") == 0) {
-            CU_ASSERT_EQUAL(rq->need, 3000);
-            CU_ASSERT_EQUAL(rq->want, 3000 * WANT_FACTOR);
+            CU_ASSERT_EQUAL(rq->need, 4000);
+            CU_ASSERT_EQUAL(rq->want, 4000 * WANT_FACTOR);
             CU_ASSERT_EQUAL(rq->window_start_ms, 1767225600000LL);
             reqs[0] = rq->req;
             ws_day = rq->window_start_ms;
         } else {
             CU_ASSERT_STRING_EQUAL(rq->limit_id, "p1-month");
-            CU_ASSERT_EQUAL(rq->need, 200);
+            CU_ASSERT_EQUAL(rq->need, 300);
             reqs[1] = rq->req;
             ws_month = rq->window_start_ms;
         }
@@ -390,17 +405,18 @@ static void test_lease_wait_grant_charge_settle(void)
         }
     }
     struct account *day = account_find("cost-t1", ws_day);
-    CU_ASSERT_EQUAL(day->balance, 24000 - 3000);
+    CU_ASSERT_EQUAL(day->balance, 24000 - 4000);
     dp_limits_end(q.hold);
     CU_ASSERT_EQUAL(day->balance, 24000 - 1900); /* the true-up */
     CU_ASSERT_EQUAL(day->holders, 0);
     CU_ASSERT_EQUAL(next(&m, &st), 0);
 
-    /* The next request reserves from the balance at once, and its output
-     * estimate has learned the 40 tokens the last answer had. */
+    /* The next request reserves from the balance at once, and its
+     * estimates have learned from the last answer: 40 output tokens, and
+     * a provider that counted 90 input tokens where the estimate said 100. */
     ask_for(&q, "kA", "r1");
     CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_GO);
-    CU_ASSERT_EQUAL(day->balance, 24000 - 1900 - (100 * 10 + 40 * 20));
+    CU_ASSERT_EQUAL(day->balance, 24000 - 1900 - (90 * 10 + 40 * 20));
     /* Worse than reserved: the excess comes out of the balance. */
     u.output = 500;
     CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 10000, 1, ch, DP_MAX_CHARGES), 2);
