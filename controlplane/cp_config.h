@@ -29,6 +29,12 @@ struct cp_config {
     int grpc_insecure;
     long snapshot_poll_ms;    /* the snapshot builder's slow poll (default 30000) */
     long secret_cache_ttl_ms; /* how long a fetched Vault/AWS value is reused (default 300000) */
+    /* The fleet (cp_etcd.h): etcd's endpoints (NULL: none, this replica
+     * leads itself), the lease TTL, and this replica's id (default
+     * <hostname>-<pid>). */
+    const char *etcd_endpoints;
+    int etcd_lease_ttl_s;
+    char replica_id[64];
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv (an optional
