@@ -109,4 +109,9 @@ test('fleet-up.sh starts the fleet, a chat works through each data plane, fleet-
   assert.deepEqual(left, [], `still running after fleet-down.sh:\n${down.out}`);
   assert.deepEqual(pids(), [], 'no pid file left');
   assert.ok(!/killed/.test(down.out), `every process stopped on its signal:\n${down.out}`);
+  // Their logs (a sanitizer build reports at exit): nothing to report.
+  for (const f of fs.readdirSync(state).filter((n) => n.endsWith('.log'))) {
+    const text = fs.readFileSync(path.join(state, f), 'utf8');
+    assert.ok(!/ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/.test(text), `${f}:\n${text.slice(-4000)}`);
+  }
 });
