@@ -15,6 +15,9 @@
 
 #define MAX_WATCHES 16
 #define POLL_MS 1000
+/* A follower tries for the key this often: a dead leader's key is taken
+ * within this of etcd deleting it (one small txn per follower). */
+#define FOLLOWER_ELECT_MS 250
 #define LEADER_KEY CP_ETCD_PREFIX "leader"
 
 /* What this replica published: written to etcd while gen != written. A
@@ -400,7 +403,7 @@ static void *thread_main(void *arg)
             ok = write_entries(e, lease, &lost);
         if (ok && !lost && lease && now >= next_elect) {
             ok = elect(e, lease, &lost);
-            next_elect = now + e->elect_ms;
+            next_elect = now + (cp_etcd_is_leader(e) ? e->elect_ms : FOLLOWER_ELECT_MS);
         }
         if (ok && !lost && now >= next_poll) {
             ok = poll_kinds(e);

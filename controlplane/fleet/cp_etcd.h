@@ -8,21 +8,17 @@
  *            renewed every TTL/3. Every key the replica writes is bound to
  *            it, so a replica that dies leaves nothing behind a TTL later.
  *   leader   a txn on /llmgw/leader: "if the key does not exist, put my id
- *            bound to my lease, else read it". Every replica runs it about
- *            every TTL/3 (at most every second): the leader confirms it
- *            still holds the key, a follower learns who does, and takes the
- *            key once a dead leader's lease has expired, so a dead leader is
- *            replaced one lease expiry (at most a TTL) plus at most a second
- *            after it stopped renewing. A leader whose renewal (or check)
- *            fails steps down at once, before its lease can expire and
- *            another replica take over.
- *   blobs    publish: "/llmgw/<kind>/<name> = bytes", bound to the lease,
- *            written again whenever the replica registers anew (a new lease
- *            after an expiry, etcd back after an outage). collect: every
- *            replica's blobs of a kind, read with a range on the prefix
- *            every second; a watcher gets the set on the main loop when it
- *            changes. Membership is one such kind: "cp", under this
- *            replica's id.
+ *            bound to my lease, else read it". The leader runs it every
+ *            TTL/3 (at most every second) to confirm it still holds the key;
+ *            a follower every 250 ms, learning who leads, and takes the key
+ *            once a dead leader's lease has expired: a dead leader is
+ *            replaced when its lease ends (at most a TTL after its last
+ *            renewal), plus etcd's expiry sweep (0.5 s) and 250 ms. A leader whose renewal (or
+ * check) fails steps down at once, before its lease can expire and another replica take over. blobs
+ * publish: "/llmgw/<kind>/<name> = bytes", bound to the lease, written again whenever the replica
+ * registers anew (a new lease after an expiry, etcd back after an outage). collect: every replica's
+ * blobs of a kind, read with a range on the prefix every second; a watcher gets the set on the main
+ * loop when it changes. Membership is one such kind: "cp", under this replica's id.
  *
  * Without endpoints there is no thread and no etcd: the replica is the
  * leader of itself, and each kind's set is what this replica published,
