@@ -3,9 +3,9 @@
  * /v1/admin/catalog (model_catalog, addressed by its id).
  *
  * Money is integer picodollars (10^-12 USD) per token, 0..10^12. A decimal
- * string of USD per token ("0.000002") is accepted only when it is an
- * exact number of picodollars; it is parsed as digits, never through a
- * double (cp_resource.c, CP_T_MONEY).
+ * string of USD per token ("0.000002", "2e-6") is accepted only when it is
+ * an exact number of picodollars; it is parsed as digits, never through a
+ * double (gw_money_parse, through cp_resource.c's CP_T_MONEY).
  */
 #include <string.h>
 
