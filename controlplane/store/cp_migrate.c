@@ -245,10 +245,30 @@ static const char m3_ledger[] =
     "SELECT llmgw_ledger_partition(now());\n"
     "SELECT llmgw_ledger_partition(now() + interval '1 month');\n";
 
+/* Issue 6, honest money: a price per reasoning token where a model bills
+ * reasoning apart from its other output (NULL: reasoning tokens are output
+ * tokens at the output price), and what the LiteLLM import records about a
+ * catalog row: who last wrote it ('admin' through the API, 'litellm' by
+ * import-catalog), LiteLLM's mode and provider name. An import is audited
+ * as its own action. */
+static const char m4_catalog_source[] =
+    "ALTER TABLE price_overrides ADD COLUMN reasoning_price bigint\n"
+    "  CHECK (reasoning_price BETWEEN 0 AND 1000000000000);\n"
+    "ALTER TABLE model_catalog ADD COLUMN reasoning_price bigint\n"
+    "    CHECK (reasoning_price BETWEEN 0 AND 1000000000000),\n"
+    "  ADD COLUMN mode text CHECK (mode <> '' AND length(mode) <= 64),\n"
+    "  ADD COLUMN source text NOT NULL DEFAULT 'admin' CHECK (source IN ('admin', 'litellm')),\n"
+    "  ADD COLUMN litellm_provider text\n"
+    "    CHECK (litellm_provider <> '' AND length(litellm_provider) <= 128);\n"
+    "ALTER TABLE audit_log DROP CONSTRAINT audit_log_action_check;\n"
+    "ALTER TABLE audit_log ADD CONSTRAINT audit_log_action_check\n"
+    "  CHECK (action IN ('create', 'update', 'delete', 'import'));\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
     {3, "ledger", m3_ledger},
+    {4, "catalog reasoning price and source", m4_catalog_source},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 
