@@ -10,6 +10,8 @@
  *   llmgw-controlplane rotate-master-key
  *                                rewrap every builtin secret from
  *                                LLMGW_MASTER_KEY to LLMGW_NEW_MASTER_KEY
+ *   llmgw-controlplane import-catalog --file PATH | --url URL
+ *                                a LiteLLM catalog into model_catalog
  *
  * One event loop on the main thread runs the admin API and the gRPC server;
  * the snapshot builder hands each good build to it. The fleet thread
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "cp_api.h"
+#include "cp_catalog_import.h"
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
@@ -160,7 +163,7 @@ int main(int argc, char **argv)
     int rc = cp_config_parse(&cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (cfg.command != CP_CMD_MIGRATE)
+    if (cfg.command != CP_CMD_MIGRATE && cfg.command != CP_CMD_IMPORT_CATALOG)
         no_core_dumps();
     signal(SIGPIPE, SIG_IGN);
     struct cp_db_err err;
@@ -181,6 +184,17 @@ int main(int argc, char **argv)
     if (cfg.command == CP_CMD_ROTATE_MASTER_KEY) {
         rc = rotate(db);
         cp_db_free(db);
+        return rc;
+    }
+    if (cfg.command == CP_CMD_IMPORT_CATALOG) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            gw_log(GW_LOG_ERROR, "cannot initialise libcurl", NULL);
+            cp_db_free(db);
+            return 1;
+        }
+        rc = cp_catalog_import_cli(db, cfg.import_file, cfg.import_url);
+        cp_db_free(db);
+        curl_global_cleanup();
         return rc;
     }
     char msg[512];
