@@ -344,6 +344,7 @@ describe('prices and catalog', () => {
     assert.equal(c.json.input_price, 2000000);
     assert.equal(c.json.output_price, 8000000);
     assert.equal(c.json.cache_read_price, null);
+    assert.equal(c.json.reasoning_price, null);
     assert.equal(c.json.currency, 'USD');
     const g = await cp.admin('GET', '/v1/admin/prices/pp/org%2Fmodel-x');
     assert.equal(g.status, 200, g.text);
@@ -387,6 +388,16 @@ describe('prices and catalog', () => {
     assert.equal(u.json.context_window, 200000);
     assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', capabilities: ['telepathy'] }), 400, 'invalid_value', 'capabilities');
     assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', input_price: '0.1234567890123' }), 400, 'invalid_value', 'input_price');
+    // Reasoning priced apart, LiteLLM's mode; source and litellm_provider are the server's.
+    const r = await cp.admin('POST', '/v1/admin/catalog', { model: 'rz', mode: 'chat', output_price: '6e-7', reasoning_price: '3.5E-6', source: 'litellm', litellm_provider: 'x' });
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.json.reasoning_price, 3500000);
+    assert.equal(r.json.output_price, 600000);
+    assert.equal(r.json.mode, 'chat');
+    assert.equal(r.json.source, 'admin');
+    assert.equal(r.json.litellm_provider, null);
+    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', mode: '' }), 400, 'invalid_value', 'mode');
+    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', reasoning_price: 3.5e-6 }), 400, 'invalid_type', 'reasoning_price');
     assert.equal((await cp.admin('DELETE', `/v1/admin/catalog/${id}`)).status, 204);
   });
 });
