@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cp_etcd.h"
 #include "gw_error.h"
 #include "gw_flags.h"
 
@@ -14,17 +16,25 @@ static const char usage[] =
     "                           (--grpc-tls-client-ca PEM | --grpc-tls-no-client-auth)\n"
     "                          | --grpc-insecure)\n"
     "                          [--snapshot-poll-ms N] [--secret-cache-ttl-ms N]\n"
+    "                          [--etcd-endpoints URL,...] [--etcd-lease-ttl-s N] [--replica-id "
+    "ID]\n"
+    "       llmgw-controlplane import-catalog --database-url CONNINFO (--file PATH | --url URL)\n"
     "  serve    (default) apply pending migrations, then serve the admin API and\n"
     "           push snapshots to data planes over gRPC\n"
     "  migrate  apply pending migrations and exit (0 on success, 1 on failure)\n"
     "  rotate-master-key  rewrap every builtin secret from LLMGW_MASTER_KEY (old)\n"
     "           to LLMGW_NEW_MASTER_KEY (new) in one transaction; exit 0 or 1\n"
+    "  import-catalog  import a LiteLLM model_prices_and_context_window.json (a\n"
+    "           file or an http(s) URL) into the model catalog in one transaction;\n"
+    "           prints the counts and rejected entries as JSON; exit 0 or 1\n"
     "Each flag can also come from the environment: LLMGW_DATABASE_URL,\n"
     "LLMGW_ADMIN_LISTEN (default 127.0.0.1:8081), LLMGW_GRPC_LISTEN (default\n"
     "127.0.0.1:8082), LLMGW_GRPC_TLS_CERT, LLMGW_GRPC_TLS_KEY,\n"
     "LLMGW_GRPC_TLS_CLIENT_CA, LLMGW_GRPC_TLS_NO_CLIENT_AUTH=1,\n"
     "LLMGW_GRPC_INSECURE=1, LLMGW_SNAPSHOT_POLL_MS (default 30000),\n"
-    "LLMGW_SECRET_CACHE_TTL_MS (default 300000). The bootstrap admin token comes from "
+    "LLMGW_SECRET_CACHE_TTL_MS (default 300000), LLMGW_ETCD_ENDPOINTS (none: this\n"
+    "replica leads itself), LLMGW_ETCD_LEASE_TTL_S (default 5), LLMGW_REPLICA_ID\n"
+    "(default <hostname>-<pid>). The bootstrap admin token comes from "
     "LLMGW_ADMIN_TOKEN\n"
     "only; the master key from LLMGW_MASTER_KEY only.\n";
 
@@ -55,7 +65,13 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->grpc_tls_key = v;
     else if (strcmp(flag, "--grpc-tls-client-ca") == 0)
         c->grpc_tls_client_ca = v;
-    else if (strcmp(flag, "--grpc-insecure") == 0)
+    else if (strcmp(flag, "--file") == 0 || strcmp(flag, "--url") == 0) {
+        if (c->command != CP_CMD_IMPORT_CATALOG) {
+            fprintf(stderr, PROG ": %s belongs to the import-catalog command\n%s", flag, usage);
+            return GW_EINVAL;
+        }
+        *(flag[2] == 'f' ? &c->import_file : &c->import_url) = v;
+    } else if (strcmp(flag, "--grpc-insecure") == 0)
         return parse_bool(&c->grpc_insecure, flag, v);
     else if (strcmp(flag, "--grpc-tls-no-client-auth") == 0)
         return parse_bool(&c->grpc_tls_no_client_auth, flag, v);
@@ -67,6 +83,18 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 100, 86400000, &n))
             return GW_EINVAL;
         c->secret_cache_ttl_ms = (long)n;
+    } else if (strcmp(flag, "--etcd-endpoints") == 0) {
+        c->etcd_endpoints = *v ? v : NULL;
+    } else if (strcmp(flag, "--etcd-lease-ttl-s") == 0) {
+        if (gw_flags_num(PROG, flag, v, 2, 600, &n))
+            return GW_EINVAL;
+        c->etcd_lease_ttl_s = (int)n;
+    } else if (strcmp(flag, "--replica-id") == 0) {
+        if (!cp_etcd_name_ok(v)) {
+            fprintf(stderr, PROG ": --replica-id: 1 to 63 characters of A-Z a-z 0-9 . _ : -\n");
+            return GW_EINVAL;
+        }
+        snprintf(c->replica_id, sizeof(c->replica_id), "%s", v);
     } else if (strcmp(flag, "--admin-listen") == 0)
         return gw_flags_hostport(PROG, flag, v, c->admin.host, sizeof(c->admin.host),
                                  &c->admin.port);
@@ -97,6 +125,9 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_GRPC_INSECURE", "--grpc-insecure"},
         {"LLMGW_SNAPSHOT_POLL_MS", "--snapshot-poll-ms"},
         {"LLMGW_SECRET_CACHE_TTL_MS", "--secret-cache-ttl-ms"},
+        {"LLMGW_ETCD_ENDPOINTS", "--etcd-endpoints"},
+        {"LLMGW_ETCD_LEASE_TTL_S", "--etcd-lease-ttl-s"},
+        {"LLMGW_REPLICA_ID", "--replica-id"},
     };
     memset(c, 0, sizeof(*c));
     c->command = CP_CMD_SERVE;
@@ -106,6 +137,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     c->grpc.port = 8082;
     c->snapshot_poll_ms = 30000;
     c->secret_cache_ttl_ms = 300000;
+    c->etcd_lease_ttl_s = 5;
     const char *tok = getenv("LLMGW_ADMIN_TOKEN");
     c->admin_token = tok && *tok ? tok : NULL;
     int i = 1;
@@ -114,6 +146,8 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
             c->command = CP_CMD_MIGRATE;
         else if (strcmp(argv[i], "rotate-master-key") == 0)
             c->command = CP_CMD_ROTATE_MASTER_KEY;
+        else if (strcmp(argv[i], "import-catalog") == 0)
+            c->command = CP_CMD_IMPORT_CATALOG;
         else if (strcmp(argv[i], "serve") != 0) {
             fprintf(stderr, PROG ": unknown command '%s'\n%s", argv[i], usage);
             return GW_EINVAL;
@@ -131,6 +165,21 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     int rc = gw_flags_parse(&f, argc, argv, i);
     if (rc)
         return rc;
+    if (!c->replica_id[0]) {
+        char host[64] = "";
+        if (gethostname(host, sizeof(host)) != 0 || !host[0])
+            memcpy(host, "cp", 3);
+        host[sizeof(host) - 1] = '\0';
+        for (char *p = host; *p; p++) /* a hostname may carry what an id may not */
+            if (!cp_etcd_name_ok((char[]){*p, 0}))
+                *p = '-';
+        snprintf(c->replica_id, sizeof(c->replica_id), "%.40s-%ld", host, (long)getpid());
+    }
+    if (c->command == CP_CMD_IMPORT_CATALOG && !c->import_file == !c->import_url) {
+        fprintf(stderr, PROG ": import-catalog needs exactly one of --file PATH and --url URL\n%s",
+                usage);
+        return GW_EINVAL;
+    }
     if (!c->database_url) {
         fprintf(stderr,
                 "llmgw-controlplane: --database-url (or LLMGW_DATABASE_URL) is required\n%s",

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cp_db.h"
+#include "cp_etcd.h"
 #include "cp_grpc.h"
 #include "cp_ledger.h"
 #include "cp_snapshot.h"
@@ -23,12 +24,14 @@ struct cp_metrics {
     struct gw_metric *admin_requests, *admin_duration, *builds, *build_duration;
     struct gw_metric *snapshot_version, *last_success_age, *unresolved, *replicas_connected;
     struct gw_metric *replica_acked, *postgres_up, *audit_rows;
+    struct gw_metric *leader, *etcd_up, *job_runs;
     struct cp_db *db;
     struct cp_snapshot *builder;
     struct cp_grpc *grpc;
     struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue;
     struct cp_ledger *ledger;
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
+    struct cp_etcd *fleet;
 };
 
 static struct cp_metrics the;
@@ -52,6 +55,12 @@ static void collect(struct gw_metrics *reg, void *arg)
                           (double)json_array_size(json_object_get(st, "unresolved")));
             json_decref(st);
         }
+    }
+    if (m->fleet) {
+        gw_metric_set(m->leader, NULL, cp_etcd_is_leader(m->fleet) ? 1.0 : 0.0);
+        int up = cp_etcd_up(m->fleet);
+        if (up >= 0) /* absent without etcd */
+            gw_metric_set(m->etcd_up, NULL, up ? 1.0 : 0.0);
     }
     int64_t at = atomic_load(&last_current_ms);
     if (at)
@@ -139,10 +148,19 @@ int cp_metrics_init(void)
                                           "Ledger batches that failed (each is retried).", NULL);
     m->ledger_queue = gw_metrics_gauge(r, "llmgw_cp_ledger_queue",
                                        "Report messages waiting for the ledger writer.", NULL);
-    if (!m->ledger_rows || !m->ledger_errors || !m->ledger_queue || !m->admin_requests ||
-        !m->admin_duration || !m->builds || !m->build_duration || !m->snapshot_version ||
-        !m->last_success_age || !m->unresolved || !m->replicas_connected || !m->replica_acked ||
-        !m->postgres_up || !m->audit_rows) {
+    static const char *const jobres[] = {"job", "result", NULL};
+    m->leader = gw_metrics_gauge(r, "llmgw_cp_leader",
+                                 "1 while this replica is the fleet's leader (runs the singleton "
+                                 "jobs); always 1 without etcd.",
+                                 NULL);
+    m->job_runs = gw_metrics_counter(r, "llmgw_cp_singleton_job_runs_total",
+                                     "Singleton job runs on this replica (as leader), by job and "
+                                     "result (ok, failed).",
+                                     jobres);
+    if (!m->leader || !m->job_runs || !m->ledger_rows || !m->ledger_errors || !m->ledger_queue ||
+        !m->admin_requests || !m->admin_duration || !m->builds || !m->build_duration ||
+        !m->snapshot_version || !m->last_success_age || !m->unresolved || !m->replicas_connected ||
+        !m->replica_acked || !m->postgres_up || !m->audit_rows) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -189,6 +207,27 @@ void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc 
     the.db = db;
     the.builder = b;
     the.grpc = g;
+}
+
+void cp_metrics_fleet(struct cp_etcd *e)
+{
+    the.fleet = e;
+    /* Registered only with etcd configured: a family without labels is
+     * always exposed, and "0" would read as an outage. */
+    if (M && e && cp_etcd_up(e) >= 0 && !M->etcd_up)
+        M->etcd_up = gw_metrics_gauge(M->reg, "llmgw_cp_etcd_up",
+                                      "1 when etcd answered this replica's last call, 0 when not. "
+                                      "Absent without --etcd-endpoints.",
+                                      NULL);
+}
+
+void cp_metrics_job(const char *job, int ok)
+{
+    if (!M)
+        return;
+    const char *v[] = {job, "ok"}, *f[] = {job, "failed"};
+    gw_metric_inc(M->job_runs, v, ok == 1);
+    gw_metric_inc(M->job_runs, f, ok == 0);
 }
 
 int cp_metrics_render(struct gw_buf *out)

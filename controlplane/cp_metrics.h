@@ -26,6 +26,7 @@ struct gw_buf;
 struct cp_db;
 struct cp_snapshot;
 struct cp_grpc;
+struct cp_etcd;
 
 /* 0 or GW_ENOMEM. Once, at startup; cp_metrics_shutdown frees it. */
 int cp_metrics_init(void) __attribute__((warn_unused_result));
@@ -36,6 +37,10 @@ void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc 
 struct cp_ledger;
 /* The ledger writer whose counters the scrape reads (NULL: none). */
 void cp_metrics_ledger(struct cp_ledger *l);
+
+/* The fleet thread whose leadership and etcd state the scrape reads
+ * (llmgw_cp_leader, llmgw_cp_etcd_up). NULL: none. Call on the loop. */
+void cp_metrics_fleet(struct cp_etcd *e);
 
 /* The exposition (0 or a GW_E code). On the loop. */
 int cp_metrics_render(struct gw_buf *out) __attribute__((warn_unused_result));
@@ -48,6 +53,9 @@ void cp_metrics_build(const char *result, double seconds);
 /* The builder confirmed the snapshot it serves is current (a good build, or
  * a poll that found nothing newer): resets last_success_age. Any thread. */
 void cp_metrics_snapshot_current(void);
+/* One singleton job run on the leader (ok 1 or 0); ok -1 only creates the
+ * job's series at 0. On the loop. */
+void cp_metrics_job(const char *job, int ok);
 /* Audit rows committed by the admin API. */
 void cp_metrics_audit_rows(unsigned n);
 

@@ -10,11 +10,16 @@
  *   llmgw-controlplane rotate-master-key
  *                                rewrap every builtin secret from
  *                                LLMGW_MASTER_KEY to LLMGW_NEW_MASTER_KEY
+ *   llmgw-controlplane import-catalog --file PATH | --url URL
+ *                                a LiteLLM catalog into model_catalog
  *
  * One event loop on the main thread runs the admin API and the gRPC server;
- * the snapshot builder hands each good build to it. SIGTERM/SIGINT stop
- * accepting, let open admin requests finish (they are short), stop the
- * builder, cancel the open Watch streams and exit 0.
+ * the snapshot builder hands each good build to it. The fleet thread
+ * (cp_etcd.h) keeps this replica's lease, membership and leadership in etcd
+ * (without etcd, the replica leads itself); the singleton jobs (cp_jobs.h)
+ * run on the loop while it leads. SIGTERM/SIGINT stop accepting, let open
+ * admin requests finish (they are short), stop the builder, resign in etcd,
+ * cancel the open Watch streams and exit 0.
  */
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -24,11 +29,16 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "cp_api.h"
+#include "cp_catalog_import.h"
 #include "cp_config.h"
 #include "cp_db.h"
+#include "cp_etcd.h"
 #include "cp_grpc.h"
+#include "cp_health.h"
+#include "cp_jobs.h"
 #include "cp_leases.h"
 #include "cp_ledger.h"
 #include "cp_metrics.h"
@@ -40,6 +50,7 @@
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
+#include "gw_time.h"
 #include "llmgw/v1/control.pb-c.h"
 
 struct main_ctx {
@@ -153,7 +164,7 @@ int main(int argc, char **argv)
     int rc = cp_config_parse(&cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (cfg.command != CP_CMD_MIGRATE)
+    if (cfg.command != CP_CMD_MIGRATE && cfg.command != CP_CMD_IMPORT_CATALOG)
         no_core_dumps();
     signal(SIGPIPE, SIG_IGN);
     struct cp_db_err err;
@@ -174,6 +185,17 @@ int main(int argc, char **argv)
     if (cfg.command == CP_CMD_ROTATE_MASTER_KEY) {
         rc = rotate(db);
         cp_db_free(db);
+        return rc;
+    }
+    if (cfg.command == CP_CMD_IMPORT_CATALOG) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            gw_log(GW_LOG_ERROR, "cannot initialise libcurl", NULL);
+            cp_db_free(db);
+            return 1;
+        }
+        rc = cp_catalog_import_cli(db, cfg.import_file, cfg.import_url);
+        cp_db_free(db);
+        curl_global_cleanup();
         return rc;
     }
     char msg[512];
@@ -284,17 +306,46 @@ int main(int argc, char **argv)
     cp_snapshot_api_register(builder, m.grpc);
     cp_metrics_sources(db, builder, m.grpc);
     cp_metrics_ledger(m.ledger);
+    /* This replica in the fleet: its member record says where to reach it. */
+    char aaddr[300];
+    snprintf(aaddr, sizeof(aaddr), strchr(cfg.admin.host, ':') ? "[%s]:%d" : "%s:%d",
+             cfg.admin.host, port);
+    snprintf(glisten, sizeof(glisten), strchr(cfg.grpc.host, ':') ? "[%s]:%d" : "%s:%d",
+             cfg.grpc.host, cp_grpc_port(m.grpc));
+    json_t *mj =
+        json_pack("{s:s,s:s,s:i,s:I,s:i}", "admin", aaddr, "grpc", glisten, "pid", (int)getpid(),
+                  "started_at_ms", (json_int_t)gw_wall_ms(), "schema_version", cp_migrate_latest());
+    char *member = mj ? json_dumps(mj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(mj);
+    struct cp_etcd_opts eo = {.endpoints = cfg.etcd_endpoints,
+                              .replica_id = cfg.replica_id,
+                              .lease_ttl_s = cfg.etcd_lease_ttl_s,
+                              .member = member};
+    struct cp_etcd *fleet = member ? cp_etcd_new(m.base, &eo, msg, sizeof(msg)) : NULL;
+    free(member);
+    if (!fleet || cp_jobs_register(fleet, db) != GW_OK) {
+        gw_logf(GW_LOG_ERROR, "cannot start the fleet thread", "{s:s}", "error",
+                fleet ? "out of memory" : msg);
+        return 1;
+    }
+    cp_health_fleet(fleet);
+    cp_metrics_fleet(fleet);
     event_add(term, NULL);
     event_add(intr, NULL);
-    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i}", "msg", "listening", "host",
-                                cfg.admin.host, "port", port, "admin_port", port, "grpc_host",
-                                cfg.grpc.host, "grpc_port", cp_grpc_port(m.grpc), "grpc_tls",
-                                !cfg.grpc_insecure, "schema_version", cp_migrate_latest()));
+    gw_log_line_fd(1,
+                   json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i,s:s,s:b}", "msg", "listening",
+                             "host", cfg.admin.host, "port", port, "admin_port", port, "grpc_host",
+                             cfg.grpc.host, "grpc_port", cp_grpc_port(m.grpc), "grpc_tls",
+                             !cfg.grpc_insecure, "schema_version", cp_migrate_latest(),
+                             "replica_id", cfg.replica_id, "etcd", cfg.etcd_endpoints != NULL));
     event_base_dispatch(m.base);
 
     cp_snapshot_api_register(NULL, NULL);
     cp_metrics_sources(NULL, NULL, NULL);
     cp_metrics_ledger(NULL);
+    cp_health_fleet(NULL);
+    cp_metrics_fleet(NULL);
+    cp_etcd_free(fleet);
     cp_snapshot_free(builder);
     cp_grpc_free(m.grpc);
     cp_ledger_free(m.ledger);

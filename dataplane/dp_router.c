@@ -314,11 +314,11 @@ static long long success_divisor(const struct dp_target_stats *st)
 static long long declared_price(const struct dp_snapshot *s, const struct slot *sl, int embeddings)
 {
     const struct dp_catalog_entry *c = dp_snapshot_catalog(s, sl->provider->name, sl->model);
-    if (!c || c->input_price < 0)
+    if (!c || c->price.input < 0)
         return -1;
     if (embeddings)
-        return c->input_price;
-    return c->output_price < 0 ? -1 : c->input_price + c->output_price;
+        return c->price.input;
+    return c->price.output < 0 ? -1 : c->price.input + c->price.output;
 }
 
 /* Price and latency scores (lower is better; LLONG_MAX for an unknown

@@ -534,11 +534,24 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
         c->caps = parse_caps(b, caps, cw, NULL);
         c->has_caps = 1;
     }
-    c->input_price = opt_price(b, o, "input_price", where);
-    c->output_price = opt_price(b, o, "output_price", where);
+    struct dp_price *p = &c->price;
+    p->input = opt_price(b, o, "input_price", where);
+    p->output = opt_price(b, o, "output_price", where);
+    p->cache_read = opt_price(b, o, "cache_read_price", where);
+    p->cache_write_5m = opt_price(b, o, "cache_write_5m_price", where);
+    p->cache_write_1h = opt_price(b, o, "cache_write_1h_price", where);
+    p->reasoning = opt_price(b, o, "reasoning_price", where);
+    /* The currency goes with the prices, never converted. */
+    const char *cur = opt_str(b, o, "currency", where, "USD");
     c->max_output_tokens = opt_int(b, o, "max_output_tokens", where, 1, 1LL << 40, 0, " (tokens)");
     if (b->failed)
         return;
+    if (strlen(cur) != 3 || cur[0] < 'A' || cur[0] > 'Z' || cur[1] < 'A' || cur[1] > 'Z' ||
+        cur[2] < 'A' || cur[2] > 'Z') {
+        fail(b, "%s.currency: must be three capital letters (ISO 4217), e.g. USD", where);
+        return;
+    }
+    memcpy(p->currency, cur, 4);
     for (size_t k = 0; k < i; k++) {
         const struct dp_catalog_entry *o2 = &s->catalog[k];
         int same_provider = (!o2->provider && !c->provider) ||

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dp_cost.h"
 #include "gw_pool.h"
 
 struct dp_driver;
@@ -80,8 +81,15 @@ struct dp_catalog_entry {
     long long context_window; /* max input tokens; 0 unknown */
     unsigned caps;            /* DRV_CAP_*; meaningful when has_caps */
     int has_caps;
-    long long input_price;       /* picodollars per input token; -1 unknown */
-    long long output_price;      /* picodollars per output token; -1 unknown */
+    union {
+        struct dp_price price; /* every class; -1 unknown (dp_cost.h) */
+        /* price.input and price.output under their former names, one
+         * storage (a common initial sequence), for code not yet moved to
+         * dp_snapshot_price()/dp_cost() (dp_exchange.c's attempt_cost). */
+        struct {
+            long long input_price, output_price;
+        };
+    };
     long long max_output_tokens; /* the most one answer may hold; 0 unknown */
 };
 

@@ -10,6 +10,7 @@ pkgs=(
   build-essential cmake pkg-config
   libevent-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcunit1-dev
   libgrpc-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler libpq-dev postgresql
+  etcd-server etcd-client
   curl jq wrk nginx-light clang-format prometheus
 )
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

@@ -6,16 +6,27 @@
  * and its ciphertext opens with the current master key under its own name
  * (a ciphertext copied from another row does not); vault and aws secrets
  * are fetched by the snapshot builder, not here (this runs on the event
- * loop), so they are reported as external.
+ * loop), so they are reported as external. With the fleet thread
+ * registered, it also says who leads and whether etcd answers
+ * (cp_etcd_status): etcd down makes the status "degraded" while snapshots
+ * and admin reads go on.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cp_db.h"
+#include "cp_etcd.h"
 #include "cp_health.h"
 #include "cp_secrets.h"
 #include "gw_error.h"
 #include "gw_pool.h"
+
+static struct cp_etcd *fleet;
+
+void cp_health_fleet(struct cp_etcd *e)
+{
+    fleet = e;
+}
 
 /* Whether the builtin secret `name` (ciphertext as hex) opens; *reason
  * says why not. */
@@ -95,10 +106,15 @@ void cp_health_handle(struct cp_call *c)
     }
     json_t *mk = c->master_key ? json_pack("{s:b,s:s}", "configured", 1, "id", c->master_key->id)
                                : json_pack("{s:b}", "configured", 0);
-    cp_call_json(c, 200,
-                 json_pack("{s:s,s:s,s:I,s:o,s:o}", "status", unresolved ? "degraded" : "ok",
-                           "postgres", "ok", "config_version",
-                           (json_int_t)strtoll(cp_db_value(v) ? cp_db_value(v) : "0", NULL, 10),
-                           "master_key", mk, "providers", providers),
-                 0);
+    json_t *fs = fleet ? cp_etcd_status(fleet) : NULL;
+    int etcd_down = fleet && cp_etcd_up(fleet) == 0;
+    json_t *body =
+        json_pack("{s:s,s:s,s:I,s:o,s:o}", "status", unresolved || etcd_down ? "degraded" : "ok",
+                  "postgres", "ok", "config_version",
+                  (json_int_t)strtoll(cp_db_value(v) ? cp_db_value(v) : "0", NULL, 10),
+                  "master_key", mk, "providers", providers);
+    if (body && fs)
+        json_object_update(body, fs);
+    json_decref(fs);
+    cp_call_json(c, 200, body, 0);
 }

@@ -6,4 +6,10 @@
 
 void cp_health_handle(struct cp_call *c);
 
+/* The fleet thread whose state health reports ("replica_id", "leader",
+ * "etcd", "members", "jobs"; etcd down makes the status "degraded"). NULL:
+ * none. Call on the API's loop. */
+struct cp_etcd;
+void cp_health_fleet(struct cp_etcd *e);
+
 #endif

@@ -505,26 +505,41 @@ static const char SQL_LIMITS[] =
 static const char SQL_EXPIRY[] =
     "SELECT (extract(epoch FROM min(expires_at)) * 1000)::bigint FROM api_keys WHERE status = "
     "'active' AND expires_at > now()";
-/* The catalog with the price overrides applied: an override wins over the
- * catalog's price for its (provider, model); an override with no catalog
- * row of its own becomes one, taking what a provider-less row of the same
- * model says about context and capabilities. */
-static const char SQL_CATALOG[] =
-    "SELECT json_strip_nulls(json_build_object('provider', c.provider, 'model', c.model, "
-    "'context_window', c.context_window, 'max_output_tokens', c.max_output_tokens, "
-    "'capabilities', c.capabilities, 'input_price', coalesce(o.input_price, c.input_price), "
-    "'output_price', coalesce(o.output_price, c.output_price)))::text, c.provider IS NULL, "
-    "c.provider, c.model FROM model_catalog c LEFT "
-    "JOIN price_overrides o ON o.provider = c.provider AND o.model = c.model "
-    "UNION ALL "
-    "SELECT json_strip_nulls(json_build_object('provider', o.provider, 'model', o.model, "
-    "'context_window', a.context_window, 'max_output_tokens', a.max_output_tokens, "
-    "'capabilities', a.capabilities, 'input_price', "
-    "coalesce(o.input_price, a.input_price), 'output_price', coalesce(o.output_price, "
-    "a.output_price)))::text, false, o.provider, o.model FROM price_overrides o LEFT JOIN "
-    "model_catalog a ON a.provider IS NULL AND a.model = o.model WHERE NOT EXISTS (SELECT 1 "
-    "FROM model_catalog c WHERE c.provider = o.provider AND c.model = o.model) "
-    "ORDER BY 2 DESC, 3, 4";
+/* The catalog with the price overrides applied (docs/pricing.md): an
+ * override wins over the catalog's price for its (provider, model), class by
+ * class, while both are in the same currency; an override in another
+ * currency brings its own classes only (prices in two currencies are never
+ * mixed, nor converted). An override with no catalog row of its own becomes
+ * one, taking what a provider-less row of the same model says about context
+ * and capabilities (and its prices, by the same rule). */
+#define MERGED(row, x)                                                                             \
+    "'" x "', CASE WHEN o.currency IS NULL OR o.currency = " row ".currency THEN coalesce(o." x    \
+    ", " row "." x ") ELSE o." x " END, "
+#define MERGED_PRICES(row)                                                                         \
+    MERGED(row, "input_price")                                                                     \
+    MERGED(row, "output_price")                                                                    \
+    MERGED(row, "cache_read_price")                                                                \
+    MERGED(row, "cache_write_5m_price")                                                            \
+    MERGED(row, "cache_write_1h_price") MERGED(row, "reasoning_price")
+#define CATALOG_PRICES MERGED_PRICES("c")
+#define FALLBACK_PRICES MERGED_PRICES("a")
+/* Every catalog row, an override applied. */
+#define CATALOG_ROWS                                                                               \
+    "SELECT json_strip_nulls(json_build_object('provider', c.provider, 'model', c.model, "         \
+    "'context_window', c.context_window, 'max_output_tokens', c.max_output_tokens, "               \
+    "'capabilities', c.capabilities, " CATALOG_PRICES                                              \
+    "'currency', coalesce(o.currency, c.currency)))::text, c.provider IS NULL, c.provider, "       \
+    "c.model FROM model_catalog c LEFT JOIN price_overrides o ON o.provider = c.provider AND "     \
+    "o.model = c.model "
+/* Every override without a catalog row of its own. */
+#define OVERRIDE_ROWS                                                                              \
+    "SELECT json_strip_nulls(json_build_object('provider', o.provider, 'model', o.model, "         \
+    "'context_window', a.context_window, 'max_output_tokens', a.max_output_tokens, "               \
+    "'capabilities', a.capabilities, " FALLBACK_PRICES                                             \
+    "'currency', o.currency))::text, false, o.provider, o.model FROM price_overrides o LEFT "      \
+    "JOIN model_catalog a ON a.provider IS NULL AND a.model = o.model WHERE NOT EXISTS (SELECT "   \
+    "1 FROM model_catalog c WHERE c.provider = o.provider AND c.model = o.model) "
+static const char SQL_CATALOG[] = CATALOG_ROWS "UNION ALL " OVERRIDE_ROWS "ORDER BY 2 DESC, 3, 4";
 
 /* Each row's first column parsed as JSON and appended to arr. */
 static int append_rows(json_t *arr, const PGresult *r, int col, char *err, size_t errlen)

@@ -245,6 +245,25 @@ static const char m3_ledger[] =
     "SELECT llmgw_ledger_partition(now());\n"
     "SELECT llmgw_ledger_partition(now() + interval '1 month');\n";
 
+/* Issue 6, honest money: a price per reasoning token where a model bills
+ * reasoning apart from its other output (NULL: reasoning tokens are output
+ * tokens at the output price), and what the LiteLLM import records about a
+ * catalog row: who last wrote it ('admin' through the API, 'litellm' by
+ * import-catalog), LiteLLM's mode and provider name. An import is audited
+ * as its own action. */
+static const char m4_catalog_source[] =
+    "ALTER TABLE price_overrides ADD COLUMN reasoning_price bigint\n"
+    "  CHECK (reasoning_price BETWEEN 0 AND 1000000000000);\n"
+    "ALTER TABLE model_catalog ADD COLUMN reasoning_price bigint\n"
+    "    CHECK (reasoning_price BETWEEN 0 AND 1000000000000),\n"
+    "  ADD COLUMN mode text CHECK (mode <> '' AND length(mode) <= 64),\n"
+    "  ADD COLUMN source text NOT NULL DEFAULT 'admin' CHECK (source IN ('admin', 'litellm')),\n"
+    "  ADD COLUMN litellm_provider text\n"
+    "    CHECK (litellm_provider <> '' AND length(litellm_provider) <= 128);\n"
+    "ALTER TABLE audit_log DROP CONSTRAINT audit_log_action_check;\n"
+    "ALTER TABLE audit_log ADD CONSTRAINT audit_log_action_check\n"
+    "  CHECK (action IN ('create', 'update', 'delete', 'import'));\n";
+
 /* Budgets and rate limits (docs/budgets.md). One uniform limit: a scope (a
  * key, a team or a project), a metric (cost in picodollars, requests or
  * tokens), a UTC period and an amount. Postgres is the only authority:
@@ -342,13 +361,11 @@ static const char m5_limits[] =
     "CREATE TRIGGER ledger_charges AFTER INSERT ON ledger FOR EACH ROW\n"
     "  WHEN (NEW.charges <> '[]'::jsonb) EXECUTE FUNCTION llmgw_ledger_charges();\n";
 
-/* Version 4 is the prices migration (another branch): the numbers are
- * reserved, and a binary without 4 applies 5 alone (apply_one keys on the
- * number, not on the position). */
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
     {3, "ledger", m3_ledger},
+    {4, "catalog reasoning price and source", m4_catalog_source},
     {5, "limits, leases, team allowlists", m5_limits},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);

@@ -3,15 +3,5 @@
 # (the data plane drains its open streams), then SIGKILL after 35 s.
 set -uo pipefail
 run="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.run"
-for name in dataplane mock; do
-  f="$run/$name.pid"
-  [ -f "$f" ] || continue
-  pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid"
-    for _ in $(seq 1 350); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-    echo "down: stopped $name ($pid)"
-  fi
-  rm -f "$f"
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+local_stop TERM 35 dataplane mock

@@ -7,18 +7,15 @@
 #
 # Ports: LLMGW_PORT (default 8080) for the gateway, LLMGW_MOCK_PORT (9090).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+run="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.run"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$root"
-run="$root/.run"
 mkdir -p "$run"
 port=${LLMGW_PORT:-8080}
 mock_port=${LLMGW_MOCK_PORT:-9090}
 
-bash deploy/deps.sh
 bash deploy/local/down.sh >/dev/null 2>&1 || true
-echo "up: building (build/)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
+local_prepare up
 
 # A demo API key, made once and kept: only its SHA-256 goes into the snapshot.
 if [ ! -f "$run/demo.key" ]; then
@@ -58,27 +55,13 @@ jq -n --argjson providers "$providers" --argjson smart "$smart" --arg hash "$key
   keys: [{id:"key_demo", hash:$hash, status:"active", team:"demo"}]
 }' >"$run/snapshot.json"
 
-start() { # name, then the command
-  local name=$1; shift
-  "$@" >"$run/$name.out" 2>"$run/$name.log" &
-  echo $! >"$run/$name.pid"
-}
-wait_listening() { # name
-  for _ in $(seq 1 100); do
-    grep -q '"msg":"listening"' "$run/$1.out" 2>/dev/null && return 0
-    kill -0 "$(cat "$run/$1.pid")" 2>/dev/null || { echo "up: $1 exited:"; tail -5 "$run/$1.log"; exit 1; }
-    sleep 0.1
-  done
-  echo "up: $1 did not start"; exit 1
-}
-
-start mock build/tests/mockprovider/llmgw-mockprovider --listen "127.0.0.1:$mock_port" \
+local_start mock "$bin/tests/mockprovider/llmgw-mockprovider" --listen "127.0.0.1:$mock_port" \
   --threads 1 --usage-log "$run/mock-usage.log"
-wait_listening mock
+local_wait_listening mock
 # The mock's Gemini endpoint wants a key, like the real one (any value).
-start dataplane env LLMGW_MOCK_KEY=mock-key build/dataplane/llmgw-dataplane --snapshot "$run/snapshot.json" \
+local_start dataplane env LLMGW_MOCK_KEY=mock-key "$bin/dataplane/llmgw-dataplane" --snapshot "$run/snapshot.json" \
   --listen "127.0.0.1:$port" --access-log "$run/access.log"
-wait_listening dataplane
+local_wait_listening dataplane
 
 cat >"$run/demo.env" <<ENV
 LLMGW_BASE_URL=http://127.0.0.1:$port

@@ -15,7 +15,9 @@
 //
 // PostgreSQL (for the control plane) is started by the test itself with
 // startPostgres(): initdb + pg_ctl in a temp dir on a free loopback port, as
-// the postgres user when the tests run as root; stopAll() stops it.
+// the postgres user when the tests run as root; stopAll() stops it. etcd
+// likewise with startEtcd(): one member on free loopback ports, a temp data
+// dir, stopped by pid.
 
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -1027,7 +1029,7 @@ export async function startPostgres() {
 
 const CONTROLPLANE_ENV_VARS = ['LLMGW_DATABASE_URL', 'LLMGW_ADMIN_LISTEN', 'LLMGW_GRPC_LISTEN', 'LLMGW_ADMIN_TOKEN',
   'LLMGW_GRPC_TLS_CERT', 'LLMGW_GRPC_TLS_KEY', 'LLMGW_GRPC_TLS_CLIENT_CA', 'LLMGW_GRPC_TLS_NO_CLIENT_AUTH', 'LLMGW_GRPC_INSECURE',
-  'LLMGW_SNAPSHOT_POLL_MS', 'LLMGW_MASTER_KEY'];
+  'LLMGW_SNAPSHOT_POLL_MS', 'LLMGW_MASTER_KEY', 'LLMGW_ETCD_ENDPOINTS', 'LLMGW_ETCD_LEASE_TTL_S', 'LLMGW_REPLICA_ID'];
 
 function controlPlaneEnv(conninfo, env) {
   const e = { ...process.env };
@@ -1074,4 +1076,89 @@ export async function runMigrate({ pg, conninfo, env = {}, timeoutMs = START_TIM
   proc.nonZeroExitExpected = true; // the caller checks the status
   await proc.waitExit(timeoutMs);
   return proc;
+}
+
+// ---------------------------------------------------------------------------
+// etcd (docs: /STACK.md "etcd 3.4 through its JSON gateway")
+
+export const ETCD_BIN = process.env.LLMGW_ETCD_BIN ?? 'etcd';
+
+/** One etcd member: endpoint is its client URL. stop() and start() keep the
+ * data dir and ports, so a restart finds its leases and keys again. */
+export class Etcd {
+  constructor(dir, clientPort, peerPort) {
+    this.dir = dir;
+    this.clientPort = clientPort;
+    this.peerPort = peerPort;
+    this.endpoint = `http://127.0.0.1:${clientPort}`;
+    this.proc = null;
+  }
+
+  async start(timeoutMs = START_TIMEOUT_MS) {
+    const client = this.endpoint;
+    const peer = `http://127.0.0.1:${this.peerPort}`;
+    this.proc = new ManagedProcess('etcd', ETCD_BIN, ['--name', 'n1', '--data-dir', path.join(this.dir, 'data'),
+      '--listen-client-urls', client, '--advertise-client-urls', client,
+      '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
+      '--initial-cluster', `n1=${peer}`, '--listen-metrics-urls', '']);
+    await waitFor(async () => {
+      if (!this.proc.running) throw new Error(`etcd exited: ${JSON.stringify(this.proc.exitInfo)}\n${this.proc.describe()}`);
+      return (await this.health()) === true;
+    }, { timeoutMs, intervalMs: 50, what: `etcd healthy at ${client}` });
+    return this;
+  }
+
+  /** true when GET /health says so; false when it answers otherwise or not at all. */
+  async health() {
+    try {
+      const r = await request(this.clientPort, { method: 'GET', path: '/health' });
+      return r.status === 200 && r.json?.health === 'true';
+    } catch {
+      return false;
+    }
+  }
+
+  /** One JSON gateway call (POST /v3/...), keys and values already base64. */
+  async call(p, body) {
+    const r = await request(this.clientPort, { method: 'POST', path: p, body });
+    if (r.status !== 200) throw new Error(`etcd ${p}: ${r.status} ${r.text}`);
+    return r.json;
+  }
+
+  /** {key: value} of every key under prefix, decoded. */
+  async getPrefix(prefix) {
+    const b64 = (x) => Buffer.from(x).toString('base64');
+    const end = Buffer.from(prefix);
+    end[end.length - 1] += 1;
+    const j = await this.call('/v3/kv/range', { key: b64(prefix), range_end: end.toString('base64') });
+    const out = {};
+    for (const kv of j.kvs ?? []) {
+      out[Buffer.from(kv.key, 'base64').toString()] = Buffer.from(kv.value ?? '', 'base64').toString();
+    }
+    return out;
+  }
+
+  /** SIGTERM and wait for the exit (etcd takes ~1.6 s). */
+  async stop() {
+    if (this.proc?.running) await this.proc.stop();
+  }
+}
+
+/** Starts etcd on two free loopback ports with a temp data dir; stopAll() stops it. */
+export async function startEtcd() {
+  const dir = makeTmpDir();
+  for (let attempt = 0; ; attempt++) {
+    const e = new Etcd(dir, await deadPort(), await deadPort());
+    try {
+      return await e.start();
+    } catch (err) {
+      if (e.proc) {
+        e.proc.exitExpected = true;
+        e.proc.reported = true; // a lost port race, not a crash
+      }
+      await e.stop();
+      fs.rmSync(path.join(dir, 'data'), { recursive: true, force: true });
+      if (attempt >= 2) throw err; // a free port was taken in between
+    }
+  }
 }
