@@ -318,8 +318,9 @@ static void record_attempt(struct dp_exchange *x, int64_t end)
     /* What the attempt took from each limit: counted here, whether or not
      * a ledger takes the row, so the request's end trues up its leases. */
     struct dp_charge charges[DP_MAX_CHARGES];
+    int usd = x->bill.currency && strcmp(x->bill.currency, "USD") == 0; /* budgets are USD */
     size_t ncharges = dp_limits_charges(x->hold, x->nattempts, &x->usage, x->bill.cost_picodollars,
-                                        x->bill.has_cost, charges, DP_MAX_CHARGES);
+                                        x->bill.has_cost && usd, charges, DP_MAX_CHARGES);
     if (!dp_ledger_enabled())
         return;
     struct dp_ledger_row *r = calloc(1, sizeof(*r));

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "canon.h"
+#include "dp_cost.h"
 #include "dp_router.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -695,11 +696,20 @@ int dp_limits_price(const struct dp_snapshot *s, const char *provider, const cha
                     struct dp_limits_price *p)
 {
     const struct dp_catalog_entry *c = dp_snapshot_catalog(s, provider, model);
-    if (!c || c->input_price < 0)
+    p->max_output_tokens = c ? c->max_output_tokens : 0;
+    const struct dp_price *pr = dp_snapshot_price(s, provider, model);
+    /* Budgets are in USD: a price in another currency cannot count
+     * against one (nothing is ever converted). */
+    if (!pr || pr->input < 0 || strcmp(pr->currency, "USD") != 0)
         return GW_ENOTFOUND;
-    p->input = c->input_price;
-    p->output = c->output_price;
-    p->max_output_tokens = c->max_output_tokens;
+    p->input = pr->input;
+    if (pr->cache_write_5m > p->input)
+        p->input = pr->cache_write_5m;
+    if (pr->cache_write_1h > p->input)
+        p->input = pr->cache_write_1h;
+    p->output = pr->output;
+    if (pr->output >= 0 && pr->reasoning > p->output)
+        p->output = pr->reasoning;
     return GW_OK;
 }
 

@@ -173,9 +173,12 @@ int dp_limits_refusal_json(const struct dp_limits_refusal *r, struct gw_buf *out
 #define DP_LIMITS_IMAGE_TOKENS 10000
 int64_t dp_limits_input_bound(const struct canon_req *r, size_t body_len);
 
-/* A target's prices for reservations, picodollars per token. The highest
- * input-side price bounds a worst case (cache writes cost more than plain
- * input). 0, or GW_ENOTFOUND when the target is unpriced. */
+/* A target's prices for reservations, picodollars per token, from
+ * dp_snapshot_price: the dearest input-side class (cache writes cost more
+ * than plain input) and the dearer of output and reasoning, so that a
+ * worst case bounds every mix of classes. 0, or GW_ENOTFOUND when the
+ * target has no input price or is priced in another currency than USD
+ * (max_output_tokens is set either way). */
 struct dp_limits_price {
     int64_t input;             /* the highest price of an input-side token */
     int64_t output;            /* -1: unknown (embeddings need none) */
