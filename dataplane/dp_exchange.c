@@ -10,6 +10,7 @@
 
 #include "canon.h"
 #include "dp_breaker.h"
+#include "dp_cost.h"
 #include "dp_driver.h"
 #include "dp_facade.h"
 #include "dp_ledger.h"
@@ -24,6 +25,7 @@
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
+#include "gw_money.h"
 #include "gw_time.h"
 
 /* Pause the upstream when this much is queued for a slow client; resume
@@ -254,50 +256,43 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
 
 /* ---------------------------------------------------------------- ledger */
 
-/* The attempt's usage priced with the snapshot it ran under. No tokens:
- * exactly 0. Tokens of a class with no price: unknown (NULL in the ledger),
- * never a guess. */
-static int attempt_cost(const struct dp_exchange *x, int64_t *cost, const char **currency)
-{
-    const struct canon_usage *u = &x->usage;
-    *currency = "USD";
-    *cost = 0;
-    if (u->input + u->cache_read + u->cache_write_5m + u->cache_write_1h + u->output == 0)
-        return 1;
-    const struct dp_catalog_entry *c = dp_snapshot_catalog(x->snap, x->prov->name, x->model);
-    if (!c || c->input_price < 0 || c->output_price < 0 || u->cache_read || u->cache_write_5m ||
-        u->cache_write_1h)
-        return 0;
-    int64_t a, b;
-    if (__builtin_mul_overflow(u->input, (int64_t)c->input_price, &a) ||
-        __builtin_mul_overflow(u->output, (int64_t)c->output_price, &b) ||
-        __builtin_add_overflow(a, b, cost))
-        return 0;
-    return 1;
-}
+static void metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t);
 
 /* Prices the current attempt once, when its usage is final: at its DONE
- * (so a stream's last event can carry it) or when it ends otherwise. */
+ * (so a stream's last event can carry it) or when it ends otherwise. The
+ * prices are the snapshot's the attempt ran under. No tokens: exactly 0.
+ * Tokens of a class with no price, or an overflow: unknown (NULL in the
+ * ledger, counted and warned about), never a guess. */
 static void price_attempt(struct dp_exchange *x)
 {
     if (x->priced || !x->prov)
         return;
     x->priced = 1;
-    int64_t cost;
-    const char *currency;
-    int has = attempt_cost(x, &cost, &currency);
-    if (!has) {
-        gw_logf(GW_LOG_WARN, "unpriced usage: no price for a token class the attempt used",
-                "{s:s,s:s,s:s}", "attempt_id", x->attempt_id, "provider", x->prov->name, "model",
-                x->model);
-        x->cost_known = 0;
-    } else if (x->cost_known && __builtin_add_overflow(x->cost_total, cost, &x->cost_total)) {
+    const struct canon_usage *u = &x->usage;
+    const struct dp_price *p = dp_snapshot_price(x->snap, x->prov->name, x->model);
+    int64_t cost = 0;
+    int rc = GW_OK;
+    if (u->input || u->cache_read || u->cache_write_5m || u->cache_write_1h || u->output)
+        rc = p ? dp_cost(p, u, &cost) : GW_ENOENT;
+    struct dp_metrics_target mt;
+    metrics_target(x, &mt);
+    const char *currency = p ? p->currency : "USD";
+    if (rc == GW_OK) {
+        if (cost > 0)
+            dp_metrics_cost(&mt, currency, cost);
+        if (x->cost_known && gw_money_add(x->cost_total, cost, &x->cost_total) != GW_OK)
+            x->cost_known = 0;
+    } else {
+        dp_metrics_unpriced(&mt, rc == GW_ERANGE                ? "overflow"
+                                 : !p                           ? "no price for the model"
+                                 : dp_cost_unpriced_class(p, u) ? dp_cost_unpriced_class(p, u)
+                                                                : "inconsistent usage");
         x->cost_known = 0;
     }
     x->bill = (struct fc_bill){.set = 1,
                                .ledger_id = dp_ledger_enabled() ? x->attempt_id : NULL,
-                               .cost_picodollars = has ? cost : 0,
-                               .has_cost = has,
+                               .cost_picodollars = rc == GW_OK ? cost : 0,
+                               .has_cost = rc == GW_OK,
                                .currency = currency};
 }
 

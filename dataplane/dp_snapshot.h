@@ -81,15 +81,7 @@ struct dp_catalog_entry {
     long long context_window; /* max input tokens; 0 unknown */
     unsigned caps;            /* DRV_CAP_*; meaningful when has_caps */
     int has_caps;
-    union {
-        struct dp_price price; /* every class; -1 unknown (dp_cost.h) */
-        /* price.input and price.output under their former names, one
-         * storage (a common initial sequence), for code not yet moved to
-         * dp_snapshot_price()/dp_cost() (dp_exchange.c's attempt_cost). */
-        struct {
-            long long input_price, output_price;
-        };
-    };
+    struct dp_price price;       /* every class; -1 unknown (dp_cost.h) */
     long long max_output_tokens; /* the most one answer may hold; 0 unknown */
 };
 

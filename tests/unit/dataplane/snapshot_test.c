@@ -285,8 +285,8 @@ static void test_catalog_prices(void)
     CU_ASSERT_EQUAL(c->price.reasoning, 2500000);
     CU_ASSERT_STRING_EQUAL(c->price.currency, "EUR");
     /* The former names read the same storage. */
-    CU_ASSERT_EQUAL(c->input_price, 3000000);
-    CU_ASSERT_EQUAL(c->output_price, 15000000);
+    CU_ASSERT_EQUAL(c->price.input, 3000000);
+    CU_ASSERT_EQUAL(c->price.output, 15000000);
     /* dp_snapshot_price: the provider's own priced entry, else the
      * provider-less one (p's entry declares no price). */
     CU_ASSERT_PTR_EQUAL(dp_snapshot_price(s, "p", "m"), &c->price);
