@@ -143,6 +143,7 @@ static struct {
     int64_t (*wall)(void);
     int64_t (*mono)(void);
     int64_t warned_at;
+    int64_t housekept_at; /* monotonic ms */
     struct learned learned[NLEARN];
 } L = {.mu = PTHREAD_MUTEX_INITIALIZER, .wall = gw_wall_ms, .mono = mono_ms_default};
 
@@ -969,6 +970,12 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
 
     pthread_mutex_lock(&L.mu);
     int64_t now = L.mono(), wall = L.wall();
+    /* The client thread does it too, but not without a Report stream (file
+     * mode, the control plane away): ended windows must still go. */
+    if (now - L.housekept_at >= 1000) {
+        L.housekept_at = now;
+        housekeep(now, wall);
+    }
     int stream_lost = !L.up && (!L.down_since || now - L.down_since >= DP_LIMITS_WAIT_MS);
     for (size_t i = 0; i < n && !h->refused; i++) {
         struct account *a = account_get(ls[i], wall, now);

@@ -703,6 +703,22 @@ static void test_renewal_idle_release_expiry(void)
     CU_ASSERT_PTR_NULL(account_find("tpm-kB", ws));
 }
 
+/* Without a control plane nothing calls next_out: reservations still
+ * forget ended windows. */
+static void test_windows_forgotten_without_stream(void)
+{
+    reset();
+    struct req q;
+    for (int i = 0; i < 10; i++) {
+        ask_for(&q, "kB", "r1");
+        q.ask.max_tokens = 10;
+        CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED); /* tpm-kB fails closed */
+        fake_wall += 60000;
+        fake_mono += 60000;
+    }
+    CU_ASSERT(L.naccounts <= 2);
+}
+
 static void test_release_all(void)
 {
     reset();
@@ -808,6 +824,7 @@ static CU_TestInfo tests[] = {
     {"renewal while in use, release when idle, windows forgotten",
      test_renewal_idle_release_expiry},
     {"release_all gives back every balance", test_release_all},
+    {"without a stream, ended windows are forgotten", test_windows_forgotten_without_stream},
     {"snapshot: teams and limits, validation names the field", test_snapshot_validation},
     CU_TEST_INFO_NULL,
 };
