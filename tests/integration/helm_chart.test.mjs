@@ -342,7 +342,7 @@ test('the rendered args and env are accepted by the binaries (--check-config), w
         assert.equal(s.mode, 'control_plane');
         assert.equal(s.listen, `0.0.0.0:${portOf(k, 'http')}`, where);
         assert.equal(s.control_plane_tls, { mtls: 'mtls', tls: 'tls', insecure: 'plaintext' }[v.grpcTLS.mode], where);
-        assert.equal(s.control_plane, `llmgw-controlplane.${NS}.svc:${v.controlplane.grpcPort}`, where);
+        assert.equal(s.control_plane, `llmgw-controlplane.${NS}.svc.${v.clusterDomain}:${v.controlplane.grpcPort}`, where);
         assert.equal(s.cache_key, true, where);
         assert.equal(s.threads, v.dataplane.threads || Math.ceil(cpuCores(k.resources.limits.cpu)), where);
         assert.equal(s.drain_timeout_ms, v.dataplane.drainTimeoutMs, where);

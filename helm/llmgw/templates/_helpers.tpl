@@ -82,9 +82,10 @@ imagePullSecrets:
 {{- end -}}
 
 {{/* What the data plane dials: the control plane's gRPC Service by its
-     namespaced name (the name its certificate carries). */}}
+     fully qualified name (no resolver search path involved; its
+     certificate carries it). */}}
 {{- define "llmgw.dp.controlPlaneAddress" -}}
-{{- .Values.dataplane.controlPlaneAddress | default (printf "%s.%s.svc:%d" (include "llmgw.cp.name" .) .Release.Namespace (int .Values.controlplane.grpcPort)) -}}
+{{- .Values.dataplane.controlPlaneAddress | default (printf "%s.%s.svc.%s:%d" (include "llmgw.cp.name" .) .Release.Namespace .Values.clusterDomain (int .Values.controlplane.grpcPort)) -}}
 {{- end -}}
 
 {{- define "llmgw.etcdEndpoints" -}}
