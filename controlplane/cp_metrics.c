@@ -86,6 +86,8 @@ static void collect(struct gw_metrics *reg, void *arg)
         const char *ins[] = {"inserted"}, *dup[] = {"duplicate"};
         gw_metric_inc(m->ledger_rows, ins, st.inserted - m->ledger_seen.inserted);
         gw_metric_inc(m->ledger_rows, dup, st.duplicates - m->ledger_seen.duplicates);
+        const char *rej[] = {"rejected"};
+        gw_metric_inc(m->ledger_rows, rej, st.rejected - m->ledger_seen.rejected);
         gw_metric_inc(m->ledger_errors, NULL, st.errors - m->ledger_seen.errors);
         gw_metric_set(m->ledger_queue, NULL, (double)st.queued);
         m->ledger_seen = st;
@@ -142,7 +144,7 @@ int cp_metrics_init(void)
     m->ledger_rows = gw_metrics_counter(
         r, "llmgw_cp_ledger_rows_total",
         "Ledger rows the writer handled, by result (inserted; duplicate: already stored, a "
-        "replay).",
+        "replay; rejected: refused by the table, kept in ledger_rejects).",
         result);
     m->ledger_errors = gw_metrics_counter(r, "llmgw_cp_ledger_batch_errors_total",
                                           "Ledger batches that failed (each is retried).", NULL);
@@ -173,7 +175,7 @@ int cp_metrics_init(void)
         gw_metric_inc(m->builds, v, 0);
     }
     gw_metric_inc(m->audit_rows, NULL, 0);
-    static const char *const lresults[] = {"inserted", "duplicate"};
+    static const char *const lresults[] = {"inserted", "duplicate", "rejected"};
     for (size_t i = 0; i < N(lresults); i++) {
         const char *v[] = {lresults[i]};
         gw_metric_inc(m->ledger_rows, v, 0);

@@ -87,11 +87,11 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
 
 /* On the main loop: Report messages that need the database go to the
  * ledger writer (rows, lease requests and releases). */
-static void on_report(void *arg, uint64_t stream_id, const char *replica_id,
-                      const Llmgw__V1__ReportMessage *msg)
+static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
+                     const Llmgw__V1__ReportMessage *msg)
 {
     struct main_ctx *m = arg;
-    cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
+    return cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
 }
 
 /* On the main loop: each good build goes out to every data plane. */

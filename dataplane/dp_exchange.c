@@ -82,6 +82,11 @@ struct dp_exchange {
     struct dp_snapshot *snap;
     const struct dp_key *key;
     char request_id[160];
+    /* What attempt ids start with: the request id, made unique when the
+     * client chose it (two clients, or one on purpose, may send the same
+     * X-Request-Id, and the ledger keys rows by attempt id). */
+    char attempt_base[150];
+    char cost_currency[4]; /* the currency of cost_total ("" before the first priced attempt) */
     char path[64];
     char session[MAX_KEY_HEADER + 1];
     char agent[MAX_KEY_HEADER + 1];   /* X-LLMGW-Agent: ledger attribution */
@@ -133,7 +138,7 @@ struct dp_exchange {
     char fail_msg[384];
     int64_t ta0, t_first_byte, t_first_content;
     int64_t at_ms;        /* the attempt's start, wall clock (its ledger row) */
-    char attempt_id[176]; /* request id "." attempt number: the ledger's key, sent upstream */
+    char attempt_id[176]; /* attempt_base "." attempt number: the ledger's key, sent upstream */
     int priced;           /* this attempt's cost is computed (at its usage's end) */
     struct fc_bill bill;  /* this attempt's ledger id and cost, for the client */
     const char *mmodel;   /* the model as a metric label: configured, or "other" */
@@ -280,6 +285,12 @@ static void price_attempt(struct dp_exchange *x)
     if (rc == GW_OK) {
         if (cost > 0)
             dp_metrics_cost(&mt, currency, cost);
+        /* Amounts in different currencies are never added: a request that
+         * failed over across them has no single total. */
+        if (x->cost_known && cost > 0 && x->cost_currency[0] && strcmp(x->cost_currency, currency))
+            x->cost_known = 0;
+        if (cost > 0 && !x->cost_currency[0])
+            snprintf(x->cost_currency, sizeof(x->cost_currency), "%s", currency);
         if (x->cost_known && gw_money_add(x->cost_total, cost, &x->cost_total) != GW_OK)
             x->cost_known = 0;
     } else {
@@ -328,6 +339,7 @@ static void record_attempt(struct dp_exchange *x, int64_t end)
     copy_field(r->attempt_id, sizeof(r->attempt_id), x->attempt_id);
     copy_field(r->key_id, sizeof(r->key_id), x->key ? x->key->id : NULL);
     copy_field(r->team, sizeof(r->team), x->key ? x->key->team : NULL);
+    copy_field(r->project, sizeof(r->project), x->key ? x->key->project : NULL);
     copy_field(r->route, sizeof(r->route), x->plan.route ? x->plan.route->name : NULL);
     copy_field(r->provider, sizeof(r->provider), x->prov->name);
     copy_field(r->model, sizeof(r->model), x->model);
@@ -373,11 +385,15 @@ static void add_cost_headers(struct gw_http_req *req, struct dp_exchange *x)
     if (x->cost_known) {
         snprintf(v, sizeof(v), "%lld", (long long)x->cost_total);
         (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", v);
+        (void)gw_http_add_header(req, "x-llmgw-cost-currency",
+                                 x->cost_currency[0] ? x->cost_currency
+                                 : x->bill.currency  ? x->bill.currency
+                                                     : "USD");
     } else {
+        /* A token class without a price, or attempts in two currencies:
+         * no single exact total (each ledger row still has its own). */
         (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", "unpriced");
     }
-    (void)gw_http_add_header(req, "x-llmgw-cost-currency",
-                             x->bill.currency ? x->bill.currency : "USD");
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -1327,7 +1343,7 @@ static int build(struct dp_exchange *x, struct canon_err *err)
 {
     /* The attempt's id goes upstream as its x-request-id: the provider's
      * own log then names the ledger row. */
-    snprintf(x->attempt_id, sizeof(x->attempt_id), "%s.%d", x->request_id, x->nattempts + 1);
+    snprintf(x->attempt_id, sizeof(x->attempt_id), "%s.%d", x->attempt_base, x->nattempts + 1);
     struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->attempt_id};
     const struct dp_driver *d = x->prov->drv;
     if (x->kind == KIND_EMBED) {
@@ -1562,6 +1578,12 @@ static struct dp_exchange *exchange_new(struct dp_worker *w, struct gw_http_req 
     x->cost_known = 1;
     x->t0 = gw_http_req_start_us(req);
     snprintf(x->request_id, sizeof(x->request_id), "%s", request_id);
+    const char *given = gw_http_req_header(req, "x-request-id");
+    if (given && strcmp(given, request_id) == 0)
+        snprintf(x->attempt_base, sizeof(x->attempt_base), "%.128s~%08x", request_id,
+                 (unsigned)(dp_worker_rand(w) >> 32));
+    else
+        snprintf(x->attempt_base, sizeof(x->attempt_base), "%.149s", request_id);
     snprintf(x->path, sizeof(x->path), "%s", gw_http_req_path(req));
     x->sink.emit = on_event;
     x->sink.arg = x;

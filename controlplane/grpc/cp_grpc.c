@@ -226,7 +226,8 @@ static void report_finish(struct stream *st)
 
 static void report_recv(struct stream *st);
 
-static void handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
+/* 0, or nonzero when the message was not taken (the stream must end). */
+static int handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
 {
     struct cp_grpc *s = st->srv;
     /* The first message names the stream's replica; a later message cannot
@@ -244,7 +245,8 @@ static void handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
             s->o.on_ack(s->o.arg, st->rep->id, m->ack->version);
     }
     if (s->o.on_report)
-        s->o.on_report(s->o.arg, st->id, st->rep ? st->rep->id : "", m);
+        return s->o.on_report(s->o.arg, st->id, st->rep ? st->rep->id : "", m);
+    return 0;
 }
 
 static void on_recv(void *arg, int ok)
@@ -260,13 +262,22 @@ static void on_recv(void *arg, int ok)
         ProtobufCMessage *m =
             gw_grpc_unpack(&llmgw__v1__report_message__descriptor, bb, MAX_REQUEST_BYTES);
         grpc_byte_buffer_destroy(bb);
-        if (m) {
-            handle_report(st, (const Llmgw__V1__ReportMessage *)m);
+        int taken = m && handle_report(st, (const Llmgw__V1__ReportMessage *)m) == 0;
+        if (m)
             protobuf_c_message_free_unpacked(m, NULL);
+        if (!taken) {
+            /* Acks are cumulative: a message skipped here (a ledger row that
+             * did not parse, or could not be queued) must not be covered by
+             * the ack of a later one. The stream ends, and the data plane
+             * sends everything unacknowledged again on its next. */
+            gw_log(GW_LOG_WARN,
+                   "grpc: a Report message could not be taken; ending the stream (the data plane "
+                   "sends again)",
+                   NULL);
+            grpc_call_cancel(st->call, NULL);
         } else {
-            gw_log(GW_LOG_WARN, "grpc: a Report message did not parse; ignored", NULL);
+            report_recv(st);
         }
-        report_recv(st);
     }
     stream_maybe_free(st);
 }

@@ -41,9 +41,10 @@ struct cp_grpc_opts {
      * rows, lease requests and breaker outcomes go to the daemon this way.
      * stream_id names the stream for cp_grpc_report_reply; replica_id is
      * the name the stream's first message gave ("" when the replica table
-     * was full). */
-    void (*on_report)(void *arg, uint64_t stream_id, const char *replica_id,
-                      const struct Llmgw__V1__ReportMessage *m);
+     * was full). Nonzero: the message was not taken, and the stream is
+     * cancelled (its sender sends what was not acknowledged again). */
+    int (*on_report)(void *arg, uint64_t stream_id, const char *replica_id,
+                     const struct Llmgw__V1__ReportMessage *m);
     void *arg;
 };
 

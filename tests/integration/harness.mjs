@@ -400,10 +400,13 @@ export class Mock {
   }
 
   /** The line of the request's first attempt: the gateway sends each
-   * attempt's id (request id "." attempt number) as x-request-id. */
+   * attempt's id as x-request-id: the request id (made unique with
+   * "~" and 8 hex digits when the client chose it), "." and the attempt
+   * number (docs/ledger.md). */
   usageFor(requestId, opts = {}) {
-    return this.waitForUsage((l) => l.x_request_id === `${requestId}.1`, {
-      what: `the usage log line with x_request_id ${requestId}.1`,
+    const re = new RegExp(`^${requestId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(~[0-9a-f]{8})?\\.1$`);
+    return this.waitForUsage((l) => typeof l.x_request_id === 'string' && re.test(l.x_request_id), {
+      what: `the usage log line of the first attempt of ${requestId}`,
       ...opts,
     });
   }

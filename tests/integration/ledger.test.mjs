@@ -306,6 +306,53 @@ describe('ledger', () => {
       { timeoutMs: 10_000, what: 'the spool emptied once acknowledged' });
   });
 
+  test('clients that send the same X-Request-Id at once: one row per attempt all the same; team and project attributed', T, async () => {
+    await cfg.api('POST', '/v1/admin/teams', { name: 'finance' }, 201);
+    await cfg.api('POST', '/v1/admin/projects', { name: 'forecast', team: 'finance' }, 201);
+    const j = await cfg.api('POST', '/v1/admin/keys', { id: 'key_proj', team: 'finance', project: 'forecast' }, 201);
+    const v = cfg.version();
+    for (const g of Object.values(dps)) {
+      await h.waitFor(async () => (await h.request(g.port, { method: 'GET', path: '/readyz' })).json?.snapshot_version >= v,
+        { what: `${g.url} serving version ${v}` });
+    }
+    const rid = h.randomId('dup');
+    const rs = await Promise.all(Array.from({ length: 40 }, (_, i) => h.request(dps[i % 2 ? 'dp-a' : 'dp-b'].port, {
+      headers: { authorization: `Bearer ${j.key}`, 'x-request-id': rid },
+      body: { model: 'fast', messages: [{ role: 'user', content: `same id ${i}` }] },
+    })));
+    for (const r of rs) {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-request-id'], rid, 'the client\'s id is echoed');
+      assert.match(r.headers['x-llmgw-ledger-id'], new RegExp(`^${rid}~[0-9a-f]{8}\\.1$`));
+    }
+    assert.equal(new Set(rs.map((r) => r.headers['x-llmgw-ledger-id'])).size, 40, 'unique attempt ids');
+    await h.waitFor(() => ledgerRows(`request_id = '${rid}'`).length === 40, { what: '40 rows for one client id' });
+    const rows = pg.sql(`SELECT DISTINCT coalesce(team, '-') || '/' || coalesce(project, '-') FROM ledger WHERE request_id = '${rid}'`);
+    assert.equal(rows, 'finance/forecast');
+  });
+
+  test('a row the table refuses (its month\'s partition detached) is kept in ledger_rejects, not lost', T, async () => {
+    const part = pg.sql("SELECT 'ledger_' || to_char(now() AT TIME ZONE 'UTC', 'YYYY_MM')");
+    const bounds = pg.sql(`SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE relname = '${part}'`);
+    pg.sql(`ALTER TABLE ledger DETACH PARTITION ${part}`);
+    try {
+      const r = await h.request(dps['dp-a'].port, { headers: auth(), body: { model: 'fast', messages: [{ role: 'user', content: 'detached' }] } });
+      assert.equal(r.status, 200, r.text);
+      const id = r.headers['x-llmgw-ledger-id'];
+      await h.waitFor(() => pg.sql(`SELECT count(*) FROM ledger_rejects WHERE attempt_id = '${id}'`) === '1',
+        { timeoutMs: 15_000, what: 'the row in ledger_rejects' });
+      assert.equal(pg.sql(`SELECT sqlstate FROM ledger_rejects WHERE attempt_id = '${id}'`), '23514');
+      assert.equal(pg.sql(`SELECT row->>'provider' FROM ledger_rejects WHERE attempt_id = '${id}'`), 'alpha');
+      // Acknowledged: the data plane's spool lets it go.
+      await h.waitFor(async () => {
+        const m = await h.request(dps['dp-a'].port, { method: 'GET', path: '/metrics' });
+        return /^llmgw_ledger_pending_rows 0$/m.test(m.text);
+      }, { timeoutMs: 10_000, what: 'nothing pending on dp-a' });
+    } finally {
+      pg.sql(`ALTER TABLE ledger ATTACH PARTITION ${part} ${bounds}`);
+    }
+  });
+
   test('GET /v1/admin/usage: groups over a time range, totals equal the sum of rows', T, async () => {
     const from = new Date(Date.now() - 3600_000).toISOString();
     const to = new Date(Date.now() + 60_000).toISOString();
