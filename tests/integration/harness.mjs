@@ -985,6 +985,17 @@ export class Postgres {
       throw new Error(`postgres did not stop (pg_ctl: ${r.stdout}${r.stderr}); SIGKILLed`);
     }
   }
+
+  /** Starts it again, on the same port and data (after stop()). */
+  async start() {
+    if (postgresInstances.has(this)) return;
+    const [cmd, args] = pgCommand(path.join(this.bin, 'pg_ctl'), ['-D', path.join(this.dir, 'data'), '-l', path.join(this.dir, 'log'), '-w', '-t', '30', '-o',
+      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`, 'start']);
+    const r = spawnSync(cmd, args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`pg_ctl start failed (${r.status}): ${r.stdout}${r.stderr}`);
+    this.pid = Number(fs.readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    postgresInstances.add(this);
+  }
 }
 
 /** Starts a throwaway PostgreSQL on a free loopback port; stopAll() stops it. */
