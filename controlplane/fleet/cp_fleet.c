@@ -18,7 +18,8 @@
 #include "gw_time.h"
 
 #define TICK_MS 1000
-#define REFRESH_MS 2000 /* a view goes out at least this often */
+#define REFRESH_MS 2000    /* a view goes out at least this often */
+#define PUBLISH_GAP_MS 100 /* news goes to etcd at once, but at most this often */
 #define MAX_STREAMS 4096
 #define KIND_OUTCOMES "outcomes"
 #define KIND_DP "dp"
@@ -36,7 +37,8 @@ struct cp_fleet {
     struct cp_grpc *grpc;
     struct cp_etcd *etcd;
     struct cp_fleetview *fv;
-    struct event *tick;
+    struct event *tick, *pub;
+    int64_t published_ms;
     struct fstream *streams;
     unsigned nstreams;
     int stopped; /* the daemon is stopping: reports are ignored */
@@ -121,6 +123,8 @@ static void publish(struct cp_fleet *f, int64_t now_ms)
 {
     if (cp_etcd_up(f->etcd) < 0)
         return; /* no etcd: nobody to tell */
+    f->published_ms = now_ms;
+    event_del(f->pub);
     char *o = cp_fleetview_outcomes_blob(f->fv, now_ms);
     char *d = cp_fleetview_members_blob(f->fv, now_ms);
     if (!o || !d || cp_etcd_publish(f->etcd, KIND_OUTCOMES, NULL, o, strlen(o)) != GW_OK ||
@@ -128,6 +132,26 @@ static void publish(struct cp_fleet *f, int64_t now_ms)
         gw_log(GW_LOG_WARN, "fleet view: cannot publish this replica's blobs", NULL);
     free(o);
     free(d);
+}
+
+static void on_pub(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    publish(arg, gw_wall_ms());
+}
+
+/* News (a breaker opened, a probe ended) goes to the other control planes
+ * now rather than at the next tick. */
+static void publish_soon(struct cp_fleet *f, int64_t now_ms)
+{
+    if (cp_etcd_up(f->etcd) < 0 || evtimer_pending(f->pub, NULL))
+        return;
+    int64_t d = f->published_ms + PUBLISH_GAP_MS - now_ms;
+    if (d < 0)
+        d = 0;
+    struct timeval tv = {(time_t)(d / 1000), (suseconds_t)(d % 1000) * 1000};
+    evtimer_add(f->pub, &tv);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -182,6 +206,7 @@ void cp_fleet_report(struct cp_fleet *f, uint64_t stream_id, const char *replica
     if (news) {
         refresh_members(f, now);
         compute(f, now);
+        publish_soon(f, now);
     }
 }
 
@@ -195,7 +220,8 @@ struct cp_fleet *cp_fleet_new(struct event_base *base, struct cp_grpc *grpc, str
 {
     struct cp_fleet *f = calloc(1, sizeof(*f));
     if (!f || !(f->fv = cp_fleetview_new(cp_etcd_replica_id(etcd), NULL)) ||
-        !(f->tick = event_new(base, -1, EV_PERSIST, on_tick, f))) {
+        !(f->tick = event_new(base, -1, EV_PERSIST, on_tick, f)) ||
+        !(f->pub = evtimer_new(base, on_pub, f))) {
         snprintf(err, errlen, "out of memory");
         cp_fleet_free(f);
         return NULL;
@@ -220,6 +246,8 @@ void cp_fleet_stop(struct cp_fleet *f)
     f->stopped = 1;
     if (f->tick)
         event_del(f->tick);
+    if (f->pub)
+        event_del(f->pub);
 }
 
 void cp_fleet_free(struct cp_fleet *f)
@@ -228,6 +256,8 @@ void cp_fleet_free(struct cp_fleet *f)
         return;
     if (f->tick)
         event_free(f->tick);
+    if (f->pub)
+        event_free(f->pub);
     for (struct fstream *st = f->streams, *next; st; st = next) {
         next = st->next;
         free(st);
