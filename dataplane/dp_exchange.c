@@ -228,6 +228,8 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
     if (rc == GW_OK)
         rc = gw_buf_printf(o, ",\"attempt\":%d,\"retry\":%s,\"probe\":%s", x->nattempts,
                            x->tries > 1 ? "true" : "false", x->probe ? "true" : "false");
+    if (rc == GW_OK && x->fleet_probe)
+        rc = gw_buf_printf(o, ",\"fleet_probe\":true");
     if (rc == GW_OK)
         rc = field_str(o, "outcome", verdict_names[x->verdict]);
     if (rc == GW_OK && (x->verdict == V_FAILED || x->verdict == V_BROKE))
