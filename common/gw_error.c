@@ -19,6 +19,8 @@ const char *gw_strerror(int code)
         return "i/o error";
     case GW_ENOTFOUND:
         return "not found";
+    case GW_ERANGE:
+        return "out of range";
     default:
         return "unknown error";
     }

@@ -14,6 +14,10 @@
 #define GW_ECLOSED (-5) /* the peer or object is gone */
 #define GW_EIO (-6)     /* system call failed (errno says why) */
 #define GW_ENOTFOUND (-7)
+#define GW_ERANGE (-8) /* arithmetic would overflow (money: gw_money.h) */
+/* The same code as GW_ENOTFOUND, by the name the cost code uses: a thing
+ * looked up (a price for a token class) is absent. */
+#define GW_ENOENT GW_ENOTFOUND
 
 const char *gw_strerror(int code);
 

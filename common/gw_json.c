@@ -283,6 +283,39 @@ int gw_json_valid(const char *s, size_t n, int max_depth)
     return sc.p == sc.end;
 }
 
+int gw_json_quote_numbers(const char *s, size_t n, int max_depth, struct gw_buf *out)
+{
+    if (!gw_json_valid(s, n, max_depth))
+        return GW_EINVAL;
+    /* Valid JSON: outside strings, '-' or a digit can only start a number
+     * (the literals hold neither). */
+    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    const unsigned char *run = sc.p; /* copied verbatim up to sc.p */
+    int rc = GW_OK;
+    while (rc == GW_OK && sc.p < sc.end) {
+        unsigned char c = *sc.p;
+        if (c == '"') {
+            (void)scan_string(&sc);
+            continue;
+        }
+        if (c != '-' && (c < '0' || c > '9')) {
+            sc.p++;
+            continue;
+        }
+        const unsigned char *num = sc.p;
+        (void)scan_number(&sc);
+        rc = gw_buf_append(out, run, (size_t)(num - run));
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, "\"", 1);
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, num, (size_t)(sc.p - num));
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, "\"", 1);
+        run = sc.p;
+    }
+    return rc == GW_OK ? gw_buf_append(out, run, (size_t)(sc.end - run)) : rc;
+}
+
 /* ------------------------------------------------------------- span lookups */
 
 /* The container at sc->p ('{' or '['): positions sc after the opening

@@ -33,6 +33,16 @@ int gw_json_escape(struct gw_buf *b, const char *s, size_t n) __attribute__((war
  * paths where a relayed document only needs to be well-formed. */
 int gw_json_valid(const char *s, size_t n, int max_depth);
 
+/* Copies the JSON text s[0..n) to out with every number written as a string
+ * of its exact source text (3e-06 becomes "3e-06"; strings, escapes and
+ * all, are copied as they are). jansson reads numbers into doubles; a
+ * document that carries money goes through this first, so each number
+ * reaches an exact parser (gw_money_parse) as the text it was written as.
+ * GW_EINVAL when s is not valid JSON (gw_json_valid with max_depth);
+ * GW_ELIMIT or GW_ENOMEM from out (what was appended stays). */
+int gw_json_quote_numbers(const char *s, size_t n, int max_depth, struct gw_buf *out)
+    __attribute__((warn_unused_result));
+
 /*
  * Lookups in JSON text without building a document, for hot paths that need
  * a few members of small, frequent documents (streamed chunks). The text

@@ -18,11 +18,15 @@ static const char usage[] =
     "                          [--snapshot-poll-ms N] [--secret-cache-ttl-ms N]\n"
     "                          [--etcd-endpoints URL,...] [--etcd-lease-ttl-s N] [--replica-id "
     "ID]\n"
+    "       llmgw-controlplane import-catalog --database-url CONNINFO (--file PATH | --url URL)\n"
     "  serve    (default) apply pending migrations, then serve the admin API and\n"
     "           push snapshots to data planes over gRPC\n"
     "  migrate  apply pending migrations and exit (0 on success, 1 on failure)\n"
     "  rotate-master-key  rewrap every builtin secret from LLMGW_MASTER_KEY (old)\n"
     "           to LLMGW_NEW_MASTER_KEY (new) in one transaction; exit 0 or 1\n"
+    "  import-catalog  import a LiteLLM model_prices_and_context_window.json (a\n"
+    "           file or an http(s) URL) into the model catalog in one transaction;\n"
+    "           prints the counts and rejected entries as JSON; exit 0 or 1\n"
     "Each flag can also come from the environment: LLMGW_DATABASE_URL,\n"
     "LLMGW_ADMIN_LISTEN (default 127.0.0.1:8081), LLMGW_GRPC_LISTEN (default\n"
     "127.0.0.1:8082), LLMGW_GRPC_TLS_CERT, LLMGW_GRPC_TLS_KEY,\n"
@@ -61,7 +65,13 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->grpc_tls_key = v;
     else if (strcmp(flag, "--grpc-tls-client-ca") == 0)
         c->grpc_tls_client_ca = v;
-    else if (strcmp(flag, "--grpc-insecure") == 0)
+    else if (strcmp(flag, "--file") == 0 || strcmp(flag, "--url") == 0) {
+        if (c->command != CP_CMD_IMPORT_CATALOG) {
+            fprintf(stderr, PROG ": %s belongs to the import-catalog command\n%s", flag, usage);
+            return GW_EINVAL;
+        }
+        *(flag[2] == 'f' ? &c->import_file : &c->import_url) = v;
+    } else if (strcmp(flag, "--grpc-insecure") == 0)
         return parse_bool(&c->grpc_insecure, flag, v);
     else if (strcmp(flag, "--grpc-tls-no-client-auth") == 0)
         return parse_bool(&c->grpc_tls_no_client_auth, flag, v);
@@ -136,6 +146,8 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
             c->command = CP_CMD_MIGRATE;
         else if (strcmp(argv[i], "rotate-master-key") == 0)
             c->command = CP_CMD_ROTATE_MASTER_KEY;
+        else if (strcmp(argv[i], "import-catalog") == 0)
+            c->command = CP_CMD_IMPORT_CATALOG;
         else if (strcmp(argv[i], "serve") != 0) {
             fprintf(stderr, PROG ": unknown command '%s'\n%s", argv[i], usage);
             return GW_EINVAL;
@@ -162,6 +174,11 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
             if (!cp_etcd_name_ok((char[]){*p, 0}))
                 *p = '-';
         snprintf(c->replica_id, sizeof(c->replica_id), "%.40s-%ld", host, (long)getpid());
+    }
+    if (c->command == CP_CMD_IMPORT_CATALOG && !c->import_file == !c->import_url) {
+        fprintf(stderr, PROG ": import-catalog needs exactly one of --file PATH and --url URL\n%s",
+                usage);
+        return GW_EINVAL;
     }
     if (!c->database_url) {
         fprintf(stderr,

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-enum cp_command { CP_CMD_SERVE, CP_CMD_MIGRATE, CP_CMD_ROTATE_MASTER_KEY };
+enum cp_command { CP_CMD_SERVE, CP_CMD_MIGRATE, CP_CMD_ROTATE_MASTER_KEY, CP_CMD_IMPORT_CATALOG };
 
 struct cp_listen {
     char host[256];
@@ -35,10 +35,14 @@ struct cp_config {
     const char *etcd_endpoints;
     int etcd_lease_ttl_s;
     char replica_id[64];
+    /* import-catalog: exactly one of them (a LiteLLM catalog file or URL). */
+    const char *import_file;
+    const char *import_url;
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv (an optional
- * subcommand, "serve" or "migrate", then flags). The strings point into
+ * subcommand: serve, migrate, rotate-master-key or import-catalog, then
+ * flags; --file and --url belong to import-catalog, which needs one). The strings point into
  * argv or the environment. Returns 0, or GW_EINVAL after printing a message
  * naming the flag; 1 after --help. */
 int cp_config_parse(struct cp_config *cfg, int argc, char **argv);

@@ -10,6 +10,8 @@
  *   llmgw-controlplane rotate-master-key
  *                                rewrap every builtin secret from
  *                                LLMGW_MASTER_KEY to LLMGW_NEW_MASTER_KEY
+ *   llmgw-controlplane import-catalog --file PATH | --url URL
+ *                                a LiteLLM catalog into model_catalog
  *
  * One event loop on the main thread runs the admin API and the gRPC server;
  * the snapshot builder hands each good build to it. The fleet thread
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "cp_api.h"
+#include "cp_catalog_import.h"
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
@@ -37,6 +40,7 @@
 #include "cp_grpc.h"
 #include "cp_health.h"
 #include "cp_jobs.h"
+#include "cp_leases.h"
 #include "cp_ledger.h"
 #include "cp_metrics.h"
 #include "cp_migrate.h"
@@ -175,7 +179,7 @@ int main(int argc, char **argv)
     int rc = cp_config_parse(&cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (cfg.command != CP_CMD_MIGRATE)
+    if (cfg.command != CP_CMD_MIGRATE && cfg.command != CP_CMD_IMPORT_CATALOG)
         no_core_dumps();
     signal(SIGPIPE, SIG_IGN);
     struct cp_db_err err;
@@ -196,6 +200,17 @@ int main(int argc, char **argv)
     if (cfg.command == CP_CMD_ROTATE_MASTER_KEY) {
         rc = rotate(db);
         cp_db_free(db);
+        return rc;
+    }
+    if (cfg.command == CP_CMD_IMPORT_CATALOG) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            gw_log(GW_LOG_ERROR, "cannot initialise libcurl", NULL);
+            cp_db_free(db);
+            return 1;
+        }
+        rc = cp_catalog_import_cli(db, cfg.import_file, cfg.import_url);
+        cp_db_free(db);
+        curl_global_cleanup();
         return rc;
     }
     char msg[512];
@@ -287,6 +302,10 @@ int main(int argc, char **argv)
         gw_logf(GW_LOG_ERROR, "cannot start the ledger writer", "{s:s}", "error", msg);
         return 1;
     }
+    /* Budgets and rate limits: the writer answers lease messages in each
+     * stream's order, after the rows before them (docs/budgets.md). */
+    cp_ledger_set_leases(m.ledger, &(struct cp_ledger_leases){.grant = cp_leases_ledger_grant,
+                                                              .release = cp_leases_release});
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,
                                   .secret_cache_ttl_ms = cfg.secret_cache_ttl_ms,

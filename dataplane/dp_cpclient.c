@@ -13,6 +13,7 @@
 
 #include "dp_fleet.h"
 #include "dp_ledger.h"
+#include "dp_limits.h"
 #include "dp_metrics.h"
 #include "dp_outcomes.h"
 #include "dp_snapcache.h"
@@ -170,6 +171,7 @@ static void ccall_maybe_free(struct ccall *k)
     if (c->report == k) {
         c->report = NULL;
         __atomic_store_n(&c->report_up, 0, __ATOMIC_RELEASE);
+        dp_limits_on_stream(0);
     }
     grpc_metadata_array_destroy(&k->initial_md);
     grpc_metadata_array_destroy(&k->trailing_md);
@@ -242,8 +244,21 @@ static int summary_send(struct dp_cpclient *c, struct ccall *k)
     return 1;
 }
 
-/* Sends the next Report message: an Ack first, then ledger rows. One send
- * is in flight at a time; each completion pumps again. */
+/* The next lease message of dp_limits, packed; NULL: none. */
+static grpc_byte_buffer *lease_out(struct dp_cpclient *c)
+{
+    Llmgw__V1__ReportMessage m = LLMGW__V1__REPORT_MESSAGE__INIT;
+    struct dp_limits_out st;
+    if (!dp_limits_next_out(&m, &st))
+        return NULL;
+    m.replica_id = (char *)c->cfg->replica_id;
+    return gw_grpc_pack(&m.base);
+}
+
+/* Sends the next Report message: an outcome summary when one waits, an
+ * Ack, then lease messages (a request may be waiting for a grant), then
+ * ledger rows. One send is in flight at a time; each completion pumps
+ * again. */
 static void report_pump(struct dp_cpclient *c)
 {
     struct ccall *k = c->report;
@@ -260,7 +275,7 @@ static void report_pump(struct dp_cpclient *c)
         m.ack = &ack;
         k->send_bb = gw_grpc_pack(&m.base);
         c->ack_pending = -1;
-    } else {
+    } else if (!(k->send_bb = lease_out(c))) {
         unsigned char *row;
         size_t n;
         if (dp_ledger_next(c->cfg->replica_id, LEDGER_WINDOW, &row, &n) <= 0)
@@ -293,8 +308,8 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    (void)arg;
     dp_ledger_sync();
+    report_pump(arg); /* dp_limits' periodic work: renewals, idle releases */
 }
 
 static void on_report_send(void *arg, int ok)
@@ -316,6 +331,7 @@ static void on_report_start(void *arg, int ok)
     if (ok) {
         k->started = 1;
         __atomic_store_n(&k->c->report_up, 1, __ATOMIC_RELEASE);
+        dp_limits_on_stream(1);
         ccall_recv(k);
         /* The control plane learns of this stream, and answers with its view. */
         summary_soon(k->c);
@@ -347,6 +363,8 @@ static void on_report_recv(void *arg, int ok)
                 view_apply(r->view);
             if (r->acked_through && k->c->report == k)
                 dp_ledger_acked(r->acked_through);
+            for (size_t i = 0; i < r->n_grants; i++)
+                dp_limits_on_grant(r->grants[i]);
             protobuf_c_message_free_unpacked(&r->base, NULL);
         } else {
             gw_log(GW_LOG_WARN, "control plane: a ReportReply did not parse; ignored", NULL);
@@ -915,6 +933,10 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
     if (!c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev)
         goto fail;
     dp_ledger_set_notify(ledger_notify, c);
+    /* Requests wait (a little) for the stream rather than meet their
+     * limits' offline policies before it first opens. */
+    dp_limits_on_stream(0);
+    dp_limits_set_notify(ledger_notify, c);
     if (pthread_create(&c->thread, NULL, run, c) != 0)
         goto fail;
     gw_logf(GW_LOG_INFO, "control plane: watching", "{s:s,s:s,s:s}", "control_plane",
@@ -923,6 +945,7 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
 fail:
     gw_log(GW_LOG_ERROR, "control plane: cannot start the client", NULL);
     dp_ledger_set_notify(NULL, NULL);
+    dp_limits_set_notify(NULL, NULL);
     dp_outcomes_set_notify(NULL, NULL);
     client_free(c);
     return NULL;
@@ -933,6 +956,7 @@ void dp_cpclient_flush(struct dp_cpclient *c, long timeout_ms)
     if (!c)
         return;
     int64_t end = gw_now_us() + (int64_t)timeout_ms * 1000;
+    dp_limits_release_all(); /* unused lease balances go back ahead of the rows */
     size_t n = dp_ledger_pending();
     while (n > 0 && __atomic_load_n(&c->report_up, __ATOMIC_ACQUIRE) && gw_now_us() < end) {
         struct timespec ts = {0, 20 * 1000000};
@@ -950,6 +974,7 @@ void dp_cpclient_stop(struct dp_cpclient *c)
         return;
     dp_outcomes_set_notify(NULL, NULL);
     dp_ledger_set_notify(NULL, NULL);
+    dp_limits_set_notify(NULL, NULL);
     event_active(c->stop_ev, 0, 0);
     pthread_join(c->thread, NULL);
     client_free(c);

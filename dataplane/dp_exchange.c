@@ -10,10 +10,12 @@
 
 #include "canon.h"
 #include "dp_breaker.h"
+#include "dp_cost.h"
 #include "dp_driver.h"
 #include "dp_facade.h"
 #include "dp_fleet.h"
 #include "dp_ledger.h"
+#include "dp_limits.h"
 #include "dp_metrics.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
@@ -24,6 +26,7 @@
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
+#include "gw_money.h"
 #include "gw_time.h"
 
 /* Pause the upstream when this much is queued for a slow client; resume
@@ -94,8 +97,9 @@ struct dp_exchange {
 
     /* the loop */
     struct dp_plan plan;
-    size_t ci; /* the current candidate */
-    int tries; /* attempts on it so far */
+    struct dp_limits_hold *hold; /* what the request reserved of its limits (docs/budgets.md) */
+    size_t ci;                   /* the current candidate */
+    int tries;                   /* attempts on it so far */
     int nattempts, nretries, nfailovers;
     int64_t deadline_us; /* the failover budget's end */
     long budget_ms;
@@ -256,50 +260,43 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
 
 /* ---------------------------------------------------------------- ledger */
 
-/* The attempt's usage priced with the snapshot it ran under. No tokens:
- * exactly 0. Tokens of a class with no price: unknown (NULL in the ledger),
- * never a guess. */
-static int attempt_cost(const struct dp_exchange *x, int64_t *cost, const char **currency)
-{
-    const struct canon_usage *u = &x->usage;
-    *currency = "USD";
-    *cost = 0;
-    if (u->input + u->cache_read + u->cache_write_5m + u->cache_write_1h + u->output == 0)
-        return 1;
-    const struct dp_catalog_entry *c = dp_snapshot_catalog(x->snap, x->prov->name, x->model);
-    if (!c || c->input_price < 0 || c->output_price < 0 || u->cache_read || u->cache_write_5m ||
-        u->cache_write_1h)
-        return 0;
-    int64_t a, b;
-    if (__builtin_mul_overflow(u->input, (int64_t)c->input_price, &a) ||
-        __builtin_mul_overflow(u->output, (int64_t)c->output_price, &b) ||
-        __builtin_add_overflow(a, b, cost))
-        return 0;
-    return 1;
-}
+static void metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t);
 
 /* Prices the current attempt once, when its usage is final: at its DONE
- * (so a stream's last event can carry it) or when it ends otherwise. */
+ * (so a stream's last event can carry it) or when it ends otherwise. The
+ * prices are the snapshot's the attempt ran under. No tokens: exactly 0.
+ * Tokens of a class with no price, or an overflow: unknown (NULL in the
+ * ledger, counted and warned about), never a guess. */
 static void price_attempt(struct dp_exchange *x)
 {
     if (x->priced || !x->prov)
         return;
     x->priced = 1;
-    int64_t cost;
-    const char *currency;
-    int has = attempt_cost(x, &cost, &currency);
-    if (!has) {
-        gw_logf(GW_LOG_WARN, "unpriced usage: no price for a token class the attempt used",
-                "{s:s,s:s,s:s}", "attempt_id", x->attempt_id, "provider", x->prov->name, "model",
-                x->model);
-        x->cost_known = 0;
-    } else if (x->cost_known && __builtin_add_overflow(x->cost_total, cost, &x->cost_total)) {
+    const struct canon_usage *u = &x->usage;
+    const struct dp_price *p = dp_snapshot_price(x->snap, x->prov->name, x->model);
+    int64_t cost = 0;
+    int rc = GW_OK;
+    if (u->input || u->cache_read || u->cache_write_5m || u->cache_write_1h || u->output)
+        rc = p ? dp_cost(p, u, &cost) : GW_ENOENT;
+    struct dp_metrics_target mt;
+    metrics_target(x, &mt);
+    const char *currency = p ? p->currency : "USD";
+    if (rc == GW_OK) {
+        if (cost > 0)
+            dp_metrics_cost(&mt, currency, cost);
+        if (x->cost_known && gw_money_add(x->cost_total, cost, &x->cost_total) != GW_OK)
+            x->cost_known = 0;
+    } else {
+        dp_metrics_unpriced(&mt, rc == GW_ERANGE                ? "overflow"
+                                 : !p                           ? "no price for the model"
+                                 : dp_cost_unpriced_class(p, u) ? dp_cost_unpriced_class(p, u)
+                                                                : "inconsistent usage");
         x->cost_known = 0;
     }
     x->bill = (struct fc_bill){.set = 1,
                                .ledger_id = dp_ledger_enabled() ? x->attempt_id : NULL,
-                               .cost_picodollars = has ? cost : 0,
-                               .has_cost = has,
+                               .cost_picodollars = rc == GW_OK ? cost : 0,
+                               .has_cost = rc == GW_OK,
                                .currency = currency};
 }
 
@@ -317,6 +314,12 @@ static int64_t ms_since(int64_t from, int64_t to)
 static void record_attempt(struct dp_exchange *x, int64_t end)
 {
     price_attempt(x);
+    /* What the attempt took from each limit: counted here, whether or not
+     * a ledger takes the row, so the request's end trues up its leases. */
+    struct dp_charge charges[DP_MAX_CHARGES];
+    int usd = x->bill.currency && strcmp(x->bill.currency, "USD") == 0; /* budgets are USD */
+    size_t ncharges = dp_limits_charges(x->hold, x->nattempts, &x->usage, x->bill.cost_picodollars,
+                                        x->bill.has_cost && usd, charges, DP_MAX_CHARGES);
     if (!dp_ledger_enabled())
         return;
     struct dp_ledger_row *r = calloc(1, sizeof(*r));
@@ -358,6 +361,8 @@ static void record_attempt(struct dp_exchange *x, int64_t end)
     r->ttfc_ms = x->t_first_content ? ms_since(x->ta0, x->t_first_content) : -1;
     r->snapshot_version = x->snap->version;
     r->at_ms = x->at_ms;
+    memcpy(r->charges, charges, ncharges * sizeof(*charges));
+    r->ncharges = ncharges;
     (void)dp_ledger_record(r);
     free(r);
 }
@@ -496,6 +501,10 @@ static void release_upstream(struct dp_exchange *x)
 
 static void exchange_free(struct dp_exchange *x)
 {
+    /* The quota step's end: unused reservations go back (a wait is
+     * canceled). Every attempt's charges were taken by then. */
+    dp_limits_end(x->hold);
+    x->hold = NULL;
     if (x->stream_counted)
         dp_metrics_open_streams(-1);
     release_upstream(x);
@@ -1624,8 +1633,111 @@ static void on_client_close(struct gw_http_req *req, void *arg)
     }
 }
 
+/* ---------------------------------------------------------------- quota */
+
+/* A refusal of the quota step: the facade's error with the limit, its
+ * state and when to retry (docs/budgets.md). Ends the client side. */
+static void reply_quota(struct dp_exchange *x, const struct dp_limits_refusal *r)
+{
+    struct gw_http_req *req = x->req;
+    if (!req)
+        return;
+    x->req = NULL;
+    x->t_client_end = gw_now_us();
+    x->final_status = r->status;
+    set_failure(x, "limit", r->code);
+    char v[24];
+    if (r->retry_after_s > 0) {
+        snprintf(v, sizeof(v), "%lld", (long long)r->retry_after_s);
+        (void)gw_http_add_header(req, "retry-after", v);
+    }
+    (void)gw_http_add_header(req, "x-llmgw-attempts", "0");
+    size_t n = 0;
+    char *body = facade_of(x)->error_body(r->status, r->type, r->param, r->code, r->message, &n);
+    json_t *root = body ? json_loadb(body, n, 0, NULL) : NULL;
+    json_t *err = json_object_get(root, "error");
+    struct gw_buf lim;
+    gw_buf_init(&lim, 0);
+    if (json_is_object(err) && r->has_limit && dp_limits_refusal_json(r, &lim) == GW_OK)
+        json_object_set_new(err, "limit", json_loadb(lim.data, lim.len, 0, NULL));
+    if (json_is_object(err))
+        json_object_set_new(err, "retry_after_s",
+                            r->retry_after_s > 0 ? json_integer(r->retry_after_s) : json_null());
+    char *full = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (full) {
+        free(body);
+        body = full;
+        n = strlen(full);
+    }
+    gw_http_respond(req, r->status, "application/json", body ? body : "", body ? n : 0);
+    free(body);
+    json_decref(root);
+    gw_buf_free(&lim);
+}
+
+/* Candidates no price can be put on under a fail_closed budget leave the
+ * plan (dp_limits marked them). */
+static void drop_candidates(struct dp_exchange *x, const unsigned char *drop)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < x->plan.ncands; i++)
+        if (!drop[i])
+            x->plan.cands[k++] = x->plan.cands[i];
+    x->plan.ncands = k;
+}
+
+static void on_reserved(void *arg, const struct dp_limits_refusal *r)
+{
+    struct dp_exchange *x = arg;
+    if (r) {
+        reply_quota(x, r);
+        exchange_end(x);
+        return;
+    }
+    start_attempt(x);
+}
+
+/* The quota step, after routing and before the first dispatch: every limit
+ * of the key, its team and its project reserves the request's need (an
+ * estimate, or the worst case), or the request is refused having consumed
+ * nothing. A reservation may wait for a grant: on_reserved goes on. */
+static void reserve_then_start(struct dp_exchange *x)
+{
+    unsigned char drop[DP_MAX_CANDIDATES] = {0};
+    struct dp_limits_ask ask = {.snap = x->snap,
+                                .key = x->key,
+                                .cands = x->plan.cands,
+                                .ncands = x->plan.ncands,
+                                .drop = drop,
+                                .embeddings = x->kind == KIND_EMBED};
+    if (x->kind == KIND_CHAT) {
+        size_t body_len = 0;
+        (void)gw_http_req_body(x->req, &body_len);
+        ask.est_input_tokens = canon_estimate_tokens(x->creq);
+        ask.max_input_tokens = dp_limits_input_bound(x->creq, body_len);
+        ask.max_tokens = x->creq->has_max_tokens ? x->creq->max_tokens : 0;
+        ask.max_tokens_param = canon_field_name(x->creq, CANON_F_MAX_TOKENS);
+    } else {
+        for (size_t i = 0; i < x->ereq.ninputs; i++) {
+            int64_t len = (int64_t)strlen(x->ereq.inputs[i]);
+            ask.est_input_tokens += len / 4 + 1;
+            ask.max_input_tokens += len;
+        }
+    }
+    struct dp_limits_refusal r;
+    enum dp_limits_verdict v = dp_limits_reserve(&ask, x->w->base, on_reserved, x, &x->hold, &r);
+    if (v == DP_LIMITS_REFUSED) {
+        reply_quota(x, &r);
+        exchange_end(x);
+        return;
+    }
+    drop_candidates(x, drop);
+    if (v == DP_LIMITS_GO)
+        start_attempt(x);
+}
+
 /* The common start of chat and embeddings once the exchange exists: plan,
- * then the first attempt. Takes over x. */
+ * then the quota step, then the first attempt. Takes over x. */
 static void route_and_start(struct dp_exchange *x, const char *selector, const struct dp_needs *n)
 {
     if (plan(x, selector, n)) {
@@ -1634,7 +1746,7 @@ static void route_and_start(struct dp_exchange *x, const char *selector, const s
         return;
     }
     gw_http_req_on_close(x->req, on_client_close, x);
-    start_attempt(x);
+    reserve_then_start(x);
 }
 
 void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_snapshot *snap,

@@ -7,6 +7,7 @@
 #include "dp_ledger.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
+#include "gw_log.h"
 #include "gw_metrics.h"
 #include "gw_time.h"
 
@@ -31,7 +32,7 @@ struct dp_metrics {
     struct gw_metric *requests, *attempts, *failovers, *retries, *tokens;
     struct gw_metric *breaker_state, *breaker_transitions, *no_route, *overhead;
     struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured;
-    struct gw_metric *cp_connected;
+    struct gw_metric *cp_connected, *cost, *unpriced;
     struct gw_metric *ledger_pending, *ledger_spooled, *ledger_spool_bytes, *ledger_dropped;
     uint64_t ledger_dropped_seen; /* collect: what the counter already has */
     struct gw_metric *fleet_state;
@@ -100,6 +101,7 @@ int dp_metrics_init(void)
     static const char *const att[] = {"route", "provider", "model", "outcome", "error_class", NULL};
     static const char *const rpm[] = {"route", "provider", "model", NULL};
     static const char *const tok[] = {"route", "provider", "model", "type", NULL};
+    static const char *const money[] = {"route", "provider", "model", "currency", NULL};
     static const char *const route[] = {"route", NULL};
     static const char *const target[] = {"provider", "model", NULL};
     static const char *const trans[] = {"provider", "model", "to", NULL};
@@ -170,11 +172,21 @@ int dp_metrics_init(void)
     m->ledger_dropped = gw_metrics_counter(
         r, "llmgw_ledger_rows_dropped_total",
         "Ledger rows dropped because the spool was full (each one is logged).", NULL);
-    if (!m->ledger_pending || !m->ledger_spooled || !m->ledger_spool_bytes || !m->ledger_dropped ||
-        !m->cp_connected || !m->duration || !m->ttft || !m->tpot || !m->token_usage ||
-        !m->requests || !m->attempts || !m->failovers || !m->retries || !m->tokens ||
-        !m->breaker_state || !m->breaker_transitions || !m->no_route || !m->overhead ||
-        !m->open_streams || !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {
+    m->cost = gw_metrics_counter(r, "llmgw_cost_picodollars_total",
+                                 "Cost of upstream attempts from the prices in their snapshot, in "
+                                 "10^-12 of the currency (picodollars for USD).",
+                                 money);
+    m->unpriced = gw_metrics_counter(
+        r, "llmgw_unpriced_usage_total",
+        "Upstream attempts whose usage could not be priced (no price for a token class they "
+        "used, or an overflow): their cost is unknown.",
+        target);
+    if (!m->cost || !m->unpriced || !m->ledger_pending || !m->ledger_spooled ||
+        !m->ledger_spool_bytes || !m->ledger_dropped || !m->cp_connected || !m->duration ||
+        !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts || !m->failovers ||
+        !m->retries || !m->tokens || !m->breaker_state || !m->breaker_transitions || !m->no_route ||
+        !m->overhead || !m->open_streams || !m->snapshot_version || !m->snapshot_age ||
+        !m->cp_configured) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -242,6 +254,31 @@ void dp_metrics_retry(const struct dp_metrics_target *t)
         return;
     const char *v[] = {nz(t->route), nz(t->provider), nz(t->model)};
     gw_metric_inc(M->retries, v, 1);
+}
+
+void dp_metrics_cost(const struct dp_metrics_target *t, const char *currency, int64_t picodollars)
+{
+    if (!M || picodollars < 0)
+        return;
+    const char *v[] = {nz(t->route), nz(t->provider), nz(t->model), nz(currency)};
+    gw_metric_inc(M->cost, v, (uint64_t)picodollars);
+}
+
+void dp_metrics_unpriced(const struct dp_metrics_target *t, const char *why)
+{
+    uint64_t n = 1;
+    if (M) {
+        const char *v[] = {nz(t->provider), nz(t->model)};
+        struct gw_series *s = gw_metric_series(M->unpriced, v);
+        gw_counter_add(s, 1);
+        /* Racing threads may both log or both skip one: a log line's
+         * count is approximate, the counter is not. */
+        n = (uint64_t)gw_series_value(s);
+    }
+    if (n == 1 || n % 1000 == 0)
+        gw_logf(GW_LOG_WARN, "usage without a price: its cost is unknown", "{s:s,s:s,s:s,s:s,s:I}",
+                "route", nz(t->route), "provider", nz(t->provider), "model", nz(t->model), "why",
+                nz(why), "count", (json_int_t)n);
 }
 
 void dp_metrics_failover(const char *route)

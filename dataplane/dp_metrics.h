@@ -43,6 +43,17 @@ struct dp_metrics_target {
 void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
                         const char *error_class, const struct canon_usage *usage);
 void dp_metrics_retry(const struct dp_metrics_target *t);
+/* An attempt's cost, once its usage arrived and dp_cost priced it:
+ * llmgw_cost_picodollars_total{route,provider,model,currency}, in 10^-12 of
+ * the price's currency (picodollars for USD; the currency label keeps
+ * currencies apart, none is converted). A negative cost is not counted. */
+void dp_metrics_cost(const struct dp_metrics_target *t, const char *currency, int64_t picodollars);
+/* An attempt's usage that has no cost (dp_cost answered GW_ENOENT or
+ * GW_ERANGE; the ledger row's cost is NULL): llmgw_unpriced_usage_total
+ * {provider,model}, and a warning line naming the target and why (the token
+ * class dp_cost_unpriced_class names, or "overflow"): the first time for a
+ * target, then every 1000th, so an unpriced model cannot flood the log. */
+void dp_metrics_unpriced(const struct dp_metrics_target *t, const char *why);
 void dp_metrics_failover(const char *route);
 
 /* One request's end, after the exchange (times in seconds; a negative one

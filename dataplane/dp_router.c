@@ -315,11 +315,11 @@ static long long success_divisor(const struct dp_target_stats *st)
 static long long declared_price(const struct dp_snapshot *s, const struct slot *sl, int embeddings)
 {
     const struct dp_catalog_entry *c = dp_snapshot_catalog(s, sl->provider->name, sl->model);
-    if (!c || c->input_price < 0)
+    if (!c || c->price.input < 0)
         return -1;
     if (embeddings)
-        return c->input_price;
-    return c->output_price < 0 ? -1 : c->input_price + c->output_price;
+        return c->price.input;
+    return c->price.output < 0 ? -1 : c->price.input + c->price.output;
 }
 
 /* Price and latency scores (lower is better; LLONG_MAX for an unknown
@@ -464,14 +464,50 @@ static int in_list(const char *const *list, size_t n, const char *s)
     return 0;
 }
 
+/* One principal's allowlists: a key's or its team's (NULL lists: any). */
+struct allow {
+    const char *kind; /* "key", "team": for the skip's detail */
+    const char *name;
+    const char *const *routes;
+    size_t nroutes;
+    const char *const *providers;
+    size_t nproviders;
+    const char *const *models;
+    size_t nmodels;
+};
+
+static struct allow key_allow(const struct dp_key *k)
+{
+    return (struct allow){"key",
+                          k->id,
+                          k->allow_routes,
+                          k->nallow_routes,
+                          k->allow_providers,
+                          k->nallow_providers,
+                          k->allow_models,
+                          k->nallow_models};
+}
+
+static struct allow team_allow(const struct dp_team *t)
+{
+    return (struct allow){"team",
+                          t->name,
+                          t->allow_routes,
+                          t->nallow_routes,
+                          t->allow_providers,
+                          t->nallow_providers,
+                          t->allow_models,
+                          t->nallow_models};
+}
+
 /* allow_models holds "provider/model" or a bare model id. */
-static int model_allowed(const struct dp_key *k, const char *provider, const char *model)
+static int model_allowed(const struct allow *a, const char *provider, const char *model)
 {
     size_t pl = strlen(provider);
-    for (size_t i = 0; i < k->nallow_models; i++) {
-        const char *a = k->allow_models[i];
-        if (strcmp(a, model) == 0 ||
-            (strncmp(a, provider, pl) == 0 && a[pl] == '/' && strcmp(a + pl + 1, model) == 0))
+    for (size_t i = 0; i < a->nmodels; i++) {
+        const char *m = a->models[i];
+        if (strcmp(m, model) == 0 ||
+            (strncmp(m, provider, pl) == 0 && m[pl] == '/' && strcmp(m + pl + 1, model) == 0))
             return 1;
     }
     return 0;
@@ -481,47 +517,60 @@ static int model_allowed(const struct dp_key *k, const char *provider, const cha
  * reading of the allowlists). */
 enum refusal { ALLOWED, NOT_ROUTE, NOT_DIRECT, NOT_PROVIDER, NOT_MODEL };
 
-static enum refusal refusal_of(const struct dp_key *k, const struct dp_route *route,
+static enum refusal refusal_by(const struct allow *a, const struct dp_route *route,
                                const char *provider, const char *model)
+{
+    if (route && a->routes && !in_list(a->routes, a->nroutes, route->name))
+        return NOT_ROUTE;
+    if (!route && a->routes && !a->providers && !a->models)
+        return NOT_DIRECT;
+    if (a->providers && !in_list(a->providers, a->nproviders, provider))
+        return NOT_PROVIDER;
+    if (a->models && !model_allowed(a, provider, model))
+        return NOT_MODEL;
+    return ALLOWED;
+}
+
+/* The key's lists, then its team's: a target must pass both (the
+ * intersection). *who gets the principal that refused. */
+static enum refusal refusal_of(const struct dp_key *k, const struct dp_route *route,
+                               const char *provider, const char *model, struct allow *who)
 {
     if (!k)
         return ALLOWED;
-    if (route && k->allow_routes && !in_list(k->allow_routes, k->nallow_routes, route->name))
-        return NOT_ROUTE;
-    if (!route && k->allow_routes && !k->allow_providers && !k->allow_models)
-        return NOT_DIRECT;
-    if (k->allow_providers && !in_list(k->allow_providers, k->nallow_providers, provider))
-        return NOT_PROVIDER;
-    if (k->allow_models && !model_allowed(k, provider, model))
-        return NOT_MODEL;
-    return ALLOWED;
+    *who = key_allow(k);
+    enum refusal r = refusal_by(who, route, provider, model);
+    if (r != ALLOWED || !k->team_ref)
+        return r;
+    *who = team_allow(k->team_ref);
+    return refusal_by(who, route, provider, model);
 }
 
 int dp_router_allows(const struct dp_key *k, const struct dp_route *route,
                      const struct dp_provider *provider, const char *model)
 {
-    return refusal_of(k, route, provider->name, model) == ALLOWED;
+    struct allow who;
+    return refusal_of(k, route, provider->name, model, &who) == ALLOWED;
 }
 
 static int check_allowed(const struct planner *pl, const struct slot *sl, struct dp_skip *sk)
 {
-    const struct dp_key *k = pl->ctx->key;
-    switch (refusal_of(k, pl->route, sl->provider->name, sl->model)) {
+    struct allow a;
+    switch (refusal_of(pl->ctx->key, pl->route, sl->provider->name, sl->model, &a)) {
     case ALLOWED:
         return 1;
     case NOT_ROUTE:
-        set_detail(sk, "key '%s' may not use route '%s'", k->id, pl->route->name);
+        set_detail(sk, "%s '%s' may not use route '%s'", a.kind, a.name, pl->route->name);
         return 0;
     case NOT_DIRECT:
-        set_detail(sk,
-                   "key '%s' is limited to its routes; direct provider/model use is not allowed",
-                   k->id);
+        set_detail(sk, "%s '%s' is limited to its routes; direct provider/model use is not allowed",
+                   a.kind, a.name);
         return 0;
     case NOT_PROVIDER:
-        set_detail(sk, "key '%s' may not use provider '%s'", k->id, sl->provider->name);
+        set_detail(sk, "%s '%s' may not use provider '%s'", a.kind, a.name, sl->provider->name);
         return 0;
     case NOT_MODEL:
-        set_detail(sk, "key '%s' may not use model '%s'", k->id, sl->model);
+        set_detail(sk, "%s '%s' may not use model '%s'", a.kind, a.name, sl->model);
         return 0;
     }
     return 0;

@@ -24,7 +24,8 @@
  * without spaces. When the part before the first '/' is no provider, the
  * whole selector is tried as a bare model id ("meta-llama/Llama-3.3-70B").
  *
- * Allowlists (a key's; NULL lists allow anything, an empty list nothing):
+ * Allowlists (a key's, and its team's: a target must pass both, so the
+ * lists intersect; NULL lists allow anything, an empty list nothing):
  *   - allow_routes restricts route selectors (name, alias or role) to the
  *     routes it names (by route name). A key with allow_routes but neither
  *     allow_providers nor allow_models may not use exact or bare-model
@@ -32,7 +33,10 @@
  *     those lists decide for exact and bare selectors.
  *   - allow_providers must hold the target's provider name;
  *   - allow_models must hold "provider/model" or the bare model id.
- * All that apply must pass, for route entries as for exact targets.
+ * All that apply must pass, for route entries as for exact targets, and
+ * for the key and its team each. When nothing survives, the plan fails
+ * closed (DP_NOROUTE_NONE_ALLOWED), and each skip names the key or team
+ * whose list refused it.
  *
  * Strategies (ties always keep the written order):
  *   - ordered: as written.
@@ -153,7 +157,8 @@ int dp_router_plan(const struct dp_snapshot *s, const char *selector, const stru
                    const struct dp_route_ctx *ctx, struct dp_plan *plan);
 
 /* Whether key k (NULL: any) may use provider/model through route (NULL:
- * by an exact or bare selector): the allowlists alone, nothing else. */
+ * by an exact or bare selector): the key's and its team's allowlists
+ * alone, nothing else. */
 int dp_router_allows(const struct dp_key *k, const struct dp_route *route,
                      const struct dp_provider *provider, const char *model);
 

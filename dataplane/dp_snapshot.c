@@ -534,10 +534,24 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
         c->caps = parse_caps(b, caps, cw, NULL);
         c->has_caps = 1;
     }
-    c->input_price = opt_price(b, o, "input_price", where);
-    c->output_price = opt_price(b, o, "output_price", where);
+    struct dp_price *p = &c->price;
+    p->input = opt_price(b, o, "input_price", where);
+    p->output = opt_price(b, o, "output_price", where);
+    p->cache_read = opt_price(b, o, "cache_read_price", where);
+    p->cache_write_5m = opt_price(b, o, "cache_write_5m_price", where);
+    p->cache_write_1h = opt_price(b, o, "cache_write_1h_price", where);
+    p->reasoning = opt_price(b, o, "reasoning_price", where);
+    /* The currency goes with the prices, never converted. */
+    const char *cur = opt_str(b, o, "currency", where, "USD");
+    c->max_output_tokens = opt_int(b, o, "max_output_tokens", where, 1, 1LL << 40, 0, " (tokens)");
     if (b->failed)
         return;
+    if (strlen(cur) != 3 || cur[0] < 'A' || cur[0] > 'Z' || cur[1] < 'A' || cur[1] > 'Z' ||
+        cur[2] < 'A' || cur[2] > 'Z') {
+        fail(b, "%s.currency: must be three capital letters (ISO 4217), e.g. USD", where);
+        return;
+    }
+    memcpy(p->currency, cur, 4);
     for (size_t k = 0; k < i; k++) {
         const struct dp_catalog_entry *o2 = &s->catalog[k];
         int same_provider = (!o2->provider && !c->provider) ||
@@ -566,6 +580,8 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t
     const char *h = req_str(b, o, "hash", where);
     k->status = opt_str(b, o, "status", where, "active");
     k->team = opt_str(b, o, "team", where, NULL);
+    k->project = opt_str(b, o, "project", where, NULL);
+    k->expires_at_ms = opt_int(b, o, "expires_at_ms", where, 0, 1LL << 52, 0, " (Unix ms)");
     if (b->failed)
         return;
     if (strlen(h) != 64 || h[strspn(h, "0123456789abcdef")] != '\0') {
@@ -576,6 +592,112 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t
     opt_str_list(b, o, "allow_routes", where, &k->allow_routes, &k->nallow_routes);
     opt_str_list(b, o, "allow_providers", where, &k->allow_providers, &k->nallow_providers);
     opt_str_list(b, o, "allow_models", where, &k->allow_models, &k->nallow_models);
+}
+
+static void build_team(struct build *b, const struct dp_snapshot *s, struct dp_team *t,
+                       const json_t *o, size_t i)
+{
+    char where[48];
+    snprintf(where, sizeof(where), "teams[%zu]", i);
+    if (!json_is_object(o)) {
+        fail(b, "%s: must be an object", where);
+        return;
+    }
+    t->name = req_str(b, o, "name", where);
+    if (b->failed)
+        return;
+    for (size_t k = 0; k < i; k++)
+        if (strcmp(s->teams[k].name, t->name) == 0) {
+            fail(b, "%s.name: duplicate team '%s' (also teams[%zu])", where, t->name, k);
+            return;
+        }
+    opt_str_list(b, o, "allow_routes", where, &t->allow_routes, &t->nallow_routes);
+    opt_str_list(b, o, "allow_providers", where, &t->allow_providers, &t->nallow_providers);
+    opt_str_list(b, o, "allow_models", where, &t->allow_models, &t->nallow_models);
+    t->require_budget = opt_bool(b, o, "require_budget", where, 0);
+}
+
+static const char *const scope_names[] = {
+    [DP_LIMIT_KEY] = "key", [DP_LIMIT_TEAM] = "team", [DP_LIMIT_PROJECT] = "project", NULL};
+static const char *const metric_names[] = {
+    [DP_LIMIT_COST] = "cost", [DP_LIMIT_REQUESTS] = "requests", [DP_LIMIT_TOKENS] = "tokens", NULL};
+static const char *const period_names[] = {
+    [DP_LIMIT_MINUTE] = "minute", [DP_LIMIT_DAY] = "day", [DP_LIMIT_MONTH] = "month", NULL};
+static const char *const reservation_names[] = {"estimate", "worst_case", NULL};
+static const char *const offline_names[] = {"fail_open", "fail_closed", NULL};
+
+const char *dp_limit_scope_name(enum dp_limit_scope k)
+{
+    return scope_names[k];
+}
+
+const char *dp_limit_metric_name(enum dp_limit_metric m)
+{
+    return metric_names[m];
+}
+
+const char *dp_limit_period_name(enum dp_limit_period p)
+{
+    return period_names[p];
+}
+
+/* The index of v in names (v is one of them: opt_enum returned it). */
+static int enum_index(const char *const *names, const char *v)
+{
+    int i = 0;
+    while (names[i] && names[i] != v)
+        i++;
+    return i;
+}
+
+/* The admin API's bound (cp_res_limits.c). */
+#define MAX_LIMIT_AMOUNT 4000000000000000000LL
+
+static void build_limit(struct build *b, const struct dp_snapshot *s, struct dp_limit *l,
+                        const json_t *o, size_t i)
+{
+    char where[48];
+    snprintf(where, sizeof(where), "limits[%zu]", i);
+    if (!json_is_object(o)) {
+        fail(b, "%s: must be an object", where);
+        return;
+    }
+    l->id = req_str(b, o, "id", where);
+    const char *kind = opt_enum(b, o, "scope_kind", where, scope_names, NULL);
+    l->scope = req_str(b, o, "scope", where);
+    const char *metric = opt_enum(b, o, "metric", where, metric_names, NULL);
+    const char *period = opt_enum(b, o, "period", where, period_names, NULL);
+    const char *res = opt_enum(b, o, "reservation", where, reservation_names, "estimate");
+    const char *off = opt_enum(b, o, "offline", where, offline_names, "fail_open");
+    l->currency = opt_str(b, o, "currency", where, "USD");
+    if (b->failed)
+        return;
+    if (!kind || !metric || !period) {
+        fail(b, "%s.%s: required", where, !kind ? "scope_kind" : !metric ? "metric" : "period");
+        return;
+    }
+    if (strlen(l->id) > 63) {
+        fail(b, "%s.id: at most 63 bytes", where);
+        return;
+    }
+    json_t *amount = json_object_get(o, "amount");
+    if (!json_is_integer(amount) || json_integer_value(amount) < 1 ||
+        json_integer_value(amount) > MAX_LIMIT_AMOUNT) {
+        fail(b, "%s.amount: required, an integer from 1 to %lld (picodollars for cost)", where,
+             MAX_LIMIT_AMOUNT);
+        return;
+    }
+    l->amount = json_integer_value(amount);
+    l->scope_kind = (enum dp_limit_scope)enum_index(scope_names, kind);
+    l->metric = (enum dp_limit_metric)enum_index(metric_names, metric);
+    l->period = (enum dp_limit_period)enum_index(period_names, period);
+    l->worst_case = strcmp(res, "worst_case") == 0;
+    l->fail_closed = strcmp(off, "fail_closed") == 0;
+    for (size_t k = 0; k < i; k++)
+        if (strcmp(s->limits[k].id, l->id) == 0) {
+            fail(b, "%s.id: duplicate limit '%s' (also limits[%zu])", where, l->id, k);
+            return;
+        }
 }
 
 static const json_t *req_array(struct build *b, const json_t *root, const char *key, int required)
@@ -624,6 +746,8 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
     const json_t *routes = req_array(&b, root, "routes", 1);
     const json_t *keys = req_array(&b, root, "keys", 0);
     const json_t *catalog = req_array(&b, root, "catalog", 0);
+    const json_t *teams = req_array(&b, root, "teams", 0);
+    const json_t *limits = req_array(&b, root, "limits", 0);
     if (b.failed)
         goto bad;
     s->providers = gw_pool_calloc(b.pool, (json_array_size(prov) + 1) * sizeof(*s->providers));
@@ -660,11 +784,30 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
             s->ncatalog = i + 1;
         }
     }
+    if (teams) {
+        s->teams = gw_pool_calloc(b.pool, (json_array_size(teams) + 1) * sizeof(*s->teams));
+        for (size_t i = 0; i < json_array_size(teams) && !b.failed; i++) {
+            build_team(&b, s, &s->teams[i], json_array_get(teams, i), i);
+            s->nteams = i + 1;
+        }
+    }
+    if (limits) {
+        s->limits = gw_pool_calloc(b.pool, (json_array_size(limits) + 1) * sizeof(*s->limits));
+        for (size_t i = 0; i < json_array_size(limits) && !b.failed; i++) {
+            build_limit(&b, s, &s->limits[i], json_array_get(limits, i), i);
+            s->nlimits = i + 1;
+        }
+    }
     if (keys) {
         s->keys = gw_pool_calloc(b.pool, (json_array_size(keys) + 1) * sizeof(*s->keys));
         for (size_t i = 0; i < json_array_size(keys) && !b.failed; i++) {
-            build_key(&b, &s->keys[i], json_array_get(keys, i), i);
+            struct dp_key *k = &s->keys[i];
+            build_key(&b, k, json_array_get(keys, i), i);
             s->nkeys = i + 1;
+            /* With a teams list, a key's team must be in it: its allowlists
+             * and budget rule would otherwise be silently skipped. */
+            if (!b.failed && k->team && teams && !(k->team_ref = dp_snapshot_team(s, k->team)))
+                fail(&b, "keys[%zu].team: no team named '%s' in teams", i, k->team);
         }
     }
     if (!b.failed)
@@ -769,6 +912,14 @@ const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
             return c;
     }
     return any;
+}
+
+const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *name)
+{
+    for (size_t i = 0; i < s->nteams; i++)
+        if (strcmp(s->teams[i].name, name) == 0)
+            return &s->teams[i];
+    return NULL;
 }
 
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,

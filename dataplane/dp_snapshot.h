@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dp_cost.h"
 #include "gw_pool.h"
 
 struct dp_driver;
@@ -80,15 +81,49 @@ struct dp_catalog_entry {
     long long context_window; /* max input tokens; 0 unknown */
     unsigned caps;            /* DRV_CAP_*; meaningful when has_caps */
     int has_caps;
-    long long input_price;  /* picodollars per input token; -1 unknown */
-    long long output_price; /* picodollars per output token; -1 unknown */
+    struct dp_price price;       /* every class; -1 unknown (dp_cost.h) */
+    long long max_output_tokens; /* the most one answer may hold; 0 unknown */
+};
+
+/* A team: the allowlists every key of the team is intersected with (NULL
+ * means any, as for a key), and whether its keys need a budget. */
+struct dp_team {
+    const char *name;
+    const char **allow_routes;
+    size_t nallow_routes;
+    const char **allow_providers;
+    size_t nallow_providers;
+    const char **allow_models;
+    size_t nallow_models;
+    int require_budget; /* a key with no cost limit applying is refused */
+};
+
+/* A budget or rate limit (docs/budgets.md): amount of metric per UTC
+ * period, for one key, team or project, held fleet-wide through leases. */
+enum dp_limit_scope { DP_LIMIT_KEY, DP_LIMIT_TEAM, DP_LIMIT_PROJECT };
+enum dp_limit_metric { DP_LIMIT_COST, DP_LIMIT_REQUESTS, DP_LIMIT_TOKENS };
+enum dp_limit_period { DP_LIMIT_MINUTE, DP_LIMIT_DAY, DP_LIMIT_MONTH };
+
+struct dp_limit {
+    const char *id; /* at most 63 bytes (it travels in a dp_charge) */
+    enum dp_limit_scope scope_kind;
+    const char *scope; /* the key id, team or project name */
+    enum dp_limit_metric metric;
+    enum dp_limit_period period;
+    long long amount; /* picodollars, requests or tokens; > 0 */
+    int worst_case;   /* reserve the worst case (zero overshoot), not an estimate */
+    int fail_closed;  /* refuse while no allowance can be had (control plane away) */
+    const char *currency;
 };
 
 struct dp_key {
     const char *id;
-    char hash[65];      /* sha256 hex of the plaintext */
-    const char *status; /* "active", "disabled", ... */
+    char hash[65];         /* sha256 hex of the plaintext */
+    const char *status;    /* "active", "disabled", ... */
+    int64_t expires_at_ms; /* Unix ms after which it is refused; 0: never */
     const char *team;
+    const struct dp_team *team_ref; /* the team's entry in teams[], or NULL */
+    const char *project;            /* or NULL */
     /* Allowlists; NULL means any. */
     const char **allow_routes;
     size_t nallow_routes;
@@ -109,6 +144,10 @@ struct dp_snapshot {
     size_t nkeys;
     struct dp_catalog_entry *catalog;
     size_t ncatalog;
+    struct dp_team *teams;
+    size_t nteams;
+    struct dp_limit *limits;
+    size_t nlimits;
     struct gw_pool *pool; /* owns everything above */
     int refs;             /* atomic */
 };
@@ -157,6 +196,14 @@ const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
 
 /* The snapshot format's name of one DRV_CAP_* bit ("vision"), or NULL. */
 const char *dp_snapshot_cap_name(unsigned bit);
+
+/* The team named name, or NULL. */
+const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *name);
+
+/* Names of the limit enums as the snapshot (and the admin API) spell them. */
+const char *dp_limit_scope_name(enum dp_limit_scope k);
+const char *dp_limit_metric_name(enum dp_limit_metric m);
+const char *dp_limit_period_name(enum dp_limit_period p);
 
 /* The key whose hash is sha256(plaintext), or NULL. */
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,

@@ -262,12 +262,16 @@ static void handle(struct gw_http_req *req, void *arg)
     if (snap->nkeys > 0) {
         const char *k = presented_key(req);
         key = k ? dp_snapshot_find_key(snap, k, strlen(k)) : NULL;
-        if (!key || strcmp(key->status, "active") != 0) {
+        /* Status, then expiry to the millisecond (the control plane marks
+         * a key expired only at its next build). */
+        int expired = key && key->expires_at_ms && gw_wall_ms() >= key->expires_at_ms;
+        if (!key || strcmp(key->status, "active") != 0 || expired) {
             dp_snapshot_unref(snap);
             dp_reply_error_fc(req, ep->fc, id, 401, "authentication_error", NULL, "invalid_api_key",
                               !k ? "missing API key: send Authorization: Bearer KEY or x-api-key"
-                              : !key ? "invalid API key"
-                                     : "this API key is not active");
+                              : !key    ? "invalid API key"
+                              : expired ? "this API key has expired"
+                                        : "this API key is not active");
             return;
         }
     }

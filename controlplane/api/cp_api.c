@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "cp_call.h"
+#include "cp_catalog_api.h"
 #include "cp_db.h"
 #include "cp_health.h"
 #include "cp_metrics.h"
@@ -16,6 +17,7 @@
 #include "cp_usage.h"
 #include "gw_buf.h"
 #include "gw_crypto.h"
+#include "gw_curlev.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
@@ -36,7 +38,8 @@ struct cp_api {
     char bootstrap_hash[65]; /* SHA-256 hex of LLMGW_ADMIN_TOKEN: the token itself is not kept */
     int has_master_key;
     struct cp_master_key master_key;
-    int stopping; /* SIGTERM: /readyz answers 503 */
+    int stopping;           /* SIGTERM: /readyz answers 503 */
+    struct gw_curlev *curl; /* transfers the API waits on (a catalog import's URL) */
 };
 
 static void healthz(struct cp_api *api, struct cp_call *c)
@@ -229,6 +232,8 @@ static const char *admin_label(const char *rest)
     const char *slash = strchr(rest, '/');
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
     static const char *const fixed[] = {"audit", "health", "snapshot", "usage"};
+    if (strcmp(rest, "catalog/import") == 0)
+        return "catalog_import";
     for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
         if (!slash && strlen(fixed[i]) == seg && strncmp(fixed[i], rest, seg) == 0)
             return fixed[i];
@@ -238,35 +243,41 @@ static const char *admin_label(const char *rest)
     return "unknown";
 }
 
-/* Routes the request; *resource receives its metrics label: a name from
- * the route table, never the path itself. */
-static void route(struct cp_api *api, struct cp_call *c, const char **resource)
+/* The metrics label of a path: a name from the route table, never the
+ * path itself. */
+static const char *path_label(const char *path)
+{
+    static const char *const fixed[][2] = {{"/healthz", "healthz"},
+                                           {"/readyz", "readyz"},
+                                           {"/metrics", "metrics"},
+                                           {ADMIN_PREFIX "openapi.yaml", "openapi"}};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
+        if (strcmp(path, fixed[i][0]) == 0)
+            return fixed[i][1];
+    if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
+        return "unknown";
+    return admin_label(path + sizeof(ADMIN_PREFIX) - 1);
+}
+
+/* Routes the request (labelled before authentication: refusals count under
+ * their route). */
+static void route(struct cp_api *api, struct cp_call *c)
 {
     struct gw_http_req *req = c->req;
     const char *path = gw_http_req_path(req);
-    *resource = "unknown";
-    if (strcmp(path, "/healthz") == 0) {
-        *resource = "healthz";
+    if (strcmp(path, "/healthz") == 0)
         return healthz(api, c);
-    }
-    if (strcmp(path, "/readyz") == 0) {
-        *resource = "readyz";
+    if (strcmp(path, "/readyz") == 0)
         return readyz(api, c);
-    }
-    if (strcmp(path, "/metrics") == 0) {
-        *resource = "metrics";
+    if (strcmp(path, "/metrics") == 0)
         return metrics(c);
-    }
     /* The API's description is public: it is in the repository anyway. */
     if (strcmp(path, ADMIN_PREFIX "openapi.yaml") == 0) {
-        *resource = "openapi";
         c->status = 200;
         return gw_http_respond(req, 200, "application/yaml", cp_openapi_yaml, cp_openapi_yaml_len);
     }
     if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
         return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
-    /* Labelled before authentication: refusals count under their route. */
-    *resource = admin_label(path + sizeof(ADMIN_PREFIX) - 1);
     struct cp_db_err err;
     if (cp_db_check(api->db, &err) != GW_OK)
         return cp_call_db_error(c, &err);
@@ -289,6 +300,9 @@ static void route(struct cp_api *api, struct cp_call *c, const char **resource)
         return cp_snapshot_api_handle(c);
     if (seg == 5 && strncmp(rest, "usage", 5) == 0 && !slash)
         return cp_usage_handle(c, api->db);
+    /* Not a catalog row (their keys are numbers): the LiteLLM import. */
+    if (strcmp(rest, "catalog/import") == 0)
+        return cp_catalog_api_import(c, api->curl);
     const struct cp_resource *r = NULL;
     for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
         if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
@@ -308,6 +322,24 @@ static void route(struct cp_api *api, struct cp_call *c, const char **resource)
     cp_resource_handle(c, r, key);
 }
 
+/* What the request's metrics need, kept past its answer. */
+struct served {
+    int64_t t0;
+    char method[16];
+    const char *resource; /* a static label */
+};
+
+static void record(const struct served *s, int status)
+{
+    cp_metrics_admin_request(s->resource, s->method, status, (double)(gw_now_us() - s->t0) / 1e6);
+}
+
+/* A deferred call's answer (cp_call_defer): its metrics. */
+static void served_done(struct cp_call *c, void *arg)
+{
+    record(arg, c->status);
+}
+
 static void handle(struct gw_http_req *req, void *arg)
 {
     struct cp_api *api = arg;
@@ -316,13 +348,23 @@ static void handle(struct gw_http_req *req, void *arg)
                         .db = api->db,
                         .master_key = api->has_master_key ? &api->master_key : NULL};
     /* Copied now: the request (and the strings it owns) is gone once it is
-     * answered. Every handler answers before returning. */
-    int64_t t0 = gw_http_req_start_us(req);
-    char method[16];
-    snprintf(method, sizeof(method), "%s", gw_http_req_method(req));
-    const char *resource = "unknown";
-    route(api, &c, &resource);
-    cp_metrics_admin_request(resource, method, c.status, (double)(gw_now_us() - t0) / 1e6);
+     * answered. Every handler answers before returning, except one that
+     * defers (cp_call_defer): its answer records the metrics then, from
+     * the copy in the pool. */
+    struct served local = {.t0 = gw_http_req_start_us(req),
+                           .resource = path_label(gw_http_req_path(req))};
+    snprintf(local.method, sizeof(local.method), "%s", gw_http_req_method(req));
+    struct served *s = gw_pool_alloc(c.pool, sizeof(*s));
+    if (s) {
+        *s = local;
+        c.done = served_done;
+        c.done_arg = s;
+    }
+    /* After route the pool may be gone (the answer ends the request): only
+     * the stack's copies are read. */
+    route(api, &c);
+    if (!c.deferred)
+        record(&local, c.status);
 }
 
 struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
@@ -342,7 +384,9 @@ struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
     }
     struct gw_http_server_opts o = {.handler = handle, .arg = api, .max_body_bytes = 1u << 20};
     api->srv = gw_http_server_new(base, fd, &o);
-    if (!api->srv) {
+    api->curl = api->srv ? gw_curlev_new(base) : NULL;
+    if (!api->curl) {
+        gw_http_server_free(api->srv);
         cp_master_key_clear(&api->master_key);
         free(api);
         return NULL;
@@ -365,7 +409,10 @@ void cp_api_free(struct cp_api *api)
 {
     if (!api)
         return;
+    /* Requests still open (an import waiting on its URL) get their close
+     * callback first and cancel their transfers; then the multi goes. */
     gw_http_server_free(api->srv);
+    gw_curlev_free(api->curl);
     cp_master_key_clear(&api->master_key);
     free(api);
 }

@@ -9,6 +9,7 @@
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
+#include "gw_pool.h"
 
 int cp_verr_set(struct cp_verr *e, int status, const char *code, const char *param, const char *fmt,
                 ...)
@@ -40,6 +41,24 @@ static const char *type_for(int status)
     }
 }
 
+struct cp_call *cp_call_defer(struct cp_call *c)
+{
+    struct cp_call *d = gw_pool_alloc(c->pool, sizeof(*d));
+    if (!d)
+        return NULL;
+    *d = *c;
+    c->deferred = d->deferred = 1;
+    return d;
+}
+
+/* A deferred call's bookkeeping, before the answer ends the request (and
+ * frees the pool the copy lives in). */
+static void answered(struct cp_call *c)
+{
+    if (c->deferred && c->done)
+        c->done(c, c->done_arg);
+}
+
 void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_version)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -48,6 +67,7 @@ void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_ve
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
                                   "\"server_error\",\"param\":null,\"code\":\"internal\"}}";
         c->status = 500;
+        answered(c);
         gw_http_respond(c->req, 500, "application/json", oom, sizeof(oom) - 1);
         return;
     }
@@ -57,6 +77,7 @@ void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_ve
         (void)gw_http_add_header(c->req, "ETag", etag);
     }
     c->status = status;
+    answered(c);
     gw_http_respond(c->req, status, "application/json", text, strlen(text));
     free(text);
 }

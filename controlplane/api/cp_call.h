@@ -34,7 +34,18 @@ struct cp_call {
     const char *reveal_field;
     const char *reveal_value;
     int status; /* the answer's status, once answered (for metrics) */
+    /* A handler that answers after it returns (an import waiting on its
+     * URL) continues with cp_call_defer's copy; the dispatcher then leaves
+     * the request's bookkeeping to done, which the answer runs. */
+    int deferred;
+    void (*done)(struct cp_call *c, void *arg);
+    void *done_arg;
 };
+
+/* A copy of c in its request's pool, for answering later (from a transfer's
+ * completion, say): marks both deferred. The request stays open until the
+ * copy answers; NULL when out of memory (c is then unchanged). */
+struct cp_call *cp_call_defer(struct cp_call *c);
 
 /* A refusal being built by a check: status, code, the field it names
  * (param, "" for none) and a message naming the field and the rule. */

@@ -13,6 +13,8 @@ extern const struct cp_resource cp_res_keys;
 extern const struct cp_resource cp_res_admin_tokens;
 extern const struct cp_resource cp_res_prices;
 extern const struct cp_resource cp_res_catalog;
+extern const struct cp_resource cp_res_limits;
+extern const struct cp_resource cp_res_projects;
 
 /* 0 when table has a row whose name is v (a string, or JSON null: no
  * reference); else a 400 dangling_reference naming field (or a 503). */

@@ -3,9 +3,9 @@
  * /v1/admin/catalog (model_catalog, addressed by its id).
  *
  * Money is integer picodollars (10^-12 USD) per token, 0..10^12. A decimal
- * string of USD per token ("0.000002") is accepted only when it is an
- * exact number of picodollars; it is parsed as digits, never through a
- * double (cp_resource.c, CP_T_MONEY).
+ * string of USD per token ("0.000002", "2e-6") is accepted only when it is
+ * an exact number of picodollars; it is parsed as digits, never through a
+ * double (gw_money_parse, through cp_resource.c's CP_T_MONEY).
  */
 #include <string.h>
 
@@ -54,6 +54,16 @@ static int check_caps(struct cp_call *c, const char *field, const json_t *v, str
     return GW_OK;
 }
 
+static int check_mode(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e)
+{
+    (void)c;
+    if (json_is_string(v) && json_string_length(v) == 0)
+        return cp_verr_set(e, 400, "invalid_value", field,
+                           "%s: must be a non-empty string (LiteLLM's mode: chat, embedding, ...)",
+                           field);
+    return GW_OK;
+}
+
 #define MONEY(n)                                                                                   \
     {                                                                                              \
         .name = n, .type = CP_T_MONEY, .flags = CP_F_NULLABLE                                      \
@@ -66,7 +76,8 @@ static int check_caps(struct cp_call *c, const char *field, const json_t *v, str
  * the catalog. */
 #define PRICES                                                                                     \
     MONEY("input_price"), MONEY("output_price"), MONEY("cache_read_price"),                        \
-        MONEY("cache_write_5m_price"), MONEY("cache_write_1h_price"), CURRENCY
+        MONEY("cache_write_5m_price"), MONEY("cache_write_1h_price"), MONEY("reasoning_price"),    \
+        CURRENCY
 
 static const struct cp_field price_fields[] = {
     {.name = "provider",
@@ -105,7 +116,22 @@ static const struct cp_field catalog_fields[] = {
      .max = 2147483647},
     {.name = "capabilities", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE, .check = check_caps},
     PRICES,
+    {.name = "mode", .type = CP_T_STRING, .flags = CP_F_NULLABLE, .max = 64, .check = check_mode},
+    /* Who last wrote the row: "admin" (this API) or "litellm" (the import,
+     * which also records LiteLLM's provider name). */
+    {.name = "source", .type = CP_T_STRING, .flags = CP_F_SERVER},
+    {.name = "litellm_provider", .type = CP_T_STRING, .flags = CP_F_SERVER},
 };
+
+/* A write through the API makes the row the operator's. */
+static int catalog_prepare(struct cp_call *c, json_t *obj, const json_t *before, struct cp_verr *e)
+{
+    (void)c;
+    (void)before;
+    (void)e;
+    json_object_set_new(obj, "source", json_string("admin"));
+    return GW_OK;
+}
 
 const struct cp_resource cp_res_catalog = {
     .name = "catalog",
@@ -114,4 +140,5 @@ const struct cp_resource cp_res_catalog = {
     .fields = catalog_fields,
     .nfields = sizeof(catalog_fields) / sizeof(catalog_fields[0]),
     .key_sql = "t.id::text",
+    .prepare = catalog_prepare,
 };

@@ -13,6 +13,7 @@
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
+#include "gw_money.h"
 #include "gw_pool.h"
 
 /* Members a client may send back unchanged (a GET's body, edited) and that
@@ -158,39 +159,20 @@ static int name_ok(const char *s, size_t n)
     return 1;
 }
 
-/* "0.000002" (USD) to picodollars, exactly: digits, an optional '.' and
- * digits, nothing else; digits past the twelfth decimal must be zeros.
- * GW_EINVAL when inexact, malformed or above 10^12. */
-static int money_from_decimal(const char *s, long long *out)
+/* A price per token: an integer count of picodollars, or a decimal string
+ * of USD that is an exact number of them (gw_money_parse: "0.000002",
+ * "2e-6"), 0 to 10^12 (a dollar a token) either way. GW_EINVAL otherwise. */
+static int money_value(const json_t *v, long long *out)
 {
-    long long whole = 0, frac = 0;
-    int nd = 0, nf = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++, nd++) {
-        if (whole > 1)
-            return GW_EINVAL;
-        whole = whole * 10 + (*p - '0');
-    }
-    if (*p == '.') {
-        for (p++; *p >= '0' && *p <= '9'; p++, nf++) {
-            if (nf >= 12) {
-                if (*p != '0')
-                    return GW_EINVAL; /* a fraction of a picodollar */
-                continue;
-            }
-            frac = frac * 10 + (*p - '0');
-        }
-        if (nf == 0)
-            return GW_EINVAL;
-    }
-    if (*p || nd == 0)
+    int64_t pico;
+    if (json_is_integer(v))
+        pico = json_integer_value(v);
+    else if (!json_is_string(v) ||
+             gw_money_parse(json_string_value(v), json_string_length(v), &pico, NULL) != GW_OK)
         return GW_EINVAL;
-    for (int i = nf < 12 ? nf : 12; i < 12; i++)
-        frac *= 10;
-    long long v = whole * 1000000000000LL + frac;
-    if (whole > 1 || v > 1000000000000LL)
+    if (pico < 0 || pico > GW_PICO_PER_UNIT)
         return GW_EINVAL;
-    *out = v;
+    *out = pico;
     return GW_OK;
 }
 
@@ -248,16 +230,13 @@ static int check_field(struct cp_call *c, const struct cp_field *f, const json_t
         break;
     case CP_T_MONEY: {
         long long pico;
-        if (json_is_integer(v) && json_integer_value(v) >= 0 &&
-            json_integer_value(v) <= 1000000000000LL)
-            break;
-        if (json_is_string(v) && money_from_decimal(json_string_value(v), &pico) == GW_OK)
+        if (money_value(v, &pico) == GW_OK)
             break;
         return cp_verr_set(
             e, 400, json_is_integer(v) || json_is_string(v) ? "invalid_value" : "invalid_type", n,
             "%s: must be an integer number of picodollars per token from 0 to "
             "10^12, or a decimal string of USD per token that is an exact number "
-            "of picodollars (\"0.000002\"); floats are refused",
+            "of picodollars (\"0.000002\", \"2e-6\"); floats are refused",
             n);
     }
     case CP_T_STRLIST: {
@@ -353,8 +332,7 @@ static int validate(struct cp_call *c, const struct cp_resource *r, json_t *obj,
             return GW_EINVAL;
         long long pico;
         /* Money is stored as the integer the decimal string names exactly. */
-        if (v && f->type == CP_T_MONEY && json_is_string(v) &&
-            money_from_decimal(json_string_value(v), &pico) == GW_OK)
+        if (v && f->type == CP_T_MONEY && json_is_string(v) && money_value(v, &pico) == GW_OK)
             json_object_set_new(obj, f->name, json_integer(pico));
     }
     return r->check ? r->check(c, obj, e) : GW_OK;

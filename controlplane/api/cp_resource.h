@@ -39,7 +39,8 @@ enum cp_ftype {
     CP_T_STRLIST, /* an array of non-empty strings (a Postgres text[]) */
     CP_T_ARRAY,   /* any JSON array (checked by the field's check) */
     CP_T_MONEY,   /* integer picodollars per token, 0..10^12; an exact decimal
-                     string of USD ("0.000002") is accepted and converted */
+                     string of USD ("0.000002", "2e-6": gw_money_parse) is
+                     accepted and converted */
 };
 
 #define CP_F_REQUIRED 0x1u /* absent on create or replace: 400 */

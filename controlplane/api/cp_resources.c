@@ -182,9 +182,17 @@ static const struct cp_resource providers = {
 
 /* ---- teams ---- */
 
+/* A team's allowlists intersect with each of its keys' (docs/budgets.md):
+ * null allows anything, [] nothing. require_budget: a key of the team with
+ * no cost limit applying to it (its own, the team's or its project's) is
+ * refused (402 budget_not_configured). */
 static const struct cp_field team_fields[] = {
     {.name = "name", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
     {.name = "description", .type = CP_T_STRING, .def = "\"\"", .max = 1024},
+    {.name = "allow_routes", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
+    {.name = "allow_providers", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
+    {.name = "allow_models", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
+    {.name = "require_budget", .type = CP_T_BOOL, .def = "false"},
 };
 
 static int team_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
@@ -193,14 +201,17 @@ static int team_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
     const char *p[] = {key};
     PGresult *r = cp_db_exec(c->db, c->pool,
                              "SELECT (SELECT count(*) FROM projects WHERE team = $1) + "
-                             "(SELECT count(*) FROM api_keys WHERE team = $1)",
+                             "(SELECT count(*) FROM api_keys WHERE team = $1) + "
+                             "(SELECT count(*) FROM limits WHERE scope_kind = 'team' AND "
+                             "scope = $1)",
                              1, p, &err);
     if (!r)
         return cp_verr_set(e, 503, "database_unavailable", NULL, "cannot check: %s", err.message);
     const char *n = cp_db_value(r);
     if (n && strcmp(n, "0") != 0)
         return cp_verr_set(e, 409, "in_use", NULL,
-                           "team '%s' still has %s project(s) or key(s); move or delete them first",
+                           "team '%s' still has %s project(s), key(s) or limit(s); move or delete "
+                           "them first",
                            key, n);
     return GW_OK;
 }
@@ -215,5 +226,5 @@ static const struct cp_resource teams = {
 };
 
 const struct cp_resource *const cp_resources[] = {
-    &providers,     &cp_res_secrets, &cp_res_routes,       &cp_res_keys, &teams,
-    &cp_res_prices, &cp_res_catalog, &cp_res_admin_tokens, NULL};
+    &providers,      &cp_res_secrets,      &cp_res_routes,   &cp_res_keys,   &teams, &cp_res_prices,
+    &cp_res_catalog, &cp_res_admin_tokens, &cp_res_projects, &cp_res_limits, NULL};

@@ -487,30 +487,59 @@ static const char SQL_ROUTES[] =
  * serves only "active" keys. */
 static const char SQL_KEYS[] =
     "SELECT json_build_object('id', id, 'hash', hash, 'status', CASE WHEN status = 'active' AND "
-    "expires_at IS NOT NULL AND expires_at <= now() THEN 'expired' ELSE status END, 'team', "
-    "team, 'allow_routes', allow_routes, 'allow_providers', allow_providers, 'allow_models', "
+    "expires_at IS NOT NULL AND expires_at <= now() THEN 'expired' ELSE status END, "
+    "'expires_at_ms', (extract(epoch FROM expires_at) * 1000)::bigint, 'team', team, 'project', "
+    "project, 'allow_routes', allow_routes, 'allow_providers', allow_providers, 'allow_models', "
     "allow_models)::text FROM api_keys ORDER BY id";
+/* Teams carry the allowlists their keys' intersect with, and whether a
+ * budget is required (docs/budgets.md). */
+static const char SQL_TEAMS[] =
+    "SELECT json_build_object('name', name, 'allow_routes', allow_routes, 'allow_providers', "
+    "allow_providers, 'allow_models', allow_models, 'require_budget', require_budget)::text "
+    "FROM teams ORDER BY name";
+/* Enabled limits only: a disabled one does not exist for the data plane. */
+static const char SQL_LIMITS[] =
+    "SELECT json_build_object('id', id, 'scope_kind', scope_kind, 'scope', scope, 'metric', "
+    "metric, 'period', period, 'amount', amount, 'reservation', reservation, 'offline', "
+    "offline, 'currency', currency)::text FROM limits WHERE enabled ORDER BY id";
 static const char SQL_EXPIRY[] =
     "SELECT (extract(epoch FROM min(expires_at)) * 1000)::bigint FROM api_keys WHERE status = "
     "'active' AND expires_at > now()";
-/* The catalog with the price overrides applied: an override wins over the
- * catalog's price for its (provider, model); an override with no catalog
- * row of its own becomes one, taking what a provider-less row of the same
- * model says about context and capabilities. */
-static const char SQL_CATALOG[] =
-    "SELECT json_strip_nulls(json_build_object('provider', c.provider, 'model', c.model, "
-    "'context_window', c.context_window, 'capabilities', c.capabilities, 'input_price', "
-    "coalesce(o.input_price, c.input_price), 'output_price', coalesce(o.output_price, "
-    "c.output_price)))::text, c.provider IS NULL, c.provider, c.model FROM model_catalog c LEFT "
-    "JOIN price_overrides o ON o.provider = c.provider AND o.model = c.model "
-    "UNION ALL "
-    "SELECT json_strip_nulls(json_build_object('provider', o.provider, 'model', o.model, "
-    "'context_window', a.context_window, 'capabilities', a.capabilities, 'input_price', "
-    "coalesce(o.input_price, a.input_price), 'output_price', coalesce(o.output_price, "
-    "a.output_price)))::text, false, o.provider, o.model FROM price_overrides o LEFT JOIN "
-    "model_catalog a ON a.provider IS NULL AND a.model = o.model WHERE NOT EXISTS (SELECT 1 "
-    "FROM model_catalog c WHERE c.provider = o.provider AND c.model = o.model) "
-    "ORDER BY 2 DESC, 3, 4";
+/* The catalog with the price overrides applied (docs/pricing.md): an
+ * override wins over the catalog's price for its (provider, model), class by
+ * class, while both are in the same currency; an override in another
+ * currency brings its own classes only (prices in two currencies are never
+ * mixed, nor converted). An override with no catalog row of its own becomes
+ * one, taking what a provider-less row of the same model says about context
+ * and capabilities (and its prices, by the same rule). */
+#define MERGED(row, x)                                                                             \
+    "'" x "', CASE WHEN o.currency IS NULL OR o.currency = " row ".currency THEN coalesce(o." x    \
+    ", " row "." x ") ELSE o." x " END, "
+#define MERGED_PRICES(row)                                                                         \
+    MERGED(row, "input_price")                                                                     \
+    MERGED(row, "output_price")                                                                    \
+    MERGED(row, "cache_read_price")                                                                \
+    MERGED(row, "cache_write_5m_price")                                                            \
+    MERGED(row, "cache_write_1h_price") MERGED(row, "reasoning_price")
+#define CATALOG_PRICES MERGED_PRICES("c")
+#define FALLBACK_PRICES MERGED_PRICES("a")
+/* Every catalog row, an override applied. */
+#define CATALOG_ROWS                                                                               \
+    "SELECT json_strip_nulls(json_build_object('provider', c.provider, 'model', c.model, "         \
+    "'context_window', c.context_window, 'max_output_tokens', c.max_output_tokens, "               \
+    "'capabilities', c.capabilities, " CATALOG_PRICES                                              \
+    "'currency', coalesce(o.currency, c.currency)))::text, c.provider IS NULL, c.provider, "       \
+    "c.model FROM model_catalog c LEFT JOIN price_overrides o ON o.provider = c.provider AND "     \
+    "o.model = c.model "
+/* Every override without a catalog row of its own. */
+#define OVERRIDE_ROWS                                                                              \
+    "SELECT json_strip_nulls(json_build_object('provider', o.provider, 'model', o.model, "         \
+    "'context_window', a.context_window, 'max_output_tokens', a.max_output_tokens, "               \
+    "'capabilities', a.capabilities, " FALLBACK_PRICES                                             \
+    "'currency', o.currency))::text, false, o.provider, o.model FROM price_overrides o LEFT "      \
+    "JOIN model_catalog a ON a.provider IS NULL AND a.model = o.model WHERE NOT EXISTS (SELECT "   \
+    "1 FROM model_catalog c WHERE c.provider = o.provider AND c.model = o.model) "
+static const char SQL_CATALOG[] = CATALOG_ROWS "UNION ALL " OVERRIDE_ROWS "ORDER BY 2 DESC, 3, 4";
 
 /* Each row's first column parsed as JSON and appended to arr. */
 static int append_rows(json_t *arr, const PGresult *r, int col, char *err, size_t errlen)
@@ -558,7 +587,7 @@ static void build(struct cp_snapshot *b)
     }
     int64_t t0 = gw_now_us();
     struct cp_db_err dberr;
-    PGresult *res[6] = {0};
+    PGresult *res[8] = {0};
     json_t *doc = NULL;
     json_t *unresolved = json_array(), *skipped = json_array();
     struct secret_row *secrets = NULL;
@@ -566,15 +595,17 @@ static void build(struct cp_snapshot *b)
     const char *step = "BEGIN";
     if (cp_db_cmd(b->db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, &dberr))
         goto dbfail;
-    static const char *const sql[6] = {"SELECT version FROM config_state WHERE id = 1",
+    static const char *const sql[8] = {"SELECT version FROM config_state WHERE id = 1",
                                        SQL_PROVIDERS,
                                        SQL_SECRETS,
                                        SQL_ROUTES,
                                        SQL_KEYS,
-                                       SQL_CATALOG};
-    static const char *const steps[6] = {"config_state", "providers", "secrets",
-                                         "routes",       "api_keys",  "model_catalog"};
-    for (int i = 0; i < 6; i++) {
+                                       SQL_CATALOG,
+                                       SQL_TEAMS,
+                                       SQL_LIMITS};
+    static const char *const steps[8] = {"config_state", "providers",     "secrets", "routes",
+                                         "api_keys",     "model_catalog", "teams",   "limits"};
+    for (int i = 0; i < 8; i++) {
         step = steps[i];
         res[i] = cp_db_exec(b->db, NULL, sql[i], 0, NULL, &dberr);
         if (!res[i])
@@ -597,15 +628,17 @@ static void build(struct cp_snapshot *b)
         goto fail;
     }
     int64_t version = strtoll(vs, NULL, 10);
-    doc = json_pack("{s:I,s:[],s:[],s:[],s:[]}", "version", (json_int_t)version, "providers",
-                    "routes", "keys", "catalog");
+    doc = json_pack("{s:I,s:[],s:[],s:[],s:[],s:[],s:[]}", "version", (json_int_t)version,
+                    "providers", "routes", "keys", "catalog", "teams", "limits");
     if (!doc || !unresolved || !skipped) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
     if (append_rows(json_object_get(doc, "providers"), res[1], 0, err, sizeof(err)) ||
         append_rows(json_object_get(doc, "keys"), res[4], 0, err, sizeof(err)) ||
-        append_rows(json_object_get(doc, "catalog"), res[5], 0, err, sizeof(err)))
+        append_rows(json_object_get(doc, "catalog"), res[5], 0, err, sizeof(err)) ||
+        append_rows(json_object_get(doc, "teams"), res[6], 0, err, sizeof(err)) ||
+        append_rows(json_object_get(doc, "limits"), res[7], 0, err, sizeof(err)))
         goto fail;
     /* Routes without entries are left out (the data plane needs one); the
      * status lists them. */
@@ -745,7 +778,7 @@ out:
     json_decref(skipped);
     free(secrets);
     cache_sweep(b);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         PQclear(res[i]);
 }
 

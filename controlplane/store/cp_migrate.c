@@ -245,10 +245,128 @@ static const char m3_ledger[] =
     "SELECT llmgw_ledger_partition(now());\n"
     "SELECT llmgw_ledger_partition(now() + interval '1 month');\n";
 
+/* Issue 6, honest money: a price per reasoning token where a model bills
+ * reasoning apart from its other output (NULL: reasoning tokens are output
+ * tokens at the output price), and what the LiteLLM import records about a
+ * catalog row: who last wrote it ('admin' through the API, 'litellm' by
+ * import-catalog), LiteLLM's mode and provider name. An import is audited
+ * as its own action. */
+static const char m4_catalog_source[] =
+    "ALTER TABLE price_overrides ADD COLUMN reasoning_price bigint\n"
+    "  CHECK (reasoning_price BETWEEN 0 AND 1000000000000);\n"
+    "ALTER TABLE model_catalog ADD COLUMN reasoning_price bigint\n"
+    "    CHECK (reasoning_price BETWEEN 0 AND 1000000000000),\n"
+    "  ADD COLUMN mode text CHECK (mode <> '' AND length(mode) <= 64),\n"
+    "  ADD COLUMN source text NOT NULL DEFAULT 'admin' CHECK (source IN ('admin', 'litellm')),\n"
+    "  ADD COLUMN litellm_provider text\n"
+    "    CHECK (litellm_provider <> '' AND length(litellm_provider) <= 128);\n"
+    "ALTER TABLE audit_log DROP CONSTRAINT audit_log_action_check;\n"
+    "ALTER TABLE audit_log ADD CONSTRAINT audit_log_action_check\n"
+    "  CHECK (action IN ('create', 'update', 'delete', 'import'));\n";
+
+/* Budgets and rate limits (docs/budgets.md). One uniform limit: a scope (a
+ * key, a team or a project), a metric (cost in picodollars, requests or
+ * tokens), a UTC period and an amount. Postgres is the only authority:
+ * limit_windows holds what was spent in each period, limit_leases the
+ * slices of the remainder granted to data-plane replicas, and
+ *   remaining = amount - spent - sum(outstanding of live leases)
+ * is computed under the window row's lock (cp_leases.c). Neither table has
+ * a foreign key to limits: the ledger trigger below must never fail an
+ * insert (a ledger row is never lost), so a charge for a limit deleted
+ * meanwhile still lands, and the limit's delete trigger sweeps its rows.
+ *
+ * The ledger trigger applies each row's charges exactly once: the writer's
+ * insert is ON CONFLICT DO NOTHING, and a row that is not inserted fires
+ * nothing. Charges are applied in (limit, window) order so that two
+ * transactions never lock the same window rows in opposite orders; a
+ * malformed element is skipped, never an error. */
+static const char m5_limits[] =
+    "ALTER TABLE teams ADD COLUMN allow_routes text[],\n"
+    "  ADD COLUMN allow_providers text[],\n"
+    "  ADD COLUMN allow_models text[],\n"
+    "  ADD COLUMN require_budget boolean NOT NULL DEFAULT false;\n"
+    "CREATE TABLE limits (\n"
+    "  id text PRIMARY KEY CHECK (id <> '' AND id !~ '[/[:space:]]' AND length(id) <= 63),\n"
+    "  scope_kind text NOT NULL CHECK (scope_kind IN ('key', 'team', 'project')),\n"
+    "  scope text NOT NULL CHECK (scope <> ''),\n"
+    "  metric text NOT NULL CHECK (metric IN ('cost', 'requests', 'tokens')),\n"
+    "  period text NOT NULL CHECK (period IN ('minute', 'day', 'month')),\n"
+    "  amount bigint NOT NULL CHECK (amount > 0),\n"
+    "  reservation text NOT NULL DEFAULT 'estimate'\n"
+    "    CHECK (reservation IN ('estimate', 'worst_case')),\n"
+    "  offline text NOT NULL DEFAULT 'fail_open' CHECK (offline IN ('fail_open', "
+    "'fail_closed')),\n"
+    "  currency text NOT NULL DEFAULT 'USD' CHECK (currency ~ '^[A-Z]{3}$'),\n"
+    "  enabled boolean NOT NULL DEFAULT true,\n"
+    "  description text NOT NULL DEFAULT '',\n"
+    "  version bigint NOT NULL DEFAULT 1 CHECK (version > 0),\n"
+    "  created_at timestamptz NOT NULL DEFAULT now(),\n"
+    "  updated_at timestamptz NOT NULL DEFAULT now());\n"
+    "CREATE INDEX limits_scope ON limits (scope_kind, scope);\n"
+    "CREATE TABLE limit_windows (\n"
+    "  limit_id text NOT NULL,\n"
+    "  window_start timestamptz NOT NULL,\n"
+    "  spent bigint NOT NULL DEFAULT 0,\n"
+    "  updated_at timestamptz NOT NULL DEFAULT now(),\n"
+    "  PRIMARY KEY (limit_id, window_start));\n"
+    "CREATE TABLE limit_leases (\n"
+    "  id text PRIMARY KEY,\n"
+    "  limit_id text NOT NULL,\n"
+    "  window_start timestamptz NOT NULL,\n"
+    "  replica text NOT NULL,\n"
+    "  granted bigint NOT NULL CHECK (granted >= 0),\n"
+    "  consumed bigint NOT NULL DEFAULT 0,\n"
+    "  released bigint NOT NULL DEFAULT 0,\n"
+    "  created_at timestamptz NOT NULL DEFAULT now(),\n"
+    "  expires_at timestamptz NOT NULL,\n"
+    "  expired boolean NOT NULL DEFAULT false);\n"
+    "CREATE INDEX limit_leases_window ON limit_leases (limit_id, window_start) WHERE NOT "
+    "expired;\n"
+    "CREATE FUNCTION llmgw_limit_deleted() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "BEGIN\n"
+    "  DELETE FROM limit_windows WHERE limit_id = OLD.id;\n"
+    "  DELETE FROM limit_leases WHERE limit_id = OLD.id;\n"
+    "  RETURN NULL;\n"
+    "END $$;\n"
+    "CREATE TRIGGER limits_deleted AFTER DELETE ON limits FOR EACH ROW\n"
+    "  EXECUTE FUNCTION llmgw_limit_deleted();\n"
+    "CREATE FUNCTION llmgw_ledger_charges() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "DECLARE c record;\n"
+    "BEGIN\n"
+    "  FOR c IN\n"
+    "    SELECT x->>'limit_id' AS limit_id,\n"
+    "           timestamptz 'epoch' + (x->>'window_start_ms')::bigint * interval '1 "
+    "millisecond'\n"
+    "             AS ws,\n"
+    "           nullif(x->>'lease_id', '') AS lease_id,\n"
+    "           (x->>'amount')::bigint AS amount\n"
+    "      FROM jsonb_array_elements(NEW.charges) x\n"
+    "     WHERE jsonb_typeof(x) = 'object' AND coalesce(x->>'limit_id', '') <> ''\n"
+    "       AND coalesce(x->>'window_start_ms', '') ~ '^[0-9]{1,15}$'\n"
+    "       AND coalesce(x->>'amount', '') ~ '^[0-9]{1,18}$'\n"
+    "     ORDER BY 1, 2\n"
+    "  LOOP\n"
+    "    CONTINUE WHEN c.amount <= 0;\n"
+    "    INSERT INTO limit_windows AS w (limit_id, window_start, spent)\n"
+    "      VALUES (c.limit_id, c.ws, c.amount)\n"
+    "      ON CONFLICT (limit_id, window_start)\n"
+    "      DO UPDATE SET spent = w.spent + EXCLUDED.spent, updated_at = now();\n"
+    "    IF c.lease_id IS NOT NULL THEN\n"
+    "      UPDATE limit_leases SET consumed = consumed + c.amount\n"
+    "       WHERE id = c.lease_id AND limit_id = c.limit_id;\n"
+    "    END IF;\n"
+    "  END LOOP;\n"
+    "  RETURN NULL;\n"
+    "END $$;\n"
+    "CREATE TRIGGER ledger_charges AFTER INSERT ON ledger FOR EACH ROW\n"
+    "  WHEN (NEW.charges <> '[]'::jsonb) EXECUTE FUNCTION llmgw_ledger_charges();\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
     {3, "ledger", m3_ledger},
+    {4, "catalog reasoning price and source", m4_catalog_source},
+    {5, "limits, leases, team allowlists", m5_limits},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

@@ -344,6 +344,7 @@ describe('prices and catalog', () => {
     assert.equal(c.json.input_price, 2000000);
     assert.equal(c.json.output_price, 8000000);
     assert.equal(c.json.cache_read_price, null);
+    assert.equal(c.json.reasoning_price, null);
     assert.equal(c.json.currency, 'USD');
     const g = await cp.admin('GET', '/v1/admin/prices/pp/org%2Fmodel-x');
     assert.equal(g.status, 200, g.text);
@@ -353,7 +354,7 @@ describe('prices and catalog', () => {
     assert.equal(u.status, 200, u.text);
     assert.equal(u.json.input_price, 1500000);
     assertError(await cp.admin('PATCH', '/v1/admin/prices/pp/org/model-x', { input_price: 1, version: 1 }), 409, 'version_conflict');
-    for (const bad of ['0.0000000000001', '1e-6', '-1', '1.5', '.5', '2', 'abc', '']) {
+    for (const bad of ['0.0000000000001', '1e-13', '1.234567891234567e-07', '-1', '-1e-6', '1.5', '.5', '2', '1e1', 'abc', '', '0x10', ' 1']) {
       assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', input_price: bad }), 400, 'invalid_value', 'input_price');
     }
     assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', output_price: 1.5 }), 400, 'invalid_type', 'output_price');
@@ -363,6 +364,12 @@ describe('prices and catalog', () => {
     assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'org/model-x' }), 409, 'already_exists');
     const ok1 = await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'one', input_price: '1' });
     assert.equal(ok1.json.input_price, 1000000000000);
+    // Exponent forms (LiteLLM writes prices so) are exact decimals too.
+    const ok2 = await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'two', input_price: '3e-06', output_price: '1.5E-5' });
+    assert.equal(ok2.status, 201, ok2.text);
+    assert.equal(ok2.json.input_price, 3000000);
+    assert.equal(ok2.json.output_price, 15000000);
+    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', input_price: 3e-6 }), 400, 'invalid_type', 'input_price');
     assert.equal((await cp.admin('DELETE', '/v1/admin/prices/pp/org/model-x')).status, 204);
   });
 
@@ -381,6 +388,16 @@ describe('prices and catalog', () => {
     assert.equal(u.json.context_window, 200000);
     assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', capabilities: ['telepathy'] }), 400, 'invalid_value', 'capabilities');
     assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', input_price: '0.1234567890123' }), 400, 'invalid_value', 'input_price');
+    // Reasoning priced apart, LiteLLM's mode; source and litellm_provider are the server's.
+    const r = await cp.admin('POST', '/v1/admin/catalog', { model: 'rz', mode: 'chat', output_price: '6e-7', reasoning_price: '3.5E-6', source: 'litellm', litellm_provider: 'x' });
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.json.reasoning_price, 3500000);
+    assert.equal(r.json.output_price, 600000);
+    assert.equal(r.json.mode, 'chat');
+    assert.equal(r.json.source, 'admin');
+    assert.equal(r.json.litellm_provider, null);
+    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', mode: '' }), 400, 'invalid_value', 'mode');
+    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', reasoning_price: 3.5e-6 }), 400, 'invalid_type', 'reasoning_price');
     assert.equal((await cp.admin('DELETE', `/v1/admin/catalog/${id}`)).status, 204);
   });
 });

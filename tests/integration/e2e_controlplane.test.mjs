@@ -286,9 +286,9 @@ describe('control plane + two data planes', () => {
       }
     }, { what: `dp-b's cache file on version ${v}` });
     assert.deepEqual(cached.catalog, [
-      { model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 100, output_price: 200 },
-      { provider: 'alpha', model: 'mock-gpt', input_price: 50 },
-      { provider: 'beta', model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 70, output_price: 80 },
+      { model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 100, output_price: 200, currency: 'USD' },
+      { provider: 'alpha', model: 'mock-gpt', input_price: 50, currency: 'USD' },
+      { provider: 'beta', model: 'mock-gpt', context_window: 128000, capabilities: ['chat', 'tools'], input_price: 70, output_price: 80, currency: 'USD' },
     ]);
     assert.equal(cached.keys.length, 1);
     assert.equal(cached.keys[0].hash, h.sha256hex(apiKey));

@@ -18,8 +18,8 @@ const T = { timeout: 240_000 };
 const KEY = masterKey();
 // Prices in picodollars per token (what /v1/admin/prices stores).
 const PRICE = {
-  alpha: { input: 3_000_000n, output: 15_000_000n },
-  beta: { input: 250_000n, output: 1_250_000n },
+  alpha: { input: 3_000_000n, output: 15_000_000n, cache_read: 300_000n, reasoning: 20_000_000n },
+  beta: { input: 250_000n, output: 1_250_000n, cache_read: 25_000n, reasoning: 2_000_000n },
 };
 
 // Faults ride in the model name after '#' (docs/mockprovider.md).
@@ -28,6 +28,8 @@ const ROUTES = {
   // The first 300 attempts on alpha fail (each retried once, then failed over).
   flaky: [{ provider: 'alpha', model: 'mock-gpt#status=503,times=300,tag=flaky' }, { provider: 'beta', model: 'mock-gpt' }],
   down: [{ provider: 'alpha', model: 'mock-gpt#status=503' }, { provider: 'beta', model: 'mock-gpt#error=overloaded' }],
+  // Cache reads and reasoning tokens: each class at its own price.
+  cached: [{ provider: 'beta', model: 'mock-gpt#cache_read=3,reasoning=4' }],
 };
 
 let pg;
@@ -76,9 +78,12 @@ function usageLines() {
   return all;
 }
 
-function expectedCost(provider, input, output) {
+// The provider's usage (the mock's log: input counts cache reads; output
+// counts reasoning) priced per class, exactly.
+function expectedCost(provider, input, output, cacheRead = 0, reasoning = 0) {
   const p = PRICE[provider];
-  return (BigInt(input) * p.input + BigInt(output) * p.output).toString();
+  return (BigInt(input - cacheRead) * p.input + BigInt(cacheRead) * p.cache_read
+    + BigInt(output - reasoning) * p.output + BigInt(reasoning) * p.reasoning).toString();
 }
 
 before(async () => {
@@ -98,7 +103,12 @@ before(async () => {
     if (priced.has(k)) continue;
     priced.add(k);
     await cfg.api('POST', '/v1/admin/prices', {
-      provider: e.provider, model: e.model, input_price: Number(PRICE[e.provider].input), output_price: Number(PRICE[e.provider].output),
+      provider: e.provider,
+      model: e.model,
+      input_price: Number(PRICE[e.provider].input),
+      output_price: Number(PRICE[e.provider].output),
+      cache_read_price: Number(PRICE[e.provider].cache_read),
+      reasoning_price: Number(PRICE[e.provider].reasoning),
     }, 201);
   }
   apiKey = await cfg.apiKey('key_ledger');
@@ -200,7 +210,7 @@ describe('ledger', () => {
         const stream = i % 3 === 0;
         // Every 4th goes to a route whose primary fails its first 300
         // attempts (retried, then failed over).
-        const model = i % 4 === 0 ? 'flaky' : 'fast';
+        const model = i % 4 === 0 ? 'flaky' : i % 6 === 1 ? 'cached' : 'fast';
         const body = { model, messages: [{ role: 'user', content: `request ${i} ${'w '.repeat(i % 17)}` }] };
         if (i % 5 === 0) body.tools = tools;
         if (stream) body.stream = true;
@@ -223,10 +233,11 @@ describe('ledger', () => {
       if (!row) { mismatches.push({ orphan: 'provider', id: l.x_request_id }); continue; }
       seen.add(row.attempt_id);
       const billed = l.status === 200;
-      const input = billed ? l.usage.input_tokens : 0;
-      const output = billed ? l.usage.output_tokens : 0;
-      const cost = expectedCost(l.mock, input, output);
-      if (row.provider !== l.mock || row.input_tokens !== input || row.output_tokens !== output || row.cost !== cost) {
+      const u = billed ? l.usage : { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, reasoning_tokens: 0 };
+      const cost = expectedCost(l.mock, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.reasoning_tokens);
+      if (row.provider !== l.mock || row.input_tokens !== u.input_tokens - u.cache_read_tokens
+        || row.cache_read_tokens !== u.cache_read_tokens || row.output_tokens !== u.output_tokens
+        || row.reasoning_tokens !== u.reasoning_tokens || row.cost !== cost) {
         mismatches.push({ id: l.x_request_id, line: l, row });
       }
     }
@@ -237,6 +248,7 @@ describe('ledger', () => {
     assert.ok(lines.length > N, 'failovers and retries made extra attempts');
     assert.ok(rows.some((r) => r.stream) && rows.some((r) => !r.stream));
     assert.ok(rows.some((r) => r.failure_class === 'provider_5xx'));
+    assert.ok(rows.some((r) => r.cache_read_tokens > 0 && r.reasoning_tokens > 0), 'every price class used');
   });
 
   test('the control plane stopped mid-load and restarted: every attempt\'s row arrives exactly once', T, async () => {

@@ -280,7 +280,49 @@ static void test_span_string(void)
     gw_buf_free(&b);
 }
 
+static void expect_quoted(const char *in, const char *want)
+{
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    CU_ASSERT_EQUAL(gw_json_quote_numbers(in, strlen(in), 16, &b), GW_OK);
+    CU_ASSERT_STRING_EQUAL(b.data ? b.data : "", want);
+    gw_buf_free(&b);
+}
+
+static void test_quote_numbers(void)
+{
+    expect_quoted("3e-06", "\"3e-06\"");
+    expect_quoted("{\"a\":1.5E-5,\"b\":[0,-2,1e+3],\"c\":true,\"d\":null}",
+                  "{\"a\":\"1.5E-5\",\"b\":[\"0\",\"-2\",\"1e+3\"],\"c\":true,\"d\":null}");
+    /* Digits inside strings, escapes included, stay as they are. */
+    expect_quoted("{\"x1\": \"12 \\\" 34\\u0031\", \"y\" : 0.000002 }",
+                  "{\"x1\": \"12 \\\" 34\\u0031\", \"y\" : \"0.000002\" }");
+    expect_quoted(" [ ] ", " [ ] ");
+    expect_quoted("\"\\\\\"", "\"\\\\\""); /* "\\" : a string ending in an escaped backslash */
+    /* The exact text survives where a double would not. */
+    const char *doc = "{\"p\":1.234567891234567e-07,\"q\":0.1000000000000000055511151231257827}";
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    CU_ASSERT_EQUAL_FATAL(gw_json_quote_numbers(doc, strlen(doc), 4, &b), GW_OK);
+    json_t *j = json_loadb(b.data, b.len, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(gw_json_str(j, "p"), "1.234567891234567e-07");
+    CU_ASSERT_STRING_EQUAL(gw_json_str(j, "q"), "0.1000000000000000055511151231257827");
+    json_decref(j);
+    gw_buf_reset(&b);
+    /* Invalid JSON, or too deep, is refused; a ceiling is respected. */
+    CU_ASSERT_EQUAL(gw_json_quote_numbers("{\"a\":01}", 8, 4, &b), GW_EINVAL);
+    CU_ASSERT_EQUAL(gw_json_quote_numbers("[1,]", 4, 4, &b), GW_EINVAL);
+    CU_ASSERT_EQUAL(gw_json_quote_numbers("[[1]]", 5, 1, &b), GW_EINVAL);
+    CU_ASSERT_EQUAL(gw_json_quote_numbers("{\"a\":\"1", 7, 4, &b), GW_EINVAL);
+    gw_buf_free(&b);
+    gw_buf_init(&b, 8);
+    CU_ASSERT_EQUAL(gw_json_quote_numbers("[1,2,3,4]", 9, 4, &b), GW_ELIMIT);
+    gw_buf_free(&b);
+}
+
 static CU_TestInfo tests[] = {
+    {"numbers to strings of their source text", test_quote_numbers},
     {"span lookups without a document", test_span_lookups},
     {"span strings decode like jansson", test_span_string},
     {"validator: valid and invalid documents", test_valid},

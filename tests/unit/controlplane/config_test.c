@@ -153,7 +153,32 @@ static void test_refusals(void)
     CU_ASSERT_EQUAL(parse(&c, 5, flag), GW_EINVAL);
 }
 
+static void test_import_catalog(void)
+{
+    clear_env();
+    struct cp_config c;
+    const char *f[] = {"cp",       "import-catalog", "--database-url",
+                       "dbname=x", "--file",         "/tmp/p.json"};
+    CU_ASSERT_EQUAL(parse(&c, 6, f), GW_OK);
+    CU_ASSERT_EQUAL(c.command, CP_CMD_IMPORT_CATALOG);
+    CU_ASSERT_STRING_EQUAL(c.import_file, "/tmp/p.json");
+    CU_ASSERT_PTR_NULL(c.import_url);
+    const char *u[] = {"cp", "import-catalog", "--url=http://127.0.0.1:9/p.json", "--database-url",
+                       "dbname=x"};
+    CU_ASSERT_EQUAL(parse(&c, 5, u), GW_OK);
+    CU_ASSERT_STRING_EQUAL(c.import_url, "http://127.0.0.1:9/p.json");
+    /* Exactly one source; the flags belong to import-catalog only. */
+    const char *none[] = {"cp", "import-catalog", "--database-url", "dbname=x"};
+    CU_ASSERT_EQUAL(parse(&c, 4, none), GW_EINVAL);
+    const char *both[] = {"cp", "import-catalog", "--database-url", "dbname=x", "--file",
+                          "a",  "--url",          "http://h/"};
+    CU_ASSERT_EQUAL(parse(&c, 8, both), GW_EINVAL);
+    const char *serve[] = {"cp", "serve", "--database-url", "dbname=x", "--file", "a"};
+    CU_ASSERT_EQUAL(parse(&c, 6, serve), GW_EINVAL);
+}
+
 static CU_TestInfo tests[] = {
+    {"import-catalog: --file or --url, exactly one", test_import_catalog},
     {"defaults", test_defaults},
     {"environment, then flags, subcommand", test_env_and_flags},
     {"refusals name the flag", test_refusals},

@@ -781,6 +781,79 @@ static void test_allowlists(void)
     CU_ASSERT_EQUAL(p.ncands, 1);
 }
 
+/* A key's allowlists and its team's intersect: a target must pass both,
+ * the skip names the principal that refused it, and when nothing
+ * survives the plan fails closed. */
+static const char TEAM_DOC[] =
+    "{'version':1,"
+    " 'providers':[{'name':'mock','driver':'openai','base_url':'http://m'},"
+    "  {'name':'alt','driver':'openai','base_url':'http://a'}],"
+    " 'routes':[{'name':'smart','entries':[{'provider':'mock','model':'gpt-x'},"
+    "   {'provider':'alt','model':'gpt-x'}]},"
+    "  {'name':'cheap','entries':[{'provider':'alt','model':'mini'}]}],"
+    " 'teams':[{'name':'t-mock','allow_providers':['mock']},"
+    "  {'name':'t-routes','allow_routes':['smart']},"
+    "  {'name':'t-none','allow_models':[]},{'name':'t-any'}],"
+    " 'keys':["
+    "  {'id':'k-both','hash':" H ",'team':'t-mock'},"
+    "  {'id':'k-alt','hash':" H ",'team':'t-mock','allow_providers':['alt']},"
+    "  {'id':'k-cheap','hash':" H ",'team':'t-routes','allow_routes':['smart','cheap']},"
+    "  {'id':'k-none','hash':" H ",'team':'t-none'},"
+    "  {'id':'k-any','hash':" H ",'team':'t-any','allow_models':['alt/mini']}]}";
+
+static const struct dp_key *key_in(const struct dp_snapshot *s, const char *id)
+{
+    for (size_t i = 0; i < s->nkeys; i++)
+        if (strcmp(s->keys[i].id, id) == 0)
+            return &s->keys[i];
+    CU_FAIL_FATAL("no such key");
+    return NULL;
+}
+
+static void test_team_allowlists(void)
+{
+    struct dp_snapshot *s = build(TEAM_DOC);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    struct dp_plan p;
+    /* The team narrows a key that allows anything. */
+    struct dp_route_ctx c = {.key = key_in(s, "k-both")};
+    plan_in(s, "smart", &CHAT, &c, &p);
+    EXPECT_STR(cands(&p), "mock/gpt-x");
+    EXPECT_STR(skips(&p), "alt/gpt-x:not_allowed");
+    EXPECT_HAS(p.skips[0].detail, "team 't-mock' may not use provider 'alt'");
+    CU_ASSERT(dp_router_allows(c.key, route(s, "smart"), provider(s, "mock"), "gpt-x"));
+    CU_ASSERT(!dp_router_allows(c.key, route(s, "smart"), provider(s, "alt"), "gpt-x"));
+    /* Key alt, team mock: the intersection is empty, so it fails closed. */
+    c.key = key_in(s, "k-alt");
+    plan_in(s, "smart", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    EXPECT_HAS(p.skips[0].detail, "key 'k-alt' may not use provider 'mock'");
+    EXPECT_HAS(p.skips[1].detail, "team 't-mock' may not use provider 'alt'");
+    plan_in(s, "alt/gpt-x", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    /* Team routes: a key's wider list does not widen them; a routes-only
+     * team keeps its keys off direct selectors. */
+    c.key = key_in(s, "k-cheap");
+    plan_in(s, "smart", &CHAT, &c, &p);
+    EXPECT_STR(cands(&p), "mock/gpt-x,alt/gpt-x");
+    plan_in(s, "cheap", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    EXPECT_HAS(p.skips[0].detail, "team 't-routes' may not use route 'cheap'");
+    plan_in(s, "mock/gpt-x", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    /* An empty team list allows nothing. */
+    c.key = key_in(s, "k-none");
+    plan_in(s, "smart", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    /* A team without lists leaves the key's. */
+    c.key = key_in(s, "k-any");
+    plan_in(s, "cheap", &CHAT, &c, &p);
+    EXPECT_STR(cands(&p), "alt/mini");
+    plan_in(s, "smart", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    dp_snapshot_unref(s);
+}
+
 /* ------------------------------------------------------- needs and names */
 
 static void test_needs_of(void)
@@ -857,6 +930,7 @@ static CU_TestInfo tests[] = {
     {"high-cost entries: first yes, fallback no", test_high_cost},
     {"embeddings keep one model", test_embeddings},
     {"key allowlists", test_allowlists},
+    {"team allowlists intersect with the key's", test_team_allowlists},
     {"needs of a chat request", test_needs_of},
     {"skip and cause names", test_names},
     CU_TEST_INFO_NULL,

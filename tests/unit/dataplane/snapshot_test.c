@@ -239,22 +239,62 @@ static void test_catalog(void)
     CU_ASSERT_STRING_EQUAL(c->provider, "q");
     CU_ASSERT_EQUAL(c->has_caps, 1);
     CU_ASSERT_EQUAL(c->caps, DRV_CAP_CHAT | DRV_CAP_TOOLS);
-    CU_ASSERT_EQUAL(c->input_price, 0);
-    CU_ASSERT_EQUAL(c->output_price, -1);
+    CU_ASSERT_EQUAL(c->price.input, 0);
+    CU_ASSERT_EQUAL(c->price.output, -1);
+    CU_ASSERT_STRING_EQUAL(c->price.currency, "USD"); /* the default */
     CU_ASSERT_EQUAL(c->context_window, 0);
     c = dp_snapshot_catalog(s, "p", "m");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NULL(c->provider);
     CU_ASSERT_EQUAL(c->has_caps, 0);
     CU_ASSERT_EQUAL(c->context_window, 8192);
-    CU_ASSERT_EQUAL(c->input_price, 1000);
-    CU_ASSERT_EQUAL(c->output_price, 4000);
+    CU_ASSERT_EQUAL(c->price.input, 1000);
+    CU_ASSERT_EQUAL(c->price.output, 4000);
+    CU_ASSERT_EQUAL(c->price.cache_read, -1);
+    CU_ASSERT_EQUAL(c->price.reasoning, -1);
     c = dp_snapshot_catalog(s, "p", "e");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->has_caps, 1);
     CU_ASSERT_EQUAL(c->caps, 0);
     CU_ASSERT_PTR_NULL(dp_snapshot_catalog(s, "q", "e"));
     CU_ASSERT_PTR_NULL(dp_snapshot_catalog(s, "p", "zzz"));
+    dp_snapshot_unref(s);
+}
+
+/* Every price class and the currency travel with a catalog entry. */
+static void test_catalog_prices(void)
+{
+    char err[256] = "";
+    struct dp_snapshot *s = build(
+        ROUTES_DOC(ONE_ROUTE, ",\"catalog\":["
+                              "{\"model\":\"m\",\"input_price\":3000000,\"output_price\":15000000,"
+                              "\"cache_read_price\":300000,\"cache_write_5m_price\":3750000,"
+                              "\"cache_write_1h_price\":6000000,\"reasoning_price\":2500000,"
+                              "\"currency\":\"EUR\"},"
+                              "{\"provider\":\"p\",\"model\":\"m\",\"context_window\":100},"
+                              "{\"provider\":\"q\",\"model\":\"m\",\"output_price\":7}]"),
+        err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const struct dp_catalog_entry *c = dp_snapshot_catalog(s, "x", "m");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->price.input, 3000000);
+    CU_ASSERT_EQUAL(c->price.output, 15000000);
+    CU_ASSERT_EQUAL(c->price.cache_read, 300000);
+    CU_ASSERT_EQUAL(c->price.cache_write_5m, 3750000);
+    CU_ASSERT_EQUAL(c->price.cache_write_1h, 6000000);
+    CU_ASSERT_EQUAL(c->price.reasoning, 2500000);
+    CU_ASSERT_STRING_EQUAL(c->price.currency, "EUR");
+    /* The former names read the same storage. */
+    CU_ASSERT_EQUAL(c->price.input, 3000000);
+    CU_ASSERT_EQUAL(c->price.output, 15000000);
+    /* dp_snapshot_price: the provider's own priced entry, else the
+     * provider-less one (p's entry declares no price). */
+    CU_ASSERT_PTR_EQUAL(dp_snapshot_price(s, "p", "m"), &c->price);
+    const struct dp_price *q = dp_snapshot_price(s, "q", "m");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    CU_ASSERT_EQUAL(q->output, 7);
+    CU_ASSERT_EQUAL(q->input, -1); /* never mixed with another entry's */
+    CU_ASSERT_PTR_NULL(dp_snapshot_price(s, "q", "zzz"));
     dp_snapshot_unref(s);
 }
 
@@ -373,6 +413,15 @@ static void test_router_fields_validated(void)
                  "catalog[0].capabilities[1]: must be one of chat, embeddings, vision");
     expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"input_price\":1.5}]"),
                  "catalog[0].input_price: must be an integer count of picodollars per token");
+    expect_error(
+        ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"cache_write_1h_price\":6e-06}]"),
+        "catalog[0].cache_write_1h_price: must be an integer count of picodollars per token");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"reasoning_price\":2.5}]"),
+                 "catalog[0].reasoning_price: must be an integer count of picodollars per token");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"currency\":\"usd\"}]"),
+                 "catalog[0].currency: must be three capital letters");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"currency\":5}]"),
+                 "catalog[0].currency: must be a string");
     expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"output_price\":-1}]"),
                  "catalog[0].output_price: must be an integer count of picodollars");
     expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"output_price\":\"3\"}]"),
@@ -427,6 +476,7 @@ static CU_TestInfo tests[] = {
     {"atomic swap keeps in-flight snapshots", test_current_swap},
     {"routes carry role, capability, strategy and entry flags", test_route_fields},
     {"a route's fingerprint follows its content", test_fingerprint_follows_content},
+    {"catalog: every price class and the currency", test_catalog_prices},
     {"catalog: a provider's own entry first, then any provider's", test_catalog},
     {"key allowlists", test_key_allowlists},
     {"router fields are validated, naming the field", test_router_fields_validated},

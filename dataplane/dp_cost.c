@@ -1,0 +1,97 @@
+#include "dp_cost.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "canon.h"
+#include "dp_snapshot.h"
+#include "gw_error.h"
+#include "gw_money.h"
+
+static int priced(const struct dp_price *p)
+{
+    return p->input >= 0 || p->output >= 0 || p->cache_read >= 0 || p->cache_write_5m >= 0 ||
+           p->cache_write_1h >= 0 || p->reasoning >= 0;
+}
+
+const struct dp_price *dp_snapshot_price(const struct dp_snapshot *s, const char *provider,
+                                         const char *model)
+{
+    if (!s || !model)
+        return NULL;
+    const struct dp_price *any = NULL;
+    for (size_t i = 0; i < s->ncatalog; i++) {
+        const struct dp_catalog_entry *c = &s->catalog[i];
+        if (strcmp(c->model, model) != 0 || !priced(&c->price))
+            continue;
+        if (!c->provider)
+            any = &c->price;
+        else if (provider && strcmp(c->provider, provider) == 0)
+            return &c->price;
+    }
+    return any;
+}
+
+/* The attempt's tokens by class, each with its price. */
+struct part {
+    const char *name;
+    int64_t tokens;
+    long long price;
+};
+
+static int parts(const struct dp_price *p, const struct canon_usage *u, struct part out[6])
+{
+    if (u->input < 0 || u->cache_read < 0 || u->cache_write_5m < 0 || u->cache_write_1h < 0 ||
+        u->output < 0 || u->reasoning < 0)
+        return GW_EINVAL;
+    /* Reasoning is billed apart only where the price list says so. */
+    int apart = p->reasoning >= 0 && u->reasoning > 0;
+    if (apart && u->reasoning > u->output)
+        return GW_EINVAL;
+    out[0] = (struct part){"input", u->input, p->input};
+    out[1] = (struct part){"cache_read", u->cache_read, p->cache_read};
+    out[2] = (struct part){"cache_write_5m", u->cache_write_5m, p->cache_write_5m};
+    out[3] = (struct part){"cache_write_1h", u->cache_write_1h, p->cache_write_1h};
+    out[4] = (struct part){"output", apart ? u->output - u->reasoning : u->output, p->output};
+    out[5] = (struct part){"reasoning", apart ? u->reasoning : 0, p->reasoning};
+    return GW_OK;
+}
+
+const char *dp_cost_unpriced_class(const struct dp_price *p, const struct canon_usage *u)
+{
+    if (!p)
+        return "all";
+    struct part pt[6];
+    if (parts(p, u, pt) != GW_OK)
+        return NULL;
+    for (size_t i = 0; i < 6; i++)
+        if (pt[i].tokens > 0 && pt[i].price < 0)
+            return pt[i].name;
+    return NULL;
+}
+
+int dp_cost(const struct dp_price *p, const struct canon_usage *u, int64_t *cost)
+{
+    if (!p)
+        return GW_ENOENT;
+    struct part pt[6];
+    int rc = parts(p, u, pt);
+    if (rc != GW_OK)
+        return rc;
+    /* Unknown before overflow: a cost with an unpriced class is NULL
+     * whatever its size. */
+    for (size_t i = 0; i < 6; i++)
+        if (pt[i].tokens > 0 && pt[i].price < 0)
+            return GW_ENOENT;
+    int64_t total = 0;
+    for (size_t i = 0; i < 6; i++) {
+        int64_t c;
+        if (pt[i].tokens == 0)
+            continue;
+        if (gw_money_mul(pt[i].tokens, pt[i].price, &c) != GW_OK ||
+            gw_money_add(total, c, &total) != GW_OK)
+            return GW_ERANGE;
+    }
+    *cost = total;
+    return GW_OK;
+}

@@ -1,0 +1,834 @@
+/* Tests for dataplane/dp_limits.c, with grants driven by hand (the control
+ * plane's side is tests/unit/controlplane/leases_test.c): windows, sizing
+ * (estimate, worst case, learned output, prices), leases and waiting,
+ * charges and the true-up, depletion, the offline policies, stream loss,
+ * renewals and idle releases, every refusal and its JSON. A fake clock
+ * drives time; an event_base delivers the wake-ups. */
+#include <CUnit/CUnit.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_limits.c"
+
+#include "dp_router.h"
+
+static int64_t fake_wall = 1767225600000LL + 3600000; /* 2026-01-01T01:00:00Z */
+static int64_t fake_mono = 1000000;
+
+static int64_t wall_now(void)
+{
+    return fake_wall;
+}
+
+static int64_t mono_now(void)
+{
+    return fake_mono;
+}
+
+/* Single quotes stand for double quotes. */
+static const char DOC[] =
+    "{'version':1,"
+    " 'providers':[{'name':'mock','driver':'openai','base_url':'http://m'},"
+    "  {'name':'free','driver':'openai','base_url':'http://f'}],"
+    " 'routes':[{'name':'r1','entries':[{'provider':'mock','model':'m1'}]},"
+    "  {'name':'r2','entries':[{'provider':'mock','model':'m1'},{'provider':'free','model':'f1'}]},"
+    "  {'name':'rf','entries':[{'provider':'free','model':'f1'}]}],"
+    " 'catalog':[{'provider':'mock','model':'m1','input_price':10,'output_price':20,"
+    "   'max_output_tokens':100}],"
+    " 'teams':[{'name':'t1','require_budget':true},{'name':'t2'},{'name':'t3',"
+    "   'require_budget':true}],"
+    " 'keys':[{'id':'kA','hash':'" /* hashes are never looked up here */
+    "0000000000000000000000000000000000000000000000000000000000000000','team':'t1',"
+    "   'project':'p1'},"
+    "  {'id':'kB','hash':'0000000000000000000000000000000000000000000000000000000000000001',"
+    "   'team':'t2'},"
+    "  {'id':'kC','hash':'0000000000000000000000000000000000000000000000000000000000000002',"
+    "   'team':'t3'},"
+    "  {'id':'kD','hash':'0000000000000000000000000000000000000000000000000000000000000003'}],"
+    " 'limits':["
+    "  {'id':'cost-t1','scope_kind':'team','scope':'t1','metric':'cost','period':'day',"
+    "   'amount':1000000,'offline':'fail_closed'},"
+    "  {'id':'rpm-kB','scope_kind':'key','scope':'kB','metric':'requests','period':'minute',"
+    "   'amount':5},"
+    "  {'id':'tpm-kB','scope_kind':'key','scope':'kB','metric':'tokens','period':'minute',"
+    "   'amount':10000,'reservation':'worst_case','offline':'fail_closed'},"
+    "  {'id':'p1-month','scope_kind':'project','scope':'p1','metric':'tokens','period':'month',"
+    "   'amount':50000}]}";
+
+static struct dp_snapshot *snap;
+static struct event_base *base;
+
+static struct dp_snapshot *build_doc(const char *text, char *err, size_t errlen)
+{
+    char *t = strdup(text);
+    for (char *c = t; *c; c++)
+        if (*c == '\'')
+            *c = '"';
+    json_error_t je;
+    json_t *j = json_loads(t, 0, &je);
+    if (!j)
+        fprintf(stderr, "\n  not JSON (%s): %s\n", je.text, t);
+    free(t);
+    if (!j) {
+        snprintf(err, errlen, "not JSON");
+        return NULL;
+    }
+    struct dp_snapshot *s = dp_snapshot_build(j, err, errlen);
+    json_decref(j);
+    return s;
+}
+
+static int suite_init(void)
+{
+    char err[256] = "";
+    snap = build_doc(DOC, err, sizeof(err));
+    if (!snap) {
+        fprintf(stderr, "snapshot: %s\n", err);
+        return 1;
+    }
+    base = event_base_new();
+    L.wall = wall_now;
+    L.mono = mono_now;
+    return base ? 0 : 1;
+}
+
+static int suite_clean(void)
+{
+    dp_snapshot_unref(snap);
+    event_base_free(base);
+    return 0;
+}
+
+/* Forgets every account, lease, release and learned estimate. */
+static void reset(void)
+{
+    while (L.accounts) {
+        struct account *a = L.accounts;
+        L.accounts = a->next;
+        free(a);
+    }
+    L.naccounts = 0;
+    while (L.rel_head) {
+        struct release *r = L.rel_head;
+        L.rel_head = r->next;
+        free(r);
+    }
+    L.rel_tail = NULL;
+    L.up = 0;
+    L.down_since = 0;
+    memset(L.learned, 0, sizeof(L.learned));
+}
+
+static const struct dp_key *key(const char *id)
+{
+    for (size_t i = 0; i < snap->nkeys; i++)
+        if (strcmp(snap->keys[i].id, id) == 0)
+            return &snap->keys[i];
+    CU_FAIL_FATAL("no such key");
+    return NULL;
+}
+
+/* A request through route (its entries as candidates). */
+struct req {
+    struct dp_candidate cands[4];
+    unsigned char drop[4];
+    struct dp_limits_ask ask;
+    struct dp_limits_hold *hold;
+    struct dp_limits_refusal r;
+    int called;
+    int cb_refused;
+    struct dp_limits_refusal cb_r;
+};
+
+static void ask_for(struct req *q, const char *key_id, const char *route)
+{
+    memset(q, 0, sizeof(*q));
+    const struct dp_route *rt = dp_snapshot_route(snap, route, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (size_t i = 0; i < rt->nentries; i++) {
+        q->cands[i].provider = rt->entries[i].provider;
+        q->cands[i].model = rt->entries[i].model;
+        q->cands[i].entry = &rt->entries[i];
+    }
+    q->ask = (struct dp_limits_ask){.snap = snap,
+                                    .key = key(key_id),
+                                    .cands = q->cands,
+                                    .ncands = rt->nentries,
+                                    .drop = q->drop,
+                                    .est_input_tokens = 100,
+                                    .max_input_tokens = 400,
+                                    .max_tokens = 0,
+                                    .max_tokens_param = "max_tokens"};
+}
+
+static void on_decided(void *arg, const struct dp_limits_refusal *r)
+{
+    struct req *q = arg;
+    q->called++;
+    q->cb_refused = r != NULL;
+    if (r)
+        q->cb_r = *r;
+}
+
+static enum dp_limits_verdict reserve(struct req *q)
+{
+    return dp_limits_reserve(&q->ask, base, on_decided, q, &q->hold, &q->r);
+}
+
+/* Runs the loop until nothing is ready. */
+static void pump(void)
+{
+    event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* The next outgoing message, as the client thread would get it. */
+static int next(Llmgw__V1__ReportMessage *m, struct dp_limits_out *st)
+{
+    llmgw__v1__report_message__init(m);
+    return dp_limits_next_out(m, st);
+}
+
+static void grant(uint64_t req, const char *limit, int64_t ws, const char *lease, int64_t amount,
+                  int64_t remaining, const char *refusal)
+{
+    Llmgw__V1__LeaseGrant g = LLMGW__V1__LEASE_GRANT__INIT;
+    g.req = req;
+    g.limit_id = (char *)limit;
+    g.window_start_ms = ws;
+    g.lease_id = (char *)lease;
+    g.amount = amount;
+    g.limit = 1000000;
+    g.spent = 1000000 - remaining - amount;
+    g.remaining = remaining;
+    g.expires_at_ms = fake_wall + 60000;
+    g.refusal = (char *)refusal;
+    dp_limits_on_grant(&g);
+}
+
+static int notified;
+static void on_notify(void *arg)
+{
+    (void)arg;
+    notified++;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_windows(void)
+{
+    int64_t s, e;
+    window_of(DP_LIMIT_MINUTE, 1767225600000LL + 61500, &s, &e);
+    CU_ASSERT_EQUAL(s, 1767225600000LL + 60000);
+    CU_ASSERT_EQUAL(e, 1767225600000LL + 120000);
+    window_of(DP_LIMIT_DAY, 1767225600000LL + 86399999, &s, &e);
+    CU_ASSERT_EQUAL(s, 1767225600000LL);
+    CU_ASSERT_EQUAL(e, 1767225600000LL + 86400000);
+    /* December 2025 ends where January 2026 starts (UTC). */
+    window_of(DP_LIMIT_MONTH, 1767225600000LL - 1, &s, &e);
+    CU_ASSERT_EQUAL(s, 1764547200000LL); /* 2025-12-01 */
+    CU_ASSERT_EQUAL(e, 1767225600000LL);
+    window_of(DP_LIMIT_MONTH, 1767225600000LL, &s, &e);
+    CU_ASSERT_EQUAL(s, 1767225600000LL);
+    CU_ASSERT_EQUAL(e, 1769904000000LL); /* 2026-02-01 */
+}
+
+static void test_output_estimates(void)
+{
+    reset();
+    uint64_t t = target_hash("p", "m");
+    /* Nothing seen: the default, under the caps. */
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), DEFAULT_OUTPUT_ESTIMATE);
+    CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 40);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 100), 100);
+    /* Answers under a cap teach the share of it they use. */
+    learn_answer(t, 50, 100, 0, 0);
+    CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 20);
+    CU_ASSERT_EQUAL(output_estimate(t, 1000, 0), 500);
+    CU_ASSERT_EQUAL(output_estimate(t, 1000, 300), 300);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), DEFAULT_OUTPUT_ESTIMATE); /* not yet uncapped */
+    learn_answer(t, 100, 100, 0, 0);                                    /* share 1: moves 1/8 */
+    CU_ASSERT_EQUAL(output_estimate(t, 1024, 0), 512 + 64);
+    /* Uncapped answers teach their length. */
+    learn_answer(t, 30, 0, 0, 0);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 30);
+    learn_answer(t, 110, 0, 0, 0);
+    CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 40);
+    /* Input: the rough count, corrected by what the provider counted. */
+    CU_ASSERT_EQUAL(input_estimate(t, 100), 100 * COLD_INPUT_FACTOR);
+    learn_answer(t, 0, 0, 300, 100);
+    CU_ASSERT_EQUAL(input_estimate(t, 100), 300);
+    learn_answer(t, 0, 0, 100, 100); /* 3 → 3 - 2/8 */
+    CU_ASSERT_EQUAL(input_estimate(t, 100), 275);
+    learn_answer(t, 0, 0, 1, 1000000); /* clamped at 1/16 */
+    CU_ASSERT(input_estimate(t, 1000) > 1000);
+    /* Another target is another story. */
+    CU_ASSERT_EQUAL(output_estimate(target_hash("p", "m2"), 0, 0), DEFAULT_OUTPUT_ESTIMATE);
+}
+
+static void test_no_limits_and_never_configured(void)
+{
+    reset();
+    struct req q;
+    ask_for(&q, "kD", "r1"); /* no team, no limits: a hold that only learns */
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_GO);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q.hold);
+    CU_ASSERT_EQUAL(q.hold->n, 0);
+    struct dp_charge ch[DP_MAX_CHARGES];
+    struct canon_usage u = {.input = 7, .output = 9, .have = 1};
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 5, 1, ch, DP_MAX_CHARGES), 0);
+    dp_limits_end(q.hold);
+    CU_ASSERT_EQUAL(output_estimate(target_hash("mock", "m1"), 0, 0), 9);
+    ask_for(&q, "kC", "r1"); /* team t3 requires a budget; none applies */
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.r.status, 402);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_not_configured");
+    CU_ASSERT_STRING_EQUAL(q.r.state, "never_configured");
+    CU_ASSERT_STRING_EQUAL(q.r.scope, "t3");
+    CU_ASSERT_EQUAL(q.r.retry_after_s, 0);
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    CU_ASSERT_EQUAL(dp_limits_refusal_json(&q.r, &b), 0);
+    json_t *j = json_loadb(b.data, b.len, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "scope_kind")), "team");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "metric")), "cost");
+    CU_ASSERT(json_is_null(json_object_get(j, "id")));
+    CU_ASSERT(json_is_null(json_object_get(j, "period")));
+    CU_ASSERT(json_is_null(json_object_get(j, "amount")));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "state")), "never_configured");
+    json_decref(j);
+    gw_buf_free(&b);
+    CU_ASSERT_PTR_NULL(L.accounts); /* refused before the quota step: nothing touched */
+}
+
+static void test_no_control_plane(void)
+{
+    reset();
+    /* Never connected: each limit's offline policy at once. */
+    struct req q;
+    ask_for(&q, "kA", "r1"); /* cost-t1 fails closed; p1-month fails open */
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.r.status, 402);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unallocated");
+    CU_ASSERT_STRING_EQUAL(q.r.state, "unallocated");
+    CU_ASSERT_STRING_EQUAL(q.r.limit_id, "cost-t1");
+    CU_ASSERT_EQUAL(q.r.retry_after_s, UNALLOCATED_RETRY_S);
+    CU_ASSERT_EQUAL(q.r.amount, 1000000);
+    CU_ASSERT_EQUAL(q.r.spent, -1);
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    CU_ASSERT_EQUAL(dp_limits_refusal_json(&q.r, &b), 0);
+    json_t *j = json_loadb(b.data, b.len, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "id")), "cost-t1");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "period")), "day");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "amount")), 1000000);
+    CU_ASSERT(json_is_null(json_object_get(j, "spent")));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "unit")), "picodollars");
+    json_decref(j);
+    gw_buf_free(&b);
+
+    /* kB's limits: rpm fails open (unmetered), tpm fails closed. */
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 50;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.r.status, 429);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "rate_limited");
+    CU_ASSERT_STRING_EQUAL(q.r.state, "unallocated");
+    CU_ASSERT_STRING_EQUAL(q.r.limit_id, "tpm-kB");
+    /* Nothing is left held by the refused request. */
+    for (struct account *a = L.accounts; a; a = a->next)
+        CU_ASSERT_EQUAL(a->holders, 0);
+}
+
+static void test_lease_wait_grant_charge_settle(void)
+{
+    reset();
+    dp_limits_set_notify(on_notify, NULL);
+    notified = 0;
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kA", "r1");
+    /* cost: 100 in × 2 (nothing learned: lean high) × 10 + 100 out (the
+     * catalog's cap) × 20 = 4000; p1-month tokens: 200 + 100 = 300. Both
+     * wait for a lease. */
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q.hold);
+    CU_ASSERT(notified > 0);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    uint64_t reqs[2] = {0, 0};
+    int64_t ws_day = 0, ws_month = 0;
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(next(&m, &st), 1);
+        CU_ASSERT_EQUAL_FATAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST);
+        const Llmgw__V1__LeaseRequest *rq = m.lease_request;
+        if (strcmp(rq->limit_id, "cost-t1") == 0) {
+            CU_ASSERT_EQUAL(rq->need, 4000);
+            CU_ASSERT_EQUAL(rq->want, 4000 * WANT_FACTOR);
+            CU_ASSERT_EQUAL(rq->window_start_ms, 1767225600000LL);
+            reqs[0] = rq->req;
+            ws_day = rq->window_start_ms;
+        } else {
+            CU_ASSERT_STRING_EQUAL(rq->limit_id, "p1-month");
+            CU_ASSERT_EQUAL(rq->need, 300);
+            reqs[1] = rq->req;
+            ws_month = rq->window_start_ms;
+        }
+    }
+    CU_ASSERT_EQUAL(next(&m, &st), 0); /* each asked once */
+    grant(reqs[0], "cost-t1", ws_day, "ls_day", 24000, 976000, "");
+    pump();
+    CU_ASSERT_EQUAL(q.called, 0); /* the other limit still waits */
+    grant(reqs[1], "p1-month", ws_month, "ls_month", 1000, 40000, "");
+    pump();
+    CU_ASSERT_EQUAL(q.called, 1);
+    CU_ASSERT_EQUAL(q.cb_refused, 0);
+
+    /* Attempt 1 fails without usage, attempt 2 answers. */
+    struct dp_charge ch[DP_MAX_CHARGES];
+    struct canon_usage none = {0};
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &none, 0, 0, ch, DP_MAX_CHARGES), 0);
+    struct canon_usage u = {.input = 80, .cache_read = 10, .output = 40, .have = 1};
+    size_t n = dp_limits_charges(q.hold, 2, &u, 1900, 1, ch, DP_MAX_CHARGES);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ch[i].limit_id, "cost-t1") == 0) {
+            CU_ASSERT_EQUAL(ch[i].amount, 1900);
+            CU_ASSERT_STRING_EQUAL(ch[i].lease_id, "ls_day");
+            CU_ASSERT_EQUAL(ch[i].window_start_ms, ws_day);
+        } else {
+            CU_ASSERT_EQUAL(ch[i].amount, 130);
+            CU_ASSERT_STRING_EQUAL(ch[i].lease_id, "ls_month");
+        }
+    }
+    struct account *day = account_find("cost-t1", ws_day);
+    CU_ASSERT_EQUAL(day->balance, 24000 - 4000);
+    dp_limits_end(q.hold);
+    CU_ASSERT_EQUAL(day->balance, 24000 - 1900); /* the true-up */
+    CU_ASSERT_EQUAL(day->holders, 0);
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+
+    /* The next request reserves from the balance at once, and its
+     * estimates have learned from the last answer: 40 output tokens, and
+     * a provider that counted 90 input tokens where the estimate said 100. */
+    ask_for(&q, "kA", "r1");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_GO);
+    CU_ASSERT_EQUAL(day->balance, 24000 - 1900 - (90 * 10 + 40 * 20));
+    /* Worse than reserved: the excess comes out of the balance. */
+    u.output = 500;
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 10000, 1, ch, DP_MAX_CHARGES), 2);
+    dp_limits_end(q.hold);
+    CU_ASSERT_EQUAL(day->balance, 24000 - 1900 - 10000);
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+}
+
+static void test_depleted(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 50;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    uint64_t rpm = 0, tpm = 0;
+    int64_t ws = 0;
+    while (next(&m, &st)) {
+        if (strcmp(m.lease_request->limit_id, "rpm-kB") == 0) {
+            rpm = m.lease_request->req;
+            CU_ASSERT_EQUAL(m.lease_request->need, 1);
+        } else {
+            tpm = m.lease_request->req;
+            CU_ASSERT_EQUAL(m.lease_request->need, 400 + 50); /* the worst case */
+        }
+        ws = m.lease_request->window_start_ms;
+    }
+    CU_ASSERT_EQUAL(ws, fake_wall - fake_wall % 60000);
+    grant(tpm, "tpm-kB", ws, "ls_t", 900, 9100, "");
+    grant(rpm, "rpm-kB", ws, "", 0, 0, "depleted");
+    pump();
+    CU_ASSERT_EQUAL_FATAL(q.called, 1);
+    CU_ASSERT_EQUAL(q.cb_refused, 1);
+    CU_ASSERT_EQUAL(q.cb_r.status, 429);
+    CU_ASSERT_STRING_EQUAL(q.cb_r.code, "rate_limited");
+    CU_ASSERT_STRING_EQUAL(q.cb_r.state, "depleted");
+    CU_ASSERT_STRING_EQUAL(q.cb_r.limit_id, "rpm-kB");
+    CU_ASSERT_EQUAL(q.cb_r.remaining, 0);
+    /* The window ends in 60 s minus what has gone of it. */
+    CU_ASSERT_EQUAL(q.cb_r.retry_after_s, (ws + 60000 - fake_wall + 999) / 1000);
+    dp_limits_end(q.hold);
+    /* What the refused request held of the other limit went back. */
+    CU_ASSERT_EQUAL(account_find("tpm-kB", ws)->balance, 900);
+    /* Right after, a request is refused here without asking again. */
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 50;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_STRING_EQUAL(q.r.state, "depleted");
+    CU_ASSERT_EQUAL(account_find("tpm-kB", ws)->balance, 900);
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+    /* A second later it asks again. */
+    fake_mono += DEPLETED_MEMORY_MS;
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 50;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(next(&m, &st), 1);
+    dp_limits_end(q.hold); /* the client left: canceled */
+    CU_ASSERT_EQUAL(q.called, 0);
+    pump();
+    CU_ASSERT_EQUAL(q.called, 0);
+}
+
+static void test_worst_case_bounds(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    /* No max_tokens: the catalog's max_output_tokens (100) bounds it. */
+    ask_for(&q, "kB", "r1");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    int seen = 0;
+    while (next(&m, &st))
+        if (strcmp(m.lease_request->limit_id, "tpm-kB") == 0) {
+            CU_ASSERT_EQUAL(m.lease_request->need, 400 + 100);
+            seen = 1;
+        }
+    CU_ASSERT(seen);
+    dp_limits_end(q.hold);
+    /* A target without a catalog cap and no max_tokens cannot be bounded. */
+    ask_for(&q, "kB", "rf");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.r.status, 400);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "max_tokens_required");
+    CU_ASSERT_STRING_EQUAL(q.r.param, "max_tokens");
+    /* With max_tokens it can. */
+    ask_for(&q, "kB", "rf");
+    q.ask.max_tokens = 7;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    dp_limits_end(q.hold);
+}
+
+static void test_unpriced(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    /* cost-t1 fails closed: the unpriced fallback is dropped. */
+    ask_for(&q, "kA", "r2");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(q.drop[0], 0);
+    CU_ASSERT_EQUAL(q.drop[1], 1);
+    dp_limits_end(q.hold);
+    /* Nothing priced at all: refused. */
+    ask_for(&q, "kA", "rf");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.r.status, 402);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unpriced");
+    CU_ASSERT_STRING_EQUAL(q.r.limit_id, "cost-t1");
+}
+
+static void test_stream_loss_and_deadline(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kA", "r1");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    while (next(&m, &st))
+        ;
+    /* The stream goes: the requests wait, and go again when it is back. */
+    dp_limits_on_stream(0);
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+    dp_limits_on_stream(1);
+    int again = 0;
+    while (next(&m, &st))
+        again++;
+    CU_ASSERT_EQUAL(again, 2);
+    /* No answer by the deadline: cost-t1 fails closed. */
+    on_hold_event(-1, EV_TIMEOUT, q.hold);
+    CU_ASSERT_EQUAL(q.called, 1);
+    CU_ASSERT_EQUAL(q.cb_refused, 1);
+    CU_ASSERT_STRING_EQUAL(q.cb_r.code, "budget_unallocated");
+    dp_limits_end(q.hold);
+
+    /* Fail open: the request goes, charged without a lease. */
+    reset();
+    dp_limits_on_stream(1);
+    ask_for(&q, "kB", "r1"); /* rpm-kB fails open; tpm-kB gets a lease */
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    uint64_t tpm = 0;
+    int64_t ws = 0;
+    while (next(&m, &st))
+        if (strcmp(m.lease_request->limit_id, "tpm-kB") == 0) {
+            tpm = m.lease_request->req;
+            ws = m.lease_request->window_start_ms;
+        }
+    grant(tpm, "tpm-kB", ws, "ls_t", 5000, 5000, "");
+    on_hold_event(-1, EV_TIMEOUT, q.hold);
+    CU_ASSERT_EQUAL(q.called, 1);
+    CU_ASSERT_EQUAL(q.cb_refused, 0);
+    struct dp_charge ch[DP_MAX_CHARGES];
+    struct canon_usage u = {.input = 3, .output = 4, .have = 1};
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 0, 0, ch, DP_MAX_CHARGES), 2);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_STRING_EQUAL(ch[i].lease_id, strcmp(ch[i].limit_id, "rpm-kB") == 0 ? "" : "ls_t");
+    dp_limits_end(q.hold);
+    /* A grant nobody asked for is given back at once. */
+    while (next(&m, &st))
+        ;
+    grant(987654321, "tpm-kB", ws, "ls_stray", 300, 100, "");
+    CU_ASSERT_EQUAL(next(&m, &st), 1);
+    CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE);
+    CU_ASSERT_STRING_EQUAL(m.lease_release->lease_id, "ls_stray");
+    CU_ASSERT_EQUAL(m.lease_release->amount, 300);
+
+    /* Down for longer than the wait: the policy decides at once. */
+    dp_limits_on_stream(0);
+    fake_mono += DP_LIMITS_WAIT_MS;
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_GO); /* tpm from its lease, rpm open */
+    dp_limits_end(q.hold);
+}
+
+static void test_lease_replaced_and_released(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req a, b;
+    ask_for(&a, "kB", "r1");
+    a.ask.max_tokens = 100; /* tpm need 500 */
+    CU_ASSERT_EQUAL(reserve(&a), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    uint64_t tpm = 0, rpm = 0;
+    int64_t ws = 0;
+    while (next(&m, &st)) {
+        ws = m.lease_request->window_start_ms;
+        if (strcmp(m.lease_request->limit_id, "tpm-kB") == 0)
+            tpm = m.lease_request->req;
+        else
+            rpm = m.lease_request->req;
+    }
+    grant(rpm, "rpm-kB", ws, "ls_r", 5, 0, "");
+    grant(tpm, "tpm-kB", ws, "ls_1", 700, 9300, "");
+    pump();
+    CU_ASSERT_EQUAL(a.called, 1);
+    struct account *t = account_find("tpm-kB", ws);
+    CU_ASSERT_EQUAL(t->balance, 200);
+    /* b needs 500 too: a new lease replaces ls_1, whose 200 go back. */
+    ask_for(&b, "kB", "r1");
+    b.ask.max_tokens = 100;
+    CU_ASSERT_EQUAL(reserve(&b), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(next(&m, &st), 1);
+    grant(m.lease_request->req, "tpm-kB", ws, "ls_2", 1000, 8300, "");
+    pump();
+    CU_ASSERT_EQUAL(b.called, 1);
+    CU_ASSERT_STRING_EQUAL(t->lease_id, "ls_2");
+    CU_ASSERT_EQUAL(t->balance, 500);
+    CU_ASSERT_EQUAL(next(&m, &st), 1);
+    CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE);
+    CU_ASSERT_STRING_EQUAL(m.lease_release->lease_id, "ls_1");
+    CU_ASSERT_EQUAL(m.lease_release->amount, 200);
+    /* a settles against ls_1: its unused part goes back to the control
+     * plane, not into ls_2's balance. */
+    struct dp_charge ch[DP_MAX_CHARGES];
+    struct canon_usage u = {.input = 100, .output = 50, .have = 1};
+    CU_ASSERT_EQUAL(dp_limits_charges(a.hold, 1, &u, 0, 0, ch, DP_MAX_CHARGES), 2);
+    dp_limits_end(a.hold);
+    CU_ASSERT_EQUAL(next(&m, &st), 1);
+    CU_ASSERT_STRING_EQUAL(m.lease_release->lease_id, "ls_1");
+    CU_ASSERT_EQUAL(m.lease_release->amount, 500 - 150);
+    CU_ASSERT_EQUAL(t->balance, 500);
+    dp_limits_end(b.hold);
+    CU_ASSERT_EQUAL(t->balance, 1000);
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+}
+
+static void test_renewal_idle_release_expiry(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    int64_t ws = 0;
+    while (next(&m, &st)) {
+        ws = m.lease_request->window_start_ms;
+        grant(m.lease_request->req, m.lease_request->limit_id, ws,
+              strcmp(m.lease_request->limit_id, "tpm-kB") ? "ls_r" : "ls_t", 1000, 100, "");
+    }
+    pump();
+    CU_ASSERT_EQUAL(q.called, 1);
+    struct account *t = account_find("tpm-kB", ws);
+    int64_t life = 60000 - EXPIRY_MARGIN_MS;
+    CU_ASSERT_EQUAL(t->lease_until, fake_mono + life);
+    /* Held past half its life: renewed (want 0). */
+    fake_mono += life / 2 + 1;
+    fake_wall += life / 2 + 1;
+    int renewals = 0;
+    while (next(&m, &st)) {
+        CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST);
+        CU_ASSERT_EQUAL(m.lease_request->want, 0);
+        renewals++;
+        grant(m.lease_request->req, m.lease_request->limit_id, ws, "", 0, 100, "");
+    }
+    CU_ASSERT_EQUAL(renewals, 2);
+    CU_ASSERT_EQUAL(t->lease_until, fake_mono + life);
+    dp_limits_end(q.hold);
+    /* Idle past half its life: given back instead. */
+    fake_mono += life / 2 + 1;
+    int released = 0;
+    while (next(&m, &st)) {
+        CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE);
+        released++;
+    }
+    CU_ASSERT_EQUAL(released, 2);
+    CU_ASSERT_STRING_EQUAL(t->lease_id, "");
+    /* A window that ended is forgotten. */
+    fake_wall += 120000;
+    fake_mono += 120000;
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+    CU_ASSERT_PTR_NULL(account_find("tpm-kB", ws));
+}
+
+/* Without a control plane nothing calls next_out: reservations still
+ * forget ended windows. */
+static void test_windows_forgotten_without_stream(void)
+{
+    reset();
+    struct req q;
+    for (int i = 0; i < 10; i++) {
+        ask_for(&q, "kB", "r1");
+        q.ask.max_tokens = 10;
+        CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED); /* tpm-kB fails closed */
+        fake_wall += 60000;
+        fake_mono += 60000;
+    }
+    CU_ASSERT(L.naccounts <= 2);
+}
+
+static void test_release_all(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    while (next(&m, &st))
+        grant(m.lease_request->req, m.lease_request->limit_id, m.lease_request->window_start_ms,
+              strcmp(m.lease_request->limit_id, "tpm-kB") ? "ls_r" : "ls_t", 1000, 100, "");
+    pump();
+    dp_limits_end(q.hold);
+    dp_limits_release_all();
+    int64_t total = 0;
+    while (next(&m, &st))
+        total += m.lease_release->amount;
+    CU_ASSERT_EQUAL(total, 2000);
+}
+
+static void test_snapshot_validation(void)
+{
+    static const struct {
+        const char *doc, *err;
+    } cases[] = {
+        {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'org',"
+         "'scope':'s','metric':'cost','period':'day','amount':1}]}",
+         "limits[0].scope_kind: must be one of key, team, project"},
+        {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'key',"
+         "'scope':'s','metric':'cost','period':'week','amount':1}]}",
+         "limits[0].period: must be one of minute, day, month"},
+        {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'key',"
+         "'scope':'s','metric':'cost','period':'day','amount':0}]}",
+         "limits[0].amount: required, an integer from 1 to 4000000000000000000 (picodollars "
+         "for cost)"},
+        {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'key',"
+         "'scope':'s','metric':'cost','period':'day','amount':1,'offline':'maybe'}]}",
+         "limits[0].offline: must be one of fail_open, fail_closed"},
+        {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'key',"
+         "'scope':'s','metric':'cost','period':'day','amount':1},{'id':'x','scope_kind':'key',"
+         "'scope':'s','metric':'tokens','period':'day','amount':1}]}",
+         "limits[1].id: duplicate limit 'x' (also limits[0])"},
+        {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'key',"
+         "'metric':'cost','period':'day','amount':1}]}",
+         "limits[0].scope: required, a non-empty string"},
+        {"{'version':1,'providers':[],'routes':[],'teams':[{'name':'a'},{'name':'a'}]}",
+         "teams[1].name: duplicate team 'a' (also teams[0])"},
+        {"{'version':1,'providers':[],'routes':[],'teams':[{'name':'a','allow_models':[1]}]}",
+         "teams[0].allow_models[0]: must be a non-empty string"},
+        {"{'version':1,'providers':[],'routes':[],'teams':[{'name':'a'}],'keys':[{'id':'k',"
+         "'hash':'0000000000000000000000000000000000000000000000000000000000000000',"
+         "'team':'b'}]}",
+         "keys[0].team: no team named 'b' in teams"},
+        {"{'version':1,'providers':[],'routes':[],'keys':[{'id':'k','hash':"
+         "'0000000000000000000000000000000000000000000000000000000000000000',"
+         "'expires_at_ms':-1}]}",
+         "keys[0].expires_at_ms: must be an integer from 0 to 4503599627370496 (Unix ms)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        char err[256] = "";
+        struct dp_snapshot *s = build_doc(cases[i].doc, err, sizeof(err));
+        CU_ASSERT_PTR_NULL(s);
+        if (strcmp(err, cases[i].err) != 0)
+            fprintf(stderr, "\n  case %zu: got '%s'\n", i, err);
+        CU_ASSERT_STRING_EQUAL(err, cases[i].err);
+        dp_snapshot_unref(s);
+    }
+    /* The good document's pieces. */
+    CU_ASSERT_EQUAL(snap->nteams, 3);
+    CU_ASSERT_EQUAL(snap->nlimits, 4);
+    const struct dp_limit *l = &snap->limits[2];
+    CU_ASSERT_STRING_EQUAL(l->id, "tpm-kB");
+    CU_ASSERT_EQUAL(l->scope_kind, DP_LIMIT_KEY);
+    CU_ASSERT_EQUAL(l->metric, DP_LIMIT_TOKENS);
+    CU_ASSERT_EQUAL(l->period, DP_LIMIT_MINUTE);
+    CU_ASSERT_EQUAL(l->worst_case, 1);
+    CU_ASSERT_EQUAL(l->fail_closed, 1);
+    CU_ASSERT_EQUAL(snap->limits[1].worst_case, 0);
+    CU_ASSERT_EQUAL(snap->limits[1].fail_closed, 0);
+    CU_ASSERT_STRING_EQUAL(snap->limits[0].currency, "USD");
+    const struct dp_key *k = key("kA");
+    CU_ASSERT_PTR_EQUAL(k->team_ref, &snap->teams[0]);
+    CU_ASSERT_STRING_EQUAL(k->project, "p1");
+    CU_ASSERT_EQUAL(k->team_ref->require_budget, 1);
+    CU_ASSERT_PTR_NULL(key("kD")->team_ref);
+    CU_ASSERT_EQUAL(dp_snapshot_catalog(snap, "mock", "m1")->max_output_tokens, 100);
+}
+
+static CU_TestInfo tests[] = {
+    {"UTC windows: minute, day, month", test_windows},
+    {"output estimates learn answers' length and share of max_tokens", test_output_estimates},
+    {"no limits; a team that requires a budget and has none", test_no_limits_and_never_configured},
+    {"no control plane: fail_closed refuses, fail_open goes", test_no_control_plane},
+    {"wait for a lease, charge per attempt, true up at the end",
+     test_lease_wait_grant_charge_settle},
+    {"depleted: refused with the window's end, remembered a second", test_depleted},
+    {"worst case: max_tokens or the catalog's cap, else 400", test_worst_case_bounds},
+    {"unpriced targets under a fail_closed budget", test_unpriced},
+    {"stream loss, re-sent requests, the deadline's policy", test_stream_loss_and_deadline},
+    {"a replaced lease settles and releases on its own", test_lease_replaced_and_released},
+    {"renewal while in use, release when idle, windows forgotten",
+     test_renewal_idle_release_expiry},
+    {"release_all gives back every balance", test_release_all},
+    {"without a stream, ended windows are forgotten", test_windows_forgotten_without_stream},
+    {"snapshot: teams and limits, validation names the field", test_snapshot_validation},
+    CU_TEST_INFO_NULL,
+};
+
+#define UNIT_SUITE_INIT suite_init
+#define UNIT_SUITE_CLEAN suite_clean
+#include "unit_main.h"
