@@ -28,6 +28,10 @@
 #define MAX_REASONS 4
 #define REASON_MAX 200
 #define MAX_CONTRIBS 256 /* per target, local and remote each */
+/* Contributions in all (about 2 KB each with a 10 s window): a fleet of
+ * 100 data planes using 160 targets each fits; past it, new ones are
+ * dropped (counted in health). */
+#define MAX_TOTAL_CONTRIBS 16384
 #define MAX_LOCAL_REPS 4096
 #define CP_NAME_MAX CP_ETCD_ID_MAX
 
@@ -123,7 +127,9 @@ struct cp_fleetview {
     struct target *targets;
     struct target *heads[HEADS];
     unsigned ntargets;
-    struct member *members; /* local ones first in no particular order */
+    unsigned ncontribs;        /* local and remote, against MAX_TOTAL_CONTRIBS */
+    uint64_t contribs_dropped; /* refused for the cap */
+    struct member *members;    /* local ones first in no particular order */
     struct lrep *lreps;
     unsigned nlreps;
     struct rblob *rblobs;
@@ -200,12 +206,18 @@ struct cp_fleetview *cp_fleetview_new(const char *self_id, const struct cp_fleet
     return fv;
 }
 
-static void contribs_free(struct contrib *c)
+static void contrib_free(struct cp_fleetview *fv, struct contrib *c)
+{
+    fv->ncontribs--;
+    free(c->win);
+    free(c);
+}
+
+static void contribs_free(struct cp_fleetview *fv, struct contrib *c)
 {
     for (struct contrib *next; c; c = next) {
         next = c->next;
-        free(c->win);
-        free(c);
+        contrib_free(fv, c);
     }
 }
 
@@ -217,10 +229,10 @@ static void rlatches_free(struct rlatch *r)
     }
 }
 
-static void target_free(struct target *t)
+static void target_free(struct cp_fleetview *fv, struct target *t)
 {
-    contribs_free(t->local);
-    contribs_free(t->remote);
+    contribs_free(fv, t->local);
+    contribs_free(fv, t->remote);
     rlatches_free(t->rlatches);
     free(t->provider);
     free(t);
@@ -248,7 +260,7 @@ void cp_fleetview_free(struct cp_fleetview *fv)
         return;
     for (struct target *t = fv->targets, *next; t; t = next) {
         next = t->next;
-        target_free(t);
+        target_free(fv, t);
     }
     members_free(fv->members);
     rblobs_free(fv->rblobs);
@@ -308,13 +320,18 @@ static void target_unlink(struct cp_fleetview *fv, struct target *t)
     fv->ntargets--;
 }
 
-static struct contrib *contrib_new(const struct cp_fleetview *fv, const char *id, const char *via)
+static struct contrib *contrib_new(struct cp_fleetview *fv, const char *id, const char *via)
 {
+    if (fv->ncontribs >= MAX_TOTAL_CONTRIBS) {
+        fv->contribs_dropped++;
+        return NULL;
+    }
     struct contrib *c = calloc(1, sizeof(*c));
     if (!c || !(c->win = calloc((size_t)fv->cfg.window_s, sizeof(*c->win)))) {
         free(c);
         return NULL;
     }
+    fv->ncontribs++;
     for (int i = 0; i < fv->cfg.window_s; i++)
         c->win[i].slot = -1;
     copy_id(c->id, sizeof(c->id), id);
@@ -544,7 +561,7 @@ void cp_fleetview_remote_begin(struct cp_fleetview *fv, const char *kind)
     rblobs_free(fv->rblobs);
     fv->rblobs = NULL;
     for (struct target *t = fv->targets; t; t = t->next) {
-        contribs_free(t->remote);
+        contribs_free(fv, t->remote);
         t->remote = NULL;
         t->nremote = 0;
         rlatches_free(t->rlatches);
@@ -679,6 +696,8 @@ int cp_fleetview_remote(struct cp_fleetview *fv, const char *kind, const char *n
                 remote_contrib(fv, t, name, r, now_ms);
             json_t *l = json_object_get(x, "latch");
             struct rlatch *rl = json_is_object(l) ? calloc(1, sizeof(*rl)) : NULL;
+            if (at > t->seen_ms)
+                t->seen_ms = at; /* another replica knows it: not to be forgotten yet */
             if (rl) {
                 copy_id(rl->cp, sizeof(rl->cp), name);
                 rl->at_ms = at;
@@ -1020,8 +1039,7 @@ int cp_fleetview_compute(struct cp_fleetview *fv, int64_t now_ms, int leader, co
             if (c->seen_ms < now_ms - fv->cfg.demand_ms) {
                 *cp = c->next;
                 t->nlocal--;
-                free(c->win);
-                free(c);
+                contrib_free(fv, c);
             } else {
                 cp = &c->next;
             }
@@ -1029,7 +1047,7 @@ int cp_fleetview_compute(struct cp_fleetview *fv, int64_t now_ms, int leader, co
         if (!t->local && !t->remote && !t->latch.down && t->seen_ms < now_ms - fv->cfg.demand_ms) {
             struct target *dead = t;
             target_unlink(fv, dead);
-            target_free(dead);
+            target_free(fv, dead);
             continue;
         }
         size_t n = rviews(t, v, 2 * MAX_CONTRIBS);
@@ -1155,11 +1173,12 @@ static json_t *latch_json(const struct latch *l)
                      l->why);
 }
 
-static json_t *contrib_json(const struct cp_fleetview *fv, const struct contrib *c, int64_t now_ms)
+static json_t *contrib_json(const struct cp_fleetview *fv, const struct contrib *c, int64_t now_ms,
+                            int buckets)
 {
     json_t *bs = json_array();
     int64_t oldest = slot_of(now_ms) - fv->cfg.window_s + 1;
-    for (int i = 0; bs && i < fv->cfg.window_s; i++) {
+    for (int i = 0; bs && buckets && i < fv->cfg.window_s; i++) {
         const struct bucket *b = &c->win[i];
         if (b->slot < oldest)
             continue;
@@ -1190,22 +1209,40 @@ static char *dump(json_t *o)
     return s;
 }
 
-char *cp_fleetview_outcomes_blob(const struct cp_fleetview *fv, int64_t now_ms)
+/* level 0: everything; 1: no buckets (breaker states and event times
+ * only); 2: the latches only. */
+static char *outcomes_blob(const struct cp_fleetview *fv, int64_t now_ms, int level)
 {
     json_t *ts = json_array();
-    json_t *root = json_pack("{s:i,s:s,s:I,s:b,s:o}", "v", 1, "cp", fv->self, "at_ms",
-                             (json_int_t)now_ms, "leader", fv->mode == 0, "targets", ts);
+    json_t *root =
+        json_pack("{s:i,s:s,s:I,s:b,s:i,s:o}", "v", 1, "cp", fv->self, "at_ms", (json_int_t)now_ms,
+                  "leader", fv->mode == 0, "trimmed", level, "targets", ts);
     if (!root)
         return NULL;
     for (const struct target *t = fv->targets; t; t = t->next) {
         json_t *rs = json_array();
-        for (const struct contrib *c = t->local; rs && c; c = c->next)
-            json_array_append_new(rs, contrib_json(fv, c, now_ms));
+        for (const struct contrib *c = t->local; rs && level < 2 && c; c = c->next)
+            json_array_append_new(rs, contrib_json(fv, c, now_ms, level == 0));
         json_array_append_new(ts, json_pack("{s:s,s:s,s:o,s:o}", "provider", t->provider, "model",
                                             t->model, "latch", latch_json(&t->latch), "replicas",
                                             rs ? rs : json_array()));
     }
     return dump(root);
+}
+
+char *cp_fleetview_outcomes_blob(const struct cp_fleetview *fv, int64_t now_ms)
+{
+    /* etcd refuses a request over 1.5 MiB by default: a fleet too large
+     * for the whole window in one blob shares less of it, but always the
+     * leader's latch. */
+    char *b = NULL;
+    for (int level = 0; level < 3; level++) {
+        free(b);
+        b = outcomes_blob(fv, now_ms, level);
+        if (!b || strlen(b) <= CP_FLEETVIEW_BLOB_MAX)
+            return b;
+    }
+    return b;
 }
 
 char *cp_fleetview_members_blob(const struct cp_fleetview *fv, int64_t now_ms)
@@ -1315,14 +1352,20 @@ json_t *cp_fleetview_health(const struct cp_fleetview *fv, int64_t now_ms)
     for (const struct member *m = fv->members; m; m = m->next) {
         if (m->last_seen_ms < now_ms - fv->cfg.member_ttl_ms)
             continue;
-        const struct member *best = m;
-        for (const struct member *o = fv->members; o; o = o->next)
-            if (o != m && strcmp(o->id, m->id) == 0 &&
-                o->last_seen_ms >= now_ms - fv->cfg.member_ttl_ms &&
-                (o->last_seen_ms > best->last_seen_ms ||
-                 (o->last_seen_ms == best->last_seen_ms && o < best)))
-                best = o;
-        if (best != m)
+        /* Shadowed by a newer word on the same data plane, or an equal one
+         * earlier in the list. */
+        int shadowed = 0, earlier = 1;
+        for (const struct member *o = fv->members; o && !shadowed; o = o->next) {
+            if (o == m) {
+                earlier = 0;
+                continue;
+            }
+            if (strcmp(o->id, m->id) != 0 || o->last_seen_ms < now_ms - fv->cfg.member_ttl_ms)
+                continue;
+            shadowed = o->last_seen_ms > m->last_seen_ms ||
+                       (o->last_seen_ms == m->last_seen_ms && earlier);
+        }
+        if (shadowed)
             continue;
         json_array_append_new(reps, json_pack("{s:s,s:s,s:b,s:I,s:I,s:I}", "replica_id", m->id,
                                               "control_plane", m->via, "connected", 1,
@@ -1331,10 +1374,11 @@ json_t *cp_fleetview_health(const struct cp_fleetview *fv, int64_t now_ms)
                                               "last_seen_ms", (json_int_t)m->last_seen_ms));
     }
     const char *etcd = fv->etcd < 0 ? "off" : fv->etcd ? "up" : "down";
-    json_t *fleet = json_pack("{s:I,s:I,s:s,s:s?,s:s,s:i,s:o}", "version", (json_int_t)fv->version,
-                              "computed_at_ms", (json_int_t)fv->computed_ms, "decided_by",
-                              modes[fv->mode], "leader", fv->leader[0] ? fv->leader : NULL, "etcd",
-                              etcd, "window_s", fv->cfg.window_s, "targets", targets);
+    json_t *fleet = json_pack(
+        "{s:I,s:I,s:s,s:s?,s:s,s:i,s:I,s:o}", "version", (json_int_t)fv->version, "computed_at_ms",
+        (json_int_t)fv->computed_ms, "decided_by", modes[fv->mode], "leader",
+        fv->leader[0] ? fv->leader : NULL, "etcd", etcd, "window_s", fv->cfg.window_s,
+        "dropped_contributions", (json_int_t)fv->contribs_dropped, "targets", targets);
     return json_pack("{s:o,s:o}", "fleet", fleet, "replicas", reps);
 }
 

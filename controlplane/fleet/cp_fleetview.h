@@ -37,6 +37,10 @@
 #include "llmgw/v1/control.pb-c.h"
 
 #define CP_FLEETVIEW_ID_MAX 129 /* data-plane replica ids: up to 128 bytes */
+/* The largest "outcomes" blob published whole (etcd's default request
+ * limit is 1.5 MiB); past it the blob leaves out the buckets, then every
+ * contribution, keeping the latches. */
+#define CP_FLEETVIEW_BLOB_MAX (1024 * 1024)
 
 struct cp_fleetview_cfg {
     int window_s;            /* the sliding window, in 1 s buckets (10) */

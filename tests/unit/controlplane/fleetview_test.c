@@ -514,6 +514,59 @@ static void test_bounds(void)
     cp_fleetview_free(fv);
 }
 
+static void test_large_fleet(void)
+{
+    /* 300 targets on 60 data planes: past the contribution cap, and a blob
+     * too large for etcd whole. */
+    struct cp_fleetview *fv = cp_fleetview_new("cp-1", NULL);
+    static char models[300][8];
+    for (int i = 0; i < 300; i++)
+        snprintf(models[i], sizeof(models[i]), "m%d", i);
+    char rid[16];
+    for (int sec = 8; sec < 10; sec++)
+        for (int r = 0; r < 60; r++) {
+            snprintf(rid, sizeof(rid), "dp-%d", r);
+            for (int i = 0; i < 300; i += 8) {
+                struct tgt t[8];
+                size_t n = 0;
+                for (int k = i; k < i + 8 && k < 300; k++)
+                    t[n++] = (struct tgt){"p", models[k], .ok = 5, .fail5xx = 1, .ttfb_ms = 90};
+                add(fv, rid, t, n, T0 + sec * 1000);
+            }
+        }
+    /* One target down, by failure rate. */
+    struct tgt bad = {"p", "m0", .fail5xx = 5000};
+    add(fv, "dp-0", &bad, 1, T0 + 9500);
+    cp_fleetview_compute(fv, T0 + 9500, 1, "cp-1", 1);
+    json_t *h = cp_fleetview_health(fv, T0 + 9500);
+    json_t *fl = json_object_get(h, "fleet");
+
+    CU_ASSERT(json_integer_value(json_object_get(fl, "dropped_contributions")) > 0);
+    json_decref(h);
+    char *b = cp_fleetview_outcomes_blob(fv, T0 + 9500);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT(strlen(b) <= CP_FLEETVIEW_BLOB_MAX);
+    json_t *j = json_loads(b, 0, NULL);
+    CU_ASSERT(json_integer_value(json_object_get(j, "trimmed")) > 0);
+    /* The latch is in it: a follower still follows. */
+    struct cp_fleetview *f = cp_fleetview_new("cp-2", NULL);
+    cp_fleetview_remote_begin(f, "outcomes");
+    CU_ASSERT_EQUAL(cp_fleetview_remote(f, "outcomes", "cp-1", b, strlen(b), T0 + 9500), 1);
+    cp_fleetview_compute(f, T0 + 9500, 0, "cp-1", 1);
+    h = cp_fleetview_health(f, T0 + 9500);
+    size_t i;
+    json_t *t;
+    int down = 0;
+    json_array_foreach(json_object_get(json_object_get(h, "fleet"), "targets"), i, t) down +=
+        !strcmp(json_string_value(json_object_get(t, "state")), "down");
+    CU_ASSERT_EQUAL(down, 1);
+    json_decref(h);
+    json_decref(j);
+    free(b);
+    cp_fleetview_free(f);
+    cp_fleetview_free(fv);
+}
+
 static CU_TestInfo tests[] = {
     {"healthy; bad requests do not count", test_healthy},
     {"breakers: one open degraded, most open down, latched", test_down_by_breakers},
@@ -531,6 +584,8 @@ static CU_TestInfo tests[] = {
     {"other control planes' blobs: checked, stale ones and its own ignored",
      test_remote_blobs_checked},
     {"bounded targets; forgotten after a minute of silence", test_bounds},
+    {"a large fleet: contributions capped, the blob trimmed for etcd, the latch kept",
+     test_large_fleet},
     CU_TEST_INFO_NULL,
 };
 
