@@ -32,6 +32,7 @@ struct cp_metrics {
     struct cp_ledger *ledger;
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
     struct cp_etcd *fleet;
+    struct gw_metric *fleet_state, *fleet_replicas;
 };
 
 static struct cp_metrics the;
@@ -167,6 +168,19 @@ int cp_metrics_init(void)
         m->reg = NULL;
         return GW_ENOMEM;
     }
+    static const char *const target[] = {"provider", "model", NULL};
+    m->fleet_state = gw_metrics_gauge(r, "llmgw_fleet_target_state",
+                                      "The fleet health view's state per target: 0 healthy, 1 "
+                                      "degraded, 2 down (docs/fleet.md).",
+                                      target);
+    m->fleet_replicas = gw_metrics_gauge(
+        r, "llmgw_cp_fleet_replicas",
+        "Data planes connected anywhere in the fleet, as the fleet view knows them.", NULL);
+    if (!m->fleet_state || !m->fleet_replicas) {
+        gw_metrics_free(m->reg);
+        m->reg = NULL;
+        return GW_ENOMEM;
+    }
     gw_metric_set_cap(m->replica_acked, CP_METRICS_MAX_REPLICAS);
     gw_metric_set_cap(m->admin_requests, 2000);
     static const char *const results[] = {"ok", "unchanged", "failed"};
@@ -278,4 +292,18 @@ void cp_metrics_audit_rows(unsigned n)
 {
     if (M)
         gw_metric_inc(M->audit_rows, NULL, n);
+}
+
+void cp_metrics_fleet_state(const char *provider, const char *model, int state)
+{
+    if (!M)
+        return;
+    const char *v[] = {provider, model};
+    gw_metric_set(M->fleet_state, v, state);
+}
+
+void cp_metrics_fleet_replicas(size_t n)
+{
+    if (M)
+        gw_metric_set(M->fleet_replicas, NULL, (double)n);
 }
