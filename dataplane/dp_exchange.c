@@ -235,6 +235,8 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
     gw_buf_reset(o);
     int rc = log_head(x, o);
     if (rc == GW_OK)
+        rc = field_str(o, "attempt_id", x->attempt_id);
+    if (rc == GW_OK)
         rc = gw_buf_printf(o, ",\"attempt\":%d,\"retry\":%s,\"probe\":%s", x->nattempts,
                            x->tries > 1 ? "true" : "false", x->probe ? "true" : "false");
     if (rc == GW_OK && x->fleet_probe)

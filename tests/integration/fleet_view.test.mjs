@@ -146,7 +146,7 @@ describe('the fleet health view', () => {
     const usage = dying.readUsage();
     const dead = usage.filter((l) => l.status === 503);
     const probeIds = new Set(dps.flatMap(({ gw }) => gw.attemptLog()
-      .filter((a) => a.fleet_probe && a.provider === 'dying').map((a) => `${a.request_id}.${a.attempt}`)));
+      .filter((a) => a.fleet_probe && a.provider === 'dying').map((a) => a.attempt_id)));
     const perDp = dps.map(() => ({ total: 0, last: 0, afterTwo: [] }));
     for (const l of dead) {
       const d = perDp[dpOf(l)];
