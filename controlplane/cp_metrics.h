@@ -59,4 +59,10 @@ void cp_metrics_job(const char *job, int ok);
 /* Audit rows committed by the admin API. */
 void cp_metrics_audit_rows(unsigned n);
 
+/* The fleet view (cp_fleet): a target's state (0 healthy, 1 degraded,
+ * 2 down), and the data planes connected anywhere in the fleet. On the
+ * loop. */
+void cp_metrics_fleet_state(const char *provider, const char *model, int state);
+void cp_metrics_fleet_replicas(size_t n);
+
 #endif
