@@ -6,8 +6,16 @@
  * before that (unit tests exercise the API without metrics).
  *
  * Label values come from closed sets only: the admin API's route table,
- * a fixed list of methods, HTTP statuses, build results, and the replica
- * ids cp_grpc tracks (capped at CP_METRICS_MAX_REPLICAS series).
+ * a fixed list of methods, HTTP statuses, build results, lease results,
+ * and configured names: the replica ids cp_grpc tracks (capped at
+ * CP_METRICS_MAX_REPLICAS series), the teams and routes of stored ledger
+ * rows, and the limits (at most CP_METRICS_MAX_LIMITS, read at scrape).
+ *
+ * The limits' gauges (llmgw_limit_amount, llmgw_limit_spent: what each
+ * enabled limit allows and has spent in its current window, from
+ * limit_windows) live in a registry of their own, built, rendered and
+ * freed by each scrape: a gw_metrics series lives as long as its registry,
+ * and a deleted or disabled limit must disappear from the exposition.
  *
  * Threading: the counters are updated from the event loop (admin requests)
  * and the snapshot builder's thread; cp_metrics_render runs on the event
@@ -21,6 +29,10 @@
 #include <stdint.h>
 
 #define CP_METRICS_MAX_REPLICAS 1000
+/* The limits whose current window the scrape exports (the most used
+ * first), and the series cap of the cost-by-team counter. */
+#define CP_METRICS_MAX_LIMITS 1000
+#define CP_METRICS_MAX_TEAM_ROUTES 5000
 
 struct gw_buf;
 struct cp_db;
@@ -58,5 +70,15 @@ void cp_metrics_snapshot_current(void);
 void cp_metrics_job(const char *job, int ok);
 /* Audit rows committed by the admin API. */
 void cp_metrics_audit_rows(unsigned n);
+/* One lease request answered by the ledger writer: result is "granted",
+ * "renewed" (want 0), or the refusal ("depleted", "unknown_limit",
+ * "invalid_window", "unallocated"). Any thread. */
+void cp_metrics_lease(const char *result);
+/* Ledger rows stored for the first time (a replay counts nothing), summed
+ * per team, route and currency: their cost in 10^-12 of the currency.
+ * Labels come from the rows, whose team and route are configured names
+ * ("" for none). Any thread. */
+void cp_metrics_ledger_cost(const char *team, const char *route, const char *currency,
+                            uint64_t picodollars);
 
 #endif
