@@ -310,6 +310,16 @@ static void wake(struct dp_limits_hold *h)
         event_active(h->ev, EV_READ, 1);
 }
 
+/* An item lets go of its limit: its wait ends, or what it reserved and did
+ * not use goes back. */
+static void let_go(struct item *it, int64_t now)
+{
+    if (it->st == I_WAIT)
+        unwait(it);
+    else
+        give_back(it, now);
+}
+
 /* The hold is refused: everything it reserved goes back, its waits end. */
 static void refuse_hold(struct dp_limits_hold *h, const struct dp_limits_refusal *r, int64_t now)
 {
@@ -319,10 +329,7 @@ static void refuse_hold(struct dp_limits_hold *h, const struct dp_limits_refusal
     h->refusal = *r;
     for (size_t i = 0; i < h->n; i++) {
         struct item *it = &h->items[i];
-        if (it->st == I_WAIT)
-            unwait(it);
-        else
-            give_back(it, now);
+        let_go(it, now);
         it->st = I_OPEN;
         it->need = it->used = 0;
     }
@@ -1099,10 +1106,7 @@ void dp_limits_end(struct dp_limits_hold *h)
     h->delivered = 1; /* no callback from here on */
     for (size_t i = 0; i < h->n; i++) {
         struct item *it = &h->items[i];
-        if (it->st == I_WAIT)
-            unwait(it);
-        else
-            give_back(it, now);
+        let_go(it, now);
         it->a->holders--;
         it->a->last_used = now;
     }

@@ -21,6 +21,12 @@ extern const struct cp_resource cp_res_projects;
 int cp_res_check_ref(struct cp_call *c, const char *table, const char *what, const char *field,
                      const json_t *v, struct cp_verr *e);
 
+/* A delete's guard: 0 when sql (one parameter, key) counts no rows that
+ * still refer to the `what` named key; else a 409 in_use saying how many
+ * holders ("key(s) or limit(s)") are left (or a 503). */
+int cp_res_in_use(struct cp_call *c, const char *sql, const char *what, const char *key,
+                  const char *holders, struct cp_verr *e);
+
 /* A new random token: prefix + 64 hex digits (32 random bytes), in the
  * request's pool; NULL when the random generator fails. */
 char *cp_res_new_token(struct cp_call *c, const char *prefix);

@@ -151,22 +151,11 @@ static int prepare_project(struct cp_call *c, json_t *obj, const json_t *before,
 
 static int project_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
 {
-    struct cp_db_err err;
-    const char *p[] = {key};
-    PGresult *r = cp_db_exec(c->db, c->pool,
-                             "SELECT (SELECT count(*) FROM api_keys WHERE project = $1) + "
-                             "(SELECT count(*) FROM limits WHERE scope_kind = 'project' AND "
-                             "scope = $1)",
-                             1, p, &err);
-    if (!r)
-        return cp_verr_set(e, 503, "database_unavailable", NULL, "cannot check: %s", err.message);
-    const char *n = cp_db_value(r);
-    if (n && strcmp(n, "0") != 0)
-        return cp_verr_set(e, 409, "in_use", NULL,
-                           "project '%s' still has %s key(s) or limit(s); move or delete them "
-                           "first",
-                           key, n);
-    return GW_OK;
+    return cp_res_in_use(c,
+                         "SELECT (SELECT count(*) FROM api_keys WHERE project = $1) + "
+                         "(SELECT count(*) FROM limits WHERE scope_kind = 'project' AND "
+                         "scope = $1)",
+                         "project", key, "key(s) or limit(s)", e);
 }
 
 static const struct cp_field project_fields[] = {

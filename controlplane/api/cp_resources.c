@@ -195,25 +195,29 @@ static const struct cp_field team_fields[] = {
     {.name = "require_budget", .type = CP_T_BOOL, .def = "false"},
 };
 
-static int team_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
+int cp_res_in_use(struct cp_call *c, const char *sql, const char *what, const char *key,
+                  const char *holders, struct cp_verr *e)
 {
     struct cp_db_err err;
     const char *p[] = {key};
-    PGresult *r = cp_db_exec(c->db, c->pool,
-                             "SELECT (SELECT count(*) FROM projects WHERE team = $1) + "
-                             "(SELECT count(*) FROM api_keys WHERE team = $1) + "
-                             "(SELECT count(*) FROM limits WHERE scope_kind = 'team' AND "
-                             "scope = $1)",
-                             1, p, &err);
+    PGresult *r = cp_db_exec(c->db, c->pool, sql, 1, p, &err);
     if (!r)
         return cp_verr_set(e, 503, "database_unavailable", NULL, "cannot check: %s", err.message);
     const char *n = cp_db_value(r);
     if (n && strcmp(n, "0") != 0)
         return cp_verr_set(e, 409, "in_use", NULL,
-                           "team '%s' still has %s project(s), key(s) or limit(s); move or delete "
-                           "them first",
-                           key, n);
+                           "%s '%s' still has %s %s; move or delete them first", what, key, n,
+                           holders);
     return GW_OK;
+}
+
+static int team_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
+{
+    return cp_res_in_use(c,
+                         "SELECT (SELECT count(*) FROM projects WHERE team = $1) + "
+                         "(SELECT count(*) FROM api_keys WHERE team = $1) + "
+                         "(SELECT count(*) FROM limits WHERE scope_kind = 'team' AND scope = $1)",
+                         "team", key, "project(s), key(s) or limit(s)", e);
 }
 
 static const struct cp_resource teams = {
