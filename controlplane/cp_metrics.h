@@ -17,10 +17,11 @@
  * freed by each scrape: a gw_metrics series lives as long as its registry,
  * and a deleted or disabled limit must disappear from the exposition.
  *
- * Threading: the counters are updated from the event loop (admin requests)
- * and the snapshot builder's thread; cp_metrics_render runs on the event
- * loop (its collect step reads the database connection, the builder's
- * status and the gRPC server's replica table, all owned by that loop).
+ * Threading: the counters are updated from the event loop (admin requests),
+ * the snapshot builder's thread and the ledger writer's (leases, cost);
+ * cp_metrics_render runs on the event loop (its collect step and the
+ * limits' read use the admin database connection, the builder's status and
+ * the gRPC server's replica table, all owned by that loop).
  */
 #ifndef CP_METRICS_H
 #define CP_METRICS_H
