@@ -36,6 +36,7 @@ struct cp_metrics {
     int db_ok; /* collect: the check passed, so the scrape may read the limits */
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
     struct cp_etcd *fleet;
+    struct gw_metric *fleet_state, *fleet_replicas;
 };
 
 static struct cp_metrics the;
@@ -92,6 +93,8 @@ static void collect(struct gw_metrics *reg, void *arg)
         const char *ins[] = {"inserted"}, *dup[] = {"duplicate"};
         gw_metric_inc(m->ledger_rows, ins, st.inserted - m->ledger_seen.inserted);
         gw_metric_inc(m->ledger_rows, dup, st.duplicates - m->ledger_seen.duplicates);
+        const char *rej[] = {"rejected"};
+        gw_metric_inc(m->ledger_rows, rej, st.rejected - m->ledger_seen.rejected);
         gw_metric_inc(m->ledger_errors, NULL, st.errors - m->ledger_seen.errors);
         gw_metric_set(m->ledger_queue, NULL, (double)st.queued);
         m->ledger_seen = st;
@@ -148,7 +151,7 @@ int cp_metrics_init(void)
     m->ledger_rows = gw_metrics_counter(
         r, "llmgw_cp_ledger_rows_total",
         "Ledger rows the writer handled, by result (inserted; duplicate: already stored, a "
-        "replay).",
+        "replay; rejected: refused by the table, kept in ledger_rejects).",
         result);
     m->ledger_errors = gw_metrics_counter(r, "llmgw_cp_ledger_batch_errors_total",
                                           "Ledger batches that failed (each is retried).", NULL);
@@ -183,6 +186,19 @@ int cp_metrics_init(void)
         m->reg = NULL;
         return GW_ENOMEM;
     }
+    static const char *const target[] = {"provider", "model", NULL};
+    m->fleet_state = gw_metrics_gauge(r, "llmgw_fleet_target_state",
+                                      "The fleet health view's state per target: 0 healthy, 1 "
+                                      "degraded, 2 down (docs/fleet.md).",
+                                      target);
+    m->fleet_replicas = gw_metrics_gauge(
+        r, "llmgw_cp_fleet_replicas",
+        "Data planes connected anywhere in the fleet, as the fleet view knows them.", NULL);
+    if (!m->fleet_state || !m->fleet_replicas) {
+        gw_metrics_free(m->reg);
+        m->reg = NULL;
+        return GW_ENOMEM;
+    }
     gw_metric_set_cap(m->replica_acked, CP_METRICS_MAX_REPLICAS);
     gw_metric_set_cap(m->admin_requests, 2000);
     static const char *const results[] = {"ok", "unchanged", "failed"};
@@ -191,7 +207,7 @@ int cp_metrics_init(void)
         gw_metric_inc(m->builds, v, 0);
     }
     gw_metric_inc(m->audit_rows, NULL, 0);
-    static const char *const lresults[] = {"inserted", "duplicate"};
+    static const char *const lresults[] = {"inserted", "duplicate", "rejected"};
     for (size_t i = 0; i < N(lresults); i++) {
         const char *v[] = {lresults[i]};
         gw_metric_inc(m->ledger_rows, v, 0);
@@ -378,4 +394,18 @@ void cp_metrics_audit_rows(unsigned n)
 {
     if (M)
         gw_metric_inc(M->audit_rows, NULL, n);
+}
+
+void cp_metrics_fleet_state(const char *provider, const char *model, int state)
+{
+    if (!M)
+        return;
+    const char *v[] = {provider, model};
+    gw_metric_set(M->fleet_state, v, state);
+}
+
+void cp_metrics_fleet_replicas(size_t n)
+{
+    if (M)
+        gw_metric_set(M->fleet_replicas, NULL, (double)n);
 }

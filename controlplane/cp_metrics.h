@@ -82,4 +82,10 @@ void cp_metrics_lease(const char *result);
 void cp_metrics_ledger_cost(const char *team, const char *route, const char *currency,
                             uint64_t picodollars);
 
+/* The fleet view (cp_fleet): a target's state (0 healthy, 1 degraded,
+ * 2 down), and the data planes connected anywhere in the fleet. On the
+ * loop. */
+void cp_metrics_fleet_state(const char *provider, const char *model, int state);
+void cp_metrics_fleet_replicas(size_t n);
+
 #endif

@@ -36,6 +36,7 @@
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
+#include "cp_fleet.h"
 #include "cp_grpc.h"
 #include "cp_health.h"
 #include "cp_jobs.h"
@@ -58,6 +59,7 @@ struct main_ctx {
     struct cp_api *api;
     struct cp_grpc *grpc;
     struct cp_ledger *ledger;
+    struct cp_fleet *fleetview;
     struct event *tick;
     int stopping;
 };
@@ -85,13 +87,26 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     event_add(m->tick, &tv);
 }
 
+/* On the main loop: an outcome summary goes to the fleet view (cp_fleet),
+ * not to the database. 1 when it was one. */
+static int fleet_report(struct main_ctx *m, uint64_t stream_id, const char *replica_id,
+                        const Llmgw__V1__ReportMessage *msg)
+{
+    if (msg->body_case != LLMGW__V1__REPORT_MESSAGE__BODY_OUTCOME_SUMMARY)
+        return 0;
+    cp_fleet_report(m->fleetview, stream_id, replica_id, msg->outcome_summary);
+    return 1;
+}
+
 /* On the main loop: Report messages that need the database go to the
  * ledger writer (rows, lease requests and releases). */
-static void on_report(void *arg, uint64_t stream_id, const char *replica_id,
-                      const Llmgw__V1__ReportMessage *msg)
+static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
+                     const Llmgw__V1__ReportMessage *msg)
 {
     struct main_ctx *m = arg;
-    cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
+    if (fleet_report(m, stream_id, replica_id, msg))
+        return 0;
+    return cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
 }
 
 /* On the main loop: each good build goes out to every data plane. */
@@ -330,6 +345,12 @@ int main(int argc, char **argv)
     }
     cp_health_fleet(fleet);
     cp_metrics_fleet(fleet);
+    /* The fleet health view: data planes' outcomes in, views out. */
+    if (!(m.fleetview = cp_fleet_new(m.base, m.grpc, fleet, msg, sizeof(msg)))) {
+        gw_logf(GW_LOG_ERROR, "cannot start the fleet view", "{s:s}", "error", msg);
+        return 1;
+    }
+    cp_health_fleetview(m.fleetview);
     event_add(term, NULL);
     event_add(intr, NULL);
     gw_log_line_fd(1,
@@ -345,10 +366,13 @@ int main(int argc, char **argv)
     cp_metrics_ledger(NULL);
     cp_health_fleet(NULL);
     cp_metrics_fleet(NULL);
+    cp_health_fleetview(NULL);
+    cp_fleet_stop(m.fleetview);
     cp_etcd_free(fleet);
     cp_snapshot_free(builder);
     cp_grpc_free(m.grpc);
     cp_ledger_free(m.ledger);
+    cp_fleet_free(m.fleetview);
     cp_api_free(m.api);
     event_free(term);
     event_free(intr);

@@ -9,8 +9,9 @@
 #include "gw_flags.h"
 
 static const char usage[] =
-    "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT [--snapshot-cache FILE]\n"
-    "                       [--snapshot-cache-max-age-ms N] [--replica-id ID] [--control-plane-ca "
+    "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT[,HOST:PORT...]\n"
+    "                       [--snapshot-cache FILE] [--snapshot-cache-max-age-ms N]\n"
+    "                       [--replica-id ID] [--control-plane-ca "
     "PEM [--control-plane-cert PEM\n"
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
     "                       [--max-body-bytes N] [--drain-timeout-ms N] [--drain-delay-ms N]\n"
@@ -29,6 +30,30 @@ static const char usage[] =
 
 #define PROG "llmgw-dataplane"
 
+/* --control-plane: HOST:PORT, or several separated by commas (at most 16),
+ * tried in turn when one cannot be reached (docs/dataplane.md). */
+static int check_control_plane(const char *v)
+{
+    int n = 0;
+    const char *p = v;
+    do {
+        size_t len = strcspn(p, ",");
+        const char *colon = NULL;
+        for (const char *q = p; q < p + len; q++)
+            if (*q == ':')
+                colon = q;
+        if (!colon || colon == p || colon + 1 == p + len || ++n > 16) {
+            fprintf(stderr,
+                    "llmgw-dataplane: --control-plane: '%s' is not HOST:PORT or a comma-separated "
+                    "list of at most 16 of them\n",
+                    v);
+            return GW_EINVAL;
+        }
+        p += len;
+    } while (*p++ == ',');
+    return GW_OK;
+}
+
 static int apply(void *cfg, const char *flag, const char *v)
 {
     struct dp_config *c = cfg;
@@ -36,11 +61,8 @@ static int apply(void *cfg, const char *flag, const char *v)
     if (strcmp(flag, "--snapshot") == 0)
         c->snapshot_path = v;
     else if (strcmp(flag, "--control-plane") == 0) {
-        const char *colon = strrchr(v, ':');
-        if (!colon || colon == v || !colon[1]) {
-            fprintf(stderr, "llmgw-dataplane: --control-plane: '%s' is not HOST:PORT\n", v);
+        if (check_control_plane(v) != GW_OK)
             return GW_EINVAL;
-        }
         c->control_plane = v;
     } else if (strcmp(flag, "--snapshot-cache") == 0)
         c->snapshot_cache = v;

@@ -13,6 +13,7 @@
 #include "dp_cost.h"
 #include "dp_driver.h"
 #include "dp_facade.h"
+#include "dp_fleet.h"
 #include "dp_ledger.h"
 #include "dp_limits.h"
 #include "dp_metrics.h"
@@ -82,6 +83,11 @@ struct dp_exchange {
     struct dp_snapshot *snap;
     const struct dp_key *key;
     char request_id[160];
+    /* What attempt ids start with: the request id, made unique when the
+     * client chose it (two clients, or one on purpose, may send the same
+     * X-Request-Id, and the ledger keys rows by attempt id). */
+    char attempt_base[150];
+    char cost_currency[4]; /* the currency of cost_total ("" before the first priced attempt) */
     char path[64];
     char session[MAX_KEY_HEADER + 1];
     char agent[MAX_KEY_HEADER + 1];   /* X-LLMGW-Agent: ledger attribution */
@@ -118,9 +124,10 @@ struct dp_exchange {
     struct drv_request dreq;
     struct drv_parser *parser;
     CURL *easy;
-    int running; /* easy is in the multi handle */
-    int probe;   /* admitted as a half-open breaker's probe */
-    int status;  /* upstream HTTP status */
+    int running;     /* easy is in the multi handle */
+    int probe;       /* admitted as a half-open breaker's probe */
+    int fleet_probe; /* admitted as the fleet view's probe (dp_fleet) */
+    int status;      /* upstream HTTP status */
     char retry_after[32];
     struct gw_buf coll; /* error bodies; embeddings answers */
     int paused;
@@ -133,7 +140,7 @@ struct dp_exchange {
     char fail_msg[384];
     int64_t ta0, t_first_byte, t_first_content;
     int64_t at_ms;        /* the attempt's start, wall clock (its ledger row) */
-    char attempt_id[176]; /* request id "." attempt number: the ledger's key, sent upstream */
+    char attempt_id[176]; /* attempt_base "." attempt number: the ledger's key, sent upstream */
     int priced;           /* this attempt's cost is computed (at its usage's end) */
     struct fc_bill bill;  /* this attempt's ledger id and cost, for the client */
     const char *mmodel;   /* the model as a metric label: configured, or "other" */
@@ -228,8 +235,12 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
     gw_buf_reset(o);
     int rc = log_head(x, o);
     if (rc == GW_OK)
+        rc = field_str(o, "attempt_id", x->attempt_id);
+    if (rc == GW_OK)
         rc = gw_buf_printf(o, ",\"attempt\":%d,\"retry\":%s,\"probe\":%s", x->nattempts,
                            x->tries > 1 ? "true" : "false", x->probe ? "true" : "false");
+    if (rc == GW_OK && x->fleet_probe)
+        rc = gw_buf_printf(o, ",\"fleet_probe\":true");
     if (rc == GW_OK)
         rc = field_str(o, "outcome", verdict_names[x->verdict]);
     if (rc == GW_OK && (x->verdict == V_FAILED || x->verdict == V_BROKE))
@@ -280,6 +291,12 @@ static void price_attempt(struct dp_exchange *x)
     if (rc == GW_OK) {
         if (cost > 0)
             dp_metrics_cost(&mt, currency, cost);
+        /* Amounts in different currencies are never added: a request that
+         * failed over across them has no single total. */
+        if (x->cost_known && cost > 0 && x->cost_currency[0] && strcmp(x->cost_currency, currency))
+            x->cost_known = 0;
+        if (cost > 0 && !x->cost_currency[0])
+            snprintf(x->cost_currency, sizeof(x->cost_currency), "%s", currency);
         if (x->cost_known && gw_money_add(x->cost_total, cost, &x->cost_total) != GW_OK)
             x->cost_known = 0;
     } else {
@@ -328,6 +345,7 @@ static void record_attempt(struct dp_exchange *x, int64_t end)
     copy_field(r->attempt_id, sizeof(r->attempt_id), x->attempt_id);
     copy_field(r->key_id, sizeof(r->key_id), x->key ? x->key->id : NULL);
     copy_field(r->team, sizeof(r->team), x->key ? x->key->team : NULL);
+    copy_field(r->project, sizeof(r->project), x->key ? x->key->project : NULL);
     copy_field(r->route, sizeof(r->route), x->plan.route ? x->plan.route->name : NULL);
     copy_field(r->provider, sizeof(r->provider), x->prov->name);
     copy_field(r->model, sizeof(r->model), x->model);
@@ -373,11 +391,15 @@ static void add_cost_headers(struct gw_http_req *req, struct dp_exchange *x)
     if (x->cost_known) {
         snprintf(v, sizeof(v), "%lld", (long long)x->cost_total);
         (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", v);
+        (void)gw_http_add_header(req, "x-llmgw-cost-currency",
+                                 x->cost_currency[0] ? x->cost_currency
+                                 : x->bill.currency  ? x->bill.currency
+                                                     : "USD");
     } else {
+        /* A token class without a price, or attempts in two currencies:
+         * no single exact total (each ledger row still has its own). */
         (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", "unpriced");
     }
-    (void)gw_http_add_header(req, "x-llmgw-cost-currency",
-                             x->bill.currency ? x->bill.currency : "USD");
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -1206,6 +1228,7 @@ static void attempt_over(struct dp_exchange *x)
                            .ttfb_us = x->t_first_byte ? x->t_first_byte - x->ta0 : 0,
                            .at_us = now};
     dp_breaker_record(x->w->breakers, &o, x->probe);
+    dp_fleet_record(&o, x->fleet_probe);
     log_attempt(x, now);
     record_attempt(x, now);
     /* Upstream time: until the transfer ended, or the client's answer did
@@ -1303,6 +1326,7 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
     x->status = 0;
     x->retry_after[0] = '\0';
     x->probe = 0;
+    x->fleet_probe = 0;
     x->nevents = x->finishing = x->terminal = 0;
     x->verdict = V_NONE;
     x->fail_status = 0;
@@ -1327,7 +1351,7 @@ static int build(struct dp_exchange *x, struct canon_err *err)
 {
     /* The attempt's id goes upstream as its x-request-id: the provider's
      * own log then names the ledger row. */
-    snprintf(x->attempt_id, sizeof(x->attempt_id), "%s.%d", x->request_id, x->nattempts + 1);
+    snprintf(x->attempt_id, sizeof(x->attempt_id), "%s.%d", x->attempt_base, x->nattempts + 1);
     struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->attempt_id};
     const struct dp_driver *d = x->prov->drv;
     if (x->kind == KIND_EMBED) {
@@ -1338,6 +1362,27 @@ static int build(struct dp_exchange *x, struct canon_err *err)
     if (rc == GW_OK && !(x->parser = d->parser_new(x->dreq.stream)))
         rc = GW_ENOMEM;
     return rc;
+}
+
+/* The fleet view (dp_fleet) may have turned the target down while the
+ * request waited: 0 skips it. When this replica holds its probe, the
+ * attempt becomes the probe (x->fleet_probe). */
+static int fleet_admit(struct dp_exchange *x, int64_t now)
+{
+    enum dp_admit ad = dp_fleet_admit(x->prov->name, x->model, now);
+    if (ad == DP_ADMIT_NO)
+        gw_logf(GW_LOG_INFO, "candidate skipped", "{s:s,s:s,s:s,s:s}", "request_id", x->request_id,
+                "provider", x->prov->name, "model", x->model, "reason", "fleet_down");
+    x->fleet_probe = ad == DP_ADMIT_PROBE;
+    return ad != DP_ADMIT_NO;
+}
+
+/* The fleet's probe slot back when the local breaker refused the attempt. */
+static void fleet_unadmit(struct dp_exchange *x)
+{
+    if (x->fleet_probe)
+        dp_fleet_unadmit(x->prov->name, x->model);
+    x->fleet_probe = 0;
 }
 
 /* Starts the current candidate, moving past those that cannot be tried:
@@ -1365,8 +1410,13 @@ static void start_attempt(struct dp_exchange *x)
             return;
         }
         int64_t now = gw_now_us();
+        if (!fleet_admit(x, now)) {
+            release_upstream(x);
+            continue;
+        }
         enum dp_admit ad = dp_breaker_admit(x->w->breakers, x->prov->name, x->model, now);
         if (ad == DP_ADMIT_NO) {
+            fleet_unadmit(x);
             gw_logf(GW_LOG_INFO, "candidate skipped", "{s:s,s:s,s:s,s:s}", "request_id",
                     x->request_id, "provider", x->prov->name, "model", x->model, "reason",
                     "breaker_open");
@@ -1396,6 +1446,7 @@ static void start_attempt(struct dp_exchange *x)
                                    .failure = CANON_FAIL_CANCELED,
                                    .at_us = now};
             dp_breaker_record(x->w->breakers, &o, x->probe);
+            dp_fleet_record(&o, x->fleet_probe);
             record_attempt(x, now);
             dp_metrics_attempt(&mt, "canceled", NULL, NULL);
             release_upstream(x);
@@ -1562,6 +1613,12 @@ static struct dp_exchange *exchange_new(struct dp_worker *w, struct gw_http_req 
     x->cost_known = 1;
     x->t0 = gw_http_req_start_us(req);
     snprintf(x->request_id, sizeof(x->request_id), "%s", request_id);
+    const char *given = gw_http_req_header(req, "x-request-id");
+    if (given && strcmp(given, request_id) == 0)
+        snprintf(x->attempt_base, sizeof(x->attempt_base), "%.128s~%08x", request_id,
+                 (unsigned)(dp_worker_rand(w) >> 32));
+    else
+        snprintf(x->attempt_base, sizeof(x->attempt_base), "%.149s", request_id);
     snprintf(x->path, sizeof(x->path), "%s", gw_http_req_path(req));
     x->sink.emit = on_event;
     x->sink.arg = x;

@@ -223,6 +223,12 @@ static int seg_open_new(void)
         unlink(p);
         return GW_ENOMEM;
     }
+    /* The new name itself must survive a power loss, not only its data. */
+    int dfd = open(L.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
     L.fd = fd;
     return GW_OK;
 }

@@ -36,6 +36,7 @@ struct dp_metrics {
     struct gw_metric *cp_connected, *cost, *unpriced, *limit_refusals;
     struct gw_metric *ledger_pending, *ledger_spooled, *ledger_spool_bytes, *ledger_dropped;
     uint64_t ledger_dropped_seen; /* collect: what the counter already has */
+    struct gw_metric *fleet_state;
 };
 
 static struct dp_metrics the;
@@ -193,6 +194,16 @@ int dp_metrics_init(void)
         !m->failovers || !m->retries || !m->tokens || !m->breaker_state ||
         !m->breaker_transitions || !m->no_route || !m->overhead || !m->open_streams ||
         !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {
+        gw_metrics_free(m->reg);
+        m->reg = NULL;
+        return GW_ENOMEM;
+    }
+    m->fleet_state = gw_metrics_gauge(
+        r, "llmgw_fleet_target_state",
+        "The fleet health view's state per target, as pushed by the control plane: 0 healthy, "
+        "1 degraded, 2 down (a target that leaves the view, or a view that expired, reads 0).",
+        target);
+    if (!m->fleet_state) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -395,4 +406,12 @@ const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, 
                 return model;
         }
     return dp_snapshot_catalog(s, provider, model) ? model : "other";
+}
+
+void dp_metrics_fleet_state(const char *provider, const char *model, int state)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(provider), nz(model)};
+    gw_metric_set(M->fleet_state, v, state);
 }

@@ -102,4 +102,8 @@ const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, 
 void dp_metrics_breaker_change(void *arg, const char *provider, const char *model,
                                enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us);
 
+/* The fleet view's state of a target (0 healthy, 1 degraded, 2 down);
+ * model already mapped by dp_metrics_model. */
+void dp_metrics_fleet_state(const char *provider, const char *model, int state);
+
 #endif

@@ -29,6 +29,7 @@
 #include "dp_cpclient.h"
 #include "dp_ledger.h"
 #include "dp_metrics.h"
+#include "dp_outcomes.h"
 #include "dp_snapcache.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
@@ -101,6 +102,15 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     long long v = s->version;
     dp_snapshot_publish(s);
     gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I}", "version", (json_int_t)v);
+}
+
+/* A breaker state change: its log line and gauges (dp_metrics), and the
+ * fleet view's next summary (dp_outcomes). */
+static void on_breaker_change(void *arg, const char *provider, const char *model,
+                              enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us)
+{
+    dp_metrics_breaker_change(arg, provider, model, from, to, at_us);
+    dp_outcomes_change(provider, model, from, to, at_us);
 }
 
 int main(int argc, char **argv)
@@ -196,8 +206,9 @@ int main(int argc, char **argv)
     struct dp_breakers *breakers = dp_breakers_new(&bc);
     if (!breakers)
         return 1;
-    /* Each state change is logged (as by default) and sets the gauges. */
-    dp_breakers_on_change(breakers, dp_metrics_breaker_change, NULL);
+    /* Each state change is logged (as by default), sets the gauges and goes
+     * to the control plane in the next outcome summary (the fleet view). */
+    dp_breakers_on_change(breakers, on_breaker_change, NULL);
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */

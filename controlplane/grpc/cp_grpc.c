@@ -56,6 +56,9 @@ struct stream {
      * ReportReply per send. */
     uint64_t ack_through;
     struct gw_buf grants;
+    /* The newest FleetView for it not yet sent (encoded), or NULL. */
+    unsigned char *view;
+    size_t view_len;
 };
 
 struct cp_grpc {
@@ -120,6 +123,7 @@ static void stream_maybe_free(struct stream *st)
     if (st->recv_bb)
         grpc_byte_buffer_destroy(st->recv_bb);
     gw_buf_free(&st->grants);
+    free(st->view);
     grpc_call_unref(st->call);
     free(st);
 }
@@ -156,22 +160,31 @@ static void watch_pump(struct stream *st)
 static int reply_pump(struct stream *st)
 {
     if (st->closed || st->sending || st->finished || st->srv->closing ||
-        (!st->ack_through && !st->grants.len))
+        (!st->ack_through && !st->grants.len && !st->view))
         return 0;
-    unsigned char head[24];
+    unsigned char head[24], vhead[20];
     size_t hn = st->ack_through ? gw_pb_field_varint(head, 2, st->ack_through) : 0;
-    unsigned char *m = malloc(hn + st->grants.len + 1);
+    size_t vn = st->view ? gw_pb_field_len(vhead, 10, st->view_len) : 0;
+    size_t total = hn + st->grants.len + vn + (st->view ? st->view_len : 0);
+    unsigned char *m = malloc(total + 1);
     if (!m)
         return 0;
     memcpy(m, head, hn);
     if (st->grants.len)
         memcpy(m + hn, st->grants.data, st->grants.len);
-    st->send_bb = gw_grpc_raw(m, hn + st->grants.len);
+    if (st->view) {
+        memcpy(m + hn + st->grants.len, vhead, vn);
+        memcpy(m + hn + st->grants.len + vn, st->view, st->view_len);
+    }
+    st->send_bb = gw_grpc_raw(m, total);
     free(m);
     if (!st->send_bb)
         return 0;
     st->ack_through = 0;
     gw_buf_reset(&st->grants);
+    free(st->view);
+    st->view = NULL;
+    st->view_len = 0;
     grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
     op.data.send_message.send_message = st->send_bb;
     if (start(st, &op, 1, &st->t_send) != GW_OK)
@@ -226,7 +239,8 @@ static void report_finish(struct stream *st)
 
 static void report_recv(struct stream *st);
 
-static void handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
+/* 0, or nonzero when the message was not taken (the stream must end). */
+static int handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
 {
     struct cp_grpc *s = st->srv;
     /* The first message names the stream's replica; a later message cannot
@@ -244,7 +258,8 @@ static void handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
             s->o.on_ack(s->o.arg, st->rep->id, m->ack->version);
     }
     if (s->o.on_report)
-        s->o.on_report(s->o.arg, st->id, st->rep ? st->rep->id : "", m);
+        return s->o.on_report(s->o.arg, st->id, st->rep ? st->rep->id : "", m);
+    return 0;
 }
 
 static void on_recv(void *arg, int ok)
@@ -260,13 +275,22 @@ static void on_recv(void *arg, int ok)
         ProtobufCMessage *m =
             gw_grpc_unpack(&llmgw__v1__report_message__descriptor, bb, MAX_REQUEST_BYTES);
         grpc_byte_buffer_destroy(bb);
-        if (m) {
-            handle_report(st, (const Llmgw__V1__ReportMessage *)m);
+        int taken = m && handle_report(st, (const Llmgw__V1__ReportMessage *)m) == 0;
+        if (m)
             protobuf_c_message_free_unpacked(m, NULL);
+        if (!taken) {
+            /* Acks are cumulative: a message skipped here (a ledger row that
+             * did not parse, or could not be queued) must not be covered by
+             * the ack of a later one. The stream ends, and the data plane
+             * sends everything unacknowledged again on its next. */
+            gw_log(GW_LOG_WARN,
+                   "grpc: a Report message could not be taken; ending the stream (the data plane "
+                   "sends again)",
+                   NULL);
+            grpc_call_cancel(st->call, NULL);
         } else {
-            gw_log(GW_LOG_WARN, "grpc: a Report message did not parse; ignored", NULL);
+            report_recv(st);
         }
-        report_recv(st);
     }
     stream_maybe_free(st);
 }
@@ -609,6 +633,24 @@ int cp_grpc_report_reply(struct cp_grpc *s, uint64_t stream_id, uint64_t acked_t
         if (rc != GW_OK)
             return rc;
     }
+    (void)reply_pump(st);
+    return GW_OK;
+}
+
+int cp_grpc_report_view(struct cp_grpc *s, uint64_t stream_id, const void *view, size_t len)
+{
+    struct stream *st = s->streams;
+    while (st && !(st->kind == K_REPORT && st->id == stream_id))
+        st = st->next;
+    if (!st || st->closed || st->finished)
+        return GW_ECLOSED;
+    unsigned char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return GW_ENOMEM;
+    memcpy(copy, view, len);
+    free(st->view); /* the newest view wins */
+    st->view = copy;
+    st->view_len = len;
     (void)reply_pump(st);
     return GW_OK;
 }

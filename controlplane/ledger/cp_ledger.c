@@ -27,10 +27,11 @@ struct item {
     struct item *next;
     enum kind kind;
     uint64_t stream;
-    uint64_t seq;      /* IT_ROW: its seq on the stream */
-    int64_t month;     /* IT_ROW: at_ms of its month's first instant (partition) */
-    char *json;        /* IT_ROW: the row as JSON; NULL when it was refused (acked, not stored) */
-    unsigned char *pb; /* lease messages, packed */
+    uint64_t seq;       /* IT_ROW: its seq on the stream */
+    int64_t month;      /* IT_ROW: at_ms of its month's first instant (partition) */
+    char *json;         /* IT_ROW: the row as JSON */
+    const char *reject; /* IT_ROW: why it goes to ledger_rejects at once (its data), or NULL */
+    unsigned char *pb;  /* lease messages, packed */
     size_t pblen;
     char replica[128];
 };
@@ -150,15 +151,15 @@ static char *row_json(const Llmgw__V1__LedgerRow *r, const char *replica)
     return s;
 }
 
-void cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
-                      const Llmgw__V1__ReportMessage *m)
+int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
+                     const Llmgw__V1__ReportMessage *m)
 {
     if (!l)
-        return;
+        return GW_OK;
     struct item *it = calloc(1, sizeof(*it));
     if (!it) {
         gw_log(GW_LOG_ERROR, "ledger: out of memory; the data plane sends the row again", NULL);
-        return;
+        return GW_ENOMEM;
     }
     it->stream = stream_id;
     snprintf(it->replica, sizeof(it->replica), "%s", replica_id ? replica_id : "");
@@ -167,17 +168,15 @@ void cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *repli
         const Llmgw__V1__LedgerRow *r = m->ledger_row;
         it->kind = IT_ROW;
         it->seq = r->seq;
-        const char *why = row_problem(r);
-        if (why) {
-            /* Acknowledged and not stored: sending it again cannot help. */
-            gw_logf(GW_LOG_ERROR, "ledger: row refused", "{s:s,s:s,s:s}", "replica_id", it->replica,
-                    "attempt_id", r->attempt_id ? r->attempt_id : "", "error", why);
-        } else {
+        /* A row the table would refuse goes to ledger_rejects whole:
+         * sending it again cannot help, and dropping it would lose money. */
+        it->reject = row_problem(r);
+        if (!it->reject)
             it->month = month_of(r->at_ms);
-            it->json = row_json(r, it->replica);
-            if (!it->json)
-                gw_logf(GW_LOG_ERROR, "ledger: row could not be encoded; not stored", "{s:s,s:s}",
-                        "replica_id", it->replica, "attempt_id", r->attempt_id);
+        it->json = row_json(r, it->replica);
+        if (!it->json) {
+            free(it);
+            return GW_ENOMEM;
         }
         break;
     }
@@ -192,14 +191,14 @@ void cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *repli
         it->pb = malloc(it->pblen + 1);
         if (!it->pb) {
             free(it);
-            return;
+            return GW_ENOMEM;
         }
         protobuf_c_message_pack(pm, it->pb);
         break;
     }
     default:
         free(it);
-        return;
+        return GW_OK;
     }
     pthread_mutex_lock(&l->mu);
     if (l->tail)
@@ -210,6 +209,7 @@ void cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *repli
     l->queued++;
     pthread_cond_signal(&l->cv);
     pthread_mutex_unlock(&l->mu);
+    return GW_OK;
 }
 
 /* Main loop: what the writer finished goes back on the streams. */
@@ -354,7 +354,7 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
 {
     size_t len = 2, n = 0;
     for (struct item *it = a; it != b; it = it->next)
-        if (it->json)
+        if (!it->reject)
             len += strlen(it->json) + 1;
     *inserted = *nrows = 0;
     char *arr = malloc(len + 1);
@@ -365,7 +365,7 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
     size_t o = 0;
     arr[o++] = '[';
     for (struct item *it = a; it != b; it = it->next) {
-        if (!it->json)
+        if (it->reject)
             continue;
         if (n++)
             arr[o++] = ',';
@@ -381,7 +381,7 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
     }
     int rc = cp_db_begin(l->db, err);
     for (struct item *it = a; rc == GW_OK && it != b; it = it->next)
-        if (it->json)
+        if (!it->reject)
             rc = ensure_partition(l, it->month, err);
     PGresult *r = NULL;
     if (rc == GW_OK) {
@@ -407,8 +407,38 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
     return rc;
 }
 
+/* Stores a row the ledger refused in ledger_rejects, whole, with the
+ * reason. */
+static int reject_row(struct cp_ledger *l, struct item *it, const char *sqlstate, const char *why,
+                      struct cp_db_err *err)
+{
+    const char *p[] = {it->replica, it->json, sqlstate, why};
+    int rc = cp_db_cmd(l->db,
+                       "INSERT INTO ledger_rejects (replica, attempt_id, row, sqlstate, error) "
+                       "VALUES ($1, $2::jsonb->>'attempt_id', $2::jsonb, nullif($3, ''), $4)",
+                       4, p, err);
+    if (rc == GW_OK) {
+        gw_logf(GW_LOG_ERROR, "ledger: row refused; kept in ledger_rejects", "{s:s,s:s,s:s}",
+                "replica_id", it->replica, "sqlstate", sqlstate, "error", why);
+        pthread_mutex_lock(&l->mu);
+        l->st.rejected++;
+        pthread_mutex_unlock(&l->mu);
+    }
+    return rc;
+}
+
+/* Data the table refuses (class 22: data exception; 23: integrity, such as
+ * a month whose partition was detached), as opposed to a database that is
+ * away. */
+static int data_error(const struct cp_db_err *err)
+{
+    return err->sqlstate[0] == '2' && (err->sqlstate[1] == '2' || err->sqlstate[1] == '3');
+}
+
 /* A run of rows: stored (retrying while the database is down), then each
- * stream's highest seq among them acknowledged. */
+ * stream's highest seq among them acknowledged. A run the table refuses
+ * goes row by row, and a refused row to ledger_rejects: a row is
+ * acknowledged only once it is stored somewhere. */
 static void flush_rows(struct cp_ledger *l, struct item *a, struct item *b)
 {
     long backoff = BACKOFF_MIN_MS;
@@ -416,7 +446,9 @@ static void flush_rows(struct cp_ledger *l, struct item *a, struct item *b)
         struct cp_db_err err = {0};
         size_t ins = 0, n = 0;
         int rc = db_ready(l, &err);
-        if (rc == GW_OK)
+        if (rc == GW_OK && a->next == b && a->reject)
+            rc = reject_row(l, a, "", a->reject, &err);
+        else if (rc == GW_OK)
             rc = insert_rows(l, a, b, &ins, &n, &err);
         if (rc == GW_OK) {
             pthread_mutex_lock(&l->mu);
@@ -426,10 +458,7 @@ static void flush_rows(struct cp_ledger *l, struct item *a, struct item *b)
             pthread_mutex_unlock(&l->mu);
             break;
         }
-        /* Data the table refuses (class 22: data exception, 23: integrity)
-         * is not retried: the batch goes row by row and a refused row is
-         * logged and acknowledged, so it cannot stall its stream. */
-        int data = err.sqlstate[0] == '2' && (err.sqlstate[1] == '2' || err.sqlstate[1] == '3');
+        int data = data_error(&err);
         pthread_mutex_lock(&l->mu);
         l->st.errors++;
         l->st.db_up = data;
@@ -437,12 +466,13 @@ static void flush_rows(struct cp_ledger *l, struct item *a, struct item *b)
         if (data && a->next != b) {
             for (struct item *it = a; it != b; it = it->next)
                 flush_rows(l, it, it->next);
-            break;
+            return; /* each acknowledged its own row */
         }
         if (data) {
-            gw_logf(GW_LOG_ERROR, "ledger: row refused by the database", "{s:s,s:s,s:s}",
-                    "replica_id", a->replica, "sqlstate", err.sqlstate, "error", err.message);
-            break;
+            struct cp_db_err rerr = {0};
+            if (reject_row(l, a, err.sqlstate, err.message, &rerr) == GW_OK)
+                break;
+            err = rerr;
         }
         gw_logf(GW_LOG_WARN, "ledger: insert failed; retrying", "{s:s,s:s,s:i}", "sqlstate",
                 err.sqlstate, "error", err.message, "retry_ms", (int)backoff);

@@ -13,7 +13,9 @@
  *
  * While PostgreSQL is down the batch is retried with backoff; nothing is
  * acknowledged, and each data plane holds its rows (bounded by its send
- * window) and its spool.
+ * window) and its spool. A row the database refuses (its data, or a month
+ * whose partition was detached) is stored whole in ledger_rejects with the
+ * reason, then acknowledged: nothing is dropped, nothing stalls a stream.
  */
 #ifndef CP_LEDGER_H
 #define CP_LEDGER_H
@@ -38,9 +40,11 @@ struct cp_ledger *cp_ledger_new(struct event_base *base, const char *conninfo, s
 void cp_ledger_free(struct cp_ledger *l);
 
 /* Main loop: a Report message (cp_grpc_opts.on_report). Rows and lease
- * messages are queued; anything else is ignored. */
-void cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
-                      const struct Llmgw__V1__ReportMessage *m);
+ * messages are queued; anything else is ignored. GW_ENOMEM when a row or
+ * lease message could not be queued: the caller ends the stream, so a
+ * later cumulative ack cannot cover it. */
+int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
+                     const struct Llmgw__V1__ReportMessage *m);
 
 /* Lease handlers, called on the writer thread with its connection, in
  * stream order after the rows before them are stored. grant fills g
@@ -57,6 +61,7 @@ struct cp_ledger_stats {
     uint64_t inserted;   /* rows stored */
     uint64_t duplicates; /* rows that were already stored (replays) */
     uint64_t errors;     /* failed batches (each retried) */
+    uint64_t rejected;   /* rows put in ledger_rejects */
     size_t queued;       /* messages waiting for the writer */
     int db_up;
 };

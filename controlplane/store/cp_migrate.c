@@ -361,12 +361,28 @@ static const char m5_limits[] =
     "CREATE TRIGGER ledger_charges AFTER INSERT ON ledger FOR EACH ROW\n"
     "  WHEN (NEW.charges <> '[]'::jsonb) EXECUTE FUNCTION llmgw_ledger_charges();\n";
 
+/* Ledger rows the table refused (their data, a month whose partition was
+ * detached, a charge the trigger could not apply), kept whole with the
+ * reason, so the writer can acknowledge them without losing money: an
+ * operator fixes and re-inserts them (docs/ledger.md). */
+static const char m6_ledger_rejects[] = "CREATE TABLE ledger_rejects (\n"
+                                        "  id bigserial PRIMARY KEY,\n"
+                                        "  received_at timestamptz NOT NULL DEFAULT now(),\n"
+                                        "  replica text NOT NULL,\n"
+                                        "  attempt_id text,\n"
+                                        "  sqlstate text,\n"
+                                        "  error text NOT NULL,\n"
+                                        "  row jsonb NOT NULL);\n"
+                                        "CREATE INDEX ledger_rejects_attempt ON ledger_rejects "
+                                        "(attempt_id);\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
     {3, "ledger", m3_ledger},
     {4, "catalog reasoning price and source", m4_catalog_source},
     {5, "limits, leases, team allowlists", m5_limits},
+    {6, "ledger rejects", m6_ledger_rejects},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

@@ -400,10 +400,13 @@ export class Mock {
   }
 
   /** The line of the request's first attempt: the gateway sends each
-   * attempt's id (request id "." attempt number) as x-request-id. */
+   * attempt's id as x-request-id: the request id (made unique with
+   * "~" and 8 hex digits when the client chose it), "." and the attempt
+   * number (docs/ledger.md). */
   usageFor(requestId, opts = {}) {
-    return this.waitForUsage((l) => l.x_request_id === `${requestId}.1`, {
-      what: `the usage log line with x_request_id ${requestId}.1`,
+    const re = new RegExp(`^${requestId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(~[0-9a-f]{8})?\\.1$`);
+    return this.waitForUsage((l) => typeof l.x_request_id === 'string' && re.test(l.x_request_id), {
+      what: `the usage log line of the first attempt of ${requestId}`,
       ...opts,
     });
   }
@@ -981,6 +984,17 @@ export class Postgres {
       }
       throw new Error(`postgres did not stop (pg_ctl: ${r.stdout}${r.stderr}); SIGKILLed`);
     }
+  }
+
+  /** Starts it again, on the same port and data (after stop()). */
+  async start() {
+    if (postgresInstances.has(this)) return;
+    const [cmd, args] = pgCommand(path.join(this.bin, 'pg_ctl'), ['-D', path.join(this.dir, 'data'), '-l', path.join(this.dir, 'log'), '-w', '-t', '30', '-o',
+      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`, 'start']);
+    const r = spawnSync(cmd, args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`pg_ctl start failed (${r.status}): ${r.stdout}${r.stderr}`);
+    this.pid = Number(fs.readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    postgresInstances.add(this);
   }
 }
 

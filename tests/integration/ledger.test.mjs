@@ -284,6 +284,38 @@ describe('ledger', () => {
     console.log(`# outage: ${lines.length} attempts during a control-plane restart, ${rows.length} rows, 0 duplicates`);
   });
 
+  test('PostgreSQL stopped under load and restarted: every attempt\'s row arrives exactly once', T, async () => {
+    const before = ledgerCount();
+    const beforeLines = new Set(usageLines().map((l) => l.x_request_id));
+    let stop = false;
+    let n = 0;
+    const errors = [];
+    async function load(g) {
+      while (!stop) {
+        const r = await h.request(g.port, { headers: auth(), body: { model: 'fast', messages: [{ role: 'user', content: `pg down ${n++}` }] } });
+        if (r.status !== 200) errors.push(r.status);
+      }
+    }
+    const loads = Object.values(dps).map((g) => load(g));
+    await h.sleep(300);
+    await pg.stop();
+    await h.sleep(2000);
+    const pending = async (g) => Number((await h.request(g.port, { method: 'GET', path: '/metrics' })).text.match(/^llmgw_ledger_pending_rows (\d+)/m)?.[1]);
+    const held = (await Promise.all(Object.values(dps).map(pending))).reduce((a, b) => a + b, 0);
+    await pg.start();
+    await h.sleep(300);
+    stop = true;
+    await Promise.all(loads);
+    assert.deepEqual(errors, [], 'serving never stopped');
+    assert.ok(held > 0, 'rows were held while PostgreSQL was away');
+    const lines = usageLines().filter((l) => !beforeLines.has(l.x_request_id));
+    await h.waitFor(() => ledgerCount() - before >= lines.length,
+      { timeoutMs: 60_000, what: `${lines.length} rows after PostgreSQL came back (have ${ledgerCount() - before})` });
+    await h.sleep(500);
+    assert.equal(ledgerCount() - before, lines.length, 'each attempt exactly once');
+    console.log(`# postgres outage: ${lines.length} attempts, ${held} rows held at the low point, all stored once`);
+  });
+
   test('a data plane restarted while the control plane is down replays its spool', T, async () => {
     assert.equal((await cp.proc.stop()).code, 0);
     const g = dps['dp-b'];
@@ -304,6 +336,53 @@ describe('ledger', () => {
       { timeoutMs: 30_000, what: 'the spooled rows stored' });
     await h.waitFor(() => fs.readdirSync(spool).filter((f) => f.endsWith('.spool')).length === 0,
       { timeoutMs: 10_000, what: 'the spool emptied once acknowledged' });
+  });
+
+  test('clients that send the same X-Request-Id at once: one row per attempt all the same; team and project attributed', T, async () => {
+    await cfg.api('POST', '/v1/admin/teams', { name: 'finance' }, 201);
+    await cfg.api('POST', '/v1/admin/projects', { name: 'forecast', team: 'finance' }, 201);
+    const j = await cfg.api('POST', '/v1/admin/keys', { id: 'key_proj', team: 'finance', project: 'forecast' }, 201);
+    const v = cfg.version();
+    for (const g of Object.values(dps)) {
+      await h.waitFor(async () => (await h.request(g.port, { method: 'GET', path: '/readyz' })).json?.snapshot_version >= v,
+        { what: `${g.url} serving version ${v}` });
+    }
+    const rid = h.randomId('dup');
+    const rs = await Promise.all(Array.from({ length: 40 }, (_, i) => h.request(dps[i % 2 ? 'dp-a' : 'dp-b'].port, {
+      headers: { authorization: `Bearer ${j.key}`, 'x-request-id': rid },
+      body: { model: 'fast', messages: [{ role: 'user', content: `same id ${i}` }] },
+    })));
+    for (const r of rs) {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-request-id'], rid, 'the client\'s id is echoed');
+      assert.match(r.headers['x-llmgw-ledger-id'], new RegExp(`^${rid}~[0-9a-f]{8}\\.1$`));
+    }
+    assert.equal(new Set(rs.map((r) => r.headers['x-llmgw-ledger-id'])).size, 40, 'unique attempt ids');
+    await h.waitFor(() => ledgerRows(`request_id = '${rid}'`).length === 40, { what: '40 rows for one client id' });
+    const rows = pg.sql(`SELECT DISTINCT coalesce(team, '-') || '/' || coalesce(project, '-') FROM ledger WHERE request_id = '${rid}'`);
+    assert.equal(rows, 'finance/forecast');
+  });
+
+  test('a row the table refuses (its month\'s partition detached) is kept in ledger_rejects, not lost', T, async () => {
+    const part = pg.sql("SELECT 'ledger_' || to_char(now() AT TIME ZONE 'UTC', 'YYYY_MM')");
+    const bounds = pg.sql(`SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE relname = '${part}'`);
+    pg.sql(`ALTER TABLE ledger DETACH PARTITION ${part}`);
+    try {
+      const r = await h.request(dps['dp-a'].port, { headers: auth(), body: { model: 'fast', messages: [{ role: 'user', content: 'detached' }] } });
+      assert.equal(r.status, 200, r.text);
+      const id = r.headers['x-llmgw-ledger-id'];
+      await h.waitFor(() => pg.sql(`SELECT count(*) FROM ledger_rejects WHERE attempt_id = '${id}'`) === '1',
+        { timeoutMs: 15_000, what: 'the row in ledger_rejects' });
+      assert.equal(pg.sql(`SELECT sqlstate FROM ledger_rejects WHERE attempt_id = '${id}'`), '23514');
+      assert.equal(pg.sql(`SELECT row->>'provider' FROM ledger_rejects WHERE attempt_id = '${id}'`), 'alpha');
+      // Acknowledged: the data plane's spool lets it go.
+      await h.waitFor(async () => {
+        const m = await h.request(dps['dp-a'].port, { method: 'GET', path: '/metrics' });
+        return /^llmgw_ledger_pending_rows 0$/m.test(m.text);
+      }, { timeoutMs: 10_000, what: 'nothing pending on dp-a' });
+    } finally {
+      pg.sql(`ALTER TABLE ledger ATTACH PARTITION ${part} ${bounds}`);
+    }
   });
 
   test('GET /v1/admin/usage: groups over a time range, totals equal the sum of rows', T, async () => {

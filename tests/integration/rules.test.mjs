@@ -1,10 +1,10 @@
 // The Prometheus rules as code (deploy/prometheus): `promtool check rules`
 // accepts them and `promtool test rules` proves each burn-rate alert fires
 // on a burn fast enough for it and stays quiet on a slower one, the fleet
-// breaker alert needs more than half of the replicas, the stale-snapshot
-// and disconnected alerts need a control plane, and the control plane's own
-// alerts (stale build, Postgres down) wait their time, and the money alerts
-// (unpriced usage, the ledger spool growing, rows dropped, sustained ledger
+// breaker alert needs more than half of the replicas, the fleet view's
+// down alert waits its 5 minutes, the stale-snapshot and disconnected
+// alerts need a control plane, the control plane's own alerts (stale
+// build, Postgres down) wait their time, and the money alerts (unpriced usage, the ledger spool growing, rows dropped, sustained ledger
 // insert errors, a budget nearly spent) fire where they should and only
 // there. Also: the Grafana dashboard is valid JSON whose every panel has a
 // query, a panel reading a metric no code emits yet says which issue brings
