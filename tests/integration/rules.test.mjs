@@ -4,12 +4,13 @@
 // breaker alert needs more than half of the replicas, the fleet view's
 // down alert waits its 5 minutes, the stale-snapshot and disconnected
 // alerts need a control plane, the control plane's own alerts (stale
-// build, Postgres down) wait their time, and the money alerts (unpriced usage, the ledger spool growing, rows dropped, sustained ledger
-// insert errors, a budget nearly spent) fire where they should and only
-// there. Also: the Grafana dashboard is valid JSON whose every panel has a
-// query, a panel reading a metric no code emits yet says which issue brings
-// it (and only such a panel), and the alert rules read only metrics the
-// code emits. promtool comes with the Debian package prometheus
+// build, Postgres down) wait their time, and the money alerts (unpriced
+// usage, the ledger spool growing, rows dropped, sustained ledger insert
+// errors, rows rejected, a budget nearly spent) fire where they should and
+// only there. Also: the Grafana dashboard is valid JSON whose every panel
+// has a query, a panel reading a metric no code emits yet says which issue
+// brings it (and only such a panel), and the alert rules read only metrics
+// the code emits. promtool comes with the Debian package prometheus
 // (deploy/deps.sh); without it these tests skip, loudly.
 
 import { test } from 'node:test';
