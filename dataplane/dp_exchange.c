@@ -1670,6 +1670,7 @@ static void reply_quota(struct dp_exchange *x, const struct dp_limits_refusal *r
     x->t_client_end = gw_now_us();
     x->final_status = r->status;
     set_failure(x, "limit", r->code);
+    dp_metrics_limit_refusal(r);
     char v[24];
     if (r->retry_after_s > 0) {
         snprintf(v, sizeof(v), "%lld", (long long)r->retry_after_s);

@@ -55,6 +55,17 @@ void dp_metrics_cost(const struct dp_metrics_target *t, const char *currency, in
  * target, then every 1000th, so an unpriced model cannot flood the log. */
 void dp_metrics_unpriced(const struct dp_metrics_target *t, const char *why);
 void dp_metrics_failover(const char *route);
+/* A refusal of the quota step (dp_limits_reserve, docs/budgets.md):
+ * llmgw_limit_refusals_total{cause,metric,period}. cause is the refusal's
+ * code (budget_exceeded, rate_limited, budget_unallocated,
+ * budget_not_configured, budget_unpriced, max_tokens_required,
+ * internal_error), except that a rate limit refused because no allowance
+ * could be had is "rate_unallocated": its code is rate_limited, as for a
+ * depleted one, but to an operator it is an outage, not a client's excess.
+ * metric and period are the limit's, "" when the refusal names none. Every
+ * value comes from a closed set. */
+struct dp_limits_refusal;
+void dp_metrics_limit_refusal(const struct dp_limits_refusal *r);
 
 /* One request's end, after the exchange (times in seconds; a negative one
  * is not observed). t NULL: the request never had a target. */
