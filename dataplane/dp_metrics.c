@@ -30,7 +30,7 @@ static const double OVERHEAD_S[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.00
 struct dp_metrics {
     struct gw_metrics *reg;
     struct gw_metric *duration, *ttft, *tpot, *token_usage;
-    struct gw_metric *requests, *attempts, *failovers, *retries, *tokens;
+    struct gw_metric *requests, *attempts, *failovers, *retries, *tokens, *cache_hits;
     struct gw_metric *breaker_state, *breaker_transitions, *no_route, *overhead;
     struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured;
     struct gw_metric *cp_connected, *cost, *unpriced, *limit_refusals;
@@ -132,6 +132,11 @@ int dp_metrics_init(void)
                                       "Moves to the next candidate target after a failure.", route);
     m->retries = gw_metrics_counter(r, "llmgw_retries_total",
                                     "Retries of the same target after a failure.", rpm);
+    m->cache_hits = gw_metrics_counter(
+        r, "llmgw_cache_hits_total",
+        "Attempts whose usage reports prompt-cache reads (the provider's prompt cache hit; "
+        "llmgw keeps no response cache).",
+        rpm);
     m->tokens = gw_metrics_counter(r, "llmgw_tokens_total",
                                    "Tokens reported by providers, by normalized type.", tok);
     m->breaker_state =
@@ -188,7 +193,7 @@ int dp_metrics_init(void)
         "Requests the quota step refused (budgets and rate limits), by cause and by the "
         "limit's metric and period.",
         refusal);
-    if (!m->limit_refusals || !m->cost || !m->unpriced || !m->ledger_pending ||
+    if (!m->cache_hits || !m->limit_refusals || !m->cost || !m->unpriced || !m->ledger_pending ||
         !m->ledger_spooled || !m->ledger_spool_bytes || !m->ledger_dropped || !m->cp_connected ||
         !m->duration || !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts ||
         !m->failovers || !m->retries || !m->tokens || !m->breaker_state ||
@@ -237,6 +242,10 @@ void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
     gw_metric_inc(M->attempts, v, 1);
     if (!u || !u->have)
         return;
+    if (u->cache_read > 0) {
+        const char *cv[] = {nz(t->route), nz(t->provider), nz(t->model)};
+        gw_metric_inc(M->cache_hits, cv, 1);
+    }
     static const char *const types[] = {"input",          "cache_read", "cache_write_5m",
                                         "cache_write_1h", "output",     "reasoning"};
     const int64_t n[] = {u->input,          u->cache_read, u->cache_write_5m,
