@@ -91,7 +91,7 @@ static int apply(void *cfg, const char *flag, const char *v)
     } else if (strcmp(flag, "--etcd-endpoints") == 0) {
         c->etcd_endpoints = *v ? v : NULL;
     } else if (strcmp(flag, "--etcd-lease-ttl-s") == 0) {
-        if (gw_flags_num(PROG, flag, v, 2, 600, &n))
+        if (gw_flags_num(PROG, flag, v, 3, 600, &n))
             return GW_EINVAL;
         c->etcd_lease_ttl_s = (int)n;
     } else if (strcmp(flag, "--replica-id") == 0) {

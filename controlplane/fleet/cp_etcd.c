@@ -58,7 +58,8 @@ struct cp_etcd {
     struct event_base *base;
     struct event *notify_ev; /* the thread (or a publish) wakes the main loop */
     char id[CP_ETCD_ID_MAX];
-    int ttl_s;
+    int ttl_s;   /* --etcd-lease-ttl-s: the bound on a dead leader's replacement */
+    int lease_s; /* the etcd lease itself: ttl_s less the sweep and poll slack */
     long ka_ms, elect_ms, retry_ms;
     struct gw_etcd *client; /* NULL: no etcd; else the thread's alone */
     pthread_t thread;
@@ -375,7 +376,7 @@ static void *thread_main(void *arg)
         struct gw_etcd_err err;
         int ok = 1, lost = 0;
         if (!lease) {
-            if (gw_etcd_lease_grant(e->client, e->ttl_s, &lease, &err) != GW_OK) {
+            if (gw_etcd_lease_grant(e->client, e->lease_s, &lease, &err) != GW_OK) {
                 lease = 0;
                 unreachable(e, "lease grant", &err);
                 ok = 0;
@@ -515,8 +516,8 @@ struct cp_etcd *cp_etcd_new(struct event_base *base, const struct cp_etcd_opts *
         return NULL;
     }
     int ttl = o->lease_ttl_s > 0 ? o->lease_ttl_s : 5;
-    if (ttl < 2) {
-        snprintf(err, errlen, "the etcd lease TTL must be at least 2 s (etcd's minimum)");
+    if (ttl < 3) {
+        snprintf(err, errlen, "the etcd lease TTL must be at least 3 s");
         return NULL;
     }
     struct cp_etcd *e = calloc(1, sizeof(*e));
@@ -533,8 +534,14 @@ struct cp_etcd *cp_etcd_new(struct event_base *base, const struct cp_etcd_opts *
     e->base = base;
     e->ml_leader = -1;
     snprintf(e->id, sizeof(e->id), "%s", o->replica_id);
+    /* The TTL an operator sets is the promise: a dead leader is replaced
+     * within it. A lease outlives its holder by up to its own length, then
+     * etcd's expiry sweep (every 0.5 s) and a follower's next try (every
+     * 250 ms) come on top; so the lease is 2 s shorter (etcd's minimum is
+     * 2 s, hence the flag's 3). */
     e->ttl_s = ttl;
-    e->ka_ms = ttl * 1000L / 3;
+    e->lease_s = ttl - 2 > 2 ? ttl - 2 : 2;
+    e->ka_ms = e->lease_s * 1000L / 3;
     e->elect_ms = e->ka_ms < 1000 ? e->ka_ms : 1000;
     e->retry_ms = e->elect_ms;
     e->notify_ev = event_new(base, -1, 0, on_notify, e);

@@ -269,18 +269,18 @@ describe('LiteLLM catalog import', () => {
     }, { timeoutMs: 15_000, what: `the data plane's cache on version ${v}` });
     const entry = (provider, model) => cached.catalog.find((c) => c.model === model && (c.provider ?? null) === provider);
     assert.deepEqual(entry(null, 'claude-3-7-sonnet-20250219'), {
-      model: 'claude-3-7-sonnet-20250219', context_window: 200000,
+      model: 'claude-3-7-sonnet-20250219', context_window: 200000, max_output_tokens: 64000,
       capabilities: ['chat', 'vision', 'tools', 'json_mode', 'reasoning'],
       input_price: 3000000, output_price: 15000000, cache_read_price: 300000,
       cache_write_5m_price: 3750000, cache_write_1h_price: 6000000, currency: 'USD',
     });
     assert.deepEqual(entry('openai', 'gpt-4o'), {
-      provider: 'openai', model: 'gpt-4o', context_window: 128000,
+      provider: 'openai', model: 'gpt-4o', context_window: 128000, max_output_tokens: 16384,
       capabilities: ['chat', 'vision', 'tools', 'json_mode'],
       input_price: 1000000, output_price: 10000000, cache_read_price: 1250000, reasoning_price: 4000000, currency: 'USD',
     });
     assert.deepEqual(entry('openai', 'claude-3-7-sonnet-20250219'), {
-      provider: 'openai', model: 'claude-3-7-sonnet-20250219', context_window: 200000,
+      provider: 'openai', model: 'claude-3-7-sonnet-20250219', context_window: 200000, max_output_tokens: 64000,
       capabilities: ['chat', 'vision', 'tools', 'json_mode', 'reasoning'],
       input_price: 2000000, currency: 'EUR',
     });
