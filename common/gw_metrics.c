@@ -607,3 +607,8 @@ int gw_metrics_render(struct gw_metrics *m, struct gw_buf *out)
     free(v);
     return rc;
 }
+
+int gw_metric_render(struct gw_metric *f, struct gw_buf *out)
+{
+    return f ? render_family(out, f) : GW_OK;
+}

@@ -93,5 +93,9 @@ double gw_series_value(const struct gw_series *s);
  * what was appended so far stays). The content type to serve it with: */
 #define GW_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 int gw_metrics_render(struct gw_metrics *m, struct gw_buf *out) __attribute__((warn_unused_result));
+/* One family's exposition, appended to out (same results), without the
+ * registry's collect callback: for a registry built for one scrape, whose
+ * own llmgw_metrics_series_dropped_total would repeat the process's. */
+int gw_metric_render(struct gw_metric *f, struct gw_buf *out) __attribute__((warn_unused_result));
 
 #endif

@@ -20,6 +20,9 @@ static const char usage[] =
     "ID]\n"
     "                          [--lease-grace-s N]\n"
     "       llmgw-controlplane import-catalog --database-url CONNINFO (--file PATH | --url URL)\n"
+    "       (any command) --check-config: validate the flags and the environment as a start\n"
+    "           would, print a summary as one JSON line and exit 0; or exit 2 naming the\n"
+    "           flag. It connects to nothing (no database, no etcd)\n"
     "  serve    (default) apply pending migrations, then serve the admin API and\n"
     "           push snapshots to data planes over gRPC\n"
     "  migrate  apply pending migrations and exit (0 on success, 1 on failure)\n"
@@ -78,6 +81,8 @@ static int apply(void *cfg, const char *flag, const char *v)
         return parse_bool(&c->grpc_insecure, flag, v);
     else if (strcmp(flag, "--grpc-tls-no-client-auth") == 0)
         return parse_bool(&c->grpc_tls_no_client_auth, flag, v);
+    else if (strcmp(flag, "--check-config") == 0)
+        return parse_bool(&c->check_config, flag, v);
     else if (strcmp(flag, "--snapshot-poll-ms") == 0) {
         if (gw_flags_num(PROG, flag, v, 100, 3600000, &n))
             return GW_EINVAL;
@@ -163,7 +168,8 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         }
         i++;
     }
-    static const char *const switches[] = {"--grpc-insecure", "--grpc-tls-no-client-auth", NULL};
+    static const char *const switches[] = {"--grpc-insecure", "--grpc-tls-no-client-auth",
+                                           "--check-config", NULL};
     struct gw_flags f = {.prog = PROG,
                          .usage = usage,
                          .env = env,

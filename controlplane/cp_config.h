@@ -41,6 +41,9 @@ struct cp_config {
     /* import-catalog: exactly one of them (a LiteLLM catalog file or URL). */
     const char *import_file;
     const char *import_url;
+    /* --check-config: validate what a start would, print a summary, exit
+     * (main.c); no network, no database. */
+    int check_config;
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv (an optional

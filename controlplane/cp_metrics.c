@@ -2,6 +2,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cp_db.h"
@@ -18,6 +19,8 @@ static const double ADMIN_S[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 static const double BUILD_S[] = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,
                                  1.0,   2.5,  5.0,   10.0, 30.0, 60.0};
 #define N(a) (sizeof(a) / sizeof(*(a)))
+#define STR(x) #x
+#define XSTR(x) STR(x)
 
 struct cp_metrics {
     struct gw_metrics *reg;
@@ -28,10 +31,12 @@ struct cp_metrics {
     struct cp_db *db;
     struct cp_snapshot *builder;
     struct cp_grpc *grpc;
-    struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue;
+    struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue, *ledger_cost, *lease_grants;
     struct cp_ledger *ledger;
+    int db_ok; /* collect: the check passed, so the scrape may read the limits */
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
     struct cp_etcd *fleet;
+    struct gw_metric *fleet_state, *fleet_replicas;
 };
 
 static struct cp_metrics the;
@@ -42,9 +47,11 @@ static void collect(struct gw_metrics *reg, void *arg)
 {
     (void)reg;
     struct cp_metrics *m = arg;
+    m->db_ok = 0;
     if (m->db) {
         struct cp_db_err err;
-        gw_metric_set(m->postgres_up, NULL, cp_db_check(m->db, &err) == GW_OK ? 1.0 : 0.0);
+        m->db_ok = cp_db_check(m->db, &err) == GW_OK;
+        gw_metric_set(m->postgres_up, NULL, m->db_ok ? 1.0 : 0.0);
     }
     if (m->builder) {
         json_t *st = cp_snapshot_status(m->builder);
@@ -150,6 +157,17 @@ int cp_metrics_init(void)
                                           "Ledger batches that failed (each is retried).", NULL);
     m->ledger_queue = gw_metrics_gauge(r, "llmgw_cp_ledger_queue",
                                        "Report messages waiting for the ledger writer.", NULL);
+    static const char *const team_route[] = {"team", "route", "currency", NULL};
+    m->ledger_cost = gw_metrics_counter(
+        r, "llmgw_cp_ledger_cost_picodollars_total",
+        "Cost of the ledger rows this replica stored (replays count nothing), by team, route "
+        "and currency, in 10^-12 of the currency (picodollars for USD).",
+        team_route);
+    m->lease_grants = gw_metrics_counter(
+        r, "llmgw_cp_lease_grants_total",
+        "Lease requests answered, by result (granted, renewed, or the refusal: depleted, "
+        "unknown_limit, invalid_window, unallocated).",
+        result);
     static const char *const jobres[] = {"job", "result", NULL};
     m->leader = gw_metrics_gauge(r, "llmgw_cp_leader",
                                  "1 while this replica is the fleet's leader (runs the singleton "
@@ -159,10 +177,24 @@ int cp_metrics_init(void)
                                      "Singleton job runs on this replica (as leader), by job and "
                                      "result (ok, failed).",
                                      jobres);
-    if (!m->leader || !m->job_runs || !m->ledger_rows || !m->ledger_errors || !m->ledger_queue ||
-        !m->admin_requests || !m->admin_duration || !m->builds || !m->build_duration ||
-        !m->snapshot_version || !m->last_success_age || !m->unresolved || !m->replicas_connected ||
-        !m->replica_acked || !m->postgres_up || !m->audit_rows) {
+    if (!m->ledger_cost || !m->lease_grants || !m->leader || !m->job_runs || !m->ledger_rows ||
+        !m->ledger_errors || !m->ledger_queue || !m->admin_requests || !m->admin_duration ||
+        !m->builds || !m->build_duration || !m->snapshot_version || !m->last_success_age ||
+        !m->unresolved || !m->replicas_connected || !m->replica_acked || !m->postgres_up ||
+        !m->audit_rows) {
+        gw_metrics_free(m->reg);
+        m->reg = NULL;
+        return GW_ENOMEM;
+    }
+    static const char *const target[] = {"provider", "model", NULL};
+    m->fleet_state = gw_metrics_gauge(r, "llmgw_fleet_target_state",
+                                      "The fleet health view's state per target: 0 healthy, 1 "
+                                      "degraded, 2 down (docs/fleet.md).",
+                                      target);
+    m->fleet_replicas = gw_metrics_gauge(
+        r, "llmgw_cp_fleet_replicas",
+        "Data planes connected anywhere in the fleet, as the fleet view knows them.", NULL);
+    if (!m->fleet_state || !m->fleet_replicas) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -181,6 +213,13 @@ int cp_metrics_init(void)
         gw_metric_inc(m->ledger_rows, v, 0);
     }
     gw_metric_inc(m->ledger_errors, NULL, 0);
+    gw_metric_set_cap(m->ledger_cost, CP_METRICS_MAX_TEAM_ROUTES);
+    static const char *const gresults[] = {"granted",       "renewed",        "depleted",
+                                           "unknown_limit", "invalid_window", "unallocated"};
+    for (size_t i = 0; i < N(gresults); i++) {
+        const char *v[] = {gresults[i]};
+        gw_metric_inc(m->lease_grants, v, 0);
+    }
     gw_metric_set(m->snapshot_version, NULL, 0);
     gw_metric_set(m->unresolved, NULL, 0);
     gw_metric_set(m->replicas_connected, NULL, 0);
@@ -232,9 +271,86 @@ void cp_metrics_job(const char *job, int ok)
     gw_metric_inc(M->job_runs, f, ok == 0);
 }
 
+/* Every enabled limit's amount and what its current window has spent
+ * (limit_windows; the window's start as cp_leases computes it), the most
+ * used first, at most CP_METRICS_MAX_LIMITS. One indexed read per limit on
+ * the admin connection, which collect has just checked. */
+static const char SQL_LIMITS[] =
+    "SELECT l.id, l.scope_kind, l.scope, l.metric, l.period, l.amount, coalesce(w.spent, 0) "
+    "FROM limits l LEFT JOIN limit_windows w ON w.limit_id = l.id AND w.window_start = "
+    "(date_trunc(l.period, now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') "
+    "WHERE l.enabled ORDER BY coalesce(w.spent, 0)::numeric / l.amount DESC, l.id "
+    "LIMIT " XSTR(CP_METRICS_MAX_LIMITS);
+
+static double column(const PGresult *r, int row, int col)
+{
+    return strtod(PQgetvalue(r, row, col), NULL);
+}
+
+/* The limits' gauges, in a registry of this scrape's own (cp_metrics.h):
+ * appended to out, or nothing when the database does not answer. */
+static int render_limits(struct cp_metrics *m, struct gw_buf *out)
+{
+    struct cp_db_err err;
+    PGresult *r = cp_db_exec(m->db, NULL, SQL_LIMITS, 0, NULL, &err);
+    if (!r)
+        return GW_OK; /* llmgw_cp_postgres_up says why on the next scrape */
+    struct gw_metrics *reg = gw_metrics_new();
+    static const char *const labels[] = {"limit", "scope_kind", "scope", "metric", "period", NULL};
+    struct gw_metric *amount = gw_metrics_gauge(
+        reg, "llmgw_limit_amount",
+        "Each enabled limit's cap per window, in its metric's unit (picodollars of USD, "
+        "requests, tokens).",
+        labels);
+    struct gw_metric *spent = gw_metrics_gauge(
+        reg, "llmgw_limit_spent",
+        "What each enabled limit's current window has spent (the charges of stored ledger "
+        "rows), in its metric's unit.",
+        labels);
+    int rc = GW_OK;
+    if (!reg || !amount || !spent) {
+        rc = GW_ENOMEM;
+    } else {
+        for (int i = 0; i < PQntuples(r); i++) {
+            const char *v[] = {PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                               PQgetvalue(r, i, 3), PQgetvalue(r, i, 4)};
+            gw_metric_set(amount, v, column(r, i, 5));
+            gw_metric_set(spent, v, column(r, i, 6));
+        }
+        rc = gw_metric_render(amount, out);
+        if (rc == GW_OK)
+            rc = gw_metric_render(spent, out);
+    }
+    gw_metrics_free(reg);
+    PQclear(r);
+    return rc;
+}
+
 int cp_metrics_render(struct gw_buf *out)
 {
-    return M ? gw_metrics_render(M->reg, out) : GW_OK;
+    if (!M)
+        return GW_OK;
+    int rc = gw_metrics_render(M->reg, out);
+    if (rc == GW_OK && M->db && M->db_ok)
+        rc = render_limits(M, out);
+    return rc;
+}
+
+void cp_metrics_lease(const char *result)
+{
+    if (!M)
+        return;
+    const char *v[] = {result};
+    gw_metric_inc(M->lease_grants, v, 1);
+}
+
+void cp_metrics_ledger_cost(const char *team, const char *route, const char *currency,
+                            uint64_t picodollars)
+{
+    if (!M)
+        return;
+    const char *v[] = {team, route, currency};
+    gw_metric_inc(M->ledger_cost, v, picodollars);
 }
 
 static const char *method_label(const char *method)
@@ -278,4 +394,18 @@ void cp_metrics_audit_rows(unsigned n)
 {
     if (M)
         gw_metric_inc(M->audit_rows, NULL, n);
+}
+
+void cp_metrics_fleet_state(const char *provider, const char *model, int state)
+{
+    if (!M)
+        return;
+    const char *v[] = {provider, model};
+    gw_metric_set(M->fleet_state, v, state);
+}
+
+void cp_metrics_fleet_replicas(size_t n)
+{
+    if (M)
+        gw_metric_set(M->fleet_replicas, NULL, (double)n);
 }

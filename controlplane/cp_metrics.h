@@ -6,13 +6,22 @@
  * before that (unit tests exercise the API without metrics).
  *
  * Label values come from closed sets only: the admin API's route table,
- * a fixed list of methods, HTTP statuses, build results, and the replica
- * ids cp_grpc tracks (capped at CP_METRICS_MAX_REPLICAS series).
+ * a fixed list of methods, HTTP statuses, build results, lease results,
+ * and configured names: the replica ids cp_grpc tracks (capped at
+ * CP_METRICS_MAX_REPLICAS series), the teams and routes of stored ledger
+ * rows, and the limits (at most CP_METRICS_MAX_LIMITS, read at scrape).
  *
- * Threading: the counters are updated from the event loop (admin requests)
- * and the snapshot builder's thread; cp_metrics_render runs on the event
- * loop (its collect step reads the database connection, the builder's
- * status and the gRPC server's replica table, all owned by that loop).
+ * The limits' gauges (llmgw_limit_amount, llmgw_limit_spent: what each
+ * enabled limit allows and has spent in its current window, from
+ * limit_windows) live in a registry of their own, built, rendered and
+ * freed by each scrape: a gw_metrics series lives as long as its registry,
+ * and a deleted or disabled limit must disappear from the exposition.
+ *
+ * Threading: the counters are updated from the event loop (admin requests),
+ * the snapshot builder's thread and the ledger writer's (leases, cost);
+ * cp_metrics_render runs on the event loop (its collect step and the
+ * limits' read use the admin database connection, the builder's status and
+ * the gRPC server's replica table, all owned by that loop).
  */
 #ifndef CP_METRICS_H
 #define CP_METRICS_H
@@ -21,6 +30,10 @@
 #include <stdint.h>
 
 #define CP_METRICS_MAX_REPLICAS 1000
+/* The limits whose current window the scrape exports (the most used
+ * first), and the series cap of the cost-by-team counter. */
+#define CP_METRICS_MAX_LIMITS 1000
+#define CP_METRICS_MAX_TEAM_ROUTES 5000
 
 struct gw_buf;
 struct cp_db;
@@ -58,5 +71,21 @@ void cp_metrics_snapshot_current(void);
 void cp_metrics_job(const char *job, int ok);
 /* Audit rows committed by the admin API. */
 void cp_metrics_audit_rows(unsigned n);
+/* One lease request answered by the ledger writer: result is "granted",
+ * "renewed" (want 0), or the refusal ("depleted", "unknown_limit",
+ * "invalid_window", "unallocated"). Any thread. */
+void cp_metrics_lease(const char *result);
+/* Ledger rows stored for the first time (a replay counts nothing), summed
+ * per team, route and currency: their cost in 10^-12 of the currency.
+ * Labels come from the rows, whose team and route are configured names
+ * ("" for none). Any thread. */
+void cp_metrics_ledger_cost(const char *team, const char *route, const char *currency,
+                            uint64_t picodollars);
+
+/* The fleet view (cp_fleet): a target's state (0 healthy, 1 degraded,
+ * 2 down), and the data planes connected anywhere in the fleet. On the
+ * loop. */
+void cp_metrics_fleet_state(const char *provider, const char *model, int state);
+void cp_metrics_fleet_replicas(size_t n);
 
 #endif

@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
+#include "cp_fleet.h"
 #include "cp_grpc.h"
 #include "cp_health.h"
 #include "cp_jobs.h"
@@ -58,6 +60,7 @@ struct main_ctx {
     struct cp_api *api;
     struct cp_grpc *grpc;
     struct cp_ledger *ledger;
+    struct cp_fleet *fleetview;
     struct event *tick;
     int stopping;
 };
@@ -85,12 +88,25 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
     event_add(m->tick, &tv);
 }
 
+/* On the main loop: an outcome summary goes to the fleet view (cp_fleet),
+ * not to the database. 1 when it was one. */
+static int fleet_report(struct main_ctx *m, uint64_t stream_id, const char *replica_id,
+                        const Llmgw__V1__ReportMessage *msg)
+{
+    if (msg->body_case != LLMGW__V1__REPORT_MESSAGE__BODY_OUTCOME_SUMMARY)
+        return 0;
+    cp_fleet_report(m->fleetview, stream_id, replica_id, msg->outcome_summary);
+    return 1;
+}
+
 /* On the main loop: Report messages that need the database go to the
  * ledger writer (rows, lease requests and releases). */
 static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
                      const Llmgw__V1__ReportMessage *msg)
 {
     struct main_ctx *m = arg;
+    if (fleet_report(m, stream_id, replica_id, msg))
+        return 0;
     return cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
 }
 
@@ -158,12 +174,86 @@ static void no_core_dumps(void)
         gw_log(GW_LOG_WARN, "cannot disable core dumps", NULL);
 }
 
+/* A master key from the environment for --check-config: its id, "" when
+ * unset, or GW_EINVAL after a message naming the variable. */
+static int check_key(const char *var, char id[9], int required)
+{
+    struct cp_master_key k = {0};
+    char msg[512];
+    const char *v = getenv(var);
+    int rc = GW_ENOTFOUND;
+    if (v && *v)
+        rc = cp_master_key_parse(v, &k, msg, sizeof(msg));
+    else
+        snprintf(msg, sizeof(msg), "is not set");
+    id[0] = '\0';
+    if (rc == GW_OK)
+        memcpy(id, k.id, sizeof(k.id));
+    cp_master_key_clear(&k);
+    if (rc == GW_OK || (rc == GW_ENOTFOUND && !required))
+        return GW_OK;
+    if (strstr(msg, var)) /* the parser's message names LLMGW_MASTER_KEY */
+        fprintf(stderr, "llmgw-controlplane: %s\n", msg);
+    else
+        fprintf(stderr, "llmgw-controlplane: %s: %s\n", var, msg);
+    return GW_EINVAL;
+}
+
+/* --check-config: what the command would refuse before it touches the
+ * database or the network, then one JSON line that says what it would run
+ * with (never the conninfo, a token or a key). 0, or 2 after a message. */
+static int check_config(const struct cp_config *c)
+{
+    static const char *const commands[] = {"serve", "migrate", "rotate-master-key",
+                                           "import-catalog"};
+    char msg[512], key_id[9] = "", new_key_id[9] = "";
+    int rotate = c->command == CP_CMD_ROTATE_MASTER_KEY;
+    if (c->command == CP_CMD_SERVE && cp_config_grpc_check(c, msg, sizeof(msg)) != GW_OK) {
+        fprintf(stderr, "llmgw-controlplane: %s\n", msg);
+        return 2;
+    }
+    if ((c->command == CP_CMD_SERVE || rotate) &&
+        (check_key("LLMGW_MASTER_KEY", key_id, rotate) != GW_OK ||
+         (rotate && check_key("LLMGW_NEW_MASTER_KEY", new_key_id, 1) != GW_OK)))
+        return 2;
+    json_t *o =
+        json_pack("{s:s,s:s,s:s,s:s?,s:s?}", "msg", "config ok", "command", commands[c->command],
+                  "replica_id", c->replica_id, "master_key_id", key_id[0] ? key_id : NULL,
+                  "new_master_key_id", new_key_id[0] ? new_key_id : NULL);
+    if (o && c->command == CP_CMD_IMPORT_CATALOG)
+        json_object_update_new(
+            o, json_pack("{s:s?,s:s?}", "file", c->import_file, "url", c->import_url));
+    if (o && c->command == CP_CMD_SERVE) {
+        const char *transport = c->grpc_insecure        ? "insecure"
+                                : c->grpc_tls_client_ca ? "mtls"
+                                                        : "tls";
+        char admin[300], grpc[300];
+        snprintf(admin, sizeof(admin), strchr(c->admin.host, ':') ? "[%s]:%d" : "%s:%d",
+                 c->admin.host, c->admin.port);
+        snprintf(grpc, sizeof(grpc), strchr(c->grpc.host, ':') ? "[%s]:%d" : "%s:%d", c->grpc.host,
+                 c->grpc.port);
+        json_object_update_new(
+            o, json_pack("{s:s,s:s,s:s,s:I,s:I,s:s?,s:i,s:b}", "admin_listen", admin, "grpc_listen",
+                         grpc, "grpc_transport", transport, "snapshot_poll_ms",
+                         (json_int_t)c->snapshot_poll_ms, "secret_cache_ttl_ms",
+                         (json_int_t)c->secret_cache_ttl_ms, "etcd_endpoints", c->etcd_endpoints,
+                         "etcd_lease_ttl_s", c->etcd_lease_ttl_s, "admin_token",
+                         c->admin_token != NULL));
+    }
+    if (!o)
+        return 1;
+    gw_log_line_fd(1, o);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct cp_config cfg;
     int rc = cp_config_parse(&cfg, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
+    if (cfg.check_config)
+        return check_config(&cfg);
     if (cfg.command != CP_CMD_MIGRATE && cfg.command != CP_CMD_IMPORT_CATALOG)
         no_core_dumps();
     signal(SIGPIPE, SIG_IGN);
@@ -331,6 +421,12 @@ int main(int argc, char **argv)
     }
     cp_health_fleet(fleet);
     cp_metrics_fleet(fleet);
+    /* The fleet health view: data planes' outcomes in, views out. */
+    if (!(m.fleetview = cp_fleet_new(m.base, m.grpc, fleet, msg, sizeof(msg)))) {
+        gw_logf(GW_LOG_ERROR, "cannot start the fleet view", "{s:s}", "error", msg);
+        return 1;
+    }
+    cp_health_fleetview(m.fleetview);
     event_add(term, NULL);
     event_add(intr, NULL);
     gw_log_line_fd(1,
@@ -346,10 +442,13 @@ int main(int argc, char **argv)
     cp_metrics_ledger(NULL);
     cp_health_fleet(NULL);
     cp_metrics_fleet(NULL);
+    cp_health_fleetview(NULL);
+    cp_fleet_stop(m.fleetview);
     cp_etcd_free(fleet);
     cp_snapshot_free(builder);
     cp_grpc_free(m.grpc);
     cp_ledger_free(m.ledger);
+    cp_fleet_free(m.fleetview);
     cp_api_free(m.api);
     event_free(term);
     event_free(intr);

@@ -9,8 +9,9 @@
 #include "gw_flags.h"
 
 static const char usage[] =
-    "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT [--snapshot-cache FILE]\n"
-    "                       [--snapshot-cache-max-age-ms N] [--replica-id ID] [--control-plane-ca "
+    "usage: llmgw-dataplane (--snapshot FILE | --control-plane HOST:PORT[,HOST:PORT...]\n"
+    "                       [--snapshot-cache FILE] [--snapshot-cache-max-age-ms N]\n"
+    "                       [--replica-id ID] [--control-plane-ca "
     "PEM [--control-plane-cert PEM\n"
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
     "                       [--max-body-bytes N] [--drain-timeout-ms N] [--drain-delay-ms N]\n"
@@ -18,6 +19,7 @@ static const char usage[] =
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
     "                       [--ledger-spool DIR] [--ledger-spool-max-mb N] "
     "[--ledger-flush-timeout-ms N]\n"
+    "                       [--check-config]\n"
     "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_CONTROL_PLANE,\n"
     "LLMGW_SNAPSHOT_CACHE, LLMGW_SNAPSHOT_CACHE_MAX_AGE_MS, LLMGW_REPLICA_ID, "
     "LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
@@ -25,9 +27,36 @@ static const char usage[] =
     "LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG, LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS,\n"
     "LLMGW_LEDGER_SPOOL, LLMGW_LEDGER_SPOOL_MAX_MB, LLMGW_LEDGER_FLUSH_TIMEOUT_MS.\n"
     "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
-    "credentials in the snapshot cache; without it they are left out of it.\n";
+    "credentials in the snapshot cache; without it they are left out of it.\n"
+    "--check-config validates the flags and the environment as a start would (and the\n"
+    "--snapshot file), prints a summary as one JSON line and exits 0; or exits 2 naming\n"
+    "the flag. It connects nowhere.\n";
 
 #define PROG "llmgw-dataplane"
+
+/* --control-plane: HOST:PORT, or several separated by commas (at most 16),
+ * tried in turn when one cannot be reached (docs/dataplane.md). */
+static int check_control_plane(const char *v)
+{
+    int n = 0;
+    const char *p = v;
+    do {
+        size_t len = strcspn(p, ",");
+        const char *colon = NULL;
+        for (const char *q = p; q < p + len; q++)
+            if (*q == ':')
+                colon = q;
+        if (!colon || colon == p || colon + 1 == p + len || ++n > 16) {
+            fprintf(stderr,
+                    "llmgw-dataplane: --control-plane: '%s' is not HOST:PORT or a comma-separated "
+                    "list of at most 16 of them\n",
+                    v);
+            return GW_EINVAL;
+        }
+        p += len;
+    } while (*p++ == ',');
+    return GW_OK;
+}
 
 static int apply(void *cfg, const char *flag, const char *v)
 {
@@ -36,11 +65,8 @@ static int apply(void *cfg, const char *flag, const char *v)
     if (strcmp(flag, "--snapshot") == 0)
         c->snapshot_path = v;
     else if (strcmp(flag, "--control-plane") == 0) {
-        const char *colon = strrchr(v, ':');
-        if (!colon || colon == v || !colon[1]) {
-            fprintf(stderr, "llmgw-dataplane: --control-plane: '%s' is not HOST:PORT\n", v);
+        if (check_control_plane(v) != GW_OK)
             return GW_EINVAL;
-        }
         c->control_plane = v;
     } else if (strcmp(flag, "--snapshot-cache") == 0)
         c->snapshot_cache = v;
@@ -100,6 +126,8 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->ledger_flush_timeout_ms = (long)n;
     } else if (strcmp(flag, "--access-log") == 0)
         c->access_log = v;
+    else if (strcmp(flag, "--check-config") == 0)
+        c->check_config = strcmp(v, "0") != 0;
     else {
         fprintf(stderr, "llmgw-dataplane: unknown flag '%s'\n%s", flag, usage);
         return GW_EINVAL;
@@ -143,10 +171,12 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->snapshot_cache_max_age_ms = 7LL * 24 * 3600 * 1000;
     c->ledger_spool_max_bytes = (size_t)256 << 20;
     c->ledger_flush_timeout_ms = 5000;
+    static const char *const switches[] = {"--check-config", NULL};
     struct gw_flags f = {.prog = PROG,
                          .usage = usage,
                          .env = env,
                          .nenv = sizeof(env) / sizeof(env[0]),
+                         .switches = switches,
                          .apply = apply,
                          .cfg = c};
     int rc = gw_flags_parse(&f, argc, argv, 1);

@@ -34,6 +34,10 @@ struct dp_config {
 
     /* A snapshot cache received longer ago is not served at start; 0: no limit. */
     long long snapshot_cache_max_age_ms;
+
+    /* --check-config: validate what a start would, print a summary, exit
+     * (main.c); nothing is opened but a --snapshot file, nothing is dialled. */
+    int check_config;
 };
 
 /* Fills cfg from defaults, then LLMGW_* variables, then argv. Returns 0, or

@@ -11,9 +11,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "dp_fleet.h"
 #include "dp_ledger.h"
 #include "dp_limits.h"
 #include "dp_metrics.h"
+#include "dp_outcomes.h"
 #include "dp_snapcache.h"
 #include "dp_snapshot.h"
 #include "gw_crypto.h"
@@ -34,6 +36,15 @@
 #define LEDGER_WINDOW 2048
 #define LEDGER_SYNC_MS 1000
 #define MAX_REPLY_BYTES (4u << 20)
+/* The fleet view's input (docs/fleet.md): an OutcomeSummary every second,
+ * and sooner (but at most every SUMMARY_MIN_GAP_MS) after a breaker changed
+ * state or a fleet probe ended. */
+#define SUMMARY_EVERY_MS 1000
+#define SUMMARY_MIN_GAP_MS 100
+/* --control-plane may list several addresses: a session that cannot reach
+ * its address within this long moves on to the next. */
+#define CONNECT_WAIT_MS 3000
+#define MAX_ADDRS 16
 
 /* One client call: its status batch plus whatever else is in flight. */
 struct ccall {
@@ -80,9 +91,27 @@ struct dp_cpclient {
     int got_snapshot;      /* this session delivered one */
     long backoff_ms;
     uint64_t rng;
+
+    /* --control-plane's addresses, a channel each (made on first use); the
+     * session uses addrs[cur] and moves to the next when it ends. */
+    char *addrs[MAX_ADDRS];
+    grpc_channel *channels[MAX_ADDRS];
+    size_t naddrs, cur;
+    int session_up;        /* this session's Watch got the server's headers */
+    int64_t session_at_us; /* when this session started */
+
+    /* The fleet health view's summaries (dp_outcomes), sent on the Report
+     * stream; views come back in ReportReplies (dp_fleet). */
+    struct event *summary_ev, *summary_wake_ev;
+    grpc_byte_buffer *summary_bb; /* packed, waiting for report_pump */
+    int64_t summary_since_ms;     /* the next summary's interval start */
+    int64_t summary_sent_us;      /* when the last one was harvested */
+    int64_t summary_due_us;       /* when summary_ev fires */
 };
 
 static void session_start(struct dp_cpclient *c);
+static void summary_soon(struct dp_cpclient *c);
+static void report_pump(struct dp_cpclient *c);
 
 static uint64_t next_rand(uint64_t *x)
 {
@@ -97,12 +126,32 @@ static uint64_t next_rand(uint64_t *x)
 static struct ccall *ccall_new(struct dp_cpclient *c, const char *method);
 static void ccall_maybe_free(struct ccall *k);
 
+static grpc_channel *channel_for(struct dp_cpclient *c, size_t i);
+
+/* The next session goes to the next address (several --control-plane
+ * addresses): a control plane that died, or cannot be reached, is left
+ * for another at once. */
+static void next_address(struct dp_cpclient *c)
+{
+    if (c->naddrs < 2)
+        return;
+    size_t next = (c->cur + 1) % c->naddrs;
+    grpc_channel *ch = channel_for(c, next);
+    if (!ch)
+        return;
+    c->cur = next;
+    c->channel = ch;
+    gw_logf(GW_LOG_INFO, "control plane: trying the next address", "{s:s}", "control_plane",
+            c->addrs[c->cur]);
+}
+
 static void maybe_restart(struct dp_cpclient *c)
 {
     if (c->watch || c->report || c->stopping)
         return;
     if (c->got_snapshot)
         c->backoff_ms = BACKOFF_MIN_MS;
+    next_address(c);
     /* Full jitter over the upper half: replicas do not reconnect in step. */
     long d = c->backoff_ms / 2 + (long)(next_rand(&c->rng) % (uint64_t)(c->backoff_ms / 2 + 1));
     c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
@@ -180,6 +229,21 @@ static void ccall_recv(struct ccall *k)
 
 /* ------------------------------------------------------------ report */
 
+/* Sends a harvested OutcomeSummary, when one waits: 1 when it went (or
+ * failed to). */
+static int summary_send(struct dp_cpclient *c, struct ccall *k)
+{
+    if (!c->summary_bb)
+        return 0;
+    k->send_bb = c->summary_bb;
+    c->summary_bb = NULL;
+    grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+    op.data.send_message.send_message = k->send_bb;
+    if (batch(k, &op, 1, &k->t_send) == GW_OK)
+        k->sending = 1;
+    return 1;
+}
+
 /* The next lease message of dp_limits, packed; NULL: none. */
 static grpc_byte_buffer *lease_out(struct dp_cpclient *c)
 {
@@ -191,13 +255,16 @@ static grpc_byte_buffer *lease_out(struct dp_cpclient *c)
     return gw_grpc_pack(&m.base);
 }
 
-/* Sends the next Report message: an Ack first, then lease messages (a
- * request may be waiting for a grant), then ledger rows. One send is in
- * flight at a time; each completion pumps again. */
+/* Sends the next Report message: an outcome summary when one waits, an
+ * Ack, then lease messages (a request may be waiting for a grant), then
+ * ledger rows. One send is in flight at a time; each completion pumps
+ * again. */
 static void report_pump(struct dp_cpclient *c)
 {
     struct ccall *k = c->report;
     if (!k || !k->started || k->sending || k->ended)
+        return;
+    if (summary_send(c, k))
         return;
     if (c->ack_pending >= 0) {
         Llmgw__V1__Ack ack = LLMGW__V1__ACK__INIT;
@@ -266,9 +333,18 @@ static void on_report_start(void *arg, int ok)
         __atomic_store_n(&k->c->report_up, 1, __ATOMIC_RELEASE);
         dp_limits_on_stream(1);
         ccall_recv(k);
+        /* The control plane learns of this stream, and answers with its view. */
+        summary_soon(k->c);
         report_pump(k->c);
     }
     ccall_maybe_free(k);
+}
+
+/* A FleetView from the control plane. */
+static void view_apply(const Llmgw__V1__FleetView *v)
+{
+    if (dp_fleet_apply(v, gw_now_us()) != GW_OK)
+        gw_log(GW_LOG_ERROR, "fleet view: out of memory; keeping the last one", NULL);
 }
 
 /* A ReportReply: the ledger rows stored so far on this stream. */
@@ -283,6 +359,8 @@ static void on_report_recv(void *arg, int ok)
             &llmgw__v1__report_reply__descriptor, bb, MAX_REPLY_BYTES);
         grpc_byte_buffer_destroy(bb);
         if (r) {
+            if (r->view && k->c->report == k)
+                view_apply(r->view);
             if (r->acked_through && k->c->report == k)
                 dp_ledger_acked(r->acked_through);
             for (size_t i = 0; i < r->n_grants; i++)
@@ -297,6 +375,76 @@ static void on_report_recv(void *arg, int ok)
         }
     }
     ccall_maybe_free(k);
+}
+
+/* ------------------------------------------------------------ fleet
+ *
+ * Every SUMMARY_EVERY_MS, while the Report stream is up, what the workers
+ * recorded (dp_outcomes) is harvested into one OutcomeSummary and sent
+ * ahead of the ledger rows; while the stream is down nothing is harvested,
+ * so the next summary covers the whole gap. A breaker change or a fleet
+ * probe's verdict wakes the timer early (at most every SUMMARY_MIN_GAP_MS),
+ * so the control plane hears of an outage within milliseconds, not a
+ * second. The same tick expires a view the control plane stopped
+ * refreshing (dp_fleet_tick). */
+
+static void summary_arm(struct dp_cpclient *c, int64_t due_us)
+{
+    int64_t now = gw_now_us();
+    if (due_us < now)
+        due_us = now;
+    c->summary_due_us = due_us;
+    int64_t d = due_us - now;
+    struct timeval tv = {(time_t)(d / 1000000), (suseconds_t)(d % 1000000)};
+    evtimer_add(c->summary_ev, &tv);
+}
+
+static void on_summary(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct dp_cpclient *c = arg;
+    int64_t now = gw_now_us();
+    dp_fleet_tick(now);
+    summary_arm(c, now + SUMMARY_EVERY_MS * 1000);
+    if (c->stopping || c->summary_bb || !c->report || !c->report->started || c->report->ended)
+        return;
+    int64_t wall = gw_wall_ms();
+    Llmgw__V1__OutcomeSummary *sum = dp_outcomes_harvest(c->summary_since_ms, wall);
+    c->summary_since_ms = wall;
+    c->summary_sent_us = now;
+    if (!sum)
+        return;
+    sum->view_version = dp_fleet_version(now);
+    Llmgw__V1__ReportMessage m = LLMGW__V1__REPORT_MESSAGE__INIT;
+    m.replica_id = (char *)c->cfg->replica_id;
+    m.body_case = LLMGW__V1__REPORT_MESSAGE__BODY_OUTCOME_SUMMARY;
+    m.outcome_summary = sum;
+    c->summary_bb = gw_grpc_pack(&m.base);
+    dp_outcomes_summary_free(sum);
+    report_pump(c);
+}
+
+/* A summary as soon as the minimum gap allows (cpclient thread). */
+static void summary_soon(struct dp_cpclient *c)
+{
+    int64_t due = c->summary_sent_us + SUMMARY_MIN_GAP_MS * 1000;
+    if (due < c->summary_due_us)
+        summary_arm(c, due);
+}
+
+static void on_summary_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    summary_soon(arg);
+}
+
+/* dp_outcomes' notification, on any thread. */
+static void summary_notify(void *arg)
+{
+    struct dp_cpclient *c = arg;
+    event_active(c->summary_wake_ev, 0, 0);
 }
 
 /* ------------------------------------------------------------ watch */
@@ -372,6 +520,7 @@ static void on_watch_start(void *arg, int ok)
     k->send_bb = NULL;
     if (ok) {
         dp_metrics_controlplane_connected(1); /* the server's headers arrived */
+        k->c->session_up = 1;
         ccall_recv(k);
     }
     ccall_maybe_free(k);
@@ -414,6 +563,8 @@ static struct ccall *ccall_new(struct dp_cpclient *c, const char *method)
 static void session_start(struct dp_cpclient *c)
 {
     c->got_snapshot = 0;
+    c->session_up = 0;
+    c->session_at_us = gw_now_us();
     c->watch = ccall_new(c, "/llmgw.v1.Control/Watch");
     c->report = c->watch ? ccall_new(c, "/llmgw.v1.Control/Report") : NULL;
     if (!c->watch || !c->report) {
@@ -493,9 +644,8 @@ static void on_probe_status(void *arg, int ok)
         } else {
             char *d = grpc_slice_to_c_string(p->details);
             gw_logf(GW_LOG_WARN, "control plane: cannot connect; retrying", "{s:s,s:s,s:s,s:i}",
-                    "control_plane", c->cfg->control_plane, "status",
-                    gw_grpc_status_name(p->status), "detail", d ? d : "", "not_logged_since",
-                    c->probe_suppressed);
+                    "control_plane", c->addrs[c->cur], "status", gw_grpc_status_name(p->status),
+                    "detail", d ? d : "", "not_logged_since", c->probe_suppressed);
             gpr_free(d);
             c->probe_logged_ms = now;
             c->probe_suppressed = 0;
@@ -556,9 +706,19 @@ static void probe_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct dp_cpclient *c = arg;
-    if (c->stopping || c->probe)
+    if (c->stopping)
         return;
-    if (grpc_channel_check_connectivity_state(c->channel, 0) == GRPC_CHANNEL_TRANSIENT_FAILURE)
+    grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 0);
+    /* With more addresses to try, a session that cannot connect is given
+     * up (its calls end, and the next one goes to the next address). */
+    if (c->naddrs > 1 && c->watch && !c->session_up &&
+        (st == GRPC_CHANNEL_TRANSIENT_FAILURE ||
+         gw_now_us() - c->session_at_us >= CONNECT_WAIT_MS * INT64_C(1000))) {
+        grpc_call_cancel(c->watch->call, NULL);
+        if (c->report)
+            grpc_call_cancel(c->report->call, NULL);
+    }
+    if (!c->probe && st == GRPC_CHANNEL_TRANSIENT_FAILURE)
         probe_start(c);
 }
 
@@ -578,6 +738,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     struct dp_cpclient *c = arg;
     c->stopping = 1;
     evtimer_del(c->retry_ev);
+    evtimer_del(c->summary_ev);
     event_del(c->probe_ev);
     event_del(c->sync_ev);
     dp_ledger_sync();
@@ -600,6 +761,8 @@ static void *run(void *arg)
     event_add(c->probe_ev, &tv);
     struct timeval st = {LEDGER_SYNC_MS / 1000, (LEDGER_SYNC_MS % 1000) * 1000};
     event_add(c->sync_ev, &st);
+    c->summary_since_ms = gw_wall_ms();
+    summary_arm(c, gw_now_us() + SUMMARY_EVERY_MS * 1000);
     event_base_dispatch(c->base);
     return NULL;
 }
@@ -641,25 +804,15 @@ static grpc_channel_credentials *channel_creds(const struct dp_config *cfg)
     return cr;
 }
 
-struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long have_version)
+/* The channel to addrs[i], made on first use with the same credentials
+ * and arguments for every address. */
+static grpc_channel *channel_for(struct dp_cpclient *c, size_t i)
 {
-    struct dp_cpclient *c = calloc(1, sizeof(*c));
-    if (!c)
-        return NULL;
-    c->cfg = cfg;
-    c->served = have_version;
-    c->ack_pending = -1;
-    c->backoff_ms = BACKOFF_MIN_MS;
-    if (gw_random_bytes(&c->rng, sizeof(c->rng)) != GW_OK || c->rng == 0)
-        c->rng = 0x9e3779b97f4a7c15ULL;
-    c->base = event_base_new();
-    c->loop = c->base ? gw_grpc_loop_new(c->base) : NULL;
-    if (!c->loop)
-        goto fail;
-    c->cq = gw_grpc_loop_cq(c->loop);
-    grpc_channel_credentials *cr = channel_creds(cfg);
+    if (c->channels[i])
+        return c->channels[i];
+    grpc_channel_credentials *cr = channel_creds(c->cfg);
     if (!cr)
-        goto fail;
+        return NULL;
     /* Keepalive every 10 s (the server allows 5 s: cp_grpc.c), even with no
      * call open; reconnect attempts back off from 100 ms to 5 s. */
     grpc_arg args[] = {
@@ -681,27 +834,34 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
          .value.integer = (int)MAX_SNAPSHOT_BYTES},
     };
     grpc_channel_args ca = {.num_args = sizeof(args) / sizeof(*args), .args = args};
-    c->channel = grpc_channel_create(cfg->control_plane, cr, &ca);
+    c->channels[i] = grpc_channel_create(c->addrs[i], cr, &ca);
     grpc_channel_credentials_release(cr);
-    c->stop_ev = event_new(c->base, -1, 0, on_stop, c);
-    c->retry_ev = evtimer_new(c->base, on_retry, c);
-    c->probe_ev = event_new(c->base, -1, EV_PERSIST, probe_tick, c);
-    c->ledger_ev = event_new(c->base, -1, 0, on_ledger, c);
-    c->sync_ev = event_new(c->base, -1, EV_PERSIST, on_sync, c);
-    if (!c->channel || !c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev)
-        goto fail;
-    dp_ledger_set_notify(ledger_notify, c);
-    /* Requests wait (a little) for the stream rather than meet their
-     * limits' offline policies before it first opens. */
-    dp_limits_on_stream(0);
-    dp_limits_set_notify(ledger_notify, c);
-    if (pthread_create(&c->thread, NULL, run, c) != 0)
-        goto fail;
-    gw_logf(GW_LOG_INFO, "control plane: watching", "{s:s,s:s}", "control_plane",
-            cfg->control_plane, "replica_id", cfg->replica_id);
-    return c;
-fail:
-    gw_log(GW_LOG_ERROR, "control plane: cannot start the client", NULL);
+    return c->channels[i];
+}
+
+/* --control-plane: one address, or several separated by commas (each
+ * HOST:PORT, checked by dp_config). */
+static int split_addrs(struct dp_cpclient *c, const char *list)
+{
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n > 0) {
+            if (c->naddrs == MAX_ADDRS)
+                return GW_EINVAL;
+            if (!(c->addrs[c->naddrs] = strndup(p, n)))
+                return GW_ENOMEM;
+            c->naddrs++;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return c->naddrs ? GW_OK : GW_EINVAL;
+}
+
+static void client_free(struct dp_cpclient *c)
+{
     if (c->stop_ev)
         event_free(c->stop_ev);
     if (c->retry_ev)
@@ -712,12 +872,82 @@ fail:
         event_free(c->ledger_ev);
     if (c->sync_ev)
         event_free(c->sync_ev);
-    if (c->channel)
-        grpc_channel_destroy(c->channel);
+    if (c->summary_ev)
+        event_free(c->summary_ev);
+    if (c->summary_wake_ev)
+        event_free(c->summary_wake_ev);
+    if (c->summary_bb)
+        grpc_byte_buffer_destroy(c->summary_bb);
+    for (size_t i = 0; i < c->naddrs; i++) {
+        if (c->channels[i])
+            grpc_channel_destroy(c->channels[i]);
+        free(c->addrs[i]);
+    }
     gw_grpc_loop_free(c->loop);
     if (c->base)
         event_base_free(c->base);
     free(c);
+}
+
+/* The addresses and their first channel, the summary timer and its
+ * wake-up: 1, or 0 when out of memory (or a list too long). */
+static int fleet_setup(struct dp_cpclient *c)
+{
+    if (split_addrs(c, c->cfg->control_plane) != GW_OK)
+        return 0;
+    /* The first address first, then round (list them in another order
+     * per replica to spread replicas over control planes). */
+    c->cur = 0;
+    c->channel = channel_for(c, c->cur);
+    c->summary_ev = evtimer_new(c->base, on_summary, c);
+    c->summary_wake_ev = event_new(c->base, -1, 0, on_summary_wake, c);
+    if (!c->channel || !c->summary_ev || !c->summary_wake_ev)
+        return 0;
+    dp_outcomes_set_notify(summary_notify, c);
+    return 1;
+}
+
+struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long have_version)
+{
+    struct dp_cpclient *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->cfg = cfg;
+    c->served = have_version;
+    c->ack_pending = -1;
+    c->backoff_ms = BACKOFF_MIN_MS;
+    if (gw_random_bytes(&c->rng, sizeof(c->rng)) != GW_OK || c->rng == 0)
+        c->rng = 0x9e3779b97f4a7c15ULL;
+    c->base = event_base_new();
+    c->loop = c->base ? gw_grpc_loop_new(c->base) : NULL;
+    if (!c->loop)
+        goto fail;
+    c->cq = gw_grpc_loop_cq(c->loop);
+    if (!fleet_setup(c))
+        goto fail;
+    c->stop_ev = event_new(c->base, -1, 0, on_stop, c);
+    c->retry_ev = evtimer_new(c->base, on_retry, c);
+    c->probe_ev = event_new(c->base, -1, EV_PERSIST, probe_tick, c);
+    c->ledger_ev = event_new(c->base, -1, 0, on_ledger, c);
+    c->sync_ev = event_new(c->base, -1, EV_PERSIST, on_sync, c);
+    if (!c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev)
+        goto fail;
+    dp_ledger_set_notify(ledger_notify, c);
+    /* Requests wait (a little) for the stream rather than meet their
+     * limits' offline policies before it first opens. */
+    dp_limits_on_stream(0);
+    dp_limits_set_notify(ledger_notify, c);
+    if (pthread_create(&c->thread, NULL, run, c) != 0)
+        goto fail;
+    gw_logf(GW_LOG_INFO, "control plane: watching", "{s:s,s:s,s:s}", "control_plane",
+            cfg->control_plane, "first", c->addrs[c->cur], "replica_id", cfg->replica_id);
+    return c;
+fail:
+    gw_log(GW_LOG_ERROR, "control plane: cannot start the client", NULL);
+    dp_ledger_set_notify(NULL, NULL);
+    dp_limits_set_notify(NULL, NULL);
+    dp_outcomes_set_notify(NULL, NULL);
+    client_free(c);
     return NULL;
 }
 
@@ -751,17 +981,10 @@ void dp_cpclient_stop(struct dp_cpclient *c)
 {
     if (!c)
         return;
+    dp_outcomes_set_notify(NULL, NULL);
     dp_ledger_set_notify(NULL, NULL);
     dp_limits_set_notify(NULL, NULL);
     event_active(c->stop_ev, 0, 0);
     pthread_join(c->thread, NULL);
-    grpc_channel_destroy(c->channel);
-    gw_grpc_loop_free(c->loop);
-    event_free(c->stop_ev);
-    event_free(c->retry_ev);
-    event_free(c->probe_ev);
-    event_free(c->ledger_ev);
-    event_free(c->sync_ev);
-    event_base_free(c->base);
-    free(c);
+    client_free(c);
 }

@@ -13,6 +13,7 @@
 #include "dp_cost.h"
 #include "dp_driver.h"
 #include "dp_facade.h"
+#include "dp_fleet.h"
 #include "dp_ledger.h"
 #include "dp_limits.h"
 #include "dp_metrics.h"
@@ -123,9 +124,10 @@ struct dp_exchange {
     struct drv_request dreq;
     struct drv_parser *parser;
     CURL *easy;
-    int running; /* easy is in the multi handle */
-    int probe;   /* admitted as a half-open breaker's probe */
-    int status;  /* upstream HTTP status */
+    int running;     /* easy is in the multi handle */
+    int probe;       /* admitted as a half-open breaker's probe */
+    int fleet_probe; /* admitted as the fleet view's probe (dp_fleet) */
+    int status;      /* upstream HTTP status */
     char retry_after[32];
     struct gw_buf coll; /* error bodies; embeddings answers */
     int paused;
@@ -233,8 +235,12 @@ static void log_attempt(struct dp_exchange *x, int64_t end)
     gw_buf_reset(o);
     int rc = log_head(x, o);
     if (rc == GW_OK)
+        rc = field_str(o, "attempt_id", x->attempt_id);
+    if (rc == GW_OK)
         rc = gw_buf_printf(o, ",\"attempt\":%d,\"retry\":%s,\"probe\":%s", x->nattempts,
                            x->tries > 1 ? "true" : "false", x->probe ? "true" : "false");
+    if (rc == GW_OK && x->fleet_probe)
+        rc = gw_buf_printf(o, ",\"fleet_probe\":true");
     if (rc == GW_OK)
         rc = field_str(o, "outcome", verdict_names[x->verdict]);
     if (rc == GW_OK && (x->verdict == V_FAILED || x->verdict == V_BROKE))
@@ -1223,6 +1229,7 @@ static void attempt_over(struct dp_exchange *x)
                            .ttfb_us = x->t_first_byte ? x->t_first_byte - x->ta0 : 0,
                            .at_us = now};
     dp_breaker_record(x->w->breakers, &o, x->probe);
+    dp_fleet_record(&o, x->fleet_probe);
     log_attempt(x, now);
     record_attempt(x, now);
     /* Upstream time: until the transfer ended, or the client's answer did
@@ -1320,6 +1327,7 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
     x->status = 0;
     x->retry_after[0] = '\0';
     x->probe = 0;
+    x->fleet_probe = 0;
     x->nevents = x->finishing = x->terminal = 0;
     x->verdict = V_NONE;
     x->fail_status = 0;
@@ -1357,6 +1365,27 @@ static int build(struct dp_exchange *x, struct canon_err *err)
     return rc;
 }
 
+/* The fleet view (dp_fleet) may have turned the target down while the
+ * request waited: 0 skips it. When this replica holds its probe, the
+ * attempt becomes the probe (x->fleet_probe). */
+static int fleet_admit(struct dp_exchange *x, int64_t now)
+{
+    enum dp_admit ad = dp_fleet_admit(x->prov->name, x->model, now);
+    if (ad == DP_ADMIT_NO)
+        gw_logf(GW_LOG_INFO, "candidate skipped", "{s:s,s:s,s:s,s:s}", "request_id", x->request_id,
+                "provider", x->prov->name, "model", x->model, "reason", "fleet_down");
+    x->fleet_probe = ad == DP_ADMIT_PROBE;
+    return ad != DP_ADMIT_NO;
+}
+
+/* The fleet's probe slot back when the local breaker refused the attempt. */
+static void fleet_unadmit(struct dp_exchange *x)
+{
+    if (x->fleet_probe)
+        dp_fleet_unadmit(x->prov->name, x->model);
+    x->fleet_probe = 0;
+}
+
 /* Starts the current candidate, moving past those that cannot be tried:
  * a driver that refuses the request (the next one may take it), a breaker
  * that opened while the request waited. */
@@ -1382,8 +1411,13 @@ static void start_attempt(struct dp_exchange *x)
             return;
         }
         int64_t now = gw_now_us();
+        if (!fleet_admit(x, now)) {
+            release_upstream(x);
+            continue;
+        }
         enum dp_admit ad = dp_breaker_admit(x->w->breakers, x->prov->name, x->model, now);
         if (ad == DP_ADMIT_NO) {
+            fleet_unadmit(x);
             gw_logf(GW_LOG_INFO, "candidate skipped", "{s:s,s:s,s:s,s:s}", "request_id",
                     x->request_id, "provider", x->prov->name, "model", x->model, "reason",
                     "breaker_open");
@@ -1413,6 +1447,7 @@ static void start_attempt(struct dp_exchange *x)
                                    .failure = CANON_FAIL_CANCELED,
                                    .at_us = now};
             dp_breaker_record(x->w->breakers, &o, x->probe);
+            dp_fleet_record(&o, x->fleet_probe);
             record_attempt(x, now);
             dp_metrics_attempt(&mt, "canceled", NULL, NULL);
             release_upstream(x);
@@ -1636,6 +1671,7 @@ static void reply_quota(struct dp_exchange *x, const struct dp_limits_refusal *r
     x->t_client_end = gw_now_us();
     x->final_status = r->status;
     set_failure(x, "limit", r->code);
+    dp_metrics_limit_refusal(r);
     char v[24];
     if (r->retry_after_s > 0) {
         snprintf(v, sizeof(v), "%lld", (long long)r->retry_after_s);

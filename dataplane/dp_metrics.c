@@ -5,6 +5,7 @@
 
 #include "canon.h"
 #include "dp_ledger.h"
+#include "dp_limits.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
 #include "gw_log.h"
@@ -29,12 +30,13 @@ static const double OVERHEAD_S[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.00
 struct dp_metrics {
     struct gw_metrics *reg;
     struct gw_metric *duration, *ttft, *tpot, *token_usage;
-    struct gw_metric *requests, *attempts, *failovers, *retries, *tokens;
+    struct gw_metric *requests, *attempts, *failovers, *retries, *tokens, *cache_hits;
     struct gw_metric *breaker_state, *breaker_transitions, *no_route, *overhead;
     struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured;
-    struct gw_metric *cp_connected, *cost, *unpriced;
+    struct gw_metric *cp_connected, *cost, *unpriced, *limit_refusals;
     struct gw_metric *ledger_pending, *ledger_spooled, *ledger_spool_bytes, *ledger_dropped;
     uint64_t ledger_dropped_seen; /* collect: what the counter already has */
+    struct gw_metric *fleet_state;
 };
 
 static struct dp_metrics the;
@@ -105,6 +107,7 @@ int dp_metrics_init(void)
     static const char *const target[] = {"provider", "model", NULL};
     static const char *const trans[] = {"provider", "model", "to", NULL};
     static const char *const cause[] = {"cause", NULL};
+    static const char *const refusal[] = {"cause", "metric", "period", NULL};
     m->duration = gw_metrics_histogram(
         r, "gen_ai_server_request_duration_seconds",
         "GenAI operation duration: a request's arrival to the end of its answer.", genai,
@@ -129,6 +132,11 @@ int dp_metrics_init(void)
                                       "Moves to the next candidate target after a failure.", route);
     m->retries = gw_metrics_counter(r, "llmgw_retries_total",
                                     "Retries of the same target after a failure.", rpm);
+    m->cache_hits = gw_metrics_counter(
+        r, "llmgw_cache_hits_total",
+        "Attempts whose usage reports prompt-cache reads (the provider's prompt cache hit; "
+        "llmgw keeps no response cache).",
+        rpm);
     m->tokens = gw_metrics_counter(r, "llmgw_tokens_total",
                                    "Tokens reported by providers, by normalized type.", tok);
     m->breaker_state =
@@ -180,12 +188,27 @@ int dp_metrics_init(void)
         "Upstream attempts whose usage could not be priced (no price for a token class they "
         "used, or an overflow): their cost is unknown.",
         target);
-    if (!m->cost || !m->unpriced || !m->ledger_pending || !m->ledger_spooled ||
-        !m->ledger_spool_bytes || !m->ledger_dropped || !m->cp_connected || !m->duration ||
-        !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts || !m->failovers ||
-        !m->retries || !m->tokens || !m->breaker_state || !m->breaker_transitions || !m->no_route ||
-        !m->overhead || !m->open_streams || !m->snapshot_version || !m->snapshot_age ||
-        !m->cp_configured) {
+    m->limit_refusals = gw_metrics_counter(
+        r, "llmgw_limit_refusals_total",
+        "Requests the quota step refused (budgets and rate limits), by cause and by the "
+        "limit's metric and period.",
+        refusal);
+    if (!m->cache_hits || !m->limit_refusals || !m->cost || !m->unpriced || !m->ledger_pending ||
+        !m->ledger_spooled || !m->ledger_spool_bytes || !m->ledger_dropped || !m->cp_connected ||
+        !m->duration || !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts ||
+        !m->failovers || !m->retries || !m->tokens || !m->breaker_state ||
+        !m->breaker_transitions || !m->no_route || !m->overhead || !m->open_streams ||
+        !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {
+        gw_metrics_free(m->reg);
+        m->reg = NULL;
+        return GW_ENOMEM;
+    }
+    m->fleet_state = gw_metrics_gauge(
+        r, "llmgw_fleet_target_state",
+        "The fleet health view's state per target, as pushed by the control plane: 0 healthy, "
+        "1 degraded, 2 down (a target that leaves the view, or a view that expired, reads 0).",
+        target);
+    if (!m->fleet_state) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -219,6 +242,10 @@ void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
     gw_metric_inc(M->attempts, v, 1);
     if (!u || !u->have)
         return;
+    if (u->cache_read > 0) {
+        const char *cv[] = {nz(t->route), nz(t->provider), nz(t->model)};
+        gw_metric_inc(M->cache_hits, cv, 1);
+    }
     static const char *const types[] = {"input",          "cache_read", "cache_write_5m",
                                         "cache_write_1h", "output",     "reasoning"};
     const int64_t n[] = {u->input,          u->cache_read, u->cache_write_5m,
@@ -276,6 +303,18 @@ void dp_metrics_failover(const char *route)
         return;
     const char *v[] = {nz(route)};
     gw_metric_inc(M->failovers, v, 1);
+}
+
+void dp_metrics_limit_refusal(const struct dp_limits_refusal *r)
+{
+    if (!M || !r)
+        return;
+    const char *cause = nz(r->code);
+    if (strcmp(cause, "rate_limited") == 0 && r->state && strcmp(r->state, "unallocated") == 0)
+        cause = "rate_unallocated";
+    const char *v[] = {cause, r->has_limit ? dp_limit_metric_name(r->metric) : "",
+                       r->has_limit && r->has_period ? dp_limit_period_name(r->period) : ""};
+    gw_metric_inc(M->limit_refusals, v, 1);
 }
 
 static void count_request(const char *route, const char *provider, const char *model, int status,
@@ -376,4 +415,12 @@ const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, 
                 return model;
         }
     return dp_snapshot_catalog(s, provider, model) ? model : "other";
+}
+
+void dp_metrics_fleet_state(const char *provider, const char *model, int state)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(provider), nz(model)};
+    gw_metric_set(M->fleet_state, v, state);
 }

@@ -55,6 +55,17 @@ void dp_metrics_cost(const struct dp_metrics_target *t, const char *currency, in
  * target, then every 1000th, so an unpriced model cannot flood the log. */
 void dp_metrics_unpriced(const struct dp_metrics_target *t, const char *why);
 void dp_metrics_failover(const char *route);
+/* A refusal of the quota step (dp_limits_reserve, docs/budgets.md):
+ * llmgw_limit_refusals_total{cause,metric,period}. cause is the refusal's
+ * code (budget_exceeded, rate_limited, budget_unallocated,
+ * budget_not_configured, budget_unpriced, max_tokens_required,
+ * internal_error), except that a rate limit refused because no allowance
+ * could be had is "rate_unallocated": its code is rate_limited, as for a
+ * depleted one, but to an operator it is an outage, not a client's excess.
+ * metric and period are the limit's, "" when the refusal names none. Every
+ * value comes from a closed set. */
+struct dp_limits_refusal;
+void dp_metrics_limit_refusal(const struct dp_limits_refusal *r);
 
 /* One request's end, after the exchange (times in seconds; a negative one
  * is not observed). t NULL: the request never had a target. */
@@ -90,5 +101,9 @@ const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, 
 /* A dp_breaker_change_fn: the default's log line, and the breaker gauges. */
 void dp_metrics_breaker_change(void *arg, const char *provider, const char *model,
                                enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us);
+
+/* The fleet view's state of a target (0 healthy, 1 degraded, 2 down);
+ * model already mapped by dp_metrics_model. */
+void dp_metrics_fleet_state(const char *provider, const char *model, int state);
 
 #endif

@@ -22,6 +22,7 @@
 #include "canon.h"
 #include "dp_breaker.h"
 #include "dp_driver.h"
+#include "dp_fleet.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_hash.h"
@@ -620,6 +621,18 @@ static int check_capable(struct planner *pl, const struct slot *sl, struct dp_sk
     return 1;
 }
 
+/* The fleet health view (dp_fleet) says down, and this replica may not
+ * probe the target now: skipped, with the view's reason. */
+static int fleet_down(const char *provider, const char *model, int64_t now_us, struct dp_skip *sk)
+{
+    char why[96];
+    if (!dp_fleet_skip(provider, model, now_us, why, sizeof(why)))
+        return 0;
+    sk->reason = DP_SKIP_FLEET_DOWN;
+    set_detail(sk, "the fleet health view says down: %s", why[0] ? why : "no reason given");
+    return 1;
+}
+
 static int check_healthy(const struct planner *pl, const struct slot *sl, size_t pos,
                          struct dp_skip *sk)
 {
@@ -646,8 +659,8 @@ static int check_healthy(const struct planner *pl, const struct slot *sl, size_t
                    st.samples);
         return 0;
     }
-    /* DP_SKIP_FLEET_DOWN belongs to the control plane's fleet health view,
-     * which a later change brings; nothing sets it yet. */
+    if (fleet_down(p->name, sl->model, ctx->now_us, sk))
+        return 0;
     if (sl->entry && sl->entry->high_cost && pos > 0) {
         sk->reason = DP_SKIP_HIGH_COST_FALLBACK;
         set_detail(sk, "high-cost entry at position %zu: it may only be first", pos + 1);

@@ -29,6 +29,7 @@
 #include "dp_cpclient.h"
 #include "dp_ledger.h"
 #include "dp_metrics.h"
+#include "dp_outcomes.h"
 #include "dp_snapcache.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
@@ -103,6 +104,51 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I}", "version", (json_int_t)v);
 }
 
+/* --check-config: what a start would refuse before it listens or dials,
+ * then one JSON line that says what it would run with (never a key).
+ * 0, or 2 after a message naming the flag. */
+static int check_config(const struct dp_config *c)
+{
+    long long version = 0;
+    if (c->snapshot_path) {
+        char err[512];
+        struct dp_snapshot *s = dp_snapshot_load(c->snapshot_path, err, sizeof(err));
+        if (!s) {
+            fprintf(stderr, "llmgw-dataplane: --snapshot: %s\n", err);
+            return 2;
+        }
+        version = s->version;
+        dp_snapshot_unref(s);
+    }
+    const char *tls = !c->control_plane_ca ? "plaintext" : c->control_plane_cert ? "mtls" : "tls";
+    char listen[300];
+    snprintf(listen, sizeof(listen), strchr(c->host, ':') ? "[%s]:%d" : "%s:%d", c->host, c->port);
+    json_t *o = json_pack(
+        "{s:s,s:s,s:s?,s:I,s:s?,s:s?,s:s,s:s?,s:b,s:s,s:i,s:I,s:I,s:s?,s:I,s:I,s:s}", "msg",
+        "config ok", "mode", c->snapshot_path ? "file" : "control_plane", "snapshot",
+        c->snapshot_path, "snapshot_version", (json_int_t)version, "control_plane",
+        c->control_plane, "control_plane_tls", c->control_plane ? tls : NULL, "replica_id",
+        c->replica_id, "snapshot_cache", c->snapshot_cache, "cache_key", c->has_cache_key, "listen",
+        listen, "threads", c->threads, "drain_delay_ms", (json_int_t)c->drain_delay_ms,
+        "drain_timeout_ms", (json_int_t)c->drain_timeout_ms, "ledger_spool", c->ledger_spool,
+        "ledger_spool_max_mb", (json_int_t)(c->ledger_spool_max_bytes >> 20),
+        "ledger_flush_timeout_ms", (json_int_t)c->ledger_flush_timeout_ms, "access_log",
+        c->access_log);
+    if (!o)
+        return 1;
+    gw_log_line_fd(1, o);
+    return 0;
+}
+
+/* A breaker state change: its log line and gauges (dp_metrics), and the
+ * fleet view's next summary (dp_outcomes). */
+static void on_breaker_change(void *arg, const char *provider, const char *model,
+                              enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us)
+{
+    dp_metrics_breaker_change(arg, provider, model, from, to, at_us);
+    dp_outcomes_change(provider, model, from, to, at_us);
+}
+
 int main(int argc, char **argv)
 {
     struct main_ctx m = {0};
@@ -120,6 +166,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "llmgw-dataplane: LLMGW_LOG_LEVEL: use debug, info, warn or error\n");
         return 2;
     }
+    if (m.cfg.check_config)
+        return check_config(&m.cfg);
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "llmgw-dataplane: library initialisation failed\n");
@@ -196,8 +244,9 @@ int main(int argc, char **argv)
     struct dp_breakers *breakers = dp_breakers_new(&bc);
     if (!breakers)
         return 1;
-    /* Each state change is logged (as by default) and sets the gauges. */
-    dp_breakers_on_change(breakers, dp_metrics_breaker_change, NULL);
+    /* Each state change is logged (as by default), sets the gauges and goes
+     * to the control plane in the next outcome summary (the fleet view). */
+    dp_breakers_on_change(breakers, on_breaker_change, NULL);
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */

@@ -3,18 +3,24 @@
 # Debian packages, then the npm packages of the client checks. Idempotent and
 # quick when all is already there (no apt-get update unless a package is
 # missing). Used by deploy/local/up.sh and tests/run.sh.
+#
+#   deploy/deps.sh --build-only   only what compiling the daemons needs (the
+#                                 container images' build stage, deploy/docker/)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
 
 pkgs=(
   build-essential cmake pkg-config
   libevent-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcunit1-dev
-  libgrpc-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler libpq-dev postgresql
-  etcd-server etcd-client
-  curl jq wrk nginx-light clang-format prometheus
+  libgrpc-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler libpq-dev
 )
-command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
-command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+if [ $build_only = 0 ]; then
+  pkgs+=(postgresql etcd-server etcd-client curl jq wrk nginx-light clang-format prometheus)
+  command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -27,6 +33,8 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ $build_only = 1 ] && exit 0
 
 # Client SDKs for the integration tests, pinned by the lock file.
 it="$root/tests/integration"

@@ -16,16 +16,23 @@
 
 #include "cp_db.h"
 #include "cp_etcd.h"
+#include "cp_fleet.h"
 #include "cp_health.h"
 #include "cp_secrets.h"
 #include "gw_error.h"
 #include "gw_pool.h"
 
 static struct cp_etcd *fleet;
+static struct cp_fleet *fleetview;
 
 void cp_health_fleet(struct cp_etcd *e)
 {
     fleet = e;
+}
+
+void cp_health_fleetview(struct cp_fleet *f)
+{
+    fleetview = f;
 }
 
 /* Whether the builtin secret `name` (ciphertext as hex) opens; *reason
@@ -116,5 +123,9 @@ void cp_health_handle(struct cp_call *c)
     if (body && fs)
         json_object_update(body, fs);
     json_decref(fs);
+    json_t *fv = fleetview ? cp_fleet_health(fleetview) : NULL;
+    if (body && fv)
+        json_object_update(body, fv);
+    json_decref(fv);
     cp_call_json(c, 200, body, 0);
 }

@@ -12,4 +12,9 @@ void cp_health_handle(struct cp_call *c);
 struct cp_etcd;
 void cp_health_fleet(struct cp_etcd *e);
 
+/* The fleet health view whose "fleet" and "replicas" health reports
+ * (cp_fleet_health). NULL: none. Call on the API's loop. */
+struct cp_fleet;
+void cp_health_fleetview(struct cp_fleet *f);
+
 #endif

@@ -14,7 +14,9 @@
 #include "gw_time.h"
 
 #define MAX_WATCHES 16
-#define POLL_MS 1000
+/* Blob sets are read this often: the fleet view's blobs cross from one
+ * control plane to another within about this long. */
+#define POLL_MS 250
 /* A follower tries for the key this often: a dead leader's key is taken
  * within this of etcd deleting it (one small txn per follower). */
 #define FOLLOWER_ELECT_MS 250

@@ -17,7 +17,7 @@
  * check) fails steps down at once, before its lease can expire and another replica take over. blobs
  * publish: "/llmgw/<kind>/<name> = bytes", bound to the lease, written again whenever the replica
  * registers anew (a new lease after an expiry, etcd back after an outage). collect: every replica's
- * blobs of a kind, read with a range on the prefix every second; a watcher gets the set on the main
+ * blobs of a kind, read with a range on the prefix every 250 ms; a watcher gets the set on the main
  * loop when it changes. Membership is one such kind: "cp", under this replica's id.
  *
  * Without endpoints there is no thread and no etcd: the replica is the
@@ -145,7 +145,7 @@ int cp_etcd_blobs(struct cp_etcd *e, const char *kind, struct cp_etcd_blob **out
     __attribute__((warn_unused_result));
 void cp_etcd_blobs_free(struct cp_etcd_blob *b, size_t n);
 
-/* Reads kind from now on (a range every second) and calls cb (may be NULL:
+/* Reads kind from now on (a range every 250 ms) and calls cb (may be NULL:
  * collect with cp_etcd_blobs only) on the main loop with the whole set each
  * time it changes; b is valid during the call only. One watcher per kind.
  * 0, GW_EINVAL (bad kind, already watched) or GW_ENOMEM. Main loop. */

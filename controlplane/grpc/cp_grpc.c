@@ -56,6 +56,9 @@ struct stream {
      * ReportReply per send. */
     uint64_t ack_through;
     struct gw_buf grants;
+    /* The newest FleetView for it not yet sent (encoded), or NULL. */
+    unsigned char *view;
+    size_t view_len;
 };
 
 struct cp_grpc {
@@ -120,6 +123,7 @@ static void stream_maybe_free(struct stream *st)
     if (st->recv_bb)
         grpc_byte_buffer_destroy(st->recv_bb);
     gw_buf_free(&st->grants);
+    free(st->view);
     grpc_call_unref(st->call);
     free(st);
 }
@@ -156,22 +160,31 @@ static void watch_pump(struct stream *st)
 static int reply_pump(struct stream *st)
 {
     if (st->closed || st->sending || st->finished || st->srv->closing ||
-        (!st->ack_through && !st->grants.len))
+        (!st->ack_through && !st->grants.len && !st->view))
         return 0;
-    unsigned char head[24];
+    unsigned char head[24], vhead[20];
     size_t hn = st->ack_through ? gw_pb_field_varint(head, 2, st->ack_through) : 0;
-    unsigned char *m = malloc(hn + st->grants.len + 1);
+    size_t vn = st->view ? gw_pb_field_len(vhead, 10, st->view_len) : 0;
+    size_t total = hn + st->grants.len + vn + (st->view ? st->view_len : 0);
+    unsigned char *m = malloc(total + 1);
     if (!m)
         return 0;
     memcpy(m, head, hn);
     if (st->grants.len)
         memcpy(m + hn, st->grants.data, st->grants.len);
-    st->send_bb = gw_grpc_raw(m, hn + st->grants.len);
+    if (st->view) {
+        memcpy(m + hn + st->grants.len, vhead, vn);
+        memcpy(m + hn + st->grants.len + vn, st->view, st->view_len);
+    }
+    st->send_bb = gw_grpc_raw(m, total);
     free(m);
     if (!st->send_bb)
         return 0;
     st->ack_through = 0;
     gw_buf_reset(&st->grants);
+    free(st->view);
+    st->view = NULL;
+    st->view_len = 0;
     grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
     op.data.send_message.send_message = st->send_bb;
     if (start(st, &op, 1, &st->t_send) != GW_OK)
@@ -620,6 +633,24 @@ int cp_grpc_report_reply(struct cp_grpc *s, uint64_t stream_id, uint64_t acked_t
         if (rc != GW_OK)
             return rc;
     }
+    (void)reply_pump(st);
+    return GW_OK;
+}
+
+int cp_grpc_report_view(struct cp_grpc *s, uint64_t stream_id, const void *view, size_t len)
+{
+    struct stream *st = s->streams;
+    while (st && !(st->kind == K_REPORT && st->id == stream_id))
+        st = st->next;
+    if (!st || st->closed || st->finished)
+        return GW_ECLOSED;
+    unsigned char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return GW_ENOMEM;
+    memcpy(copy, view, len);
+    free(st->view); /* the newest view wins */
+    st->view = copy;
+    st->view_len = len;
     (void)reply_pump(st);
     return GW_OK;
 }

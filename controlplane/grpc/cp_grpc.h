@@ -38,7 +38,7 @@ struct cp_grpc_opts {
     /* Called for each Ack after the replica table is updated (may be NULL). */
     void (*on_ack)(void *arg, const char *replica_id, int64_t version);
     /* Called for every Report message, acks included (may be NULL): ledger
-     * rows, lease requests and breaker outcomes go to the daemon this way.
+     * rows, lease requests and outcome summaries go to the daemon this way.
      * stream_id names the stream for cp_grpc_report_reply; replica_id is
      * the name the stream's first message gave ("" when the replica table
      * was full). Nonzero: the message was not taken, and the stream is
@@ -79,6 +79,12 @@ json_t *cp_grpc_replicas(const struct cp_grpc *s);
  * plane sends its rows again on the next one). Main loop only. */
 int cp_grpc_report_reply(struct cp_grpc *s, uint64_t stream_id, uint64_t acked_through,
                          const struct Llmgw__V1__LeaseGrant *const *grants, size_t ngrants);
+
+/* Sends a FleetView (view: its encoding, len bytes, copied) on a Report
+ * stream, in a ReportReply of its own or with the acks and grants waiting;
+ * a view not yet sent is replaced (the newest wins). GW_ECLOSED when the
+ * stream is gone. Main loop only. */
+int cp_grpc_report_view(struct cp_grpc *s, uint64_t stream_id, const void *view, size_t len);
 
 void cp_grpc_free(struct cp_grpc *s);
 

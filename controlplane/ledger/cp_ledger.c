@@ -1,5 +1,6 @@
 #include "cp_ledger.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 
 #include "cp_db.h"
 #include "cp_grpc.h"
+#include "cp_metrics.h"
 #include "gw_error.h"
 #include "gw_log.h"
 #include "llmgw/v1/control.pb-c.h"
@@ -324,7 +326,27 @@ static const char SQL_INSERT[] =
     "(r->>'status')::int, r->>'failure_class', (r->>'cost_picodollars')::bigint, "
     "r->>'currency', (r->>'snapshot_version')::bigint, r->'charges' "
     "FROM jsonb_array_elements($1::jsonb) AS r "
-    "ON CONFLICT (attempt_id, at) DO NOTHING RETURNING 1) SELECT count(*) FROM ins";
+    "ON CONFLICT (attempt_id, at) DO NOTHING RETURNING team, route, currency, cost_picodollars) "
+    "SELECT count(*), coalesce(team, ''), coalesce(route, ''), coalesce(currency, ''), "
+    "coalesce(sum(cost_picodollars), 0) FROM ins GROUP BY 2, 3, 4";
+
+/* The committed rows' cost per (team, route, currency), from SQL_INSERT's
+ * groups: only rows stored for the first time are in them, so the counter
+ * counts each attempt once however often it is replayed. A sum past 2^64
+ * (MAX_BATCH costs near INT64_MAX) is left out rather than wrapped. */
+static void count_cost(const PGresult *r)
+{
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *sum = PQgetvalue(r, i, 4);
+        errno = 0;
+        char *end = NULL;
+        unsigned long long v = strtoull(sum, &end, 10);
+        if (errno || !end || *end || sum[0] == '-' || v == 0)
+            continue;
+        cp_metrics_ledger_cost(PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
+                               (uint64_t)v);
+    }
+}
 
 /* Inserts rows [a, b) (IT_ROW items with JSON) in one transaction. */
 static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size_t *inserted,
@@ -368,10 +390,12 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
         rc = r ? GW_OK : GW_EIO;
     }
     if (rc == GW_OK) {
-        const char *v = cp_db_value(r);
-        *inserted = v ? (size_t)strtoull(v, NULL, 10) : 0;
+        for (int i = 0; i < PQntuples(r); i++)
+            *inserted += (size_t)strtoull(PQgetvalue(r, i, 0), NULL, 10);
         rc = cp_db_commit(l->db, err);
     }
+    if (rc == GW_OK)
+        count_cost(r);
     if (r)
         PQclear(r);
     if (rc != GW_OK) {
@@ -493,6 +517,7 @@ static void lease_item(struct cp_ledger *l, struct item *it)
         g.amount = 0;
         g.refusal = (char *)"unallocated";
     }
+    cp_metrics_lease(g.refusal && *g.refusal ? g.refusal : rq->want > 0 ? "granted" : "renewed");
     struct result *r = calloc(1, sizeof(*r));
     if (r) {
         r->stream = it->stream;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts the distributed setup on one machine, on loopback, in the background:
 # PostgreSQL, etcd, two control-plane replicas (one leads, through etcd),
-# three data-plane replicas (each on its own port, spread over both control
+# three data-plane replicas (each on its own port, each given both control
 # planes) and two mock providers. Configures two providers, two routes and an
 # API key through the admin API (tools/llmgwctl), sends one chat through each
 # data plane, and writes $state/fleet.env. deploy/local/fleet-down.sh stops
@@ -93,11 +93,13 @@ key=$(ctl keys create '{"name":"fleet-demo"}' | jq -r .key)
 [ -n "$key" ] && [ "$key" != null ] || fail "cannot create an API key"
 (umask 077; echo "$key" >"$run/api.key")
 
-# Three data planes: dp-1 and dp-3 on cp-1, dp-2 on cp-2.
+# Three data planes, each given both control planes: dp-1 and dp-3 start on
+# cp-1, dp-2 on cp-2 (the first address listed), and each moves to the other
+# when its own goes away.
 dps=()
 for i in 0 1 2; do
-  cp=$((p_grpc + i % 2))
-  local_start "dp-$((i + 1))" "$bin/dataplane/llmgw-dataplane" --control-plane "127.0.0.1:$cp" \
+  cps="127.0.0.1:$((p_grpc + i % 2)),127.0.0.1:$((p_grpc + 1 - i % 2))"
+  local_start "dp-$((i + 1))" "$bin/dataplane/llmgw-dataplane" --control-plane "$cps" \
     --replica-id "dp-$((i + 1))" --listen "127.0.0.1:$((p_dp + i))" --threads 1 \
     --access-log "$run/dp-$((i + 1)).access.log"
   dps+=("http://127.0.0.1:$((p_dp + i))")

@@ -5,7 +5,9 @@
 // plane's GET /metrics passes `promtool check metrics` and counts exactly
 // those requests; /readyz is 200 once ready; the data plane's
 // llmgw_controlplane_connected is 1 and the control plane sees the replica
-// and its acked version. A canary goes into a secret value, a provider's
+// and its acked version. Money: a limit's amount and spend, lease grants,
+// the ledger's cost by team and route, a refusal counted on the data plane.
+// A canary goes into a secret value, a provider's
 // header value and the admin token (and a created API key's plaintext is a
 // second one): no line any process prints may hold either. Last, Postgres
 // stops (readyz 503, llmgw_cp_postgres_up 0), then the control plane stops
@@ -122,6 +124,53 @@ describe('control plane observability', () => {
     assert.equal(r.status, 200, r.text);
   });
 
+  test('money: a limit\'s amount and spend, lease grants, cost by team and route, a refusal on the data plane', T, async () => {
+    await cfg.api('POST', '/v1/admin/teams', { name: 'obs-team' }, 201);
+    const teamKey = await cfg.apiKey('key_obs_team', { team: 'obs-team' });
+    await cfg.api('POST', '/v1/admin/prices', { provider: 'mockp', model: 'mock-gpt', input_price: 1_000_000, output_price: 2_000_000 }, 201);
+    await cfg.api('POST', '/v1/admin/limits', { id: 'obs-rpd', scope_kind: 'key', scope: 'key_obs_team', metric: 'requests', period: 'day', amount: 2 }, 201);
+    await cfg.api('POST', '/v1/admin/limits', { id: 'obs-off', scope_kind: 'team', scope: 'obs-team', metric: 'cost', period: 'month', amount: 1_000_000_000_000, enabled: false }, 201);
+    const v = cfg.version();
+    await h.waitFor(async () => (await readyz(dp.port)).json?.snapshot_version >= v, { what: `data plane serving version ${v}` });
+    const chat = () => h.request(dp.port, {
+      headers: { authorization: `Bearer ${teamKey}` }, body: { model: 'obs', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    let cost = 0n;
+    for (let i = 0; i < 2; i++) {
+      const r = await chat();
+      assert.equal(r.status, 200, r.text);
+      cost += BigInt(r.headers['x-llmgw-cost-picodollars']);
+    }
+    const refused = await chat();
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.error.code, 'rate_limited');
+
+    const d = await scrape(dp.port);
+    promtoolCheck(d.text);
+    assert.equal(value(d.samples, 'llmgw_limit_refusals_total', { cause: 'rate_limited', metric: 'requests', period: 'day' }), 1);
+    assert.ok(value(d.samples, 'llmgw_cost_picodollars_total', { route: 'obs', provider: 'mockp', model: 'mock-gpt', currency: 'USD' }) > 0);
+
+    const lim = { limit: 'obs-rpd', scope_kind: 'key', scope: 'key_obs_team', metric: 'requests', period: 'day' };
+    const { text, samples } = await h.waitFor(async () => {
+      const r = await scrape(cp.port);
+      return value(r.samples, 'llmgw_limit_spent', lim) === 2 ? r : null;
+    }, { what: 'the two charges in llmgw_limit_spent' });
+    promtoolCheck(text);
+    assert.equal(value(samples, 'llmgw_limit_amount', lim), 2);
+    // a disabled limit is not exported
+    assert.ok(!samples.some((x) => x.labels.limit === 'obs-off'), 'disabled limit exported');
+    assert.ok(value(samples, 'llmgw_cp_lease_grants_total', { result: 'granted' }) >= 1);
+    assert.ok(value(samples, 'llmgw_cp_lease_grants_total', { result: 'depleted' }) >= 1);
+    assert.equal(value(samples, 'llmgw_cp_lease_grants_total', { result: 'unallocated' }), 0);
+    // exactly the two answers' cost, from the rows the writer stored
+    assert.equal(BigInt(value(samples, 'llmgw_cp_ledger_cost_picodollars_total', { team: 'obs-team', route: 'obs', currency: 'USD' })), cost);
+    assert.ok(value(samples, 'llmgw_cp_ledger_rows_total', { result: 'inserted' }) >= 3);
+    assert.equal(value(samples, 'llmgw_cp_ledger_batch_errors_total'), 0);
+    // a deleted limit disappears from the next scrape
+    await cfg.api('DELETE', '/v1/admin/limits/obs-rpd', undefined, 204);
+    assert.equal(value((await scrape(cp.port)).samples, 'llmgw_limit_amount', lim), undefined);
+  });
+
   test('Postgres down: /readyz 503 and llmgw_cp_postgres_up 0', T, async () => {
     await pg.stop();
     await h.waitFor(async () => (await readyz(cp.port)).status === 503, { what: 'control plane unready' });
@@ -131,6 +180,8 @@ describe('control plane observability', () => {
     const { text, samples } = await scrape(cp.port);
     promtoolCheck(text);
     assert.equal(value(samples, 'llmgw_cp_postgres_up'), 0);
+    // the limits are read from the database: absent while it is away
+    assert.ok(!samples.some((x) => x.name === 'llmgw_limit_amount' || x.name === 'llmgw_limit_spent'));
     // The Watch stream does not need Postgres: the data plane stays connected.
     assert.equal(value((await scrape(dp.port)).samples, 'llmgw_controlplane_connected'), 1);
   });

@@ -15,14 +15,26 @@
 // stderr and usage log (the mock logs no request text, so nothing of it is
 // excepted).
 //
-// Budget and rate-limit refusals do not exist yet: their paths join this
-// test with the issues that add them.
+// The paths above run from a snapshot file. Budgets, rate limits and the
+// ledger need a control plane, so a second part runs PostgreSQL,
+// llmgw-controlplane (the provider credential is a built-in secret holding
+// the canary) and a data plane fed by it, configured through the admin API,
+// and drives, with the canary in the prompts, tool arguments and headers:
+// answers whose ledger rows (with their limit charges) the control plane's
+// writer stores, each refusal of the quota step (a budget used up: 402; a
+// request and a token rate limit used up: 429; a budget never configured;
+// no price under a fail_closed budget), then, with the control plane gone,
+// fail_closed budgets and rate limits that cannot be allocated. No line of
+// that data plane, the control plane, Postgres's server log or the mock
+// may hold it either.
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import * as h from './harness.mjs';
+import { Config, masterKey } from './cpconfig.mjs';
+import { metricValue, scrapeMetrics } from './exposition.mjs';
 
 const CANARY = `CNRY${randomBytes(8).toString('hex')}`;
 const TOOL = `tool_${CANARY}`;
@@ -214,5 +226,127 @@ describe('the canary reaches no log', () => {
     assert.ok(gw.accessLog().length >= CASES.length, 'access lines');
     assert.ok(gw.attemptLog().length >= 20, `attempt lines: ${gw.attemptLog().length}`);
     assert.ok(mock.readUsage().length >= 20, 'usage lines');
+  });
+});
+
+describe('through a control plane: the ledger, budget and rate-limit refusals', () => {
+  const MKEY = masterKey();
+  let pg;
+  let cp;
+  let cfg;
+  let dp;
+  const keys = {}; // id -> plaintext
+  const results = [];
+
+  async function key(id, body = {}) {
+    keys[id] = (await cfg.api('POST', '/v1/admin/keys', { id, ...body }, 201)).key;
+  }
+  const limit = (body) => cfg.api('POST', '/v1/admin/limits', { period: 'day', ...body }, 201);
+  const as = (id) => ({ ...HEADERS, authorization: `Bearer ${keys[id]}` });
+  async function run(name, status, id, body, stream = false) {
+    const r = stream
+      ? await h.collectStream(dp.port, { headers: as(id), body })
+      : await h.request(dp.port, { headers: as(id), body });
+    results.push({ name, status, r });
+    return r;
+  }
+
+  before(async () => {
+    h.requireBinaries([h.CONTROLPLANE_BIN, h.DATAPLANE_BIN, h.MOCK_BIN]);
+    pg = await h.startPostgres();
+    cp = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: MKEY.hex } });
+    cfg = new Config(cp, pg, MKEY);
+    await cfg.secret('cn-provider-key', `sk-${CANARY}`);
+    await cfg.provider({ name: 'cnp', driver: 'openai', base_url: mock.v1, credential_ref: 'cn-provider-key' });
+    await cfg.route('cn-ok', [{ provider: 'cnp', model: 'cn-ok' }]);
+    await cfg.route('cn-unpriced', [{ provider: 'cnp', model: 'cn-unpriced' }]);
+    await cfg.api('POST', '/v1/admin/prices', { provider: 'cnp', model: 'cn-ok', input_price: 1_000_000, output_price: 2_000_000 }, 201);
+    await cfg.api('POST', '/v1/admin/teams', { name: 'cn-budgeted', require_budget: true }, 201);
+    await key('k-ok');
+    await limit({ id: 'cn-ok-day', scope_kind: 'key', scope: 'k-ok', metric: 'cost', amount: 1_000_000_000_000 });
+    await key('k-budget');
+    await limit({ id: 'cn-budget-day', scope_kind: 'key', scope: 'k-budget', metric: 'cost', amount: 1 });
+    await key('k-rpd');
+    await limit({ id: 'cn-rpd', scope_kind: 'key', scope: 'k-rpd', metric: 'requests', amount: 1 });
+    await key('k-tpd');
+    await limit({ id: 'cn-tpd', scope_kind: 'key', scope: 'k-tpd', metric: 'tokens', amount: 1 });
+    await key('k-nobudget', { team: 'cn-budgeted' });
+    await key('k-unpriced');
+    await limit({ id: 'cn-unpriced-day', scope_kind: 'key', scope: 'k-unpriced', metric: 'cost', amount: 1_000_000_000_000, offline: 'fail_closed' });
+    await key('k-closed');
+    await limit({ id: 'cn-closed-day', scope_kind: 'key', scope: 'k-closed', metric: 'cost', amount: 1_000_000_000_000, offline: 'fail_closed' });
+    await key('k-rclosed');
+    await limit({ id: 'cn-rclosed-day', scope_kind: 'key', scope: 'k-rclosed', metric: 'requests', amount: 1000, offline: 'fail_closed' });
+    dp = await h.startGatewayCP({ controlPlane: `127.0.0.1:${cp.listening.grpc_port}`, replicaId: 'dp-canary' });
+    const v = cfg.version();
+    await h.waitFor(async () => (await h.request(dp.port, { method: 'GET', path: '/readyz' })).json?.snapshot_version >= v,
+      { what: `the data plane serving version ${v}` });
+
+    await run('answer under a budget', 200, 'k-ok', chatBody('cn-ok'));
+    await run('streamed answer under a budget', 200, 'k-ok', chatBody('cn-ok', { stream: true, stream_options: { include_usage: true } }), true);
+    await run('mid-stream error under a budget', 200, 'k-ok', chatBody('cnp/cn-ok#drop_after=2', { stream: true }), true);
+    await run('the one request of a daily request limit', 200, 'k-rpd', chatBody('cn-ok'));
+    await run('budget used up', 402, 'k-budget', chatBody('cn-ok'));
+    await run('requests per day used up', 429, 'k-rpd', chatBody('cn-ok', { stream: true }));
+    await run('tokens per day used up', 429, 'k-tpd', chatBody('cn-ok'));
+    await run('budget never configured', 402, 'k-nobudget', chatBody('cn-ok'));
+    await run('no price under a fail_closed budget', 402, 'k-unpriced', chatBody('cn-unpriced'));
+    // The control plane's writer stores every attempt's row (charges and all).
+    await h.waitFor(() => Number(pg.sql('SELECT count(*) FROM ledger')) >= 4, { what: 'four ledger rows stored' });
+    await h.waitFor(async () => metricValue((await scrapeMetrics(dp.port)).samples, 'llmgw_ledger_pending_rows') === 0,
+      { what: 'every ledger row acknowledged' });
+    // The control plane gone: fail_closed limits cannot be allocated.
+    await cp.proc.stop();
+    await run('budget unallocated', 402, 'k-closed', chatBody('cn-ok'));
+    await run('rate limit unallocated', 429, 'k-rclosed', chatBody('cn-ok'));
+  });
+
+  test('each path was taken (by its status and code)', T, async () => {
+    for (const { name, status, r } of results) assert.equal(r.status, status, `${name}: ${r.text ?? r.raw}`);
+    const code = (name) => results.find((x) => x.name === name).r.json?.error?.code;
+    assert.equal(code('budget used up'), 'budget_exceeded');
+    assert.equal(code('requests per day used up'), 'rate_limited');
+    assert.equal(code('tokens per day used up'), 'rate_limited');
+    assert.equal(code('budget never configured'), 'budget_not_configured');
+    assert.equal(code('no price under a fail_closed budget'), 'budget_unpriced');
+    assert.equal(code('budget unallocated'), 'budget_unallocated');
+    assert.equal(code('rate limit unallocated'), 'rate_limited');
+    // The rows carry the charges, and the limits' windows hold them.
+    // (the mid-stream attempt's model has no price: a fail_open budget lets
+    // it through and charges it nothing)
+    assert.equal(pg.sql('SELECT count(*) FROM ledger'), '4');
+    // The writer handled rows that carry the canary (the session header).
+    assert.equal(pg.sql(`SELECT count(*) FROM ledger WHERE session = '${CANARY}'`), '4');
+    assert.equal(pg.sql("SELECT count(*) FROM ledger WHERE charges <> '[]'::jsonb"), '3');
+    assert.equal(pg.sql("SELECT spent FROM limit_windows WHERE limit_id = 'cn-rpd'"), '1');
+    const { samples } = await scrapeMetrics(dp.port);
+    const refusals = (cause, metric) => metricValue(samples, 'llmgw_limit_refusals_total', { cause, metric, period: metric === 'cost' && cause === 'budget_not_configured' ? '' : 'day' });
+    assert.equal(refusals('budget_exceeded', 'cost'), 1);
+    assert.equal(refusals('rate_limited', 'requests'), 1);
+    assert.equal(refusals('rate_limited', 'tokens'), 1);
+    assert.equal(refusals('budget_not_configured', 'cost'), 1);
+    assert.equal(refusals('budget_unpriced', 'cost'), 1);
+    assert.equal(refusals('budget_unallocated', 'cost'), 1);
+    assert.equal(refusals('rate_unallocated', 'requests'), 1);
+  });
+
+  test('no line of the data plane, the control plane, Postgres or the mock holds it', T, () => {
+    const sources = [
+      ['dataplane stdout', dp.proc.stdoutText],
+      ['dataplane stderr', dp.proc.stderrText],
+      ['controlplane stdout', cp.proc.stdoutText],
+      ['controlplane stderr', cp.proc.stderrText],
+      ['postgres log', fs.readFileSync(`${pg.dir}/log`, 'utf8')],
+      ['mock stdout', mock.proc.stdoutText],
+      ['mock stderr', mock.proc.stderrText],
+      ['mock usage log', fs.readFileSync(mock.usageLogPath, 'utf8')],
+    ];
+    for (const [what, text] of sources) {
+      const hits = text.split('\n').filter((l) => l.includes(CANARY));
+      assert.deepEqual(hits, [], `${what} holds the canary`);
+    }
+    // and the logs are there to be searched
+    assert.ok(dp.accessLog().length >= results.length, 'access lines');
+    assert.ok(cp.proc.stdoutLines.length + cp.proc.stderrLines.length > 0, 'control plane lines');
   });
 });

@@ -1,6 +1,9 @@
 // GET /metrics on the data plane (issue 8): after a known set of requests
 // (successes streamed and not, a failover, a mid-stream error, a no-route
-// error, a breaker opening), the exposition passes `promtool check metrics`
+// error, a breaker opening, three refusals of the quota step that a
+// snapshot file can provoke: a budget never configured, an unpriced target
+// under a fail_closed budget, a fail_closed rate limit with no control
+// plane to allocate it), the exposition passes `promtool check metrics`
 // and its counters and histogram counts are exactly what those requests
 // make. Every route here has its own model names, so no other request of
 // this file can touch the series asserted.
@@ -23,7 +26,16 @@ const ROUTES = [
   { name: 'mt-mid', capability: 'chat', strategy: 'ordered', entries: [{ provider: 'mock', model: 'mt-mid-1#drop_after=2' }] },
   // the last candidate is retried until its breaker opens (3 failures in a row)
   { name: 'mt-br', capability: 'chat', strategy: 'ordered', entries: [{ provider: 'mock', model: 'mt-br-1#status=503' }] },
+  // refused by the quota step, never dispatched
+  { name: 'mt-lim', capability: 'chat', strategy: 'ordered', entries: [{ provider: 'mock', model: 'mt-lim-1' }] },
 ];
+
+// Keys the quota step refuses (file mode: no control plane grants leases).
+const LIMIT_KEYS = {
+  key_mt_nb: `llmgw-mt-nb-${h.randomId()}`, // its team requires a budget and has none
+  key_mt_unpriced: `llmgw-mt-up-${h.randomId()}`, // fail_closed budget, no price for the target
+  key_mt_rate: `llmgw-mt-rt-${h.randomId()}`, // fail_closed rate limit, nothing to allocate it
+};
 
 let mock;
 let gw;
@@ -31,7 +43,16 @@ let gw;
 before(async () => {
   h.requireBinaries();
   mock = await h.startMock();
-  gw = await h.startGateway({ mock, extraRoutes: ROUTES, args: ['--retry-base-ms', '10'] });
+  const snapshot = h.makeSnapshot({ mockV1: mock.v1, extraRoutes: ROUTES });
+  snapshot.teams = [{ name: 'demo' }, { name: 'mt-budgeted', require_budget: true }];
+  for (const id of Object.keys(LIMIT_KEYS)) {
+    snapshot.keys.push({ id, hash: h.sha256hex(LIMIT_KEYS[id]), status: 'active', ...(id === 'key_mt_nb' ? { team: 'mt-budgeted' } : {}) });
+  }
+  snapshot.limits = [
+    { id: 'mt-cost-closed', scope_kind: 'key', scope: 'key_mt_unpriced', metric: 'cost', period: 'day', amount: 1_000_000_000_000, offline: 'fail_closed' },
+    { id: 'mt-rpm-closed', scope_kind: 'key', scope: 'key_mt_rate', metric: 'requests', period: 'minute', amount: 10, offline: 'fail_closed' },
+  ];
+  gw = await h.startGateway({ mock, snapshot, args: ['--retry-base-ms', '10'] });
 });
 
 after(async () => {
@@ -64,6 +85,12 @@ describe('GET /metrics', () => {
     assert.match(mid.raw, /"error"/);
     const nr = await chat('mt-no-such-route');
     assert.equal(nr.status, 404, nr.text);
+    for (const [id, status] of [['key_mt_nb', 402], ['key_mt_unpriced', 402], ['key_mt_rate', 429]]) {
+      const r = await h.request(gw.port, {
+        headers: { authorization: `Bearer ${LIMIT_KEYS[id]}` }, body: { model: 'mt-lim', messages: MESSAGES },
+      });
+      assert.equal(r.status, status, `${id}: ${r.text}`);
+    }
     const br = await chat('mt-br');
     assert.equal(br.status, 502, br.text);
     assert.equal(br.headers['x-llmgw-attempts'], '3');
@@ -99,6 +126,19 @@ describe('GET /metrics', () => {
     assert.equal(value(samples, 'llmgw_failovers_total', { route: 'mt-ok' }), undefined);
     assert.equal(value(samples, 'llmgw_retries_total', { route: 'mt-br', provider: 'mock', model: 'mt-br-1#status=503' }), 2);
     assert.equal(value(samples, 'llmgw_no_route_total', { cause: 'model_not_found' }), 1);
+  });
+
+  test('limit refusals by cause, metric and period; the ledger gauges', T, () => {
+    const ref = (cause, metric, period) => value(samples, 'llmgw_limit_refusals_total', { cause, metric, period });
+    assert.equal(ref('budget_not_configured', 'cost', ''), 1);
+    assert.equal(ref('budget_unpriced', 'cost', 'day'), 1);
+    // 429 rate_limited to the client; to the operator, no allowance could be had
+    assert.equal(ref('rate_unallocated', 'requests', 'minute'), 1);
+    assert.equal(samples.filter((x) => x.name === 'llmgw_limit_refusals_total').length, 3);
+    // file mode: no ledger, and nothing pending, spooled or dropped
+    for (const name of ['llmgw_ledger_pending_rows', 'llmgw_ledger_spooled_rows', 'llmgw_ledger_spool_bytes', 'llmgw_ledger_rows_dropped_total']) {
+      assert.equal(value(samples, name), 0, name);
+    }
   });
 
   test('breaker state and transitions', T, () => {

@@ -573,15 +573,16 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
     const char *ferr = resolve_fault(c, spec, err, errlen);
     if (ferr != NULL)
         return ferr;
-    if (c->f.times > 0) {
-        /* times=N: the (N+1)th request of this SPEC text on is answered as
-         * if it carried none. */
+    if (c->f.times > 0 || c->f.after > 0) {
+        /* after=N: the first N requests of this SPEC text are answered as
+         * if they carried none; times=M: the faults apply to M requests
+         * (after the first N), and later ones again carry none. */
         long long seen = mock_times_take(c->th->sh->times, c->fault_spec);
         if (seen < 0) {
             c->err_status = 500;
             return "mock: too many distinct times= fault specs";
         }
-        if (seen > c->f.times)
+        if (seen <= c->f.after || (c->f.times > 0 && seen > (long long)c->f.after + c->f.times))
             mock_fault_clear(&c->f);
     }
     c->delay_ms = c->f.chunk_delay_ms >= 0 ? c->f.chunk_delay_ms : c->th->sh->cfg->chunk_delay_ms;

@@ -60,6 +60,7 @@ static const struct fault_key fault_keys[] = {
     FK("reasoning", reasoning, 0, MOCK_MAX_CHUNKS),
     FK("cache_write_1h", cache_write_1h, 0, 1000000000),
     FK("times", times, 1, 1000000000),
+    FK("after", after, 1, 1000000000),
 };
 
 /* error=KIND names, indexed by enum mock_error_kind. */

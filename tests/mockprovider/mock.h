@@ -69,6 +69,7 @@ struct mock_fault {
     int cache_write_1h;
     int error; /* enum mock_error_kind: the error body (and default status) */
     int times; /* 0: always; N: the faults apply to the first N requests of this SPEC */
+    int after; /* 0: from the first; N: the faults apply from the (N+1)th request on */
 };
 
 /* error=KIND: which provider error a status fault answers with. */

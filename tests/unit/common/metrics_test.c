@@ -171,11 +171,42 @@ static void test_null_safe(void)
     gw_buf_free(&out);
 }
 
+/* One family alone: its HELP, TYPE and series, without the registry's
+ * dropped counter or its collect callback. */
+static int collected;
+static void count_collect(struct gw_metrics *m, void *arg)
+{
+    (void)m;
+    (void)arg;
+    collected++;
+}
+
+static void test_one_family(void)
+{
+    struct gw_metrics *m = gw_metrics_new();
+    gw_metrics_on_collect(m, count_collect, NULL);
+    static const char *const l[] = {"limit", NULL};
+    struct gw_metric *g = gw_metrics_gauge(m, "t_amount", "Amounts.", l);
+    gw_metric_set(g, (const char *const[]){"b"}, 2);
+    gw_metric_set(g, (const char *const[]){"a"}, 5e12);
+    struct gw_buf out;
+    gw_buf_init(&out, 0);
+    CU_ASSERT_EQUAL_FATAL(gw_metric_render(g, &out), GW_OK);
+    CU_ASSERT_STRING_EQUAL(out.data, "# HELP t_amount Amounts.\n# TYPE t_amount gauge\n"
+                                     "t_amount{limit=\"a\"} 5000000000000\n"
+                                     "t_amount{limit=\"b\"} 2\n");
+    CU_ASSERT_EQUAL(collected, 0);
+    CU_ASSERT_EQUAL(gw_metric_render(NULL, &out), GW_OK);
+    gw_buf_free(&out);
+    gw_metrics_free(m);
+}
+
 static CU_TestInfo tests[] = {
     {"exposition: help, type, escaping, buckets, order", test_exposition},
     {"series cap: one other series and the dropped counter", test_cap},
     {"concurrent updates and series creation", test_threads},
     {"NULL families and series are no-ops", test_null_safe},
+    {"one family's exposition alone", test_one_family},
     CU_TEST_INFO_NULL,
 };
 

@@ -132,6 +132,12 @@ static void test_env_and_flags(void)
     CU_ASSERT_STRING_EQUAL(c.grpc.host, "h");
     CU_ASSERT_EQUAL(c.grpc.port, 1);
     CU_ASSERT_STRING_EQUAL(c.admin_token, "tok");
+    CU_ASSERT_EQUAL(c.check_config, 0);
+    /* --check-config is a switch of any command, never a variable. */
+    const char *check[] = {"cp", "migrate", "--check-config"};
+    CU_ASSERT_EQUAL(parse(&c, 3, check), GW_OK);
+    CU_ASSERT_EQUAL(c.check_config, 1);
+    CU_ASSERT_EQUAL(c.command, CP_CMD_MIGRATE);
     clear_env();
 }
 

@@ -1,11 +1,13 @@
 /* Tests for dataplane/dp_cost.c (an attempt's cost from its snapshot's
- * prices) and the cost metrics of dataplane/dp_metrics.c. */
+ * prices) and the money metrics of dataplane/dp_metrics.c (cost, unpriced
+ * usage, limit refusals). */
 #include <CUnit/CUnit.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "canon.h"
 #include "dp_cost.h"
+#include "dp_limits.h"
 #include "dp_metrics.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -170,6 +172,63 @@ static void test_metrics(void)
     dp_metrics_unpriced(&t, "input");
 }
 
+static void test_limit_refusals(void)
+{
+    CU_ASSERT_EQUAL_FATAL(dp_metrics_init(), GW_OK);
+    struct dp_limits_refusal r = {.status = 402,
+                                  .code = "budget_exceeded",
+                                  .state = "depleted",
+                                  .has_limit = 1,
+                                  .metric = DP_LIMIT_COST,
+                                  .has_period = 1,
+                                  .period = DP_LIMIT_DAY};
+    dp_metrics_limit_refusal(&r);
+    dp_metrics_limit_refusal(&r);
+    /* A rate limit refused for want of an allowance is told apart from a
+     * depleted one, though the client sees rate_limited for both. */
+    r = (struct dp_limits_refusal){.status = 429,
+                                   .code = "rate_limited",
+                                   .state = "unallocated",
+                                   .has_limit = 1,
+                                   .metric = DP_LIMIT_REQUESTS,
+                                   .has_period = 1,
+                                   .period = DP_LIMIT_MINUTE};
+    dp_metrics_limit_refusal(&r);
+    r.state = "depleted";
+    dp_metrics_limit_refusal(&r);
+    /* never_configured names no period; max_tokens_required no limit. */
+    r = (struct dp_limits_refusal){.status = 402,
+                                   .code = "budget_not_configured",
+                                   .state = "never_configured",
+                                   .has_limit = 1,
+                                   .metric = DP_LIMIT_COST};
+    dp_metrics_limit_refusal(&r);
+    r = (struct dp_limits_refusal){.status = 400, .code = "max_tokens_required"};
+    dp_metrics_limit_refusal(&r);
+    dp_metrics_limit_refusal(NULL);
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    CU_ASSERT_EQUAL_FATAL(dp_metrics_render(&b), GW_OK);
+    static const char *const want[] = {
+        "llmgw_limit_refusals_total{cause=\"budget_exceeded\",metric=\"cost\",period=\"day\"} "
+        "2\n",
+        "llmgw_limit_refusals_total{cause=\"rate_unallocated\",metric=\"requests\",period="
+        "\"minute\"} 1\n",
+        "llmgw_limit_refusals_total{cause=\"rate_limited\",metric=\"requests\",period="
+        "\"minute\"} 1\n",
+        "llmgw_limit_refusals_total{cause=\"budget_not_configured\",metric=\"cost\",period="
+        "\"\"} 1\n",
+        "llmgw_limit_refusals_total{cause=\"max_tokens_required\",metric=\"\",period=\"\"} "
+        "1\n",
+        "# TYPE llmgw_limit_refusals_total counter\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+        CU_ASSERT_PTR_NOT_NULL(find_line(&b, want[i]));
+    gw_buf_free(&b);
+    dp_metrics_shutdown();
+    dp_metrics_limit_refusal(&r); /* no registry: nothing, no crash */
+}
+
 static CU_TestInfo tests[] = {
     {"every token class at its price", test_every_class},
     {"a class with tokens and no price: ENOENT (cost NULL)", test_missing_class},
@@ -178,6 +237,7 @@ static CU_TestInfo tests[] = {
      test_distinct_reasoning},
     {"overflow is detected, not wrapped", test_overflow},
     {"cost and unpriced-usage counters", test_metrics},
+    {"limit refusals by cause, metric and period", test_limit_refusals},
     CU_TEST_INFO_NULL,
 };
 
