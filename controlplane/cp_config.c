@@ -18,6 +18,7 @@ static const char usage[] =
     "                          [--snapshot-poll-ms N] [--secret-cache-ttl-ms N]\n"
     "                          [--etcd-endpoints URL,...] [--etcd-lease-ttl-s N] [--replica-id "
     "ID]\n"
+    "                          [--lease-grace-s N]\n"
     "       llmgw-controlplane import-catalog --database-url CONNINFO (--file PATH | --url URL)\n"
     "       (any command) --check-config: validate the flags and the environment as a start\n"
     "           would, print a summary as one JSON line and exit 0; or exit 2 naming the\n"
@@ -37,7 +38,9 @@ static const char usage[] =
     "LLMGW_GRPC_INSECURE=1, LLMGW_SNAPSHOT_POLL_MS (default 30000),\n"
     "LLMGW_SECRET_CACHE_TTL_MS (default 300000), LLMGW_ETCD_ENDPOINTS (none: this\n"
     "replica leads itself), LLMGW_ETCD_LEASE_TTL_S (default 5), LLMGW_REPLICA_ID\n"
-    "(default <hostname>-<pid>). The bootstrap admin token comes from "
+    "(default <hostname>-<pid>), LLMGW_LEASE_GRACE_S (default 3600: how long an\n"
+    "expired budget lease its replica has not settled still counts as held).\n"
+    "The bootstrap admin token comes from "
     "LLMGW_ADMIN_TOKEN\n"
     "only; the master key from LLMGW_MASTER_KEY only.\n";
 
@@ -94,6 +97,10 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 3, 600, &n))
             return GW_EINVAL;
         c->etcd_lease_ttl_s = (int)n;
+    } else if (strcmp(flag, "--lease-grace-s") == 0) {
+        if (gw_flags_num(PROG, flag, v, 0, 31LL * 86400, &n))
+            return GW_EINVAL;
+        c->lease_grace_s = n;
     } else if (strcmp(flag, "--replica-id") == 0) {
         if (!cp_etcd_name_ok(v)) {
             fprintf(stderr, PROG ": --replica-id: 1 to 63 characters of A-Z a-z 0-9 . _ : -\n");
@@ -133,6 +140,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_ETCD_ENDPOINTS", "--etcd-endpoints"},
         {"LLMGW_ETCD_LEASE_TTL_S", "--etcd-lease-ttl-s"},
         {"LLMGW_REPLICA_ID", "--replica-id"},
+        {"LLMGW_LEASE_GRACE_S", "--lease-grace-s"},
     };
     memset(c, 0, sizeof(*c));
     c->command = CP_CMD_SERVE;
@@ -143,6 +151,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     c->snapshot_poll_ms = 30000;
     c->secret_cache_ttl_ms = 300000;
     c->etcd_lease_ttl_s = 5;
+    c->lease_grace_s = 3600;
     const char *tok = getenv("LLMGW_ADMIN_TOKEN");
     c->admin_token = tok && *tok ? tok : NULL;
     int i = 1;

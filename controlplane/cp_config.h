@@ -35,6 +35,9 @@ struct cp_config {
     const char *etcd_endpoints;
     int etcd_lease_ttl_s;
     char replica_id[64];
+    /* Budgets: how long past its expiry a lease its replica has not settled
+     * still counts as held (docs/budgets.md; default 3600). */
+    long long lease_grace_s;
     /* import-catalog: exactly one of them (a LiteLLM catalog file or URL). */
     const char *import_file;
     const char *import_url;

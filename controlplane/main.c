@@ -379,6 +379,7 @@ int main(int argc, char **argv)
     }
     /* Budgets and rate limits: the writer answers lease messages in each
      * stream's order, after the rows before them (docs/budgets.md). */
+    cp_leases_set_grace_ms(cfg.lease_grace_s * 1000);
     cp_ledger_set_leases(m.ledger, &(struct cp_ledger_leases){.grant = cp_leases_ledger_grant,
                                                               .release = cp_leases_release});
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,

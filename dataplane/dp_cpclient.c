@@ -956,16 +956,25 @@ void dp_cpclient_flush(struct dp_cpclient *c, long timeout_ms)
     if (!c)
         return;
     int64_t end = gw_now_us() + (int64_t)timeout_ms * 1000;
-    dp_limits_release_all(); /* unused lease balances go back ahead of the rows */
-    size_t n = dp_ledger_pending();
-    while (n > 0 && __atomic_load_n(&c->report_up, __ATOMIC_ACQUIRE) && gw_now_us() < end) {
+    /* Every lease is retired: its final report (what was given back and
+     * charged) goes out, and is waited for like the rows. */
+    dp_limits_release_all();
+    size_t n = dp_ledger_pending(), leases = dp_limits_pending();
+    while ((n > 0 || leases > 0) && __atomic_load_n(&c->report_up, __ATOMIC_ACQUIRE) &&
+           gw_now_us() < end) {
         struct timespec ts = {0, 20 * 1000000};
         nanosleep(&ts, NULL);
         n = dp_ledger_pending();
+        leases = dp_limits_pending();
     }
     if (n > 0)
         gw_logf(GW_LOG_WARN, "ledger: rows left in the spool at exit; sent at the next start",
                 "{s:I}", "rows", (json_int_t)n);
+    if (leases > 0)
+        gw_logf(GW_LOG_WARN,
+                "budgets: leases not settled at exit; the control plane counts them held for its "
+                "lease grace",
+                "{s:I}", "leases", (json_int_t)leases);
 }
 
 void dp_cpclient_stop(struct dp_cpclient *c)

@@ -331,8 +331,9 @@ static void record_attempt(struct dp_exchange *x, int64_t end)
      * a ledger takes the row, so the request's end trues up its leases. */
     struct dp_charge charges[DP_MAX_CHARGES];
     int usd = x->bill.currency && strcmp(x->bill.currency, "USD") == 0; /* budgets are USD */
-    size_t ncharges = dp_limits_charges(x->hold, x->nattempts, &x->usage, x->bill.cost_picodollars,
-                                        x->bill.has_cost && usd, charges, DP_MAX_CHARGES);
+    size_t ncharges = dp_limits_charges(
+        x->hold, x->nattempts, &x->usage, x->bill.cost_picodollars, x->bill.has_cost && usd,
+        dp_snapshot_price(x->snap, x->prov->name, x->model), charges, DP_MAX_CHARGES);
     if (!dp_ledger_enabled())
         return;
     struct dp_ledger_row *r = calloc(1, sizeof(*r));
@@ -1729,12 +1730,14 @@ static void on_reserved(void *arg, const struct dp_limits_refusal *r)
 static void reserve_then_start(struct dp_exchange *x)
 {
     unsigned char drop[DP_MAX_CANDIDATES] = {0};
+    int64_t out_cap = 0;
     struct dp_limits_ask ask = {.snap = x->snap,
                                 .key = x->key,
                                 .cands = x->plan.cands,
                                 .ncands = x->plan.ncands,
                                 .drop = drop,
-                                .embeddings = x->kind == KIND_EMBED};
+                                .embeddings = x->kind == KIND_EMBED,
+                                .out_cap = &out_cap};
     if (x->kind == KIND_CHAT) {
         size_t body_len = 0;
         (void)gw_http_req_body(x->req, &body_len);
@@ -1742,6 +1745,8 @@ static void reserve_then_start(struct dp_exchange *x)
         ask.max_input_tokens = dp_limits_input_bound(x->creq, body_len);
         ask.max_tokens = x->creq->has_max_tokens ? x->creq->max_tokens : 0;
         ask.max_tokens_param = canon_field_name(x->creq, CANON_F_MAX_TOKENS);
+        ask.reasoning_budget = x->creq->reasoning_off ? 0 : x->creq->reasoning_budget;
+        ask.cache_marks = dp_limits_cache_marks(x->creq);
     } else {
         for (size_t i = 0; i < x->ereq.ninputs; i++) {
             int64_t len = (int64_t)strlen(x->ereq.inputs[i]);
@@ -1757,6 +1762,12 @@ static void reserve_then_start(struct dp_exchange *x)
         return;
     }
     drop_candidates(x, drop);
+    /* A worst case was sized with this output cap: the providers get it,
+     * so no answer can be longer than what was reserved. */
+    if (out_cap > 0 && x->kind == KIND_CHAT) {
+        x->creq->has_max_tokens = 1;
+        x->creq->max_tokens = out_cap;
+    }
     if (v == DP_LIMITS_GO)
         start_attempt(x);
 }

@@ -11,6 +11,7 @@
 #include "dp_cost.h"
 #include "dp_router.h"
 #include "gw_buf.h"
+#include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_hash.h"
 #include "gw_json.h"
@@ -21,9 +22,12 @@
  * for the next few requests, so most reserve from the local balance. The
  * control plane caps the slice at a fraction of what remains. */
 #define WANT_FACTOR 8
-/* A lease is used until this long before the control plane's expiry (its
- * clock and ours may differ a little). */
+/* A lease is used until this long before its life, counted from when its
+ * request was sent, runs out (the control plane starts counting later). */
 #define EXPIRY_MARGIN_MS 2000
+/* A report the control plane could not take (its database away) goes
+ * again after this long. */
+#define REPORT_RETRY_MS 1000
 /* After a "depleted" refusal, requests needing more than was left are
  * refused here for this long, without asking again. */
 #define DEPLETED_MEMORY_MS 1000
@@ -46,13 +50,40 @@ enum istate { I_WAIT, I_HELD, I_OPEN };
 struct account;
 struct dp_limits_hold;
 
+#define LEASE_ID_MAX 40
+
+/* A lease this replica was granted, kept until the control plane has its
+ * final report: what was given back of it and charged under it (totals,
+ * so a report sent twice changes nothing). It is current while its
+ * account reserves from it; retired (replaced, expired, idle, its window
+ * over), it is final once no request holds part of it. */
+struct lease {
+    struct lease *next;
+    char id[LEASE_ID_MAX];
+    char limit_id[64];
+    int64_t window_start_ms;
+    int64_t granted;
+    int64_t released;  /* given back so far */
+    int64_t charged;   /* charged under it so far */
+    int holders;       /* items that reserved from it and have not ended */
+    int current;       /* its account reserves from it */
+    int renew;         /* a renewal is wanted */
+    int dirty;         /* a report is due */
+    int gone;          /* the control plane does not know it: nothing more to say */
+    uint64_t sent_req; /* the report in flight (0: none) */
+    int64_t sent_at;   /* monotonic ms it was sent */
+    int sent_final;
+    int sent_renew;
+    int64_t retry_at; /* monotonic ms: not before (after an "unallocated") */
+};
+
 /* One limit's part of one request. */
 struct item {
     struct dp_limits_hold *h;
     struct account *a;
-    int64_t need; /* reserved (HELD); wanted (WAIT) */
-    int64_t used; /* charged so far */
-    char lease_id[40];
+    int64_t need;        /* reserved (HELD); wanted (WAIT) */
+    int64_t used;        /* charged so far */
+    struct lease *lease; /* HELD: the lease it reserved from */
     enum istate st;
     struct item *next_wait;
 };
@@ -91,9 +122,9 @@ struct account {
     int fail_closed;
     char currency[4];
     /* The current lease. */
-    char lease_id[40];
+    struct lease *lease; /* NULL: none */
     int64_t balance;     /* granted and not reserved here (may go below 0) */
-    int64_t lease_until; /* monotonic ms it may be used until; 0 none */
+    int64_t lease_until; /* monotonic ms it may be used until */
     int64_t lease_life;  /* ms it had at its grant: renewed at half of it */
     int holders;         /* items that point here */
     int64_t last_used;   /* monotonic ms */
@@ -104,14 +135,9 @@ struct account {
     /* The lease request in flight (req 0: none). */
     uint64_t req;
     int req_sent;
+    int64_t req_sent_at; /* monotonic ms */
     int64_t req_want, req_need;
     struct item *wait_head, *wait_tail;
-};
-
-struct release {
-    struct release *next;
-    char lease_id[40];
-    int64_t amount;
 };
 
 /* What a target's answers have been like: exponential averages of the
@@ -134,8 +160,8 @@ static struct {
     pthread_mutex_t mu;
     struct account *accounts;
     size_t naccounts;
-    struct release *rel_head, *rel_tail;
-    uint64_t next_req;
+    struct lease *leases;
+    uint64_t next_req; /* from a random start: unique per process start */
     int up;
     int64_t down_since; /* monotonic ms; 0: never connected (no control plane) */
     void (*notify)(void *);
@@ -182,33 +208,107 @@ static void window_of(enum dp_limit_period p, int64_t wall, int64_t *start, int6
     *end = (int64_t)timegm(&tm) * 1000;
 }
 
-/* ---------------------------------------------------------------- outgoing */
+/* ---------------------------------------------------------------- leases */
 
-static void queue_release(const char *lease_id, int64_t amount)
+/* A request number unique to this process start: a random start in
+ * [2^62, 2^63) (the control plane keeps it in a bigint, and remembers none
+ * below 2^32: older data planes count from 1 at every start), then one by
+ * one. */
+#define REQ_LOW (1ULL << 62)
+static uint64_t new_req(void)
 {
-    if (!lease_id[0] || amount <= 0)
+    if (!L.next_req && gw_random_bytes(&L.next_req, sizeof(L.next_req)) != GW_OK)
+        L.next_req = (uint64_t)gw_now_us();
+    L.next_req = ((L.next_req + 1) & (REQ_LOW - 1)) | REQ_LOW;
+    return L.next_req;
+}
+
+static struct lease *lease_find(const char *id)
+{
+    for (struct lease *l = L.leases; l; l = l->next)
+        if (strcmp(l->id, id) == 0)
+            return l;
+    return NULL;
+}
+
+static struct lease *lease_new(const char *id, const char *limit_id, int64_t ws, int64_t granted)
+{
+    struct lease *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL; /* the control plane counts it held for its grace */
+    snprintf(l->id, sizeof(l->id), "%s", id);
+    snprintf(l->limit_id, sizeof(l->limit_id), "%s", limit_id);
+    l->window_start_ms = ws;
+    l->granted = granted;
+    l->next = L.leases;
+    L.leases = l;
+    return l;
+}
+
+static int lease_final(const struct lease *l)
+{
+    return !l->current && l->holders == 0;
+}
+
+/* Something to tell the control plane about l: its totals, its end. */
+static void lease_touch(struct lease *l)
+{
+    if (!l->gone)
+        l->dirty = 1;
+}
+
+/* Gives back amount of l (to the control plane, in its next report). */
+static void lease_give_back(struct lease *l, int64_t amount)
+{
+    if (amount <= 0)
         return;
-    struct release *r = calloc(1, sizeof(*r));
-    if (!r)
-        return; /* the lease's expiry gives it back */
-    snprintf(r->lease_id, sizeof(r->lease_id), "%s", lease_id);
-    r->amount = amount;
-    if (L.rel_tail)
-        L.rel_tail->next = r;
-    else
-        L.rel_head = r;
-    L.rel_tail = r;
+    int64_t r = add_sat(l->released, amount);
+    l->released = r > l->granted ? l->granted : r;
+    lease_touch(l);
+}
+
+/* The account stops reserving from its lease: its balance goes back. */
+static void retire(struct account *a)
+{
+    struct lease *l = a->lease;
+    if (!l)
+        return;
+    lease_give_back(l, a->balance);
+    l->current = 0;
+    l->renew = 0;
+    if (lease_final(l))
+        lease_touch(l);
+    a->lease = NULL;
+    a->balance = 0;
+    a->lease_until = a->lease_life = 0;
+}
+
+/* An item lets go of its lease (its request ended or was refused). */
+static void lease_unhold(struct lease *l)
+{
+    if (--l->holders == 0 && !l->current)
+        lease_touch(l);
+}
+
+static void lease_free(struct lease *l)
+{
+    for (struct lease **pp = &L.leases; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            free(l);
+            return;
+        }
 }
 
 static int lease_valid(const struct account *a, int64_t now)
 {
-    return a->lease_id[0] && now < a->lease_until;
+    return a->lease && now < a->lease_until;
 }
 
-/* Asks for a slice (want > 0) or renews the current lease (want 0). */
+/* Asks for a slice (want > 0). */
 static void request_lease(struct account *a, int64_t want, int64_t need)
 {
-    a->req = ++L.next_req;
+    a->req = new_req();
     a->req_sent = 0;
     a->req_want = want;
     a->req_need = need;
@@ -273,16 +373,20 @@ static void refusal_for(struct dp_limits_refusal *r, const struct account *a, in
     }
 }
 
-/* Gives back what item reserved and did not use. */
+/* Gives back what item reserved and did not use, and lets go of its
+ * lease. */
 static void give_back(struct item *it, int64_t now)
 {
     struct account *a = it->a;
     int64_t left = it->need - it->used;
-    if (it->st == I_HELD && left != 0) {
-        if (lease_valid(a, now) && strcmp(a->lease_id, it->lease_id) == 0)
+    struct lease *l = it->lease;
+    if (it->st == I_HELD && l) {
+        if (lease_valid(a, now) && a->lease == l)
             a->balance += left; /* below 0 when the answer cost more than reserved */
-        else if (left > 0)
-            queue_release(it->lease_id, left);
+        else
+            lease_give_back(l, left); /* a retired lease: back to the control plane */
+        it->lease = NULL;
+        lease_unhold(l);
     }
     it->need = it->used;
 }
@@ -368,7 +472,8 @@ static void serve_waiters(struct account *a, int64_t now)
         unwait(it);
         a->balance -= it->need;
         it->st = I_HELD;
-        memcpy(it->lease_id, a->lease_id, sizeof(it->lease_id));
+        it->lease = a->lease;
+        a->lease->holders++;
         item_ready(it);
     }
 }
@@ -417,31 +522,28 @@ static struct account *account_get(const struct dp_limit *l, int64_t wall, int64
     return a;
 }
 
-/* The periodic work: dead leases dropped, live ones renewed while in use
- * or given back when idle, ended and idle accounts forgotten. */
+/* The periodic work: expired leases retired, live ones renewed while in
+ * use or retired when idle, ended and idle accounts forgotten (their
+ * leases retired: reported on, then forgotten too). */
 static void housekeep(int64_t now, int64_t wall)
 {
     struct account **pp = &L.accounts;
     while (*pp) {
         struct account *a = *pp;
-        if (a->lease_id[0] && now >= a->lease_until) {
-            a->lease_id[0] = '\0'; /* its outstanding part went back at the control plane */
-            a->balance = 0;
-        }
-        int half = a->lease_id[0] && a->lease_until - now < a->lease_life / 2;
-        if (half && !a->req && L.up) {
+        if (a->lease && now >= a->lease_until)
+            retire(a); /* nothing more is reserved from it; its report settles it */
+        int half = a->lease && a->lease_until - now < a->lease_life / 2;
+        if (half && !a->lease->renew && !a->lease->sent_renew && L.up) {
             if (a->holders > 0 || a->wait_head || now - a->last_used < a->lease_life / 2) {
-                request_lease(a, 0, 0);
+                a->lease->renew = 1;
+                lease_touch(a->lease);
             } else {
-                queue_release(a->lease_id, a->balance);
-                a->lease_id[0] = '\0';
-                a->balance = 0;
+                retire(a);
             }
         }
         int over = a->window_end_ms <= wall || now - a->last_used > IDLE_FORGET_MS;
         if (over && a->holders == 0 && !a->wait_head && !a->req) {
-            if (a->window_end_ms > wall)
-                queue_release(a->lease_id, a->balance);
+            retire(a);
             *pp = a->next;
             L.naccounts--;
             free(a);
@@ -449,14 +551,31 @@ static void housekeep(int64_t now, int64_t wall)
         }
         pp = &a->next;
     }
+    /* A lease the control plane does not know is forgotten once done. */
+    for (struct lease **lp = &L.leases; *lp;) {
+        struct lease *l = *lp;
+        if (l->gone && lease_final(l) && !l->sent_req) {
+            *lp = l->next;
+            free(l);
+            continue;
+        }
+        lp = &l->next;
+    }
+}
+
+static int report_due(const struct lease *l, int64_t now)
+{
+    return l->dirty && !l->sent_req && now >= l->retry_at;
 }
 
 static int has_outgoing(void)
 {
     if (!L.up)
         return 0;
-    if (L.rel_head)
-        return 1;
+    int64_t now = L.mono();
+    for (const struct lease *l = L.leases; l; l = l->next)
+        if (report_due(l, now))
+            return 1;
     for (struct account *a = L.accounts; a; a = a->next)
         if (a->req && !a->req_sent)
             return 1;
@@ -479,23 +598,34 @@ static void unlock_notify(void)
 int dp_limits_next_out(Llmgw__V1__ReportMessage *m, struct dp_limits_out *st)
 {
     pthread_mutex_lock(&L.mu);
-    housekeep(L.mono(), L.wall());
+    int64_t now = L.mono();
+    housekeep(now, L.wall());
     if (!L.up) {
         pthread_mutex_unlock(&L.mu);
         return 0;
     }
-    struct release *r = L.rel_head;
-    if (r) {
-        L.rel_head = r->next;
-        if (!L.rel_head)
-            L.rel_tail = NULL;
-        llmgw__v1__lease_release__init(&st->release);
-        snprintf(st->lease_id, sizeof(st->lease_id), "%s", r->lease_id);
-        st->release.lease_id = st->lease_id;
-        st->release.amount = r->amount;
-        m->body_case = LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE;
-        m->lease_release = &st->release;
-        free(r);
+    llmgw__v1__lease_request__init(&st->request);
+    for (struct lease *l = L.leases; l; l = l->next) {
+        if (!report_due(l, now))
+            continue;
+        /* A report on a lease: its totals; final when it is done with. */
+        l->dirty = 0;
+        l->sent_req = new_req();
+        l->sent_at = now;
+        l->sent_final = lease_final(l);
+        l->sent_renew = l->renew && l->current;
+        l->renew = 0;
+        snprintf(st->limit_id, sizeof(st->limit_id), "%s", l->limit_id);
+        snprintf(st->lease_id, sizeof(st->lease_id), "%s", l->id);
+        st->request.req = l->sent_req;
+        st->request.limit_id = st->limit_id;
+        st->request.window_start_ms = l->window_start_ms;
+        st->request.lease_id = st->lease_id;
+        st->request.released = l->released;
+        st->request.final = l->sent_final;
+        st->request.charged = l->sent_final ? l->charged : 0;
+        m->body_case = LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST;
+        m->lease_request = &st->request;
         pthread_mutex_unlock(&L.mu);
         return 1;
     }
@@ -503,7 +633,7 @@ int dp_limits_next_out(Llmgw__V1__ReportMessage *m, struct dp_limits_out *st)
         if (!a->req || a->req_sent)
             continue;
         a->req_sent = 1;
-        llmgw__v1__lease_request__init(&st->request);
+        a->req_sent_at = now;
         snprintf(st->limit_id, sizeof(st->limit_id), "%s", a->limit_id);
         st->request.req = a->req;
         st->request.limit_id = st->limit_id;
@@ -519,6 +649,16 @@ int dp_limits_next_out(Llmgw__V1__ReportMessage *m, struct dp_limits_out *st)
     return 0;
 }
 
+size_t dp_limits_pending(void)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&L.mu);
+    for (const struct lease *l = L.leases; l; l = l->next)
+        n += l->dirty || l->sent_req;
+    pthread_mutex_unlock(&L.mu);
+    return n;
+}
+
 void dp_limits_set_notify(void (*fn)(void *), void *arg)
 {
     pthread_mutex_lock(&L.mu);
@@ -527,41 +667,117 @@ void dp_limits_set_notify(void (*fn)(void *), void *arg)
     pthread_mutex_unlock(&L.mu);
 }
 
+/* Until when (monotonic ms) a lease answered by g may be used, its request
+ * sent at sent_at: its life counted on our clock from the sending (the
+ * control plane's starts later). An older control plane says only when it
+ * expires, on its own clock; 0: it is over. */
+static int64_t usable_until(const Llmgw__V1__LeaseGrant *g, int64_t sent_at, int64_t now,
+                            int64_t wall)
+{
+    if (g->ttl_ms > 0)
+        return sent_at + g->ttl_ms - EXPIRY_MARGIN_MS;
+    if (g->expires_at_ms > 0)
+        return now + (g->expires_at_ms - wall) - EXPIRY_MARGIN_MS;
+    return 0;
+}
+
+static void set_status(struct account *a, const Llmgw__V1__LeaseGrant *g)
+{
+    a->has_status = 1;
+    a->st_amount = g->limit;
+    a->st_spent = g->spent;
+    a->st_remaining = g->remaining;
+}
+
+/* The answer to a report on l. */
+static void on_report_answer(struct lease *l, const Llmgw__V1__LeaseGrant *g, int64_t now,
+                             int64_t wall)
+{
+    const char *refusal = g->refusal ? g->refusal : "";
+    int final = l->sent_final, renew = l->sent_renew;
+    int64_t sent_at = l->sent_at;
+    l->sent_req = 0;
+    l->sent_final = l->sent_renew = 0;
+    struct account *a = account_find(l->limit_id, l->window_start_ms);
+    if (strcmp(refusal, "unallocated") == 0) {
+        /* Not taken (the control plane's database is away): again later. */
+        l->dirty = 1;
+        l->renew |= renew;
+        l->retry_at = now + REPORT_RETRY_MS;
+        return;
+    }
+    if (refusal[0]) {
+        /* unknown_lease, unknown_limit, invalid_window: it will never take
+         * one; nothing more is reserved from the lease or said of it. */
+        l->gone = 1;
+        l->dirty = 0;
+        if (a && a->lease == l)
+            retire(a);
+    } else {
+        if (a)
+            set_status(a, g);
+        if (renew && a && a->lease == l) {
+            int64_t until = usable_until(g, sent_at, now, wall);
+            if (until > now) {
+                a->lease_until = until;
+                a->lease_life = until - sent_at;
+            } else {
+                retire(a); /* not renewed: it is over at the control plane */
+            }
+        }
+    }
+    if ((final || l->gone) && lease_final(l) && !l->dirty)
+        lease_free(l);
+}
+
 void dp_limits_on_grant(const Llmgw__V1__LeaseGrant *g)
 {
     pthread_mutex_lock(&L.mu);
     int64_t now = L.mono(), wall = L.wall();
     const char *lease = g->lease_id ? g->lease_id : "";
     const char *refusal = g->refusal ? g->refusal : "";
+    for (struct lease *l = L.leases; g->req && l; l = l->next)
+        if (l->sent_req == g->req) {
+            on_report_answer(l, g, now, wall);
+            unlock_notify();
+            return;
+        }
     struct account *a = g->limit_id ? account_find(g->limit_id, g->window_start_ms) : NULL;
     if (!a || a->req != g->req) {
         /* Nobody asked for it (any more): not ours to keep. */
-        if (lease[0] && g->amount > 0)
-            queue_release(lease, g->amount);
+        if (lease[0] && g->amount > 0 && strlen(lease) < LEASE_ID_MAX && !lease_find(lease)) {
+            struct lease *l =
+                lease_new(lease, g->limit_id ? g->limit_id : "", g->window_start_ms, g->amount);
+            if (l) {
+                lease_give_back(l, g->amount);
+                lease_touch(l);
+            }
+        }
         unlock_notify();
         return;
     }
     a->req = 0;
-    a->has_status = 1;
-    a->st_amount = g->limit;
-    a->st_spent = g->spent;
-    a->st_remaining = g->remaining;
-    int64_t life = g->expires_at_ms - wall - EXPIRY_MARGIN_MS;
+    set_status(a, g);
+    int64_t until = usable_until(g, a->req_sent_at, now, wall);
     if (!refusal[0]) {
-        if (lease[0] && g->amount > 0 && life > 0 && strlen(lease) < sizeof(a->lease_id)) {
-            /* A new lease replaces the current one; what is left of that
-             * goes back (its reservations still settle against it). */
-            if (lease_valid(a, now) && a->balance > 0)
-                queue_release(a->lease_id, a->balance);
-            snprintf(a->lease_id, sizeof(a->lease_id), "%s", lease);
-            a->balance = g->amount;
-            a->lease_until = now + life;
-            a->lease_life = life;
-        } else if (!lease[0] && lease_valid(a, now) && life > 0) {
-            a->lease_until = now + life; /* a renewal */
-            a->lease_life = life;
-        } else if (lease[0] && g->amount > 0) {
-            queue_release(lease, g->amount); /* unusable: already expired */
+        struct lease *known = lease[0] ? lease_find(lease) : NULL;
+        if (known) {
+            /* The same lease again (asked twice): nothing new. */
+        } else if (lease[0] && g->amount > 0 && strlen(lease) < LEASE_ID_MAX) {
+            struct lease *l = lease_new(lease, a->limit_id, a->window_start_ms, g->amount);
+            if (l && until > now) {
+                /* A new lease replaces the current one, whose balance goes
+                 * back (its reservations still settle against it). */
+                retire(a);
+                l->current = 1;
+                a->lease = l;
+                a->balance = g->amount;
+                a->lease_until = until;
+                a->lease_life = until - a->req_sent_at;
+            } else if (l) {
+                lease_give_back(l, g->amount); /* unusable: already expired */
+                lease_touch(l);
+            }
         }
         serve_waiters(a, now);
         if (a->wait_head) {
@@ -609,24 +825,30 @@ void dp_limits_on_stream(int up)
     if (!up && (L.up || !L.down_since))
         L.down_since = now;
     L.up = up;
-    /* Requests sent on the lost stream go again on the next; requests not
-     * sent yet wait for it. Their waiters keep their own deadlines. */
-    for (struct account *a = L.accounts; a; a = a->next)
-        if (a->req && !up)
-            a->req_sent = 0;
+    /* Requests and reports sent on the lost stream go again on the next
+     * (a request with its number: the control plane answers it with the
+     * lease it may already have granted); requests not sent yet wait for
+     * it. Their waiters keep their own deadlines. */
+    if (!up) {
+        for (struct account *a = L.accounts; a; a = a->next)
+            if (a->req)
+                a->req_sent = 0;
+        for (struct lease *l = L.leases; l; l = l->next)
+            if (l->sent_req) {
+                l->sent_req = 0;
+                l->renew |= l->sent_renew;
+                l->sent_final = l->sent_renew = 0;
+                lease_touch(l);
+            }
+    }
     unlock_notify();
 }
 
 void dp_limits_release_all(void)
 {
     pthread_mutex_lock(&L.mu);
-    int64_t now = L.mono();
-    for (struct account *a = L.accounts; a; a = a->next) {
-        if (lease_valid(a, now))
-            queue_release(a->lease_id, a->balance);
-        a->lease_id[0] = '\0';
-        a->balance = 0;
-    }
+    for (struct account *a = L.accounts; a; a = a->next)
+        retire(a);
     unlock_notify();
 }
 
@@ -700,6 +922,18 @@ static void learn_answer(uint64_t target, int64_t out, int64_t max_tokens, int64
         ewma(&l->out16, &l->has_out, mul_sat(out, 16));
 }
 
+/* The dearest price p names for any class; -1 when it names none. */
+static int64_t dearest(const struct dp_price *p)
+{
+    long long v[] = {p->input,          p->output,         p->cache_read,
+                     p->cache_write_5m, p->cache_write_1h, p->reasoning};
+    int64_t m = -1;
+    for (size_t i = 0; i < sizeof(v) / sizeof(*v); i++)
+        if (v[i] > m)
+            m = v[i];
+    return m;
+}
+
 int dp_limits_price(const struct dp_snapshot *s, const char *provider, const char *model,
                     struct dp_limits_price *p)
 {
@@ -715,10 +949,39 @@ int dp_limits_price(const struct dp_snapshot *s, const char *provider, const cha
         p->input = pr->cache_write_5m;
     if (pr->cache_write_1h > p->input)
         p->input = pr->cache_write_1h;
+    if (pr->cache_read > p->input)
+        p->input = pr->cache_read;
+    p->input_bound = p->input;
+    if (pr->cache_read < 0 || pr->cache_write_5m < 0 || pr->cache_write_1h < 0)
+        p->input_bound = dearest(pr); /* as dp_limits_cost_bound charges it */
+    p->cache_unpriced = (pr->cache_write_5m < 0 ? DP_LIMITS_CACHE_5M : 0) |
+                        (pr->cache_write_1h < 0 ? DP_LIMITS_CACHE_1H : 0);
     p->output = pr->output;
     if (pr->output >= 0 && pr->reasoning > p->output)
         p->output = pr->reasoning;
     return GW_OK;
+}
+
+int64_t dp_limits_cost_bound(const struct dp_price *p, const struct canon_usage *u)
+{
+    if (!p || strcmp(p->currency, "USD") != 0)
+        return -1;
+    int64_t top = dearest(p);
+    if (top < 0)
+        return -1;
+#define RATE(x) ((x) >= 0 ? (int64_t)(x) : top)
+    int64_t out_rate = RATE(p->output);
+    if (p->reasoning > out_rate)
+        out_rate = p->reasoning; /* reasoning is part of output */
+    int64_t out = u->output > u->reasoning ? u->output : u->reasoning;
+    int64_t c = 0;
+    c = add_sat(c, mul_sat(u->input > 0 ? u->input : 0, RATE(p->input)));
+    c = add_sat(c, mul_sat(u->cache_read > 0 ? u->cache_read : 0, RATE(p->cache_read)));
+    c = add_sat(c, mul_sat(u->cache_write_5m > 0 ? u->cache_write_5m : 0, RATE(p->cache_write_5m)));
+    c = add_sat(c, mul_sat(u->cache_write_1h > 0 ? u->cache_write_1h : 0, RATE(p->cache_write_1h)));
+    c = add_sat(c, mul_sat(out > 0 ? out : 0, out_rate));
+#undef RATE
+    return c;
 }
 
 static int64_t part_images(const struct canon_part *p, size_t n)
@@ -741,24 +1004,102 @@ int64_t dp_limits_input_bound(const struct canon_req *r, size_t body_len)
     return add_sat((int64_t)body_len, mul_sat(images, DP_LIMITS_IMAGE_TOKENS));
 }
 
-/* How one limit's need was sized. */
-struct sizing {
-    int refused; /* r filled */
-    int64_t need;
-};
+static int cache_mark(enum canon_cache c)
+{
+    return c == CANON_CACHE_5M ? DP_LIMITS_CACHE_5M : c == CANON_CACHE_1H ? DP_LIMITS_CACHE_1H : 0;
+}
+
+static int part_marks(const struct canon_part *p, size_t n)
+{
+    int m = 0;
+    for (size_t i = 0; i < n; i++)
+        m |= cache_mark(p[i].cache) | part_marks(p[i].content, p[i].ncontent);
+    return m;
+}
+
+int dp_limits_cache_marks(const struct canon_req *r)
+{
+    int m = part_marks(r->system, r->nsystem);
+    for (size_t i = 0; i < r->nmessages; i++)
+        m |= part_marks(r->messages[i].parts, r->messages[i].nparts);
+    for (size_t i = 0; i < r->ntools; i++)
+        m |= cache_mark(r->tools[i].cache);
+    return m;
+}
+
+/* Whether a cost limit can hold a request on candidate i to account: it
+ * has a USD price for its input and (chat) output, and (*strict) for the
+ * cache writes the request asks for. */
+static int priced_for(const struct dp_limits_ask *ask, size_t i, struct dp_limits_price *p,
+                      int *strict)
+{
+    const struct dp_candidate *c = &ask->cands[i];
+    *p = (struct dp_limits_price){0, 0, -1, 0, 0};
+    int ok = dp_limits_price(ask->snap, c->provider->name, c->model, p) == GW_OK &&
+             (ask->embeddings || p->output >= 0);
+    *strict = ok && !(p->cache_unpriced & ask->cache_marks);
+    return ok;
+}
+
+/* Candidates a fail_closed cost limit cannot price leave the plan (marked
+ * in ask->drop): a gateway that cannot price a request cannot hold it to
+ * a budget. Under fail_open they stay, with a warning. */
+static void drop_unpriced(const struct dp_limits_ask *ask, const struct dp_limit *const *ls,
+                          size_t n)
+{
+    int closed = 0, open = 0;
+    for (size_t k = 0; k < n; k++)
+        if (ls[k]->metric == DP_LIMIT_COST)
+            *(ls[k]->fail_closed ? &closed : &open) = 1;
+    for (size_t i = 0; i < ask->ncands && (closed || open); i++) {
+        if (ask->drop && ask->drop[i])
+            continue;
+        struct dp_limits_price p;
+        int strict;
+        int ok = priced_for(ask, i, &p, &strict);
+        if (closed && !strict && ask->drop) {
+            ask->drop[i] = 1;
+        } else if (!ok) {
+            int64_t now = L.mono();
+            if (now - L.warned_at > 60000) {
+                L.warned_at = now;
+                gw_logf(GW_LOG_WARN, "cost limit: a target has no price; fail_open lets it through",
+                        "{s:s,s:s}", "provider", ask->cands[i].provider->name, "model",
+                        ask->cands[i].model);
+            }
+        }
+    }
+}
+
+/* The output cap a worst_case limit reserves, and the request will be
+ * sent with: the client's, else the smallest catalog max_output_tokens of
+ * the candidates left (each of them can take it); 0 when there is none. */
+static int64_t worst_output_cap(const struct dp_limits_ask *ask)
+{
+    if (ask->max_tokens > 0)
+        return ask->max_tokens;
+    int64_t cap = 0;
+    for (size_t i = 0; i < ask->ncands; i++) {
+        if (ask->drop && ask->drop[i])
+            continue;
+        const struct dp_catalog_entry *ce =
+            dp_snapshot_catalog(ask->snap, ask->cands[i].provider->name, ask->cands[i].model);
+        if (ce && ce->max_output_tokens > 0 && (cap == 0 || ce->max_output_tokens < cap))
+            cap = ce->max_output_tokens;
+    }
+    return cap;
+}
 
 /* The need of limit l for the request: 1 request; estimated or worst-case
- * tokens; their cost at the dearest candidate's prices. Candidates a cost
- * limit cannot price are marked in ask->drop (fail_closed) or passed over
- * with a warning (fail_open). */
-static struct sizing size_need(const struct dp_limits_ask *ask, const struct dp_limit *l,
-                               struct dp_limits_refusal *r)
+ * tokens (the worst case's output: out_cap, plus the thinking budget a
+ * provider may bill beside it); their cost at the dearest kept
+ * candidate's prices (a worst case at input_bound: every class, priced or
+ * not, as a charge counts it). */
+static int64_t size_need(const struct dp_limits_ask *ask, const struct dp_limit *l, int64_t out_cap)
 {
-    struct sizing z = {0, 0};
-    if (l->metric == DP_LIMIT_REQUESTS) {
-        z.need = 1;
-        return z;
-    }
+    if (l->metric == DP_LIMIT_REQUESTS)
+        return 1;
+    int64_t need = 0;
     for (size_t i = 0; i < ask->ncands; i++) {
         const struct dp_candidate *c = &ask->cands[i];
         if (ask->drop && ask->drop[i])
@@ -766,53 +1107,26 @@ static struct sizing size_need(const struct dp_limits_ask *ask, const struct dp_
         uint64_t target = target_hash(c->provider->name, c->model);
         int64_t in =
             l->worst_case ? ask->max_input_tokens : input_estimate(target, ask->est_input_tokens);
-        struct dp_limits_price p = {0, -1, 0};
-        int priced = dp_limits_price(ask->snap, c->provider->name, c->model, &p) == GW_OK &&
-                     (ask->embeddings || p.output >= 0);
-        const struct dp_catalog_entry *ce =
-            dp_snapshot_catalog(ask->snap, c->provider->name, c->model);
-        int64_t catalog_cap = ce ? ce->max_output_tokens : 0;
+        struct dp_limits_price p;
+        int strict;
+        int priced = priced_for(ask, i, &p, &strict);
         int64_t out = 0;
-        if (!ask->embeddings) {
-            int64_t cap = ask->max_tokens > 0 ? ask->max_tokens : catalog_cap;
-            if (l->worst_case && cap <= 0) {
-                memset(r, 0, sizeof(*r));
-                r->status = 400;
-                r->type = "invalid_request_error";
-                r->code = "max_tokens_required";
-                r->param = ask->max_tokens_param ? ask->max_tokens_param : "max_tokens";
-                snprintf(r->message, sizeof(r->message),
-                         "%s: required: limit '%s' reserves the worst case, and the catalog "
-                         "gives no max_output_tokens for %s/%s",
-                         r->param, l->id, c->provider->name, c->model);
-                z.refused = 1;
-                return z;
-            }
-            out = l->worst_case ? cap : output_estimate(target, ask->max_tokens, catalog_cap);
-        }
-        int64_t need;
-        if (l->metric == DP_LIMIT_TOKENS) {
-            need = add_sat(in, out);
-        } else if (priced) {
-            need = add_sat(mul_sat(in, p.input), mul_sat(out, p.output > 0 ? p.output : 0));
-        } else if (l->fail_closed) {
-            if (ask->drop)
-                ask->drop[i] = 1; /* a gateway that cannot price cannot enforce */
-            continue;
-        } else {
-            int64_t now = L.mono();
-            if (now - L.warned_at > 60000) {
-                L.warned_at = now;
-                gw_logf(GW_LOG_WARN, "cost limit: a target has no price; fail_open lets it through",
-                        "{s:s,s:s,s:s}", "limit", l->id, "provider", c->provider->name, "model",
-                        c->model);
-            }
-            continue;
-        }
-        if (need > z.need)
-            z.need = need;
+        if (!ask->embeddings && l->worst_case)
+            out = add_sat(out_cap, ask->reasoning_budget > 0 ? ask->reasoning_budget : 0);
+        else if (!ask->embeddings)
+            out = output_estimate(target, ask->max_tokens, p.max_output_tokens);
+        int64_t n;
+        if (l->metric == DP_LIMIT_TOKENS)
+            n = add_sat(in, out);
+        else if (priced)
+            n = add_sat(mul_sat(in, l->worst_case ? p.input_bound : p.input),
+                        mul_sat(out, p.output > 0 ? p.output : 0));
+        else
+            continue; /* fail_open and unpriced: unmetered by this limit */
+        if (n > need)
+            need = n;
     }
-    return z;
+    return need;
 }
 
 /* ---------------------------------------------------------------- request path */
@@ -883,6 +1197,8 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
                                          struct dp_limits_refusal *r)
 {
     *hold = NULL;
+    if (ask->out_cap)
+        *ask->out_cap = 0;
     const struct dp_key *k = ask->key;
     if (!k)
         return DP_LIMITS_GO;
@@ -919,16 +1235,8 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
 
     /* Sizing reads no shared state but the learned estimates (racy reads
      * of a hint are harmless, but the lock keeps them exact). */
-    int64_t needs[DP_MAX_CHARGES];
     pthread_mutex_lock(&L.mu);
-    for (size_t i = 0; i < n; i++) {
-        struct sizing z = size_need(ask, ls[i], r);
-        if (z.refused) {
-            pthread_mutex_unlock(&L.mu);
-            return DP_LIMITS_REFUSED;
-        }
-        needs[i] = z.need;
-    }
+    drop_unpriced(ask, ls, n);
     pthread_mutex_unlock(&L.mu);
     size_t kept = 0;
     for (size_t i = 0; i < ask->ncands; i++)
@@ -954,11 +1262,40 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
                 break;
             }
         snprintf(r->message, sizeof(r->message),
-                 "no candidate for this request has a price, and budget '%s' fails closed: a "
-                 "gateway that cannot price a request cannot hold it to a budget",
-                 r->limit_id);
+                 "no candidate for this request has a price for what it may use (input, "
+                 "output%s), and budget '%s' fails closed: a gateway that cannot price a request "
+                 "cannot hold it to a budget",
+                 ask->cache_marks ? ", the cache writes it asks for" : "", r->limit_id);
         return DP_LIMITS_REFUSED;
     }
+    /* A worst case bounds the output with the cap the request will be
+     * sent with. */
+    int64_t cap = 0;
+    for (size_t i = 0; i < n && !ask->embeddings; i++)
+        if (ls[i]->worst_case && ls[i]->metric != DP_LIMIT_REQUESTS) {
+            if ((cap = worst_output_cap(ask)) > 0)
+                break;
+            memset(r, 0, sizeof(*r));
+            r->status = 400;
+            r->type = "invalid_request_error";
+            r->code = "max_tokens_required";
+            r->param = ask->max_tokens_param ? ask->max_tokens_param : "max_tokens";
+            size_t c = 0;
+            while (c + 1 < ask->ncands && ask->drop && ask->drop[c])
+                c++;
+            snprintf(r->message, sizeof(r->message),
+                     "%s: required: limit '%s' reserves the worst case, and the catalog gives no "
+                     "max_output_tokens for %s/%s",
+                     r->param, ls[i]->id, ask->cands[c].provider->name, ask->cands[c].model);
+            return DP_LIMITS_REFUSED;
+        }
+    if (ask->out_cap)
+        *ask->out_cap = cap;
+    int64_t needs[DP_MAX_CHARGES];
+    pthread_mutex_lock(&L.mu);
+    for (size_t i = 0; i < n; i++)
+        needs[i] = size_need(ask, ls[i], cap);
+    pthread_mutex_unlock(&L.mu);
 
     struct dp_limits_hold *h = calloc(1, sizeof(*h));
     struct event *ev = h && base ? event_new(base, -1, 0, on_hold_event, h) : NULL;
@@ -1003,7 +1340,8 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
         } else if (lease_valid(a, now) && a->balance >= it->need) {
             a->balance -= it->need;
             it->st = I_HELD;
-            memcpy(it->lease_id, a->lease_id, sizeof(it->lease_id));
+            it->lease = a->lease;
+            a->lease->holders++;
         } else if (a->depleted_at && now - a->depleted_at < DEPLETED_MEMORY_MS && a->has_status &&
                    it->need > a->st_remaining) {
             struct dp_limits_refusal e;
@@ -1056,10 +1394,14 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
 }
 
 size_t dp_limits_charges(struct dp_limits_hold *h, int attempt, const struct canon_usage *u,
-                         int64_t cost, int has_cost, struct dp_charge *out, size_t max)
+                         int64_t cost, int has_cost, const struct dp_price *price,
+                         struct dp_charge *out, size_t max)
 {
     if (!h)
         return 0;
+    /* An attempt whose exact cost is unknown is charged what it cannot
+     * have cost more than (its ledger row's cost stays NULL). */
+    int64_t money = has_cost ? cost : u ? dp_limits_cost_bound(price, u) : 0;
     size_t k = 0;
     pthread_mutex_lock(&L.mu);
     if (u && u->have) {
@@ -1080,7 +1422,7 @@ size_t dp_limits_charges(struct dp_limits_hold *h, int attempt, const struct can
             amount = u ? add_sat(canon_usage_prompt(u), u->output) : 0;
             break;
         case DP_LIMIT_COST:
-            amount = has_cost && cost > 0 ? cost : 0;
+            amount = money > 0 ? money : 0;
             break;
         }
         if (amount <= 0)
@@ -1090,7 +1432,10 @@ size_t dp_limits_charges(struct dp_limits_hold *h, int attempt, const struct can
         memset(c, 0, sizeof(*c));
         snprintf(c->limit_id, sizeof(c->limit_id), "%s", it->a->limit_id);
         c->window_start_ms = it->a->window_start_ms;
-        memcpy(c->lease_id, it->lease_id, sizeof(c->lease_id));
+        if (it->lease) {
+            snprintf(c->lease_id, sizeof(c->lease_id), "%s", it->lease->id);
+            it->lease->charged = add_sat(it->lease->charged, amount);
+        }
         c->amount = amount;
     }
     pthread_mutex_unlock(&L.mu);

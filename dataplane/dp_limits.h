@@ -17,6 +17,12 @@
  * policy decides: fail_open lets the request through unmetered by leases
  * (its charges still count), fail_closed refuses it as "unallocated".
  *
+ * A lease is kept here until the control plane has this replica's final
+ * report on it (a LeaseRequest with want 0, answered like a grant): what
+ * was given back and charged under it, as totals, sent again on every new
+ * stream until answered. A lease's life is measured on this replica's
+ * monotonic clock from when its request was sent (LeaseGrant.ttl_ms).
+ *
  * Threads: process-wide state under one mutex. The control-plane client's
  * thread calls the first group of functions, workers the second. A waiting
  * request is woken with event_active on its worker's event_base (libevent
@@ -38,6 +44,7 @@ struct event_base;
 struct canon_req;
 struct canon_usage;
 struct dp_candidate;
+struct dp_price;
 struct gw_buf;
 
 /* The longest a request waits for a grant (or for the stream to come back)
@@ -50,18 +57,21 @@ struct gw_buf;
  * caller owns it and keeps it until the message is packed. */
 struct dp_limits_out {
     Llmgw__V1__LeaseRequest request;
-    Llmgw__V1__LeaseRelease release;
     char limit_id[64];
     char lease_id[40];
 };
 
-/* The next message to send: a LeaseRelease (first) or a LeaseRequest. Fills
- * m's body (body_case and the member; not replica_id) with pointers into
- * st and returns 1, or returns 0 when there is nothing to send. It also
- * does the periodic work (leases renewed before they expire, idle balances
- * given back, ended windows forgotten): call it whenever notified and about
- * once a second while the Report stream is up. */
+/* The next message to send: a report on a lease (first), or a request
+ * for one; both are LeaseRequests. Fills m's body (body_case and the
+ * member; not replica_id) with pointers into st and returns 1, or returns
+ * 0 when there is nothing to send. It also does the periodic work (leases
+ * renewed before they expire, idle ones given back, ended windows
+ * forgotten): call it whenever notified and about once a second while the
+ * Report stream is up. */
 int dp_limits_next_out(Llmgw__V1__ReportMessage *m, struct dp_limits_out *st);
+
+/* Lease reports not yet answered (at shutdown: wait for them). */
+size_t dp_limits_pending(void);
 
 /* fn(arg) is called (from any thread, without this module's lock held)
  * when there is something to send. NULL: none. */
@@ -77,8 +87,8 @@ void dp_limits_on_grant(const Llmgw__V1__LeaseGrant *g);
  * back; their requests keep waiting until their own deadline. */
 void dp_limits_on_stream(int up);
 
-/* Gives back every unreserved balance (at shutdown): queues the releases
- * and notifies. */
+/* Gives back every unreserved balance (at shutdown): every lease is
+ * retired, its final report queued, and the client notified. */
 void dp_limits_release_all(void);
 
 /* ---- the request path ------------------------------------------------- */
@@ -97,7 +107,23 @@ struct dp_limits_ask {
     int64_t max_input_tokens;     /* an upper bound on it (dp_limits_input_bound) */
     int64_t max_tokens;           /* the request's output cap; 0 when it set none */
     const char *max_tokens_param; /* its name in the client's terms */
+    int64_t reasoning_budget;     /* its thinking budget in tokens; 0 none */
+    /* Cache writes the request asks for (DP_LIMITS_CACHE_5M, _1H: see
+     * dp_limits_cache_marks): a fail_closed cost limit drops candidates
+     * with no price for them. */
+    int cache_marks;
+    /* Set by dp_limits_reserve (when not NULL): the output cap a
+     * worst_case limit was sized with, 0 when none applies. The caller
+     * sends it upstream as the request's max tokens, so what the provider
+     * may answer is what was reserved. */
+    int64_t *out_cap;
 };
+
+#define DP_LIMITS_CACHE_5M 1
+#define DP_LIMITS_CACHE_1H 2
+/* The cache writes a chat request marks (cache_control on its system,
+ * messages or tools): DP_LIMITS_CACHE_5M | DP_LIMITS_CACHE_1H. */
+int dp_limits_cache_marks(const struct canon_req *r);
 
 /* Why a request is refused (the error body's "limit" member, the status,
  * the code and Retry-After). */
@@ -152,12 +178,23 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
  * What one attempt took from each limit the request holds, as ledger
  * charges, written to out (at most max); returns how many. requests count
  * 1 on attempt 1 only; tokens are the attempt's prompt and output tokens;
- * cost is the attempt's cost, nothing when has_cost is 0 (an unpriced
- * attempt). Zero amounts are left out. Call it for every attempt's ledger
- * row, before dp_limits_end. h may be NULL (returns 0). Worker thread.
+ * cost is the attempt's cost (has_cost, in USD), else, when its exact cost
+ * is unknown (a class without a price, an overflow), an upper bound from
+ * price, the attempt's price entry (dp_limits_cost_bound), and nothing
+ * only when there is none to bound it with. The ledger's cost stays NULL
+ * then: only the budget's charge is conservative. Zero amounts are left
+ * out. Call it for every attempt's ledger row, before dp_limits_end. h may
+ * be NULL (returns 0). Worker thread.
  */
 size_t dp_limits_charges(struct dp_limits_hold *h, int attempt, const struct canon_usage *u,
-                         int64_t cost, int has_cost, struct dp_charge *out, size_t max);
+                         int64_t cost, int has_cost, const struct dp_price *price,
+                         struct dp_charge *out, size_t max);
+
+/* An upper bound on what usage u costs at price p, for budgets only: each
+ * class at its price, a class without one at p's dearest price of any
+ * class, every output token at the dearer of output and reasoning;
+ * saturated. -1 when p is NULL, not in USD, or has no price at all. */
+int64_t dp_limits_cost_bound(const struct dp_price *p, const struct canon_usage *u);
 
 /* The request is over: what each limit reserved and the charges did not
  * use goes back to its lease (or, the lease replaced, back to the control
@@ -176,12 +213,16 @@ int64_t dp_limits_input_bound(const struct canon_req *r, size_t body_len);
 /* A target's prices for reservations, picodollars per token, from
  * dp_snapshot_price: the dearest input-side class (cache writes cost more
  * than plain input) and the dearer of output and reasoning, so that a
- * worst case bounds every mix of classes. 0, or GW_ENOTFOUND when the
+ * worst case bounds every mix of classes; input_bound also counts an
+ * input-side class without a price at the entry's dearest price, as a
+ * budget charges it (dp_limits_cost_bound). 0, or GW_ENOTFOUND when the
  * target has no input price or is priced in another currency than USD
  * (max_output_tokens is set either way). */
 struct dp_limits_price {
     int64_t input;             /* the highest price of an input-side token */
+    int64_t input_bound;       /* the same, an unpriced class at the dearest price */
     int64_t output;            /* -1: unknown (embeddings need none) */
+    int cache_unpriced;        /* DP_LIMITS_CACHE_5M, _1H: cache writes without a price */
     int64_t max_output_tokens; /* the catalog's, 0 unknown */
 };
 int dp_limits_price(const struct dp_snapshot *s, const char *provider, const char *model,

@@ -5,9 +5,11 @@
  *
  * Postgres is the one authority, so any number of control-plane replicas
  * may serve leases without arbitrating among themselves. For one limit in
- * one window (limit_windows, limit_leases; cp_migrate.c, migration 5):
+ * one window (limit_windows, limit_leases; cp_migrate.c, migrations 5, 7):
  *
- *   outstanding(lease) = max(granted - consumed - released, 0)  while live
+ *   outstanding(lease) = settled ? max(charged - consumed, 0)
+ *                                : max(granted - consumed - released, 0)
+ *                        until the grace (cp_leases_set_grace_ms) past its expiry
  *   remaining          = amount - spent - sum(outstanding)
  *
  * computed under the window row's lock, so two grants (through any replica)
@@ -17,8 +19,10 @@
  * A grant takes min(want, max(need, remaining / CP_LEASES_FRACTION)):
  * slices shrink as the window nears its end, so what the fleet holds but
  * has not used shrinks with it. A lease lives CP_LEASES_TTL_MS unless its
- * replica renews it; an expired lease's outstanding part goes back to the
- * pool (a replica that died does not keep allowance hostage).
+ * replica renews it; once expired nothing more is reserved from it, but
+ * what it may still be charged stays outstanding until its replica's final
+ * report says what it charged (settled), or until the grace has passed (a
+ * replica that died keeps allowance away for that long, never for good).
  *
  * These are plain blocking database calls for the thread that owns the
  * connection (the ledger writer), called in the Report stream's order. Each
@@ -33,6 +37,10 @@ struct cp_db;
 
 #define CP_LEASES_TTL_MS 60000
 #define CP_LEASES_FRACTION 4
+/* How long past its expiry an unsettled lease still counts (default; the
+ * control plane's --lease-grace-s). Set it the same on every replica. */
+#define CP_LEASES_GRACE_MS 3600000
+void cp_leases_set_grace_ms(long long ms);
 
 /* The strings a LeaseGrant points into: the caller's, alive until the
  * grant is packed. */
@@ -44,13 +52,18 @@ struct cp_lease_strings {
 
 /*
  * Answers rq from replica in g (initialized here; its strings point into
- * st). want > 0 asks for a new lease; want 0 renews every live lease the
- * replica holds in the window and only reports the window. Refusals:
- * "depleted" (remaining < need), "unknown_limit" (no such enabled limit),
+ * st). want > 0 asks for a new lease (the same one again when replica
+ * already got one for rq->req); want 0 reports on rq->lease_id: the totals
+ * it released (and, final, charged) are recorded, and unless final it is
+ * renewed (g->ttl_ms 0: it could not be, it is over). want 0 without a
+ * lease_id (older data planes) renews every live lease of the replica in
+ * the window. Every answer reports the window. Refusals: "depleted"
+ * (remaining < need), "unknown_limit" (no such enabled limit),
  * "invalid_window" (not the start of a current window of the limit's
- * period), "unallocated" (the database failed: the replica's offline policy
+ * period), "unknown_lease" (a report on a lease the replica does not
+ * have), "unallocated" (the database failed: the replica's offline policy
  * decides; the function then returns GW_EIO). g->limit, spent and
- * remaining describe the window after the grant.
+ * remaining describe the window after the grant or report.
  */
 int cp_leases_grant(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRequest *rq,
                     Llmgw__V1__LeaseGrant *g, struct cp_lease_strings *st)
@@ -65,14 +78,16 @@ int cp_leases_ledger_grant(struct cp_db *db, const char *replica, const Llmgw__V
 
 /* Gives back part of replica's lease rl->lease_id (at most what was
  * granted); a lease of another replica, or an unknown one, is left alone.
- * 0, or GW_EIO. */
+ * Additive: the unanswered LeaseRelease of older data planes. 0, or
+ * GW_EIO. */
 int cp_leases_release(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRelease *rl)
     __attribute__((warn_unused_result));
 
-/* Periodic (every few seconds, on any replica): marks leases past their
- * expiry, and forgets expired leases and minute windows over two days old.
+/* Periodic (every few seconds, on any replica): marks leases that no
+ * longer count (settled with every charge landed, or unsettled past the
+ * grace), and forgets such leases and minute windows over two days old.
  * The number of leases it marked, or GW_EIO. Correctness does not wait on
- * it: every grant counts only leases whose expiry is still ahead. */
+ * it: every grant counts leases by the same rule. */
 int cp_leases_expire(struct cp_db *db) __attribute__((warn_unused_result));
 
 #endif

@@ -279,7 +279,8 @@ static const char m4_catalog_source[] =
  * insert is ON CONFLICT DO NOTHING, and a row that is not inserted fires
  * nothing. Charges are applied in (limit, window) order so that two
  * transactions never lock the same window rows in opposite orders; a
- * malformed element is skipped, never an error. */
+ * malformed element is skipped, never an error. (Migration 7 replaces this
+ * per-row trigger: a multi-row batch could still lock in opposite orders.) */
 static const char m5_limits[] =
     "ALTER TABLE teams ADD COLUMN allow_routes text[],\n"
     "  ADD COLUMN allow_providers text[],\n"
@@ -376,6 +377,89 @@ static const char m6_ledger_rejects[] = "CREATE TABLE ledger_rejects (\n"
                                         "CREATE INDEX ledger_rejects_attempt ON ledger_rejects "
                                         "(attempt_id);\n";
 
+/* Budgets, the review's fixes (docs/budgets.md):
+ * - a lease is answered per (replica, req): req is unique per data-plane
+ *   process start, so a request sent again (its grant's reply lost with
+ *   its stream) gets the lease it already has, not a second one;
+ * - a lease is settled by its replica's final report, which says what it
+ *   charged under it: until then, even expired, it stays outstanding (for
+ *   the control plane's --lease-grace-s past its expiry), so allowance
+ *   whose charges have not landed is never handed out twice; once settled,
+ *   only the charges still on their way stay outstanding;
+ * - the charges trigger runs once per INSERT statement over its inserted
+ *   rows (a transition table; ON CONFLICT DO NOTHING leaves replays out):
+ *   it locks the limits charged (FOR KEY SHARE, in id order, so a limit
+ *   being deleted waits), then the windows in (limit, window) order, then
+ *   the leases in id order, each once. Every writer (the ledger's batches,
+ *   grants, reports, expiry, deletes) takes these rows in that order, so
+ *   two writers never wait on each other in a cycle;
+ * - a charge for a limit that does not exist, or that was created after
+ *   the attempt began and is not carried by a lease of the limit (it was
+ *   meant for a deleted namesake), is skipped: a deleted and recreated
+ *   limit starts from nothing;
+ * - sums saturate at the bigint's maximum instead of failing the insert:
+ *   a window that has spent that much is depleted either way, and a ledger
+ *   row is never made unstorable by its charges.
+ * Windows and leases of limits that no longer exist (the old trigger could
+ * recreate them) go. */
+#define BIGMAX "9223372036854775807"
+static const char m7_lease_settlement[] =
+    "ALTER TABLE limit_leases ADD COLUMN req bigint,\n"
+    "  ADD COLUMN charged bigint NOT NULL DEFAULT 0,\n"
+    "  ADD COLUMN settled boolean NOT NULL DEFAULT false;\n"
+    "CREATE UNIQUE INDEX limit_leases_req ON limit_leases (replica, req) WHERE req IS NOT NULL;\n"
+    "DELETE FROM limit_windows w WHERE NOT EXISTS (SELECT 1 FROM limits l WHERE l.id = "
+    "w.limit_id);\n"
+    "DELETE FROM limit_leases s WHERE NOT EXISTS (SELECT 1 FROM limits l WHERE l.id = "
+    "s.limit_id);\n"
+    "DROP TRIGGER ledger_charges ON ledger;\n"
+    "DROP FUNCTION llmgw_ledger_charges();\n"
+    "CREATE FUNCTION llmgw_ledger_charges() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "DECLARE c record;\n"
+    "BEGIN\n"
+    "  FOR c IN\n"
+    "    WITH x AS (\n"
+    "      SELECT n.at, e->>'limit_id' AS limit_id,\n"
+    "             CASE WHEN e->>'window_start_ms' ~ '^[0-9]{1,15}$' THEN timestamptz 'epoch'\n"
+    "               + (e->>'window_start_ms')::bigint * interval '1 millisecond' END AS ws,\n"
+    "             nullif(e->>'lease_id', '') AS lease_id,\n"
+    "             CASE WHEN e->>'amount' ~ '^[0-9]{1,18}$' THEN (e->>'amount')::numeric END\n"
+    "               AS amount\n"
+    "        FROM new_rows n, jsonb_array_elements(n.charges) e\n"
+    "       WHERE n.charges <> '[]'::jsonb AND jsonb_typeof(e) = 'object'\n"
+    "         AND coalesce(e->>'limit_id', '') <> ''),\n"
+    "    l AS (SELECT id, created_at FROM limits WHERE id IN (SELECT limit_id FROM x)\n"
+    "           ORDER BY id FOR KEY SHARE),\n"
+    "    v AS (SELECT x.* FROM x JOIN l ON l.id = x.limit_id\n"
+    "           WHERE x.ws IS NOT NULL AND x.amount > 0\n"
+    "             AND (x.at >= l.created_at OR EXISTS (SELECT 1 FROM limit_leases s\n"
+    "                   WHERE s.id = x.lease_id AND s.limit_id = x.limit_id)))\n"
+    "    SELECT 0 AS kind, limit_id, ws, NULL::text AS lease_id,\n"
+    "           least(sum(amount), " BIGMAX ")::bigint AS amount\n"
+    "      FROM v GROUP BY limit_id, ws\n"
+    "    UNION ALL\n"
+    "    SELECT 1, limit_id, ws, lease_id, least(sum(amount), " BIGMAX ")::bigint\n"
+    "      FROM v WHERE lease_id IS NOT NULL GROUP BY lease_id, limit_id, ws\n"
+    "    ORDER BY kind, lease_id, limit_id, ws\n"
+    "  LOOP\n"
+    "    IF c.kind = 0 THEN\n"
+    "      INSERT INTO limit_windows AS w (limit_id, window_start, spent)\n"
+    "        VALUES (c.limit_id, c.ws, c.amount)\n"
+    "        ON CONFLICT (limit_id, window_start) DO UPDATE\n"
+    "        SET spent = least(w.spent::numeric + EXCLUDED.spent, " BIGMAX ")::bigint,\n"
+    "            updated_at = now();\n"
+    "    ELSE\n"
+    "      UPDATE limit_leases SET consumed = least(consumed::numeric + c.amount, " BIGMAX
+    ")::bigint\n"
+    "       WHERE id = c.lease_id AND limit_id = c.limit_id AND window_start = c.ws;\n"
+    "    END IF;\n"
+    "  END LOOP;\n"
+    "  RETURN NULL;\n"
+    "END $$;\n"
+    "CREATE TRIGGER ledger_charges AFTER INSERT ON ledger REFERENCING NEW TABLE AS new_rows\n"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION llmgw_ledger_charges();\n";
+#undef BIGMAX
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -383,6 +467,7 @@ const struct cp_migration cp_migrations[] = {
     {4, "catalog reasoning price and source", m4_catalog_source},
     {5, "limits, leases, team allowlists", m5_limits},
     {6, "ledger rejects", m6_ledger_rejects},
+    {7, "lease settlement, statement-level charges", m7_lease_settlement},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

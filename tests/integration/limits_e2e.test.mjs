@@ -210,6 +210,74 @@ describe('refusals', () => {
   });
 });
 
+describe('what is reserved is what can be spent', () => {
+  test('worst case without max_tokens: the catalog cap it reserved is the cap the provider gets', T, async () => {
+    const model = 'mock-gpt#tag=capped';
+    await cfg.route('capped', [{ provider: 'alpha', model }]);
+    await cfg.api('POST', '/v1/admin/catalog', { provider: 'alpha', model, max_output_tokens: 5 }, 201);
+    await cfg.api('POST', '/v1/admin/prices', { provider: 'alpha', model, input_price: IN_PRICE, output_price: OUT_PRICE }, 201);
+    await key('k-capped');
+    await limit({ id: 'capped-day', scope_kind: 'key', scope: 'k-capped', metric: 'cost', period: 'day', amount: 1_000_000_000_000, reservation: 'worst_case', offline: 'fail_closed' });
+    await propagated();
+    const r = await h.request(dps[0].port, {
+      headers: { authorization: `Bearer ${keys['k-capped']}`, 'x-request-id': 'capped-1' },
+      body: { model: 'capped', messages: [{ role: 'user', content: 'hello there' }] },
+    });
+    assert.equal(r.status, 200, r.text);
+    const seen = (await mock.usageFor('capped-1')).seen;
+    assert.equal(seen.max_tokens, 5); // the mock would answer 8 tokens uncapped
+    assert.ok(r.json.usage.completion_tokens <= 5, r.text);
+  });
+
+  test('an attempt with a class that has no price: its budget charge is an upper bound, its ledger cost NULL', T, async () => {
+    // Anthropic reports 1-hour cache writes; the price has input and output only.
+    await cfg.provider({ name: 'anth', driver: 'anthropic', base_url: mock.url });
+    const model = 'mock-claude#cache_write_1h=3';
+    await cfg.route('claude1h', [{ provider: 'anth', model }]);
+    await cfg.api('POST', '/v1/admin/prices', { provider: 'anth', model, input_price: IN_PRICE, output_price: OUT_PRICE }, 201);
+    await key('k-1h');
+    await limit({ id: 'onehour-day', scope_kind: 'key', scope: 'k-1h', metric: 'cost', period: 'day', amount: 1_000_000_000_000, reservation: 'worst_case', offline: 'fail_closed' });
+    await propagated();
+    for (let i = 0; i < 4; i++) assert.equal((await chat(dps[i % 2].port, 'k-1h', { model: 'claude1h' })).status, 200);
+    const spent = await settledSpent(pg, 'onehour-day', 'k-1h', 4);
+    const rows = pg.sql("SELECT count(*) FILTER (WHERE cost_picodollars IS NULL) || ',' || sum(cache_write_1h_tokens) || ',' || "
+      + `sum(input_tokens * ${IN_PRICE} + (cache_write_1h_tokens + output_tokens) * ${OUT_PRICE}) FROM ledger WHERE key_id = 'k-1h'`).split(',');
+    assert.equal(rows[0], '4'); // money is never guessed in the ledger
+    assert.ok(Number(rows[1]) > 0, 'the mock reported 1h cache writes');
+    // Each attempt is charged its priced classes and the 1h writes at the
+    // dearest price of the entry (output's): exactly this sum here.
+    assert.equal(spent, BigInt(rows[2]));
+    // A request that asks for a 1h cache write cannot be priced at all:
+    // under a fail_closed budget it is refused.
+    const r = await h.request(dps[0].port, {
+      path: '/v1/messages',
+      headers: { authorization: `Bearer ${keys['k-1h']}`, 'anthropic-version': '2023-06-01' },
+      body: { model: 'claude1h', max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi', cache_control: { type: 'ephemeral', ttl: '1h' } }] }] },
+    });
+    assert.equal(r.status, 402, r.text);
+    assert.equal(r.json.type, 'error', r.text); // Anthropic's error shape
+    assert.equal(r.json.error.limit.state, 'unpriced', r.text);
+  });
+
+  test('a data plane that stops settles its leases: what it gave back and charged', T, async () => {
+    const dp = await h.startGatewayCP({ controlPlane: `127.0.0.1:${grpcPort}`, replicaId: 'dp-settle' });
+    await key('k-settle');
+    await limit({ id: 'settle-day', scope_kind: 'key', scope: 'k-settle', metric: 'cost', period: 'day', amount: 1_000_000_000_000 });
+    await propagated();
+    await h.waitFor(async () => (await h.request(dp.port, { method: 'GET', path: '/readyz' })).json?.snapshot_version >= cfg.version(), { what: 'dp-settle ready' });
+    for (let i = 0; i < 3; i++) assert.equal((await chat(dp.port, 'k-settle')).status, 200);
+    await settledSpent(pg, 'settle-day', 'k-settle', 3);
+    await dp.proc.stop();
+    const leases = pg.sql("SELECT count(*) || ',' || count(*) FILTER (WHERE settled AND charged = consumed AND released = granted - charged) FROM limit_leases WHERE replica = 'dp-settle'").split(',');
+    assert.ok(Number(leases[0]) >= 1, 'a lease was granted');
+    assert.equal(leases[1], leases[0], 'every lease settled at shutdown');
+    // Settled, they hold nothing back: the window's remaining is amount - spent.
+    const [amount, spent, outstanding] = pg.sql("SELECT l.amount || ',' || w.spent || ',' || coalesce((SELECT sum(CASE WHEN settled THEN greatest(charged - consumed, 0) ELSE greatest(granted - consumed - released, 0) END) FROM limit_leases s WHERE s.limit_id = l.id AND NOT expired), 0) FROM limits l JOIN limit_windows w ON w.limit_id = l.id WHERE l.id = 'settle-day'").split(',').map(Number);
+    assert.ok(amount > spent && spent > 0);
+    assert.equal(outstanding, 0);
+  });
+});
+
 describe('governance path', () => {
   test('allowlists: key and team intersect; nothing left fails closed', T, async () => {
     await key('k-team-beta', { team: 'beta-only' });

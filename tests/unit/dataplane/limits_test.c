@@ -34,9 +34,14 @@ static const char DOC[] =
     "  {'name':'free','driver':'openai','base_url':'http://f'}],"
     " 'routes':[{'name':'r1','entries':[{'provider':'mock','model':'m1'}]},"
     "  {'name':'r2','entries':[{'provider':'mock','model':'m1'},{'provider':'free','model':'f1'}]},"
-    "  {'name':'rf','entries':[{'provider':'free','model':'f1'}]}],"
+    "  {'name':'rf','entries':[{'provider':'free','model':'f1'}]},"
+    "  {'name':'r3','entries':[{'provider':'mock','model':'m2'}]},"
+    "  "
+    "{'name':'r4','entries':[{'provider':'mock','model':'m1'},{'provider':'mock','model':'m2'}]}],"
     " 'catalog':[{'provider':'mock','model':'m1','input_price':10,'output_price':20,"
-    "   'max_output_tokens':100}],"
+    "   'max_output_tokens':100},"
+    "  {'provider':'mock','model':'m2','input_price':10,'output_price':20,'cache_read_price':1,"
+    "   'cache_write_5m_price':12,'max_output_tokens':50}],"
     " 'teams':[{'name':'t1','require_budget':true},{'name':'t2'},{'name':'t3',"
     "   'require_budget':true}],"
     " 'keys':[{'id':'kA','hash':'" /* hashes are never looked up here */
@@ -46,7 +51,8 @@ static const char DOC[] =
     "   'team':'t2'},"
     "  {'id':'kC','hash':'0000000000000000000000000000000000000000000000000000000000000002',"
     "   'team':'t3'},"
-    "  {'id':'kD','hash':'0000000000000000000000000000000000000000000000000000000000000003'}],"
+    "  {'id':'kD','hash':'0000000000000000000000000000000000000000000000000000000000000003'},"
+    "  {'id':'kE','hash':'0000000000000000000000000000000000000000000000000000000000000004'}],"
     " 'limits':["
     "  {'id':'cost-t1','scope_kind':'team','scope':'t1','metric':'cost','period':'day',"
     "   'amount':1000000,'offline':'fail_closed'},"
@@ -55,7 +61,9 @@ static const char DOC[] =
     "  {'id':'tpm-kB','scope_kind':'key','scope':'kB','metric':'tokens','period':'minute',"
     "   'amount':10000,'reservation':'worst_case','offline':'fail_closed'},"
     "  {'id':'p1-month','scope_kind':'project','scope':'p1','metric':'tokens','period':'month',"
-    "   'amount':50000}]}";
+    "   'amount':50000},"
+    "  {'id':'worst-kE','scope_kind':'key','scope':'kE','metric':'cost','period':'day',"
+    "   'amount':1000000000,'reservation':'worst_case','offline':'fail_closed'}]}";
 
 static struct dp_snapshot *snap;
 static struct event_base *base;
@@ -110,12 +118,11 @@ static void reset(void)
         free(a);
     }
     L.naccounts = 0;
-    while (L.rel_head) {
-        struct release *r = L.rel_head;
-        L.rel_head = r->next;
-        free(r);
+    while (L.leases) {
+        struct lease *l = L.leases;
+        L.leases = l->next;
+        free(l);
     }
-    L.rel_tail = NULL;
     L.up = 0;
     L.down_since = 0;
     memset(L.learned, 0, sizeof(L.learned));
@@ -190,6 +197,12 @@ static int next(Llmgw__V1__ReportMessage *m, struct dp_limits_out *st)
     return dp_limits_next_out(m, st);
 }
 
+/* A grant (or an answer to a report) as the control plane gives it: a
+ * lease living 60 s (ttl_ms), and its expiry on the control plane's clock,
+ * which is off by skew_ms from ours (display only). */
+static int64_t skew_ms;
+static int64_t ttl_ms = 60000;
+
 static void grant(uint64_t req, const char *limit, int64_t ws, const char *lease, int64_t amount,
                   int64_t remaining, const char *refusal)
 {
@@ -202,9 +215,23 @@ static void grant(uint64_t req, const char *limit, int64_t ws, const char *lease
     g.limit = 1000000;
     g.spent = 1000000 - remaining - amount;
     g.remaining = remaining;
-    g.expires_at_ms = fake_wall + 60000;
+    g.expires_at_ms = refusal[0] || (!amount && !ttl_ms) ? 0 : fake_wall + skew_ms + 60000;
+    g.ttl_ms = refusal[0] ? 0 : ttl_ms;
     g.refusal = (char *)refusal;
     dp_limits_on_grant(&g);
+}
+
+/* Answers a report (want 0) as the control plane does: renewed (ttl) when
+ * it was not final. */
+static void answer(const Llmgw__V1__LeaseRequest *rq, const char *refusal)
+{
+    CU_ASSERT_EQUAL_FATAL(rq->want, 0);
+    CU_ASSERT_FATAL(rq->lease_id && rq->lease_id[0]);
+    int64_t keep = ttl_ms;
+    if (rq->final)
+        ttl_ms = 0;
+    grant(rq->req, rq->limit_id, rq->window_start_ms, rq->lease_id, 0, 100, refusal);
+    ttl_ms = keep;
 }
 
 static int notified;
@@ -277,7 +304,7 @@ static void test_no_limits_and_never_configured(void)
     CU_ASSERT_EQUAL(q.hold->n, 0);
     struct dp_charge ch[DP_MAX_CHARGES];
     struct canon_usage u = {.input = 7, .output = 9, .have = 1};
-    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 5, 1, ch, DP_MAX_CHARGES), 0);
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 5, 1, NULL, ch, DP_MAX_CHARGES), 0);
     dp_limits_end(q.hold);
     CU_ASSERT_EQUAL(output_estimate(target_hash("mock", "m1"), 0, 0), 9);
     ask_for(&q, "kC", "r1"); /* team t3 requires a budget; none applies */
@@ -390,9 +417,9 @@ static void test_lease_wait_grant_charge_settle(void)
     /* Attempt 1 fails without usage, attempt 2 answers. */
     struct dp_charge ch[DP_MAX_CHARGES];
     struct canon_usage none = {0};
-    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &none, 0, 0, ch, DP_MAX_CHARGES), 0);
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &none, 0, 0, NULL, ch, DP_MAX_CHARGES), 0);
     struct canon_usage u = {.input = 80, .cache_read = 10, .output = 40, .have = 1};
-    size_t n = dp_limits_charges(q.hold, 2, &u, 1900, 1, ch, DP_MAX_CHARGES);
+    size_t n = dp_limits_charges(q.hold, 2, &u, 1900, 1, NULL, ch, DP_MAX_CHARGES);
     CU_ASSERT_EQUAL_FATAL(n, 2);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(ch[i].limit_id, "cost-t1") == 0) {
@@ -419,7 +446,7 @@ static void test_lease_wait_grant_charge_settle(void)
     CU_ASSERT_EQUAL(day->balance, 24000 - 1900 - (90 * 10 + 40 * 20));
     /* Worse than reserved: the excess comes out of the balance. */
     u.output = 500;
-    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 10000, 1, ch, DP_MAX_CHARGES), 2);
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 10000, 1, NULL, ch, DP_MAX_CHARGES), 2);
     dp_limits_end(q.hold);
     CU_ASSERT_EQUAL(day->balance, 24000 - 1900 - 10000);
     CU_ASSERT_EQUAL(next(&m, &st), 0);
@@ -577,18 +604,24 @@ static void test_stream_loss_and_deadline(void)
     CU_ASSERT_EQUAL(q.cb_refused, 0);
     struct dp_charge ch[DP_MAX_CHARGES];
     struct canon_usage u = {.input = 3, .output = 4, .have = 1};
-    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 0, 0, ch, DP_MAX_CHARGES), 2);
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 0, 0, NULL, ch, DP_MAX_CHARGES), 2);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_STRING_EQUAL(ch[i].lease_id, strcmp(ch[i].limit_id, "rpm-kB") == 0 ? "" : "ls_t");
     dp_limits_end(q.hold);
-    /* A grant nobody asked for is given back at once. */
+    /* A grant nobody asked for is given back at once: a final report,
+     * all of it released, nothing charged. */
     while (next(&m, &st))
         ;
     grant(987654321, "tpm-kB", ws, "ls_stray", 300, 100, "");
     CU_ASSERT_EQUAL(next(&m, &st), 1);
-    CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE);
-    CU_ASSERT_STRING_EQUAL(m.lease_release->lease_id, "ls_stray");
-    CU_ASSERT_EQUAL(m.lease_release->amount, 300);
+    CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST);
+    CU_ASSERT_STRING_EQUAL(m.lease_request->lease_id, "ls_stray");
+    CU_ASSERT_EQUAL(m.lease_request->want, 0);
+    CU_ASSERT_EQUAL(m.lease_request->released, 300);
+    CU_ASSERT_EQUAL(m.lease_request->final, 1);
+    CU_ASSERT_EQUAL(m.lease_request->charged, 0);
+    answer(m.lease_request, "");
+    CU_ASSERT_PTR_NULL(lease_find("ls_stray")); /* settled: forgotten */
 
     /* Down for longer than the wait: the policy decides at once. */
     dp_limits_on_stream(0);
@@ -632,21 +665,32 @@ static void test_lease_replaced_and_released(void)
     grant(m.lease_request->req, "tpm-kB", ws, "ls_2", 1000, 8300, "");
     pump();
     CU_ASSERT_EQUAL(b.called, 1);
-    CU_ASSERT_STRING_EQUAL(t->lease_id, "ls_2");
+    CU_ASSERT_STRING_EQUAL(t->lease->id, "ls_2");
     CU_ASSERT_EQUAL(t->balance, 500);
+    /* ls_1's balance goes back in a report on it (not final: a holds
+     * part of it). */
     CU_ASSERT_EQUAL(next(&m, &st), 1);
-    CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE);
-    CU_ASSERT_STRING_EQUAL(m.lease_release->lease_id, "ls_1");
-    CU_ASSERT_EQUAL(m.lease_release->amount, 200);
+    CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST);
+    CU_ASSERT_STRING_EQUAL(m.lease_request->lease_id, "ls_1");
+    CU_ASSERT_EQUAL(m.lease_request->released, 200);
+    CU_ASSERT_EQUAL(m.lease_request->final, 0);
+    answer(m.lease_request, "");
     /* a settles against ls_1: its unused part goes back to the control
-     * plane, not into ls_2's balance. */
+     * plane, not into ls_2's balance, in ls_1's final report with what
+     * was charged under it. */
     struct dp_charge ch[DP_MAX_CHARGES];
     struct canon_usage u = {.input = 100, .output = 50, .have = 1};
-    CU_ASSERT_EQUAL(dp_limits_charges(a.hold, 1, &u, 0, 0, ch, DP_MAX_CHARGES), 2);
+    CU_ASSERT_EQUAL(dp_limits_charges(a.hold, 1, &u, 0, 0, NULL, ch, DP_MAX_CHARGES), 2);
     dp_limits_end(a.hold);
     CU_ASSERT_EQUAL(next(&m, &st), 1);
-    CU_ASSERT_STRING_EQUAL(m.lease_release->lease_id, "ls_1");
-    CU_ASSERT_EQUAL(m.lease_release->amount, 500 - 150);
+    CU_ASSERT_STRING_EQUAL(m.lease_request->lease_id, "ls_1");
+    CU_ASSERT_EQUAL(m.lease_request->released, 200 + 500 - 150);
+    CU_ASSERT_EQUAL(m.lease_request->final, 1);
+    CU_ASSERT_EQUAL(m.lease_request->charged, 150);
+    CU_ASSERT_EQUAL(dp_limits_pending(), 1);
+    answer(m.lease_request, "");
+    CU_ASSERT_EQUAL(dp_limits_pending(), 0);
+    CU_ASSERT_PTR_NULL(lease_find("ls_1"));
     CU_ASSERT_EQUAL(t->balance, 500);
     dp_limits_end(b.hold);
     CU_ASSERT_EQUAL(t->balance, 1000);
@@ -674,28 +718,31 @@ static void test_renewal_idle_release_expiry(void)
     struct account *t = account_find("tpm-kB", ws);
     int64_t life = 60000 - EXPIRY_MARGIN_MS;
     CU_ASSERT_EQUAL(t->lease_until, fake_mono + life);
-    /* Held past half its life: renewed (want 0). */
+    /* Held past half its life: renewed (a report on it, not final). */
     fake_mono += life / 2 + 1;
     fake_wall += life / 2 + 1;
     int renewals = 0;
     while (next(&m, &st)) {
         CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST);
         CU_ASSERT_EQUAL(m.lease_request->want, 0);
+        CU_ASSERT_EQUAL(m.lease_request->final, 0);
         renewals++;
-        grant(m.lease_request->req, m.lease_request->limit_id, ws, "", 0, 100, "");
+        answer(m.lease_request, "");
     }
     CU_ASSERT_EQUAL(renewals, 2);
     CU_ASSERT_EQUAL(t->lease_until, fake_mono + life);
     dp_limits_end(q.hold);
-    /* Idle past half its life: given back instead. */
+    /* Idle past half its life: given back instead (final reports). */
     fake_mono += life / 2 + 1;
     int released = 0;
     while (next(&m, &st)) {
-        CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE);
+        CU_ASSERT_EQUAL(m.body_case, LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST);
+        CU_ASSERT_EQUAL(m.lease_request->final, 1);
+        CU_ASSERT_EQUAL(m.lease_request->released, 1000);
         released++;
     }
     CU_ASSERT_EQUAL(released, 2);
-    CU_ASSERT_STRING_EQUAL(t->lease_id, "");
+    CU_ASSERT_PTR_NULL(t->lease);
     /* A window that ended is forgotten. */
     fake_wall += 120000;
     fake_mono += 120000;
@@ -736,9 +783,296 @@ static void test_release_all(void)
     dp_limits_end(q.hold);
     dp_limits_release_all();
     int64_t total = 0;
-    while (next(&m, &st))
-        total += m.lease_release->amount;
+    while (next(&m, &st)) {
+        CU_ASSERT_EQUAL(m.lease_request->final, 1);
+        total += m.lease_request->released;
+    }
     CU_ASSERT_EQUAL(total, 2000);
+}
+
+/* Sends what is due; the request for limit among it: its number, window
+ * and need. */
+static int take_request(const char *limit, uint64_t *req, int64_t *ws, int64_t *need)
+{
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    int found = 0;
+    while (next(&m, &st))
+        if (m.lease_request->want > 0 && strcmp(m.lease_request->limit_id, limit) == 0) {
+            *req = m.lease_request->req;
+            *ws = m.lease_request->window_start_ms;
+            *need = m.lease_request->need;
+            found = 1;
+        }
+    return found;
+}
+
+/* An attempt whose exact cost is unknown (a class without a price, an
+ * overflow) is charged an upper bound against budgets; the ledger's cost
+ * stays unknown. */
+static void test_partly_priced_charges(void)
+{
+    struct dp_price p = {.input = 10,
+                         .output = 20,
+                         .cache_read = 1,
+                         .cache_write_5m = 12,
+                         .cache_write_1h = -1,
+                         .reasoning = -1,
+                         .currency = "USD"};
+    struct canon_usage u = {.input = 100, .cache_write_1h = 50, .output = 30, .have = 1};
+    int64_t cost = 0;
+    CU_ASSERT_EQUAL(dp_cost(&p, &u, &cost), GW_ENOENT); /* the ledger: NULL */
+    /* 1h writes at the entry's dearest price (output's, 20). */
+    CU_ASSERT_EQUAL(dp_limits_cost_bound(&p, &u), 100 * 10 + 50 * 20 + 30 * 20);
+    p.reasoning = 50; /* dearer reasoning: every output token at it, and the dearest is 50 */
+    u.reasoning = 10;
+    CU_ASSERT_EQUAL(dp_limits_cost_bound(&p, &u), 100 * 10 + 50 * 50 + 30 * 50);
+    u.output = INT64_MAX / 2; /* an overflow: saturated, never wrapped */
+    struct dp_price all = p;
+    all.cache_write_1h = 24;
+    CU_ASSERT_EQUAL(dp_cost(&all, &u, &cost), GW_ERANGE);
+    CU_ASSERT_EQUAL(dp_limits_cost_bound(&all, &u), SAT_MAX);
+    CU_ASSERT_EQUAL(dp_limits_cost_bound(&p, &u), SAT_MAX);
+    CU_ASSERT_EQUAL(dp_limits_cost_bound(NULL, &u), -1);
+    snprintf(p.currency, sizeof(p.currency), "EUR");
+    CU_ASSERT_EQUAL(dp_limits_cost_bound(&p, &u), -1);
+
+    /* Through a hold: kE's worst-case budget on m2 (no 1h price). The
+     * worst case reserves the input at the dearest price (an unpriced
+     * class may be charged at it): 400 x 20 + 10 x 20. */
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kE", "r3");
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    uint64_t rq = 0;
+    int64_t ws = 0, need = 0;
+    CU_ASSERT_FATAL(take_request("worst-kE", &rq, &ws, &need));
+    CU_ASSERT_EQUAL(need, 400 * 20 + 10 * 20);
+    grant(rq, "worst-kE", ws, "ls_w", 100000, 0, "");
+    pump();
+    CU_ASSERT_EQUAL_FATAL(q.called, 1);
+    const struct dp_price *m2 = dp_snapshot_price(snap, "mock", "m2");
+    struct canon_usage cw = {.input = 100, .cache_write_1h = 50, .output = 10, .have = 1};
+    struct dp_charge ch[DP_MAX_CHARGES];
+    CU_ASSERT_EQUAL_FATAL(dp_limits_charges(q.hold, 1, &cw, 0, 0, m2, ch, DP_MAX_CHARGES), 1);
+    CU_ASSERT_EQUAL(ch[0].amount, 100 * 10 + 50 * 20 + 10 * 20);
+    CU_ASSERT(ch[0].amount <= 400 * 20 + 10 * 20); /* within what was reserved */
+    /* An exact cost is charged as it is. */
+    CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 2, &cw, 777, 1, m2, ch, DP_MAX_CHARGES), 1);
+    CU_ASSERT_EQUAL(ch[0].amount, 777);
+    dp_limits_end(q.hold);
+
+    /* A request that asks for a 1h cache write: under a fail_closed
+     * budget, candidates without a 1h price leave; none is left here. */
+    ask_for(&q, "kE", "r4");
+    q.ask.max_tokens = 10;
+    q.ask.cache_marks = DP_LIMITS_CACHE_1H;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unpriced");
+    /* A 5m write: m1 has no price for it, m2 has. */
+    ask_for(&q, "kE", "r4");
+    q.ask.max_tokens = 10;
+    q.ask.cache_marks = DP_LIMITS_CACHE_5M;
+    CU_ASSERT_NOT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.drop[0], 1);
+    CU_ASSERT_EQUAL(q.drop[1], 0);
+    dp_limits_end(q.hold);
+}
+
+/* A worst case is sized with the output cap the request is then sent
+ * with: the client's, else the smallest catalog cap of the candidates;
+ * an explicit thinking budget counts beside it. */
+static void test_worst_case_output_cap(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    int64_t cap = -1;
+    ask_for(&q, "kE", "r4"); /* m1 (cap 100) and m2 (cap 50) */
+    q.ask.out_cap = &cap;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(cap, 50);
+    uint64_t rq = 0;
+    int64_t ws = 0, need = 0;
+    CU_ASSERT_FATAL(take_request("worst-kE", &rq, &ws, &need));
+    CU_ASSERT_EQUAL(need, 400 * 20 + 50 * 20);
+    dp_limits_end(q.hold);
+    /* The thinking budget is reserved too. */
+    reset();
+    dp_limits_on_stream(1);
+    ask_for(&q, "kE", "r4");
+    q.ask.out_cap = &cap;
+    q.ask.reasoning_budget = 30;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(cap, 50);
+    CU_ASSERT(take_request("worst-kE", &rq, &ws, &need));
+    CU_ASSERT_EQUAL(need, 400 * 20 + (50 + 30) * 20);
+    dp_limits_end(q.hold);
+    /* The client's cap is the cap. */
+    ask_for(&q, "kE", "r4");
+    q.ask.out_cap = &cap;
+    q.ask.max_tokens = 7;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(cap, 7);
+    dp_limits_end(q.hold);
+    /* A candidate without a catalog cap is sent the others' (tpm-kB, a
+     * worst-case tokens limit, on m1 and the capless f1). */
+    reset();
+    dp_limits_on_stream(1);
+    ask_for(&q, "kB", "r2");
+    q.ask.out_cap = &cap;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(cap, 100);
+    CU_ASSERT(take_request("tpm-kB", &rq, &ws, &need));
+    CU_ASSERT_EQUAL(need, 400 + 100);
+    dp_limits_end(q.hold);
+    /* No worst case, no cap to send. */
+    ask_for(&q, "kA", "r1");
+    q.ask.out_cap = &cap;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(cap, 0);
+    dp_limits_end(q.hold);
+}
+
+/* A lease's life is counted on our monotonic clock from when its request
+ * was sent, whatever the control plane's clock says; a renewal that
+ * renewed nothing ends the lease here too. */
+static void test_lease_life_own_clock(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    fake_wall = fake_wall - fake_wall % 60000 + 60000 + 1000; /* a minute's first second */
+    struct req q;
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    uint64_t rq = 0;
+    int64_t ws = 0, need = 0;
+    int64_t sent = fake_mono;
+    CU_ASSERT_FATAL(take_request("tpm-kB", &rq, &ws, &need));
+    /* Answered 10 s later, by a control plane whose clock is an hour
+     * behind ours. */
+    fake_mono += 10000;
+    fake_wall += 10000;
+    skew_ms = -3600000;
+    grant(rq, "tpm-kB", ws, "ls_t", 5000, 5000, "");
+    skew_ms = 0;
+    struct account *t = account_find("tpm-kB", ws);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t->lease);
+    CU_ASSERT_EQUAL(t->lease_until, sent + 60000 - EXPIRY_MARGIN_MS);
+    dp_limits_end(q.hold);
+    /* Half its life on: a renewal, which the control plane could not
+     * make (ttl 0): the lease is over, and its final report goes. */
+    fake_mono = sent + 35000;
+    fake_wall += 25000;
+    ask_for(&q, "kB", "r1"); /* in use */
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT); /* rpm-kB has no lease yet */
+    CU_ASSERT_EQUAL(q.hold->items[1].st, I_HELD); /* tpm-kB from ls_t */
+    int renewals = 0;
+    while (next(&m, &st))
+        if (m.lease_request->want == 0) {
+            CU_ASSERT_STRING_EQUAL(m.lease_request->lease_id, "ls_t");
+            CU_ASSERT_EQUAL(m.lease_request->final, 0);
+            renewals += t->lease != NULL;
+            int64_t keep = ttl_ms;
+            ttl_ms = 0;
+            grant(m.lease_request->req, "tpm-kB", ws, "ls_t", 0, 100, "");
+            ttl_ms = keep;
+        }
+    CU_ASSERT_EQUAL(renewals, 1);
+    CU_ASSERT_PTR_NULL(t->lease);
+    dp_limits_end(q.hold);
+    int final = 0;
+    while (next(&m, &st))
+        if (m.lease_request->want == 0 && m.lease_request->final &&
+            strcmp(m.lease_request->lease_id, "ls_t") == 0)
+            final++;
+    CU_ASSERT_EQUAL(final, 1);
+}
+
+/* Lease messages survive a lost stream: a report is kept until answered
+ * and sent again on the next stream; a lease request goes again with its
+ * number, and a second answer for a lease already held is not given
+ * back. */
+static void test_lease_messages_survive_stream_loss(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL_FATAL(reserve(&q), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    uint64_t rq[2] = {0, 0}, again[2] = {0, 0};
+    int64_t ws = 0;
+    while (next(&m, &st)) {
+        rq[strcmp(m.lease_request->limit_id, "tpm-kB") == 0] = m.lease_request->req;
+        ws = m.lease_request->window_start_ms;
+    }
+    dp_limits_on_stream(0);
+    dp_limits_on_stream(1);
+    while (next(&m, &st))
+        again[strcmp(m.lease_request->limit_id, "tpm-kB") == 0] = m.lease_request->req;
+    /* The same numbers: the same leases if they were granted. */
+    CU_ASSERT_EQUAL(again[0], rq[0]);
+    CU_ASSERT_EQUAL(again[1], rq[1]);
+    grant(rq[1], "tpm-kB", ws, "ls_t", 5000, 5000, "");
+    grant(rq[1], "tpm-kB", ws, "ls_t", 5000, 5000, ""); /* answered twice */
+    grant(rq[0], "rpm-kB", ws, "ls_r", 5, 0, "");
+    CU_ASSERT_EQUAL(next(&m, &st), 0); /* ls_t is not given back */
+    pump();
+    CU_ASSERT_EQUAL(q.called, 1);
+    CU_ASSERT_EQUAL(account_find("tpm-kB", ws)->balance, 5000 - 410);
+    dp_limits_end(q.hold);
+    /* Shutdown: final reports; the stream goes before they are answered;
+     * they go again on the next, and once answered they are done. */
+    dp_limits_release_all();
+    int first = 0;
+    while (next(&m, &st))
+        first++;
+    CU_ASSERT_EQUAL(first, 2);
+    CU_ASSERT_EQUAL(dp_limits_pending(), 2);
+    dp_limits_on_stream(0);
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+    CU_ASSERT_EQUAL(dp_limits_pending(), 2);
+    dp_limits_on_stream(1);
+    int second = 0;
+    while (next(&m, &st)) {
+        CU_ASSERT_EQUAL(m.lease_request->final, 1);
+        CU_ASSERT_EQUAL(m.lease_request->released,
+                        strcmp(m.lease_request->lease_id, "ls_t") == 0 ? 5000 : 5);
+        answer(m.lease_request, "");
+        second++;
+    }
+    CU_ASSERT_EQUAL(second, 2);
+    CU_ASSERT_EQUAL(dp_limits_pending(), 0);
+    CU_ASSERT_PTR_NULL(L.leases);
+    /* A report the control plane could not take goes again a moment later. */
+    ask_for(&q, "kB", "r1");
+    q.ask.max_tokens = 10;
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    while (next(&m, &st))
+        grant(m.lease_request->req, m.lease_request->limit_id, m.lease_request->window_start_ms,
+              strcmp(m.lease_request->limit_id, "tpm-kB") ? "ls_r2" : "ls_t2", 1000, 100, "");
+    pump();
+    dp_limits_end(q.hold);
+    dp_limits_release_all();
+    CU_ASSERT_EQUAL(next(&m, &st), 1);
+    answer(m.lease_request, "unallocated");
+    CU_ASSERT_EQUAL(next(&m, &st), 1); /* the other lease's */
+    answer(m.lease_request, "");
+    CU_ASSERT_EQUAL(next(&m, &st), 0);
+    CU_ASSERT_EQUAL(dp_limits_pending(), 1);
+    fake_mono += REPORT_RETRY_MS;
+    CU_ASSERT_EQUAL(next(&m, &st), 1);
+    answer(m.lease_request, "");
+    CU_ASSERT_EQUAL(dp_limits_pending(), 0);
 }
 
 static void test_snapshot_validation(void)
@@ -790,7 +1124,7 @@ static void test_snapshot_validation(void)
     }
     /* The good document's pieces. */
     CU_ASSERT_EQUAL(snap->nteams, 3);
-    CU_ASSERT_EQUAL(snap->nlimits, 4);
+    CU_ASSERT_EQUAL(snap->nlimits, 5);
     const struct dp_limit *l = &snap->limits[2];
     CU_ASSERT_STRING_EQUAL(l->id, "tpm-kB");
     CU_ASSERT_EQUAL(l->scope_kind, DP_LIMIT_KEY);
@@ -825,6 +1159,10 @@ static CU_TestInfo tests[] = {
      test_renewal_idle_release_expiry},
     {"release_all gives back every balance", test_release_all},
     {"without a stream, ended windows are forgotten", test_windows_forgotten_without_stream},
+    {"an attempt without an exact cost is charged an upper bound", test_partly_priced_charges},
+    {"worst case: the output cap reserved is the one sent", test_worst_case_output_cap},
+    {"a lease lives by our clock from its request's sending", test_lease_life_own_clock},
+    {"lease messages survive a lost stream", test_lease_messages_survive_stream_loss},
     {"snapshot: teams and limits, validation names the field", test_snapshot_validation},
     CU_TEST_INFO_NULL,
 };
