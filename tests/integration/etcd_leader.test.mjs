@@ -184,7 +184,12 @@ describe('two control planes on one etcd', { concurrency: false }, () => {
     await oneLeader([a, b]);
     await etcd.stop();
     for (const cp of [a, b]) {
-      await h.waitFor(async () => (await health(cp)).etcd.state === 'down', { what: 'etcd down in health' });
+      // A stopping etcd may first answer with errors of its own; then its
+      // port refuses, and health says unreachable.
+      await h.waitFor(async () => {
+        const e = (await health(cp)).etcd;
+        return e.state === 'down' && /unreachable/.test(e.last_error ?? '');
+      }, { what: 'etcd down (unreachable) in health' });
       const hl = await health(cp);
       assert.equal(hl.status, 'degraded');
       assert.equal(hl.leader.self, false);
