@@ -18,7 +18,8 @@ static const char usage[] =
     "                          [--snapshot-poll-ms N] [--secret-cache-ttl-ms N]\n"
     "                          [--etcd-endpoints URL,...] [--etcd-lease-ttl-s N] [--replica-id "
     "ID]\n"
-    "                          [--lease-grace-s N]\n"
+    "                          [--lease-grace-s N] [--catalog-sync-url URL "
+    "[--catalog-sync-interval-s N]]\n"
     "       llmgw-controlplane import-catalog --database-url CONNINFO (--file PATH | --url URL)\n"
     "       (any command) --check-config: validate the flags and the environment as a start\n"
     "           would, print a summary as one JSON line and exit 0; or exit 2 naming the\n"
@@ -71,7 +72,17 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->grpc_tls_key = v;
     else if (strcmp(flag, "--grpc-tls-client-ca") == 0)
         c->grpc_tls_client_ca = v;
-    else if (strcmp(flag, "--file") == 0 || strcmp(flag, "--url") == 0) {
+    else if (strcmp(flag, "--catalog-sync-url") == 0) {
+        if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
+            fprintf(stderr, PROG ": --catalog-sync-url: must be an http:// or https:// URL\n");
+            return GW_EINVAL;
+        }
+        c->catalog_sync_url = v;
+    } else if (strcmp(flag, "--catalog-sync-interval-s") == 0) {
+        if (gw_flags_num(PROG, flag, v, 60, 30LL * 86400, &n))
+            return GW_EINVAL;
+        c->catalog_sync_interval_s = (long)n;
+    } else if (strcmp(flag, "--file") == 0 || strcmp(flag, "--url") == 0) {
         if (c->command != CP_CMD_IMPORT_CATALOG) {
             fprintf(stderr, PROG ": %s belongs to the import-catalog command\n%s", flag, usage);
             return GW_EINVAL;
@@ -139,6 +150,8 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_SECRET_CACHE_TTL_MS", "--secret-cache-ttl-ms"},
         {"LLMGW_ETCD_ENDPOINTS", "--etcd-endpoints"},
         {"LLMGW_ETCD_LEASE_TTL_S", "--etcd-lease-ttl-s"},
+        {"LLMGW_CATALOG_SYNC_URL", "--catalog-sync-url"},
+        {"LLMGW_CATALOG_SYNC_INTERVAL_S", "--catalog-sync-interval-s"},
         {"LLMGW_REPLICA_ID", "--replica-id"},
         {"LLMGW_LEASE_GRACE_S", "--lease-grace-s"},
     };
@@ -152,6 +165,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     c->secret_cache_ttl_ms = 300000;
     c->etcd_lease_ttl_s = 5;
     c->lease_grace_s = 3600;
+    c->catalog_sync_interval_s = 86400;
     const char *tok = getenv("LLMGW_ADMIN_TOKEN");
     c->admin_token = tok && *tok ? tok : NULL;
     int i = 1;

@@ -38,6 +38,10 @@ struct cp_config {
     /* Budgets: how long past its expiry a lease its replica has not settled
      * still counts as held (docs/budgets.md; default 3600). */
     long long lease_grace_s;
+    /* serve: a LiteLLM catalog URL the leader imports every
+     * catalog_sync_interval_s (NULL: no sync; default interval 86400). */
+    const char *catalog_sync_url;
+    long catalog_sync_interval_s;
     /* import-catalog: exactly one of them (a LiteLLM catalog file or URL). */
     const char *import_file;
     const char *import_url;

@@ -414,7 +414,11 @@ int main(int argc, char **argv)
                               .member = member};
     struct cp_etcd *fleet = member ? cp_etcd_new(m.base, &eo, msg, sizeof(msg)) : NULL;
     free(member);
-    if (!fleet || cp_jobs_register(fleet, db) != GW_OK) {
+    static struct cp_jobs_opts jo;
+    jo = (struct cp_jobs_opts){.conninfo = cfg.database_url,
+                               .catalog_sync_url = cfg.catalog_sync_url,
+                               .catalog_sync_interval_s = cfg.catalog_sync_interval_s};
+    if (!fleet || cp_jobs_register(fleet, db, &jo) != GW_OK) {
         gw_logf(GW_LOG_ERROR, "cannot start the fleet thread", "{s:s}", "error",
                 fleet ? "out of memory" : msg);
         return 1;
@@ -445,6 +449,7 @@ int main(int argc, char **argv)
     cp_health_fleetview(NULL);
     cp_fleet_stop(m.fleetview);
     cp_etcd_free(fleet);
+    cp_jobs_shutdown();
     cp_snapshot_free(builder);
     cp_grpc_free(m.grpc);
     cp_ledger_free(m.ledger);

@@ -172,40 +172,56 @@ static int read_file(const char *path, struct gw_buf *out, char *err, size_t err
     return rc;
 }
 
-int cp_catalog_import_cli(struct cp_db *db, const char *file, const char *url)
+int cp_catalog_import_from(struct cp_db *db, const char *file, const char *url, const char *actor,
+                           json_t **answer, char *err, size_t errlen)
 {
     struct cp_fetch f = {0};
     struct gw_buf doc;
-    char err[768];
+    char why[768];
     int rc;
     const char *text;
     size_t n;
     char source[600];
+    *answer = NULL;
     gw_buf_init(&doc, CP_FETCH_MAX_BYTES);
     if (file) {
         snprintf(source, sizeof(source), "file:%s", file);
-        rc = read_file(file, &doc, err, sizeof(err));
+        rc = read_file(file, &doc, why, sizeof(why));
         text = doc.data ? doc.data : "";
         n = doc.len;
     } else {
-        rc = cp_fetch_run(&f, url, 0, 0, err, sizeof(err));
+        rc = cp_fetch_run(&f, url, 0, 0, why, sizeof(why));
         snprintf(source, sizeof(source), "url:%s", f.url);
         text = f.body.data ? f.body.data : "";
         n = f.body.len;
     }
     if (rc != GW_OK) {
-        gw_logf(GW_LOG_ERROR, "import-catalog: cannot read the document", "{s:s,s:s}", "source",
-                source, "error", err);
+        snprintf(err, errlen, "%s: cannot read the document: %s", source, why);
         cp_fetch_cleanup(&f);
         gw_buf_free(&doc);
-        return 1;
+        return rc;
     }
     struct gw_pool *pool = gw_pool_new(0);
-    struct cp_call c = {.pool = pool, .db = db, .actor = "import-catalog"};
+    struct cp_call c = {.pool = pool, .db = db, .actor = actor};
     struct cp_verr e = {0};
     struct cp_db_err dberr = {{0}, {0}};
+    rc = pool ? cp_catalog_import(&c, source, text, n, answer, &e, &dberr) : GW_ENOMEM;
+    if (rc != GW_OK)
+        snprintf(err, errlen, "%s: %s", source,
+                 rc == GW_EIO   ? dberr.message
+                 : e.message[0] ? e.message
+                                : "out of memory");
+    gw_pool_free(pool);
+    cp_fetch_cleanup(&f);
+    gw_buf_free(&doc);
+    return rc;
+}
+
+int cp_catalog_import_cli(struct cp_db *db, const char *file, const char *url)
+{
     json_t *answer = NULL;
-    rc = pool ? cp_catalog_import(&c, source, text, n, &answer, &e, &dberr) : GW_ENOMEM;
+    char err[1024];
+    int rc = cp_catalog_import_from(db, file, url, "import-catalog", &answer, err, sizeof(err));
     if (rc == GW_OK) {
         char *s = json_dumps(answer, JSON_COMPACT);
         if (s)
@@ -213,15 +229,8 @@ int cp_catalog_import_cli(struct cp_db *db, const char *file, const char *url)
         free(s);
         fflush(stdout);
     } else {
-        gw_logf(GW_LOG_ERROR, "import-catalog failed, nothing was written", "{s:s,s:s}", "source",
-                source, "error",
-                rc == GW_EIO   ? dberr.message
-                : e.message[0] ? e.message
-                               : "out of memory");
+        gw_logf(GW_LOG_ERROR, "import-catalog failed, nothing was written", "{s:s}", "error", err);
     }
     json_decref(answer);
-    gw_pool_free(pool);
-    cp_fetch_cleanup(&f);
-    gw_buf_free(&doc);
     return rc == GW_OK ? 0 : 1;
 }

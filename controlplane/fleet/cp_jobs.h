@@ -7,6 +7,14 @@
  *   ledger_partitions  hourly: the ledger's partitions for this month and
  *                      the next exist (llmgw_ledger_partition, migration 3),
  *                      so no month ever starts without one.
+ *   limit_rollover     every 10 s: leases past their expiry (and grace) are
+ *                      expired, ended windows and old leases are deleted
+ *                      (cp_leases_expire): budget periods roll over.
+ *   catalog_sync       with --catalog-sync-url, every
+ *                      --catalog-sync-interval-s: the LiteLLM catalog at that
+ *                      URL is imported (cp_catalog_import_from), on a thread
+ *                      of its own with its own connection, so a slow URL
+ *                      never holds the main loop.
  */
 #ifndef CP_JOBS_H
 #define CP_JOBS_H
@@ -14,9 +22,18 @@
 struct cp_etcd;
 struct cp_db;
 
+struct cp_jobs_opts {
+    const char *conninfo;         /* for catalog_sync's own connection */
+    const char *catalog_sync_url; /* NULL: no catalog_sync */
+    long catalog_sync_interval_s;
+};
+
 /* Adds every job of the table to e. db: the main loop's connection (the
- * admin API's), which the jobs use between admin requests. 0 or a GW_E
- * code. */
-int cp_jobs_register(struct cp_etcd *e, struct cp_db *db) __attribute__((warn_unused_result));
+ * admin API's), which the jobs use between admin requests. o must outlive
+ * the jobs. 0 or a GW_E code. */
+int cp_jobs_register(struct cp_etcd *e, struct cp_db *db, const struct cp_jobs_opts *o)
+    __attribute__((warn_unused_result));
+/* Waits for a catalog sync in flight to end (at shutdown). */
+void cp_jobs_shutdown(void);
 
 #endif

@@ -293,4 +293,26 @@ describe('LiteLLM catalog import', () => {
     assert.equal(still.json.input_price, 1000000);
     assert.equal(still.json.version, 1);
   });
+
+  test('the leader\'s catalog_sync job imports --catalog-sync-url on its own, with an audit row', T, async () => {
+    // gpt-4o-mini's input price differs in /catalog.json (1.6E-7): the sync's mark.
+    pg.sql("UPDATE model_catalog SET input_price = 1 WHERE provider IS NULL AND model = 'gpt-4o-mini'");
+    const leader = await h.startControlPlane({
+      pg, args: ['--catalog-sync-url', `${docs.url}/catalog.json`, '--catalog-sync-interval-s', '60'],
+    });
+    await h.waitFor(() => pg.sql("SELECT input_price FROM model_catalog WHERE provider IS NULL AND model = 'gpt-4o-mini'") === '160000',
+      { timeoutMs: 15_000, what: 'the synced price' });
+    assert.match(pg.sql("SELECT actor || ' ' || resource_id FROM audit_log WHERE actor = 'catalog-sync' ORDER BY id DESC LIMIT 1"),
+      new RegExp(`^catalog-sync url:${docs.url}/catalog.json$`));
+    const m = await h.request(leader.port, { method: 'GET', path: '/metrics' });
+    assert.match(m.text, /llmgw_cp_singleton_job_runs_total\{job="catalog_sync",result="ok"\} 1/);
+    assert.match(m.text, /llmgw_cp_singleton_job_runs_total\{job="limit_rollover",result="ok"\} [1-9]/);
+    const bad = new h.ManagedProcess('cp-badsync', h.CONTROLPLANE_BIN, ['serve', '--check-config', '--grpc-insecure', '--catalog-sync-url', 'ftp://x'],
+      { env: { ...process.env, LLMGW_DATABASE_URL: pg.conninfo } });
+    bad.exitExpected = true;
+    bad.nonZeroExitExpected = true;
+    assert.equal((await bad.waitExit(h.START_TIMEOUT_MS)).code, 2);
+    assert.match(bad.stderrText, /--catalog-sync-url/);
+    await leader.proc.stop();
+  });
 });
