@@ -256,7 +256,8 @@ describe('control plane + two data planes', () => {
     assert.equal(s.version, good);
     assert.equal(s.published_version, good);
     assert.ok(s.failed_builds >= 1);
-    assert.ok(cp.proc.stderrText.includes('snapshot build failed'));
+    // The log line may reach us after the status does (another pipe).
+    await h.waitFor(() => cp.proc.stderrText.includes('snapshot build failed'), { what: 'the failed build logged' });
     for (const g of Object.values(dps)) {
       assert.equal((await readyz(g)).snapshot_version, good);
       assert.equal((await chat(g)).status, 200);
