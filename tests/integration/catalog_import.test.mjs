@@ -23,15 +23,6 @@ let cp;
 let docs; // the loopback server the URL imports fetch from
 const slowSockets = []; // /slow requests: open until the control plane lets go
 
-function assertError(res, status, code, param) {
-  assert.equal(res.status, status, `status; body: ${res.text}`);
-  const e = res.json?.error;
-  assert.ok(e && typeof e.message === 'string' && e.message.length > 0, `error body: ${res.text}`);
-  if (code !== undefined) assert.equal(e.code, code, `error.code; body: ${res.text}`);
-  if (param !== undefined) assert.equal(e.param, param, `error.param; body: ${res.text}`);
-  return e;
-}
-
 const importBody = (body, opts = {}) => cp.admin('POST', '/v1/admin/catalog/import', body, opts.headers);
 
 /** Runs `llmgw-controlplane import-catalog ...args` to its end. */
@@ -199,26 +190,26 @@ describe('LiteLLM catalog import', () => {
     assert.equal(lastAudit(), `import|catalog|url:${docs.url}/catalog.json|bootstrap`);
 
     const secret = await importBody({ url: `http://user:hunter2@127.0.0.1:${new URL(docs.url).port}/missing?token=abc123` });
-    const e = assertError(secret, 502, 'fetch_failed', 'url');
+    const e = h.assertError(secret, 502, 'fetch_failed', 'url');
     assert.match(e.message, new RegExp(`${docs.url}/missing: answered HTTP 404`));
     assert.ok(!secret.text.includes('hunter2') && !secret.text.includes('abc123'), secret.text);
-    assert.match(assertError(await importBody({ url: `http://127.0.0.1:${await h.deadPort()}/x` }), 502, 'fetch_failed', 'url').message, /url: http:\/\/127\.0\.0\.1:\d+\/x: /);
-    assert.match(assertError(await importBody({ url: `${docs.url}/notjson` }), 502, 'invalid_document', 'url').message, /not valid JSON/);
-    assert.match(assertError(await importBody({ url: `${docs.url}/big` }), 502, 'fetch_failed', 'url').message, /larger than 16777216 bytes/);
+    assert.match(h.assertError(await importBody({ url: `http://127.0.0.1:${await h.deadPort()}/x` }), 502, 'fetch_failed', 'url').message, /url: http:\/\/127\.0\.0\.1:\d+\/x: /);
+    assert.match(h.assertError(await importBody({ url: `${docs.url}/notjson` }), 502, 'invalid_document', 'url').message, /not valid JSON/);
+    assert.match(h.assertError(await importBody({ url: `${docs.url}/big` }), 502, 'fetch_failed', 'url').message, /larger than 16777216 bytes/);
   });
 
   test('bad bodies: 400 naming the field', T, async () => {
-    assertError(await importBody(''), 400, 'invalid_json');
-    assert.match(assertError(await importBody('{"a": {'), 400, 'invalid_json').message, /line 1, column/);
-    assertError(await importBody({ url: 5 }), 400, 'invalid_type', 'url');
-    assertError(await importBody({ url: 'ftp://127.0.0.1/x.json' }), 400, 'invalid_value', 'url');
-    assertError(await importBody({ url: 'not a url' }), 400, 'invalid_value', 'url');
-    assertError(await importBody({ url: `${docs.url}/catalog.json`, force: true }), 400, 'unknown_field', 'force');
-    assertError(await importBody('[]'), 400, 'invalid_document');
-    assertError(await importBody('{}'), 400, 'invalid_document');
-    assertError(await importBody('{"a": {}, "a": {}}'), 400, 'invalid_json');
+    h.assertError(await importBody(''), 400, 'invalid_json');
+    assert.match(h.assertError(await importBody('{"a": {'), 400, 'invalid_json').message, /line 1, column/);
+    h.assertError(await importBody({ url: 5 }), 400, 'invalid_type', 'url');
+    h.assertError(await importBody({ url: 'ftp://127.0.0.1/x.json' }), 400, 'invalid_value', 'url');
+    h.assertError(await importBody({ url: 'not a url' }), 400, 'invalid_value', 'url');
+    h.assertError(await importBody({ url: `${docs.url}/catalog.json`, force: true }), 400, 'unknown_field', 'force');
+    h.assertError(await importBody('[]'), 400, 'invalid_document');
+    h.assertError(await importBody('{}'), 400, 'invalid_document');
+    h.assertError(await importBody('{"a": {}, "a": {}}'), 400, 'invalid_json');
     const g = await cp.admin('GET', '/v1/admin/catalog/import');
-    assertError(g, 405, 'method_not_allowed');
+    h.assertError(g, 405, 'method_not_allowed');
     assert.equal(g.headers.allow, 'POST');
     // Refusals changed nothing.
     assert.equal(pg.sql("SELECT count(*) FROM model_catalog WHERE model = 'a'"), '0');
@@ -243,7 +234,7 @@ describe('LiteLLM catalog import', () => {
       { timeoutMs: 5000, what: 'the cancelled fetch closing its connection' });
     slowSockets[0].destroy(); // the first fetch fails now
     const first = await pending;
-    assertError(first, 502, 'fetch_failed', 'url');
+    h.assertError(first, 502, 'fetch_failed', 'url');
     assert.equal(configVersion(), v0, 'nothing was imported');
   });
 

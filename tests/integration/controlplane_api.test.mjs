@@ -28,15 +28,6 @@ after(async () => {
   await h.stopAll();
 });
 
-function assertError(res, status, code, param) {
-  assert.equal(res.status, status, `status; body: ${res.text}`);
-  const e = res.json?.error;
-  assert.ok(e && typeof e.message === 'string' && e.message.length > 0, `error body: ${res.text}`);
-  if (code !== undefined) assert.equal(e.code, code, `error.code; body: ${res.text}`);
-  if (param !== undefined) assert.equal(e.param, param, `error.param; body: ${res.text}`);
-  return e;
-}
-
 const secretValue = (tag) => {
   const v = `sk-${tag}-${randomBytes(12).toString('hex')}`;
   SECRET_VALUES.push(v);
@@ -63,7 +54,7 @@ describe('secrets', () => {
   test('a malformed body: the 400 names the position, never quotes the body (it may hold a secret)', T, async () => {
     const canary = secretValue('canary');
     const r = await cp.admin('POST', '/v1/admin/secrets', `{"name":"malformed","value":"${canary}\u0001"}`);
-    const e = assertError(r, 400, 'invalid_json');
+    const e = h.assertError(r, 400, 'invalid_json');
     assert.match(e.message, /line \d+, column \d+/);
     assert.ok(!r.text.includes(canary.slice(-12)), `the canary is not in the answer: ${r.text}`);
     assert.equal((await cp.admin('GET', '/v1/admin/secrets/malformed')).status, 404, 'nothing was created');
@@ -99,31 +90,31 @@ describe('secrets', () => {
     const keep = await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', {});
     assert.equal(keep.status, 200, keep.text);
     assert.equal(pg.sql("SELECT encode(ciphertext, 'hex') FROM secrets WHERE name = 'openai-prod'"), hex2);
-    assertError(await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', { value: 'x', version: 1 }), 409, 'version_conflict', 'version');
-    assertError(await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', { value: 'x' }, { 'if-match': '"1"' }), 412, 'precondition_failed');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', { value: 'x', version: 1 }), 409, 'version_conflict', 'version');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/secrets/openai-prod', { value: 'x' }, { 'if-match': '"1"' }), 412, 'precondition_failed');
   });
 
   test('validation names the field', T, async () => {
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1' }), 400, 'missing_field', 'value');
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: '' }), 400, 'invalid_value', 'value');
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 5 }), 400, 'invalid_type', 'value');
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 'a/b', value: 'x' }), 400, 'invalid_value', 'name');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1' }), 400, 'missing_field', 'value');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: '' }), 400, 'invalid_value', 'value');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 5 }), 400, 'invalid_type', 'value');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 'a/b', value: 'x' }), 400, 'invalid_value', 'name');
     // A name is what a credential_ref names: one with ':' would be taken for a backend ref.
     for (const name of ['awssm:x', 'vault:x', 'gcpsm:x', 'a:b', '-lead', 'a+b']) {
-      const e = assertError(await cp.admin('POST', '/v1/admin/secrets', { name, value: 'x' }), 400, 'invalid_value', 'name');
+      const e = h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name, value: 'x' }), 400, 'invalid_value', 'name');
       assert.match(e.message, /built-in secret name/);
     }
     assert.equal(pg.sql("SELECT count(*) FROM secrets WHERE name LIKE '%:%'"), '0');
     for (const ref of ['awssm:x', 'vault:secret/x#k', 'gcpsm:x']) {
       const r = await cp.admin('POST', '/v1/admin/providers', { name: 'refp', driver: 'openai', base_url: 'http://127.0.0.1:9/v1', credential_ref: ref });
-      assertError(r, 400, 'invalid_value', 'credential_ref');
+      h.assertError(r, 400, 'invalid_value', 'credential_ref');
     }
     assert.equal((await cp.admin('GET', '/v1/admin/providers/refp')).status, 404);
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', backend: 'gcp' }), 400, 'invalid_value', 'backend');
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault' }), 400, 'missing_field', 'backend_ref');
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'awssm:x' }), 400, 'invalid_value', 'backend_ref');
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'vault:secret/x#k', value: 'v' }), 400, 'invalid_value', 'value');
-    assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', ciphertext: 'ab' }), 400, 'unknown_field', 'ciphertext');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', backend: 'gcp' }), 400, 'invalid_value', 'backend');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault' }), 400, 'missing_field', 'backend_ref');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'awssm:x' }), 400, 'invalid_value', 'backend_ref');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', backend: 'vault', backend_ref: 'vault:secret/x#k', value: 'v' }), 400, 'invalid_value', 'value');
+    h.assertError(await cp.admin('POST', '/v1/admin/secrets', { name: 's1', value: 'x', ciphertext: 'ab' }), 400, 'unknown_field', 'ciphertext');
     assert.equal((await cp.admin('GET', '/v1/admin/secrets/s1')).status, 404);
     const v = await cp.admin('POST', '/v1/admin/secrets', { name: 'vault-one', backend: 'vault', backend_ref: 'vault:secret/llm/openai#api_key' });
     assert.equal(v.status, 201, v.text);
@@ -134,7 +125,7 @@ describe('secrets', () => {
     await cp.admin('POST', '/v1/admin/secrets', { name: 'shared', value: secretValue('shared') });
     await provider(cp, 'sp-b', { credential_ref: 'shared' });
     await provider(cp, 'sp-a', { credential_ref: 'shared' });
-    const e = assertError(await cp.admin('DELETE', '/v1/admin/secrets/shared'), 409, 'in_use');
+    const e = h.assertError(await cp.admin('DELETE', '/v1/admin/secrets/shared'), 409, 'in_use');
     assert.match(e.message, /sp-a, sp-b/);
     await cp.admin('PATCH', '/v1/admin/providers/sp-a', { credential_ref: null });
     await cp.admin('PATCH', '/v1/admin/providers/sp-b', { credential_ref: null });
@@ -161,7 +152,7 @@ describe('secrets', () => {
   test('without LLMGW_MASTER_KEY: the daemon serves, secret writes answer 503', T, async () => {
     const other = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: '' } });
     PROCS.push(other.proc);
-    const e = assertError(await other.admin('POST', '/v1/admin/secrets', { name: 'nokey', value: 'v' }), 503, 'master_key_not_configured');
+    const e = h.assertError(await other.admin('POST', '/v1/admin/secrets', { name: 'nokey', value: 'v' }), 503, 'master_key_not_configured');
     assert.match(e.message, /master key is not configured/);
     assert.equal((await other.admin('GET', '/v1/admin/secrets')).status, 200);
     const hl = await health(other);
@@ -201,14 +192,14 @@ describe('routes', () => {
     const p = await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: ['quick', 'speedy'] });
     assert.equal(p.status, 200, p.text);
     assert.equal(p.json.entries.length, 2, 'PATCH without entries keeps them');
-    assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [] }, { 'if-match': '"1"' }), 412, 'precondition_failed');
-    assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [], version: 2 }), 409, 'version_conflict');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [] }, { 'if-match': '"1"' }), 412, 'precondition_failed');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [], version: 2 }), 409, 'version_conflict');
     // The audit rows carry the entries before and after.
     const audit = (await cp.admin('GET', '/v1/admin/audit?limit=2')).json.data;
     assert.equal(audit[0].resource, 'routes');
     assert.deepEqual(audit[1].before.entries.map((e) => e.provider), ['rp1', 'rp2']);
     assert.deepEqual(audit[1].after.entries.map((e) => e.provider), ['rp2', 'rp1']);
-    assertError(await cp.admin('DELETE', '/v1/admin/providers/rp1'), 409, 'in_use');
+    h.assertError(await cp.admin('DELETE', '/v1/admin/providers/rp1'), 409, 'in_use');
     const d = await cp.admin('DELETE', '/v1/admin/routes/fast');
     assert.equal(d.status, 204);
     assert.equal(pg.sql("SELECT count(*) FROM route_entries WHERE route = 'fast'"), '0');
@@ -236,7 +227,7 @@ describe('routes', () => {
       [{ name: 'r', aliases: ['r'], entries: [e1] }, 400, 'invalid_value', 'aliases'],
     ];
     for (const [body, status, code, param] of cases) {
-      const e = assertError(await cp.admin('POST', '/v1/admin/routes', body), status, code, param);
+      const e = h.assertError(await cp.admin('POST', '/v1/admin/routes', body), status, code, param);
       assert.ok(e.message.startsWith(param), `message names the field: ${e.message}`);
     }
     assert.equal((await cp.admin('GET', '/v1/admin/routes/r')).status, 404);
@@ -245,12 +236,12 @@ describe('routes', () => {
   test('roles unique; names, aliases and roles share a namespace', T, async () => {
     const e1 = [{ provider: 'rp1', model: 'm1' }];
     assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'main', aliases: ['primary'], role: 'summarize', entries: e1 })).status, 201);
-    let e = assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'other', role: 'summarize', entries: e1 }), 409, 'duplicate_role', 'role');
+    let e = h.assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'other', role: 'summarize', entries: e1 }), 409, 'duplicate_role', 'role');
     assert.match(e.message, /route 'main'/);
-    e = assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'primary', entries: e1 }), 409, 'name_collision', 'name');
+    e = h.assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'primary', entries: e1 }), 409, 'name_collision', 'name');
     assert.match(e.message, /route 'main'/);
-    assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'x2', aliases: ['main'], entries: e1 }), 409, 'name_collision', 'aliases');
-    assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'summarize', entries: e1 }), 409, 'name_collision', 'name');
+    h.assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'x2', aliases: ['main'], entries: e1 }), 409, 'name_collision', 'aliases');
+    h.assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'summarize', entries: e1 }), 409, 'name_collision', 'name');
     // Re-saving the route itself is no collision.
     assert.equal((await cp.admin('PUT', '/v1/admin/routes/main', { aliases: ['primary'], role: 'summarize', entries: e1 })).status, 200);
     assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'emb', role: 'embedding', capability: 'embeddings', entries: e1 })).status, 201);
@@ -297,7 +288,7 @@ describe('keys and admin tokens', () => {
     assert.equal(d.json.status, 'disabled');
     assert.ok(!('key' in d.json));
     assert.equal(pg.sql(`SELECT hash FROM api_keys WHERE id = '${c.json.id}'`), h.sha256hex(plain), 'hash kept');
-    assertError(await cp.admin('PATCH', `/v1/admin/keys/${c.json.id}`, { status: 'active', version: 1 }), 409, 'version_conflict');
+    h.assertError(await cp.admin('PATCH', `/v1/admin/keys/${c.json.id}`, { status: 'active', version: 1 }), 409, 'version_conflict');
     const two = await cp.admin('POST', '/v1/admin/keys', { id: 'named-key' });
     assert.equal(two.status, 201, two.text);
     assert.notEqual(two.json.key, plain);
@@ -305,14 +296,14 @@ describe('keys and admin tokens', () => {
   });
 
   test('key validation', T, async () => {
-    assertError(await cp.admin('POST', '/v1/admin/keys', { status: 'paused' }), 400, 'invalid_value', 'status');
-    assertError(await cp.admin('POST', '/v1/admin/keys', { expires_at: 'tomorrow' }), 400, 'invalid_value', 'expires_at');
+    h.assertError(await cp.admin('POST', '/v1/admin/keys', { status: 'paused' }), 400, 'invalid_value', 'status');
+    h.assertError(await cp.admin('POST', '/v1/admin/keys', { expires_at: 'tomorrow' }), 400, 'invalid_value', 'expires_at');
     // Well formed, but no such day: Postgres refuses it (SQLSTATE 22008), a 400 not a 500.
-    const feb30 = assertError(await cp.admin('POST', '/v1/admin/keys', { expires_at: '2030-02-30T00:00:00Z' }), 400, 'invalid_value');
+    const feb30 = h.assertError(await cp.admin('POST', '/v1/admin/keys', { expires_at: '2030-02-30T00:00:00Z' }), 400, 'invalid_value');
     assert.match(feb30.message, /out of range|invalid/i, feb30.message);
-    assertError(await cp.admin('POST', '/v1/admin/keys', { team: 'nobody' }), 400, 'dangling_reference', 'team');
-    assertError(await cp.admin('POST', '/v1/admin/keys', { allow_models: [''] }), 400, 'invalid_value', 'allow_models');
-    assertError(await cp.admin('POST', '/v1/admin/keys', { hash: 'ab' }), 400, 'unknown_field', 'hash');
+    h.assertError(await cp.admin('POST', '/v1/admin/keys', { team: 'nobody' }), 400, 'dangling_reference', 'team');
+    h.assertError(await cp.admin('POST', '/v1/admin/keys', { allow_models: [''] }), 400, 'invalid_value', 'allow_models');
+    h.assertError(await cp.admin('POST', '/v1/admin/keys', { hash: 'ab' }), 400, 'unknown_field', 'hash');
   });
 
   test('admin token: plaintext once, works, hashed, deleted', T, async () => {
@@ -326,10 +317,10 @@ describe('keys and admin tokens', () => {
     assert.equal(r.status, 201, r.text);
     assert.equal((await cp.admin('GET', '/v1/admin/audit?limit=1')).json.data[0].actor, 'deployer');
     assert.ok(!(await cp.admin('GET', '/v1/admin/admin-tokens')).text.includes(tok));
-    assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'bootstrap' }), 400, 'invalid_value', 'name');
-    assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer' }), 409, 'already_exists');
+    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'bootstrap' }), 400, 'invalid_value', 'name');
+    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer' }), 409, 'already_exists');
     assert.equal((await cp.admin('DELETE', `/v1/admin/admin-tokens/${c.json.id}`)).status, 204);
-    assertError(await cp.admin('GET', '/v1/admin/teams', undefined, { authorization: `Bearer ${tok}` }), 401, 'unauthorized');
+    h.assertError(await cp.admin('GET', '/v1/admin/teams', undefined, { authorization: `Bearer ${tok}` }), 401, 'unauthorized');
   });
 });
 
@@ -353,15 +344,15 @@ describe('prices and catalog', () => {
     const u = await cp.admin('PATCH', '/v1/admin/prices/pp/org/model-x', { input_price: '0.0000015000000000', version: 1 });
     assert.equal(u.status, 200, u.text);
     assert.equal(u.json.input_price, 1500000);
-    assertError(await cp.admin('PATCH', '/v1/admin/prices/pp/org/model-x', { input_price: 1, version: 1 }), 409, 'version_conflict');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/prices/pp/org/model-x', { input_price: 1, version: 1 }), 409, 'version_conflict');
     for (const bad of ['0.0000000000001', '1e-13', '1.234567891234567e-07', '-1', '-1e-6', '1.5', '.5', '2', '1e1', 'abc', '', '0x10', ' 1']) {
-      assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', input_price: bad }), 400, 'invalid_value', 'input_price');
+      h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', input_price: bad }), 400, 'invalid_value', 'input_price');
     }
-    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', output_price: 1.5 }), 400, 'invalid_type', 'output_price');
-    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', output_price: 1000000000001 }), 400, 'invalid_value', 'output_price');
-    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'ghost', model: 'm' }), 400, 'dangling_reference', 'provider');
-    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', currency: 'usd' }), 400, 'invalid_value', 'currency');
-    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'org/model-x' }), 409, 'already_exists');
+    h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', output_price: 1.5 }), 400, 'invalid_type', 'output_price');
+    h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', output_price: 1000000000001 }), 400, 'invalid_value', 'output_price');
+    h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'ghost', model: 'm' }), 400, 'dangling_reference', 'provider');
+    h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', currency: 'usd' }), 400, 'invalid_value', 'currency');
+    h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'org/model-x' }), 409, 'already_exists');
     const ok1 = await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'one', input_price: '1' });
     assert.equal(ok1.json.input_price, 1000000000000);
     // Exponent forms (LiteLLM writes prices so) are exact decimals too.
@@ -369,7 +360,7 @@ describe('prices and catalog', () => {
     assert.equal(ok2.status, 201, ok2.text);
     assert.equal(ok2.json.input_price, 3000000);
     assert.equal(ok2.json.output_price, 15000000);
-    assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', input_price: 3e-6 }), 400, 'invalid_type', 'input_price');
+    h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', input_price: 3e-6 }), 400, 'invalid_type', 'input_price');
     assert.equal((await cp.admin('DELETE', '/v1/admin/prices/pp/org/model-x')).status, 204);
   });
 
@@ -382,12 +373,12 @@ describe('prices and catalog', () => {
     const any = await cp.admin('POST', '/v1/admin/catalog', { model: 'cm', context_window: 64000 });
     assert.equal(any.status, 201, any.text);
     assert.equal(any.json.provider, null);
-    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'cm' }), 409, 'already_exists');
+    h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'cm' }), 409, 'already_exists');
     const u = await cp.admin('PATCH', `/v1/admin/catalog/${id}`, { context_window: 200000 }, { 'if-match': '"1"' });
     assert.equal(u.status, 200, u.text);
     assert.equal(u.json.context_window, 200000);
-    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', capabilities: ['telepathy'] }), 400, 'invalid_value', 'capabilities');
-    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', input_price: '0.1234567890123' }), 400, 'invalid_value', 'input_price');
+    h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', capabilities: ['telepathy'] }), 400, 'invalid_value', 'capabilities');
+    h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', input_price: '0.1234567890123' }), 400, 'invalid_value', 'input_price');
     // Reasoning priced apart, LiteLLM's mode; source and litellm_provider are the server's.
     const r = await cp.admin('POST', '/v1/admin/catalog', { model: 'rz', mode: 'chat', output_price: '6e-7', reasoning_price: '3.5E-6', source: 'litellm', litellm_provider: 'x' });
     assert.equal(r.status, 201, r.text);
@@ -396,8 +387,8 @@ describe('prices and catalog', () => {
     assert.equal(r.json.mode, 'chat');
     assert.equal(r.json.source, 'admin');
     assert.equal(r.json.litellm_provider, null);
-    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', mode: '' }), 400, 'invalid_value', 'mode');
-    assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', reasoning_price: 3.5e-6 }), 400, 'invalid_type', 'reasoning_price');
+    h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', mode: '' }), 400, 'invalid_value', 'mode');
+    h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', reasoning_price: 3.5e-6 }), 400, 'invalid_type', 'reasoning_price');
     assert.equal((await cp.admin('DELETE', `/v1/admin/catalog/${id}`)).status, 204);
   });
 });

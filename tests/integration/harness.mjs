@@ -19,6 +19,7 @@
 // likewise with startEtcd(): one member on free loopback ports, a temp data
 // dir, stopped by pid.
 
+import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -1175,4 +1176,14 @@ export async function startEtcd() {
       if (attempt >= 2) throw err; // a free port was taken in between
     }
   }
+}
+
+/** An admin API error answer: the status, a message, and the code and param when given; returns error. */
+export function assertError(res, status, code, param) {
+  assert.equal(res.status, status, `status; body: ${res.text}`);
+  const e = res.json?.error;
+  assert.ok(e && typeof e.message === 'string' && e.message.length > 0, `error body: ${res.text}`);
+  if (code !== undefined) assert.equal(e.code, code, `error.code; body: ${res.text}`);
+  if (param !== undefined) assert.equal(e.param, param, `error.param; body: ${res.text}`);
+  return e;
 }

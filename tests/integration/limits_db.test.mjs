@@ -25,15 +25,6 @@ after(async () => {
   await h.stopAll();
 });
 
-function assertError(res, status, code, param) {
-  assert.equal(res.status, status, `status; body: ${res.text}`);
-  const e = res.json?.error;
-  assert.ok(e && typeof e.message === 'string' && e.message.length > 0, `error body: ${res.text}`);
-  if (code !== undefined) assert.equal(e.code, code, `error.code; body: ${res.text}`);
-  if (param !== undefined) assert.equal(e.param, param, `error.param; body: ${res.text}`);
-  return e;
-}
-
 describe('lease authority (cp_leases) and the ledger trigger', () => {
   test('controlplane_leases_test passes against PostgreSQL', T, () => {
     const conninfo = pg.createDatabase('leases');
@@ -61,22 +52,22 @@ describe('admin API: limits, projects, team allowlists', () => {
     assert.deepEqual(r.json.allow_providers, ['mock']);
     assert.equal(r.json.allow_routes, null);
     assert.equal(r.json.require_budget, true);
-    assertError(await post('/v1/admin/teams', { name: 'x', allow_models: [''] }), 400, 'invalid_value', 'allow_models');
-    assertError(await post('/v1/admin/teams', { name: 'y', require_budget: 'yes' }), 400, 'invalid_type', 'require_budget');
+    h.assertError(await post('/v1/admin/teams', { name: 'x', allow_models: [''] }), 400, 'invalid_value', 'allow_models');
+    h.assertError(await post('/v1/admin/teams', { name: 'y', require_budget: 'yes' }), 400, 'invalid_type', 'require_budget');
     assert.equal((await post('/v1/admin/teams', { name: 'ops' })).status, 201);
 
     r = await post('/v1/admin/projects', { name: 'search', team: 'eng', description: 'the search app' });
     assert.equal(r.status, 201, r.text);
     assert.equal(r.json.team, 'eng');
-    assertError(await post('/v1/admin/projects', { name: 'p2' }), 400, 'missing_field', 'team');
-    assertError(await post('/v1/admin/projects', { name: 'p2', team: 'nope' }), 400, 'dangling_reference', 'team');
+    h.assertError(await post('/v1/admin/projects', { name: 'p2' }), 400, 'missing_field', 'team');
+    h.assertError(await post('/v1/admin/projects', { name: 'p2', team: 'nope' }), 400, 'dangling_reference', 'team');
     r = await cp.admin('GET', '/v1/admin/projects');
     assert.deepEqual(r.json.data.map((p) => p.name), ['search']);
     // A key of the project pins its team.
     r = await post('/v1/admin/keys', { id: 'k1', team: 'eng', project: 'search' });
     assert.equal(r.status, 201, r.text);
-    assertError(await cp.admin('PATCH', '/v1/admin/projects/search', { team: 'ops' }), 409, 'in_use', 'team');
-    assertError(await cp.admin('DELETE', '/v1/admin/projects/search'), 409, 'in_use');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/projects/search', { team: 'ops' }), 409, 'in_use', 'team');
+    h.assertError(await cp.admin('DELETE', '/v1/admin/projects/search'), 409, 'in_use');
   });
 
   test('limits: fields, defaults, scope checks, immutability, deletes', T, async () => {
@@ -97,25 +88,25 @@ describe('admin API: limits, projects, team allowlists', () => {
     assert.equal(r.status, 201, r.text);
 
     const base = { scope_kind: 'team', scope: 'eng', metric: 'cost', period: 'day', amount: 1 };
-    assertError(await post('/v1/admin/limits', { ...base, amount: 0 }), 400, 'invalid_value', 'amount');
-    assertError(await post('/v1/admin/limits', { ...base, amount: 1.5 }), 400, 'invalid_type', 'amount');
-    assertError(await post('/v1/admin/limits', { ...base, amount: '5' }), 400, 'invalid_type', 'amount');
-    assertError(await post('/v1/admin/limits', { ...base, period: 'week' }), 400, 'invalid_value', 'period');
-    assertError(await post('/v1/admin/limits', { ...base, metric: 'dollars' }), 400, 'invalid_value', 'metric');
-    assertError(await post('/v1/admin/limits', { ...base, scope_kind: 'org' }), 400, 'invalid_value', 'scope_kind');
-    assertError(await post('/v1/admin/limits', { ...base, reservation: 'max' }), 400, 'invalid_value', 'reservation');
-    assertError(await post('/v1/admin/limits', { ...base, offline: 'open' }), 400, 'invalid_value', 'offline');
-    assertError(await post('/v1/admin/limits', { ...base, scope: 'nope' }), 400, 'dangling_reference', 'scope');
-    assertError(await post('/v1/admin/limits', { ...base, scope_kind: 'key', scope: 'eng' }), 400, 'dangling_reference', 'scope');
-    assertError(await post('/v1/admin/limits', { ...base, currency: 'EUR' }), 400, 'invalid_value', 'currency');
-    assertError(await post('/v1/admin/limits', { ...base, id: 'x'.repeat(64) }), 400, 'invalid_value', 'id');
+    h.assertError(await post('/v1/admin/limits', { ...base, amount: 0 }), 400, 'invalid_value', 'amount');
+    h.assertError(await post('/v1/admin/limits', { ...base, amount: 1.5 }), 400, 'invalid_type', 'amount');
+    h.assertError(await post('/v1/admin/limits', { ...base, amount: '5' }), 400, 'invalid_type', 'amount');
+    h.assertError(await post('/v1/admin/limits', { ...base, period: 'week' }), 400, 'invalid_value', 'period');
+    h.assertError(await post('/v1/admin/limits', { ...base, metric: 'dollars' }), 400, 'invalid_value', 'metric');
+    h.assertError(await post('/v1/admin/limits', { ...base, scope_kind: 'org' }), 400, 'invalid_value', 'scope_kind');
+    h.assertError(await post('/v1/admin/limits', { ...base, reservation: 'max' }), 400, 'invalid_value', 'reservation');
+    h.assertError(await post('/v1/admin/limits', { ...base, offline: 'open' }), 400, 'invalid_value', 'offline');
+    h.assertError(await post('/v1/admin/limits', { ...base, scope: 'nope' }), 400, 'dangling_reference', 'scope');
+    h.assertError(await post('/v1/admin/limits', { ...base, scope_kind: 'key', scope: 'eng' }), 400, 'dangling_reference', 'scope');
+    h.assertError(await post('/v1/admin/limits', { ...base, currency: 'EUR' }), 400, 'invalid_value', 'currency');
+    h.assertError(await post('/v1/admin/limits', { ...base, id: 'x'.repeat(64) }), 400, 'invalid_value', 'id');
     const { amount, ...noAmount } = base;
-    assertError(await post('/v1/admin/limits', noAmount), 400, 'missing_field', 'amount');
-    assertError(await post('/v1/admin/limits', { ...base, id: 'eng-daily' }), 409, 'already_exists');
+    h.assertError(await post('/v1/admin/limits', noAmount), 400, 'missing_field', 'amount');
+    h.assertError(await post('/v1/admin/limits', { ...base, id: 'eng-daily' }), 409, 'already_exists');
 
     // What a limit counts is fixed; how much, how and whether are not.
-    assertError(await cp.admin('PATCH', '/v1/admin/limits/eng-daily', { period: 'month' }), 400, 'immutable_field', 'period');
-    assertError(await cp.admin('PATCH', '/v1/admin/limits/eng-daily', { scope: 'ops' }), 400, 'immutable_field', 'scope');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/limits/eng-daily', { period: 'month' }), 400, 'immutable_field', 'period');
+    h.assertError(await cp.admin('PATCH', '/v1/admin/limits/eng-daily', { scope: 'ops' }), 400, 'immutable_field', 'scope');
     r = await cp.admin('PATCH', '/v1/admin/limits/eng-daily', { amount: 7_000_000_000_000, reservation: 'worst_case', offline: 'fail_closed', version: 1 });
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.amount, 7_000_000_000_000);
@@ -130,13 +121,13 @@ describe('admin API: limits, projects, team allowlists', () => {
 
     // A team or project with limits is not deleted from under them.
     assert.equal((await post('/v1/admin/limits', { ...base, id: 'ops-day', scope: 'ops' })).status, 201);
-    assertError(await cp.admin('DELETE', '/v1/admin/teams/ops'), 409, 'in_use');
+    h.assertError(await cp.admin('DELETE', '/v1/admin/teams/ops'), 409, 'in_use');
     assert.equal((await cp.admin('DELETE', '/v1/admin/limits/ops-day')).status, 204);
     assert.equal((await cp.admin('DELETE', '/v1/admin/teams/ops')).status, 204);
   });
 
   test('the snapshot carries teams, enabled limits, key projects and catalog output caps', T, async () => {
-    assertError(await cp.admin('DELETE', '/v1/admin/projects/search'), 409, 'in_use');
+    h.assertError(await cp.admin('DELETE', '/v1/admin/projects/search'), 409, 'in_use');
     let r = await post('/v1/admin/catalog', { model: 'm1', max_output_tokens: 4096, input_price: 1, output_price: 2 });
     assert.equal(r.status, 201, r.text);
     // The builder's document, as a data plane gets it, through a Watch is
