@@ -258,7 +258,7 @@ int main(int argc, char **argv)
         no_core_dumps();
     signal(SIGPIPE, SIG_IGN);
     struct cp_db_err err;
-    struct cp_db *db = cp_db_connect(cfg.database_url, &err);
+    struct cp_db *db = cp_db_connect(cfg.database_url, "admin api", &err);
     if (!db) {
         /* The message is libpq's; it names host and port, never the password. */
         gw_logf(GW_LOG_ERROR, "cannot connect to the database", "{s:s}", "error", err.message);

@@ -1,5 +1,6 @@
 #include "cp_api.h"
 
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ extern const size_t cp_openapi_yaml_len;
 struct cp_api {
     struct gw_http_server *srv;
     struct cp_db *db;
+    struct event *alive_ev; /* looks at the idle connection every second */
     int has_bootstrap;
     char bootstrap_hash[65]; /* SHA-256 hex of LLMGW_ADMIN_TOKEN: the token itself is not kept */
     int has_master_key;
@@ -367,6 +369,18 @@ static void handle(struct gw_http_req *req, void *arg)
         record(&local, c.status);
 }
 
+/* The daemon's main connection (admin API, metrics, singleton jobs) is used
+ * on demand, and each use checks it first (cp_db_check reconnects). This
+ * tick only notices a loss while nothing uses it, without blocking the loop
+ * (cp_db_alive), so that it is logged when it happens. */
+static void on_alive(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct cp_api *api = arg;
+    (void)cp_db_alive(api->db);
+}
+
 struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
                           const char *bootstrap_token, const struct cp_master_key *master_key)
 {
@@ -385,7 +399,12 @@ struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
     struct gw_http_server_opts o = {.handler = handle, .arg = api, .max_body_bytes = 1u << 20};
     api->srv = gw_http_server_new(base, fd, &o);
     api->curl = api->srv ? gw_curlev_new(base) : NULL;
-    if (!api->curl) {
+    api->alive_ev = api->curl ? event_new(base, -1, EV_PERSIST, on_alive, api) : NULL;
+    struct timeval tick = {1, 0};
+    if (!api->alive_ev || event_add(api->alive_ev, &tick)) {
+        if (api->alive_ev)
+            event_free(api->alive_ev);
+        gw_curlev_free(api->curl);
         gw_http_server_free(api->srv);
         cp_master_key_clear(&api->master_key);
         free(api);
@@ -411,6 +430,7 @@ void cp_api_free(struct cp_api *api)
         return;
     /* Requests still open (an import waiting on its URL) get their close
      * callback first and cancel their transfers; then the multi goes. */
+    event_free(api->alive_ev);
     gw_http_server_free(api->srv);
     gw_curlev_free(api->curl);
     cp_master_key_clear(&api->master_key);

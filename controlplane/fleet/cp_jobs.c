@@ -66,7 +66,7 @@ static void *sync_run(void *arg)
     struct cp_db_err e;
     char err[1024] = "";
     json_t *answer = NULL;
-    struct cp_db *db = cp_db_connect(o->conninfo, &e);
+    struct cp_db *db = cp_db_connect(o->conninfo, "catalog sync", &e);
     int rc = db ? cp_catalog_import_from(db, NULL, o->catalog_sync_url, "catalog-sync", &answer,
                                          err, sizeof(err))
                 : GW_EIO;

@@ -18,8 +18,9 @@
 
 #define MAX_BATCH 1000
 #define BACKOFF_MIN_MS 200
-#define BACKOFF_MAX_MS 5000
-#define MAX_TEXT 256 /* a text field past this is cut (the row is still stored) */
+#define BACKOFF_MAX_MS 1000 /* a database back is written to within a second */
+#define IDLE_CHECK_MS 1000  /* an idle writer looks at its connection this often */
+#define MAX_TEXT 256        /* a text field past this is cut (the row is still stored) */
 
 enum kind { IT_ROW, IT_LEASE_REQ, IT_LEASE_REL };
 
@@ -260,7 +261,7 @@ static void post_ack(struct cp_ledger *l, uint64_t stream, uint64_t through)
     post(l, r);
 }
 
-static int sleep_ms(struct cp_ledger *l, long ms)
+static struct timespec deadline_in(long ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -270,6 +271,12 @@ static int sleep_ms(struct cp_ledger *l, long ms)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    return ts;
+}
+
+static int sleep_ms(struct cp_ledger *l, long ms)
+{
+    struct timespec ts = deadline_in(ms);
     pthread_mutex_lock(&l->mu);
     while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &ts) == 0)
         ;
@@ -281,12 +288,32 @@ static int sleep_ms(struct cp_ledger *l, long ms)
 static int db_ready(struct cp_ledger *l, struct cp_db_err *err)
 {
     if (!l->db) {
-        l->db = cp_db_connect(l->conninfo, err);
+        l->db = cp_db_connect(l->conninfo, "ledger writer", err);
         if (!l->db)
             return GW_EIO;
         l->nmonths = 0;
     }
     return cp_db_check(l->db, err);
+}
+
+/* Nothing to write for IDLE_CHECK_MS: notice a lost connection now rather
+ * than at the next row (cp_db_alive reads what the server sent, no round
+ * trip), and reconnect, so that the status and the first row after an
+ * outage do not wait on it. */
+static void idle_check(struct cp_ledger *l)
+{
+    if (!l->db)
+        return;
+    int up = cp_db_alive(l->db);
+    if (!up) {
+        struct cp_db_err err;
+        up = cp_db_check(l->db, &err) == GW_OK;
+        if (up)
+            l->nmonths = 0; /* partitions may have changed while it was away */
+    }
+    pthread_mutex_lock(&l->mu);
+    l->st.db_up = up;
+    pthread_mutex_unlock(&l->mu);
 }
 
 static int ensure_partition(struct cp_ledger *l, int64_t month, struct cp_db_err *err)
@@ -474,8 +501,9 @@ static void flush_rows(struct cp_ledger *l, struct item *a, struct item *b)
                 break;
             err = rerr;
         }
-        gw_logf(GW_LOG_WARN, "ledger: insert failed; retrying", "{s:s,s:s,s:i}", "sqlstate",
-                err.sqlstate, "error", err.message, "retry_ms", (int)backoff);
+        if (backoff == BACKOFF_MIN_MS) /* once per run: a long outage is one line */
+            gw_logf(GW_LOG_WARN, "ledger: insert failed; retrying", "{s:s,s:s,s:i}", "sqlstate",
+                    err.sqlstate, "error", err.message, "retry_max_ms", BACKOFF_MAX_MS);
         if (sleep_ms(l, backoff))
             return; /* stopping: nothing acknowledged, the data planes send again */
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
@@ -549,8 +577,14 @@ static void *run(void *arg)
     struct cp_ledger *l = arg;
     for (;;) {
         pthread_mutex_lock(&l->mu);
-        while (!l->stop && !l->head)
-            pthread_cond_wait(&l->cv, &l->mu);
+        while (!l->stop && !l->head) {
+            struct timespec ts = deadline_in(IDLE_CHECK_MS);
+            if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT && !l->stop && !l->head) {
+                pthread_mutex_unlock(&l->mu);
+                idle_check(l);
+                pthread_mutex_lock(&l->mu);
+            }
+        }
         if (l->stop) {
             pthread_mutex_unlock(&l->mu);
             break;

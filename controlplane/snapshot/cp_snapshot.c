@@ -18,7 +18,13 @@
 
 #define CHANNEL "llmgw_config"
 #define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
+/* A lost connection is retried at most a second apart: a restarted database
+ * is heard again, and the writes made meanwhile built, within about a
+ * second of its coming back. One refused connect a second costs nothing. */
+#define BACKOFF_MAX_MS 1000
+/* An idle connection is looked at this often (cp_db_alive: no round trip),
+ * so a loss is noticed even when no notification or poll is due. */
+#define ALIVE_TICK_MS 1000
 #define DEFAULT_POLL_MS 30000
 #define DEFAULT_CACHE_TTL_MS 300000
 #define MAX_UNRESOLVED 256
@@ -69,9 +75,14 @@ struct cp_snapshot {
     pthread_t thread;
     int thread_started;
     struct event_base *tbase;
-    struct event *wake_ev, *poll_ev, *retry_ev, *conn_ev;
-    struct cp_db *db;
+    struct event *wake_ev, *poll_ev, *retry_ev;
+    /* The connection's socket, read for notifications and looked at every
+     * ALIVE_TICK_MS. Non-NULL exactly while the connection is up and
+     * LISTENing: everything that uses the connection checks it first. */
+    struct event *conn_ev;
+    struct cp_db *db; /* NULL until the first connect; then reconnected in place */
     long backoff_ms;
+    int connect_logged; /* the first connect's failure was logged */
     int dirty;
     int64_t good_version;   /* version of the last good build; -1 none */
     int good_unresolved;    /* it left refs unresolved: the poll retries them */
@@ -466,8 +477,7 @@ static void wipe_doc(json_t *doc)
 /* ------------------------------------------------------------------ */
 /* Building */
 
-static void drop_connection(struct cp_snapshot *b, int lost);
-static void schedule_retry(struct cp_snapshot *b);
+static void lose_connection(struct cp_snapshot *b);
 
 static const char SQL_PROVIDERS[] =
     "SELECT json_build_object('name', name, 'driver', driver, 'base_url', base_url, 'headers', "
@@ -557,7 +567,7 @@ static int append_rows(json_t *arr, const PGresult *r, int col, char *err, size_
 
 static int connection_lost(struct cp_snapshot *b)
 {
-    return !b->db || PQstatus(cp_db_conn(b->db)) != CONNECTION_OK;
+    return !b->conn_ev || PQstatus(cp_db_conn(b->db)) != CONNECTION_OK;
 }
 
 /* Hands doc (serialized; ownership taken) to the daemon's loop. */
@@ -579,10 +589,7 @@ static void build(struct cp_snapshot *b)
     if (connection_lost(b)) {
         set_failure(b, "the database is unreachable");
         cp_metrics_build("failed", 0);
-        if (b->db) {
-            drop_connection(b, 1);
-            schedule_retry(b);
-        }
+        lose_connection(b);
         return;
     }
     int64_t t0 = gw_now_us();
@@ -765,10 +772,8 @@ dbfail:
 fail:
     set_failure(b, "%s", err);
     cp_metrics_build("failed", (double)(gw_now_us() - t0) / 1e6);
-    if (connection_lost(b)) {
-        drop_connection(b, 1);
-        schedule_retry(b);
-    }
+    if (connection_lost(b))
+        lose_connection(b);
 out:
     if (doc) {
         wipe_doc(doc);
@@ -784,22 +789,28 @@ out:
 
 /* Reads what arrived on the connection and notes the notifications that
  * call for a build: those carrying a version newer than the last good
- * build (or a payload that is not a version). */
-static void drain_notifies(struct cp_snapshot *b)
+ * build (or a payload that is not a version). 0, or -1 when the connection
+ * turned out to be gone (then lost: the retry timer is on it). Every read of
+ * the socket goes through here: libpq closes the socket when it reads EOF,
+ * and a read whose failure went unseen would leave the event on a closed
+ * descriptor that epoll has silently forgotten, and the builder deaf. */
+static int drain_notifies(struct cp_snapshot *b)
 {
-    if (!b->db)
-        return;
-    PGconn *c = cp_db_conn(b->db);
-    if (!PQconsumeInput(c))
-        return;
+    if (!b->conn_ev)
+        return -1;
+    if (!cp_db_alive(b->db)) {
+        lose_connection(b);
+        return -1;
+    }
     PGnotify *n;
-    while ((n = PQnotifies(c)) != NULL) {
+    while ((n = PQnotifies(cp_db_conn(b->db))) != NULL) {
         char *end;
         long long v = strtoll(n->extra, &end, 10);
         if (end == n->extra || *end || v > b->good_version || b->last_failed)
             b->dirty = 1;
         PQfreemem(n);
     }
+    return 0;
 }
 
 /* Builds while something asks for it: notifications that arrive during a
@@ -813,32 +824,17 @@ static void build_loop(struct cp_snapshot *b)
             b->dirty = 1;
         b->requested = 0;
         pthread_mutex_unlock(&b->lock);
-        if (stop || !b->dirty || !b->db)
+        if (stop || !b->dirty || !b->conn_ev)
             return;
         b->dirty = 0;
         build(b);
-        drain_notifies(b);
+        if (drain_notifies(b))
+            return;
     }
 }
 
 /* ------------------------------------------------------------------ */
 /* Connection */
-
-static void drop_connection(struct cp_snapshot *b, int lost)
-{
-    if (b->conn_ev) {
-        event_free(b->conn_ev);
-        b->conn_ev = NULL;
-    }
-    if (b->db) {
-        cp_db_free(b->db);
-        b->db = NULL;
-        set_db_up(b, 0);
-        if (lost)
-            gw_log(GW_LOG_WARN, "snapshot builder: lost the database connection; reconnecting",
-                   NULL);
-    }
-}
 
 static void schedule_retry(struct cp_snapshot *b)
 {
@@ -847,51 +843,75 @@ static void schedule_retry(struct cp_snapshot *b)
     b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
 }
 
+/* The connection broke (cp_db logged it once): stop watching its socket,
+ * say so in the status, and reconnect after the backoff. Idempotent. */
+static void lose_connection(struct cp_snapshot *b)
+{
+    if (!b->conn_ev)
+        return;
+    event_free(b->conn_ev);
+    b->conn_ev = NULL;
+    set_db_up(b, 0);
+    schedule_retry(b);
+}
+
+/* The socket is readable (a notification, or the server closing it), or
+ * ALIVE_TICK_MS passed without either. */
 static void on_conn(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct cp_snapshot *b = arg;
-    if (!PQconsumeInput(cp_db_conn(b->db)) || connection_lost(b)) {
-        drop_connection(b, 1);
-        schedule_retry(b);
-        return;
-    }
-    drain_notifies(b);
-    build_loop(b);
+    if (drain_notifies(b) == 0)
+        build_loop(b);
 }
 
+/* Connects (or reconnects in place), LISTENs, and builds: writes made while
+ * disconnected sent notifications nobody heard. */
 static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct cp_snapshot *b = arg;
     struct cp_db_err err;
-    b->db = cp_db_connect(b->conninfo, &err);
+    int rc;
     if (!b->db) {
-        set_db_up(b, 0);
-        gw_logf(GW_LOG_WARN, "snapshot builder: cannot connect to the database", "{s:s,s:i}",
-                "error", err.message, "retry_in_ms", (int)b->backoff_ms);
-        schedule_retry(b);
-        return;
+        b->db = cp_db_connect(b->conninfo, "snapshot builder", &err);
+        rc = b->db ? GW_OK : GW_EIO;
+        if (!b->db && !b->connect_logged) {
+            b->connect_logged = 1;
+            gw_logf(GW_LOG_WARN, "snapshot builder: cannot connect to the database; retrying",
+                    "{s:s,s:i}", "error", err.message, "retry_max_ms", BACKOFF_MAX_MS);
+        }
+    } else {
+        rc = cp_db_check(b->db, &err); /* a loss was logged when it was noticed */
     }
-    if (cp_db_cmd(b->db, "LISTEN " CHANNEL, 0, NULL, &err)) {
+    if (rc == GW_OK && cp_db_cmd(b->db, "LISTEN " CHANNEL, 0, NULL, &err) != GW_OK) {
         gw_logf(GW_LOG_WARN, "snapshot builder: LISTEN failed", "{s:s}", "error", err.message);
-        cp_db_free(b->db);
-        b->db = NULL;
-        schedule_retry(b);
-        return;
+        rc = GW_EIO;
     }
-    PGconn *c = cp_db_conn(b->db);
-    b->conn_ev = event_new(b->tbase, PQsocket(c), EV_READ | EV_PERSIST, on_conn, b);
-    if (!b->conn_ev || event_add(b->conn_ev, NULL)) {
-        drop_connection(b, 1);
+    if (rc == GW_OK) {
+        struct timeval tick = {ALIVE_TICK_MS / 1000, (ALIVE_TICK_MS % 1000) * 1000};
+        b->conn_ev =
+            event_new(b->tbase, PQsocket(cp_db_conn(b->db)), EV_READ | EV_PERSIST, on_conn, b);
+        if (!b->conn_ev || event_add(b->conn_ev, &tick)) {
+            if (b->conn_ev)
+                event_free(b->conn_ev);
+            b->conn_ev = NULL;
+            rc = GW_ENOMEM;
+        }
+    }
+    if (rc != GW_OK) {
+        set_db_up(b, 0);
         schedule_retry(b);
         return;
     }
     b->backoff_ms = BACKOFF_MIN_MS;
+    if (b->connect_logged) {
+        b->connect_logged = 0;
+        gw_log(GW_LOG_INFO, "snapshot builder: connected to the database", NULL);
+    }
     set_db_up(b, 1);
-    /* Writes made while disconnected sent notifications nobody heard. */
     b->dirty = 1;
     build_loop(b);
 }
@@ -901,16 +921,14 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct cp_snapshot *b = arg;
-    if (!b->db)
+    if (!b->conn_ev)
         return; /* the retry timer is on it */
     struct cp_db_err err;
     PGresult *r =
         cp_db_exec(b->db, NULL, "SELECT version FROM config_state WHERE id = 1", 0, NULL, &err);
     if (!r) {
-        if (connection_lost(b)) {
-            drop_connection(b, 1);
-            schedule_retry(b);
-        }
+        if (connection_lost(b))
+            lose_connection(b);
         return;
     }
     const char *v = cp_db_value(r);
@@ -922,8 +940,18 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
         b->dirty = 1;
     else if (version == b->good_version && version > 0)
         cp_metrics_snapshot_current(); /* nothing newer: the snapshot is current */
-    drain_notifies(b);
-    build_loop(b);
+    if (drain_notifies(b) == 0)
+        build_loop(b);
+}
+
+/* At stop, on whichever thread is last. */
+static void close_connection(struct cp_snapshot *b)
+{
+    if (b->conn_ev)
+        event_free(b->conn_ev);
+    b->conn_ev = NULL;
+    cp_db_free(b->db);
+    b->db = NULL;
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
@@ -945,7 +973,7 @@ static void *thread_main(void *arg)
 {
     struct cp_snapshot *b = arg;
     event_base_dispatch(b->tbase);
-    drop_connection(b, 0);
+    close_connection(b);
     return NULL;
 }
 
@@ -1022,7 +1050,7 @@ void cp_snapshot_free(struct cp_snapshot *b)
         event_active(b->wake_ev, 0, 0);
         pthread_join(b->thread, NULL);
     }
-    drop_connection(b, 0);
+    close_connection(b);
     if (b->wake_ev)
         event_free(b->wake_ev);
     if (b->poll_ev)

@@ -5,10 +5,15 @@
 #include <string.h>
 
 #include "gw_error.h"
+#include "gw_log.h"
 #include "gw_pool.h"
+#include "gw_time.h"
 
 struct cp_db {
     PGconn *conn;
+    char name[48];         /* the role, in logs and as application_name */
+    int down;              /* a loss was logged; no reconnect has worked since */
+    int64_t down_since_ms; /* monotonic */
 };
 
 static void set_err(struct cp_db_err *err, const char *state, const char *msg)
@@ -31,28 +36,58 @@ static void quiet_notice(void *arg, const char *message)
     (void)message;
 }
 
-struct cp_db *cp_db_connect(const char *conninfo, struct cp_db_err *err)
+/* The first sign that the connection broke: logged once, until a reconnect
+ * works (note_back). */
+static void note_lost(struct cp_db *db, const char *why)
+{
+    if (db->down)
+        return;
+    db->down = 1;
+    db->down_since_ms = gw_now_us() / 1000;
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%s", why && *why ? why : "connection lost");
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    gw_logf(GW_LOG_WARN, "database connection lost; reconnecting", "{s:s,s:s}", "connection",
+            db->name, "error", msg);
+}
+
+static void note_back(struct cp_db *db)
+{
+    if (!db->down)
+        return;
+    db->down = 0;
+    gw_logf(GW_LOG_INFO, "database connection restored", "{s:s,s:I}", "connection", db->name,
+            "down_ms", (json_int_t)(gw_now_us() / 1000 - db->down_since_ms));
+}
+
+struct cp_db *cp_db_connect(const char *conninfo, const char *name, struct cp_db_err *err)
 {
     struct cp_db *db = calloc(1, sizeof(*db));
     if (!db) {
         set_err(err, "", "out of memory");
         return NULL;
     }
-    /* Defaults first, the user's conninfo (expanded from dbname) last: a
-     * keyword repeated there wins. Without them a Postgres that stops
-     * answering would block the main loop (and SIGTERM) forever. */
-    static const char *const keys[] = {"connect_timeout",
-                                       "keepalives",
-                                       "keepalives_idle",
-                                       "keepalives_interval",
-                                       "keepalives_count",
-                                       "tcp_user_timeout",
-                                       "options",
-                                       "dbname",
-                                       NULL};
+    snprintf(db->name, sizeof(db->name), "%s", name ? name : "main");
+    char app[80];
+    snprintf(app, sizeof(app), "llmgw-controlplane %s", db->name);
+    /* Defaults first, the user's conninfo (expanded from dbname) next: a
+     * keyword repeated there wins. Without a timeout a Postgres that stops
+     * answering would block the main loop (and SIGTERM) forever; the
+     * keepalives notice a silent peer (a partition, a host gone) in about
+     * 3 + 3 x 1 s even on a connection nothing is written to, and
+     * tcp_user_timeout bounds a write nobody acknowledges. application_name
+     * comes last, so that pg_stat_activity always says which connection of
+     * which daemon a backend serves. */
+    static const char *const keys[] = {"connect_timeout",  "keepalives",
+                                       "keepalives_idle",  "keepalives_interval",
+                                       "keepalives_count", "tcp_user_timeout",
+                                       "options",          "dbname",
+                                       "application_name", NULL};
     const char *vals[] = {
-        "5",      "1", "10", "5", "3", "15000", "-c statement_timeout=30000 -c lock_timeout=5000",
-        conninfo, NULL};
+        "5",      "1", "3", "1", "3", "6000", "-c statement_timeout=30000 -c lock_timeout=5000",
+        conninfo, app, NULL};
     db->conn = PQconnectdbParams(keys, vals, 1);
     if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
         set_err(err, "", db->conn ? PQerrorMessage(db->conn) : "out of memory");
@@ -86,12 +121,29 @@ int cp_db_check(struct cp_db *db, struct cp_db_err *err)
         PQclear(r);
         if (ok)
             return GW_OK;
+        note_lost(db, PQerrorMessage(db->conn));
+    } else {
+        note_lost(db, PQerrorMessage(db->conn));
     }
     PQreset(db->conn);
-    if (PQstatus(db->conn) == CONNECTION_OK)
+    if (PQstatus(db->conn) == CONNECTION_OK) {
+        note_back(db);
         return GW_OK;
+    }
     set_err(err, "", PQerrorMessage(db->conn));
     return GW_EIO;
+}
+
+int cp_db_alive(struct cp_db *db)
+{
+    /* PQconsumeInput reads whatever the server sent (libpq's sockets are
+     * non-blocking): a restart's or a terminated backend's closing message
+     * and EOF, or the error the keepalives left on the socket. */
+    if (PQstatus(db->conn) == CONNECTION_OK && PQconsumeInput(db->conn) &&
+        PQstatus(db->conn) == CONNECTION_OK)
+        return 1;
+    note_lost(db, PQerrorMessage(db->conn));
+    return 0;
 }
 
 static void clear_result(void *r)
@@ -109,6 +161,8 @@ PGresult *cp_db_exec(struct cp_db *db, struct gw_pool *pool, const char *sql, in
         const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
         set_err(err, state, msg ? msg : PQerrorMessage(db->conn));
         PQclear(r);
+        if (PQstatus(db->conn) != CONNECTION_OK)
+            note_lost(db, err ? err->message : PQerrorMessage(db->conn));
         return NULL;
     }
     if (pool && gw_pool_cleanup(pool, clear_result, r) != GW_OK) {

@@ -34,13 +34,32 @@ struct cp_db_err {
 struct cp_db;
 
 /* Connects (blocking). Returns the handle, or NULL with err filled. The
- * conninfo is not kept beyond libpq's own copy and never logged. */
-struct cp_db *cp_db_connect(const char *conninfo, struct cp_db_err *err);
+ * conninfo is not kept beyond libpq's own copy and never logged. name says
+ * which connection of the daemon this is ("admin api", "ledger writer"):
+ * it is the connection's application_name (pg_stat_activity shows
+ * "llmgw-controlplane <name>") and the "connection" field of its logs. */
+struct cp_db *cp_db_connect(const char *conninfo, const char *name, struct cp_db_err *err);
 void cp_db_free(struct cp_db *db);
 
+/*
+ * A connection's life after a loss. Every way of noticing one (a failed
+ * statement, cp_db_check, cp_db_alive) logs "database connection lost;
+ * reconnecting" once, and the first cp_db_check that reconnects logs
+ * "database connection restored" with how long it was down: an outage is
+ * two lines per connection, however many statements failed meanwhile.
+ */
+
 /* 0 when the connection is usable, resetting it first if it broke (a
- * restarted server); GW_EIO with err filled when it stays down. */
+ * restarted server); GW_EIO with err filled when it stays down. Blocking:
+ * a round trip, and a reconnect (bounded by connect_timeout) when needed. */
 int cp_db_check(struct cp_db *db, struct cp_db_err *err) __attribute__((warn_unused_result));
+
+/* 1 while the connection looks alive, 0 once it is known broken. Never
+ * blocks and sends nothing: it reads what the server sent (the closing
+ * message and EOF of a restart or a terminated backend, or the error the
+ * TCP keepalives left), so an idle connection's owner can call it from a
+ * timer to notice a loss within a tick. Reconnecting is cp_db_check's. */
+int cp_db_alive(struct cp_db *db);
 
 /* The libpq connection (for PQescape*, PQsocket). */
 PGconn *cp_db_conn(struct cp_db *db);

@@ -230,17 +230,125 @@ describe('control plane + two data planes', () => {
     await waitAcked(cfg.version());
   });
 
-  test('the builder reconnects after a PostgreSQL restart and hears writes again', T, async () => {
-    const ctl = path.join(pg.bin, 'pg_ctl');
-    const args = ['-D', path.join(pg.dir, 'data'), '-m', 'fast', '-w', '-t', '30', 'restart'];
-    if (process.getuid && process.getuid() === 0) execFileSync('runuser', ['-u', 'postgres', '--', ctl, ...args], { stdio: 'ignore' });
-    else execFileSync(ctl, args, { stdio: 'ignore' });
-    pg.pid = Number(fs.readFileSync(path.join(pg.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    await h.waitFor(() => cp.proc.stderrText.includes('lost the database connection'), { what: 'the builder noticing' });
-    await h.waitFor(async () => (await snapshot()).database === 'ok', { what: 'the builder back on the database' });
-    const v = await cfg.routeEntries('fast', [{ provider: 'beta', model: 'mock-gpt' }]);
-    for (const g of Object.values(dps)) await waitServedBy(g, 'beta');
-    await waitAcked(v);
+  // Every long-lived database connection of the control plane (the
+  // snapshot builder's, the ledger writer's, the admin API's) comes back
+  // after each way PostgreSQL goes away, logs the loss once, and a route
+  // change made once the database is back reaches every data plane within
+  // 2 s; a chat's ledger row lands (the ledger writer is back too).
+  describe('PostgreSQL goes away and comes back', () => {
+    const APP = 'llmgw-controlplane ';
+    const CONNS = ['snapshot builder', 'ledger writer', 'admin api'];
+    let next = 'beta'; // the route 'fast' is on alpha when this starts
+    const logs = () => cp.proc.stderrText.split('\n').filter((l) => l.startsWith('{')).map((l) => {
+      try { return JSON.parse(l); } catch { return {}; }
+    });
+    const count = (msg) => {
+      const c = Object.fromEntries(CONNS.map((k) => [k, 0]));
+      for (const l of logs()) if (l.msg === msg && l.connection in c) c[l.connection]++;
+      return c;
+    };
+    const pgCtl = (...args) => {
+      const ctl = path.join(pg.bin, 'pg_ctl');
+      const a = ['-D', path.join(pg.dir, 'data'), ...args];
+      if (process.getuid && process.getuid() === 0) execFileSync('runuser', ['-u', 'postgres', '--', ctl, ...a], { stdio: 'ignore' });
+      else execFileSync(ctl, a, { stdio: 'ignore' });
+      pg.pid = Number(fs.readFileSync(path.join(pg.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    };
+    const terminate = (conns) => Number(pg.sql(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+      WHERE application_name IN (${conns.map((c) => `'${APP}${c}'`).join(', ')})`));
+
+    // disrupt() does the damage and resolves to the time the database was
+    // back; lost lists the connections that must have noticed.
+    async function outage(t, disrupt, lost) {
+      const lostBefore = count('database connection lost; reconnecting');
+      const backBefore = count('database connection restored');
+      const back = await disrupt();
+      const provider = next;
+      next = next === 'beta' ? 'alpha' : 'beta';
+      // A client of the admin API retries a 503 (the database unreachable).
+      let v;
+      await h.waitFor(async () => {
+        const r = await cp.admin('PATCH', '/v1/admin/routes/fast', { entries: [{ provider, model: 'mock-gpt' }] });
+        if (r.status === 200) return true;
+        assert.equal(r.status, 503, r.text);
+        return false;
+      }, { intervalMs: 20, what: 'the route change accepted' });
+      v = cfg.version();
+      for (const g of Object.values(dps)) await waitServedBy(g, provider);
+      const took = Date.now() - back;
+      assert.ok(took <= 2000, `the route change reached every data plane ${took} ms after the database was back`);
+      t.diagnostic(`route change on every data plane ${took} ms after the database was back`);
+      await waitAcked(v);
+      assert.equal((await snapshot()).database, 'ok');
+      // A chat now, and its ledger row in PostgreSQL.
+      const r = await chat(dps['dp-a']);
+      assert.equal(r.status, 200, r.text);
+      const id = r.headers['x-llmgw-ledger-id'];
+      assert.ok(id);
+      await h.waitFor(() => pg.sql(`SELECT count(*) FROM ledger WHERE attempt_id = '${id}'`) === '1', { what: `ledger row ${id}` });
+      // Each connection that lost its backend said so once, and once that it was back.
+      await h.waitFor(() => lost.every((c) => count('database connection restored')[c] === backBefore[c] + 1),
+        { what: `${lost} restored` });
+      const l = count('database connection lost; reconnecting');
+      const b = count('database connection restored');
+      for (const c of CONNS) {
+        const want = lost.includes(c) ? 1 : 0;
+        assert.equal(l[c] - lostBefore[c], want, `"${c}" logged the loss ${l[c] - lostBefore[c]} times`);
+        assert.equal(b[c] - backBefore[c], want, `"${c}" logged its return ${b[c] - backBefore[c]} times`);
+      }
+      return r;
+    }
+
+    test('every connection is named in pg_stat_activity', T, async () => {
+      const names = pg.sql(`SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE '${APP}%' ORDER BY 1`).split('\n');
+      for (const c of CONNS) assert.ok(names.includes(APP + c), `${c} in ${names}`);
+    });
+
+    test('a restart (-m fast)', T, async (t) => {
+      await outage(t, async () => {
+        pgCtl('-m', 'fast', '-w', '-t', '30', 'restart');
+        return Date.now();
+      }, CONNS);
+    });
+
+    test('an immediate stop and start (-m immediate: no goodbye, crash recovery)', T, async (t) => {
+      await outage(t, async () => {
+        pgCtl('-m', 'immediate', '-w', '-t', '30', 'restart');
+        return Date.now();
+      }, CONNS);
+    });
+
+    test("the snapshot builder's backend terminated (pg_terminate_backend)", T, async (t) => {
+      await outage(t, async () => {
+        assert.equal(terminate(['snapshot builder']), 1);
+        return Date.now();
+      }, ['snapshot builder']);
+    });
+
+    test("the ledger writer's and the admin API's backends terminated", T, async (t) => {
+      await outage(t, async () => {
+        assert.equal(terminate(['ledger writer', 'admin api']), 2);
+        return Date.now();
+      }, ['ledger writer', 'admin api']);
+    });
+
+    test('stopped for 3 s, with writes and traffic meanwhile: the writes are refused, the traffic is served and recorded', T, async (t) => {
+      let during;
+      await outage(t, async () => {
+        await pg.stop();
+        const w = await cp.admin('PATCH', '/v1/admin/routes/fast', { entries: [{ provider: 'alpha', model: 'mock-gpt' }] });
+        assert.equal(w.status, 503, w.text);
+        assert.ok(w.json?.error, w.text);
+        // The data planes serve from their snapshot; the row waits for the database.
+        during = await chat(dps['dp-b']);
+        assert.equal(during.status, 200, during.text);
+        await h.sleep(3000);
+        await pg.start();
+        return Date.now();
+      }, CONNS);
+      const id = during.headers['x-llmgw-ledger-id'];
+      await h.waitFor(() => pg.sql(`SELECT count(*) FROM ledger WHERE attempt_id = '${id}'`) === '1', { what: `the outage's ledger row ${id}` });
+    });
   });
 
   test('a configuration the data plane would refuse is never published: the last good one stays, and the status says why', T, async () => {

@@ -151,7 +151,7 @@ static int suite_init(void)
         exit(77);
     }
     struct cp_db_err err;
-    db = cp_db_connect(url, &err);
+    db = cp_db_connect(url, "leases test", &err);
     if (!db) {
         fprintf(stderr, "connect: %s\n", err.message);
         return 1;
@@ -484,7 +484,7 @@ static void *write_batches(void *arg)
 {
     struct writer *w = arg;
     struct cp_db_err err;
-    struct cp_db *d = cp_db_connect(url, &err);
+    struct cp_db *d = cp_db_connect(url, "leases test", &err);
     if (!d) {
         w->errors++;
         return NULL;
@@ -572,7 +572,7 @@ static void *race(void *arg)
 {
     struct racer *rc = arg;
     struct cp_db_err err;
-    struct cp_db *d = cp_db_connect(url, &err);
+    struct cp_db *d = cp_db_connect(url, "leases test", &err);
     if (!d) {
         rc->failures++;
         return NULL;
