@@ -176,9 +176,14 @@ static inline int canon_is_content(enum canon_ev_type t)
  * failed or is gone); a producer that gets nonzero stops emitting and
  * returns GW_ECLOSED. */
 typedef int (*canon_emit_fn)(void *arg, const struct canon_event *ev);
+struct gw_sse_event;
 struct canon_sink {
     canon_emit_fn emit;
     void *arg;
+    /* Optional, for the pass-through (dp_driver.h, relay_event): each
+     * upstream SSE event as it came, after its canonical events were
+     * emitted. Nonzero stops the parser, as emit's does. */
+    int (*raw)(void *arg, const struct gw_sse_event *ev);
 };
 
 /* Small helpers for producers: each fills an event and emits it. */
@@ -256,6 +261,16 @@ enum canon_format { CANON_FMT_UNSET, CANON_FMT_TEXT, CANON_FMT_JSON_OBJECT, CANO
  * req->pool or in req->body (the client's parsed JSON, kept alive with the
  * request). Optional numbers have a has_ flag.
  */
+/* A request refusal: HTTP status (400 unless said otherwise), the parameter
+ * it is about (client's terms, may be a path like "messages[2].content[0]"),
+ * a code and a message. Used by facades (parse) and drivers (build). */
+struct canon_err {
+    int status;
+    char param[128];
+    char code[48];
+    char message[384];
+};
+
 struct canon_req {
     struct gw_pool *pool;
     json_t *body;      /* the client's document; owned (decref'd by canon_req_free) */
@@ -294,6 +309,15 @@ struct canon_req {
 
     const char *user; /* end-user id (OpenAI user, Anthropic metadata.user_id) */
 
+    /* The lenient parse (set before parse by a caller that may pass the
+     * body through unchanged): a field or content part the canonical model
+     * cannot carry is noted in opaque (the first one, as the 400 a strict
+     * parse would have answered) and left out of the canonical request,
+     * instead of refused. A target that needs the translation refuses the
+     * request with opaque; one of the client's own wire format takes it. */
+    int lenient;
+    struct canon_err opaque; /* status 0: nothing opaque */
+
     /* Where the client's fields were, for error messages that name them in
      * the client's own terms ("max_tokens" vs "max_output_tokens"). */
     const char *const *field_names; /* indexed by enum canon_field, or NULL */
@@ -324,16 +348,6 @@ enum canon_field {
 /* The client's name for a canonical field (falls back to the OpenAI chat
  * name). */
 const char *canon_field_name(const struct canon_req *r, enum canon_field f);
-
-/* A request refusal: HTTP status (400 unless said otherwise), the parameter
- * it is about (client's terms, may be a path like "messages[2].content[0]"),
- * a code and a message. Used by facades (parse) and drivers (build). */
-struct canon_err {
-    int status;
-    char param[128];
-    char code[48];
-    char message[384];
-};
 
 void canon_err_set(struct canon_err *e, int status, const char *param, const char *code,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));

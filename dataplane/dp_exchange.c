@@ -20,6 +20,7 @@
 #include "dp_router.h"
 #include "dp_snapshot.h"
 #include "dp_worker.h"
+#include "fc_util.h"
 #include "gw_buf.h"
 #include "gw_curlev.h"
 #include "gw_error.h"
@@ -121,6 +122,12 @@ struct dp_exchange {
     /* the current attempt */
     const struct dp_provider *prov;
     const char *model;
+    /* The pass-through (dp_driver.h): the driver whose relay this attempt
+     * uses (the client's body went upstream; the answer's bytes come back
+     * as they were), or NULL: translated. */
+    const struct dp_driver *relay;
+    struct gw_buf relay_held; /* a relayed stream's usage event, for its end */
+    long long out_cap;        /* > 0: the output cap a worst-case reservation imposed */
     struct drv_request dreq;
     struct drv_parser *parser;
     CURL *easy;
@@ -536,6 +543,7 @@ static void exchange_free(struct dp_exchange *x)
     if (x->timer)
         event_free(x->timer);
     gw_buf_free(&x->coll);
+    gw_buf_free(&x->relay_held);
     gw_buf_free(&x->out);
     gw_buf_free(&x->logb);
     gw_buf_free(&x->logs);
@@ -789,6 +797,37 @@ static void internal_failure(struct dp_exchange *x, const char *msg)
     reply_error(x, 500, NULL, "internal_error", msg);
 }
 
+/* A relayed stream's end: the held usage event, with the gateway's bill
+ * when the client asked for usage, and the terminator. */
+static int relay_end(struct dp_exchange *x)
+{
+    json_t *bill = fc_bill_json(&x->bill);
+    char *b = bill ? json_dumps(bill, JSON_COMPACT) : NULL;
+    json_decref(bill);
+    int rc = x->relay->relay_end(&x->relay_held, b, x->creq->include_usage, &x->out);
+    free(b);
+    return rc;
+}
+
+/* One upstream event of a relayed stream, after its canonical events (which
+ * committed the answer at its first content): the client's bytes. Nonzero
+ * stops the parser. */
+static int on_raw(void *arg, const struct gw_sse_event *ev)
+{
+    struct dp_exchange *x = arg;
+    if (!x->relay || x->terminal || !x->req || !x->client_stream)
+        return x->terminal || !x->req;
+    int rc = GW_OK;
+    (void)x->relay->relay_event(ev, &x->out, &x->relay_held, &rc);
+    if (rc == GW_OK)
+        return 0;
+    struct canon_event e = {.type = CANON_EV_ERROR,
+                            .failure = CANON_FAIL_PROVIDER_5XX,
+                            .message = "the provider's answer is too large"};
+    fail(x, &e);
+    return 1;
+}
+
 static void finish_answer(struct dp_exchange *x, const struct canon_event *ev)
 {
     x->terminal = 1;
@@ -805,7 +844,7 @@ static void finish_answer(struct dp_exchange *x, const struct canon_event *ev)
     x->t_client_end = gw_now_us();
     x->final_status = 200;
     if (x->client_stream) {
-        int rc = x->fc->stream_event(x->fstate, ev, &x->out);
+        int rc = x->relay ? relay_end(x) : x->fc->stream_event(x->fstate, ev, &x->out);
         if (rc == GW_OK)
             rc = flush_out(x);
         x->req = NULL;
@@ -813,6 +852,14 @@ static void finish_answer(struct dp_exchange *x, const struct canon_event *ev)
             gw_http_finish(req);
         else
             gw_http_abort(req);
+        return;
+    }
+    if (x->relay) { /* the provider's whole body, as it came */
+        x->req = NULL;
+        add_answer_headers(req, x);
+        add_cost_headers(req, x);
+        const struct gw_buf *b = &x->parser->body;
+        gw_http_respond(req, 200, "application/json", b->data ? b->data : "", b->len);
         return;
     }
     struct fc_ctx ctx = make_ctx(x);
@@ -878,8 +925,10 @@ static int on_event(void *arg, const struct canon_event *ev)
         gw_http_abort(req);
         return 1;
     }
-    int rc =
-        x->client_stream ? x->fc->stream_event(x->fstate, ev, &x->out) : canon_acc_add(&x->acc, ev);
+    /* Relayed, the provider's own bytes are the answer (on_raw). */
+    int rc = x->relay           ? GW_OK
+             : x->client_stream ? x->fc->stream_event(x->fstate, ev, &x->out)
+                                : canon_acc_add(&x->acc, ev);
     if (rc != GW_OK) {
         struct canon_event e = {.type = CANON_EV_ERROR,
                                 .failure = CANON_FAIL_PROVIDER_5XX,
@@ -1323,6 +1372,8 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
 {
     x->prov = c->provider;
     x->model = c->model;
+    x->relay = NULL;
+    gw_buf_reset(&x->relay_held);
     x->mmodel = c->entry ? c->model : dp_metrics_model(x->snap, c->provider->name, c->model);
     x->status = 0;
     x->retry_after[0] = '\0';
@@ -1347,6 +1398,16 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
     gw_buf_reset(&x->out);
 }
 
+/* Whether the current attempt passes the client's request through: the
+ * driver speaks the client's wire format, and the provider has not asked
+ * for translation (options.passthrough false). */
+static int relays(const struct dp_exchange *x, const struct dp_driver *d)
+{
+    return x->kind == KIND_CHAT && d->relay_build && d->wire && x->fc->wire &&
+           strcmp(d->wire, x->fc->wire) == 0 &&
+           !json_is_false(json_object_get(x->prov->options, "passthrough"));
+}
+
 /* The driver's upstream request for the current candidate. */
 static int build(struct dp_exchange *x, struct canon_err *err)
 {
@@ -1359,7 +1420,19 @@ static int build(struct dp_exchange *x, struct canon_err *err)
         x->ereq.model = x->model;
         return d->build_embed(&dt, &x->ereq, &x->dreq, err);
     }
-    int rc = d->build_chat(&dt, x->creq, &x->dreq, err);
+    int rc;
+    if (relays(x, d)) {
+        size_t len;
+        const char *body = gw_http_req_body(x->req, &len);
+        struct drv_relay_edits ed = {.stream = x->client_stream, .max_tokens = x->out_cap};
+        x->relay = d;
+        rc = d->relay_build(&dt, body, len, &ed, &x->dreq, err);
+    } else if (x->creq->opaque.status) {
+        *err = x->creq->opaque; /* what only the client's own format can carry */
+        rc = GW_EINVAL;
+    } else {
+        rc = d->build_chat(&dt, x->creq, &x->dreq, err);
+    }
     if (rc == GW_OK && !(x->parser = d->parser_new(x->dreq.stream)))
         rc = GW_ENOMEM;
     return rc;
@@ -1622,7 +1695,9 @@ static struct dp_exchange *exchange_new(struct dp_worker *w, struct gw_http_req 
         snprintf(x->attempt_base, sizeof(x->attempt_base), "%.149s", request_id);
     snprintf(x->path, sizeof(x->path), "%s", gw_http_req_path(req));
     x->sink.emit = on_event;
+    x->sink.raw = on_raw;
     x->sink.arg = x;
+    gw_buf_init(&x->relay_held, DRV_MAX_EVENT);
     canon_acc_init(&x->acc, 0);
     gw_buf_init(&x->out, 0);
     gw_buf_init(&x->logb, 0);
@@ -1767,6 +1842,7 @@ static void reserve_then_start(struct dp_exchange *x)
     if (out_cap > 0 && x->kind == KIND_CHAT) {
         x->creq->has_max_tokens = 1;
         x->creq->max_tokens = out_cap;
+        x->out_cap = out_cap;
     }
     if (v == DP_LIMITS_GO)
         start_attempt(x);
@@ -1802,6 +1878,9 @@ void dp_exchange_chat(struct dp_worker *w, struct gw_http_req *req, struct dp_sn
         return;
     }
     x->creq = cr;
+    /* A facade whose format a driver speaks parses leniently: what only
+     * that format carries goes to such a target untouched (build). */
+    cr->lenient = fc->wire != NULL;
     struct canon_err err = {0};
     if (fc->parse(cr, &err) != GW_OK) {
         if (!err.status)

@@ -39,6 +39,9 @@ struct fc_ctx {
 
 struct dp_facade {
     const char *name; /* "openai.chat", "anthropic.messages", "openai.responses" */
+    /* The wire format a driver may speak too (dp_driver.h, wire): then the
+     * request is passed through rather than translated. NULL: none. */
+    const char *wire;
 
     /* r->body holds the client's JSON object. Fills r, or returns GW_EINVAL
      * with err (status 400 and the offending field) filled. */

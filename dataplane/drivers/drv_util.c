@@ -342,17 +342,20 @@ int drv_parse_sse(struct drv_parser *p, const char *buf, size_t len, const struc
         enum drv_sse_step step = raw_fn ? raw_fn(p, &ev, s) : DRV_SSE_JSON;
         if (step == DRV_SSE_STOP)
             return 1;
-        if (step == DRV_SSE_SKIP)
-            continue;
-        json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(doc)) {
+        if (step == DRV_SSE_JSON) {
+            json_t *doc = json_loadb(ev.data, ev.data_len, JSON_REJECT_DUPLICATES, NULL);
+            if (!json_is_object(doc)) {
+                json_decref(doc);
+                return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX,
+                                "the provider sent a malformed stream event");
+            }
+            int stop = doc_fn(p, &ev, doc, s);
             json_decref(doc);
-            return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX,
-                            "the provider sent a malformed stream event");
+            if (stop)
+                return 1;
         }
-        int stop = doc_fn(p, &ev, doc, s);
-        json_decref(doc);
-        if (stop)
+        /* The event was read and found sound: a pass-through relays it. */
+        if (s->raw && s->raw(s->arg, &ev))
             return 1;
     }
     if (rc != GW_EAGAIN)
@@ -508,4 +511,90 @@ int drv_embed_vectors(const json_t *items, const char *key, struct canon_embed_r
     out->nvec = nvec;
     out->dim = dim;
     return GW_OK;
+}
+
+/* ------------------------------------------------------- the pass-through */
+
+int drv_edit_body(struct drv_request *out, const char *src, size_t n, struct drv_edit *e, size_t ne)
+{
+    /* Stable insertion sort by offset: a handful of edits. */
+    for (size_t i = 1; i < ne; i++)
+        for (size_t j = i; j > 0 && e[j - 1].at > e[j].at; j--) {
+            struct drv_edit t = e[j];
+            e[j] = e[j - 1];
+            e[j - 1] = t;
+        }
+    size_t total = n;
+    for (size_t i = 0; i < ne; i++)
+        total += e[i].ins_len - e[i].cut;
+    char *b = malloc(total + 1);
+    if (!b)
+        return GW_ENOMEM;
+    size_t from = 0, o = 0;
+    for (size_t i = 0; i < ne; i++) {
+        memcpy(b + o, src + from, e[i].at - from);
+        o += e[i].at - from;
+        memcpy(b + o, e[i].ins, e[i].ins_len);
+        o += e[i].ins_len;
+        from = e[i].at + e[i].cut;
+    }
+    memcpy(b + o, src + from, n - from);
+    o += n - from;
+    b[o] = '\0';
+    out->body = b;
+    out->body_len = o;
+    return GW_OK;
+}
+
+static int json_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+int drv_edit_append_at(const char *src, size_t n, size_t *at, int *comma)
+{
+    size_t a = 0, z = n;
+    while (a < z && json_space(src[a]))
+        a++;
+    while (z > a && json_space(src[z - 1]))
+        z--;
+    if (z - a < 2 || src[a] != '{' || src[z - 1] != '}')
+        return GW_EINVAL;
+    size_t i = a + 1;
+    while (i < z - 1 && json_space(src[i]))
+        i++;
+    *at = z - 1;
+    *comma = i < z - 1;
+    return GW_OK;
+}
+
+int drv_relay_frame(struct gw_buf *out, const struct gw_sse_event *ev)
+{
+    int rc = GW_OK;
+    if (ev->event_len) {
+        rc = gw_buf_append(out, "event: ", 7);
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, ev->event, ev->event_len);
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, "\n", 1);
+    }
+    /* A payload the provider split over several data: lines was joined
+     * with LF: it goes out as as many lines again. */
+    const char *d = ev->data, *end = ev->data + ev->data_len;
+    for (;;) {
+        const char *nl = memchr(d, '\n', (size_t)(end - d));
+        const char *z = nl ? nl : end;
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, "data: ", 6);
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, d, (size_t)(z - d));
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, "\n", 1);
+        if (!nl)
+            break;
+        d = nl + 1;
+    }
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, "\n", 1);
+    return rc;
 }

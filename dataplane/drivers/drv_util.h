@@ -235,4 +235,27 @@ int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_
 int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
                            size_t msglen);
 
+/* ------------------------------------------------------- the pass-through */
+
+/* One edit of a JSON text: bytes [at, at + cut) become ins[0..ins_len). */
+struct drv_edit {
+    size_t at, cut;
+    const char *ins;
+    size_t ins_len;
+};
+
+/* The body src[0..n) with edits applied (any order; none overlap) into
+ * out->body (malloc'd). 0 or GW_ENOMEM. */
+int drv_edit_body(struct drv_request *out, const char *src, size_t n, struct drv_edit *e,
+                  size_t ne);
+
+/* Where a member appended to the object src[0..n) goes: the offset of its
+ * closing brace; *comma says whether a comma must come first (the object
+ * has members). GW_EINVAL when src is not an object. */
+int drv_edit_append_at(const char *src, size_t n, size_t *at, int *comma);
+
+/* "event: <name>\n" (when the event has one) "data: <data>\n\n": an upstream
+ * event as the client gets it. 0 or GW_ENOMEM/GW_ELIMIT. */
+int drv_relay_frame(struct gw_buf *out, const struct gw_sse_event *ev);
+
 #endif

@@ -565,6 +565,176 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
         drv_fail(bp, s, CANON_FAIL_NETWORK, "the provider's stream ended before it finished");
 }
 
+/* --------------------------------------------------------- the pass-through */
+
+/* A relayed request's edit that replaces a member's value (or appends the
+ * member when the body has none): the bytes live in buf. */
+static int edit_member(const char *body, size_t len, const char *key, struct gw_buf *buf,
+                       struct drv_edit *e, size_t *ne, struct canon_err *err)
+{
+    const char *v;
+    size_t vn;
+    int has = gw_json_span_member(body, len, key, &v, &vn);
+    if (has < 0) {
+        canon_err_set(err, 400, key, "invalid_request",
+                      "'%s' could not be located in the request body (a key spelled with "
+                      "escapes?)",
+                      key);
+        return GW_EINVAL;
+    }
+    if (has == 1) {
+        e[(*ne)++] = (struct drv_edit){(size_t)(v - body), vn, buf->data, buf->len};
+        return GW_OK;
+    }
+    size_t at;
+    int comma;
+    if (drv_edit_append_at(body, len, &at, &comma) != GW_OK) {
+        canon_err_set(err, 400, NULL, "invalid_json", "the request body must be a JSON object");
+        return GW_EINVAL;
+    }
+    /* The member's head goes before the value already in buf. */
+    struct gw_buf head;
+    gw_buf_init(&head, 0);
+    int rc = gw_buf_printf(&head, "%s\"%s\":", comma ? "," : "", key);
+    if (rc == GW_OK)
+        rc = gw_buf_append(&head, buf->data, buf->len);
+    if (rc != GW_OK) {
+        gw_buf_free(&head);
+        return GW_ENOMEM;
+    }
+    gw_buf_free(buf);
+    *buf = head;
+    e[(*ne)++] = (struct drv_edit){at, 0, buf->data, buf->len};
+    return GW_OK;
+}
+
+/*
+ * The client's own chat request, forwarded: every member as the client
+ * wrote it (fields and content types the gateway has never heard of
+ * included: the provider is the judge of its own API), but for what the
+ * gateway owns: the model (the route's target), stream_options.include_usage
+ * when streaming (the ledger needs the usage; a client that did not ask
+ * for it does not get the usage chunk), and the output cap of a worst-case
+ * reservation.
+ */
+static int relay_build(const struct drv_target *t, const char *body, size_t len,
+                       const struct drv_relay_edits *ed, struct drv_request *out,
+                       struct canon_err *err)
+{
+    if (!gw_json_valid(body, len, 512)) {
+        canon_err_set(err, 400, NULL, "invalid_json", "the request body is not valid JSON");
+        return GW_EINVAL;
+    }
+    enum { B_MODEL, B_SO, B_MAX, B_MAX2, NB };
+    struct gw_buf b[NB];
+    for (int i = 0; i < NB; i++)
+        gw_buf_init(&b[i], 0);
+    struct drv_edit e[NB];
+    size_t ne = 0;
+    int rc = gw_json_escape(&b[B_MODEL], t->model, strlen(t->model));
+    if (rc == GW_OK)
+        rc = edit_member(body, len, "model", &b[B_MODEL], e, &ne, err);
+    const char *so = NULL;
+    size_t son = 0;
+    int has_so = ed->stream ? gw_json_span_member(body, len, "stream_options", &so, &son) : 0;
+    const char *iu = NULL;
+    size_t iun = 0;
+    int usage_on = has_so == 1 && so[0] == '{' &&
+                   gw_json_span_member(so, son, "include_usage", &iu, &iun) == 1 && iun == 4 &&
+                   memcmp(iu, "true", 4) == 0;
+    if (rc == GW_OK && ed->stream && !usage_on) {
+        /* Its other members (options newer than the gateway) stay. */
+        json_t *o = has_so == 1 && so[0] == '{' ? json_loadb(so, son, 0, NULL) : json_object();
+        char *s = o && json_object_set_new(o, "include_usage", json_true()) == 0
+                      ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)
+                      : NULL;
+        json_decref(o);
+        rc = s ? gw_buf_appends(&b[B_SO], s) : GW_ENOMEM;
+        free(s);
+        if (rc == GW_OK)
+            rc = edit_member(body, len, "stream_options", &b[B_SO], e, &ne, err);
+    }
+    if (rc == GW_OK && ed->max_tokens > 0) {
+        /* The client's own field(s) get the cap; else the provider's. */
+        const char *v;
+        size_t vn;
+        int a = gw_json_span_member(body, len, "max_tokens", &v, &vn) == 1;
+        int c = gw_json_span_member(body, len, "max_completion_tokens", &v, &vn) == 1;
+        rc = gw_buf_printf(&b[B_MAX], "%lld", ed->max_tokens);
+        if (rc == GW_OK)
+            rc = gw_buf_printf(&b[B_MAX2], "%lld", ed->max_tokens);
+        if (rc == GW_OK && (a || !c))
+            rc = edit_member(body, len,
+                             a ? "max_tokens" : drv_opt_str(t, "max_tokens_field", "max_tokens"),
+                             &b[B_MAX], e, &ne, err);
+        if (rc == GW_OK && c)
+            rc = edit_member(body, len, "max_completion_tokens", &b[B_MAX2], e, &ne, err);
+    }
+    if (rc == GW_OK)
+        rc = drv_edit_body(out, body, len, e, ne);
+    for (int i = 0; i < NB; i++)
+        gw_buf_free(&b[i]);
+    if (rc != GW_OK)
+        return rc == GW_EINVAL ? GW_EINVAL : GW_ENOMEM;
+    out->stream = ed->stream;
+    out->url = drv_url(t, "/chat/completions");
+    if (!out->url)
+        return GW_ENOMEM;
+    return drv_auth_headers(out, t, "Authorization: Bearer ");
+}
+
+/* A chunk that carries usage and no choice: the stream's usage chunk. */
+static int usage_only(const char *d, size_t n)
+{
+    const char *v, *x;
+    size_t vn, xn;
+    if (!memmem(d, n, "\"usage\"", 7) || !gw_json_valid(d, n, 64) ||
+        gw_json_span_member(d, n, "usage", &v, &vn) != 1 || gw_json_span_is_null(v, vn))
+        return 0;
+    int c = gw_json_span_member(d, n, "choices", &v, &vn);
+    return c == 0 || (c == 1 && !gw_json_span_index(v, vn, 0, &x, &xn));
+}
+
+static enum drv_relay_step relay_event(const struct gw_sse_event *ev, struct gw_buf *out,
+                                       struct gw_buf *held, int *rc)
+{
+    *rc = GW_OK;
+    if (ev->data_len == 0 || (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0))
+        return DRV_RELAY_DROP; /* the end writes the terminator */
+    if (usage_only(ev->data, ev->data_len)) {
+        gw_buf_reset(held);
+        *rc = gw_buf_append(held, ev->data, ev->data_len);
+        return DRV_RELAY_HELD;
+    }
+    *rc = drv_relay_frame(out, ev);
+    return DRV_RELAY_SENT;
+}
+
+static int relay_end(const struct gw_buf *held, const char *bill_json, int with_usage,
+                     struct gw_buf *out)
+{
+    int rc = GW_OK;
+    if (with_usage && held->len) {
+        size_t z = held->len;
+        while (z > 0 && held->data[z - 1] != '}')
+            z--;
+        rc = gw_buf_append(out, "data: ", 6);
+        if (rc == GW_OK && z > 0 && bill_json) {
+            /* The gateway's member goes in before the chunk's closing brace. */
+            rc = gw_buf_append(out, held->data, z - 1);
+            if (rc == GW_OK)
+                rc = gw_buf_printf(out, ",\"llmgw\":%s}", bill_json);
+        } else if (rc == GW_OK) {
+            rc = gw_buf_append(out, held->data, held->len);
+        }
+        if (rc == GW_OK)
+            rc = gw_buf_append(out, "\n\n", 2);
+    }
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, "data: [DONE]\n\n");
+    return rc;
+}
+
 /* -------------------------------------------------------------- embeddings */
 
 int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_req *r,
@@ -604,6 +774,10 @@ const struct dp_driver drv_openai = {
     .name = "openai",
     .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
             DRV_CAP_REASONING,
+    .wire = "openai.chat",
+    .relay_build = relay_build,
+    .relay_event = relay_event,
+    .relay_end = relay_end,
     .build_chat = build_chat,
     .parser_new = parser_new,
     .parse = parse,

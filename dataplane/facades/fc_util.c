@@ -64,6 +64,16 @@ static const char *joined(char *buf, size_t n, const char *path, const char *key
     return buf;
 }
 
+int fc_opaque(struct canon_req *r, struct canon_err *err)
+{
+    if (!r->lenient || err->status != 400)
+        return GW_EINVAL;
+    if (!r->opaque.status)
+        r->opaque = *err;
+    memset(err, 0, sizeof(*err));
+    return GW_OK;
+}
+
 int fc_only(const json_t *o, const char *const *allowed, const char *path, struct canon_err *err)
 {
     const char *k;

@@ -33,6 +33,10 @@ int fc_member_bool(const json_t *o, const char *key, const char *path, int *out,
 /* Every member of o must be in the NULL-terminated allowed list; the first
  * that is not (and is not null) is refused as an unsupported parameter
  * (path prefixes the name, "" at top level). */
+/* After a refusal was written to err: under the lenient parse, it moves
+ * to r->opaque (the first one is kept), err is cleared and 0 returned, so
+ * the parse goes on; else GW_EINVAL. */
+int fc_opaque(struct canon_req *r, struct canon_err *err);
 int fc_only(const json_t *o, const char *const *allowed, const char *path, struct canon_err *err);
 
 /* Typed optional members: absent/null → 0 and *has = 0; wrong type or out of

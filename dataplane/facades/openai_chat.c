@@ -8,7 +8,10 @@
  * max_completion_tokens, seed, presence_penalty, frequency_penalty, stop,
  * response_format (text, json_object, json_schema), reasoning_effort, user,
  * n (only 1), logprobs (only false). Anything else is refused with a 400
- * naming it: the gateway never drops what the client asked for.
+ * naming it: the gateway never drops what the client asked for. In the
+ * lenient parse (canon_req.lenient) such a field or content part is noted
+ * in canon_req.opaque instead: an OpenAI provider gets the client's body
+ * as written (the pass-through), and any other target refuses with it.
  *
  * Streams: a role chunk, then content / reasoning_content / tool_calls
  * deltas, a finish chunk, a usage chunk (choices: []) when the client asked
@@ -72,6 +75,16 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
         const char *type = gw_json_str(it, "type");
         if (!type)
             return bad(err, p, ".type", "is required");
+        if (strcmp(type, "text") && strcmp(type, "refusal") &&
+            (strcmp(type, "image_url") || !images)) {
+            /* A file, input_audio or newer part: an OpenAI provider takes
+             * it as written (the pass-through); a translation cannot. */
+            canon_err_set(err, 400, p, "unsupported_content",
+                          "'%s': content part type '%s' is not supported here", p, type);
+            if (fc_opaque(r, err))
+                return GW_EINVAL;
+            continue;
+        }
         struct canon_part *pt = fc_parts_add(r, parts, n, cap);
         if (!pt)
             return GW_ENOMEM;
@@ -92,10 +105,6 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
             if (rc)
                 return rc;
             pt->detail = gw_json_str(iu, "detail");
-        } else {
-            canon_err_set(err, 400, p, "unsupported_content",
-                          "'%s': content part type '%s' is not supported here", p, type);
-            return GW_EINVAL;
         }
     }
     return GW_OK;
@@ -316,7 +325,7 @@ static int parse_format(struct canon_req *r, const json_t *rf, struct canon_err 
 static int parse(struct canon_req *r, struct canon_err *err)
 {
     const json_t *b = r->body;
-    if (fc_only(b, top_keys, "", err))
+    if (fc_only(b, top_keys, "", err) && fc_opaque(r, err))
         return GW_EINVAL;
     if (fc_string(b, "model", 1, &r->model, err))
         return GW_EINVAL;
@@ -332,16 +341,19 @@ static int parse(struct canon_req *r, struct canon_err *err)
     if (lp && !json_is_false(lp)) {
         canon_err_set(err, 400, "logprobs", "unsupported_parameter",
                       "'logprobs' is not supported by this gateway");
-        return GW_EINVAL;
+        if (fc_opaque(r, err))
+            return GW_EINVAL;
     }
     if (fc_boolean(b, "stream", &r->stream, err))
         return GW_EINVAL;
     json_t *so = fc_get(b, "stream_options");
     if (so) {
         static const char *const sokeys[] = {"include_usage", NULL};
-        if (!json_is_object(so) || fc_only(so, sokeys, "stream_options", err) ||
+        if (!json_is_object(so))
+            return bad(err, "stream_options", "", "must be an object");
+        if ((fc_only(so, sokeys, "stream_options", err) && fc_opaque(r, err)) ||
             fc_boolean(so, "include_usage", &r->include_usage, err))
-            return err->status ? GW_EINVAL : bad(err, "stream_options", "", "must be an object");
+            return GW_EINVAL;
     }
     int rc = parse_messages(r, fc_get(b, "messages"), err);
     if (rc)
@@ -578,6 +590,7 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
 
 const struct dp_facade fc_openai_chat = {
     .name = "openai.chat",
+    .wire = "openai.chat",
     .parse = parse,
     .stream_new = stream_new,
     .stream_event = stream_event,

@@ -36,15 +36,18 @@
 
 #include "gw_error.h"
 #include "gw_http.h"
+#include "gw_json.h"
 #include "gw_log.h"
 #include "mock.h"
 
 #define MAX_THREADS 64
 
-static const char usage_text[] = "usage: llmgw-mockprovider [--listen HOST:PORT] [--threads N]\n"
-                                 "                          [--usage-log FILE] [--fault SPEC]\n"
-                                 "                          [--chunks N] [--chunk-delay-ms MS]\n"
-                                 "see docs/mockprovider.md\n";
+static const char usage_text[] =
+    "usage: llmgw-mockprovider [--listen HOST:PORT] [--threads N]\n"
+    "                          [--usage-log FILE] [--record-bodies FILE]\n"
+    "                          [--fault SPEC]\n"
+    "                          [--chunks N] [--chunk-delay-ms MS]\n"
+    "see docs/mockprovider.md\n";
 
 /* ---- simple endpoints ---- */
 
@@ -208,6 +211,32 @@ static const struct mock_api *gemini_route(const char *path, const char **model,
     return NULL;
 }
 
+/* --record-bodies: one JSON line per model call, {"path","body"} with the
+ * body exactly as received (as a JSON string), so a test can compare what
+ * reached the provider with what the client sent. One write: lines from
+ * several threads never interleave. */
+static void record_body(const struct mock_thread *th, struct gw_http_req *req, const char *path)
+{
+    if (th->sh->record_fd < 0)
+        return;
+    size_t len;
+    const char *body = gw_http_req_body(req, &len);
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    int rc = gw_buf_appends(&b, "{\"path\":");
+    if (rc == GW_OK)
+        rc = gw_json_escape(&b, path, strlen(path));
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&b, ",\"body\":");
+    if (rc == GW_OK)
+        rc = gw_json_escape(&b, body ? body : "", body ? len : 0);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&b, "}\n");
+    if (rc == GW_OK && write(th->sh->record_fd, b.data, b.len) != (ssize_t)b.len)
+        gw_log(GW_LOG_WARN, "body record: short write", NULL);
+    gw_buf_free(&b);
+}
+
 static void on_request(struct gw_http_req *req, void *arg)
 {
     struct mock_thread *th = arg;
@@ -259,9 +288,10 @@ static void on_request(struct gw_http_req *req, void *arg)
         respond_plain_error(req, 405, "method_not_allowed", "mock: method not allowed");
         return;
     }
-    if (api != NULL)
+    if (api != NULL) {
+        record_body(th, req, path);
         mock_call_start(th, req, api, model, mlen);
-    else
+    } else
         respond_json(req, 200, simple);
 }
 
@@ -319,6 +349,7 @@ static int parse_args(int argc, char **argv, struct mock_config *cfg, char *host
     cfg->port = 9090;
     cfg->threads = 1;
     cfg->usage_log = NULL;
+    cfg->record_log = NULL;
     cfg->fault_spec = "";
     cfg->chunks = 8;
     cfg->chunk_delay_ms = 0;
@@ -352,6 +383,8 @@ static int parse_args(int argc, char **argv, struct mock_config *cfg, char *host
                 return die_usage("bad --threads (1-64)", val);
         } else if (strcmp(name, "--usage-log") == 0) {
             cfg->usage_log = val;
+        } else if (strcmp(name, "--record-bodies") == 0) {
+            cfg->record_log = val;
         } else if (strcmp(name, "--fault") == 0) {
             char err[160];
             if (mock_fault_parse(val, strlen(val), &cfg->fault, err, sizeof(err)) != 0)
@@ -439,7 +472,14 @@ int main(int argc, char **argv)
     json_object_seed(0);
     signal(SIGPIPE, SIG_IGN);
 
-    struct mock_shared sh = {.cfg = &cfg, .usage_fd = -1};
+    struct mock_shared sh = {.cfg = &cfg, .usage_fd = -1, .record_fd = -1};
+    if (cfg.record_log != NULL &&
+        (sh.record_fd = open(cfg.record_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) <
+            0) {
+        gw_logf(GW_LOG_ERROR, "cannot open the body record", "{s:s,s:s}", "path", cfg.record_log,
+                "error", strerror(errno));
+        return 1;
+    }
     atomic_init(&sh.next_id, 0);
     if (cfg.usage_log != NULL) {
         sh.usage_fd = open(cfg.usage_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -535,6 +575,8 @@ int main(int argc, char **argv)
     free(threads);
     if (sh.usage_fd >= 0)
         close(sh.usage_fd);
+    if (sh.record_fd >= 0)
+        close(sh.record_fd);
     mock_times_free(sh.times);
     return rc;
 }

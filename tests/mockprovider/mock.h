@@ -133,6 +133,7 @@ struct mock_config {
     int port;
     int threads;
     const char *usage_log;   /* NULL: no usage log */
+    const char *record_log;  /* NULL: model-call bodies are not recorded */
     const char *fault_spec;  /* "" when none */
     struct mock_fault fault; /* fault_spec parsed */
     int chunks;
@@ -142,6 +143,7 @@ struct mock_config {
 struct mock_shared {
     const struct mock_config *cfg;
     int usage_fd;                 /* -1: no usage log; O_APPEND, shared */
+    int record_fd;                /* -1: no body record; O_APPEND, shared */
     atomic_uint_fast64_t next_id; /* the <n> of chatcmpl-mock-<n> */
     struct mock_times *times;     /* times=N counters */
 };
