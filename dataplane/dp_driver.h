@@ -43,6 +43,9 @@ struct drv_target {
     const struct dp_provider *provider;
     const char *model;
     const char *request_id; /* sent upstream as x-request-id */
+    /* The pass-through only: the client's own anthropic-beta header (the
+     * betas its request's fields need), or NULL. */
+    const char *client_beta;
 };
 
 /* The upstream request a driver builds. The caller frees it with

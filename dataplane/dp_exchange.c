@@ -1426,6 +1426,7 @@ static int build(struct dp_exchange *x, struct canon_err *err)
         const char *body = gw_http_req_body(x->req, &len);
         struct drv_relay_edits ed = {.stream = x->client_stream, .max_tokens = x->out_cap};
         x->relay = d;
+        dt.client_beta = gw_http_req_header(x->req, "anthropic-beta");
         rc = d->relay_build(&dt, body, len, &ed, &x->dreq, err);
     } else if (x->creq->opaque.status) {
         *err = x->creq->opaque; /* what only the client's own format can carry */

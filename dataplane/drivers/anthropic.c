@@ -396,6 +396,21 @@ static int check_params(const struct canon_req *r, struct canon_err *err)
     return GW_OK;
 }
 
+/* The headers every request to the provider carries; beta: the client's own
+ * anthropic-beta (the pass-through), joined to the provider's option. */
+static int version_headers(struct drv_request *out, const struct drv_target *t, const char *beta)
+{
+    if (drv_header(out, "anthropic-version: %s",
+                   drv_opt_str(t, "anthropic_version", DEFAULT_VERSION)) != GW_OK)
+        return GW_ENOMEM;
+    const char *opt = drv_opt_str(t, "anthropic_beta", NULL);
+    int o = opt && *opt, c = beta && *beta;
+    if ((o || c) && drv_header(out, "anthropic-beta: %s%s%s", o ? opt : "", o && c ? "," : "",
+                               c ? beta : "") != GW_OK)
+        return GW_ENOMEM;
+    return GW_OK;
+}
+
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -466,13 +481,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     out->stream = r->stream;
     if (drv_json_request(out, t, messages_url(t), doc, "x-api-key: ") != GW_OK)
         return GW_ENOMEM;
-    if (drv_header(out, "anthropic-version: %s",
-                   drv_opt_str(t, "anthropic_version", DEFAULT_VERSION)) != GW_OK)
-        return GW_ENOMEM;
-    const char *beta = drv_opt_str(t, "anthropic_beta", NULL);
-    if (beta && *beta && drv_header(out, "anthropic-beta: %s", beta) != GW_OK)
-        return GW_ENOMEM;
-    return GW_OK;
+    return version_headers(out, t, NULL);
 }
 
 /* ------------------------------------------------------------------ parse */
@@ -808,9 +817,85 @@ static void classify(int status, const char *body, size_t len, enum canon_failur
     json_decref(doc);
 }
 
+/* --------------------------------------------------------- the pass-through */
+
+/*
+ * The client's own Messages request, forwarded: every member as written
+ * (documents, server tools, context management, MCP servers: the provider
+ * is the judge of its own API) but the model, and max_tokens when a
+ * worst-case reservation caps it. Usage is always in Anthropic's stream.
+ */
+static int relay_build(const struct drv_target *t, const char *body, size_t len,
+                       const struct drv_relay_edits *ed, struct drv_request *out,
+                       struct canon_err *err)
+{
+    if (!gw_json_valid(body, len, 512)) {
+        canon_err_set(err, 400, NULL, "invalid_json", "the request body is not valid JSON");
+        return GW_EINVAL;
+    }
+    struct gw_buf b[2];
+    gw_buf_init(&b[0], 0);
+    gw_buf_init(&b[1], 0);
+    struct drv_edit e[2];
+    size_t ne = 0;
+    int rc = gw_json_escape(&b[0], t->model, strlen(t->model));
+    if (rc == GW_OK)
+        rc = drv_edit_member(body, len, "model", &b[0], e, &ne, err);
+    if (rc == GW_OK && ed->max_tokens > 0 &&
+        (rc = gw_buf_printf(&b[1], "%lld", ed->max_tokens)) == GW_OK)
+        rc = drv_edit_member(body, len, "max_tokens", &b[1], e, &ne, err);
+    if (rc == GW_OK)
+        rc = drv_edit_body(out, body, len, e, ne);
+    gw_buf_free(&b[0]);
+    gw_buf_free(&b[1]);
+    if (rc != GW_OK)
+        return rc == GW_EINVAL ? GW_EINVAL : GW_ENOMEM;
+    out->stream = ed->stream;
+    out->url = messages_url(t);
+    if (!out->url || drv_auth_headers(out, t, "x-api-key: ") != GW_OK)
+        return GW_ENOMEM;
+    return version_headers(out, t, t->client_beta);
+}
+
+static int named(const struct gw_sse_event *ev, const char *name)
+{
+    return ev->event_len == strlen(name) && memcmp(ev->event, name, ev->event_len) == 0;
+}
+
+/* message_delta carries the final usage: it waits for the end, where the
+ * gateway's bill joins it; message_stop is the end's to write. */
+static enum drv_relay_step relay_event(const struct gw_sse_event *ev, struct gw_buf *out,
+                                       struct gw_buf *held, int *rc)
+{
+    *rc = GW_OK;
+    if (named(ev, "message_stop"))
+        return DRV_RELAY_DROP;
+    if (named(ev, "message_delta")) {
+        gw_buf_reset(held);
+        *rc = gw_buf_append(held, ev->data, ev->data_len);
+        return DRV_RELAY_HELD;
+    }
+    *rc = drv_relay_frame(out, ev);
+    return DRV_RELAY_SENT;
+}
+
+static int relay_end(const struct gw_buf *held, const char *bill_json, int with_usage,
+                     struct gw_buf *out)
+{
+    (void)with_usage; /* always: Anthropic's stream carries usage */
+    int rc = held->len ? drv_relay_billed(out, "message_delta", held, bill_json) : GW_OK;
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    return rc;
+}
+
 const struct dp_driver drv_anthropic = {
     .name = "anthropic",
     .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_REASONING,
+    .wire = "anthropic.messages",
+    .relay_build = relay_build,
+    .relay_event = relay_event,
+    .relay_end = relay_end,
     .build_chat = build_chat,
     .parser_new = parser_new,
     .parse = parse,

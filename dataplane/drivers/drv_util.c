@@ -6,6 +6,7 @@
 
 #include "dp_snapshot.h"
 #include "gw_error.h"
+#include "gw_json.h"
 
 #define MAX_EMBED_VALUES (16u << 20)
 
@@ -546,6 +547,47 @@ int drv_edit_body(struct drv_request *out, const char *src, size_t n, struct drv
     return GW_OK;
 }
 
+/* A relayed request's edit that replaces a member's value (or appends the
+ * member when the body has none): the bytes live in buf. */
+int drv_edit_member(const char *body, size_t len, const char *key, struct gw_buf *buf,
+                    struct drv_edit *e, size_t *ne, struct canon_err *err)
+{
+    const char *v;
+    size_t vn;
+    int has = gw_json_span_member(body, len, key, &v, &vn);
+    if (has < 0) {
+        canon_err_set(err, 400, key, "invalid_request",
+                      "'%s' could not be located in the request body (a key spelled with "
+                      "escapes?)",
+                      key);
+        return GW_EINVAL;
+    }
+    if (has == 1) {
+        e[(*ne)++] = (struct drv_edit){(size_t)(v - body), vn, buf->data, buf->len};
+        return GW_OK;
+    }
+    size_t at;
+    int comma;
+    if (drv_edit_append_at(body, len, &at, &comma) != GW_OK) {
+        canon_err_set(err, 400, NULL, "invalid_json", "the request body must be a JSON object");
+        return GW_EINVAL;
+    }
+    /* The member's head goes before the value already in buf. */
+    struct gw_buf head;
+    gw_buf_init(&head, 0);
+    int rc = gw_buf_printf(&head, "%s\"%s\":", comma ? "," : "", key);
+    if (rc == GW_OK)
+        rc = gw_buf_append(&head, buf->data, buf->len);
+    if (rc != GW_OK) {
+        gw_buf_free(&head);
+        return GW_ENOMEM;
+    }
+    gw_buf_free(buf);
+    *buf = head;
+    e[(*ne)++] = (struct drv_edit){at, 0, buf->data, buf->len};
+    return GW_OK;
+}
+
 static int json_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -596,5 +638,26 @@ int drv_relay_frame(struct gw_buf *out, const struct gw_sse_event *ev)
     }
     if (rc == GW_OK)
         rc = gw_buf_append(out, "\n", 1);
+    return rc;
+}
+
+int drv_relay_billed(struct gw_buf *out, const char *event, const struct gw_buf *held,
+                     const char *bill_json)
+{
+    size_t z = held->len;
+    while (z > 0 && held->data[z - 1] != '}')
+        z--;
+    int rc = event ? gw_buf_printf(out, "event: %s\n", event) : GW_OK;
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, "data: ", 6);
+    if (rc == GW_OK && z > 0 && bill_json) {
+        rc = gw_buf_append(out, held->data, z - 1);
+        if (rc == GW_OK)
+            rc = gw_buf_printf(out, ",\"llmgw\":%s}", bill_json);
+    } else if (rc == GW_OK) {
+        rc = gw_buf_append(out, held->data, held->len);
+    }
+    if (rc == GW_OK)
+        rc = gw_buf_append(out, "\n\n", 2);
     return rc;
 }

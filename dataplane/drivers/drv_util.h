@@ -254,8 +254,21 @@ int drv_edit_body(struct drv_request *out, const char *src, size_t n, struct drv
  * has members). GW_EINVAL when src is not an object. */
 int drv_edit_append_at(const char *src, size_t n, size_t *at, int *comma);
 
+/* The edit that makes member key's value buf's bytes (a JSON value), or
+ * appends the member when body has none (buf then holds the member, head
+ * included). buf must outlive the edit. GW_EINVAL with err when key cannot
+ * be located for sure (gw_json_span_member's -1) or body is no object. */
+int drv_edit_member(const char *body, size_t len, const char *key, struct gw_buf *buf,
+                    struct drv_edit *e, size_t *ne, struct canon_err *err);
+
 /* "event: <name>\n" (when the event has one) "data: <data>\n\n": an upstream
  * event as the client gets it. 0 or GW_ENOMEM/GW_ELIMIT. */
 int drv_relay_frame(struct gw_buf *out, const struct gw_sse_event *ev);
+
+/* The held usage event (its data: a JSON object) as the client gets it:
+ * "event: <event>\n" (event non-NULL), then its data with the gateway's
+ * "llmgw" member (bill_json; NULL: none) before the closing brace. */
+int drv_relay_billed(struct gw_buf *out, const char *event, const struct gw_buf *held,
+                     const char *bill_json);
 
 #endif

@@ -567,47 +567,6 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
 
 /* --------------------------------------------------------- the pass-through */
 
-/* A relayed request's edit that replaces a member's value (or appends the
- * member when the body has none): the bytes live in buf. */
-static int edit_member(const char *body, size_t len, const char *key, struct gw_buf *buf,
-                       struct drv_edit *e, size_t *ne, struct canon_err *err)
-{
-    const char *v;
-    size_t vn;
-    int has = gw_json_span_member(body, len, key, &v, &vn);
-    if (has < 0) {
-        canon_err_set(err, 400, key, "invalid_request",
-                      "'%s' could not be located in the request body (a key spelled with "
-                      "escapes?)",
-                      key);
-        return GW_EINVAL;
-    }
-    if (has == 1) {
-        e[(*ne)++] = (struct drv_edit){(size_t)(v - body), vn, buf->data, buf->len};
-        return GW_OK;
-    }
-    size_t at;
-    int comma;
-    if (drv_edit_append_at(body, len, &at, &comma) != GW_OK) {
-        canon_err_set(err, 400, NULL, "invalid_json", "the request body must be a JSON object");
-        return GW_EINVAL;
-    }
-    /* The member's head goes before the value already in buf. */
-    struct gw_buf head;
-    gw_buf_init(&head, 0);
-    int rc = gw_buf_printf(&head, "%s\"%s\":", comma ? "," : "", key);
-    if (rc == GW_OK)
-        rc = gw_buf_append(&head, buf->data, buf->len);
-    if (rc != GW_OK) {
-        gw_buf_free(&head);
-        return GW_ENOMEM;
-    }
-    gw_buf_free(buf);
-    *buf = head;
-    e[(*ne)++] = (struct drv_edit){at, 0, buf->data, buf->len};
-    return GW_OK;
-}
-
 /*
  * The client's own chat request, forwarded: every member as the client
  * wrote it (fields and content types the gateway has never heard of
@@ -633,7 +592,7 @@ static int relay_build(const struct drv_target *t, const char *body, size_t len,
     size_t ne = 0;
     int rc = gw_json_escape(&b[B_MODEL], t->model, strlen(t->model));
     if (rc == GW_OK)
-        rc = edit_member(body, len, "model", &b[B_MODEL], e, &ne, err);
+        rc = drv_edit_member(body, len, "model", &b[B_MODEL], e, &ne, err);
     const char *so = NULL;
     size_t son = 0;
     int has_so = ed->stream ? gw_json_span_member(body, len, "stream_options", &so, &son) : 0;
@@ -652,7 +611,7 @@ static int relay_build(const struct drv_target *t, const char *body, size_t len,
         rc = s ? gw_buf_appends(&b[B_SO], s) : GW_ENOMEM;
         free(s);
         if (rc == GW_OK)
-            rc = edit_member(body, len, "stream_options", &b[B_SO], e, &ne, err);
+            rc = drv_edit_member(body, len, "stream_options", &b[B_SO], e, &ne, err);
     }
     if (rc == GW_OK && ed->max_tokens > 0) {
         /* The client's own field(s) get the cap; else the provider's. */
@@ -664,11 +623,11 @@ static int relay_build(const struct drv_target *t, const char *body, size_t len,
         if (rc == GW_OK)
             rc = gw_buf_printf(&b[B_MAX2], "%lld", ed->max_tokens);
         if (rc == GW_OK && (a || !c))
-            rc = edit_member(body, len,
-                             a ? "max_tokens" : drv_opt_str(t, "max_tokens_field", "max_tokens"),
-                             &b[B_MAX], e, &ne, err);
+            rc = drv_edit_member(
+                body, len, a ? "max_tokens" : drv_opt_str(t, "max_tokens_field", "max_tokens"),
+                &b[B_MAX], e, &ne, err);
         if (rc == GW_OK && c)
-            rc = edit_member(body, len, "max_completion_tokens", &b[B_MAX2], e, &ne, err);
+            rc = drv_edit_member(body, len, "max_completion_tokens", &b[B_MAX2], e, &ne, err);
     }
     if (rc == GW_OK)
         rc = drv_edit_body(out, body, len, e, ne);
@@ -688,8 +647,17 @@ static int usage_only(const char *d, size_t n)
 {
     const char *v, *x;
     size_t vn, xn;
-    if (!memmem(d, n, "\"usage\"", 7) || !gw_json_valid(d, n, 64) ||
-        gw_json_span_member(d, n, "usage", &v, &vn) != 1 || gw_json_span_is_null(v, vn))
+    /* Most chunks say "usage":null (or nothing): told apart without a scan. */
+    const char *u = memmem(d, n, "\"usage\"", 7);
+    if (!u)
+        return 0;
+    const char *e = d + n;
+    for (u += 7; u < e && (*u == ' ' || *u == ':' || *u == '\t' || *u == '\n' || *u == '\r'); u++)
+        ;
+    if (u < e && *u == 'n')
+        return 0;
+    if (!gw_json_valid(d, n, 64) || gw_json_span_member(d, n, "usage", &v, &vn) != 1 ||
+        gw_json_span_is_null(v, vn))
         return 0;
     int c = gw_json_span_member(d, n, "choices", &v, &vn);
     return c == 0 || (c == 1 && !gw_json_span_index(v, vn, 0, &x, &xn));
@@ -713,23 +681,7 @@ static enum drv_relay_step relay_event(const struct gw_sse_event *ev, struct gw_
 static int relay_end(const struct gw_buf *held, const char *bill_json, int with_usage,
                      struct gw_buf *out)
 {
-    int rc = GW_OK;
-    if (with_usage && held->len) {
-        size_t z = held->len;
-        while (z > 0 && held->data[z - 1] != '}')
-            z--;
-        rc = gw_buf_append(out, "data: ", 6);
-        if (rc == GW_OK && z > 0 && bill_json) {
-            /* The gateway's member goes in before the chunk's closing brace. */
-            rc = gw_buf_append(out, held->data, z - 1);
-            if (rc == GW_OK)
-                rc = gw_buf_printf(out, ",\"llmgw\":%s}", bill_json);
-        } else if (rc == GW_OK) {
-            rc = gw_buf_append(out, held->data, held->len);
-        }
-        if (rc == GW_OK)
-            rc = gw_buf_append(out, "\n\n", 2);
-    }
+    int rc = with_usage && held->len ? drv_relay_billed(out, NULL, held, bill_json) : GW_OK;
     if (rc == GW_OK)
         rc = gw_buf_appends(out, "data: [DONE]\n\n");
     return rc;

@@ -301,7 +301,7 @@ static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_
         if (!json_is_object(mj))
             return fc_bad(err, p, "", "must be an object");
         static const char *const mkeys[] = {"role", "content", NULL};
-        if (fc_only(mj, mkeys, p, err))
+        if (fc_only(mj, mkeys, p, err) && fc_opaque(r, err))
             return GW_EINVAL;
         const char *role = gw_json_str(mj, "role");
         if (!role)
@@ -336,6 +336,13 @@ static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_
             if (!pt)
                 return GW_ENOMEM;
             int rc = parse_block(r, b, bp, user, pt, err);
+            if (rc == GW_EINVAL && fc_opaque(r, err) == GW_OK) {
+                /* A document, a server tool's block, a field newer than
+                 * the gateway: an Anthropic provider gets it as written. */
+                memset(pt, 0, sizeof(*pt));
+                m->nparts--;
+                continue;
+            }
             if (rc)
                 return rc;
         }
@@ -473,7 +480,7 @@ static int parse(struct canon_req *r, struct canon_err *err)
 {
     const json_t *b = r->body;
     r->field_names = field_names;
-    if (fc_only(b, top_keys, "", err))
+    if (fc_only(b, top_keys, "", err) && fc_opaque(r, err))
         return GW_EINVAL;
     if (fc_string(b, "model", 1, &r->model, err))
         return GW_EINVAL;
@@ -505,7 +512,7 @@ static int parse(struct canon_req *r, struct canon_err *err)
         static const char *const keys[] = {"user_id", NULL};
         if (!json_is_object(md))
             return fc_bad(err, "metadata", "", "must be an object");
-        if (fc_only(md, keys, "metadata", err))
+        if (fc_only(md, keys, "metadata", err) && fc_opaque(r, err))
             return GW_EINVAL;
         if (fc_member_string(md, "user_id", "metadata", &r->user, err))
             return GW_EINVAL;
@@ -845,6 +852,7 @@ static char *error_body(int status, const char *type, const char *param, const c
 
 const struct dp_facade fc_anthropic = {
     .name = "anthropic.messages",
+    .wire = "anthropic.messages",
     .parse = parse,
     .stream_new = stream_new,
     .stream_event = stream_event,

@@ -66,7 +66,10 @@ static const char *joined(char *buf, size_t n, const char *path, const char *key
 
 int fc_opaque(struct canon_req *r, struct canon_err *err)
 {
-    if (!r->lenient || err->status != 400)
+    /* What the gateway does not know (a field, a content or tool type) is
+     * the provider's to judge; a known field with a bad value is still the
+     * gateway's 400, whatever the target. */
+    if (!r->lenient || err->status != 400 || strncmp(err->code, "unsupported", 11) != 0)
         return GW_EINVAL;
     if (!r->opaque.status)
         r->opaque = *err;
@@ -201,17 +204,24 @@ static int tools_array(struct canon_req *r, const json_t *tools, fc_tool_fn one,
     r->tools = gw_pool_calloc(r->pool, (n ? n : 1) * sizeof(*r->tools));
     if (!r->tools)
         return GW_ENOMEM;
-    size_t i;
+    size_t i, k = 0;
     json_t *t;
     json_array_foreach(tools, i, t)
     {
         char p[64];
         snprintf(p, sizeof(p), "tools[%zu]", i);
-        int rc = one(r, i, t, p, &r->tools[i], err);
+        int rc = one(r, k, t, p, &r->tools[k], err);
+        if (rc == GW_EINVAL && fc_opaque(r, err) == GW_OK) {
+            /* A server tool, or one newer than the gateway: left to a
+             * provider of the client's own format (canon_req.opaque). */
+            memset(&r->tools[k], 0, sizeof(r->tools[k]));
+            continue;
+        }
         if (rc)
             return rc;
+        k++;
     }
-    r->ntools = n;
+    r->ntools = k;
     return GW_OK;
 }
 
@@ -221,8 +231,8 @@ int fc_tools(struct canon_req *r, const json_t *body, fc_tool_fn one, fc_choice_
     json_t *tools = fc_get(body, "tools");
     int rc = tools ? tools_array(r, tools, one, err) : GW_OK;
     json_t *tc = fc_get(body, "tool_choice");
-    if (rc == GW_OK && tc)
-        rc = choice(r, tc, err);
+    if (rc == GW_OK && tc && (rc = choice(r, tc, err)) == GW_EINVAL && fc_opaque(r, err) == GW_OK)
+        rc = GW_OK; /* it names a tool only the provider knows */
     return rc;
 }
 

@@ -33,7 +33,8 @@ int fc_member_bool(const json_t *o, const char *key, const char *path, int *out,
 /* Every member of o must be in the NULL-terminated allowed list; the first
  * that is not (and is not null) is refused as an unsupported parameter
  * (path prefixes the name, "" at top level). */
-/* After a refusal was written to err: under the lenient parse, it moves
+/* After a refusal was written to err: under the lenient parse, when it is
+ * about something unknown (code "unsupported_*", not a bad value), it moves
  * to r->opaque (the first one is kept), err is cleared and 0 returned, so
  * the parse goes on; else GW_EINVAL. */
 int fc_opaque(struct canon_req *r, struct canon_err *err);

@@ -151,9 +151,12 @@ static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_
         snprintf(p, sizeof(p), "messages[%zu]", i);
         if (!json_is_object(mj))
             return bad(err, p, "", "must be an object");
+        /* annotations (an answer's citations, echoed back with it) carry
+         * nothing a model reads: accepted, and left out of a translation. */
         static const char *const mkeys[] = {
-            "role", "content", "tool_calls", "tool_call_id", "reasoning_content", "refusal", NULL};
-        if (fc_only(mj, mkeys, p, err))
+            "role",    "content",     "tool_calls", "tool_call_id", "reasoning_content",
+            "refusal", "annotations", NULL};
+        if (fc_only(mj, mkeys, p, err) && fc_opaque(r, err))
             return GW_EINVAL;
         const char *role = gw_json_str(mj, "role");
         if (!role)
@@ -260,7 +263,7 @@ static int parse_tool(struct canon_req *r, size_t i, const json_t *t, const char
     if (!json_is_object(fn))
         return bad(err, fp, "", "must be an object");
     static const char *const fkeys[] = {"name", "description", "parameters", "strict", NULL};
-    if (fc_only(fn, fkeys, fp, err))
+    if (fc_only(fn, fkeys, fp, err) && fc_opaque(r, err))
         return GW_EINVAL;
     tl->name = gw_json_str(fn, "name");
     char np[128];

@@ -174,7 +174,10 @@ add('no route, exact selector', 404, () => post('/v1/chat/completions', chatBody
 add('breaker opens', 502, () => post('/v1/chat/completions', chatBody('cnp/cn-br#status=503')));
 add('breaker open: skipped', 503, () => post('/v1/chat/completions', chatBody('cnp/cn-br#status=503')));
 add('bad JSON', 400, () => post('/v1/chat/completions', `{"model":"cn-ok","messages":[${CANARY}`));
-add('unsupported parameter', 400, () => post('/v1/chat/completions', chatBody('cn-ok', { [`x_${CANARY}`]: CANARY })));
+// Refused by a translation (an OpenAI client, an Anthropic provider); passed
+// through, unknown, to a provider of the client's own format.
+add('unsupported parameter', 400, () => post('/v1/chat/completions', chatBody('cn-ant', { [`x_${CANARY}`]: CANARY })));
+add('passed-through parameter', 200, () => post('/v1/chat/completions', chatBody('cn-ok', { [`x_${CANARY}`]: CANARY })));
 add('bad API key', 401, () => post('/v1/chat/completions', chatBody('cn-ok'), { headers: { ...HEADERS, authorization: `Bearer sk-${CANARY}` } }));
 add('bad x-api-key', 401, () => post('/v1/messages', messagesBody('cn-ant'), { headers: { 'x-api-key': CANARY, 'x-canary-note': CANARY } }));
 add('bad session header', 400, () => post('/v1/chat/completions', chatBody('cn-ok'), { headers: { ...HEADERS, 'x-llmgw-session-id': `${CANARY} with spaces` } }));

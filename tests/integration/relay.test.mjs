@@ -163,6 +163,19 @@ describe('the same-protocol pass-through', () => {
     assert.equal((await received(nonce)).body, body('mock-gpt', nonce, '"some_new_param":1'));
   });
 
+  test('a relayed answer echoed back in the next turn still translates (a conversation can fail over)', T, async () => {
+    const first = await h.request(gw.port, { body: body('fast', 'turn1', null), headers: { ...h.AUTH, 'content-type': 'application/json' } });
+    assert.equal(first.status, 200, first.text);
+    const echoed = first.json.choices[0].message; // the provider's own members: refusal, annotations
+    assert.ok('annotations' in echoed || 'refusal' in echoed, first.text);
+    const r = await h.request(gw.port, {
+      body: { model: 'claude-only', messages: [{ role: 'user', content: 'hi' }, echoed, { role: 'user', content: 'and then?' }] },
+      headers: h.AUTH,
+    });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers['x-llmgw-provider'], 'claude');
+  });
+
   test('a chain of translations only: a 400 naming the field, and nothing sent', T, async () => {
     for (const route of ['claude-only', 'translated']) {
       const nonce = randomBytes(6).toString('hex');
@@ -186,5 +199,58 @@ describe('the same-protocol pass-through', () => {
     assert.ok(err.error, s.raw);
     // What came before it is the provider's own chunks, relayed.
     assert.ok(s.events.slice(0, -2).every((e) => JSON.parse(e).id?.startsWith('chatcmpl-mock-')), s.raw);
+  });
+});
+
+// Anthropic Messages to an `anthropic` provider: the same guarantee.
+const ANTHROPIC_CASES = [
+  ['context_management', '"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}'],
+  ['mcp_servers', '"mcp_servers":[{"type":"url","url":"https://mcp.example.invalid/sse","name":"example"}]'],
+  ['a server tool (web_search_20250305)', '"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":2}]'],
+  ['a document block (a base64 PDF)', null, `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"${PDF}"}}`],
+];
+
+function anthropicBody(c, nonce, stream) {
+  const [, extra, block] = c;
+  const content = block ? `[{"type":"text","text":"read this ${nonce}"},${block}]` : `"say hi \\u00e9 ${nonce}"`;
+  return `{"model":"claude-only","max_tokens":64,"messages":[{"role":"user","content":${content}}]${stream ? ',"stream":true' : ''}${extra ? `,${extra}` : ''}}`;
+}
+
+describe('the same-protocol pass-through: Anthropic', () => {
+  const post = (b) => h.request(gw.port, { path: '/v1/messages', body: b, headers: { ...h.AUTH, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' } });
+  for (const c of ANTHROPIC_CASES) {
+    test(`${c[0]}: reaches the provider byte for byte, and the answer reaches the client whole`, T, async () => {
+      const nonce = randomBytes(6).toString('hex');
+      const sent = anthropicBody(c, nonce, false);
+      const r = await post(sent);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['x-llmgw-provider'], 'claude');
+      assert.equal(r.json.type, 'message');
+      assert.ok(r.json.content.some((b) => b.type === 'text' && b.text.length > 0), r.text);
+      assert.ok(r.json.usage.output_tokens > 0);
+      assert.equal((await received(nonce)).body, sent.replace('"model":"claude-only"', '"model":"mock-claude"'));
+
+      const n2 = randomBytes(6).toString('hex');
+      const sent2 = anthropicBody(c, n2, true);
+      const s = await h.collectStream(gw.port, { path: '/v1/messages', body: sent2, headers: { ...h.AUTH, 'content-type': 'application/json' } });
+      assert.equal(s.status, 200);
+      assert.ok(s.complete, s.raw);
+      const evs = s.events.map((e) => JSON.parse(e));
+      assert.equal(evs[0].type, 'message_start', s.raw);
+      assert.equal(evs.at(-1).type, 'message_stop', s.raw);
+      const delta = evs.find((e) => e.type === 'message_delta');
+      assert.ok(delta.usage.output_tokens > 0, s.raw);
+      assert.equal(delta.llmgw.currency, 'USD', s.raw);
+      const text = evs.filter((e) => e.type === 'content_block_delta').map((e) => e.delta.text ?? '').join('');
+      assert.ok(text.length > 0, s.raw);
+      assert.equal((await received(n2)).body, sent2.replace('"model":"claude-only"', '"model":"mock-claude"'));
+    });
+  }
+
+  test('a chain of OpenAI-format targets only: the Anthropic-only field is refused with a 400 naming it', T, async () => {
+    const nonce = randomBytes(6).toString('hex');
+    const r = await post(`{"model":"fast","max_tokens":64,"messages":[{"role":"user","content":"hi ${nonce}"}],"mcp_servers":[]}`);
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.text, /mcp_servers/);
   });
 });

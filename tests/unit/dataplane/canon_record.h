@@ -229,7 +229,7 @@ static inline char *canon_record_run(const struct dp_driver *d, int stream, cons
     struct canon_record rec;
     canon_record_init(&rec);
     rec.stop_after = stop_after;
-    struct canon_sink sink = {canon_record_emit, &rec};
+    struct canon_sink sink = {.emit = canon_record_emit, .arg = &rec};
     size_t off = 0;
     int stopped = 0;
     while (off < len && !stopped) {

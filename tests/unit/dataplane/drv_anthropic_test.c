@@ -425,7 +425,7 @@ static void test_sink_stop(void)
     struct canon_record rec;
     canon_record_init(&rec);
     rec.stop_after = 3;
-    struct canon_sink sink = {canon_record_emit, &rec};
+    struct canon_sink sink = {.emit = canon_record_emit, .arg = &rec};
     int rc = drv_anthropic.parse(p, STREAM_FULL, strlen(STREAM_FULL), &sink);
     CU_ASSERT(rc != 0);
     CU_ASSERT_EQUAL(rec.nevents, 3);

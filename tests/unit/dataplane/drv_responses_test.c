@@ -406,7 +406,7 @@ static void test_sink_stops(void)
     struct canon_record rec;
     canon_record_init(&rec);
     rec.stop_after = 2;
-    struct canon_sink s = {canon_record_emit, &rec};
+    struct canon_sink s = {.emit = canon_record_emit, .arg = &rec};
     static const char body[] =
         CREATED EV("response.output_text.delta", "\"output_index\":0,\"delta\":\"a\"")
             EV("response.output_text.delta", "\"output_index\":0,\"delta\":\"b\"");

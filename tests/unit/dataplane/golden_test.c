@@ -290,7 +290,7 @@ static void run_fixture(const char *file)
         gw_buf_init(&t.sse, 0);
         t.st = facades[f]->stream_new(r, &ctx);
         CU_ASSERT_PTR_NOT_NULL_FATAL(t.st);
-        struct canon_sink sink = {tee_emit, &t};
+        struct canon_sink sink = {.emit = tee_emit, .arg = &t};
         struct drv_parser *p = d->parser_new(stream);
         if (!d->parse(p, data, len, &sink))
             d->finish(p, &sink);
