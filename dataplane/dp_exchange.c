@@ -1472,6 +1472,15 @@ static json_t *load_body(struct gw_http_req *req, const struct dp_facade *fc, co
 {
     size_t len;
     const char *body = gw_http_req_body(req, &len);
+    /* What the tree may cost is bounded before it is built: a small body of
+     * many tiny values is tens of times its size in jansson (gw_json.h). A
+     * malformed body goes on to jansson, which says where it breaks. */
+    char lim[256];
+    size_t spent = 0;
+    if (gw_json_bound(body, len, "the request body", &spent, lim, sizeof(lim)) == GW_ELIMIT) {
+        reply_early(req, fc, id, 413, NULL, "request_too_complex", lim);
+        return NULL;
+    }
     json_error_t je;
     /* Duplicate keys are refused: parsers disagree on which one wins, and
      * the gateway must route on the same model the provider will read. */

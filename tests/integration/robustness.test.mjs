@@ -6,6 +6,7 @@
 // fails the file if any process printed a sanitizer report.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import net from 'node:net';
 import * as h from './harness.mjs';
 
@@ -262,4 +263,63 @@ test('every facade answers structurally mutated requests with a result or a 4xx'
     }
   }
   await stillServes();
+});
+
+// What one request may cost in memory is bounded before its body is parsed:
+// 1 MiB of [{},{},...] was 84 MiB of parsed tree (peak RSS 17 -> 100 MB).
+// A gateway of its own, with the default body limit (4 MiB).
+function peakRss(pid) {
+  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m[1]) * 1024;
+}
+
+test('a body of many tiny JSON values is refused with 413 before it is parsed', { timeout: 60_000 }, async () => {
+  const big = await h.startGateway({ mock, threads: 1 });
+  const post = (body) => h.request(big.port, {
+    body, headers: { ...h.AUTH, 'content-type': 'application/json' },
+  });
+  // A first ordinary request, so the baseline holds what serving costs.
+  const warm = await post(GOOD);
+  assert.equal(warm.status, 200, warm.text);
+  const before = peakRss(big.proc.pid);
+
+  const n = Math.floor((1 << 20) / 3);
+  const tiny = `{"model":"fast","messages":[${Array(n).fill('{}').join(',')}]}`;
+  assert.ok(tiny.length >= 1 << 20);
+  const r = await post(tiny);
+  const e = h.assertError(r, 413, 'request_too_complex', null);
+  assert.match(e.message, /more than 100000 JSON values in the request body/);
+  assert.match(e.message, /limit per request is 100000/);
+  // Nested past 64 levels: refused the same way, naming the depth limit.
+  const deep = await post(`{"model":"fast","messages":[{"role":"user","content":"x","z":${'['.repeat(65)}${']'.repeat(65)}}]}`);
+  assert.match(h.assertError(deep, 413, 'request_too_complex').message, /deeper than 64 levels/);
+  const after = peakRss(big.proc.pid);
+  assert.ok(after - before < 20 << 20,
+    `peak RSS grew from ${(before / 1048576).toFixed(1)} to ${(after / 1048576).toFixed(1)} MiB`);
+
+  // Every endpoint that parses a body goes through the same bound.
+  for (const path of ['/v1/embeddings', '/v1/messages', '/v1/responses', '/v1/messages/count_tokens']) {
+    const rr = await h.request(big.port, {
+      path, body: tiny, headers: { ...h.AUTH, 'content-type': 'application/json' },
+    });
+    assert.equal(rr.status, 413, `${path}: ${rr.text.slice(0, 300)}`);
+  }
+  // A tool call's arguments are JSON in a string: counted too, all calls together.
+  const args = JSON.stringify({ a: Array(60000).fill(0) });
+  const calls = [0, 1].map((i) => ({ id: `c${i}`, type: 'function', function: { name: 'f', arguments: args } }));
+  const tc = await post(JSON.stringify({
+    model: 'fast',
+    messages: [{ role: 'assistant', content: null, tool_calls: calls },
+      ...calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: 'ok' }))],
+  }));
+  assert.match(h.assertError(tc, 413, 'request_too_complex', 'messages[0].tool_calls[1].function.arguments').message,
+    /more than 100000 JSON values in the tool call arguments/);
+
+  // An ordinary large request (900 KiB of message text) is still served.
+  const text = 'All work and no play makes Jack a dull boy. '.repeat(Math.ceil((900 << 10) / 44));
+  const ok = await post(JSON.stringify({ model: 'fast', max_tokens: 5, messages: [{ role: 'user', content: text }] }));
+  assert.equal(ok.status, 200, ok.text.slice(0, 300));
+  console.log(`peak RSS: ${(before / 1048576).toFixed(1)} MiB before, ${(after / 1048576).toFixed(1)} MiB after the refused bodies, `
+    + `${(peakRss(big.proc.pid) / 1048576).toFixed(1)} MiB after the 900 KiB request`);
+  await big.proc.stop();
 });
