@@ -305,19 +305,24 @@ int gw_json_count_values(const char *s, size_t n, size_t max_values, int max_dep
     int ok = scan_value(&sc, max_depth);
     c->values = sc.values;
     c->depth = sc.deepest;
+    c->stop = (size_t)(sc.p - (const unsigned char *)s);
     if ((sc.stop_at && sc.values >= sc.stop_at) || sc.too_deep)
         return GW_ELIMIT;
     if (!ok)
         return GW_EINVAL;
     skip_ws(&sc);
+    c->stop = (size_t)(sc.p - (const unsigned char *)s);
     return sc.p == sc.end ? GW_OK : GW_EINVAL;
 }
 
-int gw_json_bound(const char *s, size_t n, const char *where, size_t *spent, char *msg, size_t size)
+int gw_json_bound(const char *s, size_t n, const char *where, size_t *spent,
+                  struct gw_json_count *out, char *msg, size_t size)
 {
     size_t left = *spent < GW_JSON_MAX_VALUES ? GW_JSON_MAX_VALUES - *spent : 0;
     struct gw_json_count c;
     int rc = gw_json_count_values(s, n, left, GW_JSON_MAX_DEPTH, &c);
+    if (out)
+        *out = c;
     if (rc == GW_OK)
         *spent += c.values;
     else if (rc == GW_ELIMIT && size && c.depth > GW_JSON_MAX_DEPTH)

@@ -57,6 +57,7 @@ int gw_json_valid(const char *s, size_t n, int max_depth);
 struct gw_json_count {
     size_t values; /* objects, arrays, strings, numbers, literals (keys are not values) */
     int depth;     /* the deepest nesting: a scalar is 0, {} 1, [[1]] 2 */
+    size_t stop;   /* where the scan stopped: n, or the offset of the byte it stopped at */
 };
 
 /* Counts the values in the JSON text s[0..n) and its nesting, without
@@ -65,10 +66,12 @@ struct gw_json_count {
  * decides) within both bounds, and *c says what it holds. GW_ELIMIT: the
  * scan stopped at the first value past max_values (c->values is
  * max_values + 1) or the first container past max_depth (c->depth is
- * max_depth + 1); nothing after it was read, so whether s is valid is not
- * known. GW_EINVAL: s is not JSON; *c counts what came before the fault,
- * within both bounds, so a parser that fails on s builds no more than
- * that. */
+ * max_depth + 1), at c->stop; nothing after it was read, so whether s is
+ * valid is not known. GW_EINVAL: s is not JSON; c->stop is the byte that
+ * makes it so (n when s ends too early), and *c counts what came before,
+ * within both bounds. Past that byte nothing was counted: a parser may
+ * have s only up to it (c->stop + 1 bytes, at most n), as jansson accepts
+ * bytes the scan refuses (a NUL after a number). */
 int gw_json_count_values(const char *s, size_t n, size_t max_values, int max_depth,
                          struct gw_json_count *c) __attribute__((warn_unused_result));
 
@@ -78,10 +81,12 @@ int gw_json_count_values(const char *s, size_t n, size_t max_values, int max_dep
  * body). GW_OK: within both, and *spent has grown by this document's
  * values. GW_ELIMIT: past one; msg (size bytes, NUL-terminated) names the
  * limit and where, which is how "in %s" reads ("the request body"); the
- * answer is a 413. GW_EINVAL: s is not JSON, and the parser's own error
- * should explain it (the parse is bounded all the same). *spent is left
- * alone on both failures. */
-int gw_json_bound(const char *s, size_t n, const char *where, size_t *spent, char *msg, size_t size)
+ * answer is a 413. GW_EINVAL: s is not JSON; the parser's own error should
+ * explain it, given s only up to c->stop + 1 (see gw_json_count_values).
+ * *spent is left alone on both failures. c, when not NULL, receives the
+ * scan's count. */
+int gw_json_bound(const char *s, size_t n, const char *where, size_t *spent,
+                  struct gw_json_count *c, char *msg, size_t size)
     __attribute__((warn_unused_result));
 
 /* Copies the JSON text s[0..n) to out with every number written as a string

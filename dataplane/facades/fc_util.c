@@ -283,7 +283,7 @@ int fc_args_check(struct canon_req *r, const char *args, const char *path, struc
 {
     char msg[256];
     if (gw_json_bound(args, strlen(args), "the tool call arguments (all calls together)",
-                      &r->args_values, msg, sizeof(msg)) == GW_ELIMIT) {
+                      &r->args_values, NULL, msg, sizeof(msg)) == GW_ELIMIT) {
         canon_err_set(err, 413, path, "request_too_complex", "%s", msg);
         return GW_ELIMIT;
     }

@@ -523,6 +523,35 @@ static void test_count_malformed(void)
     }
     CU_ASSERT_EQUAL(count_at_guard(doc, n, 1000, 64, &c), GW_OK);
     CU_ASSERT_EQUAL(c.values, 10);
+    CU_ASSERT_EQUAL(c.stop, n);
+}
+
+/* Where the scan stops, and why a parser must not be given more: jansson
+ * skips a NUL after a number and parses on, past what the scan counted. */
+static void test_count_stop(void)
+{
+    struct gw_json_count c;
+    CU_ASSERT_EQUAL(count_at_guard("[1, x]", 6, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 4);
+    CU_ASSERT_EQUAL(count_at_guard("{\"a\":", 5, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 5); /* ended too early */
+    CU_ASSERT_EQUAL(count_at_guard("{} {}", 5, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 3);
+    CU_ASSERT_EQUAL(count_at_guard("[0,[1,2]]", 9, 3, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.stop, 4); /* the fourth value, 1 */
+    CU_ASSERT_EQUAL(count_at_guard("[[[]]]", 6, 1000, 2, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.stop, 2);
+
+    static const char quirk[] = "{\"a\":1\0,\"b\":[{},{},{},{}]}";
+    size_t n = sizeof(quirk) - 1;
+    CU_ASSERT_EQUAL(count_at_guard(quirk, n, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 6);
+    CU_ASSERT_EQUAL(c.values, 2);
+    json_t *j = json_loadb(quirk, n, 0, NULL);
+    if (j) /* jansson 2.14 does; a later one may not */
+        CU_ASSERT_EQUAL(tree_values(j), 7);
+    json_decref(j);
+    CU_ASSERT_PTR_NULL(json_loadb(quirk, c.stop + 1, 0, NULL));
 }
 
 static void test_bound(void)
@@ -530,14 +559,16 @@ static void test_bound(void)
     char msg[256] = "";
     size_t spent = 0;
     CU_ASSERT_EQUAL(
-        gw_json_bound("{\"a\":[1,2]}", 11, "the request body", &spent, msg, sizeof(msg)), GW_OK);
+        gw_json_bound("{\"a\":[1,2]}", 11, "the request body", &spent, NULL, msg, sizeof(msg)),
+        GW_OK);
     CU_ASSERT_EQUAL(spent, 4);
     /* Spent values count against later documents of the request. */
     spent = GW_JSON_MAX_VALUES - 2;
-    CU_ASSERT_EQUAL(gw_json_bound("[1]", 3, "the x", &spent, msg, sizeof(msg)), GW_OK);
+    CU_ASSERT_EQUAL(gw_json_bound("[1]", 3, "the x", &spent, NULL, msg, sizeof(msg)), GW_OK);
     CU_ASSERT_EQUAL(spent, GW_JSON_MAX_VALUES);
-    CU_ASSERT_EQUAL(gw_json_bound("1", 1, "the tool call arguments", &spent, msg, sizeof(msg)),
-                    GW_ELIMIT);
+    CU_ASSERT_EQUAL(
+        gw_json_bound("1", 1, "the tool call arguments", &spent, NULL, msg, sizeof(msg)),
+        GW_ELIMIT);
     CU_ASSERT_EQUAL(spent, GW_JSON_MAX_VALUES);
     CU_ASSERT_STRING_EQUAL(msg, "more than 100000 JSON values in the tool call arguments (the "
                                 "limit per request is 100000)");
@@ -550,9 +581,9 @@ static void test_bound(void)
         memcpy(d + 1 + 3 * i, "{},", 3);
     memcpy(d + 1 + 3 * GW_JSON_MAX_VALUES - 1, "]", 1);
     spent = 0;
-    CU_ASSERT_EQUAL(
-        gw_json_bound(d, 3 * GW_JSON_MAX_VALUES + 1, "the request body", &spent, msg, sizeof(msg)),
-        GW_ELIMIT);
+    CU_ASSERT_EQUAL(gw_json_bound(d, 3 * GW_JSON_MAX_VALUES + 1, "the request body", &spent, NULL,
+                                  msg, sizeof(msg)),
+                    GW_ELIMIT);
     CU_ASSERT_EQUAL(spent, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "more than 100000 JSON values in the request body"));
     free(d);
@@ -560,12 +591,12 @@ static void test_bound(void)
     char deep[130];
     memset(deep, '[', 65);
     memset(deep + 65, ']', 65);
-    CU_ASSERT_EQUAL(gw_json_bound(deep, 130, "the request body", &spent, msg, sizeof(msg)),
+    CU_ASSERT_EQUAL(gw_json_bound(deep, 130, "the request body", &spent, NULL, msg, sizeof(msg)),
                     GW_ELIMIT);
     CU_ASSERT_STRING_EQUAL(msg, "JSON nested deeper than 64 levels in the request body (the "
                                 "limit per request is 64)");
     /* Malformed: left to the parser, nothing spent. */
-    CU_ASSERT_EQUAL(gw_json_bound("{\"a\":", 5, "the request body", &spent, msg, sizeof(msg)),
+    CU_ASSERT_EQUAL(gw_json_bound("{\"a\":", 5, "the request body", &spent, NULL, msg, sizeof(msg)),
                     GW_EINVAL);
     CU_ASSERT_EQUAL(spent, 0);
 }
@@ -575,6 +606,7 @@ static CU_TestInfo tests[] = {
     {"count: stops at the first value past the bound", test_count_early_stop},
     {"count: nesting bound", test_count_depth},
     {"count: malformed input, never read past its end", test_count_malformed},
+    {"count: where it stops, and what a parser may be given", test_count_stop},
     {"bound: a request's budget and the messages", test_bound},
     {"numbers to strings of their source text", test_quote_numbers},
     {"span lookups without a document", test_span_lookups},
