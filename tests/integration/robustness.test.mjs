@@ -6,6 +6,7 @@
 // fails the file if any process printed a sanitizer report.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import * as h from './harness.mjs';
@@ -326,4 +327,110 @@ test('a body of many tiny JSON values is refused with 413 before it is parsed', 
   console.log(`peak RSS: ${(before / 1048576).toFixed(1)} MiB before, ${(after / 1048576).toFixed(1)} MiB after the refused bodies, `
     + `${(peakRss(big.proc.pid) / 1048576).toFixed(1)} MiB after the 900 KiB request`);
   await big.proc.stop();
+});
+
+// At its open-file limit a server that only retries accept(2) spins at 100 %
+// CPU while the clients wait. The data plane raises its soft limit to the
+// hard one at start-up, and at the limit answers each excess connection 503
+// and closes it. Under prlimit: soft 32, hard 64.
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3, state
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime
+}
+
+/** Opens a connection that sends nothing; resolves with what happened to
+ * it within waitMs: 'held' (still open, nothing came), or 'refused' with
+ * the text the server sent before it closed (or reset) the connection. */
+function idleConnection(port, waitMs, keep) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: '127.0.0.1', port });
+    const t0 = Date.now();
+    let text = '';
+    let done = false;
+    const finish = (how) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve({ how, text, ms: Date.now() - t0 });
+    };
+    const timer = setTimeout(() => {
+      keep.push(sock);
+      finish('held');
+    }, waitMs);
+    sock.on('data', (d) => { text += d.toString('latin1'); });
+    sock.on('end', () => { sock.destroy(); finish('refused'); });
+    sock.on('error', () => finish('refused'));
+  });
+}
+
+test('at the open-file limit, excess connections get a prompt 503, the loop does not spin, and serving resumes', { timeout: 60_000 }, async () => {
+  const lim = await h.startGateway({ mock, threads: 1, wrap: ['prlimit', '--nofile=32:64'] });
+  const pid = lim.proc.pid;
+  const line = await h.waitFor(() => lim.proc.stderrLines.map(h.tryParseJson)
+    .find((j) => j && j.msg === 'open files limit'), { what: 'the open files limit line' });
+  assert.equal(line.nofile, 64, JSON.stringify(line));
+  assert.equal(line.was, 32, JSON.stringify(line));
+
+  const held = [];
+  let refused = [];
+  try {
+    // More connections than descriptors, a batch at a time (loopback only).
+    const results = [];
+    for (let b = 0; b < 4; b++) {
+      results.push(...await Promise.all(Array.from({ length: 30 }, () => idleConnection(lim.port, 1500, held))));
+    }
+    refused = results.filter((r) => r.how === 'refused');
+    assert.ok(held.length > 0 && held.length < 64, `${held.length} connections held`);
+    assert.ok(refused.length >= results.length - 64, `only ${refused.length} of ${results.length} refused`);
+    for (const r of refused) {
+      assert.ok(r.ms < 1000, `a refusal took ${r.ms} ms`);
+      if (r.text) assert.match(r.text, /^HTTP\/1\.1 503 [^]*"code":"too_many_connections"/, r.text);
+    }
+    assert.ok(refused.some((r) => r.text.startsWith('HTTP/1.1 503')), 'no refusal was answered 503');
+
+    // At the limit, with more clients arriving, the data plane stays idle.
+    const c0 = cpuSeconds(pid);
+    const t0 = Date.now();
+    const late = [];
+    for (let i = 0; i < 10; i++) {
+      late.push(idleConnection(lim.port, 500, held));
+      await h.sleep(100);
+    }
+    const lateResults = await Promise.all(late);
+    const cpu = (cpuSeconds(pid) - c0) / ((Date.now() - t0) / 1000);
+    console.log(`open-file limit: ${held.length} held, ${refused.length} of ${results.length} refused, `
+      + `${lateResults.filter((r) => r.how === 'refused').length} of 10 late ones refused, CPU ${(cpu * 100).toFixed(1)} %`);
+    assert.ok(cpu < 0.5, `CPU ${(cpu * 100).toFixed(0)} % at the limit`);
+    assert.ok(lateResults.every((r) => r.how === 'refused'), JSON.stringify(lateResults));
+    // An HTTP client at the limit gets the 503 (or, should its request
+    // arrive after the close, a reset), never a wait.
+    const t1 = Date.now();
+    const r = await h.request(lim.port, {
+      body: { model: 'fast', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, headers: h.AUTH,
+    }).catch((e) => ({ status: e.code ?? e.message }));
+    assert.ok(Date.now() - t1 < 1000, `the refusal took ${Date.now() - t1} ms`);
+    if (typeof r.status === 'number') {
+      h.assertError(r, 503, 'too_many_connections');
+      assert.equal(r.headers['retry-after'], '1');
+    } else {
+      assert.match(String(r.status), /ECONNRESET|socket hang up/);
+    }
+    refused.push(r);
+  } finally {
+    for (const s of held) s.destroy();
+  }
+  // Descriptors free again: a normal request is served.
+  await h.waitFor(async () => {
+    const r = await h.request(lim.port, {
+      body: { model: 'fast', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, headers: h.AUTH,
+    }).catch((e) => ({ status: e.code }));
+    return r.status === 200;
+  }, { timeoutMs: 5000, what: 'a 200 after the connections closed' });
+  const m = await h.request(lim.port, { method: 'GET', path: '/metrics' });
+  const count = Number(/^llmgw_connections_refused_total (\d+)$/m.exec(m.text)?.[1]);
+  assert.ok(count >= refused.length, `llmgw_connections_refused_total ${count}, ${refused.length} refused`);
+  assert.ok(lim.proc.running, 'the data plane exited');
+  await lim.proc.stop();
 });
