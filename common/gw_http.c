@@ -10,6 +10,12 @@
  * Frees are deferred while the connection is inside its own processing
  * loop (the handler may end the request synchronously, or abort it), so no
  * frame ever touches a freed connection.
+ *
+ * At the open-file limit accept(2) fails with EMFILE while the connection
+ * stays queued, so the listener stays readable: retrying it is a loop at
+ * 100 % CPU, with the clients waiting for ever. Each server holds a reserve
+ * descriptor instead, gives it up to accept each waiting connection, answers
+ * it 503 and closes it, and takes the reserve back (shed_waiting()).
  */
 #include "gw_http.h"
 
@@ -27,11 +33,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "gw_buf.h"
 #include "gw_json.h"
+#include "gw_log.h"
 #include "gw_time.h"
 
 #define MAX_HEADERS 100
@@ -39,6 +47,13 @@
 #define PIPELINE_OUT_MAX (64u << 10)
 /* How long a closing connection may take to flush what is queued. */
 #define CLOSE_FLUSH_MS 10000
+/* At the open-file limit: connections refused per listener wake-up (the
+ * rest wait for the next turn of the loop, so other work is not starved),
+ * how long the listener rests when not even the reserve descriptor can be
+ * had, and at most one log line per this long per server. */
+#define SHED_BATCH 64
+#define ACCEPT_PAUSE_MS 100
+#define REFUSED_LOG_US 1000000
 
 enum conn_state { C_HEAD, C_BODY, C_ACTIVE };
 
@@ -104,6 +119,10 @@ struct gw_http_server {
     size_t active;
     int draining;
     int freeing;
+    int reserve_fd;       /* /dev/null, given up to refuse a connection at the limit; -1 */
+    struct event *resume; /* re-enables the listener after ACCEPT_PAUSE_MS */
+    uint64_t unlogged;    /* refusals since the last log line */
+    int64_t logged_us;    /* when that line was written (0: never) */
 };
 
 static void conn_process(struct conn *c);
@@ -901,6 +920,104 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
+/* ------------------------------------------------- the open-file limit */
+
+#define REFUSAL_BODY                                                                               \
+    "{\"error\":{\"message\":\"the server is at its open-file limit; retry shortly\","             \
+    "\"type\":\"api_error\",\"param\":null,\"code\":\"too_many_connections\"}}"
+static const char refusal[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                              "Content-Type: application/json\r\n"
+                              "Retry-After: 1\r\n"
+                              "Connection: close\r\n"
+                              "Content-Length: 137\r\n\r\n" REFUSAL_BODY;
+_Static_assert(sizeof(REFUSAL_BODY) - 1 == 137, "the refusal's Content-Length");
+
+static int open_reserve(void)
+{
+    return open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/* Answers a connection accepted only to be refused, and closes it. The
+ * request, when it has arrived, is read first: closing a socket with
+ * unread input resets the connection, and the client could lose the 503.
+ * Nothing here blocks; what does not fit is dropped. */
+static void refuse(int fd)
+{
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+        ;
+    (void)send(fd, refusal, sizeof(refusal) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    close(fd);
+}
+
+/* Refuses up to SHED_BATCH waiting connections, each accepted on the
+ * reserve descriptor. GW_OK: none is waiting now; GW_EAGAIN: the batch ran
+ * out (the listener, still readable, calls again); GW_EIO: no descriptor
+ * could be had, not even the reserve (another thread took it), or accept
+ * failed otherwise. *n counts the refused. */
+static int shed_waiting(struct gw_http_server *srv, uint64_t *n)
+{
+    evutil_socket_t lfd = evconnlistener_get_fd(srv->listener);
+    for (int i = 0; i < SHED_BATCH; i++) {
+        if (srv->reserve_fd < 0 && (srv->reserve_fd = open_reserve()) < 0)
+            return GW_EIO;
+        close(srv->reserve_fd);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int err = errno;
+        if (fd >= 0) {
+            refuse(fd);
+            (*n)++;
+        }
+        /* After the close, so the number just freed is the one taken. */
+        srv->reserve_fd = open_reserve();
+        if (fd < 0 && (err == EAGAIN || err == EWOULDBLOCK))
+            return GW_OK;
+        if (fd < 0 && err != ECONNABORTED && err != EINTR)
+            return GW_EIO;
+    }
+    return GW_EAGAIN;
+}
+
+static void resume_accepting(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_http_server *srv = arg;
+    if (srv->reserve_fd < 0)
+        srv->reserve_fd = open_reserve();
+    if (srv->listener)
+        evconnlistener_enable(srv->listener);
+}
+
+/* libevent calls this when accept(2) fails with anything but "try again";
+ * without it, it would log and retry at once, for ever. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    struct gw_http_server *srv = arg;
+    int err = EVUTIL_SOCKET_ERROR();
+    uint64_t n = 0;
+    int rc = err == EMFILE || err == ENFILE ? shed_waiting(srv, &n) : GW_EIO;
+    if (rc == GW_EIO) {
+        /* Rest rather than spin; the waiting clients wait a little. */
+        struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+        evconnlistener_disable(l);
+        evtimer_add(srv->resume, &tv);
+    }
+    if (n && srv->o.refused)
+        srv->o.refused(n, srv->o.arg);
+    srv->unlogged += n;
+    int64_t now = gw_now_us();
+    if (srv->logged_us && now - srv->logged_us < REFUSED_LOG_US)
+        return;
+    srv->logged_us = now;
+    struct rlimit rl = {0, 0};
+    (void)getrlimit(RLIMIT_NOFILE, &rl);
+    gw_logf(GW_LOG_WARN, "accept failed; refusing connections", "{s:s,s:I,s:I,s:b}", "error",
+            strerror(err), "refused", (json_int_t)srv->unlogged, "nofile", (json_int_t)rl.rlim_cur,
+            "paused", rc == GW_EIO);
+    srv->unlogged = 0;
+}
+
 /* ---------------------------------------------------------------- server */
 
 struct gw_http_server *gw_http_server_new(struct event_base *base, int fd,
@@ -917,11 +1034,21 @@ struct gw_http_server *gw_http_server_new(struct event_base *base, int fd,
         srv->o.max_body_bytes = 4 * 1024 * 1024;
     if (!srv->o.idle_timeout_ms)
         srv->o.idle_timeout_ms = 60000;
-    srv->listener = evconnlistener_new(base, on_accept, srv, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+    /* Without a reserve (no /dev/null) the server still serves; at the
+     * limit it can then only pause its listener. */
+    srv->reserve_fd = open_reserve();
+    srv->resume = evtimer_new(base, resume_accepting, srv);
+    if (srv->resume)
+        srv->listener = evconnlistener_new(base, on_accept, srv, LEV_OPT_CLOSE_ON_FREE, -1, fd);
     if (!srv->listener) {
+        if (srv->resume)
+            event_free(srv->resume);
+        if (srv->reserve_fd >= 0)
+            close(srv->reserve_fd);
         free(srv);
         return NULL;
     }
+    evconnlistener_set_error_cb(srv->listener, on_accept_error);
     return srv;
 }
 
@@ -934,6 +1061,7 @@ void gw_http_server_drain(struct gw_http_server *srv)
         evconnlistener_free(srv->listener);
         srv->listener = NULL;
     }
+    evtimer_del(srv->resume);
     struct conn *c = srv->conns;
     while (c) {
         struct conn *next = c->next;
@@ -961,5 +1089,8 @@ void gw_http_server_free(struct gw_http_server *srv)
         evconnlistener_free(srv->listener);
     while (srv->conns)
         conn_free(srv->conns);
+    event_free(srv->resume);
+    if (srv->reserve_fd >= 0)
+        close(srv->reserve_fd);
     free(srv);
 }

@@ -45,13 +45,26 @@ typedef void (*gw_http_req_cb)(struct gw_http_req *req, void *arg);
 typedef void (*gw_http_reject_cb)(struct gw_http_req *req, int status, const char *code,
                                   const char *message, void *arg);
 
+/*
+ * Called when n connections were refused at the open-file limit: accept(2)
+ * failed with EMFILE or ENFILE, so each waiting connection was accepted on
+ * the server's reserve descriptor (a /dev/null it holds), answered 503
+ * (code too_many_connections, Retry-After: 1) and closed, rather than left
+ * waiting while the listener retried at full CPU. Such refusals are logged
+ * at most once a second per server; this callback sees every one (a
+ * metric). When not even the reserve can be had, or accept fails otherwise,
+ * the listener rests 100 ms.
+ */
+typedef void (*gw_http_refused_cb)(uint64_t n, void *arg);
+
 struct gw_http_server_opts {
     gw_http_handler_cb handler;
-    gw_http_reject_cb reject; /* may be NULL */
-    void *arg;                /* passed to handler and reject */
-    size_t max_header_bytes;  /* 0: 32 KiB */
-    size_t max_body_bytes;    /* 0: 4 MiB */
-    int idle_timeout_ms;      /* keep-alive idle close; 0: 60 s */
+    gw_http_reject_cb reject;   /* may be NULL */
+    gw_http_refused_cb refused; /* may be NULL */
+    void *arg;                  /* passed to handler, reject and refused */
+    size_t max_header_bytes;    /* 0: 32 KiB */
+    size_t max_body_bytes;      /* 0: 4 MiB */
+    int idle_timeout_ms;        /* keep-alive idle close; 0: 60 s */
 };
 
 /*
@@ -64,7 +77,9 @@ int gw_http_listen(const char *host, int port, int reuseport, int *bound_port)
 
 /*
  * Creates a server accepting on the listening fd `fd` (the server owns and
- * closes it). Returns NULL on allocation failure.
+ * closes it), holding one more descriptor in reserve for the open-file
+ * limit (gw_http_refused_cb). Returns NULL on allocation failure (fd is
+ * then left open).
  */
 struct gw_http_server *gw_http_server_new(struct event_base *base, int fd,
                                           const struct gw_http_server_opts *o);

@@ -125,6 +125,12 @@ int gw_json_escape(struct gw_buf *b, const char *str, size_t n)
 
 struct scan {
     const unsigned char *p, *end;
+    /* Counting, for gw_json_count_values: every value is counted as it
+     * starts, and the scan fails when the count reaches stop_at (0, as the
+     * validators leave it, never stops it). top is the depth the scan began
+     * with, so top - depth + 1 is the nesting a container opens at. */
+    size_t values, stop_at;
+    int top, deepest, too_deep;
 };
 
 static void skip_ws(struct scan *sc)
@@ -224,6 +230,8 @@ static int scan_value(struct scan *sc, int depth)
     skip_ws(sc);
     if (sc->p >= sc->end)
         return 0;
+    if (++sc->values == sc->stop_at)
+        return 0;
     switch (*sc->p) {
     case '"':
         return scan_string(sc);
@@ -237,8 +245,13 @@ static int scan_value(struct scan *sc, int depth)
     case '[': {
         unsigned char close = *sc->p == '{' ? '}' : ']';
         int object = close == '}';
-        if (depth <= 0)
+        int level = sc->top - depth + 1;
+        if (level > sc->deepest)
+            sc->deepest = level;
+        if (depth <= 0) {
+            sc->too_deep = 1;
             return 0;
+        }
         sc->p++;
         skip_ws(sc);
         if (sc->p < sc->end && *sc->p == close) {
@@ -276,11 +289,49 @@ static int scan_value(struct scan *sc, int depth)
 
 int gw_json_valid(const char *s, size_t n, int max_depth)
 {
-    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
     if (!scan_value(&sc, max_depth))
         return 0;
     skip_ws(&sc);
     return sc.p == sc.end;
+}
+
+int gw_json_count_values(const char *s, size_t n, size_t max_values, int max_depth,
+                         struct gw_json_count *c)
+{
+    struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
+    sc.stop_at = max_values + 1; /* SIZE_MAX wraps to 0: no bound */
+    sc.top = max_depth;
+    int ok = scan_value(&sc, max_depth);
+    c->values = sc.values;
+    c->depth = sc.deepest;
+    c->stop = (size_t)(sc.p - (const unsigned char *)s);
+    if ((sc.stop_at && sc.values >= sc.stop_at) || sc.too_deep)
+        return GW_ELIMIT;
+    if (!ok)
+        return GW_EINVAL;
+    skip_ws(&sc);
+    c->stop = (size_t)(sc.p - (const unsigned char *)s);
+    return sc.p == sc.end ? GW_OK : GW_EINVAL;
+}
+
+int gw_json_bound(const char *s, size_t n, const char *where, size_t *spent,
+                  struct gw_json_count *out, char *msg, size_t size)
+{
+    size_t left = *spent < GW_JSON_MAX_VALUES ? GW_JSON_MAX_VALUES - *spent : 0;
+    struct gw_json_count c;
+    int rc = gw_json_count_values(s, n, left, GW_JSON_MAX_DEPTH, &c);
+    if (out)
+        *out = c;
+    if (rc == GW_OK)
+        *spent += c.values;
+    else if (rc == GW_ELIMIT && size && c.depth > GW_JSON_MAX_DEPTH)
+        snprintf(msg, size, "JSON nested deeper than %d levels in %s (the limit per request is %d)",
+                 GW_JSON_MAX_DEPTH, where, GW_JSON_MAX_DEPTH);
+    else if (rc == GW_ELIMIT && size)
+        snprintf(msg, size, "more than %d JSON values in %s (the limit per request is %d)",
+                 GW_JSON_MAX_VALUES, where, GW_JSON_MAX_VALUES);
+    return rc;
 }
 
 int gw_json_quote_numbers(const char *s, size_t n, int max_depth, struct gw_buf *out)
@@ -289,7 +340,7 @@ int gw_json_quote_numbers(const char *s, size_t n, int max_depth, struct gw_buf 
         return GW_EINVAL;
     /* Valid JSON: outside strings, '-' or a digit can only start a number
      * (the literals hold neither). */
-    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
     const unsigned char *run = sc.p; /* copied verbatim up to sc.p */
     int rc = GW_OK;
     while (rc == GW_OK && sc.p < sc.end) {
@@ -332,7 +383,7 @@ static int span_open(struct scan *sc, unsigned char want)
 
 int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn)
 {
-    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
     size_t klen = strlen(key);
     int escaped = 0; /* a key spelled with escapes: it might have been key */
     const unsigned char *found = NULL, *found_end = NULL;
@@ -377,7 +428,7 @@ int gw_json_span_member(const char *s, size_t n, const char *key, const char **v
 
 int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn)
 {
-    struct scan sc = {(const unsigned char *)s, (const unsigned char *)s + n};
+    struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
     if (!span_open(&sc, '[') || (sc.p < sc.end && *sc.p == ']'))
         return 0;
     for (size_t i = 0;; i++) {

@@ -1,8 +1,10 @@
 /*
  * gw_json: small helpers over jansson used on every request path: typed
  * lookups that never crash on a wrong type, JSON string escaping into a
- * bounded buffer (for answers built by hand on hot paths), and the OpenAI
- * error body every facade answers with.
+ * bounded buffer (for answers built by hand on hot paths), non-allocating
+ * scans (validity, the values and nesting a document from outside holds,
+ * checked before it is parsed; spans of members), and the OpenAI error
+ * body every facade answers with.
  */
 #ifndef GW_JSON_H
 #define GW_JSON_H
@@ -32,6 +34,60 @@ int gw_json_escape(struct gw_buf *b, const char *s, size_t n) __attribute__((war
  * but whitespace around it, without allocating. 1 when valid. Used on hot
  * paths where a relayed document only needs to be well-formed. */
 int gw_json_valid(const char *s, size_t n, int max_depth);
+
+/*
+ * What one document from outside (a request body; a request's tool call
+ * arguments, all calls together) may hold, checked before a parser builds
+ * it: jansson spends 40 to 230 bytes on each value (an empty object holds
+ * a hash table already), so 1 MiB of "[{},{},...]" became 84 MiB of tree.
+ * 100,000 values bound that tree to about 22 MiB in the worst shape (empty
+ * objects; 4 MiB for numbers), while real requests stay far below: by
+ * our estimate a long agent conversation with its tool schemas is of the
+ * order of 10,000 values, 2,048 embedding inputs are 2,050, and 1 MiB of
+ * message text is a handful. (Should embeddings accept token arrays, up
+ * to 300,000 tokens a request at OpenAI, this must grow.) 64 levels of
+ * nesting is far deeper than requests nest (structured-output schemas,
+ * among the deepest, are held to 10 levels by OpenAI), and keeps every
+ * recursive walk of the tree shallow.
+ */
+#define GW_JSON_MAX_VALUES 100000
+#define GW_JSON_MAX_DEPTH 64
+
+/* What gw_json_count_values saw. */
+struct gw_json_count {
+    size_t values; /* objects, arrays, strings, numbers, literals (keys are not values) */
+    int depth;     /* the deepest nesting: a scalar is 0, {} 1, [[1]] 2 */
+    size_t stop;   /* where the scan stopped: n, or the offset of the byte it stopped at */
+};
+
+/* Counts the values in the JSON text s[0..n) and its nesting, without
+ * allocating and without reading past s + n, and stops as soon as either
+ * passes its bound. GW_OK: s is one valid JSON value (as gw_json_valid
+ * decides) within both bounds, and *c says what it holds. GW_ELIMIT: the
+ * scan stopped at the first value past max_values (c->values is
+ * max_values + 1) or the first container past max_depth (c->depth is
+ * max_depth + 1), at c->stop; nothing after it was read, so whether s is
+ * valid is not known. GW_EINVAL: s is not JSON; c->stop is the byte that
+ * makes it so (n when s ends too early), and *c counts what came before,
+ * within both bounds. Past that byte nothing was counted: a parser may
+ * have s only up to it (c->stop + 1 bytes, at most n), as jansson accepts
+ * bytes the scan refuses (a NUL after a number). */
+int gw_json_count_values(const char *s, size_t n, size_t max_values, int max_depth,
+                         struct gw_json_count *c) __attribute__((warn_unused_result));
+
+/* A document from a client, about to be parsed, against GW_JSON_MAX_VALUES
+ * and GW_JSON_MAX_DEPTH. *spent: the values the same request has already
+ * spent of GW_JSON_MAX_VALUES in documents of this kind (0 for a request
+ * body). GW_OK: within both, and *spent has grown by this document's
+ * values. GW_ELIMIT: past one; msg (size bytes, NUL-terminated) names the
+ * limit and where, which is how "in %s" reads ("the request body"); the
+ * answer is a 413. GW_EINVAL: s is not JSON; the parser's own error should
+ * explain it, given s only up to c->stop + 1 (see gw_json_count_values).
+ * *spent is left alone on both failures. c, when not NULL, receives the
+ * scan's count. */
+int gw_json_bound(const char *s, size_t n, const char *where, size_t *spent,
+                  struct gw_json_count *c, char *msg, size_t size)
+    __attribute__((warn_unused_result));
 
 /* Copies the JSON text s[0..n) to out with every number written as a string
  * of its exact source text (3e-06 becomes "3e-06"; strings, escapes and

@@ -318,6 +318,11 @@ struct canon_req {
     int lenient;
     struct canon_err opaque; /* status 0: nothing opaque */
 
+    /* Values the tool calls' arguments (JSON in strings, parsed once by the
+     * facade's check and again by drivers that send objects) have spent of
+     * GW_JSON_MAX_VALUES: the body's bound does not see inside strings. */
+    size_t args_values;
+
     /* Where the client's fields were, for error messages that name them in
      * the client's own terms ("max_tokens" vs "max_output_tokens"). */
     const char *const *field_names; /* indexed by enum canon_field, or NULL */

@@ -1546,14 +1546,30 @@ static json_t *load_body(struct gw_http_req *req, const struct dp_facade *fc, co
 {
     size_t len;
     const char *body = gw_http_req_body(req, &len);
+    /* What the tree may cost is bounded before it is built: a small body of
+     * many tiny values is tens of times its size in jansson (gw_json.h). A
+     * malformed body goes to jansson, for its error, only as far as the
+     * scan counted: jansson would skip a NUL after a number and parse on. */
+    char lim[256];
+    size_t spent = 0;
+    struct gw_json_count c;
+    int rc = gw_json_bound(body, len, "the request body", &spent, &c, lim, sizeof(lim));
+    if (rc == GW_ELIMIT) {
+        reply_early(req, fc, id, 413, NULL, "request_too_complex", lim);
+        return NULL;
+    }
+    if (rc == GW_EINVAL && c.stop < len)
+        len = c.stop + 1;
     json_error_t je;
     /* Duplicate keys are refused: parsers disagree on which one wins, and
      * the gateway must route on the same model the provider will read. */
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (json_is_object(root))
+    if (json_is_object(root) && rc == GW_OK)
         return root;
     char msg[512];
-    if (root)
+    if (json_is_object(root)) /* not expected: jansson took what the scan refused */
+        snprintf(msg, sizeof(msg), "the request body is not valid JSON (byte %zu)", c.stop);
+    else if (root)
         snprintf(msg, sizeof(msg), "the request body must be a JSON object");
     else
         snprintf(msg, sizeof(msg), "the request body is not valid JSON: %s (line %d, column %d)",

@@ -36,7 +36,7 @@ struct dp_metrics {
     struct gw_metric *cp_connected, *cost, *unpriced, *limit_refusals;
     struct gw_metric *ledger_pending, *ledger_spooled, *ledger_spool_bytes, *ledger_dropped;
     uint64_t ledger_dropped_seen; /* collect: what the counter already has */
-    struct gw_metric *fleet_state;
+    struct gw_metric *fleet_state, *conns_refused;
 };
 
 static struct dp_metrics the;
@@ -208,7 +208,12 @@ int dp_metrics_init(void)
         "The fleet health view's state per target, as pushed by the control plane: 0 healthy, "
         "1 degraded, 2 down (a target that leaves the view, or a view that expired, reads 0).",
         target);
-    if (!m->fleet_state) {
+    m->conns_refused = gw_metrics_counter(
+        r, "llmgw_connections_refused_total",
+        "Client connections answered 503 and closed at once because the process was at its "
+        "open-file limit.",
+        NULL);
+    if (!m->fleet_state || !m->conns_refused) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -381,6 +386,12 @@ void dp_metrics_open_streams(int delta)
 {
     if (M)
         gw_gauge_add(gw_metric_series(M->open_streams, NULL), delta);
+}
+
+void dp_metrics_connections_refused(uint64_t n)
+{
+    if (M)
+        gw_metric_inc(M->conns_refused, NULL, n);
 }
 
 void dp_metrics_breaker_change(void *arg, const char *provider, const char *model,

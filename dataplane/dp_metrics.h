@@ -91,6 +91,9 @@ void dp_metrics_controlplane(int configured);
 void dp_metrics_controlplane_connected(int connected);
 /* A streaming answer's head went out (+1), or its request ended (-1). */
 void dp_metrics_open_streams(int delta);
+/* n client connections refused at the open-file limit (gw_http_refused_cb):
+ * llmgw_connections_refused_total. */
+void dp_metrics_connections_refused(uint64_t n);
 
 /* model as a label value: itself when the snapshot configures it for
  * provider (a route entry or the catalog), else "other": an exact

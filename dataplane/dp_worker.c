@@ -302,6 +302,12 @@ static void reject(struct gw_http_req *req, int status, const char *code, const 
     dp_reply_error_logged(req, id, status, "invalid_request_error", NULL, code, msg);
 }
 
+static void refused(uint64_t n, void *arg)
+{
+    (void)arg;
+    dp_metrics_connections_refused(n);
+}
+
 /* ---------------------------------------------------------------- drain */
 
 static void drain_tick(evutil_socket_t fd, short what, void *arg)
@@ -364,6 +370,7 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     struct gw_http_server_opts o = {
         .handler = handle,
         .reject = reject,
+        .refused = refused,
         .arg = w,
         .max_body_bytes = cfg->max_body_bytes,
     };

@@ -15,11 +15,13 @@
  * pushes; until the first push, the snapshot cache serves).
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -149,6 +151,33 @@ static void on_breaker_change(void *arg, const char *provider, const char *model
     dp_outcomes_change(provider, model, from, to, at_us);
 }
 
+/* Every client connection, upstream connection and spool file is a
+ * descriptor, and the soft limit a shell hands down is often 1024, far
+ * below what the hard limit allows: the soft limit is raised to the hard
+ * one, and the result logged once, as the ceiling operators must know
+ * (nothing here uses select(2), so descriptors past 1024 are fine). At the
+ * limit, gw_http refuses new connections with a 503. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        gw_logf(GW_LOG_WARN, "open files limit unknown", "{s:s}", "error", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            gw_logf(GW_LOG_WARN, "open files limit: could not raise the soft limit to the hard one",
+                    "{s:s,s:I,s:I}", "error", strerror(errno), "nofile", (json_int_t)was, "hard",
+                    (json_int_t)rl.rlim_max);
+            return;
+        }
+    }
+    gw_logf(GW_LOG_INFO, "open files limit", "{s:I,s:I}", "nofile", (json_int_t)rl.rlim_cur, "was",
+            (json_int_t)was);
+}
+
 int main(int argc, char **argv)
 {
     struct main_ctx m = {0};
@@ -168,6 +197,7 @@ int main(int argc, char **argv)
     }
     if (m.cfg.check_config)
         return check_config(&m.cfg);
+    raise_nofile();
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "llmgw-dataplane: library initialisation failed\n");

@@ -18,6 +18,8 @@ pkgs=(
 )
 if [ $build_only = 0 ]; then
   pkgs+=(postgresql etcd-server etcd-client curl jq wrk nginx-light clang-format prometheus)
+  # tests/fuzz/run.sh: clang with its libFuzzer and sanitizer runtimes.
+  pkgs+=(clang libclang-rt-dev)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi

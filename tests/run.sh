@@ -30,6 +30,15 @@ else
   total_passed=$((total_passed + 1))
 fi
 
+# libFuzzer targets (tests/fuzz/): built with clang, each run for a bounded time.
+echo "=== fuzz (tests/fuzz/run.sh, ${LLMGW_FUZZ_SECONDS:-20} s a target)"
+if tests/fuzz/run.sh; then
+  total_passed=$((total_passed + 1))
+else
+  summary+=("fuzz: FAILED (replay: build-fuzz/<target> build-fuzz/artifacts/crash-*)")
+  total_failed=$((total_failed + 1))
+fi
+
 for pass in "${passes[@]}"; do
   case "$pass" in
     normal) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGW_SANITIZE=OFF) ;;

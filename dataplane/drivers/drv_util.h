@@ -53,7 +53,8 @@ const char *drv_result_name(const struct canon_req *r, size_t mi, const struct c
                             const char *why, struct canon_err *err);
 
 /* A tool call's arguments (none or "": {}) parsed with flags; NULL when they
- * are not a JSON object. */
+ * are not a JSON object. Unbounded itself: the facade's fc_args_check has
+ * counted every client's arguments against the request's limit. */
 json_t *drv_call_args(const struct canon_part *p, size_t flags);
 
 /* An IMAGE part's URL as a JSON string: its own, or its data as a

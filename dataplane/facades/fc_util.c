@@ -299,12 +299,18 @@ int fc_effort(struct canon_req *r, const char *effort, const char *name, struct 
     return GW_OK;
 }
 
-int fc_args_object(const char *args)
+int fc_args_check(struct canon_req *r, const char *args, const char *path, struct canon_err *err)
 {
+    char msg[256];
+    if (gw_json_bound(args, strlen(args), "the tool call arguments (all calls together)",
+                      &r->args_values, NULL, msg, sizeof(msg)) == GW_ELIMIT) {
+        canon_err_set(err, 413, path, "request_too_complex", "%s", msg);
+        return GW_ELIMIT;
+    }
     json_t *a = *args ? json_loads(args, 0, NULL) : json_object();
     int obj = json_is_object(a);
     json_decref(a);
-    return obj;
+    return obj ? GW_OK : GW_EINVAL;
 }
 
 int fc_tool_schema(const json_t *schema, const char *path, struct canon_err *err)

@@ -84,9 +84,13 @@ int fc_tool_choice_check(const struct canon_req *r, struct canon_err *err);
  * string) is refused. */
 int fc_effort(struct canon_req *r, const char *effort, const char *name, struct canon_err *err);
 
-/* A tool call's arguments, which travel as text: 1 when they are a JSON
- * object ("" counts as {}), which every other format needs. */
-int fc_args_object(const char *args);
+/* A tool call's arguments, which travel as text: GW_OK when they are a
+ * JSON object ("" counts as {}), which every other format needs; GW_EINVAL
+ * when not (err untouched: the caller names its field); GW_ELIMIT, with a
+ * 413 in err naming path, when they pass what the request's arguments may
+ * hold in all (gw_json_bound, counted in r->args_values): a client cannot
+ * hide a huge tree in a string, where the body's bound does not look. */
+int fc_args_check(struct canon_req *r, const char *args, const char *path, struct canon_err *err);
 
 /* A tool's JSON schema: an object whose "type", when present, is "object",
  * with "properties" an object and "required" an array of strings. */

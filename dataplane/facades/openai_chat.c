@@ -127,9 +127,14 @@ static int parse_tool_calls(struct canon_req *r, const json_t *tcs, const char *
         const char *args = gw_json_str(fn, "arguments");
         if (!id || !name || !args)
             return bad(err, p, "", "must have id, function.name and function.arguments strings");
-        if (!fc_args_object(args))
+        char ap[200];
+        snprintf(ap, sizeof(ap), "%s.function.arguments", p);
+        int rc = fc_args_check(r, args, ap, err);
+        if (rc == GW_EINVAL)
             return bad(err, p, ".function.arguments", "must be a JSON object in a string");
-        int rc = fc_call_add(r, m, cap, id, name, args);
+        if (rc)
+            return rc;
+        rc = fc_call_add(r, m, cap, id, name, args);
         if (rc)
             return rc;
     }

@@ -414,9 +414,14 @@ static int parse_input(struct canon_req *r, const json_t *in, size_t *scap, stru
                 return fc_bad(err, p, ".name", "is required");
             if (!args)
                 return fc_bad(err, p, ".arguments", "must be a string");
-            if (!fc_args_object(args))
+            char ap[200];
+            snprintf(ap, sizeof(ap), "%s.arguments", p);
+            int rc = fc_args_check(r, args, ap, err);
+            if (rc == GW_EINVAL)
                 return fc_bad(err, p, ".arguments", "must be a JSON object in a string");
-            int rc = fc_call_add(r, m, &pcap, id, name, args);
+            if (rc)
+                return rc;
+            rc = fc_call_add(r, m, &pcap, id, name, args);
             if (rc)
                 return rc;
         } else if (strcmp(type, "function_call_output") == 0) {

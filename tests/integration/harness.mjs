@@ -515,8 +515,10 @@ const GATEWAY_ENV_VARS = [
   'LLMGW_DRAIN_TIMEOUT_MS', 'LLMGW_ACCESS_LOG', 'LLMGW_RETRY_BASE_MS', 'LLMGW_BREAKER_OPEN_MS',
 ];
 
+/** wrap: a command the data plane runs under, which must exec it (so the
+ * process's pid is the data plane's), e.g. ['prlimit', '--nofile=64:64']. */
 export async function startGateway({
-  mock, args = [], snapshot, threads = 2, extraProviders = [], extraRoutes = [],
+  mock, args = [], snapshot, threads = 2, extraProviders = [], extraRoutes = [], wrap = [],
 } = {}) {
   const dir = makeTmpDir();
   const snap = snapshot ?? makeSnapshot({
@@ -529,9 +531,12 @@ export async function startGateway({
   fs.writeFileSync(snapshotPath, JSON.stringify(snap, null, 2));
   const env = { ...process.env, MOCK_API_KEY: MOCK_UPSTREAM_KEY, MOCK_AWS_CRED: MOCK_AWS_CRED };
   for (const k of GATEWAY_ENV_VARS) delete env[k];
-  const { proc, port, listening } = await startListening('dataplane', DATAPLANE_BIN, [
+  const argv = [
     '--snapshot', snapshotPath, '--listen', '127.0.0.1:0', '--threads', String(threads), ...args,
-  ], { env });
+  ];
+  const { proc, port, listening } = wrap.length
+    ? await startListening('dataplane', wrap[0], [...wrap.slice(1), DATAPLANE_BIN, ...argv], { env })
+    : await startListening('dataplane', DATAPLANE_BIN, argv, { env });
   const gw = new Gateway(proc, port, snapshotPath, snap);
   gw.threads = listening.threads; // as the gateway reports it
   return gw;

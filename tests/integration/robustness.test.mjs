@@ -6,6 +6,8 @@
 // fails the file if any process printed a sanitizer report.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import * as h from './harness.mjs';
 
@@ -262,4 +264,173 @@ test('every facade answers structurally mutated requests with a result or a 4xx'
     }
   }
   await stillServes();
+});
+
+// What one request may cost in memory is bounded before its body is parsed:
+// 1 MiB of [{},{},...] was 84 MiB of parsed tree (peak RSS 17 -> 100 MB).
+// A gateway of its own, with the default body limit (4 MiB).
+function peakRss(pid) {
+  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m[1]) * 1024;
+}
+
+test('a body of many tiny JSON values is refused with 413 before it is parsed', { timeout: 60_000 }, async () => {
+  const big = await h.startGateway({ mock, threads: 1 });
+  const post = (body) => h.request(big.port, {
+    body, headers: { ...h.AUTH, 'content-type': 'application/json' },
+  });
+  // A first ordinary request, so the baseline holds what serving costs.
+  const warm = await post(GOOD);
+  assert.equal(warm.status, 200, warm.text);
+  const before = peakRss(big.proc.pid);
+
+  const n = Math.floor((1 << 20) / 3);
+  const tiny = `{"model":"fast","messages":[${Array(n).fill('{}').join(',')}]}`;
+  assert.ok(tiny.length >= 1 << 20);
+  const r = await post(tiny);
+  const e = h.assertError(r, 413, 'request_too_complex', null);
+  assert.match(e.message, /more than 100000 JSON values in the request body/);
+  assert.match(e.message, /limit per request is 100000/);
+  // Nested past 64 levels: refused the same way, naming the depth limit.
+  const deep = await post(`{"model":"fast","messages":[{"role":"user","content":"x","z":${'['.repeat(65)}${']'.repeat(65)}}]}`);
+  assert.match(h.assertError(deep, 413, 'request_too_complex').message, /deeper than 64 levels/);
+  // jansson (2.14) skips a NUL after a number and parses on, past where the
+  // scan stopped counting: it is given the body only up to that byte.
+  const nul = await post(Buffer.from(`{"model":"fast","max_tokens":5\u0000,"messages":[${Array(n).fill('{}').join(',')}]}`, 'latin1'));
+  h.assertError(nul, 400, 'invalid_json');
+  const after = peakRss(big.proc.pid);
+  assert.ok(after - before < 20 << 20,
+    `peak RSS grew from ${(before / 1048576).toFixed(1)} to ${(after / 1048576).toFixed(1)} MiB`);
+
+  // Every endpoint that parses a body goes through the same bound.
+  for (const path of ['/v1/embeddings', '/v1/messages', '/v1/responses', '/v1/messages/count_tokens']) {
+    const rr = await h.request(big.port, {
+      path, body: tiny, headers: { ...h.AUTH, 'content-type': 'application/json' },
+    });
+    assert.equal(rr.status, 413, `${path}: ${rr.text.slice(0, 300)}`);
+  }
+  // A tool call's arguments are JSON in a string: counted too, all calls together.
+  const args = JSON.stringify({ a: Array(60000).fill(0) });
+  const calls = [0, 1].map((i) => ({ id: `c${i}`, type: 'function', function: { name: 'f', arguments: args } }));
+  const tc = await post(JSON.stringify({
+    model: 'fast',
+    messages: [{ role: 'assistant', content: null, tool_calls: calls },
+      ...calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: 'ok' }))],
+  }));
+  assert.match(h.assertError(tc, 413, 'request_too_complex', 'messages[0].tool_calls[1].function.arguments').message,
+    /more than 100000 JSON values in the tool call arguments/);
+
+  // An ordinary large request (900 KiB of message text) is still served.
+  const text = 'All work and no play makes Jack a dull boy. '.repeat(Math.ceil((900 << 10) / 44));
+  const ok = await post(JSON.stringify({ model: 'fast', max_tokens: 5, messages: [{ role: 'user', content: text }] }));
+  assert.equal(ok.status, 200, ok.text.slice(0, 300));
+  console.log(`peak RSS: ${(before / 1048576).toFixed(1)} MiB before, ${(after / 1048576).toFixed(1)} MiB after the refused bodies, `
+    + `${(peakRss(big.proc.pid) / 1048576).toFixed(1)} MiB after the 900 KiB request`);
+  await big.proc.stop();
+});
+
+// At its open-file limit a server that only retries accept(2) spins at 100 %
+// CPU while the clients wait. The data plane raises its soft limit to the
+// hard one at start-up, and at the limit answers each excess connection 503
+// and closes it. Under prlimit: soft 32, hard 64.
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3, state
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime
+}
+
+/** Opens a connection that sends nothing; resolves with what happened to
+ * it within waitMs: 'held' (still open, nothing came), or 'refused' with
+ * the text the server sent before it closed (or reset) the connection. */
+function idleConnection(port, waitMs, keep) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: '127.0.0.1', port });
+    const t0 = Date.now();
+    let text = '';
+    let done = false;
+    const finish = (how) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve({ how, text, ms: Date.now() - t0 });
+    };
+    const timer = setTimeout(() => {
+      keep.push(sock);
+      finish('held');
+    }, waitMs);
+    sock.on('data', (d) => { text += d.toString('latin1'); });
+    sock.on('end', () => { sock.destroy(); finish('refused'); });
+    sock.on('error', () => finish('refused'));
+  });
+}
+
+test('at the open-file limit, excess connections get a prompt 503, the loop does not spin, and serving resumes', { timeout: 60_000 }, async () => {
+  const lim = await h.startGateway({ mock, threads: 1, wrap: ['prlimit', '--nofile=32:64'] });
+  const pid = lim.proc.pid;
+  const line = await h.waitFor(() => lim.proc.stderrLines.map(h.tryParseJson)
+    .find((j) => j && j.msg === 'open files limit'), { what: 'the open files limit line' });
+  assert.equal(line.nofile, 64, JSON.stringify(line));
+  assert.equal(line.was, 32, JSON.stringify(line));
+
+  const held = [];
+  let refused = [];
+  try {
+    // More connections than descriptors, a batch at a time (loopback only).
+    const results = [];
+    for (let b = 0; b < 4; b++) {
+      results.push(...await Promise.all(Array.from({ length: 30 }, () => idleConnection(lim.port, 1500, held))));
+    }
+    refused = results.filter((r) => r.how === 'refused');
+    assert.ok(held.length > 0 && held.length < 64, `${held.length} connections held`);
+    assert.ok(refused.length >= results.length - 64, `only ${refused.length} of ${results.length} refused`);
+    for (const r of refused) {
+      assert.ok(r.ms < 1000, `a refusal took ${r.ms} ms`);
+      if (r.text) assert.match(r.text, /^HTTP\/1\.1 503 [^]*"code":"too_many_connections"/, r.text);
+    }
+    assert.ok(refused.some((r) => r.text.startsWith('HTTP/1.1 503')), 'no refusal was answered 503');
+
+    // At the limit, with more clients arriving, the data plane stays idle.
+    const c0 = cpuSeconds(pid);
+    const t0 = Date.now();
+    const late = [];
+    for (let i = 0; i < 10; i++) {
+      late.push(idleConnection(lim.port, 500, held));
+      await h.sleep(100);
+    }
+    const lateResults = await Promise.all(late);
+    const cpu = (cpuSeconds(pid) - c0) / ((Date.now() - t0) / 1000);
+    console.log(`open-file limit: ${held.length} held, ${refused.length} of ${results.length} refused, `
+      + `${lateResults.filter((r) => r.how === 'refused').length} of 10 late ones refused, CPU ${(cpu * 100).toFixed(1)} %`);
+    assert.ok(cpu < 0.5, `CPU ${(cpu * 100).toFixed(0)} % at the limit`);
+    assert.ok(lateResults.every((r) => r.how === 'refused'), JSON.stringify(lateResults));
+    // An HTTP client at the limit gets the 503 (or, should its request
+    // arrive after the close, a reset), never a wait.
+    const t1 = Date.now();
+    const r = await h.request(lim.port, {
+      body: { model: 'fast', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, headers: h.AUTH,
+    }).catch((e) => ({ status: e.code ?? e.message }));
+    assert.ok(Date.now() - t1 < 1000, `the refusal took ${Date.now() - t1} ms`);
+    if (typeof r.status === 'number') {
+      h.assertError(r, 503, 'too_many_connections');
+      assert.equal(r.headers['retry-after'], '1');
+    } else {
+      assert.match(String(r.status), /ECONNRESET|socket hang up/);
+    }
+    refused.push(r);
+  } finally {
+    for (const s of held) s.destroy();
+  }
+  // Descriptors free again: a normal request is served.
+  await h.waitFor(async () => {
+    const r = await h.request(lim.port, {
+      body: { model: 'fast', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, headers: h.AUTH,
+    }).catch((e) => ({ status: e.code }));
+    return r.status === 200;
+  }, { timeoutMs: 5000, what: 'a 200 after the connections closed' });
+  const m = await h.request(lim.port, { method: 'GET', path: '/metrics' });
+  const count = Number(/^llmgw_connections_refused_total (\d+)$/m.exec(m.text)?.[1]);
+  assert.ok(count >= refused.length, `llmgw_connections_refused_total ${count}, ${refused.length} refused`);
+  assert.ok(lim.proc.running, 'the data plane exited');
+  await lim.proc.stop();
 });

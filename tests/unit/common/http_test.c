@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -383,7 +384,118 @@ static void test_pipelining_flood(void)
     close(fd);
 }
 
+/* ------------------------------------------------- the open-file limit */
+
+static uint64_t refused_total;
+
+static void count_refused(uint64_t n, void *arg)
+{
+    (void)arg;
+    refused_total += n;
+}
+
+static int connect_to(int p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Runs b on this thread for ms milliseconds. */
+static void run_for(struct event_base *b, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_base_loopexit(b, &tv);
+    event_base_dispatch(b);
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* A server on this thread's own loop: with no descriptor free, waiting
+ * connections are answered 503 on the reserve; with not even the reserve,
+ * the listener rests instead of spinning, and accepts again once
+ * descriptors are back. */
+static void test_fd_limit(void)
+{
+    struct event_base *b = event_base_new();
+    int p = 0;
+    int lfd = gw_http_listen("127.0.0.1", 0, 0, &p);
+    CU_ASSERT_FATAL(b && lfd >= 0);
+    struct gw_http_server_opts o = {.handler = handler, .refused = count_refused};
+    struct gw_http_server *s = gw_http_server_new(b, lfd, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    struct rlimit old;
+    CU_ASSERT_FATAL(getrlimit(RLIMIT_NOFILE, &old) == 0);
+
+    /* Three connections wait in the backlog; then the soft limit is set
+     * at the lowest free descriptor number, so no new one can be had. */
+    int cl[3];
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_FATAL((cl[i] = connect_to(p)) >= 0);
+    int lowest = dup(0);
+    close(lowest);
+    struct rlimit none = {(rlim_t)lowest, old.rlim_max};
+    refused_total = 0;
+    CU_ASSERT_FATAL(setrlimit(RLIMIT_NOFILE, &none) == 0);
+    run_for(b, 100);
+    CU_ASSERT_FATAL(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    CU_ASSERT_EQUAL(refused_total, 3);
+    for (int i = 0; i < 3; i++) {
+        struct gw_buf out;
+        gw_buf_init(&out, 0);
+        read_until(cl[i], &out, "}}", 1);
+        CU_ASSERT(out.len > 12 && memcmp(out.data, "HTTP/1.1 503 ", 13) == 0);
+        CU_ASSERT(out.data && strstr(out.data, "\"code\":\"too_many_connections\"") != NULL);
+        CU_ASSERT(out.data && strstr(out.data, "Retry-After: 1\r\n") != NULL);
+        /* Then the server closed it. */
+        char c;
+        CU_ASSERT_EQUAL(read(cl[i], &c, 1), 0);
+        gw_buf_free(&out);
+        close(cl[i]);
+    }
+
+    /* Not even the reserve (every number from 3 up is past the limit): the
+     * listener rests 100 ms at a time; the clients wait, and the loop idles. */
+    int c = connect_to(p);
+    CU_ASSERT_FATAL(c >= 0);
+    send_str(c, "GET /after HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    struct rlimit nothing = {3, old.rlim_max};
+    double cpu0 = cpu_s();
+    CU_ASSERT_FATAL(setrlimit(RLIMIT_NOFILE, &nothing) == 0);
+    run_for(b, 400);
+    CU_ASSERT_FATAL(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    double cpu = cpu_s() - cpu0;
+    if (cpu >= 0.2)
+        fprintf(stderr, "\n  %.3f s of CPU in 0.4 s at the limit\n", cpu);
+    CU_ASSERT(cpu < 0.2);
+    CU_ASSERT_EQUAL(refused_total, 3);
+    /* Descriptors are back: the waiting client is served, not refused. */
+    run_for(b, 300);
+    struct gw_buf out;
+    gw_buf_init(&out, 0);
+    read_until(c, &out, "GET /after", 1);
+    CU_ASSERT(out.len > 12 && memcmp(out.data, "HTTP/1.1 200 ", 13) == 0);
+    gw_buf_free(&out);
+    close(c);
+    gw_http_server_free(s);
+    event_base_free(b);
+}
+
 static CU_TestInfo tests[] = {
+    {"open-file limit: 503 on the reserve, rest without it", test_fd_limit},
     {"HEAD and HTTP/1.0 streaming", test_head_and_http10_streaming},
     {"pipelining flood is answered in full", test_pipelining_flood},
     {"keep-alive and pipelining", test_keepalive_and_pipelining},

@@ -1,8 +1,11 @@
 /* Tests for common/gw_json.c. */
 #include <CUnit/CUnit.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -321,7 +324,290 @@ static void test_quote_numbers(void)
     gw_buf_free(&b);
 }
 
+/* ------------------------------------------------------- counting values */
+
+/* The values of a jansson tree, counted as gw_json_count_values does. */
+static size_t tree_values(const json_t *j)
+{
+    size_t n = 1, i;
+    const char *k;
+    json_t *v;
+    if (json_is_array(j))
+        json_array_foreach(j, i, v) n += tree_values(v);
+    else if (json_is_object(j))
+        json_object_foreach((json_t *)j, k, v) n += tree_values(v);
+    return n;
+}
+
+/* A page followed by an inaccessible one: a document copied to the end of
+ * the first faults on any read past its last byte. */
+static unsigned char *guard_page;
+static size_t page_size;
+
+static const char *at_guard(const char *doc, size_t n)
+{
+    if (!guard_page) {
+        page_size = (size_t)sysconf(_SC_PAGESIZE);
+        void *m =
+            mmap(NULL, 2 * page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CU_ASSERT_FATAL(m != MAP_FAILED);
+        guard_page = m;
+        CU_ASSERT_FATAL(mprotect(guard_page + page_size, page_size, PROT_NONE) == 0);
+    }
+    CU_ASSERT_FATAL(n <= page_size);
+    memcpy(guard_page + page_size - n, doc, n);
+    return (const char *)guard_page + page_size - n;
+}
+
+static int count_at_guard(const char *doc, size_t n, size_t max, int depth, struct gw_json_count *c)
+{
+    return gw_json_count_values(at_guard(doc, n), n, max, depth, c);
+}
+
+static void test_count_exact(void)
+{
+    static const struct {
+        const char *doc;
+        size_t values;
+        int depth;
+    } cases[] = {
+        {"0", 1, 0},
+        {" \"x\" ", 1, 0},
+        {"true", 1, 0},
+        {"{}", 1, 1},
+        {"[]", 1, 1},
+        {"[[]]", 2, 2},
+        {"{\"a\":1}", 2, 1},
+        {"[1,[2,{}],\"x\",{\"a\":null,\"b\":true}]", 9, 3},
+        {"{\"a\":{\"b\":{\"c\":[[]]}}}", 5, 5},
+        {"[{},{},{}]", 4, 2},
+        {"{\"k\":[-1.5e3,0,\"\\u00e9\\n\"],\"o\":{\"p\":false}}", 7, 2},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *d = cases[i].doc;
+        size_t n = strlen(d);
+        struct gw_json_count c = {0};
+        CU_ASSERT_EQUAL(count_at_guard(d, n, 1000, 64, &c), GW_OK);
+        if (c.values != cases[i].values || c.depth != cases[i].depth)
+            fprintf(stderr, "\n  %s: %zu values, depth %d\n", d, c.values, c.depth);
+        CU_ASSERT_EQUAL(c.values, cases[i].values);
+        CU_ASSERT_EQUAL(c.depth, cases[i].depth);
+        /* The same as the tree jansson builds from it. */
+        json_t *j = json_loadb(d, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_EQUAL(tree_values(j), cases[i].values);
+        json_decref(j);
+        /* Exactly at both bounds is within them. */
+        CU_ASSERT_EQUAL(count_at_guard(d, n, cases[i].values, cases[i].depth, &c), GW_OK);
+    }
+}
+
+static void test_count_early_stop(void)
+{
+    /* The array, 0 to 9 and 7 are 12 values; with a bound of 10 the scan
+     * stops at the 11th (9), so what comes after it (here garbage) is never
+     * read. */
+    char doc[4096];
+    size_t n = 0;
+    doc[n++] = '[';
+    for (int i = 0; i < 10; i++)
+        n += (size_t)snprintf(doc + n, sizeof(doc) - n, "%d,", i);
+    memcpy(doc + n, "7 garbage", 9);
+    struct gw_json_count c = {0};
+    CU_ASSERT_EQUAL(count_at_guard(doc, n + 9, 10, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.values, 11);
+    /* With room for all 12 the garbage is read: only malformed. */
+    CU_ASSERT_EQUAL(count_at_guard(doc, n + 9, 12, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.values, 12);
+    /* The value past the bound is the input's last byte: still the limit. */
+    CU_ASSERT_EQUAL(count_at_guard(doc, n + 1, 11, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.values, 12);
+
+    /* The shape that motivated it: [{},{},...] of 1,000 values. */
+    n = 0;
+    doc[n++] = '[';
+    for (int i = 0; i < 999; i++) {
+        memcpy(doc + n, i ? ",{}" : "{}", i ? 3 : 2);
+        n += i ? 3 : 2;
+    }
+    doc[n++] = ']';
+    CU_ASSERT_EQUAL(count_at_guard(doc, n, 1000, 64, &c), GW_OK);
+    CU_ASSERT_EQUAL(c.values, 1000);
+    CU_ASSERT_EQUAL(count_at_guard(doc, n, 999, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.values, 1000);
+    /* No value at all is allowed with a bound of 0; SIZE_MAX is no bound. */
+    CU_ASSERT_EQUAL(count_at_guard("0", 1, 0, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.values, 1);
+    CU_ASSERT_EQUAL(count_at_guard(doc, n, SIZE_MAX, 64, &c), GW_OK);
+    CU_ASSERT_EQUAL(c.values, 1000);
+}
+
+static void test_count_depth(void)
+{
+    char deep[400];
+    memset(deep, '[', 200);
+    memset(deep + 200, ']', 200);
+    struct gw_json_count c = {0};
+    /* 64 levels: within a bound of 64; 65 levels: past it, at 65. */
+    char *d = deep + 200 - 64;
+    CU_ASSERT_EQUAL(count_at_guard(d, 128, 1000, 64, &c), GW_OK);
+    CU_ASSERT_EQUAL(c.depth, 64);
+    CU_ASSERT_EQUAL(c.values, 64);
+    d = deep + 200 - 65;
+    CU_ASSERT_EQUAL(count_at_guard(d, 130, 1000, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.depth, 65);
+    CU_ASSERT_EQUAL(c.values, 65);
+    /* 200 open brackets and nothing else: the depth bound, not the end of
+     * the input, stops the scan (and its recursion). */
+    CU_ASSERT_EQUAL(count_at_guard(deep, 200, 1000, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.depth, 65);
+    /* Unclosed but shallower than the bound: malformed. */
+    CU_ASSERT_EQUAL(count_at_guard(deep, 10, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.depth, 10);
+    CU_ASSERT_EQUAL(c.values, 10);
+    /* Objects nest the same as arrays. */
+    const char *o = "{\"a\":{\"b\":[{}]}}";
+    CU_ASSERT_EQUAL(count_at_guard(o, strlen(o), 1000, 3, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.depth, 4);
+    CU_ASSERT_EQUAL(count_at_guard(o, strlen(o), 1000, 4, &c), GW_OK);
+}
+
+static void test_count_malformed(void)
+{
+    static const char *const bad[] = {
+        "",
+        " ",
+        "{",
+        "}",
+        "[1,]",
+        "{\"a\":}",
+        "{\"a\" 1}",
+        "{a:1}",
+        "[1 2]",
+        "01",
+        "1.",
+        "-",
+        "1e",
+        "tru",
+        "nul",
+        "\"abc",
+        "\"a\\",
+        "\"a\\u12",
+        "\"\\u12g4\"",
+        "{} {}",
+        "[1]]",
+        "\"\xc3",
+        "\"\xf0\x9f\x98",
+        "[\"a\",",
+        "{\"a\"",
+        "{\"a\":",
+        "[-",
+    };
+    struct gw_json_count c;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        /* At the guard page: a read past the last byte would fault. */
+        int rc = count_at_guard(bad[i], strlen(bad[i]), 1000, 64, &c);
+        if (rc != GW_EINVAL)
+            fprintf(stderr, "\n  not refused: %s (%d)\n", bad[i], rc);
+        CU_ASSERT_EQUAL(rc, GW_EINVAL);
+        CU_ASSERT(c.values <= 1000);
+    }
+    /* Every prefix of a valid document: the validator's verdict, and no
+     * read past the prefix. */
+    const char *doc =
+        "{\"a\":[1,-2.5e+3,true,false,null,\"x\\u00e9\\\"\"],\"b\":{\"c\":\"caf\xc3\xa9\"}}";
+    size_t n = strlen(doc);
+    for (size_t k = 0; k <= n; k++) {
+        int rc = count_at_guard(doc, k, 1000, 64, &c);
+        CU_ASSERT_EQUAL(rc, gw_json_valid(doc, k, 64) ? GW_OK : GW_EINVAL);
+    }
+    CU_ASSERT_EQUAL(count_at_guard(doc, n, 1000, 64, &c), GW_OK);
+    CU_ASSERT_EQUAL(c.values, 10);
+    CU_ASSERT_EQUAL(c.stop, n);
+}
+
+/* Where the scan stops, and why a parser must not be given more: jansson
+ * skips a NUL after a number and parses on, past what the scan counted. */
+static void test_count_stop(void)
+{
+    struct gw_json_count c;
+    CU_ASSERT_EQUAL(count_at_guard("[1, x]", 6, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 4);
+    CU_ASSERT_EQUAL(count_at_guard("{\"a\":", 5, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 5); /* ended too early */
+    CU_ASSERT_EQUAL(count_at_guard("{} {}", 5, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 3);
+    CU_ASSERT_EQUAL(count_at_guard("[0,[1,2]]", 9, 3, 64, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.stop, 4); /* the fourth value, 1 */
+    CU_ASSERT_EQUAL(count_at_guard("[[[]]]", 6, 1000, 2, &c), GW_ELIMIT);
+    CU_ASSERT_EQUAL(c.stop, 2);
+
+    static const char quirk[] = "{\"a\":1\0,\"b\":[{},{},{},{}]}";
+    size_t n = sizeof(quirk) - 1;
+    CU_ASSERT_EQUAL(count_at_guard(quirk, n, 1000, 64, &c), GW_EINVAL);
+    CU_ASSERT_EQUAL(c.stop, 6);
+    CU_ASSERT_EQUAL(c.values, 2);
+    json_t *j = json_loadb(quirk, n, 0, NULL);
+    if (j) /* jansson 2.14 does; a later one may not */
+        CU_ASSERT_EQUAL(tree_values(j), 7);
+    json_decref(j);
+    CU_ASSERT_PTR_NULL(json_loadb(quirk, c.stop + 1, 0, NULL));
+}
+
+static void test_bound(void)
+{
+    char msg[256] = "";
+    size_t spent = 0;
+    CU_ASSERT_EQUAL(
+        gw_json_bound("{\"a\":[1,2]}", 11, "the request body", &spent, NULL, msg, sizeof(msg)),
+        GW_OK);
+    CU_ASSERT_EQUAL(spent, 4);
+    /* Spent values count against later documents of the request. */
+    spent = GW_JSON_MAX_VALUES - 2;
+    CU_ASSERT_EQUAL(gw_json_bound("[1]", 3, "the x", &spent, NULL, msg, sizeof(msg)), GW_OK);
+    CU_ASSERT_EQUAL(spent, GW_JSON_MAX_VALUES);
+    CU_ASSERT_EQUAL(
+        gw_json_bound("1", 1, "the tool call arguments", &spent, NULL, msg, sizeof(msg)),
+        GW_ELIMIT);
+    CU_ASSERT_EQUAL(spent, GW_JSON_MAX_VALUES);
+    CU_ASSERT_STRING_EQUAL(msg, "more than 100000 JSON values in the tool call arguments (the "
+                                "limit per request is 100000)");
+    /* A document of its own past the bound. */
+    size_t big = 3 * (GW_JSON_MAX_VALUES + 1);
+    char *d = malloc(big + 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    d[0] = '[';
+    for (size_t i = 0; i < GW_JSON_MAX_VALUES; i++)
+        memcpy(d + 1 + 3 * i, "{},", 3);
+    memcpy(d + 1 + 3 * GW_JSON_MAX_VALUES - 1, "]", 1);
+    spent = 0;
+    CU_ASSERT_EQUAL(gw_json_bound(d, 3 * GW_JSON_MAX_VALUES + 1, "the request body", &spent, NULL,
+                                  msg, sizeof(msg)),
+                    GW_ELIMIT);
+    CU_ASSERT_EQUAL(spent, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "more than 100000 JSON values in the request body"));
+    free(d);
+    /* Too deep. */
+    char deep[130];
+    memset(deep, '[', 65);
+    memset(deep + 65, ']', 65);
+    CU_ASSERT_EQUAL(gw_json_bound(deep, 130, "the request body", &spent, NULL, msg, sizeof(msg)),
+                    GW_ELIMIT);
+    CU_ASSERT_STRING_EQUAL(msg, "JSON nested deeper than 64 levels in the request body (the "
+                                "limit per request is 64)");
+    /* Malformed: left to the parser, nothing spent. */
+    CU_ASSERT_EQUAL(gw_json_bound("{\"a\":", 5, "the request body", &spent, NULL, msg, sizeof(msg)),
+                    GW_EINVAL);
+    CU_ASSERT_EQUAL(spent, 0);
+}
+
 static CU_TestInfo tests[] = {
+    {"count: exact counts and depths, as jansson builds", test_count_exact},
+    {"count: stops at the first value past the bound", test_count_early_stop},
+    {"count: nesting bound", test_count_depth},
+    {"count: malformed input, never read past its end", test_count_malformed},
+    {"count: where it stops, and what a parser may be given", test_count_stop},
+    {"bound: a request's budget and the messages", test_bound},
     {"numbers to strings of their source text", test_quote_numbers},
     {"span lookups without a document", test_span_lookups},
     {"span strings decode like jansson", test_span_string},

@@ -241,7 +241,56 @@ static void test_render(void)
     canon_acc_free(&acc);
 }
 
+/* Tool call arguments are JSON inside strings, which the body's bound
+ * counts as one value each: the facade counts what they hold, across all
+ * calls of the request, before it parses them. */
+static void test_parse_bounds_arguments(void)
+{
+    /* Each call's arguments hold 60,001 values: one call is within the
+     * limit, the second passes it in all. */
+    size_t per = 60000, cap = 2 * (2 * per + 64) + 512;
+    char *body = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    for (int calls = 1; calls <= 2; calls++) {
+        size_t n = (size_t)snprintf(body, cap,
+                                    "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\","
+                                    "\"tool_calls\":[");
+        for (int c = 0; c < calls; c++) {
+            n += (size_t)snprintf(body + n, cap - n,
+                                  "%s{\"id\":\"c%d\",\"type\":\"function\",\"function\":{"
+                                  "\"name\":\"f\",\"arguments\":\"{\\\"a\\\":[",
+                                  c ? "," : "", c);
+            for (size_t i = 0; i < per; i++) {
+                if (i)
+                    body[n++] = ',';
+                body[n++] = '0';
+            }
+            n += (size_t)snprintf(body + n, cap - n, "]}\"}}");
+        }
+        n += (size_t)snprintf(body + n, cap - n, "]},{\"role\":\"user\",\"content\":\"x\"}]}");
+        CU_ASSERT_FATAL(n < cap);
+        struct canon_err err;
+        int rc;
+        struct canon_req *r = parse_text(body, &err, &rc);
+        if (rc != (calls == 1 ? GW_OK : GW_ELIMIT))
+            fprintf(stderr, "\n  %d calls: rc %d, %s: %s\n", calls, rc, err.param, err.message);
+        if (calls == 1) {
+            CU_ASSERT_EQUAL(rc, GW_OK);
+            CU_ASSERT_EQUAL(r->args_values, per + 2);
+        } else {
+            CU_ASSERT_EQUAL(rc, GW_ELIMIT);
+            CU_ASSERT_EQUAL(err.status, 413);
+            CU_ASSERT_STRING_EQUAL(err.code, "request_too_complex");
+            CU_ASSERT_STRING_EQUAL(err.param, "messages[0].tool_calls[1].function.arguments");
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.message, "more than 100000 JSON values"));
+        }
+        canon_req_free(r);
+    }
+    free(body);
+}
+
 static CU_TestInfo tests[] = {
+    {"parse: tool call arguments are bounded in all", test_parse_bounds_arguments},
     {"parse: a full request", test_parse_full},
     {"parse: refusals name the field", test_parse_refusals_name_the_field},
     {"stream: exact frames, usage chunk, in-band error", test_stream_exact},

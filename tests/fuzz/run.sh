@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target in tests/fuzz/ with clang
+# (-fsanitize=fuzzer,address,undefined) against the common/ sources it
+# needs, and runs each for a bounded time. Exits non-zero when a target
+# fails to build or finds a crash, a sanitizer report or a failed check;
+# the input that did it is kept in the artifacts directory for replay:
+#
+#   build-fuzz/fuzz_json_scan build-fuzz/artifacts/crash-<sha1>
+#
+#   tests/fuzz/run.sh [target...]       all targets by default
+#   LLMGW_FUZZ_SECONDS=20               run time per target
+#   LLMGW_FUZZ_DIR=<dir>                binaries, corpus and artifacts
+#                                       (default: build-fuzz/ in the repo)
+#
+# The checked-in seeds are tests/fuzz/corpus/<target>/; what a run learns
+# goes to $LLMGW_FUZZ_DIR/corpus/<target>/, so later runs start from it.
+# Needs clang and its fuzzer runtime (deploy/deps.sh: clang, libclang-rt-dev).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+secs="${LLMGW_FUZZ_SECONDS:-20}"
+out="${LLMGW_FUZZ_DIR:-$root/build-fuzz}"
+cc="${LLMGW_FUZZ_CC:-clang}"
+
+# Each target and the common/ sources it links (the module under test and
+# what that module calls).
+declare -A sources=(
+  [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
+)
+
+command -v "$cc" >/dev/null 2>&1 || { echo "fuzz: $cc not found (deploy/deps.sh installs clang)" >&2; exit 2; }
+targets=("$@")
+((${#targets[@]})) || targets=($(printf '%s\n' "${!sources[@]}" | sort))
+mkdir -p "$out/artifacts"
+# The project's own warnings and banned calls, plus the sanitizers; any UB
+# report aborts, so libFuzzer counts it as a crash.
+cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -Wall -Wextra -Werror
+        -Wno-unused-parameter -include "$root/common/gw_banned.h" -I "$root/common"
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+read -r -a jcflags <<<"$(pkg-config --cflags jansson)"
+read -r -a jlibs <<<"$(pkg-config --libs jansson)"
+
+fail=0
+for t in "${targets[@]}"; do
+  [ -n "${sources[$t]:-}" ] || { echo "fuzz: no target $t" >&2; exit 2; }
+  read -r -a srcs <<<"${sources[$t]}"
+  echo "fuzz: building $t"
+  "$cc" "${cflags[@]}" ${jcflags[@]+"${jcflags[@]}"} -o "$out/$t" "$root/tests/fuzz/$t.c" \
+    "${srcs[@]/#/$root/}" ${jlibs[@]+"${jlibs[@]}"}
+  mkdir -p "$out/corpus/$t"
+  seeds=()
+  [ -d "$root/tests/fuzz/corpus/$t" ] && seeds=("$root/tests/fuzz/corpus/$t")
+  echo "fuzz: running $t for ${secs}s"
+  # -timeout: one input taking 10 s is a hang; -rss_limit_mb bounds memory.
+  if ! "$out/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      -print_final_stats=1 -artifact_prefix="$out/artifacts/" \
+      "$out/corpus/$t" ${seeds[@]+"${seeds[@]}"} >"$out/$t.log" 2>&1; then
+    echo "fuzz: $t FAILED; the log's tail ($out/$t.log):" >&2
+    tail -n 40 "$out/$t.log" >&2
+    fail=1
+  else
+    grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)|^#[0-9]+.*DONE' "$out/$t.log" | sed "s/^/fuzz: $t: /" || true
+  fi
+done
+exit $fail
