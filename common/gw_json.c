@@ -381,12 +381,13 @@ static int span_open(struct scan *sc, unsigned char want)
     return 1;
 }
 
-int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn)
+int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_t nkeys,
+                         struct gw_json_span *out)
 {
     struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
-    size_t klen = strlen(key);
-    int escaped = 0; /* a key spelled with escapes: it might have been key */
-    const unsigned char *found = NULL, *found_end = NULL;
+    int escaped = 0; /* a key spelled with escapes: it might have been one of keys */
+    for (size_t i = 0; i < nkeys; i++)
+        out[i] = (struct gw_json_span){NULL, 0};
     if (!span_open(&sc, '{') || (sc.p < sc.end && *sc.p == '}'))
         return 0;
     /* The whole object is read: a second key (or a disguised one) makes the
@@ -396,7 +397,11 @@ int gw_json_span_member(const char *s, size_t n, const char *key, const char **v
         const unsigned char *k = sc.p;
         if (sc.p >= sc.end || *sc.p != '"' || !scan_string(&sc))
             return 0;
-        int match = (size_t)(sc.p - k) == klen + 2 && memcmp(k + 1, key, klen) == 0;
+        size_t kl = (size_t)(sc.p - k) - 2;
+        size_t match = nkeys;
+        for (size_t i = 0; i < nkeys && match == nkeys; i++)
+            if (strlen(keys[i]) == kl && memcmp(k + 1, keys[i], kl) == 0)
+                match = i;
         escaped |= memchr(k, '\\', (size_t)(sc.p - k)) != NULL;
         skip_ws(&sc);
         if (sc.p >= sc.end || *sc.p != ':')
@@ -406,23 +411,27 @@ int gw_json_span_member(const char *s, size_t n, const char *key, const char **v
         const unsigned char *v = sc.p;
         if (!scan_value(&sc, 64))
             return 0;
-        if (match && found)
-            return -1;
-        if (match) {
-            found = v;
-            found_end = sc.p;
+        if (match < nkeys) {
+            if (out[match].p)
+                return -1;
+            out[match] = (struct gw_json_span){(const char *)v, (size_t)(sc.p - v)};
         }
         skip_ws(&sc);
         if (sc.p >= sc.end || *sc.p != ',')
             break;
         sc.p++;
     }
-    if (escaped)
-        return -1;
-    if (!found)
-        return 0;
-    *vp = (const char *)found;
-    *vn = (size_t)(found_end - found);
+    return escaped ? -1 : 1;
+}
+
+int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn)
+{
+    struct gw_json_span sp;
+    int rc = gw_json_span_members(s, n, &key, 1, &sp);
+    if (rc != 1 || !sp.p)
+        return rc < 0 ? -1 : 0;
+    *vp = sp.p;
+    *vn = sp.n;
     return 1;
 }
 

@@ -117,6 +117,16 @@ int gw_json_quote_numbers(const char *s, size_t n, int max_depth, struct gw_buf 
  * two never disagree.
  */
 int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn);
+
+/* Several members in one pass: out[i] is keys[i]'s value ({NULL, 0} when
+ * absent). 1 when s is an object, 0 when not, -1 when unsure (a requested
+ * key twice, or any key spelled with escapes), as gw_json_span_member. */
+struct gw_json_span {
+    const char *p;
+    size_t n;
+};
+int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_t nkeys,
+                         struct gw_json_span *out);
 int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn);
 int gw_json_span_is_null(const char *vp, size_t vn);
 int gw_json_span_string(const char *vp, size_t vn, struct gw_buf *out)

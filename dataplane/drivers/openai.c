@@ -254,7 +254,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 struct oa_parser {
     struct drv_parser base;
-    struct gw_buf tmp, tmp2, tmp3; /* decoded strings of the fast path */
+    struct gw_buf tmp, tmp2, tmp3, tmp4, tmp5; /* decoded strings of the fast path */
     struct drv_tools tools;
     struct canon_usage pending_usage; /* arrived while a tool call was open */
     int have_finish;
@@ -269,6 +269,8 @@ static struct drv_parser *parser_new(int stream)
     gw_buf_init(&p->tmp, DRV_MAX_EVENT);
     gw_buf_init(&p->tmp2, DRV_MAX_EVENT);
     gw_buf_init(&p->tmp3, 256);
+    gw_buf_init(&p->tmp4, 1024);
+    gw_buf_init(&p->tmp5, 1024);
     return &p->base;
 }
 
@@ -278,6 +280,8 @@ static void parser_free(struct drv_parser *bp)
     gw_buf_free(&p->tmp);
     gw_buf_free(&p->tmp2);
     gw_buf_free(&p->tmp3);
+    gw_buf_free(&p->tmp4);
+    gw_buf_free(&p->tmp5);
     drv_parser_free(bp);
 }
 
@@ -402,46 +406,32 @@ static int done(struct oa_parser *p, const struct canon_sink *s)
     return 1;
 }
 
-/* Member lookups of the fast path; any doubt (a key spelled with escapes)
- * sets *unsure, which sends the chunk to the full parser. */
-static int span_get(const char *o, size_t on, const char *key, const char **v, size_t *vn,
-                    int *unsure)
+static int present(const struct gw_json_span *v)
 {
-    int rc = gw_json_span_member(o, on, key, v, vn);
-    if (rc < 0)
-        *unsure = 1;
-    return rc == 1;
+    return v->p && !gw_json_span_is_null(v->p, v->n);
 }
 
-static int span_present(const char *o, size_t on, const char *key, int *unsure)
+/* A string member's value decoded into buf; NULL when absent, null or not
+ * a string (what jansson would refuse sets *unsure). */
+static const char *span_text(struct gw_buf *buf, const struct gw_json_span *v, size_t *len,
+                             int *unsure)
 {
-    const char *v;
-    size_t vn;
-    return span_get(o, on, key, &v, &vn, unsure) && !gw_json_span_is_null(v, vn);
-}
-
-/* A string member, decoded into buf; NULL when absent, null or not a
- * string (what jansson would refuse sets *unsure). */
-static const char *span_str(struct gw_buf *buf, const char *o, size_t on, const char *key,
-                            size_t *len, int *unsure)
-{
-    const char *v;
-    size_t vn;
-    if (!span_get(o, on, key, &v, &vn, unsure) || vn < 2 || v[0] != '"')
+    if (!v->p || v->n < 2 || v->p[0] != '"')
         return NULL;
     gw_buf_reset(buf);
-    if (gw_json_span_string(v, vn, buf) != GW_OK) {
+    if (gw_json_span_string(v->p, v->n, buf) != GW_OK) {
         *unsure = 1;
         return NULL;
     }
     *len = buf->len;
-    return buf->data;
+    return buf->data ? buf->data : "";
 }
 
 /*
- * The common streamed chunk (a text or reasoning delta, a finish reason)
- * read without building a document: most of a stream is such chunks.
- * Returns 0 when the chunk needs the full path (the first chunk, usage,
+ * The common streamed chunk (the first one with its id and model, a text
+ * or reasoning delta, a finish reason) read without building a document:
+ * most of a stream is such chunks. Each object is read once (its members
+ * in one pass). Returns 0 when the chunk needs the full path (usage,
  * errors, tool calls, refusals, escaped keys, anything unusual), else 1
  * with *stop set when the sink stopped. Nothing is emitted before the
  * chunk is known to be a simple one.
@@ -449,38 +439,51 @@ static const char *span_str(struct gw_buf *buf, const char *o, size_t on, const 
 static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct canon_sink *s,
                       int *stop)
 {
-    const char *choices, *ch, *delta, *x;
-    size_t cn, chn, dn, xn, len;
-    int unsure = 0;
+    static const char *const top_keys[] = {"usage", "error", "choices", "id", "model"};
+    static const char *const ch_keys[] = {"delta", "finish_reason"};
+    static const char *const d_keys[] = {"tool_calls", "refusal",   "function_call",
+                                         "content",    "reasoning", "reasoning_content"};
+    enum { T_USAGE, T_ERROR, T_CHOICES, T_ID, T_MODEL };
+    enum { C_DELTA, C_FINISH };
+    enum { D_TOOLS, D_REFUSAL, D_FUNCTION, D_CONTENT, D_REASONING, D_REASONING_CONTENT };
+    struct gw_json_span t[5], c[2], dl[6];
+    const char *ch, *x;
+    size_t chn, xn;
     *stop = 0;
-    if (!p->base.started || !gw_json_valid(d, n, 64))
-        return 0;
-    if (span_present(d, n, "usage", &unsure) || span_present(d, n, "error", &unsure) ||
-        !span_get(d, n, "choices", &choices, &cn, &unsure) ||
-        !gw_json_span_index(choices, cn, 0, &ch, &chn) ||
-        gw_json_span_index(choices, cn, 1, &x, &xn) ||
-        !span_get(ch, chn, "delta", &delta, &dn, &unsure) || delta[0] != '{' ||
-        span_present(delta, dn, "tool_calls", &unsure) ||
-        span_present(delta, dn, "refusal", &unsure) ||
-        span_present(delta, dn, "function_call", &unsure) || unsure)
+    if (!gw_json_valid(d, n, 64) || gw_json_span_members(d, n, top_keys, 5, t) != 1 ||
+        present(&t[T_USAGE]) || present(&t[T_ERROR]) || !t[T_CHOICES].p ||
+        !gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &ch, &chn) ||
+        gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 1, &x, &xn) ||
+        gw_json_span_members(ch, chn, ch_keys, 2, c) != 1 || !c[C_DELTA].p ||
+        c[C_DELTA].p[0] != '{' ||
+        gw_json_span_members(c[C_DELTA].p, c[C_DELTA].n, d_keys, 6, dl) != 1 ||
+        present(&dl[D_TOOLS]) || present(&dl[D_REFUSAL]) || present(&dl[D_FUNCTION]))
         return 0;
     /* Decode everything before emitting anything: any doubt on the way
      * sends the whole chunk to the full parser. */
-    size_t rlen = 0, clen = 0;
-    int has_rc = span_present(delta, dn, "reasoning_content", &unsure);
-    const char *rs =
-        span_str(&p->tmp, delta, dn, has_rc ? "reasoning_content" : "reasoning", &rlen, &unsure);
-    const char *c = span_str(&p->tmp2, delta, dn, "content", &clen, &unsure);
-    const char *fr = span_str(&p->tmp3, ch, chn, "finish_reason", &len, &unsure);
+    int unsure = 0;
+    size_t rlen = 0, clen = 0, len = 0, idn = 0, mn = 0;
+    const char *rs = span_text(
+        &p->tmp, present(&dl[D_REASONING_CONTENT]) ? &dl[D_REASONING_CONTENT] : &dl[D_REASONING],
+        &rlen, &unsure);
+    const char *ct = span_text(&p->tmp2, &dl[D_CONTENT], &clen, &unsure);
+    const char *fr = span_text(&p->tmp3, &c[C_FINISH], &len, &unsure);
+    const char *id = NULL, *model = NULL;
+    if (!p->base.started) {
+        id = span_text(&p->tmp4, &t[T_ID], &idn, &unsure);
+        model = span_text(&p->tmp5, &t[T_MODEL], &mn, &unsure);
+    }
     if (unsure)
         return 0;
+    if (!p->base.started && (*stop = drv_start(&p->base, id, model, s)))
+        return 1;
     if (rs && rlen) {
         struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = rlen};
         if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
             return 1;
     }
-    if (c && clen) {
-        struct canon_event ev = {.type = CANON_EV_CHUNK, .text = c, .len = clen};
+    if (ct && clen) {
+        struct canon_event ev = {.type = CANON_EV_CHUNK, .text = ct, .len = clen};
         if ((*stop = drv_tools_close(&p->tools, s) || canon_emit(s, &ev)))
             return 1;
     }
