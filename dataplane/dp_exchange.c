@@ -1355,6 +1355,10 @@ static int start_upstream(struct dp_exchange *x)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    /* curl's receive buffer is allocated per transfer: 16 KiB by default, a
+     * quarter of that keeps an open stream (an event is a few hundred
+     * bytes) small; a big whole body only takes more callbacks. */
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 4096L);
     /* No total timeout on streams: a stall between bytes is the failure,
      * and the watchdog measures it exactly. */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
