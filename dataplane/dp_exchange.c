@@ -68,6 +68,15 @@ enum verdict {
     V_CANCELED, /* the client left, or the gateway stopped */
 };
 
+/* What a request keeps of its plan once it has candidates: the plan's skip
+ * records and message (most of its 6 KiB) serve only a no-candidate reply,
+ * so they live on the heap while planning and no longer. */
+struct choice {
+    const struct dp_route *route;
+    struct dp_candidate cands[DP_MAX_CANDIDATES];
+    size_t ncands;
+};
+
 struct hist {
     const char *provider;
     const char *model;
@@ -102,7 +111,7 @@ struct dp_exchange {
     int client_stream;
 
     /* the loop */
-    struct dp_plan plan;
+    struct choice plan;
     struct dp_limits_hold *hold; /* what the request reserved of its limits (docs/budgets.md) */
     size_t ci;                   /* the current candidate */
     int tries;                   /* attempts on it so far */
@@ -110,8 +119,8 @@ struct dp_exchange {
     int64_t deadline_us; /* the failover budget's end */
     long budget_ms;
     int budget_out;
-    int budget_timer; /* the watchdog is set for the budget's end, not the provider's */
-    struct hist hist[MAX_HIST];
+    int budget_timer;  /* the watchdog is set for the budget's end, not the provider's */
+    struct hist *hist; /* MAX_HIST, allocated at the first failed attempt */
     size_t nhist;
     struct canon_err rerr;     /* the last refusal, when the last attempt was one */
     char last_msg[384];        /* the last failed attempt's message */
@@ -540,6 +549,7 @@ static void exchange_free(struct dp_exchange *x)
     canon_req_free(x->creq);
     json_decref(x->eroot);
     free(x->ereq.inputs);
+    free(x->hist);
     if (x->timer)
         event_free(x->timer);
     gw_buf_free(&x->coll);
@@ -1253,6 +1263,8 @@ static void remember(struct dp_exchange *x, enum canon_failure f, int status, in
         memcpy(x->last_msg, x->fail_msg, sizeof(x->last_msg));
         memcpy(x->last_retry_after, x->retry_after, sizeof(x->last_retry_after));
     }
+    if (!x->hist && !(x->hist = malloc(MAX_HIST * sizeof(*x->hist))))
+        return; /* the error answer lists fewer attempts */
     if (x->nhist < MAX_HIST)
         x->hist[x->nhist++] = (struct hist){x->prov->name, x->model, f, status, refused};
 }
@@ -1630,12 +1642,12 @@ static int read_route_headers(struct dp_exchange *x, const char **affinity)
 
 /* The field a no-capable-target error names: the one in the request that
  * no candidate can take, when there is one such capability; else model. */
-static const char *missing_param(const struct dp_exchange *x)
+static const char *missing_param(const struct dp_exchange *x, const struct dp_plan *p)
 {
     unsigned m = 0;
-    for (size_t i = 0; i < x->plan.nskips; i++)
-        m |= x->plan.skips[i].missing;
-    if (x->plan.cause != DP_NOROUTE_NONE_CAPABLE || x->kind != KIND_CHAT)
+    for (size_t i = 0; i < p->nskips; i++)
+        m |= p->skips[i].missing;
+    if (p->cause != DP_NOROUTE_NONE_CAPABLE || x->kind != KIND_CHAT)
         return "model";
     static const struct {
         unsigned cap;
@@ -1670,23 +1682,32 @@ static int plan(struct dp_exchange *x, const char *selector, const struct dp_nee
                                .affinity = affinity,
                                .breakers = x->w->breakers,
                                .now_us = gw_now_us()};
-    if (dp_router_plan(x->snap, selector, n, &ctx, &x->plan) != GW_OK) {
+    struct dp_plan *p = malloc(sizeof(*p));
+    if (!p || dp_router_plan(x->snap, selector, n, &ctx, p) != GW_OK) {
+        free(p);
         reply_early(x->req, x->fc, x->request_id, 500, NULL, "internal_error", "out of memory");
         return 1;
     }
-    if (x->plan.ncands > 0)
+    if (p->ncands > 0) {
+        x->plan.route = p->route;
+        x->plan.ncands = p->ncands;
+        memcpy(x->plan.cands, p->cands, p->ncands * sizeof(p->cands[0]));
+        free(p);
         return 0;
-    int status = dp_no_route_status(x->plan.cause);
-    const char *code = dp_no_route_code(x->plan.cause);
+    }
+    x->plan.route = p->route; /* for the log line */
+    int status = dp_no_route_status(p->cause);
+    const char *code = dp_no_route_code(p->cause);
     dp_metrics_no_route(code);
     dp_log_simple(x->req, x->request_id, status, code);
     (void)gw_http_add_header(x->req, "x-llmgw-attempts", "0");
     struct gw_buf skips;
     gw_buf_init(&skips, 0);
-    int with = x->plan.nskips && dp_plan_skips_json(&x->plan, &skips) == GW_OK;
-    respond_error(x->req, facade_of(x), status, error_type(status), missing_param(x), code,
-                  x->plan.message, "candidates", with ? &skips : NULL);
+    int with = p->nskips && dp_plan_skips_json(p, &skips) == GW_OK;
+    respond_error(x->req, facade_of(x), status, error_type(status), missing_param(x, p), code,
+                  p->message, "candidates", with ? &skips : NULL);
     gw_buf_free(&skips);
+    free(p);
     return 1;
 }
 
