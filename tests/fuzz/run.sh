@@ -25,6 +25,7 @@ cc="${LLMGW_FUZZ_CC:-clang}"
 # what that module calls).
 declare -A sources=(
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
+  [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )
 
