@@ -24,6 +24,7 @@ cc="${LLMGW_FUZZ_CC:-clang}"
 # Each target and the common/ sources it links (the module under test and
 # what that module calls).
 declare -A sources=(
+  [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
