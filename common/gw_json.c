@@ -409,8 +409,13 @@ int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_
         sc.p++;
         skip_ws(&sc);
         const unsigned char *v = sc.p;
+        /* On text that passed gw_json_valid this fails only where a value
+         * nests deeper than the 64 levels scanned here, which a caller that
+         * validated with a larger max_depth (the relay paths use 512) can
+         * pass: unsure, not absent, or a member present after it (even the
+         * one found before it) would be reported missing. */
         if (!scan_value(&sc, 64))
-            return 0;
+            return -1;
         if (match < nkeys) {
             if (out[match].p)
                 return -1;

@@ -107,9 +107,12 @@ int gw_json_quote_numbers(const char *s, size_t n, int max_depth, struct gw_buf 
  *
  * gw_json_span_member: the value of member key of an object (keys compared
  * as written). 1 when found, 0 when absent or s is not an object, -1 when
- * unsure: the key appears twice, or some key is spelled with escapes (it
- * may be key in disguise). On -1 the caller must use a real parser.
- * gw_json_span_index: the idx-th element of an array; 1 or 0.
+ * unsure: the key appears twice, some key is spelled with escapes (it may
+ * be key in disguise), or a member's value nests more than 64 levels deep
+ * (text validated with a larger max_depth). On -1 the caller must use a
+ * real parser.
+ * gw_json_span_index: the idx-th element of an array; 1 or 0 (also 0 when
+ * an element before it, or it, nests more than 64 levels deep).
  * gw_json_span_is_null: the span is the literal null.
  * gw_json_span_string: appends the decoded string value (escapes resolved,
  * \u surrogate pairs joined) to out. GW_EINVAL when the span is not a
@@ -120,7 +123,8 @@ int gw_json_span_member(const char *s, size_t n, const char *key, const char **v
 
 /* Several members in one pass: out[i] is keys[i]'s value ({NULL, 0} when
  * absent). 1 when s is an object, 0 when not, -1 when unsure (a requested
- * key twice, or any key spelled with escapes), as gw_json_span_member. */
+ * key twice, any key spelled with escapes, or a value nesting past the 64
+ * levels scanned), as gw_json_span_member. */
 struct gw_json_span {
     const char *p;
     size_t n;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target in tests/fuzz/ with clang
-# (-fsanitize=fuzzer,address,undefined) against the common/ sources it
-# needs, and runs each for a bounded time. Exits non-zero when a target
-# fails to build or finds a crash, a sanitizer report or a failed check;
-# the input that did it is kept in the artifacts directory for replay:
+# (-fsanitize=fuzzer,address,undefined) against the common/ sources and
+# pkg-config packages it needs (the maps below), and runs each in turn for
+# a bounded time (five targets: 100 s at the default). Exits non-zero when
+# a target fails to build or finds a crash, a sanitizer report or a failed
+# check; the input that did it is kept in the artifacts directory for replay:
 #
 #   build-fuzz/fuzz_json_scan build-fuzz/artifacts/crash-<sha1>
 #
@@ -22,9 +23,18 @@ out="${LLMGW_FUZZ_DIR:-$root/build-fuzz}"
 cc="${LLMGW_FUZZ_CC:-clang}"
 
 # Each target and the common/ sources it links (the module under test and
-# what that module calls).
+# what that module calls; a target that #includes its module's .c to reach
+# its statics lists only the rest), and the pkg-config packages it needs
+# beyond jansson.
 declare -A sources=(
+  [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
+  [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
+  [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
+  [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
+)
+declare -A packages=(
+  [fuzz_http_head]="libevent"
 )
 
 command -v "$cc" >/dev/null 2>&1 || { echo "fuzz: $cc not found (deploy/deps.sh installs clang)" >&2; exit 2; }
@@ -43,9 +53,14 @@ fail=0
 for t in "${targets[@]}"; do
   [ -n "${sources[$t]:-}" ] || { echo "fuzz: no target $t" >&2; exit 2; }
   read -r -a srcs <<<"${sources[$t]}"
+  pcflags=() plibs=()
+  if [ -n "${packages[$t]:-}" ]; then
+    read -r -a pcflags <<<"$(pkg-config --cflags ${packages[$t]})"
+    read -r -a plibs <<<"$(pkg-config --libs ${packages[$t]})"
+  fi
   echo "fuzz: building $t"
-  "$cc" "${cflags[@]}" ${jcflags[@]+"${jcflags[@]}"} -o "$out/$t" "$root/tests/fuzz/$t.c" \
-    "${srcs[@]/#/$root/}" ${jlibs[@]+"${jlibs[@]}"}
+  "$cc" "${cflags[@]}" ${jcflags[@]+"${jcflags[@]}"} ${pcflags[@]+"${pcflags[@]}"} -o "$out/$t" \
+    "$root/tests/fuzz/$t.c" "${srcs[@]/#/$root/}" ${jlibs[@]+"${jlibs[@]}"} ${plibs[@]+"${plibs[@]}"}
   mkdir -p "$out/corpus/$t"
   seeds=()
   [ -d "$root/tests/fuzz/corpus/$t" ] && seeds=("$root/tests/fuzz/corpus/$t")
