@@ -38,6 +38,12 @@ set -euo pipefail
 if [[ ${1:-} == --propagation ]]; then
     exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/propagation.mjs"
 fi
+# --open-loop: the same targets at fixed request rates (tests/bench/openloop.c:
+# latency from each request's due time, so a stall cannot hide the requests
+# queued behind it), instead of wrk's closed loop. OPEN_RATES (default
+# "1000 5000 10000"), OPEN_CONNS (default 128), BENCH_SECONDS per run.
+OPEN_LOOP=0
+[[ ${1:-} == --open-loop ]] && OPEN_LOOP=1
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd -- "$SCRIPT_DIR/../.." && pwd)
@@ -398,6 +404,57 @@ for t in "${TARGETS[@]}"; do
     done
 done
 
+fmt_ms() { awk -v us="$1" 'BEGIN { printf "%.2f", us / 1000 }'; }
+
+# ---------------------------------------------------------------- open loop
+if (( OPEN_LOOP )); then
+    OL_BIN=$TMP/openloop
+    cc -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -include "$REPO_DIR/common/gw_banned.h" \
+        -o "$OL_BIN" "$SCRIPT_DIR/openloop.c" || die "cannot build openloop"
+    declare -A OL=()
+    OL_ROWS=()
+    RUN_FAILURES=0
+    for rate in ${OPEN_RATES:-1000 5000 10000}; do
+        for m in "${MODES[@]}"; do
+            for t in "${TARGETS[@]}"; do
+                target_alive "$t" || continue
+                u=${URL[$t]#http://127.0.0.1:}
+                body_for "$t" "$m" >"$TMP/ol.$t.$m.json"
+                sflag=()
+                [[ $m == stream ]] && sflag=(-s)
+                line=$("$OL_BIN" -p "${u%%/*}" -u "/${u#*/}" -r "$rate" -d "$DURATION" \
+                    -c "${OPEN_CONNS:-128}" -b "$TMP/ol.$t.$m.json" "${sflag[@]}" \
+                    -H "Authorization: Bearer $API_KEY" 2>&1 | grep '^OPENLOOP' || true)
+                [[ -n $line ]] || { log "open loop $t/$m at $rate/s: no result"; RUN_FAILURES=$((RUN_FAILURES + 1)); continue; }
+                declare -A R=()
+                for kv in ${line#OPENLOOP }; do R[${kv%%=*}]=${kv#*=}; done
+                OL[$t|$m|$rate|p50]=${R[p50_us]}
+                OL[$t|$m|$rate|p99]=${R[p99_us]}
+                (( ${R[errors]} > 0 )) && RUN_FAILURES=$((RUN_FAILURES + 1))
+                log "open loop $m $t at $rate/s: done ${R[done]}/${R[due]}, errors ${R[errors]}, p50 $(fmt_ms "${R[p50_us]}") ms, p99 $(fmt_ms "${R[p99_us]}") ms, max queue ${R[max_queue]}"
+                OL_ROWS+=("$rate"$'\t'"$m"$'\t'"$t"$'\t'"${R[done]}/${R[due]}"$'\t'"${R[errors]}"$'\t'"${R[p50_us]}"$'\t'"${R[p99_us]}"$'\t'"${R[max_us]}")
+            done
+        done
+    done
+    echo
+    echo "llmgw open-loop benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), rev $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "llmgw --threads ${WORKERS}; nginx worker_processes ${WORKERS}; ${OPEN_CONNS:-128} connections; ${DURATION}s per run; latency from each request's due time"
+    echo
+    echo "| rate/s | mode | target | done/due | errors | p50 ms | p99 ms | max ms | added p50 over direct (ms) | added p99 over direct (ms) |"
+    echo "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    for row in "${OL_ROWS[@]}"; do
+        IFS=$'\t' read -r rate m t dd e p50 p99 mx <<<"$row"
+        d50=${OL[direct|$m|$rate|p50]:-}
+        d99=${OL[direct|$m|$rate|p99]:-}
+        a50=-; a99=-
+        [[ -n $d50 && $t != direct ]] && a50=$(awk -v a="$p50" -v b="$d50" 'BEGIN { printf "%.2f", (a - b) / 1000 }')
+        [[ -n $d99 && $t != direct ]] && a99=$(awk -v a="$p99" -v b="$d99" 'BEGIN { printf "%.2f", (a - b) / 1000 }')
+        echo "| $rate | $m | $t | $dd | $e | $(fmt_ms "$p50") | $(fmt_ms "$p99") | $(fmt_ms "$mx") | $a50 | $a99 |"
+    done
+    (( RUN_FAILURES == 0 )) && exit 0
+    exit 2
+fi
+
 # ---------------------------------------------------------------- measuring
 declare -A RPS=() P50=() P99=() NON2XX=() BAD=() SOCK=() FIRST_BAD=() MCPU=() PCPU=()
 RUN_FAILURES=0
@@ -459,7 +516,6 @@ run_wrk() { # TARGET MODE SECONDS OUTFILE
     return 0
 }
 
-fmt_ms() { awk -v us="$1" 'BEGIN { printf "%.2f", us / 1000 }'; }
 
 if (( WARMUP > 0 )); then
     for m in "${MODES[@]}"; do
