@@ -829,10 +829,8 @@ static int relay_build(const struct drv_target *t, const char *body, size_t len,
                        const struct drv_relay_edits *ed, struct drv_request *out,
                        struct canon_err *err)
 {
-    if (!gw_json_valid(body, len, 512)) {
-        canon_err_set(err, 400, NULL, "invalid_json", "the request body is not valid JSON");
+    if (drv_relay_valid(body, len, err) != GW_OK)
         return GW_EINVAL;
-    }
     struct gw_buf b[2];
     gw_buf_init(&b[0], 0);
     gw_buf_init(&b[1], 0);

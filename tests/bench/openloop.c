@@ -40,13 +40,13 @@ enum { R_HEAD, R_LEN, R_CHUNK_SIZE, R_CHUNK_DATA, R_CHUNK_CRLF, R_DONE };
 
 struct conn {
     int fd, state;
-    size_t woff;            /* bytes of the request written */
-    int64_t due;            /* the request's due time, ns */
-    char in[65536];         /* the head, or the current unparsed bytes */
+    size_t woff;    /* bytes of the request written */
+    int64_t due;    /* the request's due time, ns */
+    char in[65536]; /* the head, or the current unparsed bytes */
     size_t inlen;
     int rs, status, chunked;
-    long long left;         /* body bytes (R_LEN) or chunk bytes left */
-    char tail[8];           /* the last bytes of the body, to find [DONE] across reads */
+    long long left; /* body bytes (R_LEN) or chunk bytes left */
+    char tail[8];   /* the last bytes of the body, to find [DONE] across reads */
     int seen_done;
 };
 

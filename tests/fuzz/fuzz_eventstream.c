@@ -31,20 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_eventstream.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_eventstream: %s:%d: check failed: %s\n", __FILE__, __LINE__,     \
-                    #cond);                                                                        \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static uint32_t get32(const uint8_t *p)
 {
@@ -113,25 +103,6 @@ static void check_message(const struct gw_es_message *m)
 }
 
 /* ------------------------------------------------------------------ pieces */
-
-struct chunker {
-    uint32_t state;
-    size_t fixed; /* 0: drawn from state; otherwise every piece is this long */
-};
-
-static size_t next_size(struct chunker *c, size_t left)
-{
-    size_t n = c->fixed;
-    if (!n) {
-        c->state ^= c->state << 13;
-        c->state ^= c->state >> 17;
-        c->state ^= c->state << 5;
-        /* Mostly short pieces (a prelude is 12 bytes), some empty, some long. */
-        uint32_t r = c->state % 64;
-        n = r < 4 ? 0 : r < 48 ? r - 3 : (size_t)(c->state >> 8) % 4096;
-    }
-    return n < left ? n : left;
-}
 
 struct run {
     int rc;          /* GW_EAGAIN, or the error the decoder died of */

@@ -22,6 +22,7 @@
  * A refused head is refused with 400, 431 or 505 and a reason; a head with
  * a bare CR or LF, or a control byte, never reaches parse_head.
  */
+#include "fuzz.h"
 #include "gw_http.c"
 
 #include <stdint.h>
@@ -29,17 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_http_head: %s:%d: check failed: %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                                        \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define MAX_REQUESTS 32 /* heads parsed per input */
 

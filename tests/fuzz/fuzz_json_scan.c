@@ -23,22 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "gw_error.h"
 #include "gw_json.h"
 
 #define MAX_VALUES 200
 #define MAX_DEPTH 12
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_json_scan: %s:%d: check failed: %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                                        \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static void tree(const json_t *j, int level, size_t *values, int *depth)
 {

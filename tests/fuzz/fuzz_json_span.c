@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -45,17 +46,6 @@
  * near linear in its length. */
 #define PER_CONTAINER 32
 #define BUDGET 4000
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_json_span: %s:%d: check failed: %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                                        \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static int budget;
 

@@ -23,19 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_sse.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_sse: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define NAME_MAX_BYTES 256 /* gw_sse_init's bound on the event name and the id */
 
@@ -57,26 +48,6 @@ static void put_event(struct gw_buf *out, const char *event, size_t en, const ch
     else
         CHECK(gw_buf_append(out, "-", 1) == GW_OK);
     CHECK(gw_buf_append(out, "\n", 1) == GW_OK);
-}
-
-/* The sizes of the pieces: a xorshift stream seeded from the first byte. */
-struct chunker {
-    uint32_t state;
-    size_t fixed; /* 0: drawn from state; otherwise every piece is this long */
-};
-
-static size_t next_size(struct chunker *c, size_t left)
-{
-    size_t n = c->fixed;
-    if (!n) {
-        c->state ^= c->state << 13;
-        c->state ^= c->state >> 17;
-        c->state ^= c->state << 5;
-        /* Mostly short pieces, some empty, some long. */
-        uint32_t r = c->state % 64;
-        n = r < 4 ? 0 : r < 48 ? r - 3 : (size_t)(c->state >> 8) % 4096;
-    }
-    return n < left ? n : left;
 }
 
 /* Feeds s[0..n) to a fresh parser in pieces and renders its events into out.
