@@ -1695,7 +1695,6 @@ static int plan(struct dp_exchange *x, const char *selector, const struct dp_nee
         free(p);
         return 0;
     }
-    x->plan.route = p->route; /* for the log line */
     int status = dp_no_route_status(p->cause);
     const char *code = dp_no_route_code(p->cause);
     dp_metrics_no_route(code);
