@@ -583,7 +583,12 @@ int drv_edit_member(const char *body, size_t len, const char *key, struct gw_buf
     /* The member's head goes before the value already in buf. */
     struct gw_buf head;
     gw_buf_init(&head, 0);
-    int rc = gw_buf_printf(&head, "%s\"%s\":", comma ? "," : "", key);
+    /* The key may come from a provider option (max_tokens_field): escaped. */
+    int rc = comma ? gw_buf_append(&head, ",", 1) : GW_OK;
+    if (rc == GW_OK)
+        rc = gw_json_escape(&head, key, strlen(key));
+    if (rc == GW_OK)
+        rc = gw_buf_append(&head, ":", 1);
     if (rc == GW_OK)
         rc = gw_buf_append(&head, buf->data, buf->len);
     if (rc != GW_OK) {

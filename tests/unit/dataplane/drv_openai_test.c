@@ -202,7 +202,49 @@ static void test_build(void)
     json_decref(p.options);
 }
 
+/* The pass-through's request: the client's bytes, but for the gateway's
+ * edits (the model, include_usage when streaming, a cap), each a splice. */
+static void test_relay_build(void)
+{
+    struct dp_provider p = {
+        .name = "p", .driver = "openai", .drv = &drv_openai, .base_url = "http://h/v1"};
+    /* An option naming the cap's field is an operator's text: escaped. */
+    p.options = json_pack("{s:s}", "max_tokens_field", "max\"tokens");
+    struct drv_target t = {.provider = &p, .model = "gpt-4o", .request_id = "rid"};
+    const char *body = "{\"model\":\"fast\", \"messages\":[{\"role\":\"user\",\"content\":"
+                       "\"q\\u00e9\"}],\"new_thing\":1.0,\"stream\":true,"
+                       "\"stream_options\":{\"x\":1}}";
+    struct drv_relay_edits ed = {.stream = 1, .max_tokens = 9};
+    struct drv_request out = {0};
+    struct canon_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(drv_openai.relay_build(&t, body, strlen(body), &ed, &out, &err), GW_OK);
+    CU_ASSERT_STRING_EQUAL(out.body, "{\"model\":\"gpt-4o\", \"messages\":[{\"role\":\"user\","
+                                     "\"content\":\"q\\u00e9\"}],\"new_thing\":1.0,\"stream\":true,"
+                                     "\"stream_options\":{\"x\":1,\"include_usage\":true},"
+                                     "\"max\\\"tokens\":9}");
+    CU_ASSERT(out.stream);
+    json_t *j = json_loadb(out.body, out.body_len, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL(j);
+    json_decref(j);
+    drv_request_free(&out);
+    /* include_usage already true and no cap: untouched but for the model. */
+    const char *b2 = "{\"stream_options\":{\"include_usage\":true},\"model\":\"fast\"}";
+    ed.max_tokens = 0;
+    memset(&out, 0, sizeof(out));
+    CU_ASSERT_EQUAL_FATAL(drv_openai.relay_build(&t, b2, strlen(b2), &ed, &out, &err), GW_OK);
+    CU_ASSERT_STRING_EQUAL(out.body,
+                           "{\"stream_options\":{\"include_usage\":true},\"model\":\"gpt-4o\"}");
+    drv_request_free(&out);
+    /* A model key spelled with escapes cannot be edited for sure: refused. */
+    const char *b3 = "{\"\\u006dodel\":\"fast\"}";
+    memset(&out, 0, sizeof(out));
+    CU_ASSERT_EQUAL(drv_openai.relay_build(&t, b3, strlen(b3), &ed, &out, &err), GW_EINVAL);
+    drv_request_free(&out);
+    json_decref(p.options);
+}
+
 static CU_TestInfo tests[] = {
+    {"the pass-through's request", test_relay_build},
     {"text, reasoning and usage; fast path and full parser agree", test_text_and_usage},
     {"DeepSeek's cache-hit field", test_deepseek_cache_field},
     {"tool calls in order; interleaving refused", test_tool_calls},
