@@ -411,7 +411,7 @@ int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_
         const unsigned char *v = sc.p;
         /* On text that passed gw_json_valid this fails only where a value
          * nests deeper than the 64 levels scanned here, which a caller that
-         * validated with a larger max_depth (the relay paths use 512) can
+         * validated with a larger max_depth can
          * pass: unsure, not absent, or a member present after it (even the
          * one found before it) would be reported missing. */
         if (!scan_value(&sc, 64))

@@ -90,23 +90,19 @@ struct drv_relay_edits {
     long long max_tokens; /* > 0: the output cap the gateway imposes (a worst-case reservation) */
 };
 
-/* What a relayed stream's event became. */
-enum drv_relay_step {
-    DRV_RELAY_SENT, /* appended to out */
-    DRV_RELAY_HELD, /* kept in held for the end (the usage event, which gets the bill) */
-    DRV_RELAY_DROP, /* nothing for the client (the terminator, which the end writes) */
-};
-
 struct dp_driver {
     const char *name;
     unsigned caps;
 
     /* The pass-through, or NULL where the driver has none. wire names the
      * client format it speaks (a facade's wire). relay_build makes the
-     * upstream request from the client's body (body[0..len), valid JSON
-     * with unique keys): GW_OK, GW_EINVAL (err filled: the body cannot be
+     * upstream request from the client's body (body[0..len): it passed
+     * gw_json_bound and jansson with unique keys, so the span lookups may
+     * read it without another scan): GW_OK, GW_EINVAL (err filled: the body cannot be
      * edited, or names what this provider refuses), GW_ENOMEM.
-     * relay_event appends what the client gets of one upstream event.
+     * relay_event appends what the client gets of one upstream event to
+     * out, keeps it in held instead (the usage event, which gets the bill
+     * at the end), or drops it (the terminator, which the end writes).
      * relay_end appends the held usage event with bill_json (the gateway's
      * "llmgw" member: ledger id and cost; NULL for none) when with_usage,
      * and the stream's terminator. Both return 0 or a GW_E code. */
@@ -114,8 +110,7 @@ struct dp_driver {
     int (*relay_build)(const struct drv_target *t, const char *body, size_t len,
                        const struct drv_relay_edits *ed, struct drv_request *out,
                        struct canon_err *err);
-    enum drv_relay_step (*relay_event)(const struct gw_sse_event *ev, struct gw_buf *out,
-                                       struct gw_buf *held, int *rc);
+    int (*relay_event)(const struct gw_sse_event *ev, struct gw_buf *out, struct gw_buf *held);
     int (*relay_end)(const struct gw_buf *held, const char *bill_json, int with_usage,
                      struct gw_buf *out);
 

@@ -827,9 +827,7 @@ static int on_raw(void *arg, const struct gw_sse_event *ev)
     struct dp_exchange *x = arg;
     if (!x->relay || x->terminal || !x->req || !x->client_stream)
         return x->terminal || !x->req;
-    int rc = GW_OK;
-    (void)x->relay->relay_event(ev, &x->out, &x->relay_held, &rc);
-    if (rc == GW_OK)
+    if (x->relay->relay_event(ev, &x->out, &x->relay_held) == GW_OK)
         return 0;
     struct canon_event e = {.type = CANON_EV_ERROR,
                             .failure = CANON_FAIL_PROVIDER_5XX,

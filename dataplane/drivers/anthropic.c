@@ -829,8 +829,6 @@ static int relay_build(const struct drv_target *t, const char *body, size_t len,
                        const struct drv_relay_edits *ed, struct drv_request *out,
                        struct canon_err *err)
 {
-    if (drv_relay_valid(body, len, err) != GW_OK)
-        return GW_EINVAL;
     struct gw_buf b[2];
     gw_buf_init(&b[0], 0);
     gw_buf_init(&b[1], 0);
@@ -862,19 +860,15 @@ static int named(const struct gw_sse_event *ev, const char *name)
 
 /* message_delta carries the final usage: it waits for the end, where the
  * gateway's bill joins it; message_stop is the end's to write. */
-static enum drv_relay_step relay_event(const struct gw_sse_event *ev, struct gw_buf *out,
-                                       struct gw_buf *held, int *rc)
+static int relay_event(const struct gw_sse_event *ev, struct gw_buf *out, struct gw_buf *held)
 {
-    *rc = GW_OK;
     if (named(ev, "message_stop"))
-        return DRV_RELAY_DROP;
+        return GW_OK;
     if (named(ev, "message_delta")) {
         gw_buf_reset(held);
-        *rc = gw_buf_append(held, ev->data, ev->data_len);
-        return DRV_RELAY_HELD;
+        return gw_buf_append(held, ev->data, ev->data_len);
     }
-    *rc = drv_relay_frame(out, ev);
-    return DRV_RELAY_SENT;
+    return drv_relay_frame(out, ev);
 }
 
 static int relay_end(const struct gw_buf *held, const char *bill_json, int with_usage,

@@ -516,14 +516,6 @@ int drv_embed_vectors(const json_t *items, const char *key, struct canon_embed_r
 
 /* ------------------------------------------------------- the pass-through */
 
-int drv_relay_valid(const char *body, size_t len, struct canon_err *err)
-{
-    if (gw_json_valid(body, len, 512))
-        return GW_OK;
-    canon_err_set(err, 400, NULL, "invalid_json", "the request body is not valid JSON");
-    return GW_EINVAL;
-}
-
 int drv_edit_body(struct drv_request *out, const char *src, size_t n, struct drv_edit *e, size_t ne)
 {
     /* Stable insertion sort by offset: a handful of edits. */

@@ -245,11 +245,6 @@ struct drv_edit {
     size_t ins_len;
 };
 
-/* A relay_build's first step: the client's body as text the span lookups
- * can read (jansson parsed it already; this bounds the depth they read).
- * GW_EINVAL with err filled otherwise. */
-int drv_relay_valid(const char *body, size_t len, struct canon_err *err);
-
 /* The body src[0..n) with edits applied (any order; none overlap) into
  * out->body (malloc'd). 0 or GW_ENOMEM. */
 int drv_edit_body(struct drv_request *out, const char *src, size_t n, struct drv_edit *e,

@@ -583,8 +583,6 @@ static int relay_build(const struct drv_target *t, const char *body, size_t len,
                        const struct drv_relay_edits *ed, struct drv_request *out,
                        struct canon_err *err)
 {
-    if (drv_relay_valid(body, len, err) != GW_OK)
-        return GW_EINVAL;
     enum { B_MODEL, B_SO, B_MAX, B_MAX2, NB };
     struct gw_buf b[NB];
     for (int i = 0; i < NB; i++)
@@ -664,19 +662,15 @@ static int usage_only(const char *d, size_t n)
     return c == 0 || (c == 1 && !gw_json_span_index(v, vn, 0, &x, &xn));
 }
 
-static enum drv_relay_step relay_event(const struct gw_sse_event *ev, struct gw_buf *out,
-                                       struct gw_buf *held, int *rc)
+static int relay_event(const struct gw_sse_event *ev, struct gw_buf *out, struct gw_buf *held)
 {
-    *rc = GW_OK;
     if (ev->data_len == 0 || (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0))
-        return DRV_RELAY_DROP; /* the end writes the terminator */
+        return GW_OK; /* the end writes the terminator */
     if (usage_only(ev->data, ev->data_len)) {
         gw_buf_reset(held);
-        *rc = gw_buf_append(held, ev->data, ev->data_len);
-        return DRV_RELAY_HELD;
+        return gw_buf_append(held, ev->data, ev->data_len);
     }
-    *rc = drv_relay_frame(out, ev);
-    return DRV_RELAY_SENT;
+    return drv_relay_frame(out, ev);
 }
 
 static int relay_end(const struct gw_buf *held, const char *bill_json, int with_usage,
