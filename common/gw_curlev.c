@@ -25,6 +25,8 @@ struct gw_curlev {
     struct event *timer;
     struct transfer *transfers; /* running, for gw_curlev_free */
     size_t running;
+    CURL *idle[GW_CURLEV_IDLE_EASY]; /* reset handles, reused */
+    size_t nidle;
 };
 
 static void unlink_transfer(struct gw_curlev *m, struct transfer *t)
@@ -150,6 +152,8 @@ void gw_curlev_free(struct gw_curlev *m)
         gw_curlev_remove(m, m->transfers->easy);
     if (m->multi)
         curl_multi_cleanup(m->multi);
+    while (m->nidle > 0)
+        curl_easy_cleanup(m->idle[--m->nidle]);
     if (m->timer)
         event_free(m->timer);
     free(m);
@@ -193,4 +197,19 @@ void gw_curlev_remove(struct gw_curlev *m, CURL *easy)
 size_t gw_curlev_running(const struct gw_curlev *m)
 {
     return m->running;
+}
+
+CURL *gw_curlev_easy_get(struct gw_curlev *m)
+{
+    return m->nidle > 0 ? m->idle[--m->nidle] : curl_easy_init();
+}
+
+void gw_curlev_easy_put(struct gw_curlev *m, CURL *easy)
+{
+    if (m->nidle < GW_CURLEV_IDLE_EASY) {
+        curl_easy_reset(easy);
+        m->idle[m->nidle++] = easy;
+    } else {
+        curl_easy_cleanup(easy);
+    }
 }

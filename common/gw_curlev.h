@@ -38,4 +38,13 @@ void gw_curlev_remove(struct gw_curlev *m, CURL *easy);
 /* Transfers running. */
 size_t gw_curlev_running(const struct gw_curlev *m);
 
+/* Easy handles for the loop's transfers: a reset one kept from an earlier
+ * transfer when there is one (creating a handle per request costs an
+ * allocation and its initialisation on the hot path), else a new one; NULL
+ * when out of memory. Put gives a handle that is not running back: reset
+ * and kept (up to GW_CURLEV_IDLE_EASY), or cleaned up. */
+#define GW_CURLEV_IDLE_EASY 64
+CURL *gw_curlev_easy_get(struct gw_curlev *m);
+void gw_curlev_easy_put(struct gw_curlev *m, CURL *easy);
+
 #endif

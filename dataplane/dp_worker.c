@@ -11,6 +11,7 @@
 #include "dp_exchange.h"
 #include "dp_facade.h"
 #include "dp_metrics.h"
+#include "dp_reply.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
 #include "gw_buf.h"
@@ -24,26 +25,6 @@
 #include "gw_time.h"
 
 #define DRAIN_TICK_MS 50
-
-void dp_reply_error(struct gw_http_req *req, int status, const char *type, const char *param,
-                    const char *code, const char *message)
-{
-    size_t n = 0;
-    char *body = gw_json_error_body(message, type, param, code, &n);
-    gw_http_respond(req, status, "application/json", body ? body : "", body ? n : 0);
-    free(body);
-}
-
-uint64_t dp_worker_rand(struct dp_worker *w)
-{
-    /* xorshift64* over a random seed: unique enough, and no syscall. */
-    uint64_t x = w->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    w->rng = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
 
 /* A client's X-Request-Id is echoed only when it is short and plain, so it
  * can go into headers and logs as is. */
@@ -61,40 +42,8 @@ static const char *request_id(struct dp_worker *w, struct gw_http_req *req)
     if (given && valid_request_id(given))
         return given;
     return gw_pool_printf(gw_http_req_pool(req), "req_%016llx%04x",
-                          (unsigned long long)dp_worker_rand(w), (unsigned)(++w->seq & 0xffff));
-}
-
-void dp_log_simple(struct gw_http_req *req, const char *id, int status, const char *code)
-{
-    json_t *f = json_pack("{s:s,s:s,s:s,s:i}", "request_id", id ? id : "", "method",
-                          gw_http_req_method(req), "path", gw_http_req_path(req), "status", status);
-    if (f && code)
-        json_object_set_new(f, "error_code", json_string(code));
-    gw_log_access(f);
-    dp_metrics_request_simple(status, code);
-}
-
-void dp_reply_error_logged(struct gw_http_req *req, const char *id, int status, const char *type,
-                           const char *param, const char *code, const char *msg)
-{
-    /* Log first: replying ends the request and frees its strings. */
-    dp_log_simple(req, id, status, code);
-    dp_reply_error(req, status, type, param, code, msg);
-}
-
-void dp_reply_error_fc(struct gw_http_req *req, const struct dp_facade *fc, const char *id,
-                       int status, const char *type, const char *param, const char *code,
-                       const char *msg)
-{
-    if (!fc) {
-        dp_reply_error_logged(req, id, status, type, param, code, msg);
-        return;
-    }
-    dp_log_simple(req, id, status, code);
-    size_t n = 0;
-    char *body = fc->error_body(status, type, param, code, msg, &n);
-    gw_http_respond(req, status, "application/json", body ? body : "", body ? n : 0);
-    free(body);
+                          (unsigned long long)dp_xloop_rand(&w->loop),
+                          (unsigned)(++w->seq & 0xffff));
 }
 
 /* The endpoints. A facade's errors are answered in its own format. */
@@ -282,13 +231,13 @@ static void handle(struct gw_http_req *req, void *arg)
         dp_snapshot_unref(snap);
         return;
     case EP_CHAT:
-        dp_exchange_chat(w, req, snap, key, id, ep->fc);
+        dp_exchange_chat(&w->loop, req, snap, key, id, ep->fc);
         return;
     case EP_EMBED:
-        dp_exchange_embed(w, req, snap, key, id);
+        dp_exchange_embed(&w->loop, req, snap, key, id);
         return;
     case EP_COUNT:
-        dp_exchange_count_tokens(w, req, snap, key, id, ep->fc);
+        dp_exchange_count_tokens(req, snap, key, id, ep->fc);
         return;
     }
 }
@@ -315,10 +264,9 @@ static void drain_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct dp_worker *w = arg;
-    if (gw_now_us() >= w->drain_deadline_us && w->exchanges) {
+    if (gw_now_us() >= w->drain_deadline_us && w->loop.exchanges) {
         gw_logf(GW_LOG_WARN, "drain timeout: ending open requests", "{s:i}", "worker", w->id);
-        while (w->exchanges)
-            dp_exchange_shutdown(w->exchanges);
+        dp_exchange_shutdown_all(&w->loop);
     }
     if (gw_http_server_active(w->http) == 0 && gw_http_server_connections(w->http) == 0) {
         event_base_loopexit(w->base, NULL);
@@ -353,9 +301,9 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->cfg = cfg;
-    w->retry_base_ms = cfg->retry_base_ms;
-    if (gw_random_bytes(&w->rng, sizeof(w->rng)) != GW_OK || w->rng == 0)
-        w->rng = (uint64_t)gw_now_us() | 1;
+    w->loop.retry_base_ms = cfg->retry_base_ms;
+    if (gw_random_bytes(&w->loop.rng, sizeof(w->loop.rng)) != GW_OK || w->loop.rng == 0)
+        w->loop.rng = (uint64_t)gw_now_us() | 1;
     /* The epoll changelist folds the add/delete pairs that every response
      * (and curl's socket callbacks) make into one epoll_ctl, or none. The
      * base keeps its lock: the main thread activates drain_ev. */
@@ -376,6 +324,8 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     };
     w->http = gw_http_server_new(w->base, listen_fd, &o);
     w->curl = gw_curlev_new(w->base);
+    w->loop.base = w->base;
+    w->loop.curl = w->curl;
     w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
     w->drain_tick = evtimer_new(w->base, drain_tick, w);
     if (!w->http || !w->curl || !w->drain_ev || !w->drain_tick)
@@ -407,12 +357,9 @@ void dp_worker_join(struct dp_worker *w)
 
 void dp_worker_destroy(struct dp_worker *w)
 {
-    while (w->exchanges)
-        dp_exchange_shutdown(w->exchanges);
+    dp_exchange_shutdown_all(&w->loop);
     gw_http_server_free(w->http);
     gw_curlev_free(w->curl);
-    while (w->nidle_easy > 0)
-        curl_easy_cleanup(w->idle_easy[--w->nidle_easy]);
     if (w->drain_ev)
         event_free(w->drain_ev);
     if (w->drain_tick)

@@ -290,7 +290,7 @@ int main(int argc, char **argv)
             gw_logf(GW_LOG_ERROR, "cannot start worker", "{s:i}", "worker", i);
             return 1;
         }
-        m.workers[i].breakers = breakers;
+        m.workers[i].loop.breakers = breakers;
     }
     for (int i = 0; i < m.nworkers; i++)
         if (dp_worker_start(&m.workers[i]) != GW_OK) {

@@ -1,0 +1,223 @@
+/*
+ * The exchange's own header: one request's state, its phases, and what the
+ * phase files hand each other. Not for use outside dataplane/exchange/.
+ *
+ * Where a request is lives in one variable, x->phase, written only by
+ * x_set_phase (admit.c), which refuses a transition the pipeline does not
+ * have. How the current attempt ended is its verdict; how the request
+ * ended (for its log line and metrics) is outcome and error_class, set
+ * once by x_set_failure.
+ */
+#ifndef DP_EXCHANGE_INT_H
+#define DP_EXCHANGE_INT_H
+
+#include <curl/curl.h>
+#include <event2/util.h>
+#include <jansson.h>
+#include <stdint.h>
+
+#include "canon.h"
+#include "dp_decide.h"
+#include "dp_driver.h"
+#include "dp_exchange.h"
+#include "dp_facade.h"
+#include "dp_router.h"
+#include "gw_buf.h"
+
+/* The failover budget: the whole pre-content phase, every attempt and
+ * backoff included. A request may set its own (header), within bounds. */
+#define X_DEFAULT_BUDGET_MS 120000L
+#define X_MAX_BUDGET_MS 600000L
+/* Header values the router keys on (session, affinity) are bounded. */
+#define X_MAX_KEY_HEADER 128
+/* Every attempt of a request is remembered for its error answer. */
+#define X_MAX_HIST (DP_MAX_CANDIDATES * (DP_RETRIES_MIDDLE + 1) + DP_RETRIES_LAST)
+
+struct event;
+struct gw_sse_event;
+struct dp_metrics_target;
+struct dp_limits_hold;
+
+enum xkind { KIND_CHAT, KIND_EMBED };
+
+/* The phases, in the order a request moves through them (dp_exchange.h). */
+enum xphase {
+    XP_ADMIT,   /* the body and headers are being read */
+    XP_PLAN,    /* the router orders the candidates */
+    XP_RESERVE, /* the limits reserve the request's need (may wait for a grant) */
+    XP_ATTEMPT, /* an upstream transfer in flight, before its first content */
+    XP_ANSWER,  /* the transfer in flight owns the answer (the bright line is crossed) */
+    XP_WAIT,    /* between attempts: a backoff, or the next candidate's turn */
+    XP_DONE,    /* ended; the exchange is being freed */
+};
+
+/* How an attempt ended, for its log line and its breaker. */
+enum verdict {
+    V_NONE,     /* still running */
+    V_OK,       /* the whole answer reached the client */
+    V_FAILED,   /* failed before its first content: the loop decides */
+    V_BROKE,    /* failed after its first content: an in-band error */
+    V_CANCELED, /* the client left, or the gateway stopped */
+};
+
+/* What a request keeps of its plan once it has candidates: the plan's skip
+ * records and message (most of its 6 KiB) serve only a no-candidate reply,
+ * so they live on the heap while planning and no longer. */
+struct choice {
+    const struct dp_route *route;
+    struct dp_candidate cands[DP_MAX_CANDIDATES];
+    size_t ncands;
+};
+
+/* A failed attempt, remembered for the request's error answer. */
+struct hist {
+    const char *provider;
+    const char *model;
+    enum canon_failure failure;
+    int status;  /* the upstream's HTTP status, or 0 */
+    int refused; /* the driver refused to build it: nothing was sent */
+};
+
+struct dp_exchange {
+    struct dp_xloop *l;
+    struct dp_exchange *prev, *next;
+    enum xkind kind;
+    enum xphase phase;       /* x_set_phase only */
+    struct gw_http_req *req; /* NULL once the client side has ended */
+    struct dp_snapshot *snap;
+    const struct dp_key *key;
+    char request_id[160];
+    /* What attempt ids start with: the request id, made unique when the
+     * client chose it (two clients, or one on purpose, may send the same
+     * X-Request-Id, and the ledger keys rows by attempt id). */
+    char attempt_base[150];
+    char cost_currency[4]; /* the currency of cost_total ("" before the first priced attempt) */
+    char path[64];
+    char session[X_MAX_KEY_HEADER + 1];
+    char agent[X_MAX_KEY_HEADER + 1];   /* X-LLMGW-Agent: ledger attribution */
+    char purpose[X_MAX_KEY_HEADER + 1]; /* X-LLMGW-Purpose */
+    const char *affinity;               /* X-LLMGW-Affinity-Key or NULL; the plan only reads it */
+    char selector[DP_MAX_MODEL_ID + 1];
+    const struct dp_facade *fc; /* chat */
+    struct canon_req *creq;     /* chat */
+    json_t *eroot;              /* embeddings: the body; ereq points into it */
+    struct canon_embed_req ereq;
+    int client_stream;
+
+    /* the loop */
+    struct choice plan;
+    struct dp_limits_hold *hold; /* what the request reserved of its limits (docs/budgets.md) */
+    size_t ci;                   /* the current candidate */
+    int tries;                   /* attempts on it so far */
+    int nattempts, nretries, nfailovers;
+    int64_t deadline_us; /* the failover budget's end */
+    long budget_ms;
+    int budget_out;
+    int budget_timer;  /* the watchdog is set for the budget's end, not the provider's */
+    struct hist *hist; /* X_MAX_HIST, allocated at the first failed attempt */
+    size_t nhist;
+    struct canon_err rerr;     /* the last refusal, when the last attempt was one */
+    char last_msg[384];        /* the last failed attempt's message */
+    char last_retry_after[32]; /* and its Retry-After */
+    struct event *timer;       /* XP_ATTEMPT, XP_ANSWER: the watchdog; XP_WAIT: the next attempt */
+
+    /* the current attempt */
+    const struct dp_provider *prov;
+    const char *model;
+    /* The pass-through (dp_driver.h): the driver whose relay this attempt
+     * uses (the client's body went upstream; the answer's bytes come back
+     * as they were), or NULL: translated. */
+    const struct dp_driver *relay;
+    struct gw_buf relay_held; /* a relayed stream's usage event, for its end */
+    long long out_cap;        /* > 0: the output cap a worst-case reservation imposed */
+    struct drv_request dreq;
+    struct drv_parser *parser;
+    CURL *easy;
+    int running;     /* easy is in the multi handle */
+    int probe;       /* admitted as a half-open breaker's probe */
+    int fleet_probe; /* admitted as the fleet view's probe (dp_fleet) */
+    int status;      /* upstream HTTP status */
+    char retry_after[32];
+    struct gw_buf coll; /* error bodies; embeddings answers */
+    int paused;
+    int nevents;   /* events the driver emitted */
+    int finishing; /* inside the driver's finish() after a clean end */
+    int terminal;  /* DONE or ERROR seen */
+    enum verdict verdict;
+    enum canon_failure failure; /* V_FAILED, V_BROKE */
+    int fail_status;
+    char fail_msg[384];
+    int64_t ta0, t_first_byte, t_first_content;
+    int64_t at_ms;        /* the attempt's start, wall clock (its ledger row) */
+    char attempt_id[176]; /* attempt_base "." attempt number: the ledger's key, sent upstream */
+    int priced;           /* this attempt's cost is computed (at its usage's end) */
+    struct fc_bill bill;  /* this attempt's ledger id and cost, for the client */
+    const char *mmodel;   /* the model as a metric label: configured, or "other" */
+    char answer_model[128];
+    struct canon_usage usage;
+    enum canon_stop stop;
+    int have_stop;
+
+    /* the answer */
+    struct canon_sink sink;
+    void *fstate; /* facade stream encoder, created at the first event */
+    struct canon_acc acc;
+    struct gw_buf out;  /* client bytes not yet written */
+    struct gw_buf logb; /* a log line's members */
+    struct gw_buf logs; /* whole lines held back, to go out with the request's */
+    int committed;      /* a content event arrived: the answer is this attempt's */
+    int64_t t0, t_client_first, t_client_end;
+    /* For the overhead metric: time spent waiting on upstream attempts and
+     * on retry backoffs, and when the current backoff began. */
+    int64_t upstream_us, backoff_us, wait_from;
+    int stream_counted; /* counted in llmgw_open_streams */
+    int64_t cost_total; /* every attempt's cost so far; valid while cost_known */
+    int cost_known;
+    int final_status;
+    const char *outcome;
+    const char *error_class;
+};
+
+/* admit.c: the lifetime */
+void x_set_phase(struct dp_exchange *x, enum xphase p);
+int x_in_flight(const struct dp_exchange *x); /* XP_ATTEMPT or XP_ANSWER */
+void x_end(struct dp_exchange *x);            /* the request's line, then freed */
+void x_free(struct dp_exchange *x);           /* freed: the line was written, or not wanted */
+void x_set_failure(struct dp_exchange *x, const char *outcome, const char *cls);
+
+/* plan.c */
+/* The client's selector (x->selector is its copy for the ledger, cut to
+ * the longest model id): nonzero when answered (no candidate); the caller
+ * frees x. */
+int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n);
+void x_reserve(struct dp_exchange *x);
+
+/* attempt.c */
+void x_start_attempt(struct dp_exchange *x);
+void x_attempt_over(struct dp_exchange *x);
+void x_release_upstream(struct dp_exchange *x);
+void x_on_timer(evutil_socket_t fd, short what, void *arg);
+
+/* answer.c */
+int x_on_event(void *arg, const struct canon_event *ev);
+int x_on_raw(void *arg, const struct gw_sse_event *ev);
+void x_attempt_failed(struct dp_exchange *x, enum canon_failure f, int status, const char *msg);
+void x_answer_broke(struct dp_exchange *x, const struct canon_event *ev);
+void x_internal_failure(struct dp_exchange *x, const char *msg);
+void x_reply_error(struct dp_exchange *x, int status, const char *param, const char *code,
+                   const char *msg);
+void x_give_up(struct dp_exchange *x);
+void x_finish_embed(struct dp_exchange *x);
+int x_flush_out(struct dp_exchange *x);
+const struct dp_facade *x_facade(const struct dp_exchange *x);
+
+/* record.c */
+void x_price(struct dp_exchange *x);
+void x_record_attempt(struct dp_exchange *x, int64_t end);
+void x_remember(struct dp_exchange *x, enum canon_failure f, int status, int refused);
+int x_attempts_json(const struct dp_exchange *x, struct gw_buf *o);
+void x_add_cost_headers(struct gw_http_req *req, struct dp_exchange *x);
+void x_log_request(struct dp_exchange *x);
+void x_metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t);
+
+#endif

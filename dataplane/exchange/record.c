@@ -1,0 +1,409 @@
+/*
+ * The record phase: what an attempt and a request leave behind. Each
+ * attempt's record is built once (x_record_attempt) and feeds the breaker,
+ * the fleet view, its log line, its ledger row, the limits' charges and the
+ * metrics; the request's line and metrics follow when it ends. Logs carry
+ * fields only, never request or answer text.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_breaker.h"
+#include "dp_cost.h"
+#include "dp_fleet.h"
+#include "dp_ledger.h"
+#include "dp_limits.h"
+#include "dp_metrics.h"
+#include "dp_snapshot.h"
+#include "exchange.h"
+#include "gw_error.h"
+#include "gw_http.h"
+#include "gw_json.h"
+#include "gw_log.h"
+#include "gw_money.h"
+#include "gw_time.h"
+
+/* One attempt's record, built once when it ends (x_record_attempt): the
+ * breaker, the fleet view, the log line, the ledger row, the limits'
+ * charges and the metrics all read this one. */
+struct attempt_rec {
+    struct dp_outcome o; /* the breaker's and the fleet view's */
+    struct dp_metrics_target mt;
+    const char *verdict;       /* "ok", "failed", "broke", "canceled" */
+    const char *failure_class; /* failed or broke: the class; else NULL */
+    int64_t end;
+};
+
+static const char *api_name(const struct dp_exchange *x)
+{
+    return x->kind == KIND_EMBED ? "openai.embeddings" : x->fc->name;
+}
+
+/* ---------------------------------------------------------------- logs */
+
+/* ,"name":<escaped string> */
+static int field_str(struct gw_buf *o, const char *name, const char *v)
+{
+    int rc = gw_buf_printf(o, ",\"%s\":", name);
+    return rc == GW_OK ? gw_json_escape(o, v, strlen(v)) : rc;
+}
+
+static int field_ms(struct gw_buf *o, const char *name, int64_t from, int64_t to)
+{
+    return gw_buf_printf(o, ",\"%s\":%.3f", name, (double)(to - from) / 1000.0);
+}
+
+static int field_usage(struct gw_buf *o, const struct canon_usage *u)
+{
+    return gw_buf_printf(o,
+                         ",\"tokens\":{\"input\":%lld,\"cache_read\":%lld,\"cache_write_5m\":%lld,"
+                         "\"cache_write_1h\":%lld,\"output\":%lld,\"reasoning\":%lld}",
+                         (long long)u->input, (long long)u->cache_read,
+                         (long long)u->cache_write_5m, (long long)u->cache_write_1h,
+                         (long long)u->output, (long long)u->reasoning);
+}
+
+/* The fields both lines start with. */
+static int log_head(struct dp_exchange *x, struct gw_buf *o)
+{
+    int rc = gw_buf_appends(o, "\"request_id\":");
+    if (rc == GW_OK)
+        rc = gw_json_escape(o, x->request_id, strlen(x->request_id));
+    if (rc == GW_OK)
+        rc = field_str(o, "route", x->plan.route ? x->plan.route->name : "");
+    if (rc == GW_OK && x->prov)
+        rc = field_str(o, "provider", x->prov->name);
+    if (rc == GW_OK && x->prov)
+        rc = field_str(o, "driver", x->prov->driver);
+    if (rc == GW_OK && x->model)
+        rc = field_str(o, "model", x->model);
+    return rc;
+}
+
+static const char *const verdict_names[] = {
+    [V_NONE] = "running",      [V_OK] = "ok", [V_FAILED] = "failed", [V_BROKE] = "broke",
+    [V_CANCELED] = "canceled",
+};
+
+/* One line per upstream attempt (failed ones included): fields only,
+ * never request or answer text. Its times count from the attempt's start. */
+static void log_attempt(struct dp_exchange *x, const struct attempt_rec *a)
+{
+    struct gw_buf *o = &x->logb;
+    gw_buf_reset(o);
+    int rc = log_head(x, o);
+    if (rc == GW_OK)
+        rc = field_str(o, "attempt_id", x->attempt_id);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"attempt\":%d,\"retry\":%s,\"probe\":%s", x->nattempts,
+                           x->tries > 1 ? "true" : "false", x->probe ? "true" : "false");
+    if (rc == GW_OK && x->fleet_probe)
+        rc = gw_buf_printf(o, ",\"fleet_probe\":true");
+    if (rc == GW_OK)
+        rc = field_str(o, "outcome", a->verdict);
+    if (rc == GW_OK && a->failure_class)
+        rc = field_str(o, "error_class", a->failure_class);
+    if (rc == GW_OK && x->status)
+        rc = gw_buf_printf(o, ",\"upstream_status\":%d", x->status);
+    if (rc == GW_OK)
+        rc = field_ms(o, "latency_ms", x->ta0, a->end);
+    if (rc == GW_OK && x->t_first_byte)
+        rc = field_ms(o, "ttfb_ms", x->ta0, x->t_first_byte);
+    if (rc == GW_OK && x->t_first_content)
+        rc = field_ms(o, "ttfc_ms", x->ta0, x->t_first_content);
+    if (rc == GW_OK && x->usage.have)
+        rc = field_usage(o, &x->usage);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
+    /* The request's last attempt goes out with the request's line, in one
+     * write; an attempt the loop goes on from, at once. */
+    if (rc == GW_OK && x->verdict == V_FAILED && x->req)
+        gw_log_access_fields("attempt", o->data, o->len);
+    else if (rc == GW_OK)
+        (void)gw_log_access_line(&x->logs, "attempt", o->data, o->len);
+}
+
+/* ---------------------------------------------------------------- ledger */
+
+/* Prices the current attempt once, when its usage is final: at its DONE
+ * (so a stream's last event can carry it) or when it ends otherwise. The
+ * prices are the snapshot's the attempt ran under. No tokens: exactly 0.
+ * Tokens of a class with no price, or an overflow: unknown (NULL in the
+ * ledger, counted and warned about), never a guess. */
+void x_price(struct dp_exchange *x)
+{
+    if (x->priced || !x->prov)
+        return;
+    x->priced = 1;
+    const struct canon_usage *u = &x->usage;
+    const struct dp_price *p = dp_snapshot_price(x->snap, x->prov->name, x->model);
+    int64_t cost = 0;
+    int rc = GW_OK;
+    if (u->input || u->cache_read || u->cache_write_5m || u->cache_write_1h || u->output)
+        rc = p ? dp_cost(p, u, &cost) : GW_ENOENT;
+    struct dp_metrics_target mt;
+    x_metrics_target(x, &mt);
+    const char *currency = p ? p->currency : "USD";
+    if (rc == GW_OK) {
+        if (cost > 0)
+            dp_metrics_cost(&mt, currency, cost);
+        /* Amounts in different currencies are never added: a request that
+         * failed over across them has no single total. */
+        if (x->cost_known && cost > 0 && x->cost_currency[0] && strcmp(x->cost_currency, currency))
+            x->cost_known = 0;
+        if (cost > 0 && !x->cost_currency[0])
+            snprintf(x->cost_currency, sizeof(x->cost_currency), "%s", currency);
+        if (x->cost_known && gw_money_add(x->cost_total, cost, &x->cost_total) != GW_OK)
+            x->cost_known = 0;
+    } else {
+        dp_metrics_unpriced(&mt, rc == GW_ERANGE                ? "overflow"
+                                 : !p                           ? "no price for the model"
+                                 : dp_cost_unpriced_class(p, u) ? dp_cost_unpriced_class(p, u)
+                                                                : "inconsistent usage");
+        x->cost_known = 0;
+    }
+    x->bill = (struct fc_bill){.set = 1,
+                               .ledger_id = dp_ledger_enabled() ? x->attempt_id : NULL,
+                               .cost_picodollars = rc == GW_OK ? cost : 0,
+                               .has_cost = rc == GW_OK,
+                               .currency = currency};
+}
+
+static void copy_field(char *dst, size_t n, const char *src)
+{
+    snprintf(dst, n, "%s", src ? src : "");
+}
+
+static int64_t ms_since(int64_t from, int64_t to)
+{
+    return to > from ? (to - from) / 1000 : 0;
+}
+
+/* The attempt's charges on the request's limits, and its ledger row
+ * (exactly one per attempt that went upstream). */
+static void charge_and_ledger(struct dp_exchange *x, const struct attempt_rec *a)
+{
+    /* What the attempt took from each limit: counted here, whether or not
+     * a ledger takes the row, so the request's end trues up its leases. */
+    struct dp_charge charges[DP_MAX_CHARGES];
+    int usd = x->bill.currency && strcmp(x->bill.currency, "USD") == 0; /* budgets are USD */
+    size_t ncharges = dp_limits_charges(
+        x->hold, x->nattempts, &x->usage, x->bill.cost_picodollars, x->bill.has_cost && usd,
+        dp_snapshot_price(x->snap, x->prov->name, x->model), charges, DP_MAX_CHARGES);
+    if (!dp_ledger_enabled())
+        return;
+    struct dp_ledger_row *r = calloc(1, sizeof(*r));
+    if (!r) {
+        gw_logf(GW_LOG_ERROR, "ledger: out of memory; row not recorded", "{s:s}", "attempt_id",
+                x->attempt_id);
+        return;
+    }
+    copy_field(r->request_id, sizeof(r->request_id), x->request_id);
+    copy_field(r->attempt_id, sizeof(r->attempt_id), x->attempt_id);
+    copy_field(r->key_id, sizeof(r->key_id), x->key ? x->key->id : NULL);
+    copy_field(r->team, sizeof(r->team), x->key ? x->key->team : NULL);
+    copy_field(r->project, sizeof(r->project), x->key ? x->key->project : NULL);
+    copy_field(r->route, sizeof(r->route), x->plan.route ? x->plan.route->name : NULL);
+    copy_field(r->provider, sizeof(r->provider), x->prov->name);
+    copy_field(r->model, sizeof(r->model), x->model);
+    copy_field(r->selector, sizeof(r->selector), x->selector);
+    copy_field(r->session, sizeof(r->session), x->session);
+    copy_field(r->agent, sizeof(r->agent), x->agent);
+    copy_field(r->purpose, sizeof(r->purpose), x->purpose);
+    copy_field(r->api, sizeof(r->api), api_name(x));
+    copy_field(r->failure_class, sizeof(r->failure_class),
+               a->failure_class           ? a->failure_class
+               : x->verdict == V_CANCELED ? "canceled"
+                                          : NULL);
+    copy_field(r->currency, sizeof(r->currency), x->bill.currency);
+    r->attempt = x->nattempts;
+    r->status = x->status;
+    r->stream = x->client_stream;
+    r->has_cost = x->bill.has_cost;
+    r->cost_picodollars = x->bill.cost_picodollars;
+    r->input_tokens = x->usage.input;
+    r->cache_read_tokens = x->usage.cache_read;
+    r->cache_write_5m_tokens = x->usage.cache_write_5m;
+    r->cache_write_1h_tokens = x->usage.cache_write_1h;
+    r->output_tokens = x->usage.output;
+    r->reasoning_tokens = x->usage.reasoning;
+    r->latency_ms = ms_since(x->ta0, a->end);
+    r->ttfb_ms = x->t_first_byte ? ms_since(x->ta0, x->t_first_byte) : -1;
+    r->ttfc_ms = x->t_first_content ? ms_since(x->ta0, x->t_first_content) : -1;
+    r->snapshot_version = x->snap->version;
+    r->at_ms = x->at_ms;
+    memcpy(r->charges, charges, ncharges * sizeof(*charges));
+    r->ncharges = ncharges;
+    (void)dp_ledger_record(r);
+    free(r);
+}
+
+/* The request's cost so far, for a whole (non-streaming) answer. */
+void x_add_cost_headers(struct gw_http_req *req, struct dp_exchange *x)
+{
+    x_price(x);
+    char v[32];
+    if (x->bill.ledger_id)
+        (void)gw_http_add_header(req, "x-llmgw-ledger-id", x->bill.ledger_id);
+    if (x->cost_known) {
+        snprintf(v, sizeof(v), "%lld", (long long)x->cost_total);
+        (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", v);
+        (void)gw_http_add_header(req, "x-llmgw-cost-currency",
+                                 x->cost_currency[0] ? x->cost_currency
+                                 : x->bill.currency  ? x->bill.currency
+                                                     : "USD");
+    } else {
+        /* A token class without a price, or attempts in two currencies:
+         * no single exact total (each ledger row still has its own). */
+        (void)gw_http_add_header(req, "x-llmgw-cost-picodollars", "unpriced");
+    }
+}
+
+/* ------------------------------------------------------------- metrics */
+
+void x_metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t)
+{
+    t->route = x->plan.route ? x->plan.route->name : "";
+    t->provider = x->prov ? x->prov->name : NULL;
+    t->driver = x->prov ? x->prov->driver : NULL;
+    t->model = x->prov ? x->mmodel : NULL;
+    t->operation = x->kind == KIND_EMBED ? "embeddings" : "chat";
+}
+
+/* The request's metrics; end is its answer's end (docs/observability.md
+ * defines each measure). */
+static void metrics_request(struct dp_exchange *x, int64_t end)
+{
+    struct dp_metrics_target t;
+    x_metrics_target(x, &t);
+    if (x->wait_from) /* the client left during a backoff */
+        x->backoff_us += end - x->wait_from;
+    int64_t total = end - x->t0;
+    int64_t overhead = total - x->upstream_us - x->backoff_us;
+    struct dp_metrics_request r = {
+        .status = x->final_status,
+        .error_class = x->error_class ? x->error_class : x->outcome,
+        .duration_s = (double)total / 1e6,
+        .ttft_s = -1,
+        .tpot_s = -1,
+        .overhead_s = (double)(overhead > 0 ? overhead : 0) / 1e6,
+    };
+    /* Streamed answers only: a whole body's first token and its last reach
+     * the client together. */
+    int streamed = x->kind == KIND_CHAT && x->client_stream && x->t_client_first;
+    if (streamed)
+        r.ttft_s = (double)(x->t_client_first - x->t0) / 1e6;
+    if (streamed && x->verdict == V_OK && x->usage.output > 1)
+        r.tpot_s = (double)(end - x->t_client_first) / 1e6 / (double)(x->usage.output - 1);
+    dp_metrics_request(&t, &r);
+}
+
+/* The request's line: what the client saw, with the last attempt's target. */
+void x_log_request(struct dp_exchange *x)
+{
+    struct gw_buf *o = &x->logb;
+    gw_buf_reset(o);
+    int64_t end = x->t_client_end ? x->t_client_end : gw_now_us();
+    int rc = log_head(x, o);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(o, ",\"method\":\"POST\"");
+    if (rc == GW_OK)
+        rc = field_str(o, "path", x->path);
+    if (rc == GW_OK)
+        rc = field_str(o, "api", api_name(x));
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"status\":%d,\"stream\":%s", x->final_status,
+                           x->client_stream ? "true" : "false");
+    if (rc == GW_OK)
+        rc = field_ms(o, "latency_ms", x->t0, end);
+    if (rc == GW_OK && x->t_first_byte)
+        rc = field_ms(o, "ttfb_ms", x->t0, x->t_first_byte);
+    if (rc == GW_OK && x->t_client_first)
+        rc = field_ms(o, "ttfc_ms", x->t0, x->t_client_first);
+    if (rc == GW_OK && x->status)
+        rc = gw_buf_printf(o, ",\"upstream_status\":%d", x->status);
+    if (rc == GW_OK && x->usage.have)
+        rc = field_usage(o, &x->usage);
+    if (rc == GW_OK && x->have_stop)
+        rc = field_str(o, "stop_reason", canon_stop_name(x->stop));
+    if (rc == GW_OK)
+        rc = field_str(o, "outcome", x->outcome ? x->outcome : "ok");
+    if (rc == GW_OK && x->error_class)
+        rc = field_str(o, "error_class", x->error_class);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"attempts\":%d,\"retries\":%d,\"failovers\":%d", x->nattempts,
+                           x->nretries, x->nfailovers);
+    if (rc == GW_OK && x->key)
+        rc = field_str(o, "key_id", x->key->id);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
+    if (rc == GW_OK)
+        rc = gw_log_access_line(&x->logs, "access", o->data, o->len);
+    gw_log_access_write(&x->logs);
+    metrics_request(x, end);
+}
+
+/* ------------------------------------------------------------ attempts */
+
+/* The attempts so far as a JSON array, for an error answer. */
+int x_attempts_json(const struct dp_exchange *x, struct gw_buf *o)
+{
+    int rc = gw_buf_appends(o, "[");
+    for (size_t i = 0; rc == GW_OK && i < x->nhist; i++) {
+        const struct hist *h = &x->hist[i];
+        rc = gw_buf_appends(o, i ? ",{\"provider\":" : "{\"provider\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(o, h->provider, strlen(h->provider));
+        if (rc == GW_OK)
+            rc = field_str(o, "model", h->model);
+        if (rc == GW_OK)
+            rc = field_str(o, "class", canon_failure_name(h->failure));
+        if (rc == GW_OK)
+            rc = gw_buf_printf(o, ",\"status\":%d%s}", h->status,
+                               h->refused ? ",\"refused\":true" : "");
+    }
+    return rc == GW_OK ? gw_buf_appends(o, "]") : rc;
+}
+
+void x_remember(struct dp_exchange *x, enum canon_failure f, int status, int refused)
+{
+    if (!refused) {
+        memcpy(x->last_msg, x->fail_msg, sizeof(x->last_msg));
+        memcpy(x->last_retry_after, x->retry_after, sizeof(x->last_retry_after));
+    }
+    if (!x->hist && !(x->hist = malloc(X_MAX_HIST * sizeof(*x->hist))))
+        return; /* the error answer lists fewer attempts */
+    if (x->nhist < X_MAX_HIST)
+        x->hist[x->nhist++] = (struct hist){x->prov->name, x->model, f, status, refused};
+}
+
+/* ------------------------------------------------------------- the record */
+
+void x_record_attempt(struct dp_exchange *x, int64_t end)
+{
+    if (x->verdict == V_NONE)
+        x->verdict = V_CANCELED;
+    x_price(x);
+    int failed = x->verdict == V_FAILED || x->verdict == V_BROKE;
+    struct attempt_rec a = {
+        .o = {.provider = x->prov->name,
+              .model = x->model,
+              .ok = x->verdict == V_OK,
+              /* A request's own budget running out says nothing about the
+               * provider: no verdict. */
+              .failure = failed && !x->budget_out ? x->failure : CANON_FAIL_CANCELED,
+              .latency_us = end - x->ta0,
+              .ttfb_us = x->t_first_byte ? x->t_first_byte - x->ta0 : 0,
+              .at_us = end},
+        .verdict = verdict_names[x->verdict],
+        .failure_class = failed ? canon_failure_name(x->failure) : NULL,
+        .end = end,
+    };
+    x_metrics_target(x, &a.mt);
+    dp_breaker_record(x->l->breakers, &a.o, x->probe);
+    dp_fleet_record(&a.o, x->fleet_probe);
+    log_attempt(x, &a);
+    charge_and_ledger(x, &a);
+    dp_metrics_attempt(&a.mt, a.verdict, a.failure_class, &x->usage);
+}
