@@ -1,7 +1,13 @@
+/*
+ * dp_cpclient's session: one Watch and one Report stream (snapshots built,
+ * published and acknowledged; lease messages, ledger rows and outcome
+ * summaries sent; grants and fleet views taken in), their restart with
+ * backoff, and the client's thread. Reaching the control plane (addresses,
+ * channels, TLS, the probe) is dp_cpclient_conn.c.
+ */
 #include "dp_cpclient.h"
 
 #include <event2/event.h>
-#include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
@@ -11,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dp_cpclient_int.h"
 #include "dp_fleet.h"
 #include "dp_ledger.h"
 #include "dp_limits.h"
@@ -27,10 +34,7 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
-#define MAX_SNAPSHOT_BYTES (64u << 20)
 #define PROBE_EVERY_MS 1000
-#define PROBE_DEADLINE_MS 2000
-#define PROBE_LOG_EVERY_MS 5000
 /* Ledger rows sent and not yet acknowledged, at most (flow control: the
  * control plane's queue is bounded by this per stream). */
 #define LEDGER_WINDOW 2048
@@ -41,73 +45,6 @@
  * state or a fleet probe ended. */
 #define SUMMARY_EVERY_MS 1000
 #define SUMMARY_MIN_GAP_MS 100
-/* --control-plane may list several addresses: a session that cannot reach
- * its address within this long moves on to the next. */
-#define CONNECT_WAIT_MS 3000
-#define MAX_ADDRS 16
-
-/* One client call: its status batch plus whatever else is in flight. */
-struct ccall {
-    struct dp_cpclient *c;
-    grpc_call *call;
-    int pending; /* batches in flight */
-    int ended;   /* status received */
-    grpc_metadata_array initial_md, trailing_md;
-    grpc_status_code status;
-    grpc_slice details;
-    grpc_byte_buffer *recv_bb, *send_bb;
-    int sending, started;
-    struct gw_grpc_tag t_status, t_start, t_recv, t_send;
-};
-
-/* A connection probe (see probe_tick). */
-struct probe {
-    struct dp_cpclient *c;
-    grpc_call *call;
-    int pending;
-    grpc_metadata_array initial_md, trailing_md;
-    grpc_status_code status;
-    grpc_slice details;
-    struct gw_grpc_tag t_status, t_start;
-};
-
-struct dp_cpclient {
-    const struct dp_config *cfg;
-    pthread_t thread;
-    struct event_base *base;
-    struct gw_grpc_loop *loop;
-    grpc_completion_queue *cq;
-    grpc_channel *channel;
-    struct event *stop_ev, *retry_ev, *probe_ev;
-    struct event *ledger_ev, *sync_ev; /* a row was recorded; the spool's sync tick */
-    int report_up;                     /* atomic: the Report stream is open */
-    struct probe *probe;               /* in flight, or NULL */
-    int64_t probe_logged_ms;           /* when a connection failure was last logged */
-    int probe_suppressed;              /* failures not logged since */
-    int stopping;
-    struct ccall *watch, *report;
-    long long served;      /* version served from the control plane or the cache */
-    long long ack_pending; /* newest version to acknowledge; -1 none */
-    int got_snapshot;      /* this session delivered one */
-    long backoff_ms;
-    uint64_t rng;
-
-    /* --control-plane's addresses, a channel each (made on first use); the
-     * session uses addrs[cur] and moves to the next when it ends. */
-    char *addrs[MAX_ADDRS];
-    grpc_channel *channels[MAX_ADDRS];
-    size_t naddrs, cur;
-    int session_up;        /* this session's Watch got the server's headers */
-    int64_t session_at_us; /* when this session started */
-
-    /* The fleet health view's summaries (dp_outcomes), sent on the Report
-     * stream; views come back in ReportReplies (dp_fleet). */
-    struct event *summary_ev, *summary_wake_ev;
-    grpc_byte_buffer *summary_bb; /* packed, waiting for report_pump */
-    int64_t summary_since_ms;     /* the next summary's interval start */
-    int64_t summary_sent_us;      /* when the last one was harvested */
-    int64_t summary_due_us;       /* when summary_ev fires */
-};
 
 static void session_start(struct dp_cpclient *c);
 static void summary_soon(struct dp_cpclient *c);
@@ -126,8 +63,6 @@ static uint64_t next_rand(uint64_t *x)
 static struct ccall *ccall_new(struct dp_cpclient *c, const char *method);
 static void ccall_maybe_free(struct ccall *k);
 
-static grpc_channel *channel_for(struct dp_cpclient *c, size_t i);
-
 /* The next session goes to the next address (several --control-plane
  * addresses): a control plane that died, or cannot be reached, is left
  * for another at once. */
@@ -136,7 +71,7 @@ static void next_address(struct dp_cpclient *c)
     if (c->naddrs < 2)
         return;
     size_t next = (c->cur + 1) % c->naddrs;
-    grpc_channel *ch = channel_for(c, next);
+    grpc_channel *ch = dpc_channel_for(c, next);
     if (!ch)
         return;
     c->cur = next;
@@ -607,121 +542,6 @@ static void session_start(struct dp_cpclient *c)
     (void)batch(r, rops, 2, &r->t_start);
 }
 
-/* ------------------------------------------------------------ probe
- *
- * The session's calls wait for a connection (WAIT_FOR_READY), so a control
- * plane that cannot be connected to (refused, TLS handshake failure,
- * certificate rejected) leaves them waiting in silence. Every second, while
- * the channel is in TRANSIENT_FAILURE, a probe call without WAIT_FOR_READY
- * fails at once with the channel's last connection error, which is logged
- * (at most once per PROBE_LOG_EVERY_MS, with the count of failures not
- * logged since). A probe that reaches the server after all sends no request
- * and ends at its deadline, unlogged. */
-
-static void probe_maybe_free(struct probe *p)
-{
-    if (p->pending > 0)
-        return;
-    if (p->c->probe == p)
-        p->c->probe = NULL;
-    grpc_metadata_array_destroy(&p->initial_md);
-    grpc_metadata_array_destroy(&p->trailing_md);
-    grpc_slice_unref(p->details);
-    grpc_call_unref(p->call);
-    free(p);
-}
-
-static void on_probe_status(void *arg, int ok)
-{
-    (void)ok;
-    struct probe *p = arg;
-    struct dp_cpclient *c = p->c;
-    p->pending--;
-    if (!c->stopping && p->status == GRPC_STATUS_UNAVAILABLE) {
-        int64_t now = gw_now_us() / 1000;
-        if (c->probe_logged_ms && now - c->probe_logged_ms < PROBE_LOG_EVERY_MS) {
-            c->probe_suppressed++;
-        } else {
-            char *d = grpc_slice_to_c_string(p->details);
-            gw_logf(GW_LOG_WARN, "control plane: cannot connect; retrying", "{s:s,s:s,s:s,s:i}",
-                    "control_plane", c->addrs[c->cur], "status", gw_grpc_status_name(p->status),
-                    "detail", d ? d : "", "not_logged_since", c->probe_suppressed);
-            gpr_free(d);
-            c->probe_logged_ms = now;
-            c->probe_suppressed = 0;
-        }
-    }
-    probe_maybe_free(p);
-}
-
-static void on_probe_start(void *arg, int ok)
-{
-    (void)ok;
-    struct probe *p = arg;
-    p->pending--;
-    probe_maybe_free(p);
-}
-
-static void probe_start(struct dp_cpclient *c)
-{
-    struct probe *p = calloc(1, sizeof(*p));
-    if (!p)
-        return;
-    p->c = c;
-    p->details = grpc_empty_slice();
-    grpc_metadata_array_init(&p->initial_md);
-    grpc_metadata_array_init(&p->trailing_md);
-    gw_grpc_tag_init(&p->t_status, on_probe_status, p);
-    gw_grpc_tag_init(&p->t_start, on_probe_start, p);
-    grpc_slice m = grpc_slice_from_static_string("/llmgw.v1.Control/Watch");
-    gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                   gpr_time_from_millis(PROBE_DEADLINE_MS, GPR_TIMESPAN));
-    p->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL,
-                                       dl, NULL);
-    if (!p->call) {
-        grpc_metadata_array_destroy(&p->initial_md);
-        grpc_metadata_array_destroy(&p->trailing_md);
-        free(p);
-        return;
-    }
-    c->probe = p;
-    grpc_op op = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
-    op.data.recv_status_on_client.trailing_metadata = &p->trailing_md;
-    op.data.recv_status_on_client.status = &p->status;
-    op.data.recv_status_on_client.status_details = &p->details;
-    if (grpc_call_start_batch(p->call, &op, 1, &p->t_status, NULL) == GRPC_CALL_OK)
-        p->pending++;
-    /* No WAIT_FOR_READY: in TRANSIENT_FAILURE the call fails at once. */
-    grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_RECV_INITIAL_METADATA}};
-    ops[1].data.recv_initial_metadata.recv_initial_metadata = &p->initial_md;
-    if (grpc_call_start_batch(p->call, ops, 2, &p->t_start, NULL) == GRPC_CALL_OK)
-        p->pending++;
-    else
-        grpc_call_cancel(p->call, NULL);
-    probe_maybe_free(p);
-}
-
-static void probe_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct dp_cpclient *c = arg;
-    if (c->stopping)
-        return;
-    grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 0);
-    /* With more addresses to try, a session that cannot connect is given
-     * up (its calls end, and the next one goes to the next address). */
-    if (c->naddrs > 1 && c->watch && !c->session_up &&
-        (st == GRPC_CHANNEL_TRANSIENT_FAILURE ||
-         gw_now_us() - c->session_at_us >= CONNECT_WAIT_MS * INT64_C(1000))) {
-        grpc_call_cancel(c->watch->call, NULL);
-        if (c->report)
-            grpc_call_cancel(c->report->call, NULL);
-    }
-    if (!c->probe && st == GRPC_CHANNEL_TRANSIENT_FAILURE)
-        probe_start(c);
-}
-
 static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -767,99 +587,6 @@ static void *run(void *arg)
     return NULL;
 }
 
-static grpc_channel_credentials *channel_creds(const struct dp_config *cfg)
-{
-    if (!cfg->control_plane_ca) {
-        gw_logf(GW_LOG_WARN,
-                "control plane: plaintext gRPC (no --control-plane-ca): pushed credentials cross "
-                "the network unencrypted; use TLS outside a test bench",
-                "{s:s}", "control_plane", cfg->control_plane);
-        return grpc_insecure_credentials_create();
-    }
-    char *pem[3] = {0};
-    const char *paths[3] = {cfg->control_plane_ca, cfg->control_plane_cert, cfg->control_plane_key};
-    for (int i = 0; i < 3; i++) {
-        if (!paths[i])
-            continue;
-        FILE *f = fopen(paths[i], "rb");
-        long n = -1;
-        if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1 << 20) &&
-            fseek(f, 0, SEEK_SET) == 0 && (pem[i] = calloc(1, (size_t)n + 1)) &&
-            fread(pem[i], 1, (size_t)n, f) == (size_t)n) {
-            fclose(f);
-            continue;
-        }
-        if (f)
-            fclose(f);
-        gw_logf(GW_LOG_ERROR, "control plane: cannot read a TLS file", "{s:s}", "path", paths[i]);
-        for (int j = 0; j < 3; j++)
-            free(pem[j]);
-        return NULL;
-    }
-    grpc_ssl_pem_key_cert_pair pair = {.private_key = pem[2], .cert_chain = pem[1]};
-    grpc_channel_credentials *cr =
-        grpc_ssl_credentials_create(pem[0], pem[1] ? &pair : NULL, NULL, NULL);
-    for (int j = 0; j < 3; j++)
-        free(pem[j]);
-    return cr;
-}
-
-/* The channel to addrs[i], made on first use with the same credentials
- * and arguments for every address. */
-static grpc_channel *channel_for(struct dp_cpclient *c, size_t i)
-{
-    if (c->channels[i])
-        return c->channels[i];
-    grpc_channel_credentials *cr = channel_creds(c->cfg);
-    if (!cr)
-        return NULL;
-    /* Keepalive every 10 s (the server allows 5 s: cp_grpc.c), even with no
-     * call open; reconnect attempts back off from 100 ms to 5 s. */
-    grpc_arg args[] = {
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_KEEPALIVE_TIME_MS, .value.integer = 10000},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_KEEPALIVE_TIMEOUT_MS, .value.integer = 5000},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
-         .value.integer = 1},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA,
-         .value.integer = 0},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-         .value.integer = 100},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, .value.integer = 100},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, .value.integer = 5000},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-         .value.integer = (int)MAX_SNAPSHOT_BYTES},
-    };
-    grpc_channel_args ca = {.num_args = sizeof(args) / sizeof(*args), .args = args};
-    c->channels[i] = grpc_channel_create(c->addrs[i], cr, &ca);
-    grpc_channel_credentials_release(cr);
-    return c->channels[i];
-}
-
-/* --control-plane: one address, or several separated by commas (each
- * HOST:PORT, checked by dp_config). */
-static int split_addrs(struct dp_cpclient *c, const char *list)
-{
-    const char *p = list;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        if (n > 0) {
-            if (c->naddrs == MAX_ADDRS)
-                return GW_EINVAL;
-            if (!(c->addrs[c->naddrs] = strndup(p, n)))
-                return GW_ENOMEM;
-            c->naddrs++;
-        }
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    return c->naddrs ? GW_OK : GW_EINVAL;
-}
-
 static void client_free(struct dp_cpclient *c)
 {
     if (c->stop_ev)
@@ -893,12 +620,12 @@ static void client_free(struct dp_cpclient *c)
  * wake-up: 1, or 0 when out of memory (or a list too long). */
 static int fleet_setup(struct dp_cpclient *c)
 {
-    if (split_addrs(c, c->cfg->control_plane) != GW_OK)
+    if (dpc_split_addrs(c, c->cfg->control_plane) != GW_OK)
         return 0;
     /* The first address first, then round (list them in another order
      * per replica to spread replicas over control planes). */
     c->cur = 0;
-    c->channel = channel_for(c, c->cur);
+    c->channel = dpc_channel_for(c, c->cur);
     c->summary_ev = evtimer_new(c->base, on_summary, c);
     c->summary_wake_ev = event_new(c->base, -1, 0, on_summary_wake, c);
     if (!c->channel || !c->summary_ev || !c->summary_wake_ev)
@@ -927,7 +654,7 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
         goto fail;
     c->stop_ev = event_new(c->base, -1, 0, on_stop, c);
     c->retry_ev = evtimer_new(c->base, on_retry, c);
-    c->probe_ev = event_new(c->base, -1, EV_PERSIST, probe_tick, c);
+    c->probe_ev = event_new(c->base, -1, EV_PERSIST, dpc_probe_tick, c);
     c->ledger_ev = event_new(c->base, -1, 0, on_ledger, c);
     c->sync_ev = event_new(c->base, -1, EV_PERSIST, on_sync, c);
     if (!c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev)

@@ -1,190 +1,21 @@
+/*
+ * dp_snapshot's build: a document into a snapshot, section by section
+ * (providers, routes, catalog, teams, limits, keys), each checked against
+ * what came before it. The field readers are dp_snapshot_fields.c; the
+ * lookups and the published snapshot, dp_snapshot_lookup.c.
+ */
 #include "dp_snapshot.h"
 
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dp_driver.h"
 #include "dp_router.h"
-#include "gw_crypto.h"
+#include "dp_snapshot_int.h"
 #include "gw_error.h"
 #include "gw_hash.h"
 #include "gw_log.h"
-#include "gw_time.h"
-
-struct build {
-    struct gw_pool *pool;
-    unsigned flags; /* DP_SNAPSHOT_* */
-    char *err;
-    size_t errlen;
-    int failed;
-};
-
-__attribute__((format(printf, 2, 3))) static void fail(struct build *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    b->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->err, b->errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* A required non-empty string field. */
-static const char *req_str(struct build *b, const json_t *o, const char *key, const char *where)
-{
-    json_t *v = json_object_get(o, key);
-    if (!json_is_string(v) || json_string_length(v) == 0) {
-        fail(b, "%s.%s: required, a non-empty string", where, key);
-        return NULL;
-    }
-    return gw_pool_strdup(b->pool, json_string_value(v));
-}
-
-static const char *opt_str(struct build *b, const json_t *o, const char *key, const char *where,
-                           const char *def)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v))
-        return def;
-    if (!json_is_string(v)) {
-        fail(b, "%s.%s: must be a string", where, key);
-        return def;
-    }
-    return gw_pool_strdup(b->pool, json_string_value(v));
-}
-
-static long opt_ms(struct build *b, const json_t *o, const char *key, const char *where, long def)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v))
-        return def;
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 3600 * 1000) {
-        fail(b, "%s.%s: must be an integer from 1 to 3600000 (milliseconds)", where, key);
-        return def;
-    }
-    return (long)json_integer_value(v);
-}
-
-static int opt_bool(struct build *b, const json_t *o, const char *key, const char *where, int def)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v))
-        return def;
-    if (!json_is_boolean(v)) {
-        fail(b, "%s.%s: must be a boolean", where, key);
-        return def;
-    }
-    return json_is_true(v);
-}
-
-/* An optional integer in [min, max]; what says what it counts. */
-static long long opt_int(struct build *b, const json_t *o, const char *key, const char *where,
-                         long long min, long long max, long long def, const char *what)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v))
-        return def;
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        fail(b, "%s.%s: must be an integer from %lld to %lld%s", where, key, min, max, what);
-        return def;
-    }
-    return json_integer_value(v);
-}
-
-/* An optional string that must be one of names (NULL-terminated). */
-static const char *opt_enum(struct build *b, const json_t *o, const char *key, const char *where,
-                            const char *const *names, const char *def)
-{
-    const char *v = opt_str(b, o, key, where, def);
-    if (b->failed || !v)
-        return v;
-    for (const char *const *n = names; *n; n++)
-        if (strcmp(*n, v) == 0)
-            return *n;
-    char list[128] = "";
-    size_t off = 0;
-    for (const char *const *n = names; *n && off < sizeof(list); n++)
-        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "", *n);
-    fail(b, "%s.%s: must be one of %s", where, key, list);
-    return def;
-}
-
-static const struct {
-    const char *name;
-    unsigned bit;
-} cap_names[] = {{"chat", DRV_CAP_CHAT},           {"embeddings", DRV_CAP_EMBEDDINGS},
-                 {"vision", DRV_CAP_VISION},       {"tools", DRV_CAP_TOOLS},
-                 {"json_mode", DRV_CAP_JSON_MODE}, {"reasoning", DRV_CAP_REASONING}};
-
-const char *dp_snapshot_cap_name(unsigned bit)
-{
-    for (size_t k = 0; k < sizeof(cap_names) / sizeof(*cap_names); k++)
-        if (cap_names[k].bit == bit)
-            return cap_names[k].name;
-    return NULL;
-}
-
-/* An array of capability names (where names it) into DRV_CAP_* bits. With
- * drv, a capability the driver does not declare is refused too. */
-static unsigned parse_caps(struct build *b, const json_t *a, const char *where,
-                           const struct dp_driver *drv)
-{
-    unsigned caps = 0;
-    size_t i;
-    json_t *c;
-    if (!json_is_array(a)) {
-        fail(b, "%s: must be an array of capability names", where);
-        return 0;
-    }
-    json_array_foreach(a, i, c)
-    {
-        unsigned bit = 0;
-        for (size_t k = 0; k < sizeof(cap_names) / sizeof(*cap_names); k++)
-            if (json_is_string(c) && strcmp(json_string_value(c), cap_names[k].name) == 0)
-                bit = cap_names[k].bit;
-        if (!bit) {
-            fail(b, "%s[%zu]: must be one of chat, embeddings, vision, tools, json_mode, reasoning",
-                 where, i);
-            return 0;
-        }
-        if (drv && !(drv->caps & bit)) {
-            fail(b, "%s[%zu]: driver '%s' does not support '%s'", where, i, drv->name,
-                 json_string_value(c));
-            return 0;
-        }
-        caps |= bit;
-    }
-    return caps;
-}
-
-/* An optional array of non-empty strings into *out / *n; absent leaves
- * *out NULL (any), an empty array is a non-NULL list of none. */
-static void opt_str_list(struct build *b, const json_t *o, const char *key, const char *where,
-                         const char ***out, size_t *n)
-{
-    json_t *a = json_object_get(o, key);
-    if (!a || json_is_null(a))
-        return;
-    if (!json_is_array(a)) {
-        fail(b, "%s.%s: must be an array of non-empty strings", where, key);
-        return;
-    }
-    *out = gw_pool_calloc(b->pool, (json_array_size(a) + 1) * sizeof(char *));
-    size_t i;
-    json_t *v;
-    json_array_foreach(a, i, v)
-    {
-        if (!json_is_string(v) || json_string_length(v) == 0) {
-            fail(b, "%s.%s[%zu]: must be a non-empty string", where, key, i);
-            return;
-        }
-        (*out)[(*n)++] = gw_pool_strdup(b->pool, json_string_value(v));
-    }
-}
 
 static void decref_json(void *j)
 {
@@ -211,16 +42,16 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
     char where[48];
     snprintf(where, sizeof(where), "providers[%zu]", i);
     if (!json_is_object(o)) {
-        fail(b, "%s: must be an object", where);
+        dps_fail(b, "%s: must be an object", where);
         return;
     }
-    p->name = req_str(b, o, "name", where);
-    p->driver = req_str(b, o, "driver", where);
-    const char *url = req_str(b, o, "base_url", where);
+    p->name = dps_req_str(b, o, "name", where);
+    p->driver = dps_req_str(b, o, "driver", where);
+    const char *url = dps_req_str(b, o, "base_url", where);
     if (b->failed)
         return;
     if (p->name[strcspn(p->name, "/ \t")] != '\0') {
-        fail(b, "%s.name: '%s' may not contain '/' or spaces", where, p->name);
+        dps_fail(b, "%s.name: '%s' may not contain '/' or spaces", where, p->name);
         return;
     }
     p->drv = dp_driver_find(p->driver);
@@ -230,18 +61,18 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         for (const struct dp_driver *const *d = dp_drivers; *d; d++)
             off += (size_t)snprintf(names + off, off < sizeof(names) ? sizeof(names) - off : 0,
                                     "%s%s", off ? ", " : "", (*d)->name);
-        fail(b, "%s.driver: unknown driver '%s' (supported: %s)", where, p->driver, names);
+        dps_fail(b, "%s.driver: unknown driver '%s' (supported: %s)", where, p->driver, names);
         return;
     }
     json_t *opts = json_object_get(o, "options");
     if (opts && !json_is_null(opts) && !json_is_object(opts)) {
-        fail(b, "%s.options: must be an object", where);
+        dps_fail(b, "%s.options: must be an object", where);
         return;
     }
     p->options = opts && json_is_object(opts) ? json_deep_copy(opts) : json_object();
     if (!p->options || gw_pool_cleanup(b->pool, decref_json, p->options)) {
         json_decref(p->options);
-        fail(b, "%s.options: out of memory", where);
+        dps_fail(b, "%s.options: out of memory", where);
         return;
     }
     p->caps = p->drv->caps;
@@ -249,33 +80,34 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
     if (caps) {
         char cw[80];
         snprintf(cw, sizeof(cw), "%s.options.capabilities", where);
-        p->caps = parse_caps(b, caps, cw, p->drv);
+        p->caps = dps_parse_caps(b, caps, cw, p->drv);
         if (b->failed)
             return;
     }
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
-        fail(b, "%s.base_url: must start with http:// or https://", where);
+        dps_fail(b, "%s.base_url: must start with http:// or https://", where);
         return;
     }
     size_t ul = strlen(url);
     while (ul > 0 && url[ul - 1] == '/')
         ul--;
     p->base_url = gw_pool_strndup(b->pool, url, ul);
-    p->credential_ref = opt_str(b, o, "credential_ref", where, NULL);
+    p->credential_ref = dps_opt_str(b, o, "credential_ref", where, NULL);
     json_t *inline_cred = json_object_get(o, "credential");
     if (inline_cred && !(b->flags & DP_SNAPSHOT_PUSHED)) {
         /* A file must never hold a key (ARCHITECTURE invariant 8). */
-        fail(b,
-             "%s.credential: inline credentials are refused in a snapshot file (files must never "
-             "hold keys): name one with credential_ref, e.g. \"env:NAME\"",
-             where);
+        dps_fail(
+            b,
+            "%s.credential: inline credentials are refused in a snapshot file (files must never "
+            "hold keys): name one with credential_ref, e.g. \"env:NAME\"",
+            where);
         return;
     }
     if (b->flags & DP_SNAPSHOT_PUSHED) {
         /* The control plane resolved the ref: the value is inline or absent. */
         if (inline_cred && !json_is_null(inline_cred) &&
             (!json_is_string(inline_cred) || json_string_length(inline_cred) == 0)) {
-            fail(b, "%s.credential: must be a non-empty string", where);
+            dps_fail(b, "%s.credential: must be a non-empty string", where);
             return;
         }
         p->credential = json_is_string(inline_cred)
@@ -286,13 +118,13 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         if (p->credential)
             p->credential = gw_pool_strdup(b->pool, p->credential);
     }
-    p->enabled = opt_bool(b, o, "enabled", where, 1);
-    p->first_byte_timeout_ms = opt_ms(b, o, "first_byte_timeout_ms", where, 60000);
-    p->idle_timeout_ms = opt_ms(b, o, "idle_timeout_ms", where, 60000);
+    p->enabled = dps_opt_bool(b, o, "enabled", where, 1);
+    p->first_byte_timeout_ms = dps_opt_ms(b, o, "first_byte_timeout_ms", where, 60000);
+    p->idle_timeout_ms = dps_opt_ms(b, o, "idle_timeout_ms", where, 60000);
     json_t *h = json_object_get(o, "headers");
     if (h && !json_is_null(h)) {
         if (!json_is_object(h)) {
-            fail(b, "%s.headers: must be an object of strings", where);
+            dps_fail(b, "%s.headers: must be an object of strings", where);
             return;
         }
         p->headers = gw_pool_calloc(b->pool, (json_object_size(h) + 1) * sizeof(char *));
@@ -302,34 +134,13 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         {
             const char *sv = json_string_value(v);
             if (!sv || strpbrk(k, "\r\n: ") || strpbrk(sv, "\r\n") || !*k) {
-                fail(b, "%s.headers.%s: must be a single-line string with a valid name", where, k);
+                dps_fail(b, "%s.headers.%s: must be a single-line string with a valid name", where,
+                         k);
                 return;
             }
             p->headers[p->nheaders++] = gw_pool_printf(b->pool, "%s: %s", k, sv);
         }
     }
-}
-
-static const struct dp_provider *find_provider(const struct dp_snapshot *s, const char *name,
-                                               size_t len)
-{
-    for (size_t i = 0; i < s->nproviders; i++)
-        if (strlen(s->providers[i].name) == len && memcmp(s->providers[i].name, name, len) == 0)
-            return &s->providers[i];
-    return NULL;
-}
-
-static const struct dp_route *find_route(const struct dp_snapshot *s, const char *name)
-{
-    for (size_t i = 0; i < s->nroutes; i++) {
-        const struct dp_route *r = &s->routes[i];
-        if (strcmp(r->name, name) == 0)
-            return r;
-        for (size_t j = 0; j < r->naliases; j++)
-            if (strcmp(r->aliases[j], name) == 0)
-                return r;
-    }
-    return NULL;
 }
 
 static const char *const strategy_names[] = {
@@ -364,29 +175,29 @@ static void build_entry(struct build *b, const struct dp_snapshot *s, struct dp_
                         const json_t *e, const char *ew)
 {
     if (!json_is_object(e)) {
-        fail(b, "%s: must be an object", ew);
+        dps_fail(b, "%s: must be an object", ew);
         return;
     }
-    const char *pn = req_str(b, e, "provider", ew);
-    const char *model = req_str(b, e, "model", ew);
+    const char *pn = dps_req_str(b, e, "provider", ew);
+    const char *model = dps_req_str(b, e, "model", ew);
     if (b->failed)
         return;
-    const struct dp_provider *p = find_provider(s, pn, strlen(pn));
+    const struct dp_provider *p = dps_find_provider(s, pn, strlen(pn));
     if (!p) {
-        fail(b, "%s.provider: no provider named '%s'", ew, pn);
+        dps_fail(b, "%s.provider: no provider named '%s'", ew, pn);
         return;
     }
     for (size_t k = 0; k < r->nentries; k++)
         if (r->entries[k].provider == p && strcmp(r->entries[k].model, model) == 0) {
-            fail(b, "%s: duplicate entry %s/%s (also entries[%zu])", ew, pn, model, k);
+            dps_fail(b, "%s: duplicate entry %s/%s (also entries[%zu])", ew, pn, model, k);
             return;
         }
     struct dp_route_entry *en = &r->entries[r->nentries];
     en->provider = p;
     en->model = model;
-    en->weight = (unsigned)opt_int(b, e, "weight", ew, 0, 1000000, 1, "");
-    en->high_cost = opt_bool(b, e, "high_cost", ew, 0);
-    en->tier = (int)opt_int(b, e, "tier", ew, 0, 9, 0, "");
+    en->weight = (unsigned)dps_opt_int(b, e, "weight", ew, 0, 1000000, 1, "");
+    en->high_cost = dps_opt_bool(b, e, "high_cost", ew, 0);
+    en->tier = (int)dps_opt_int(b, e, "tier", ew, 0, 9, 0, "");
     if (!b->failed)
         r->nentries++;
 }
@@ -397,13 +208,13 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     char where[48];
     snprintf(where, sizeof(where), "routes[%zu]", i);
     if (!json_is_object(o)) {
-        fail(b, "%s: must be an object", where);
+        dps_fail(b, "%s: must be an object", where);
         return;
     }
-    r->name = req_str(b, o, "name", where);
-    r->role = opt_enum(b, o, "role", where, role_names, NULL);
-    r->capability = opt_enum(b, o, "capability", where, capability_names, "chat");
-    const char *strategy = opt_enum(b, o, "strategy", where, strategy_names, "ordered");
+    r->name = dps_req_str(b, o, "name", where);
+    r->role = dps_opt_enum(b, o, "role", where, role_names, NULL);
+    r->capability = dps_opt_enum(b, o, "capability", where, capability_names, "chat");
+    const char *strategy = dps_opt_enum(b, o, "strategy", where, strategy_names, "ordered");
     if (b->failed)
         return;
     size_t si = 0;
@@ -411,22 +222,23 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
         si++;
     r->strategy = (enum dp_strategy)si;
     if (strchr(r->name, '/')) {
-        fail(b, "%s.name: '%s' may not contain '/' (reserved for provider/model)", where, r->name);
+        dps_fail(b, "%s.name: '%s' may not contain '/' (reserved for provider/model)", where,
+                 r->name);
         return;
     }
     /* A role promises what its route serves. */
     if (r->role && strcmp(r->role, "embedding") == 0 && strcmp(r->capability, "embeddings")) {
-        fail(b, "%s.capability: the embedding role needs capability embeddings", where);
+        dps_fail(b, "%s.capability: the embedding role needs capability embeddings", where);
         return;
     }
     if (r->role && strcmp(r->role, "vision") == 0 && strcmp(r->capability, "vision")) {
-        fail(b, "%s.capability: the vision role needs capability vision", where);
+        dps_fail(b, "%s.capability: the vision role needs capability vision", where);
         return;
     }
     json_t *al = json_object_get(o, "aliases");
     if (al && !json_is_null(al)) {
         if (!json_is_array(al)) {
-            fail(b, "%s.aliases: must be an array of strings", where);
+            dps_fail(b, "%s.aliases: must be an array of strings", where);
             return;
         }
         r->aliases = gw_pool_calloc(b->pool, (json_array_size(al) + 1) * sizeof(char *));
@@ -435,7 +247,7 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
         json_array_foreach(al, j, v)
         {
             if (!json_is_string(v) || !json_string_length(v) || strchr(json_string_value(v), '/')) {
-                fail(b, "%s.aliases[%zu]: must be a non-empty string without '/'", where, j);
+                dps_fail(b, "%s.aliases[%zu]: must be a non-empty string without '/'", where, j);
                 return;
             }
             r->aliases[r->naliases++] = gw_pool_strdup(b->pool, json_string_value(v));
@@ -443,11 +255,11 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     }
     json_t *en = json_object_get(o, "entries");
     if (!json_is_array(en) || json_array_size(en) == 0) {
-        fail(b, "%s.entries: required, a non-empty array", where);
+        dps_fail(b, "%s.entries: required, a non-empty array", where);
         return;
     }
     if (json_array_size(en) > DP_MAX_CANDIDATES) {
-        fail(b, "%s.entries: at most %d entries", where, DP_MAX_CANDIDATES);
+        dps_fail(b, "%s.entries: at most %d entries", where, DP_MAX_CANDIDATES);
         return;
     }
     r->entries = gw_pool_calloc(b->pool, json_array_size(en) * sizeof(*r->entries));
@@ -464,7 +276,7 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
         total_weight += r->entries[j].weight;
     }
     if (r->strategy == DP_STRATEGY_WEIGHTED && total_weight == 0) {
-        fail(b, "%s.entries: a weighted route needs an entry with weight above 0", where);
+        dps_fail(b, "%s.entries: a weighted route needs an entry with weight above 0", where);
         return;
     }
     r->fingerprint = route_fingerprint(r);
@@ -480,12 +292,13 @@ static void check_roles(struct build *b, const struct dp_snapshot *s)
             continue;
         for (size_t k = 0; k < i && !b->failed; k++)
             if (s->routes[k].role && strcmp(s->routes[k].role, r->role) == 0)
-                fail(b, "routes[%zu].role: '%s' is already the role of route '%s' (routes[%zu])", i,
-                     r->role, s->routes[k].name, k);
-        const struct dp_route *named = find_route(s, r->role);
+                dps_fail(b,
+                         "routes[%zu].role: '%s' is already the role of route '%s' (routes[%zu])",
+                         i, r->role, s->routes[k].name, k);
+        const struct dp_route *named = dps_find_route(s, r->role);
         if (named && !b->failed)
-            fail(b, "routes[%zu].role: '%s' is also the name or an alias of route '%s'", i, r->role,
-                 named->name);
+            dps_fail(b, "routes[%zu].role: '%s' is also the name or an alias of route '%s'", i,
+                     r->role, named->name);
     }
 }
 
@@ -500,10 +313,10 @@ static long long opt_price(struct build *b, const json_t *o, const char *key, co
     if (!v || json_is_null(v))
         return -1;
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_PRICE) {
-        fail(b,
-             "%s.%s: must be an integer count of picodollars per token, 0 to %lld (money is "
-             "never a float)",
-             where, key, MAX_PRICE);
+        dps_fail(b,
+                 "%s.%s: must be an integer count of picodollars per token, 0 to %lld (money is "
+                 "never a float)",
+                 where, key, MAX_PRICE);
         return -1;
     }
     return json_integer_value(v);
@@ -515,23 +328,23 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
     char where[48];
     snprintf(where, sizeof(where), "catalog[%zu]", i);
     if (!json_is_object(o)) {
-        fail(b, "%s: must be an object", where);
+        dps_fail(b, "%s: must be an object", where);
         return;
     }
-    c->provider = opt_str(b, o, "provider", where, NULL);
-    c->model = req_str(b, o, "model", where);
+    c->provider = dps_opt_str(b, o, "provider", where, NULL);
+    c->model = dps_req_str(b, o, "model", where);
     if (b->failed)
         return;
-    if (c->provider && !find_provider(s, c->provider, strlen(c->provider))) {
-        fail(b, "%s.provider: no provider named '%s'", where, c->provider);
+    if (c->provider && !dps_find_provider(s, c->provider, strlen(c->provider))) {
+        dps_fail(b, "%s.provider: no provider named '%s'", where, c->provider);
         return;
     }
-    c->context_window = opt_int(b, o, "context_window", where, 1, 1LL << 40, 0, " (tokens)");
+    c->context_window = dps_opt_int(b, o, "context_window", where, 1, 1LL << 40, 0, " (tokens)");
     json_t *caps = json_object_get(o, "capabilities");
     if (caps && !json_is_null(caps)) {
         char cw[80];
         snprintf(cw, sizeof(cw), "%s.capabilities", where);
-        c->caps = parse_caps(b, caps, cw, NULL);
+        c->caps = dps_parse_caps(b, caps, cw, NULL);
         c->has_caps = 1;
     }
     struct dp_price *p = &c->price;
@@ -542,13 +355,14 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
     p->cache_write_1h = opt_price(b, o, "cache_write_1h_price", where);
     p->reasoning = opt_price(b, o, "reasoning_price", where);
     /* The currency goes with the prices, never converted. */
-    const char *cur = opt_str(b, o, "currency", where, "USD");
-    c->max_output_tokens = opt_int(b, o, "max_output_tokens", where, 1, 1LL << 40, 0, " (tokens)");
+    const char *cur = dps_opt_str(b, o, "currency", where, "USD");
+    c->max_output_tokens =
+        dps_opt_int(b, o, "max_output_tokens", where, 1, 1LL << 40, 0, " (tokens)");
     if (b->failed)
         return;
     if (strlen(cur) != 3 || cur[0] < 'A' || cur[0] > 'Z' || cur[1] < 'A' || cur[1] > 'Z' ||
         cur[2] < 'A' || cur[2] > 'Z') {
-        fail(b, "%s.currency: must be three capital letters (ISO 4217), e.g. USD", where);
+        dps_fail(b, "%s.currency: must be three capital letters (ISO 4217), e.g. USD", where);
         return;
     }
     memcpy(p->currency, cur, 4);
@@ -558,11 +372,12 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
                             (o2->provider && c->provider && !strcmp(o2->provider, c->provider));
         if (same_provider && strcmp(o2->model, c->model) == 0) {
             if (c->provider)
-                fail(b, "%s: duplicate entry for %s/%s (also catalog[%zu])", where, c->provider,
-                     c->model, k);
+                dps_fail(b, "%s: duplicate entry for %s/%s (also catalog[%zu])", where, c->provider,
+                         c->model, k);
             else
-                fail(b, "%s: duplicate entry for model '%s' on any provider (also catalog[%zu])",
-                     where, c->model, k);
+                dps_fail(b,
+                         "%s: duplicate entry for model '%s' on any provider (also catalog[%zu])",
+                         where, c->model, k);
             return;
         }
     }
@@ -573,25 +388,25 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t
     char where[48];
     snprintf(where, sizeof(where), "keys[%zu]", i);
     if (!json_is_object(o)) {
-        fail(b, "%s: must be an object", where);
+        dps_fail(b, "%s: must be an object", where);
         return;
     }
-    k->id = req_str(b, o, "id", where);
-    const char *h = req_str(b, o, "hash", where);
-    k->status = opt_str(b, o, "status", where, "active");
-    k->team = opt_str(b, o, "team", where, NULL);
-    k->project = opt_str(b, o, "project", where, NULL);
-    k->expires_at_ms = opt_int(b, o, "expires_at_ms", where, 0, 1LL << 52, 0, " (Unix ms)");
+    k->id = dps_req_str(b, o, "id", where);
+    const char *h = dps_req_str(b, o, "hash", where);
+    k->status = dps_opt_str(b, o, "status", where, "active");
+    k->team = dps_opt_str(b, o, "team", where, NULL);
+    k->project = dps_opt_str(b, o, "project", where, NULL);
+    k->expires_at_ms = dps_opt_int(b, o, "expires_at_ms", where, 0, 1LL << 52, 0, " (Unix ms)");
     if (b->failed)
         return;
     if (strlen(h) != 64 || h[strspn(h, "0123456789abcdef")] != '\0') {
-        fail(b, "%s.hash: must be 64 lowercase hex digits (sha256 of the key)", where);
+        dps_fail(b, "%s.hash: must be 64 lowercase hex digits (sha256 of the key)", where);
         return;
     }
     memcpy(k->hash, h, 65);
-    opt_str_list(b, o, "allow_routes", where, &k->allow_routes, &k->nallow_routes);
-    opt_str_list(b, o, "allow_providers", where, &k->allow_providers, &k->nallow_providers);
-    opt_str_list(b, o, "allow_models", where, &k->allow_models, &k->nallow_models);
+    dps_opt_str_list(b, o, "allow_routes", where, &k->allow_routes, &k->nallow_routes);
+    dps_opt_str_list(b, o, "allow_providers", where, &k->allow_providers, &k->nallow_providers);
+    dps_opt_str_list(b, o, "allow_models", where, &k->allow_models, &k->nallow_models);
 }
 
 static void build_team(struct build *b, const struct dp_snapshot *s, struct dp_team *t,
@@ -600,21 +415,21 @@ static void build_team(struct build *b, const struct dp_snapshot *s, struct dp_t
     char where[48];
     snprintf(where, sizeof(where), "teams[%zu]", i);
     if (!json_is_object(o)) {
-        fail(b, "%s: must be an object", where);
+        dps_fail(b, "%s: must be an object", where);
         return;
     }
-    t->name = req_str(b, o, "name", where);
+    t->name = dps_req_str(b, o, "name", where);
     if (b->failed)
         return;
     for (size_t k = 0; k < i; k++)
         if (strcmp(s->teams[k].name, t->name) == 0) {
-            fail(b, "%s.name: duplicate team '%s' (also teams[%zu])", where, t->name, k);
+            dps_fail(b, "%s.name: duplicate team '%s' (also teams[%zu])", where, t->name, k);
             return;
         }
-    opt_str_list(b, o, "allow_routes", where, &t->allow_routes, &t->nallow_routes);
-    opt_str_list(b, o, "allow_providers", where, &t->allow_providers, &t->nallow_providers);
-    opt_str_list(b, o, "allow_models", where, &t->allow_models, &t->nallow_models);
-    t->require_budget = opt_bool(b, o, "require_budget", where, 0);
+    dps_opt_str_list(b, o, "allow_routes", where, &t->allow_routes, &t->nallow_routes);
+    dps_opt_str_list(b, o, "allow_providers", where, &t->allow_providers, &t->nallow_providers);
+    dps_opt_str_list(b, o, "allow_models", where, &t->allow_models, &t->nallow_models);
+    t->require_budget = dps_opt_bool(b, o, "require_budget", where, 0);
 }
 
 static const char *const scope_names[] = {
@@ -641,7 +456,7 @@ const char *dp_limit_period_name(enum dp_limit_period p)
     return period_names[p];
 }
 
-/* The index of v in names (v is one of them: opt_enum returned it). */
+/* The index of v in names (v is one of them: dps_opt_enum returned it). */
 static int enum_index(const char *const *names, const char *v)
 {
     int i = 0;
@@ -659,32 +474,32 @@ static void build_limit(struct build *b, const struct dp_snapshot *s, struct dp_
     char where[48];
     snprintf(where, sizeof(where), "limits[%zu]", i);
     if (!json_is_object(o)) {
-        fail(b, "%s: must be an object", where);
+        dps_fail(b, "%s: must be an object", where);
         return;
     }
-    l->id = req_str(b, o, "id", where);
-    const char *kind = opt_enum(b, o, "scope_kind", where, scope_names, NULL);
-    l->scope = req_str(b, o, "scope", where);
-    const char *metric = opt_enum(b, o, "metric", where, metric_names, NULL);
-    const char *period = opt_enum(b, o, "period", where, period_names, NULL);
-    const char *res = opt_enum(b, o, "reservation", where, reservation_names, "estimate");
-    const char *off = opt_enum(b, o, "offline", where, offline_names, "fail_open");
-    l->currency = opt_str(b, o, "currency", where, "USD");
+    l->id = dps_req_str(b, o, "id", where);
+    const char *kind = dps_opt_enum(b, o, "scope_kind", where, scope_names, NULL);
+    l->scope = dps_req_str(b, o, "scope", where);
+    const char *metric = dps_opt_enum(b, o, "metric", where, metric_names, NULL);
+    const char *period = dps_opt_enum(b, o, "period", where, period_names, NULL);
+    const char *res = dps_opt_enum(b, o, "reservation", where, reservation_names, "estimate");
+    const char *off = dps_opt_enum(b, o, "offline", where, offline_names, "fail_open");
+    l->currency = dps_opt_str(b, o, "currency", where, "USD");
     if (b->failed)
         return;
     if (!kind || !metric || !period) {
-        fail(b, "%s.%s: required", where, !kind ? "scope_kind" : !metric ? "metric" : "period");
+        dps_fail(b, "%s.%s: required", where, !kind ? "scope_kind" : !metric ? "metric" : "period");
         return;
     }
     if (strlen(l->id) > 63) {
-        fail(b, "%s.id: at most 63 bytes", where);
+        dps_fail(b, "%s.id: at most 63 bytes", where);
         return;
     }
     json_t *amount = json_object_get(o, "amount");
     if (!json_is_integer(amount) || json_integer_value(amount) < 1 ||
         json_integer_value(amount) > MAX_LIMIT_AMOUNT) {
-        fail(b, "%s.amount: required, an integer from 1 to %lld (picodollars for cost)", where,
-             MAX_LIMIT_AMOUNT);
+        dps_fail(b, "%s.amount: required, an integer from 1 to %lld (picodollars for cost)", where,
+                 MAX_LIMIT_AMOUNT);
         return;
     }
     l->amount = json_integer_value(amount);
@@ -695,7 +510,7 @@ static void build_limit(struct build *b, const struct dp_snapshot *s, struct dp_
     l->fail_closed = strcmp(off, "fail_closed") == 0;
     for (size_t k = 0; k < i; k++)
         if (strcmp(s->limits[k].id, l->id) == 0) {
-            fail(b, "%s.id: duplicate limit '%s' (also limits[%zu])", where, l->id, k);
+            dps_fail(b, "%s.id: duplicate limit '%s' (also limits[%zu])", where, l->id, k);
             return;
         }
 }
@@ -705,11 +520,11 @@ static const json_t *req_array(struct build *b, const json_t *root, const char *
     json_t *a = json_object_get(root, key);
     if (!a || json_is_null(a)) {
         if (required)
-            fail(b, "%s: required, an array", key);
+            dps_fail(b, "%s: required, an array", key);
         return NULL;
     }
     if (!json_is_array(a)) {
-        fail(b, "%s: must be an array", key);
+        dps_fail(b, "%s: must be an array", key);
         return NULL;
     }
     return a;
@@ -739,7 +554,7 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
     s->source = (flags & DP_SNAPSHOT_PUSHED) ? "control_plane" : "file";
     json_t *ver = json_object_get(root, "version");
     if (!json_is_integer(ver) || json_integer_value(ver) < 0)
-        fail(&b, "version: required, a non-negative integer");
+        dps_fail(&b, "version: required, a non-negative integer");
     else
         s->version = json_integer_value(ver);
     const json_t *prov = req_array(&b, root, "providers", 1);
@@ -753,8 +568,8 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
     s->providers = gw_pool_calloc(b.pool, (json_array_size(prov) + 1) * sizeof(*s->providers));
     for (size_t i = 0; i < json_array_size(prov) && !b.failed; i++) {
         build_provider(&b, &s->providers[i], json_array_get(prov, i), i);
-        if (!b.failed && find_provider(s, s->providers[i].name, strlen(s->providers[i].name)))
-            fail(&b, "providers[%zu].name: duplicate provider '%s'", i, s->providers[i].name);
+        if (!b.failed && dps_find_provider(s, s->providers[i].name, strlen(s->providers[i].name)))
+            dps_fail(&b, "providers[%zu].name: duplicate provider '%s'", i, s->providers[i].name);
         s->nproviders = i + 1;
     }
     s->routes = gw_pool_calloc(b.pool, (json_array_size(routes) + 1) * sizeof(*s->routes));
@@ -764,15 +579,16 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
         if (b.failed)
             break;
         /* Names and aliases share one namespace: a selector is never ambiguous. */
-        if (find_route(s, r->name))
-            fail(&b, "routes[%zu].name: '%s' is already a route name or alias", i, r->name);
+        if (dps_find_route(s, r->name))
+            dps_fail(&b, "routes[%zu].name: '%s' is already a route name or alias", i, r->name);
         for (size_t j = 0; j < r->naliases && !b.failed; j++) {
-            if (find_route(s, r->aliases[j]) || strcmp(r->aliases[j], r->name) == 0)
-                fail(&b, "routes[%zu].aliases[%zu]: '%s' is already a route name or alias", i, j,
-                     r->aliases[j]);
+            if (dps_find_route(s, r->aliases[j]) || strcmp(r->aliases[j], r->name) == 0)
+                dps_fail(&b, "routes[%zu].aliases[%zu]: '%s' is already a route name or alias", i,
+                         j, r->aliases[j]);
             for (size_t k = 0; k < j && !b.failed; k++)
                 if (strcmp(r->aliases[k], r->aliases[j]) == 0)
-                    fail(&b, "routes[%zu].aliases[%zu]: duplicate alias '%s'", i, j, r->aliases[j]);
+                    dps_fail(&b, "routes[%zu].aliases[%zu]: duplicate alias '%s'", i, j,
+                             r->aliases[j]);
         }
         s->nroutes = i + 1;
     }
@@ -807,7 +623,7 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
             /* With a teams list, a key's team must be in it: its allowlists
              * and budget rule would otherwise be silently skipped. */
             if (!b.failed && k->team && teams && !(k->team_ref = dp_snapshot_team(s, k->team)))
-                fail(&b, "keys[%zu].team: no team named '%s' in teams", i, k->team);
+                dps_fail(&b, "keys[%zu].team: no team named '%s' in teams", i, k->team);
         }
     }
     if (!b.failed)
@@ -828,107 +644,4 @@ struct dp_snapshot *dp_snapshot_load(const char *path, char *err, size_t errlen)
     struct dp_snapshot *s = dp_snapshot_build(root, err, errlen);
     json_decref(root);
     return s;
-}
-
-void dp_snapshot_ref(struct dp_snapshot *s)
-{
-    __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
-}
-
-void dp_snapshot_unref(struct dp_snapshot *s)
-{
-    if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        gw_pool_free(s->pool);
-}
-
-static pthread_mutex_t current_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dp_snapshot *current;
-static int64_t current_published_ms; /* wall clock, for the snapshot age metric */
-
-void dp_snapshot_publish(struct dp_snapshot *s)
-{
-    pthread_mutex_lock(&current_lock);
-    struct dp_snapshot *old = current;
-    current = s;
-    current_published_ms = s ? gw_wall_ms() : 0;
-    pthread_mutex_unlock(&current_lock);
-    dp_snapshot_unref(old);
-}
-
-int64_t dp_snapshot_published_ms(void)
-{
-    pthread_mutex_lock(&current_lock);
-    int64_t t = current_published_ms;
-    pthread_mutex_unlock(&current_lock);
-    return t;
-}
-
-struct dp_snapshot *dp_snapshot_acquire(void)
-{
-    pthread_mutex_lock(&current_lock);
-    struct dp_snapshot *s = current;
-    if (s)
-        dp_snapshot_ref(s);
-    pthread_mutex_unlock(&current_lock);
-    return s;
-}
-
-static const struct dp_route *find_role(const struct dp_snapshot *s, const char *role)
-{
-    for (size_t i = 0; i < s->nroutes; i++)
-        if (s->routes[i].role && strcmp(s->routes[i].role, role) == 0)
-            return &s->routes[i];
-    return NULL;
-}
-
-const struct dp_route *dp_snapshot_route(const struct dp_snapshot *s, const char *selector,
-                                         const char **via)
-{
-    const struct dp_route *r = find_route(s, selector);
-    if (r) {
-        if (via)
-            *via = strcmp(r->name, selector) == 0 ? "route" : "alias";
-        return r;
-    }
-    r = find_role(s, selector);
-    if (r && via)
-        *via = "role";
-    return r;
-}
-
-const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
-                                                   const char *provider, const char *model)
-{
-    const struct dp_catalog_entry *any = NULL;
-    for (size_t i = 0; i < s->ncatalog; i++) {
-        const struct dp_catalog_entry *c = &s->catalog[i];
-        if (strcmp(c->model, model) != 0)
-            continue;
-        if (!c->provider) {
-            any = c;
-            continue;
-        }
-        if (provider && strcmp(c->provider, provider) == 0)
-            return c;
-    }
-    return any;
-}
-
-const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *name)
-{
-    for (size_t i = 0; i < s->nteams; i++)
-        if (strcmp(s->teams[i].name, name) == 0)
-            return &s->teams[i];
-    return NULL;
-}
-
-const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,
-                                          size_t len)
-{
-    char hex[65];
-    gw_sha256_hex(plaintext, len, hex);
-    for (size_t i = 0; i < s->nkeys; i++)
-        if (gw_ct_equal(s->keys[i].hash, hex, 64))
-            return &s->keys[i];
-    return NULL;
 }

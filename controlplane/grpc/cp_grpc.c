@@ -468,7 +468,7 @@ struct cp_grpc *cp_grpc_new(struct event_base *base, const struct cp_grpc_opts *
         return NULL;
     }
     s->cq = gw_grpc_loop_cq(s->loop);
-    /* The data plane pings every 10 s (dp_cpclient.c): allow pings down to
+    /* The data plane pings every 10 s (dp_cpclient_conn.c): allow pings down to
      * 5 s apart, even between calls, or the server answers "too many pings"
      * and drops the connection (STACK.md pitfall 5). The server pings too,
      * to notice a data plane that vanished without a FIN. */

@@ -1,4 +1,5 @@
-/* Tests for dataplane/dp_limits.c, with grants driven by hand (the control
+/* Tests for dataplane/dp_limits.c (with dp_limits_lease.c and
+ * dp_limits_sizing.c), with grants driven by hand (the control
  * plane's side is tests/unit/controlplane/leases_test.c): windows, sizing
  * (estimate, worst case, learned output, prices), leases and waiting,
  * charges and the true-up, depletion, the offline policies, stream loss,
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #include "dp_limits.c"
+#include "dp_limits_lease.c"
+#include "dp_limits_sizing.c"
 
 #include "dp_router.h"
 
@@ -97,8 +100,8 @@ static int suite_init(void)
         return 1;
     }
     base = event_base_new();
-    L.wall = wall_now;
-    L.mono = mono_now;
+    dpl.wall = wall_now;
+    dpl.mono = mono_now;
     return base ? 0 : 1;
 }
 
@@ -112,20 +115,20 @@ static int suite_clean(void)
 /* Forgets every account, lease, release and learned estimate. */
 static void reset(void)
 {
-    while (L.accounts) {
-        struct account *a = L.accounts;
-        L.accounts = a->next;
+    while (dpl.accounts) {
+        struct account *a = dpl.accounts;
+        dpl.accounts = a->next;
         free(a);
     }
-    L.naccounts = 0;
-    while (L.leases) {
-        struct lease *l = L.leases;
-        L.leases = l->next;
+    dpl.naccounts = 0;
+    while (dpl.leases) {
+        struct lease *l = dpl.leases;
+        dpl.leases = l->next;
         free(l);
     }
-    L.up = 0;
-    L.down_since = 0;
-    memset(L.learned, 0, sizeof(L.learned));
+    dpl.up = 0;
+    dpl.down_since = 0;
+    memset(dpl.learned, 0, sizeof(dpl.learned));
 }
 
 static const struct dp_key *key(const char *id)
@@ -264,34 +267,34 @@ static void test_windows(void)
 static void test_output_estimates(void)
 {
     reset();
-    uint64_t t = target_hash("p", "m");
+    uint64_t t = dpl_target_hash("p", "m");
     /* Nothing seen: the default, under the caps. */
     CU_ASSERT_EQUAL(output_estimate(t, 0, 0), DEFAULT_OUTPUT_ESTIMATE);
     CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 40);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 100), 100);
     /* Answers under a cap teach the share of it they use. */
-    learn_answer(t, 50, 100, 0, 0);
+    dpl_learn_answer(t, 50, 100, 0, 0);
     CU_ASSERT_EQUAL(output_estimate(t, 40, 0), 20);
     CU_ASSERT_EQUAL(output_estimate(t, 1000, 0), 500);
     CU_ASSERT_EQUAL(output_estimate(t, 1000, 300), 300);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 0), DEFAULT_OUTPUT_ESTIMATE); /* not yet uncapped */
-    learn_answer(t, 100, 100, 0, 0);                                    /* share 1: moves 1/8 */
+    dpl_learn_answer(t, 100, 100, 0, 0);                                /* share 1: moves 1/8 */
     CU_ASSERT_EQUAL(output_estimate(t, 1024, 0), 512 + 64);
     /* Uncapped answers teach their length. */
-    learn_answer(t, 30, 0, 0, 0);
+    dpl_learn_answer(t, 30, 0, 0, 0);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 30);
-    learn_answer(t, 110, 0, 0, 0);
+    dpl_learn_answer(t, 110, 0, 0, 0);
     CU_ASSERT_EQUAL(output_estimate(t, 0, 0), 40);
     /* Input: the rough count, corrected by what the provider counted. */
     CU_ASSERT_EQUAL(input_estimate(t, 100), 100 * COLD_INPUT_FACTOR);
-    learn_answer(t, 0, 0, 300, 100);
+    dpl_learn_answer(t, 0, 0, 300, 100);
     CU_ASSERT_EQUAL(input_estimate(t, 100), 300);
-    learn_answer(t, 0, 0, 100, 100); /* 3 → 3 - 2/8 */
+    dpl_learn_answer(t, 0, 0, 100, 100); /* 3 → 3 - 2/8 */
     CU_ASSERT_EQUAL(input_estimate(t, 100), 275);
-    learn_answer(t, 0, 0, 1, 1000000); /* clamped at 1/16 */
+    dpl_learn_answer(t, 0, 0, 1, 1000000); /* clamped at 1/16 */
     CU_ASSERT(input_estimate(t, 1000) > 1000);
     /* Another target is another story. */
-    CU_ASSERT_EQUAL(output_estimate(target_hash("p", "m2"), 0, 0), DEFAULT_OUTPUT_ESTIMATE);
+    CU_ASSERT_EQUAL(output_estimate(dpl_target_hash("p", "m2"), 0, 0), DEFAULT_OUTPUT_ESTIMATE);
 }
 
 static void test_no_limits_and_never_configured(void)
@@ -306,7 +309,7 @@ static void test_no_limits_and_never_configured(void)
     struct canon_usage u = {.input = 7, .output = 9, .have = 1};
     CU_ASSERT_EQUAL(dp_limits_charges(q.hold, 1, &u, 5, 1, NULL, ch, DP_MAX_CHARGES), 0);
     dp_limits_end(q.hold);
-    CU_ASSERT_EQUAL(output_estimate(target_hash("mock", "m1"), 0, 0), 9);
+    CU_ASSERT_EQUAL(output_estimate(dpl_target_hash("mock", "m1"), 0, 0), 9);
     ask_for(&q, "kC", "r1"); /* team t3 requires a budget; none applies */
     CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
     CU_ASSERT_EQUAL(q.r.status, 402);
@@ -327,7 +330,7 @@ static void test_no_limits_and_never_configured(void)
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "state")), "never_configured");
     json_decref(j);
     gw_buf_free(&b);
-    CU_ASSERT_PTR_NULL(L.accounts); /* refused before the quota step: nothing touched */
+    CU_ASSERT_PTR_NULL(dpl.accounts); /* refused before the quota step: nothing touched */
 }
 
 static void test_no_control_plane(void)
@@ -366,7 +369,7 @@ static void test_no_control_plane(void)
     CU_ASSERT_STRING_EQUAL(q.r.state, "unallocated");
     CU_ASSERT_STRING_EQUAL(q.r.limit_id, "tpm-kB");
     /* Nothing is left held by the refused request. */
-    for (struct account *a = L.accounts; a; a = a->next)
+    for (struct account *a = dpl.accounts; a; a = a->next)
         CU_ASSERT_EQUAL(a->holders, 0);
 }
 
@@ -763,7 +766,7 @@ static void test_windows_forgotten_without_stream(void)
         fake_wall += 60000;
         fake_mono += 60000;
     }
-    CU_ASSERT(L.naccounts <= 2);
+    CU_ASSERT(dpl.naccounts <= 2);
 }
 
 static void test_release_all(void)
@@ -1052,7 +1055,7 @@ static void test_lease_messages_survive_stream_loss(void)
     }
     CU_ASSERT_EQUAL(second, 2);
     CU_ASSERT_EQUAL(dp_limits_pending(), 0);
-    CU_ASSERT_PTR_NULL(L.leases);
+    CU_ASSERT_PTR_NULL(dpl.leases);
     /* A report the control plane could not take goes again a moment later. */
     ask_for(&q, "kB", "r1");
     q.ask.max_tokens = 10;

@@ -1,0 +1,137 @@
+/*
+ * dp_snapshot's lookups and lifetime: a built snapshot's references, the
+ * published one every request starts from, and the finds: by name (routes
+ * with their aliases and roles, catalog entries, teams) and by key hash.
+ * The build (dp_snapshot.c) finds providers and routes with these too.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "dp_snapshot_int.h"
+#include "gw_crypto.h"
+#include "gw_time.h"
+
+const struct dp_provider *dps_find_provider(const struct dp_snapshot *s, const char *name,
+                                            size_t len)
+{
+    for (size_t i = 0; i < s->nproviders; i++)
+        if (strlen(s->providers[i].name) == len && memcmp(s->providers[i].name, name, len) == 0)
+            return &s->providers[i];
+    return NULL;
+}
+
+const struct dp_route *dps_find_route(const struct dp_snapshot *s, const char *name)
+{
+    for (size_t i = 0; i < s->nroutes; i++) {
+        const struct dp_route *r = &s->routes[i];
+        if (strcmp(r->name, name) == 0)
+            return r;
+        for (size_t j = 0; j < r->naliases; j++)
+            if (strcmp(r->aliases[j], name) == 0)
+                return r;
+    }
+    return NULL;
+}
+
+void dp_snapshot_ref(struct dp_snapshot *s)
+{
+    __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+}
+
+void dp_snapshot_unref(struct dp_snapshot *s)
+{
+    if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        gw_pool_free(s->pool);
+}
+
+static pthread_mutex_t current_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dp_snapshot *current;
+static int64_t current_published_ms; /* wall clock, for the snapshot age metric */
+
+void dp_snapshot_publish(struct dp_snapshot *s)
+{
+    pthread_mutex_lock(&current_lock);
+    struct dp_snapshot *old = current;
+    current = s;
+    current_published_ms = s ? gw_wall_ms() : 0;
+    pthread_mutex_unlock(&current_lock);
+    dp_snapshot_unref(old);
+}
+
+int64_t dp_snapshot_published_ms(void)
+{
+    pthread_mutex_lock(&current_lock);
+    int64_t t = current_published_ms;
+    pthread_mutex_unlock(&current_lock);
+    return t;
+}
+
+struct dp_snapshot *dp_snapshot_acquire(void)
+{
+    pthread_mutex_lock(&current_lock);
+    struct dp_snapshot *s = current;
+    if (s)
+        dp_snapshot_ref(s);
+    pthread_mutex_unlock(&current_lock);
+    return s;
+}
+
+static const struct dp_route *find_role(const struct dp_snapshot *s, const char *role)
+{
+    for (size_t i = 0; i < s->nroutes; i++)
+        if (s->routes[i].role && strcmp(s->routes[i].role, role) == 0)
+            return &s->routes[i];
+    return NULL;
+}
+
+const struct dp_route *dp_snapshot_route(const struct dp_snapshot *s, const char *selector,
+                                         const char **via)
+{
+    const struct dp_route *r = dps_find_route(s, selector);
+    if (r) {
+        if (via)
+            *via = strcmp(r->name, selector) == 0 ? "route" : "alias";
+        return r;
+    }
+    r = find_role(s, selector);
+    if (r && via)
+        *via = "role";
+    return r;
+}
+
+const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
+                                                   const char *provider, const char *model)
+{
+    const struct dp_catalog_entry *any = NULL;
+    for (size_t i = 0; i < s->ncatalog; i++) {
+        const struct dp_catalog_entry *c = &s->catalog[i];
+        if (strcmp(c->model, model) != 0)
+            continue;
+        if (!c->provider) {
+            any = c;
+            continue;
+        }
+        if (provider && strcmp(c->provider, provider) == 0)
+            return c;
+    }
+    return any;
+}
+
+const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *name)
+{
+    for (size_t i = 0; i < s->nteams; i++)
+        if (strcmp(s->teams[i].name, name) == 0)
+            return &s->teams[i];
+    return NULL;
+}
+
+const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,
+                                          size_t len)
+{
+    char hex[65];
+    gw_sha256_hex(plaintext, len, hex);
+    for (size_t i = 0; i < s->nkeys; i++)
+        if (gw_ct_equal(s->keys[i].hash, hex, 64))
+            return &s->keys[i];
+    return NULL;
+}
