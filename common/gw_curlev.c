@@ -8,7 +8,9 @@
 #include "gw_curlev.h"
 
 #include <event2/event.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "gw_error.h"
 
@@ -139,8 +141,19 @@ struct gw_curlev *gw_curlev_new(struct event_base *base)
     curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
     curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
-    /* Keep enough idle upstream connections for a busy loop to reuse. */
-    curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, 1024L);
+    /* The connection cache is never trimmed by count short of the
+     * open-file limit. Past its size (idle and busy connections together)
+     * libcurl walks every connection at each transfer's end to close the
+     * oldest idle one: with thousands of open streams that walk, and the
+     * keep-alive connections it closes, cost more than the streams
+     * themselves. Idle connections still close at curl's maximum age
+     * (CURLOPT_MAXAGE_CONN, 118 s) or when the server closes them. */
+    struct rlimit rl = {0, 0};
+    long cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+                       rl.rlim_cur > 1024 && rl.rlim_cur < (rlim_t)LONG_MAX
+                   ? (long)rl.rlim_cur
+                   : 1024L;
+    curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, cap);
     return m;
 }
 
