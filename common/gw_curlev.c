@@ -4,6 +4,15 @@
  * back (timer callback); libevent tells curl which socket is ready. The
  * timer callback only arms a timer: calling socket_action from inside it
  * would re-enter curl.
+ *
+ * One loop may run several multi handles (shards). libcurl 7.88 walks its
+ * whole connection cache more than once per transfer: looking for an idle
+ * connection to the host (every busy one is tested on the way), and at each
+ * transfer's removal. With thousands of open streams those walks cost more
+ * than the streams (docs/BENCHMARKS.md). A shard holds at most
+ * SHARD_TRANSFERS transfers; a new transfer goes to the first shard with
+ * room, so at low load every transfer shares one cache (and its idle
+ * connections), and the walks stay bounded however many streams are open.
  */
 #include "gw_curlev.h"
 
@@ -14,17 +23,30 @@
 
 #include "gw_error.h"
 
+#define SHARD_TRANSFERS 256
+#define MAX_SHARDS 64
+
+struct gw_curlev;
+
+struct shard {
+    struct gw_curlev *m;
+    CURLM *multi;
+    struct event *timer;
+    size_t running;
+};
+
 struct transfer {
     gw_curlev_done_cb cb;
     void *arg;
     CURL *easy;
+    struct shard *sh;
     struct transfer *prev, *next;
 };
 
 struct gw_curlev {
     struct event_base *base;
-    CURLM *multi;
-    struct event *timer;
+    struct shard *shards[MAX_SHARDS];
+    size_t nshards;
     struct transfer *transfers; /* running, for gw_curlev_free */
     size_t running;
     CURL *idle[GW_CURLEV_IDLE_EASY]; /* reset handles, reused */
@@ -40,23 +62,24 @@ static void unlink_transfer(struct gw_curlev *m, struct transfer *t)
     if (t->next)
         t->next->prev = t->prev;
     m->running--;
+    t->sh->running--;
 }
 
-static void check_done(struct gw_curlev *m)
+static void check_done(struct shard *sh)
 {
     CURLMsg *msg;
     int left;
-    while ((msg = curl_multi_info_read(m->multi, &left))) {
+    while ((msg = curl_multi_info_read(sh->multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
         CURL *easy = msg->easy_handle;
         CURLcode result = msg->data.result;
         struct transfer *t = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
-        curl_multi_remove_handle(m->multi, easy);
+        curl_multi_remove_handle(sh->multi, easy);
         curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
         if (t) {
-            unlink_transfer(m, t);
+            unlink_transfer(sh->m, t);
             gw_curlev_done_cb cb = t->cb;
             void *arg = t->arg;
             free(t);
@@ -67,33 +90,33 @@ static void check_done(struct gw_curlev *m)
 
 static void on_socket_ready(evutil_socket_t fd, short what, void *arg)
 {
-    struct gw_curlev *m = arg;
+    struct shard *sh = arg;
     int action =
         ((what & EV_READ) ? CURL_CSELECT_IN : 0) | ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
     int still;
-    curl_multi_socket_action(m->multi, fd, action, &still);
-    check_done(m);
+    curl_multi_socket_action(sh->multi, fd, action, &still);
+    check_done(sh);
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct gw_curlev *m = arg;
+    struct shard *sh = arg;
     int still;
-    curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
-    check_done(m);
+    curl_multi_socket_action(sh->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+    check_done(sh);
 }
 
 static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     (void)easy;
-    struct gw_curlev *m = userp;
+    struct shard *sh = userp;
     struct event *ev = socketp;
     if (what == CURL_POLL_REMOVE) {
         if (ev) {
             event_free(ev);
-            curl_multi_assign(m->multi, s, NULL);
+            curl_multi_assign(sh->multi, s, NULL);
         }
         return 0;
     }
@@ -101,12 +124,12 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
                  ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
     if (ev) {
         event_del(ev);
-        event_assign(ev, m->base, s, kind, on_socket_ready, m);
+        event_assign(ev, sh->m->base, s, kind, on_socket_ready, sh);
     } else {
-        ev = event_new(m->base, s, kind, on_socket_ready, m);
+        ev = event_new(sh->m->base, s, kind, on_socket_ready, sh);
         if (!ev)
             return -1;
-        curl_multi_assign(m->multi, s, ev);
+        curl_multi_assign(sh->multi, s, ev);
     }
     event_add(ev, NULL);
     return 0;
@@ -115,14 +138,54 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
 static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
 {
     (void)multi;
-    struct gw_curlev *m = userp;
+    struct shard *sh = userp;
     if (timeout_ms < 0) {
-        evtimer_del(m->timer);
+        evtimer_del(sh->timer);
         return 0;
     }
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    evtimer_add(m->timer, &tv);
+    evtimer_add(sh->timer, &tv);
     return 0;
+}
+
+static void shard_free(struct shard *sh)
+{
+    if (sh->multi)
+        curl_multi_cleanup(sh->multi);
+    if (sh->timer)
+        event_free(sh->timer);
+    free(sh);
+}
+
+static struct shard *shard_new(struct gw_curlev *m)
+{
+    struct shard *sh = calloc(1, sizeof(*sh));
+    if (!sh)
+        return NULL;
+    sh->m = m;
+    sh->multi = curl_multi_init();
+    sh->timer = evtimer_new(m->base, on_timeout, sh);
+    if (!sh->multi || !sh->timer) {
+        shard_free(sh);
+        return NULL;
+    }
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+    /* The connection cache is never trimmed by count short of the
+     * open-file limit. Past its size (idle and busy connections together)
+     * libcurl walks every connection at each transfer's end to close the
+     * oldest idle one, a keep-alive connection the next transfer would
+     * have reused. Idle connections still close at curl's maximum age
+     * (CURLOPT_MAXAGE_CONN, 118 s) or when the server closes them. */
+    struct rlimit rl = {0, 0};
+    long cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+                       rl.rlim_cur > 1024 && rl.rlim_cur < (rlim_t)LONG_MAX
+                   ? (long)rl.rlim_cur
+                   : 1024L;
+    curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, cap);
+    return sh;
 }
 
 struct gw_curlev *gw_curlev_new(struct event_base *base)
@@ -131,29 +194,12 @@ struct gw_curlev *gw_curlev_new(struct event_base *base)
     if (!m)
         return NULL;
     m->base = base;
-    m->multi = curl_multi_init();
-    m->timer = evtimer_new(base, on_timeout, m);
-    if (!m->multi || !m->timer) {
-        gw_curlev_free(m);
+    m->shards[0] = shard_new(m);
+    if (!m->shards[0]) {
+        free(m);
         return NULL;
     }
-    curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
-    curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-    curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
-    /* The connection cache is never trimmed by count short of the
-     * open-file limit. Past its size (idle and busy connections together)
-     * libcurl walks every connection at each transfer's end to close the
-     * oldest idle one: with thousands of open streams that walk, and the
-     * keep-alive connections it closes, cost more than the streams
-     * themselves. Idle connections still close at curl's maximum age
-     * (CURLOPT_MAXAGE_CONN, 118 s) or when the server closes them. */
-    struct rlimit rl = {0, 0};
-    long cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-                       rl.rlim_cur > 1024 && rl.rlim_cur < (rlim_t)LONG_MAX
-                   ? (long)rl.rlim_cur
-                   : 1024L;
-    curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, cap);
+    m->nshards = 1;
     return m;
 }
 
@@ -163,13 +209,32 @@ void gw_curlev_free(struct gw_curlev *m)
         return;
     while (m->transfers)
         gw_curlev_remove(m, m->transfers->easy);
-    if (m->multi)
-        curl_multi_cleanup(m->multi);
+    for (size_t i = 0; i < m->nshards; i++)
+        shard_free(m->shards[i]);
     while (m->nidle > 0)
         curl_easy_cleanup(m->idle[--m->nidle]);
-    if (m->timer)
-        event_free(m->timer);
     free(m);
+}
+
+/* The first shard with room (a new one when none has), else the least
+ * busy. */
+static struct shard *pick_shard(struct gw_curlev *m)
+{
+    struct shard *least = m->shards[0];
+    for (size_t i = 0; i < m->nshards; i++) {
+        if (m->shards[i]->running < SHARD_TRANSFERS)
+            return m->shards[i];
+        if (m->shards[i]->running < least->running)
+            least = m->shards[i];
+    }
+    if (m->nshards < MAX_SHARDS) {
+        struct shard *sh = shard_new(m);
+        if (sh) {
+            m->shards[m->nshards++] = sh;
+            return sh;
+        }
+    }
+    return least;
 }
 
 int gw_curlev_add(struct gw_curlev *m, CURL *easy, gw_curlev_done_cb cb, void *arg)
@@ -180,8 +245,9 @@ int gw_curlev_add(struct gw_curlev *m, CURL *easy, gw_curlev_done_cb cb, void *a
     t->cb = cb;
     t->arg = arg;
     t->easy = easy;
+    t->sh = pick_shard(m);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
-    if (curl_multi_add_handle(m->multi, easy) != CURLM_OK) {
+    if (curl_multi_add_handle(t->sh->multi, easy) != CURLM_OK) {
         curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
         free(t);
         return GW_EINVAL;
@@ -192,6 +258,7 @@ int gw_curlev_add(struct gw_curlev *m, CURL *easy, gw_curlev_done_cb cb, void *a
         m->transfers->prev = t;
     m->transfers = t;
     m->running++;
+    t->sh->running++;
     return GW_OK;
 }
 
@@ -201,7 +268,7 @@ void gw_curlev_remove(struct gw_curlev *m, CURL *easy)
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
     if (!t)
         return;
-    curl_multi_remove_handle(m->multi, easy);
+    curl_multi_remove_handle(t->sh->multi, easy);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
     unlink_transfer(m, t);
     free(t);

@@ -4,8 +4,11 @@
  * onto events), so callers only add easy handles and get one completion
  * callback per transfer.
  *
- * The multi handle keeps the connection cache, so upstream connections are
- * reused across requests made on the same loop.
+ * The multi handles keep the connection cache, so upstream connections are
+ * reused across requests made on the same loop. A loop runs up to 64 of
+ * them, 256 transfers each at most, filled in order: libcurl 7.88's walks
+ * of its connection cache stay bounded however many streams are open
+ * (gw_curlev.c).
  *
  * gw_curlev owns CURLOPT_PRIVATE of every handle it runs. The completion
  * callback runs from the event loop after curl has finished with the handle
