@@ -50,6 +50,7 @@ void x_release_upstream(struct dp_exchange *x)
     gw_buf_reset(&x->coll);
     if (x->timer)
         evtimer_del(x->timer);
+    x->wd_at = 0;
     x->paused = 0;
 }
 
@@ -67,15 +68,24 @@ static void on_client_drain(struct gw_http_req *req, void *arg)
  * failover budget. */
 static void arm_watchdog(struct dp_exchange *x, long ms)
 {
+    int64_t now = gw_now_us();
     int64_t us = (int64_t)ms * 1000;
     x->budget_timer = 0;
     if (!x->committed) {
-        int64_t left = x->deadline_us - gw_now_us();
+        int64_t left = x->deadline_us - now;
         if (left <= us) {
             us = left > 1000 ? left : 1000;
             x->budget_timer = 1;
         }
     }
+    /* Every piece of body moves the deadline later: the timer set for an
+     * earlier one stays, and when it fires it is moved on to the deadline
+     * (watchdog). Re-arming a timer per event would cost a heap operation
+     * among every open stream's timers, per event. */
+    x->wd_due = now + us;
+    if (x->wd_at && x->wd_at <= x->wd_due)
+        return;
+    x->wd_at = x->wd_due;
     struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
     evtimer_add(x->timer, &tv);
 }
@@ -206,6 +216,13 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
  * timeout bounds how long that client may stall. */
 static void watchdog(struct dp_exchange *x)
 {
+    int64_t early = x->wd_due - gw_now_us();
+    if (early > 1000) { /* the deadline moved on since the timer was set */
+        x->wd_at = x->wd_due;
+        struct timeval tv = {(time_t)(early / 1000000), (suseconds_t)(early % 1000000)};
+        evtimer_add(x->timer, &tv);
+        return;
+    }
     if (x->running) {
         gw_curlev_remove(x->l->curl, x->easy);
         x->running = 0;
@@ -244,6 +261,7 @@ void x_on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct dp_exchange *x = arg;
+    x->wd_at = 0; /* the timer is no longer pending */
     if (x->phase == XP_WAIT && x->wait_from) {
         x->backoff_us += gw_now_us() - x->wait_from;
         x->wait_from = 0;
@@ -257,6 +275,7 @@ void x_on_timer(evutil_socket_t fd, short what, void *arg)
 static void schedule(struct dp_exchange *x, int64_t delay_us)
 {
     x_set_phase(x, XP_WAIT);
+    x->wd_at = 0; /* the timer now waits for the next attempt */
     x->wait_from = delay_us > 0 ? gw_now_us() : 0;
     struct timeval tv = {(time_t)(delay_us / 1000000), (suseconds_t)(delay_us % 1000000)};
     evtimer_add(x->timer, &tv);

@@ -120,6 +120,8 @@ struct dp_exchange {
     char last_msg[384];        /* the last failed attempt's message */
     char last_retry_after[32]; /* and its Retry-After */
     struct event *timer;       /* XP_ATTEMPT, XP_ANSWER: the watchdog; XP_WAIT: the next attempt */
+    int64_t wd_at;             /* the watchdog is set to fire then (0: not set) */
+    int64_t wd_due;            /* the watchdog's deadline, which may be later */
 
     /* the current attempt */
     const struct dp_provider *prov;
