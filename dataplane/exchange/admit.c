@@ -94,7 +94,11 @@ void x_free(struct dp_exchange *x)
     canon_req_free(x->creq);
     json_decref(x->eroot);
     free(x->ereq.inputs);
-    free(x->hist);
+    free(x->fails);
+    free(x->answer_model);
+    free(x->labels);
+    free(x->model_own);
+    free(x->plan.cands);
     if (x->timer)
         event_free(x->timer);
     gw_buf_free(&x->coll);
@@ -196,13 +200,15 @@ static json_t *load_body(struct gw_http_req *req, const struct dp_facade *fc, co
     return NULL;
 }
 
-/* The routing headers: a session id (stickiness), an affinity key and a
- * failover budget. Each is checked; returns nonzero after replying. */
-static int read_route_headers(struct dp_exchange *x)
+/* The selector and the routing headers: a session id (stickiness), an
+ * affinity key, attribution labels and a failover budget. Each header is
+ * checked; returns nonzero after replying. */
+static int read_route_headers(struct dp_exchange *x, const char *selector)
 {
     static const char *const keyed[] = {"x-llmgw-session-id", "x-llmgw-affinity-key",
                                         "x-llmgw-agent", "x-llmgw-purpose"};
-    char *const dest[] = {x->session, NULL, x->agent, x->purpose};
+    const char *val[4];
+    size_t len[4];
     for (size_t i = 0; i < 4; i++) {
         const char *v = gw_http_req_header(x->req, keyed[i]);
         size_t n = v ? strlen(v) : 0;
@@ -216,10 +222,29 @@ static int read_route_headers(struct dp_exchange *x)
             dp_reply_fc(x->req, x->fc, x->request_id, 400, keyed[i], "invalid_header", msg);
             return 1;
         }
-        if (dest[i] && n)
-            memcpy(dest[i], v, n + 1);
+        val[i] = v;
+        len[i] = n;
         if (i == 1)
             x->affinity = n ? v : NULL;
+    }
+    /* The labels outlive the request (its records are written at its end):
+     * one block, as long as they are. */
+    len[1] = selector ? strnlen(selector, DP_MAX_MODEL_ID) : 0;
+    val[1] = selector;
+    size_t total = len[0] + len[1] + len[2] + len[3];
+    if (total && !(x->labels = malloc(total + 4))) {
+        dp_reply_fc(x->req, x->fc, x->request_id, 500, NULL, "internal_error", "out of memory");
+        return 1;
+    }
+    const char **dest[] = {&x->session, &x->selector, &x->agent, &x->purpose};
+    char *at = x->labels;
+    for (size_t i = 0; i < 4; i++) {
+        if (!len[i])
+            continue;
+        memcpy(at, val[i], len[i]);
+        at[len[i]] = '\0';
+        *dest[i] = at;
+        at += len[i] + 1;
     }
     x->budget_ms = X_DEFAULT_BUDGET_MS;
     const char *b = gw_http_req_header(x->req, "x-llmgw-fallback-timeout-ms");
@@ -256,15 +281,13 @@ static struct dp_exchange *exchange_new(struct dp_xloop *l, struct gw_http_req *
     x->kind = kind;
     x->fc = fc;
     x->phase = XP_ADMIT;
+    x->selector = x->session = x->agent = x->purpose = "";
     x->cost_known = 1;
     x->t0 = gw_http_req_start_us(req);
     snprintf(x->request_id, sizeof(x->request_id), "%s", request_id);
     const char *given = gw_http_req_header(req, "x-request-id");
     if (given && strcmp(given, request_id) == 0)
-        snprintf(x->attempt_base, sizeof(x->attempt_base), "%.128s~%08x", request_id,
-                 (unsigned)(dp_xloop_rand(l) >> 32));
-    else
-        snprintf(x->attempt_base, sizeof(x->attempt_base), "%.149s", request_id);
+        x->id_salt = (unsigned)(dp_xloop_rand(l) >> 32) | 1;
     snprintf(x->path, sizeof(x->path), "%s", gw_http_req_path(req));
     x->sink.emit = x_on_event;
     x->sink.raw = x_on_raw;
@@ -309,8 +332,7 @@ static void on_client_close(struct gw_http_req *req, void *arg)
  * plan, then the quota step, then the first attempt. Takes over x. */
 static void route_and_start(struct dp_exchange *x, const char *selector, const struct dp_needs *n)
 {
-    snprintf(x->selector, sizeof(x->selector), "%s", selector ? selector : "");
-    if (read_route_headers(x) || x_plan(x, selector, n)) {
+    if (read_route_headers(x, selector) || x_plan(x, selector, n)) {
         x->req = NULL;
         x_free(x);
         return;
@@ -350,6 +372,7 @@ void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_sna
         return;
     }
     x->client_stream = cr->stream;
+    x->include_usage = cr->include_usage;
     struct dp_needs n;
     dp_needs_of(cr, &n);
     route_and_start(x, cr->model, &n);

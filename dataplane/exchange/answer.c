@@ -47,12 +47,13 @@ void x_reply_error(struct dp_exchange *x, int status, const char *param, const c
     x->req = NULL;
     x->t_client_end = gw_now_us();
     x->final_status = status;
-    if (x->last_retry_after[0] && (status == 429 || status == 503))
-        (void)gw_http_add_header(req, "retry-after", x->last_retry_after);
+    const struct xfail *fl = x->fails;
+    if (fl && fl->last_retry_after[0] && (status == 429 || status == 503))
+        (void)gw_http_add_header(req, "retry-after", fl->last_retry_after);
     add_loop_headers(req, x);
     struct gw_buf extra;
     gw_buf_init(&extra, 0);
-    int with = x->nhist && x_attempts_json(x, &extra) == GW_OK;
+    int with = fl && fl->nhist && x_attempts_json(x, &extra) == GW_OK;
     dp_respond_error(req, x_facade(x), status, dp_error_type(status), param, code, msg, "attempts",
                      with ? &extra : NULL);
     gw_buf_free(&extra);
@@ -82,6 +83,23 @@ static int commit_answer(struct dp_exchange *x)
 {
     x->committed = 1;
     x_set_phase(x, XP_ANSWER);
+    /* No attempt follows the bright line: the request's document (its
+     * jansson tree and canonical form, often many times the body's size)
+     * is given back for the rest of a stream, which encodes from its own
+     * state (or relays); a whole body is short-lived, and a translated one
+     * renders from it at the end. */
+    if (x->client_stream && x->creq) {
+        /* The target's model may be the client's own words (an exact
+         * selector): it is kept, for the record. */
+        char *m = strdup(x->model);
+        if (m) {
+            if (x->mmodel == x->model) /* its metric label, when configured */
+                x->mmodel = m;
+            x->model = x->model_own = m;
+            canon_req_free(x->creq);
+            x->creq = NULL;
+        }
+    }
     x->t_first_content = x->t_client_first = gw_now_us();
     if (!x->client_stream)
         return GW_OK;
@@ -99,7 +117,7 @@ static int commit_answer(struct dp_exchange *x)
 static struct fc_ctx make_ctx(struct dp_exchange *x)
 {
     struct fc_ctx ctx = {.request_id = x->request_id,
-                         .model = x->answer_model[0] ? x->answer_model : x->model,
+                         .model = x->answer_model ? x->answer_model : x->model,
                          .created = (long long)time(NULL),
                          .bill = &x->bill};
     return ctx;
@@ -113,8 +131,10 @@ void x_attempt_failed(struct dp_exchange *x, enum canon_failure f, int status, c
     x->verdict = V_FAILED;
     x->failure = f;
     x->fail_status = status;
-    snprintf(x->fail_msg, sizeof(x->fail_msg), "%s",
-             msg && *msg ? msg : "the upstream provider failed");
+    struct xfail *fl = x_fails(x);
+    if (fl)
+        snprintf(fl->fail_msg, sizeof(fl->fail_msg), "%s",
+                 msg && *msg ? msg : "the upstream provider failed");
 }
 
 /* A failure after the first content event: the answer is this attempt's,
@@ -187,7 +207,7 @@ static int relay_end(struct dp_exchange *x)
     json_t *bill = fc_bill_json(&x->bill);
     char *b = bill ? json_dumps(bill, JSON_COMPACT) : NULL;
     json_decref(bill);
-    int rc = x->relay->relay_end(&x->relay_held, b, x->creq->include_usage, &x->out);
+    int rc = x->relay->relay_end(&x->relay_held, b, x->include_usage, &x->out);
     free(b);
     return rc;
 }
@@ -287,8 +307,10 @@ int x_on_event(void *arg, const struct canon_event *ev)
     }
     if (!x->req)
         return 1;
-    if (ev->type == CANON_EV_START && ev->name)
-        snprintf(x->answer_model, sizeof(x->answer_model), "%s", ev->name);
+    if (ev->type == CANON_EV_START && ev->name) {
+        free(x->answer_model);
+        x->answer_model = strndup(ev->name, 127); /* NULL: the target's name stands */
+    }
     if (x->client_stream && !x->fstate) {
         struct fc_ctx ctx = make_ctx(x);
         x->fstate = x->fc->stream_new(x->creq, &ctx);
@@ -327,17 +349,19 @@ int x_on_event(void *arg, const struct canon_event *ev)
 void x_give_up(struct dp_exchange *x)
 {
     char msg[640];
-    const struct hist *last = x->nhist ? &x->hist[x->nhist - 1] : NULL;
+    const struct xfail *fl = x->fails;
+    const struct hist *last = fl && fl->nhist ? &fl->hist[fl->nhist - 1] : NULL;
+    const char *last_msg = fl && fl->last_msg[0] ? fl->last_msg : "the upstream provider failed";
     if (x->budget_out) {
         x_set_failure(x, "upstream_error", "timeout");
-        snprintf(msg, sizeof(msg), "%s (after %d attempts)", x->last_msg, x->nattempts);
+        snprintf(msg, sizeof(msg), "%s (after %d attempts)", last_msg, x->nattempts);
         x_reply_error(x, 504, NULL, "timeout", msg);
     } else if (last && last->refused) {
-        x_set_failure(x, x->rerr.status >= 500 ? "provider_misconfigured" : "refused",
+        const struct canon_err *re = &fl->rerr;
+        x_set_failure(x, re->status >= 500 ? "provider_misconfigured" : "refused",
                       canon_failure_name(last->failure));
-        int status = x->rerr.status ? x->rerr.status : 400;
-        x_reply_error(x, status, x->rerr.param[0] ? x->rerr.param : NULL, x->rerr.code,
-                      x->rerr.message);
+        int status = re->status ? re->status : 400;
+        x_reply_error(x, status, re->param[0] ? re->param : NULL, re->code, re->message);
     } else if (last) {
         enum canon_failure f = last->failure;
         const char *cls = canon_failure_name(f);
@@ -348,17 +372,16 @@ void x_give_up(struct dp_exchange *x)
             last->status < 500)
             status = last->status;
         if (x->nattempts > 1)
-            snprintf(msg, sizeof(msg), "%s (provider %s, %s; %d attempts, all failed)", x->last_msg,
+            snprintf(msg, sizeof(msg), "%s (provider %s, %s; %d attempts, all failed)", last_msg,
                      last->provider, cls, x->nattempts);
         else
-            snprintf(msg, sizeof(msg), "%s (provider %s, %s)", x->last_msg, last->provider, cls);
+            snprintf(msg, sizeof(msg), "%s (provider %s, %s)", last_msg, last->provider, cls);
         x_reply_error(x, status, NULL, cls, msg);
     } else {
         /* Every candidate's breaker opened while this request waited. */
         x_set_failure(x, "no_route", NULL);
         dp_metrics_no_route("no_healthy_target");
-        snprintf(msg, sizeof(msg), "no candidate is healthy for '%.100s' any more",
-                 x->kind == KIND_CHAT ? x->creq->model : gw_json_str(x->eroot, "model"));
+        snprintf(msg, sizeof(msg), "no candidate is healthy for '%.100s' any more", x->selector);
         x_reply_error(x, 503, "model", "no_healthy_target", msg);
     }
     x_end(x);

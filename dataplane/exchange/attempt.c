@@ -306,8 +306,11 @@ static void decide_next(struct dp_exchange *x)
     case DP_NEXT_BUDGET:
         if (!x->budget_out) {
             x->budget_out = 1;
-            snprintf(x->last_msg, sizeof(x->last_msg),
-                     "the failover budget (%ld ms) ran out before an answer started", x->budget_ms);
+            struct xfail *fl = x_fails(x);
+            if (fl)
+                snprintf(fl->last_msg, sizeof(fl->last_msg),
+                         "the failover budget (%ld ms) ran out before an answer started",
+                         x->budget_ms);
         }
         break;
     case DP_NEXT_GIVE_UP:
@@ -360,10 +363,10 @@ static int start_upstream(struct dp_exchange *x)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    /* curl's receive buffer is allocated per transfer: 16 KiB by default, a
-     * quarter of that keeps an open stream (an event is a few hundred
-     * bytes) small; a big whole body only takes more callbacks. */
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 4096L);
+    /* curl's receive buffer is allocated per transfer: 16 KiB by default;
+     * an event is a few hundred bytes, so 2 KiB keeps an open stream small
+     * and a big whole body only takes more callbacks. */
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 2048L);
     /* No total timeout on streams: a stall between bytes is the failure,
      * and the watchdog measures it exactly. */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -391,9 +394,11 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
     x->nevents = x->finishing = x->terminal = 0;
     x->verdict = V_NONE;
     x->fail_status = 0;
-    x->fail_msg[0] = '\0';
+    if (x->fails)
+        x->fails->fail_msg[0] = '\0';
     x->t_first_byte = x->t_first_content = 0;
-    x->answer_model[0] = '\0';
+    free(x->answer_model);
+    x->answer_model = NULL;
     memset(&x->usage, 0, sizeof(x->usage));
     x->have_stop = 0;
     x->priced = 0;
@@ -422,7 +427,12 @@ static int build(struct dp_exchange *x, struct canon_err *err)
 {
     /* The attempt's id goes upstream as its x-request-id: the provider's
      * own log then names the ledger row. */
-    snprintf(x->attempt_id, sizeof(x->attempt_id), "%s.%d", x->attempt_base, x->nattempts + 1);
+    if (x->id_salt)
+        snprintf(x->attempt_id, sizeof(x->attempt_id), "%.128s~%08x.%d", x->request_id, x->id_salt,
+                 x->nattempts + 1);
+    else
+        snprintf(x->attempt_id, sizeof(x->attempt_id), "%.149s.%d", x->request_id,
+                 x->nattempts + 1);
     struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->attempt_id};
     const struct dp_driver *d = x->prov->drv;
     if (x->kind == KIND_EMBED) {
@@ -481,7 +491,9 @@ void x_start_attempt(struct dp_exchange *x)
         if (rc == GW_EINVAL) {
             /* Nothing was sent: a refusal names the client's field (4xx),
              * or the provider's configuration (5xx). */
-            x->rerr = err;
+            struct xfail *fl = x_fails(x);
+            if (fl)
+                fl->rerr = err;
             x_remember(x, err.status >= 500 ? CANON_FAIL_AUTH_FAILED : CANON_FAIL_UNSUPPORTED_INPUT,
                        0, 1);
             x_release_upstream(x);

@@ -62,10 +62,11 @@ enum verdict {
 
 /* What a request keeps of its plan once it has candidates: the plan's skip
  * records and message (most of its 6 KiB) serve only a no-candidate reply,
- * so they live on the heap while planning and no longer. */
+ * so they live on the heap while planning and no longer; the candidates
+ * are kept, as many as there are. */
 struct choice {
     const struct dp_route *route;
-    struct dp_candidate cands[DP_MAX_CANDIDATES];
+    struct dp_candidate *cands; /* malloc'd, ncands */
     size_t ncands;
 };
 
@@ -78,6 +79,17 @@ struct hist {
     int refused; /* the driver refused to build it: nothing was sent */
 };
 
+/* What a request keeps of its failures for its error answer: allocated at
+ * its first (x_fails), since most requests have none. */
+struct xfail {
+    struct hist hist[X_MAX_HIST];
+    size_t nhist;
+    struct canon_err rerr;     /* the last refusal, when the last attempt was one */
+    char fail_msg[384];        /* the current attempt's failure */
+    char last_msg[384];        /* the last failed attempt's message */
+    char last_retry_after[32]; /* and its Retry-After */
+};
+
 struct dp_exchange {
     struct dp_xloop *l;
     struct dp_exchange *prev, *next;
@@ -87,22 +99,27 @@ struct dp_exchange {
     struct dp_snapshot *snap;
     const struct dp_key *key;
     char request_id[160];
-    /* What attempt ids start with: the request id, made unique when the
-     * client chose it (two clients, or one on purpose, may send the same
-     * X-Request-Id, and the ledger keys rows by attempt id). */
-    char attempt_base[150];
+    /* Attempt ids are the request id and the attempt's number; when the
+     * client chose the id (two clients, or one on purpose, may send the
+     * same X-Request-Id, and the ledger keys rows by attempt id) a random
+     * salt between them makes it unique. 0: none. */
+    unsigned id_salt;
     char cost_currency[4]; /* the currency of cost_total ("" before the first priced attempt) */
     char path[64];
-    char session[X_MAX_KEY_HEADER + 1];
-    char agent[X_MAX_KEY_HEADER + 1];   /* X-LLMGW-Agent: ledger attribution */
-    char purpose[X_MAX_KEY_HEADER + 1]; /* X-LLMGW-Purpose */
-    const char *affinity;               /* X-LLMGW-Affinity-Key or NULL; the plan only reads it */
-    char selector[DP_MAX_MODEL_ID + 1];
+    /* The request's labels, kept for its records: each "" when absent,
+     * else in one exact-size block (labels). */
+    const char *selector; /* the client's, cut to DP_MAX_MODEL_ID */
+    const char *session;  /* X-LLMGW-Session-Id: stickiness */
+    const char *agent;    /* X-LLMGW-Agent: ledger attribution */
+    const char *purpose;  /* X-LLMGW-Purpose */
+    char *labels;
+    const char *affinity;       /* X-LLMGW-Affinity-Key or NULL; the plan only reads it */
     const struct dp_facade *fc; /* chat */
-    struct canon_req *creq;     /* chat */
+    struct canon_req *creq;     /* chat; NULL once a stream has started */
     json_t *eroot;              /* embeddings: the body; ereq points into it */
     struct canon_embed_req ereq;
     int client_stream;
+    int include_usage; /* the client asked for usage in its stream (canon_req's, kept) */
 
     /* the loop */
     struct choice plan;
@@ -113,19 +130,16 @@ struct dp_exchange {
     int64_t deadline_us; /* the failover budget's end */
     long budget_ms;
     int budget_out;
-    int budget_timer;  /* the watchdog is set for the budget's end, not the provider's */
-    struct hist *hist; /* X_MAX_HIST, allocated at the first failed attempt */
-    size_t nhist;
-    struct canon_err rerr;     /* the last refusal, when the last attempt was one */
-    char last_msg[384];        /* the last failed attempt's message */
-    char last_retry_after[32]; /* and its Retry-After */
-    struct event *timer;       /* XP_ATTEMPT, XP_ANSWER: the watchdog; XP_WAIT: the next attempt */
-    int64_t wd_at;             /* the watchdog is set to fire then (0: not set) */
-    int64_t wd_due;            /* the watchdog's deadline, which may be later */
+    int budget_timer;    /* the watchdog is set for the budget's end, not the provider's */
+    struct xfail *fails; /* NULL until the first failed or refused attempt */
+    struct event *timer; /* XP_ATTEMPT, XP_ANSWER: the watchdog; XP_WAIT: the next attempt */
+    int64_t wd_at;       /* the watchdog is set to fire then (0: not set) */
+    int64_t wd_due;      /* the watchdog's deadline, which may be later */
 
     /* the current attempt */
     const struct dp_provider *prov;
-    const char *model;
+    const char *model; /* the snapshot's, the request's (an exact selector), or model_own */
+    char *model_own;   /* malloc'd: the model kept when the request's document went */
     /* The pass-through (dp_driver.h): the driver whose relay this attempt
      * uses (the client's body went upstream; the answer's bytes come back
      * as they were), or NULL: translated. */
@@ -148,14 +162,13 @@ struct dp_exchange {
     enum verdict verdict;
     enum canon_failure failure; /* V_FAILED, V_BROKE */
     int fail_status;
-    char fail_msg[384];
     int64_t ta0, t_first_byte, t_first_content;
     int64_t at_ms;        /* the attempt's start, wall clock (its ledger row) */
-    char attempt_id[176]; /* attempt_base "." attempt number: the ledger's key, sent upstream */
+    char attempt_id[176]; /* the ledger's key, sent upstream */
     int priced;           /* this attempt's cost is computed (at its usage's end) */
     struct fc_bill bill;  /* this attempt's ledger id and cost, for the client */
     const char *mmodel;   /* the model as a metric label: configured, or "other" */
-    char answer_model[128];
+    char *answer_model;   /* the model the provider said answered (malloc'd), or NULL */
     struct canon_usage usage;
     enum canon_stop stop;
     int have_stop;
@@ -214,6 +227,7 @@ int x_flush_out(struct dp_exchange *x);
 const struct dp_facade *x_facade(const struct dp_exchange *x);
 
 /* record.c */
+struct xfail *x_fails(struct dp_exchange *x); /* NULL: out of memory */
 void x_price(struct dp_exchange *x);
 void x_record_attempt(struct dp_exchange *x, int64_t end);
 void x_remember(struct dp_exchange *x, enum canon_failure f, int status, int refused);

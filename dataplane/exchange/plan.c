@@ -64,6 +64,12 @@ int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n
         return 1;
     }
     if (p->ncands > 0) {
+        x->plan.cands = malloc(p->ncands * sizeof(p->cands[0]));
+        if (!x->plan.cands) {
+            free(p);
+            dp_reply_fc(x->req, x->fc, x->request_id, 500, NULL, "internal_error", "out of memory");
+            return 1;
+        }
         x->plan.route = p->route;
         x->plan.ncands = p->ncands;
         memcpy(x->plan.cands, p->cands, p->ncands * sizeof(p->cands[0]));

@@ -350,8 +350,8 @@ void x_log_request(struct dp_exchange *x)
 int x_attempts_json(const struct dp_exchange *x, struct gw_buf *o)
 {
     int rc = gw_buf_appends(o, "[");
-    for (size_t i = 0; rc == GW_OK && i < x->nhist; i++) {
-        const struct hist *h = &x->hist[i];
+    for (size_t i = 0; rc == GW_OK && x->fails && i < x->fails->nhist; i++) {
+        const struct hist *h = &x->fails->hist[i];
         rc = gw_buf_appends(o, i ? ",{\"provider\":" : "{\"provider\":");
         if (rc == GW_OK)
             rc = gw_json_escape(o, h->provider, strlen(h->provider));
@@ -366,16 +366,24 @@ int x_attempts_json(const struct dp_exchange *x, struct gw_buf *o)
     return rc == GW_OK ? gw_buf_appends(o, "]") : rc;
 }
 
+struct xfail *x_fails(struct dp_exchange *x)
+{
+    if (!x->fails)
+        x->fails = calloc(1, sizeof(*x->fails));
+    return x->fails; /* NULL: the error answer says less */
+}
+
 void x_remember(struct dp_exchange *x, enum canon_failure f, int status, int refused)
 {
+    struct xfail *fl = x_fails(x);
+    if (!fl)
+        return;
     if (!refused) {
-        memcpy(x->last_msg, x->fail_msg, sizeof(x->last_msg));
-        memcpy(x->last_retry_after, x->retry_after, sizeof(x->last_retry_after));
+        memcpy(fl->last_msg, fl->fail_msg, sizeof(fl->last_msg));
+        memcpy(fl->last_retry_after, x->retry_after, sizeof(fl->last_retry_after));
     }
-    if (!x->hist && !(x->hist = malloc(X_MAX_HIST * sizeof(*x->hist))))
-        return; /* the error answer lists fewer attempts */
-    if (x->nhist < X_MAX_HIST)
-        x->hist[x->nhist++] = (struct hist){x->prov->name, x->model, f, status, refused};
+    if (fl->nhist < X_MAX_HIST)
+        fl->hist[fl->nhist++] = (struct hist){x->prov->name, x->model, f, status, refused};
 }
 
 /* ------------------------------------------------------------- the record */
