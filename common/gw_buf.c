@@ -65,6 +65,20 @@ int gw_buf_appends(struct gw_buf *b, const char *s)
     return gw_buf_append(b, s, strlen(s));
 }
 
+int gw_buf_append_int(struct gw_buf *b, long long v)
+{
+    char d[24];
+    size_t k = sizeof(d);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        d[--k] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        d[--k] = '-';
+    return gw_buf_append(b, d + k, sizeof(d) - k);
+}
+
 int gw_buf_vprintf(struct gw_buf *b, const char *fmt, va_list ap)
 {
     /* One formatting pass when the result fits the spare capacity (the

@@ -22,6 +22,8 @@ void gw_buf_free(struct gw_buf *b);
 void gw_buf_reset(struct gw_buf *b); /* len = 0, keeps memory */
 int gw_buf_append(struct gw_buf *b, const void *p, size_t n) __attribute__((warn_unused_result));
 int gw_buf_appends(struct gw_buf *b, const char *s) __attribute__((warn_unused_result));
+/* v in decimal: what "%lld" gives, without the formatter. */
+int gw_buf_append_int(struct gw_buf *b, long long v) __attribute__((warn_unused_result));
 int gw_buf_printf(struct gw_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), warn_unused_result));
 int gw_buf_vprintf(struct gw_buf *b, const char *fmt, va_list ap)

@@ -254,7 +254,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 struct oa_parser {
     struct drv_parser base;
-    struct gw_buf tmp, tmp2, tmp3, tmp4, tmp5; /* decoded strings of the fast path */
+    struct gw_buf tmp, tmp2, tmp3, tmp4, tmp5, tmp6; /* decoded strings of the fast paths */
     struct drv_tools tools;
     struct canon_usage pending_usage; /* arrived while a tool call was open */
     int have_finish;
@@ -271,6 +271,7 @@ static struct drv_parser *parser_new(int stream)
     gw_buf_init(&p->tmp3, 256);
     gw_buf_init(&p->tmp4, 1024);
     gw_buf_init(&p->tmp5, 1024);
+    gw_buf_init(&p->tmp6, DRV_MAX_BODY);
     return &p->base;
 }
 
@@ -282,6 +283,7 @@ static void parser_free(struct drv_parser *bp)
     gw_buf_free(&p->tmp3);
     gw_buf_free(&p->tmp4);
     gw_buf_free(&p->tmp5);
+    gw_buf_free(&p->tmp6);
     drv_parser_free(bp);
 }
 
@@ -298,23 +300,32 @@ static long long tokens(const json_t *o, const char *key)
 /* OpenAI usage → canonical. Usage may not arrive inside an open tool call
  * (canon.h): then it waits for the call to close (done()); a later usage
  * replaces a waiting one. */
-static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_sink *s)
+/* OpenAI's counts → canonical: the prompt includes its cached part, the
+ * completion its reasoning. */
+static struct canon_usage usage_of(long long prompt, long long completion, long long cached,
+                                   long long reasoning)
 {
-    if (!json_is_object(u))
-        return 0;
     struct canon_usage cu = {.have = 1};
-    long long prompt = tokens(u, "prompt_tokens"), completion = tokens(u, "completion_tokens");
-    const json_t *pd = json_object_get(u, "prompt_tokens_details");
-    long long cached = json_object_get(pd, "cached_tokens") ? tokens(pd, "cached_tokens")
-                                                            : tokens(u, "prompt_cache_hit_tokens");
-    long long reasoning =
-        tokens(json_object_get(u, "completion_tokens_details"), "reasoning_tokens");
     if (cached > prompt)
         cached = prompt;
     cu.input = prompt - cached;
     cu.cache_read = cached;
     cu.output = completion;
     cu.reasoning = reasoning > completion ? completion : reasoning;
+    return cu;
+}
+
+static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_sink *s)
+{
+    if (!json_is_object(u))
+        return 0;
+    long long prompt = tokens(u, "prompt_tokens"), completion = tokens(u, "completion_tokens");
+    const json_t *pd = json_object_get(u, "prompt_tokens_details");
+    long long cached = json_object_get(pd, "cached_tokens") ? tokens(pd, "cached_tokens")
+                                                            : tokens(u, "prompt_cache_hit_tokens");
+    long long reasoning =
+        tokens(json_object_get(u, "completion_tokens_details"), "reasoning_tokens");
+    struct canon_usage cu = usage_of(prompt, completion, cached, reasoning);
     p->pending_usage = cu;
     if (p->tools.open)
         return 0;
@@ -556,9 +567,133 @@ static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct c
     done(p, s);
 }
 
+/* A token count as tokens() reads it from jansson: a plain integer (a
+ * real, or anything else, is 0); *unsure past 18 digits, where jansson may
+ * refuse the whole document. */
+static long long span_tokens(const struct gw_json_span *v, int *unsure)
+{
+    if (!v->p)
+        return 0;
+    size_t i = v->p[0] == '-';
+    if (i >= v->n || v->p[i] < '0' || v->p[i] > '9')
+        return 0;
+    long long n = 0;
+    for (size_t k = i; k < v->n; k++) {
+        char c = v->p[k];
+        if (c == '.' || c == 'e' || c == 'E')
+            return 0;
+        if (k - i >= 18) {
+            *unsure = 1;
+            return 0;
+        }
+        n = n * 10 + (c - '0');
+    }
+    return i ? 0 : n > (1LL << 53) ? (1LL << 53) : n;
+}
+
+/*
+ * The common whole chat.completion (text, reasoning or a refusal; a finish
+ * reason; usage) read without building a document, as parse_whole would
+ * read it: the events, the stop and the usage are the same. Anything else
+ * (an error member, tool calls, a string jansson would refuse, a shape in
+ * doubt) returns 0 for the full parser. As for streamed chunks, a key
+ * repeated in a member it does not read is not its concern (jansson, which
+ * refuses duplicates anywhere, would call the answer malformed).
+ */
+static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct canon_sink *s)
+{
+    static const char *const top_keys[] = {"usage", "error", "choices", "id", "model"};
+    static const char *const ch_keys[] = {"message", "finish_reason"};
+    static const char *const m_keys[] = {"tool_calls", "refusal", "content", "reasoning",
+                                         "reasoning_content"};
+    static const char *const u_keys[] = {"prompt_tokens", "completion_tokens",
+                                         "prompt_tokens_details", "completion_tokens_details",
+                                         "prompt_cache_hit_tokens"};
+    static const char *const cached_key[] = {"cached_tokens"};
+    static const char *const reasoning_key[] = {"reasoning_tokens"};
+    enum { T_USAGE, T_ERROR, T_CHOICES, T_ID, T_MODEL };
+    enum { C_MESSAGE, C_FINISH };
+    enum { M_TOOLS, M_REFUSAL, M_CONTENT, M_REASONING, M_REASONING_CONTENT };
+    enum { U_PROMPT, U_COMPLETION, U_PD, U_CD, U_HIT };
+    struct gw_json_span t[5], c[2] = {{0}}, m[5] = {{0}}, u[5] = {{0}}, cached = {0}, rt = {0};
+    const char *ch = NULL;
+    size_t chn = 0;
+    if (!gw_json_valid(d, n, 64) || gw_json_span_members(d, n, top_keys, 5, t) != 1 ||
+        present(&t[T_ERROR]))
+        return 0;
+    int has_ch = t[T_CHOICES].p && t[T_CHOICES].p[0] == '[' &&
+                 gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &ch, &chn);
+    if (has_ch && ch[0] == '{' && gw_json_span_members(ch, chn, ch_keys, 2, c) != 1)
+        return 0;
+    if (c[C_MESSAGE].p && c[C_MESSAGE].p[0] == '{' &&
+        gw_json_span_members(c[C_MESSAGE].p, c[C_MESSAGE].n, m_keys, 5, m) != 1)
+        return 0;
+    int has_u = t[T_USAGE].p && t[T_USAGE].p[0] == '{';
+    if (has_u && gw_json_span_members(t[T_USAGE].p, t[T_USAGE].n, u_keys, 5, u) != 1)
+        return 0;
+    if (u[U_PD].p && u[U_PD].p[0] == '{' &&
+        gw_json_span_members(u[U_PD].p, u[U_PD].n, cached_key, 1, &cached) != 1)
+        return 0;
+    if (u[U_CD].p && u[U_CD].p[0] == '{' &&
+        gw_json_span_members(u[U_CD].p, u[U_CD].n, reasoning_key, 1, &rt) != 1)
+        return 0;
+    if (m[M_TOOLS].p && m[M_TOOLS].p[0] == '[' && m[M_TOOLS].n > 2)
+        return 0; /* tool calls: the full parser's (a [] has none) */
+    /* Decode everything before emitting anything. */
+    int unsure = 0;
+    size_t l = 0;
+    const char *rs = span_text(&p->tmp, &m[M_REASONING_CONTENT], &l, &unsure);
+    struct gw_buf *rb = &p->tmp;
+    if (!rs) {
+        rs = span_text(&p->tmp2, &m[M_REASONING], &l, &unsure);
+        rb = &p->tmp2;
+    }
+    const char *ct = span_text(&p->tmp6, &m[M_CONTENT], &l, &unsure);
+    const char *refusal = span_text(&p->tmp3, &m[M_REFUSAL], &l, &unsure);
+    const char *fr = span_text(&p->tmp4, &c[C_FINISH], &l, &unsure);
+    enum canon_stop st = refusal ? CANON_STOP_REFUSAL : canon_stop_from_openai(fr);
+    const char *id = span_text(&p->tmp5, &t[T_ID], &l, &unsure);
+    const char *mo = span_text(&p->tmp4, &t[T_MODEL], &l, &unsure); /* fr is read */
+    long long prompt = span_tokens(&u[U_PROMPT], &unsure);
+    long long completion = span_tokens(&u[U_COMPLETION], &unsure);
+    long long cache = cached.p ? span_tokens(&cached, &unsure) : span_tokens(&u[U_HIT], &unsure);
+    long long reasoning = span_tokens(&rt, &unsure);
+    if (unsure)
+        return 0;
+    /* Decoded strings are C strings, as jansson's are (gw_buf keeps a NUL
+     * after its bytes, and gw_json_span_string refuses \u0000, as jansson
+     * does). */
+    if (drv_start(&p->base, id, mo, s))
+        return 1;
+    const char *text = ct && p->tmp6.len ? ct : refusal;
+    size_t tlen = ct && p->tmp6.len ? p->tmp6.len : refusal ? p->tmp3.len : 0;
+    if (rs && rb->len) {
+        struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = rb->len};
+        if (canon_emit(s, &ev))
+            return 1;
+    }
+    if (text && tlen) {
+        struct canon_event ev = {.type = CANON_EV_CHUNK, .text = text, .len = tlen};
+        if (canon_emit(s, &ev))
+            return 1;
+    }
+    p->stop = st;
+    if (has_u) {
+        struct canon_usage cu = usage_of(prompt, completion, cache, reasoning);
+        struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
+        if (canon_emit(s, &ev))
+            return 1;
+    }
+    done(p, s);
+    return 1;
+}
+
 static void finish(struct drv_parser *bp, const struct canon_sink *s)
 {
     struct oa_parser *p = (struct oa_parser *)bp;
+    if (!bp->stream && !bp->terminal && bp->body.len &&
+        fast_whole(p, bp->body.data, bp->body.len, s))
+        return;
     if (drv_finish(bp, s, parse_whole))
         return;
     /* No [DONE]: complete only if the provider had said why it stopped. */

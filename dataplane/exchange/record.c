@@ -42,26 +42,68 @@ static const char *api_name(const struct dp_exchange *x)
 
 /* ---------------------------------------------------------------- logs */
 
+/* The lines are built member by member without printf: two a request. */
+
+/* ,"name": (name is one of ours: nothing to escape) */
+static int field_key(struct gw_buf *o, const char *name)
+{
+    int rc = gw_buf_appends(o, ",\"");
+    if (rc == GW_OK)
+        rc = gw_buf_appends(o, name);
+    return rc == GW_OK ? gw_buf_appends(o, "\":") : rc;
+}
+
 /* ,"name":<escaped string> */
 static int field_str(struct gw_buf *o, const char *name, const char *v)
 {
-    int rc = gw_buf_printf(o, ",\"%s\":", name);
+    int rc = field_key(o, name);
     return rc == GW_OK ? gw_json_escape(o, v, strlen(v)) : rc;
 }
 
+static int field_int(struct gw_buf *o, const char *name, long long v)
+{
+    int rc = field_key(o, name);
+    return rc == GW_OK ? gw_buf_append_int(o, v) : rc;
+}
+
+static int field_bool(struct gw_buf *o, const char *name, int v)
+{
+    int rc = field_key(o, name);
+    return rc == GW_OK ? gw_buf_appends(o, v ? "true" : "false") : rc;
+}
+
+/* Milliseconds with three decimals, from microseconds. */
 static int field_ms(struct gw_buf *o, const char *name, int64_t from, int64_t to)
 {
-    return gw_buf_printf(o, ",\"%s\":%.3f", name, (double)(to - from) / 1000.0);
+    int64_t us = to - from;
+    int rc = field_key(o, name);
+    if (rc == GW_OK && us < 0) {
+        rc = gw_buf_appends(o, "-");
+        us = -us;
+    }
+    if (rc == GW_OK)
+        rc = gw_buf_append_int(o, (long long)(us / 1000));
+    char frac[4] = {'.', (char)('0' + us % 1000 / 100), (char)('0' + us % 100 / 10),
+                    (char)('0' + us % 10)};
+    return rc == GW_OK ? gw_buf_append(o, frac, 4) : rc;
 }
 
 static int field_usage(struct gw_buf *o, const struct canon_usage *u)
 {
-    return gw_buf_printf(o,
-                         ",\"tokens\":{\"input\":%lld,\"cache_read\":%lld,\"cache_write_5m\":%lld,"
-                         "\"cache_write_1h\":%lld,\"output\":%lld,\"reasoning\":%lld}",
-                         (long long)u->input, (long long)u->cache_read,
-                         (long long)u->cache_write_5m, (long long)u->cache_write_1h,
-                         (long long)u->output, (long long)u->reasoning);
+    int rc = gw_buf_appends(o, ",\"tokens\":{\"input\":");
+    if (rc == GW_OK)
+        rc = gw_buf_append_int(o, (long long)u->input);
+    if (rc == GW_OK)
+        rc = field_int(o, "cache_read", (long long)u->cache_read);
+    if (rc == GW_OK)
+        rc = field_int(o, "cache_write_5m", (long long)u->cache_write_5m);
+    if (rc == GW_OK)
+        rc = field_int(o, "cache_write_1h", (long long)u->cache_write_1h);
+    if (rc == GW_OK)
+        rc = field_int(o, "output", (long long)u->output);
+    if (rc == GW_OK)
+        rc = field_int(o, "reasoning", (long long)u->reasoning);
+    return rc == GW_OK ? gw_buf_appends(o, "}") : rc;
 }
 
 /* The fields both lines start with. */
@@ -96,16 +138,19 @@ static void log_attempt(struct dp_exchange *x, const struct attempt_rec *a)
     if (rc == GW_OK)
         rc = field_str(o, "attempt_id", x->attempt_id);
     if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"attempt\":%d,\"retry\":%s,\"probe\":%s", x->nattempts,
-                           x->tries > 1 ? "true" : "false", x->probe ? "true" : "false");
+        rc = field_int(o, "attempt", x->nattempts);
+    if (rc == GW_OK)
+        rc = field_bool(o, "retry", x->tries > 1);
+    if (rc == GW_OK)
+        rc = field_bool(o, "probe", x->probe);
     if (rc == GW_OK && x->fleet_probe)
-        rc = gw_buf_printf(o, ",\"fleet_probe\":true");
+        rc = field_bool(o, "fleet_probe", 1);
     if (rc == GW_OK)
         rc = field_str(o, "outcome", a->verdict);
     if (rc == GW_OK && a->failure_class)
         rc = field_str(o, "error_class", a->failure_class);
     if (rc == GW_OK && x->status)
-        rc = gw_buf_printf(o, ",\"upstream_status\":%d", x->status);
+        rc = field_int(o, "upstream_status", x->status);
     if (rc == GW_OK)
         rc = field_ms(o, "latency_ms", x->ta0, a->end);
     if (rc == GW_OK && x->t_first_byte)
@@ -115,7 +160,7 @@ static void log_attempt(struct dp_exchange *x, const struct attempt_rec *a)
     if (rc == GW_OK && x->usage.have)
         rc = field_usage(o, &x->usage);
     if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
+        rc = field_int(o, "snapshot_version", (long long)x->snap->version);
     /* The request's last attempt goes out with the request's line, in one
      * write; an attempt the loop goes on from, at once. */
     if (rc == GW_OK && x->verdict == V_FAILED && x->req)
@@ -313,8 +358,9 @@ void x_log_request(struct dp_exchange *x)
     if (rc == GW_OK)
         rc = field_str(o, "api", api_name(x));
     if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"status\":%d,\"stream\":%s", x->final_status,
-                           x->client_stream ? "true" : "false");
+        rc = field_int(o, "status", x->final_status);
+    if (rc == GW_OK)
+        rc = field_bool(o, "stream", x->client_stream);
     if (rc == GW_OK)
         rc = field_ms(o, "latency_ms", x->t0, end);
     if (rc == GW_OK && x->t_first_byte)
@@ -322,7 +368,7 @@ void x_log_request(struct dp_exchange *x)
     if (rc == GW_OK && x->t_client_first)
         rc = field_ms(o, "ttfc_ms", x->t0, x->t_client_first);
     if (rc == GW_OK && x->status)
-        rc = gw_buf_printf(o, ",\"upstream_status\":%d", x->status);
+        rc = field_int(o, "upstream_status", x->status);
     if (rc == GW_OK && x->usage.have)
         rc = field_usage(o, &x->usage);
     if (rc == GW_OK && x->have_stop)
@@ -332,12 +378,15 @@ void x_log_request(struct dp_exchange *x)
     if (rc == GW_OK && x->error_class)
         rc = field_str(o, "error_class", x->error_class);
     if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"attempts\":%d,\"retries\":%d,\"failovers\":%d", x->nattempts,
-                           x->nretries, x->nfailovers);
+        rc = field_int(o, "attempts", x->nattempts);
+    if (rc == GW_OK)
+        rc = field_int(o, "retries", x->nretries);
+    if (rc == GW_OK)
+        rc = field_int(o, "failovers", x->nfailovers);
     if (rc == GW_OK && x->key)
         rc = field_str(o, "key_id", x->key->id);
     if (rc == GW_OK)
-        rc = gw_buf_printf(o, ",\"snapshot_version\":%lld", (long long)x->snap->version);
+        rc = field_int(o, "snapshot_version", (long long)x->snap->version);
     if (rc == GW_OK)
         rc = gw_log_access_line(&x->logs, "access", o->data, o->len);
     gw_log_access_write(&x->logs);

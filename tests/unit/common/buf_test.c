@@ -1,6 +1,8 @@
 /* Tests for common/gw_buf.c and common/gw_pool.c. */
 #include <CUnit/CUnit.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gw_buf.h"
@@ -71,7 +73,28 @@ static void test_pool(void)
     CU_ASSERT_EQUAL(cleaned[0], 2);
 }
 
+/* gw_buf_append_int writes what "%lld" does, at both ends of the range. */
+static void test_append_int(void)
+{
+    static const long long vals[] = {0, 7, -7, 10, 1234567890123LL, -1000, LLONG_MAX, LLONG_MIN};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(*vals); i++) {
+        struct gw_buf b;
+        gw_buf_init(&b, 0);
+        char want[32];
+        snprintf(want, sizeof(want), "x%lld", vals[i]);
+        CU_ASSERT_EQUAL(gw_buf_appends(&b, "x"), GW_OK);
+        CU_ASSERT_EQUAL(gw_buf_append_int(&b, vals[i]), GW_OK);
+        CU_ASSERT_STRING_EQUAL(b.data, want);
+        gw_buf_free(&b);
+    }
+    struct gw_buf small;
+    gw_buf_init(&small, 3);
+    CU_ASSERT_EQUAL(gw_buf_append_int(&small, 1234), GW_ELIMIT);
+    gw_buf_free(&small);
+}
+
 static CU_TestInfo tests[] = {
+    {"append_int is %lld", test_append_int},
     {"append respects the ceiling", test_append_and_ceiling},
     {"growth", test_growth},
     {"pool allocations and cleanups", test_pool},

@@ -243,12 +243,69 @@ static void test_relay_build(void)
     json_decref(p.options);
 }
 
+/* A whole answer read by spans (fast_whole) against the full parser: each
+ * body, and the same body with its "id" key spelled \u0069d (which sends
+ * it to jansson: a key with an escape may be any key in disguise), give the
+ * same transcript; so does every split. The last case shows the span path
+ * ran: a duplicate key outside what it reads is jansson's refusal only. */
+static void test_whole_fast_and_full_agree(void)
+{
+    static const char *const bodies[] = {
+        "{\"id\":\"c1\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{"
+        "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"a\\\"b\\u00e9 \\ud83d"
+        "\\ude00\",\"refusal\":null,\"annotations\":[]},\"finish_reason\":\"stop\"}],"
+        "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5,\"prompt_tokens_details\":"
+        "{\"cached_tokens\":4},\"completion_tokens_details\":{\"reasoning_tokens\":2}}}\n",
+        /* reasoning by either name; DeepSeek's cache field; a length stop */
+        "{\"id\":\"c2\",\"model\":\"m\",\"choices\":[{\"message\":{\"reasoning_content\":"
+        "\"hm\",\"content\":\"x\"},\"finish_reason\":\"length\"}],\"usage\":{"
+        "\"prompt_tokens\":9,\"completion_tokens\":1,\"prompt_cache_hit_tokens\":3}}",
+        "{\"id\":\"c3\",\"choices\":[{\"message\":{\"reasoning\":\"r\",\"content\":null,"
+        "\"tool_calls\":[]},\"finish_reason\":\"stop\"}]}",
+        /* a refusal; counts that are not plain integers, or negative */
+        "{\"id\":\"c4\",\"model\":\"m\",\"choices\":[{\"message\":{\"content\":\"\","
+        "\"refusal\":\"no\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1.0,"
+        "\"completion_tokens\":-3,\"completion_tokens_details\":{\"reasoning_tokens\":7e0}}}",
+        /* shapes with no answer in them */
+        "{\"id\":\"c5\",\"choices\":[]}",
+        "{\"id\":\"c6\",\"choices\":[{\"message\":null,\"finish_reason\":null}],"
+        "\"usage\":null}",
+        "{\"id\":\"c7\",\"choices\":{\"0\":1},\"usage\":[1]}",
+        /* what the span path leaves to jansson: tool calls, an error, a
+         * count past 18 digits, deep nesting */
+        "{\"id\":\"c8\",\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"t\",\"function\":"
+        "{\"name\":\"f\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}",
+        "{\"id\":\"c9\",\"error\":{\"message\":\"overloaded\"}}",
+        "{\"id\":\"c10\",\"choices\":[{\"message\":{\"content\":\"y\"}}],\"usage\":"
+        "{\"prompt_tokens\":1234567890123456789,\"completion_tokens\":1}}",
+    };
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(*bodies); i++) {
+        const char *b = bodies[i];
+        const char *at = strstr(b, "\"id\"");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+        char esc[2048];
+        int n = snprintf(esc, sizeof(esc), "%.*s\"\\u0069d\"%s", (int)(at - b), b, at + 4);
+        CU_ASSERT_FATAL(n > 0 && (size_t)n < sizeof(esc));
+        char *fast = canon_record_splits(&drv_openai, 0, b, strlen(b));
+        char *full = canon_record_run(&drv_openai, 0, esc, (size_t)n, CANON_SPLIT_WHOLE, 0, 0);
+        canon_record_same(fast, full, b);
+        free(fast);
+        free(full);
+    }
+    const char dup[] = "{\"id\":\"d\",\"x\":1,\"x\":2,\"choices\":[{\"message\":{\"content\":"
+                       "\"z\"},\"finish_reason\":\"stop\"}]}";
+    char *t = canon_record_run(&drv_openai, 0, dup, strlen(dup), CANON_SPLIT_WHOLE, 0, 0);
+    canon_record_same(t, "START id=d model=-\nTEXT \"z\"\nDONE end\n", "a duplicate key");
+    free(t);
+}
+
 static CU_TestInfo tests[] = {
     {"the pass-through's request", test_relay_build},
     {"text, reasoning and usage; fast path and full parser agree", test_text_and_usage},
     {"DeepSeek's cache-hit field", test_deepseek_cache_field},
     {"tool calls in order; interleaving refused", test_tool_calls},
     {"endings: with and without [DONE], errors, whole bodies", test_endings},
+    {"whole answers: the span path and the full parser agree", test_whole_fast_and_full_agree},
     {"request building", test_build},
     {"cases found in review", test_review_cases},
     CU_TEST_INFO_NULL,
