@@ -315,6 +315,17 @@ static struct canon_usage usage_of(long long prompt, long long completion, long 
     return cu;
 }
 
+/* Usage waits while a tool call is open (canon.h): done() emits it then. */
+static int put_usage(struct oa_parser *p, struct canon_usage cu, const struct canon_sink *s)
+{
+    p->pending_usage = cu;
+    if (p->tools.open)
+        return 0;
+    p->pending_usage.have = 0;
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
+    return canon_emit(s, &ev);
+}
+
 static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_sink *s)
 {
     if (!json_is_object(u))
@@ -325,13 +336,7 @@ static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_s
                                                             : tokens(u, "prompt_cache_hit_tokens");
     long long reasoning =
         tokens(json_object_get(u, "completion_tokens_details"), "reasoning_tokens");
-    struct canon_usage cu = usage_of(prompt, completion, cached, reasoning);
-    p->pending_usage = cu;
-    if (p->tools.open)
-        return 0;
-    p->pending_usage.have = 0;
-    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
-    return canon_emit(s, &ev);
+    return put_usage(p, usage_of(prompt, completion, cached, reasoning), s);
 }
 
 static int emit_start(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
@@ -438,6 +443,60 @@ static const char *span_text(struct gw_buf *buf, const struct gw_json_span *v, s
     return buf->data ? buf->data : "";
 }
 
+/* A token count as tokens() reads it from jansson: a plain integer (a
+ * real, or anything else, is 0); *unsure past 18 digits, where jansson may
+ * refuse the whole document. */
+static long long span_tokens(const struct gw_json_span *v, int *unsure)
+{
+    if (!v->p)
+        return 0;
+    size_t i = v->p[0] == '-';
+    if (i >= v->n || v->p[i] < '0' || v->p[i] > '9')
+        return 0;
+    long long n = 0;
+    for (size_t k = i; k < v->n; k++) {
+        char c = v->p[k];
+        if (c == '.' || c == 'e' || c == 'E')
+            return 0;
+        if (k - i >= 18) {
+            *unsure = 1;
+            return 0;
+        }
+        n = n * 10 + (c - '0');
+    }
+    return i ? 0 : n > (1LL << 53) ? (1LL << 53) : n;
+}
+
+/* A usage object read by spans as emit_usage reads it from jansson.
+ * 1: cu filled; 0: not an object, or in doubt (the full parser's). */
+static int span_usage(const struct gw_json_span *u, struct canon_usage *cu)
+{
+    static const char *const u_keys[] = {"prompt_tokens", "completion_tokens",
+                                         "prompt_tokens_details", "completion_tokens_details",
+                                         "prompt_cache_hit_tokens"};
+    static const char *const cached_key[] = {"cached_tokens"};
+    static const char *const reasoning_key[] = {"reasoning_tokens"};
+    enum { U_PROMPT, U_COMPLETION, U_PD, U_CD, U_HIT };
+    struct gw_json_span m[5], cached = {0}, rt = {0};
+    if (!u->p || u->p[0] != '{' || gw_json_span_members(u->p, u->n, u_keys, 5, m) != 1)
+        return 0;
+    if (m[U_PD].p && m[U_PD].p[0] == '{' &&
+        gw_json_span_members(m[U_PD].p, m[U_PD].n, cached_key, 1, &cached) != 1)
+        return 0;
+    if (m[U_CD].p && m[U_CD].p[0] == '{' &&
+        gw_json_span_members(m[U_CD].p, m[U_CD].n, reasoning_key, 1, &rt) != 1)
+        return 0;
+    int unsure = 0;
+    long long prompt = span_tokens(&m[U_PROMPT], &unsure);
+    long long completion = span_tokens(&m[U_COMPLETION], &unsure);
+    long long cache = cached.p ? span_tokens(&cached, &unsure) : span_tokens(&m[U_HIT], &unsure);
+    long long reasoning = span_tokens(&rt, &unsure);
+    if (unsure)
+        return 0;
+    *cu = usage_of(prompt, completion, cache, reasoning);
+    return 1;
+}
+
 /*
  * The common streamed chunk (the first one with its id and model, a text
  * or reasoning delta, a finish reason) read without building a document:
@@ -462,8 +521,19 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
     size_t chn, xn;
     *stop = 0;
     if (!gw_json_valid(d, n, 64) || gw_json_span_members(d, n, top_keys, 5, t) != 1 ||
-        present(&t[T_USAGE]) || present(&t[T_ERROR]) || !t[T_CHOICES].p ||
-        !gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &ch, &chn) ||
+        present(&t[T_ERROR]) || !t[T_CHOICES].p)
+        return 0;
+    if (present(&t[T_USAGE])) {
+        /* The usage chunk, with no choice beside it (the stream's last). */
+        struct canon_usage cu;
+        if (!p->base.started || t[T_CHOICES].p[0] != '[' ||
+            gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &x, &xn) ||
+            !span_usage(&t[T_USAGE], &cu))
+            return 0;
+        *stop = put_usage(p, cu, s);
+        return 1;
+    }
+    if (!gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &ch, &chn) ||
         gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 1, &x, &xn) ||
         gw_json_span_members(ch, chn, ch_keys, 2, c) != 1 || !c[C_DELTA].p ||
         c[C_DELTA].p[0] != '{' ||
@@ -567,30 +637,6 @@ static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct c
     done(p, s);
 }
 
-/* A token count as tokens() reads it from jansson: a plain integer (a
- * real, or anything else, is 0); *unsure past 18 digits, where jansson may
- * refuse the whole document. */
-static long long span_tokens(const struct gw_json_span *v, int *unsure)
-{
-    if (!v->p)
-        return 0;
-    size_t i = v->p[0] == '-';
-    if (i >= v->n || v->p[i] < '0' || v->p[i] > '9')
-        return 0;
-    long long n = 0;
-    for (size_t k = i; k < v->n; k++) {
-        char c = v->p[k];
-        if (c == '.' || c == 'e' || c == 'E')
-            return 0;
-        if (k - i >= 18) {
-            *unsure = 1;
-            return 0;
-        }
-        n = n * 10 + (c - '0');
-    }
-    return i ? 0 : n > (1LL << 53) ? (1LL << 53) : n;
-}
-
 /*
  * The common whole chat.completion (text, reasoning or a refusal; a finish
  * reason; usage) read without building a document, as parse_whole would
@@ -606,16 +652,11 @@ static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct
     static const char *const ch_keys[] = {"message", "finish_reason"};
     static const char *const m_keys[] = {"tool_calls", "refusal", "content", "reasoning",
                                          "reasoning_content"};
-    static const char *const u_keys[] = {"prompt_tokens", "completion_tokens",
-                                         "prompt_tokens_details", "completion_tokens_details",
-                                         "prompt_cache_hit_tokens"};
-    static const char *const cached_key[] = {"cached_tokens"};
-    static const char *const reasoning_key[] = {"reasoning_tokens"};
     enum { T_USAGE, T_ERROR, T_CHOICES, T_ID, T_MODEL };
     enum { C_MESSAGE, C_FINISH };
     enum { M_TOOLS, M_REFUSAL, M_CONTENT, M_REASONING, M_REASONING_CONTENT };
-    enum { U_PROMPT, U_COMPLETION, U_PD, U_CD, U_HIT };
-    struct gw_json_span t[5], c[2] = {{0}}, m[5] = {{0}}, u[5] = {{0}}, cached = {0}, rt = {0};
+    struct gw_json_span t[5], c[2] = {{0}}, m[5] = {{0}};
+    struct canon_usage cu;
     const char *ch = NULL;
     size_t chn = 0;
     if (!gw_json_valid(d, n, 64) || gw_json_span_members(d, n, top_keys, 5, t) != 1 ||
@@ -629,13 +670,7 @@ static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct
         gw_json_span_members(c[C_MESSAGE].p, c[C_MESSAGE].n, m_keys, 5, m) != 1)
         return 0;
     int has_u = t[T_USAGE].p && t[T_USAGE].p[0] == '{';
-    if (has_u && gw_json_span_members(t[T_USAGE].p, t[T_USAGE].n, u_keys, 5, u) != 1)
-        return 0;
-    if (u[U_PD].p && u[U_PD].p[0] == '{' &&
-        gw_json_span_members(u[U_PD].p, u[U_PD].n, cached_key, 1, &cached) != 1)
-        return 0;
-    if (u[U_CD].p && u[U_CD].p[0] == '{' &&
-        gw_json_span_members(u[U_CD].p, u[U_CD].n, reasoning_key, 1, &rt) != 1)
+    if (has_u && !span_usage(&t[T_USAGE], &cu))
         return 0;
     if (m[M_TOOLS].p && m[M_TOOLS].p[0] == '[' && m[M_TOOLS].n > 2)
         return 0; /* tool calls: the full parser's (a [] has none) */
@@ -654,10 +689,6 @@ static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct
     enum canon_stop st = refusal ? CANON_STOP_REFUSAL : canon_stop_from_openai(fr);
     const char *id = span_text(&p->tmp5, &t[T_ID], &l, &unsure);
     const char *mo = span_text(&p->tmp4, &t[T_MODEL], &l, &unsure); /* fr is read */
-    long long prompt = span_tokens(&u[U_PROMPT], &unsure);
-    long long completion = span_tokens(&u[U_COMPLETION], &unsure);
-    long long cache = cached.p ? span_tokens(&cached, &unsure) : span_tokens(&u[U_HIT], &unsure);
-    long long reasoning = span_tokens(&rt, &unsure);
     if (unsure)
         return 0;
     /* Decoded strings are C strings, as jansson's are (gw_buf keeps a NUL
@@ -678,12 +709,8 @@ static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct
             return 1;
     }
     p->stop = st;
-    if (has_u) {
-        struct canon_usage cu = usage_of(prompt, completion, cache, reasoning);
-        struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
-        if (canon_emit(s, &ev))
-            return 1;
-    }
+    if (has_u && put_usage(p, cu, s))
+        return 1;
     done(p, s);
     return 1;
 }
