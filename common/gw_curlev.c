@@ -13,18 +13,23 @@
  * SHARD_TRANSFERS transfers; a new transfer goes to the first shard with
  * room, so at low load every transfer shares one cache (and its idle
  * connections), and the walks stay bounded however many streams are open.
+ * A shard other than the first that has had no transfer for REAP_MS is
+ * closed, with the idle connections it keeps: after a burst, the load
+ * returns to the first shard, and nothing else would ever look at them.
  */
 #include "gw_curlev.h"
 
 #include <event2/event.h>
-#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
-#include <sys/resource.h>
+#include <string.h>
 
 #include "gw_error.h"
+#include "gw_time.h"
 
 #define SHARD_TRANSFERS 256
 #define MAX_SHARDS 64
+#define REAP_MS 5000
 
 struct gw_curlev;
 
@@ -33,6 +38,7 @@ struct shard {
     CURLM *multi;
     struct event *timer;
     size_t running;
+    int64_t empty_since; /* gw_now_us() when its last transfer ended; 0: busy, or the first */
 };
 
 struct transfer {
@@ -47,6 +53,7 @@ struct gw_curlev {
     struct event_base *base;
     struct shard *shards[MAX_SHARDS];
     size_t nshards;
+    struct event *reap;         /* closes shards empty for REAP_MS */
     struct transfer *transfers; /* running, for gw_curlev_free */
     size_t running;
     CURL *idle[GW_CURLEV_IDLE_EASY]; /* reset handles, reused */
@@ -62,7 +69,14 @@ static void unlink_transfer(struct gw_curlev *m, struct transfer *t)
     if (t->next)
         t->next->prev = t->prev;
     m->running--;
-    t->sh->running--;
+    struct shard *sh = t->sh;
+    if (--sh->running == 0 && sh != m->shards[0]) {
+        sh->empty_since = gw_now_us();
+        if (!evtimer_pending(m->reap, NULL)) {
+            struct timeval tv = {REAP_MS / 1000, (REAP_MS % 1000) * 1000};
+            evtimer_add(m->reap, &tv);
+        }
+    }
 }
 
 static void check_done(struct shard *sh)
@@ -173,19 +187,41 @@ static struct shard *shard_new(struct gw_curlev *m)
     curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
     curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
-    /* The connection cache is never trimmed by count short of the
-     * open-file limit. Past its size (idle and busy connections together)
-     * libcurl walks every connection at each transfer's end to close the
-     * oldest idle one, a keep-alive connection the next transfer would
-     * have reused. Idle connections still close at curl's maximum age
+    /* Past this many connections (idle and busy together) libcurl walks
+     * its cache at each transfer's end to close the oldest idle one: room
+     * for a full shard's transfers and as many idle keeps that walk rare
+     * and short. Idle connections also close at curl's maximum age
      * (CURLOPT_MAXAGE_CONN, 118 s) or when the server closes them. */
-    struct rlimit rl = {0, 0};
-    long cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-                       rl.rlim_cur > 1024 && rl.rlim_cur < (rlim_t)LONG_MAX
-                   ? (long)rl.rlim_cur
-                   : 1024L;
-    curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, cap);
+    curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, (long)(2 * SHARD_TRANSFERS));
     return sh;
+}
+
+/* Closes the shards past the first that have been empty for REAP_MS
+ * (compacting the list: transfers point at their shard, not its place). */
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_curlev *m = arg;
+    int64_t now = gw_now_us(), next = 0;
+    size_t k = 1;
+    for (size_t i = 1; i < m->nshards; i++) {
+        struct shard *sh = m->shards[i];
+        int64_t due = sh->empty_since + (int64_t)REAP_MS * 1000;
+        if (sh->running == 0 && sh->empty_since && due <= now) {
+            shard_free(sh);
+            continue;
+        }
+        if (sh->running == 0 && sh->empty_since && (!next || due < next))
+            next = due;
+        m->shards[k++] = sh;
+    }
+    m->nshards = k;
+    if (next) {
+        int64_t us = next - now;
+        struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+        evtimer_add(m->reap, &tv);
+    }
 }
 
 struct gw_curlev *gw_curlev_new(struct event_base *base)
@@ -194,8 +230,11 @@ struct gw_curlev *gw_curlev_new(struct event_base *base)
     if (!m)
         return NULL;
     m->base = base;
-    m->shards[0] = shard_new(m);
+    m->reap = evtimer_new(base, on_reap, m);
+    m->shards[0] = m->reap ? shard_new(m) : NULL;
     if (!m->shards[0]) {
+        if (m->reap)
+            event_free(m->reap);
         free(m);
         return NULL;
     }
@@ -211,6 +250,8 @@ void gw_curlev_free(struct gw_curlev *m)
         gw_curlev_remove(m, m->transfers->easy);
     for (size_t i = 0; i < m->nshards; i++)
         shard_free(m->shards[i]);
+    if (m->reap)
+        event_free(m->reap);
     while (m->nidle > 0)
         curl_easy_cleanup(m->idle[--m->nidle]);
     free(m);
@@ -259,6 +300,7 @@ int gw_curlev_add(struct gw_curlev *m, CURL *easy, gw_curlev_done_cb cb, void *a
     m->transfers = t;
     m->running++;
     t->sh->running++;
+    t->sh->empty_since = 0;
     return GW_OK;
 }
 

@@ -7,8 +7,8 @@
  * The multi handles keep the connection cache, so upstream connections are
  * reused across requests made on the same loop. A loop runs up to 64 of
  * them, 256 transfers each at most, filled in order: libcurl 7.88's walks
- * of its connection cache stay bounded however many streams are open
- * (gw_curlev.c).
+ * of its connection cache stay bounded however many streams are open; one
+ * past the first that stays empty for 5 s is closed (gw_curlev.c).
  *
  * gw_curlev owns CURLOPT_PRIVATE of every handle it runs. The completion
  * callback runs from the event loop after curl has finished with the handle

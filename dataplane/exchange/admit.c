@@ -304,6 +304,7 @@ static struct dp_exchange *exchange_new(struct dp_xloop *l, struct gw_http_req *
     l->exchanges = x;
     x->timer = evtimer_new(l->base, x_on_timer, x);
     if (!x->timer) {
+        x->snap = NULL; /* the caller still holds it, and releases it */
         x_free(x);
         return NULL;
     }

@@ -83,6 +83,9 @@ static int commit_answer(struct dp_exchange *x)
 {
     x->committed = 1;
     x_set_phase(x, XP_ANSWER);
+    /* The chunk that got here was watched under the failover budget; the
+     * budget ends at the bright line. */
+    x_watch_idle(x);
     /* No attempt follows the bright line: the request's document (its
      * jansson tree and canonical form, often many times the body's size)
      * is given back for the rest of a stream, which encodes from its own
@@ -90,7 +93,10 @@ static int commit_answer(struct dp_exchange *x)
      * renders from it at the end. */
     if (x->client_stream && x->creq) {
         /* The target's model may be the client's own words (an exact
-         * selector): it is kept, for the record. */
+         * selector): it is kept, for the record. The failed attempts'
+         * records (x->fails) and the plan's candidates may still point into
+         * the request: after a stream's bright line nothing reads them (a
+         * failure is in-band, without the attempts). */
         char *m = strdup(x->model);
         if (m) {
             if (x->mmodel == x->model) /* its metric label, when configured */

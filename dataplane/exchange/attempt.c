@@ -90,6 +90,12 @@ static void arm_watchdog(struct dp_exchange *x, long ms)
     evtimer_add(x->timer, &tv);
 }
 
+void x_watch_idle(struct dp_exchange *x)
+{
+    if (x->running)
+        arm_watchdog(x, x->prov->idle_timeout_ms);
+}
+
 static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
 {
     struct dp_exchange *x = arg;

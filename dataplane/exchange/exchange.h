@@ -212,6 +212,9 @@ void x_start_attempt(struct dp_exchange *x);
 void x_attempt_over(struct dp_exchange *x);
 void x_release_upstream(struct dp_exchange *x);
 void x_on_timer(evutil_socket_t fd, short what, void *arg);
+/* The attempt in flight is watched for its idle timeout from now (the
+ * answer started: the failover budget no longer bounds it). */
+void x_watch_idle(struct dp_exchange *x);
 
 /* answer.c */
 int x_on_event(void *arg, const struct canon_event *ev);

@@ -373,6 +373,26 @@ describe('upstream faults', () => {
     assert.equal(line.error_class, 'timeout');
   });
 
+  test('a stream whose answer starts just before the failover budget ends is not cut by it', T, async () => {
+    // The budget (300 ms) bounds the wait for the first content, which
+    // comes at once; after it only the provider's idle timeout applies, so
+    // the next chunks, 400 ms apart, run on past the budget's end to [DONE].
+    const rid = h.randomId('budget-line');
+    const t0 = Date.now();
+    const s = await h.collectStream(gw.port, {
+      body: { model: 'mock/mock-gpt#chunks=3,chunk_delay_ms=400', stream: true, messages: MESSAGES },
+      headers: { ...h.AUTH, 'x-request-id': rid, 'x-llmgw-fallback-timeout-ms': '300' },
+    });
+    const took = Date.now() - t0;
+    const evs = h.parseEvents(s.events);
+    assert.equal(evs.at(-1), '[DONE]', s.raw);
+    assert.ok(!evs.some((e) => e && e.error), `an error event: ${s.raw}`);
+    assert.equal(h.streamedContent(evs.filter((e) => e && e.choices)), h.mockText(3));
+    assert.ok(took > 700, `the answer took ${took} ms: the test needs it to outlast the budget`);
+    const line = await gw.accessLogFor(rid);
+    assert.equal(line.outcome, 'ok');
+  });
+
   test('a client that stops reading is cut after the idle timeout, and the upstream canceled', T, async () => {
     // The client reads the head, then stops reading. The kernel buffers
     // fill, the gateway queues past its 1 MiB high mark and pauses the
