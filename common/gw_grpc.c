@@ -168,7 +168,13 @@ void gw_grpc_loop_free(struct gw_grpc_loop *l)
         close(l->efd);
     pthread_mutex_destroy(&l->lock);
     free(l);
-    grpc_shutdown();
+    /* grpc_shutdown() only starts the library's clean-up, on a thread of
+     * its own: a process that exits right after it leaves gRPC's TLS state
+     * half freed (LeakSanitizer saw a handshake's OpenSSL objects after a
+     * data plane that trusted the wrong CA stopped). The loop is released
+     * from our own threads, never from one of gRPC's, as the blocking form
+     * requires. */
+    grpc_shutdown_blocking();
 }
 
 grpc_byte_buffer *gw_grpc_pack(const ProtobufCMessage *m)
