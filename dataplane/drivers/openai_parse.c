@@ -408,8 +408,8 @@ static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct c
  * read it: the events, the stop and the usage are the same. Anything else
  * (an error member, tool calls, a string jansson would refuse, a shape in
  * doubt) returns 0 for the full parser. As for streamed chunks, a key
- * repeated in a member it does not read is not its concern (jansson, which
- * refuses duplicates anywhere, would call the answer malformed).
+ * repeated, or a number too large for jansson, in a member it does not
+ * read is not its concern (jansson would call the whole answer malformed).
  */
 static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct canon_sink *s)
 {
