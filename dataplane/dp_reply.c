@@ -47,10 +47,7 @@ void dp_reply_error_fc(struct gw_http_req *req, const struct dp_facade *fc, cons
         return;
     }
     dp_log_simple(req, id, status, code);
-    size_t n = 0;
-    char *body = fc->error_body(status, type, param, code, msg, &n);
-    gw_http_respond(req, status, "application/json", body ? body : "", body ? n : 0);
-    free(body);
+    dp_respond_error(req, fc, status, type, param, code, msg, NULL, NULL);
 }
 
 const char *dp_error_type(int status)
