@@ -1,6 +1,5 @@
 #include "canon.h"
 
-#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include "gw_error.h"
 #include "gw_pool.h"
 #include "gw_str.h"
+#include "gw_upc.h"
 
 #define DEFAULT_ACC_MAX (32u << 20)
 
@@ -374,9 +374,9 @@ const char *canon_stop_to_anthropic(enum canon_stop s)
     return "end_turn";
 }
 
-enum canon_failure canon_classify_curl(int curl_code)
+enum canon_failure canon_classify_transport(int upc_result)
 {
-    return curl_code == CURLE_OPERATION_TIMEDOUT ? CANON_FAIL_TIMEOUT : CANON_FAIL_NETWORK;
+    return upc_result == GW_UPC_ETIMEOUT ? CANON_FAIL_TIMEOUT : CANON_FAIL_NETWORK;
 }
 
 enum canon_failure canon_classify_http(int status, const char *body, size_t len)

@@ -440,10 +440,10 @@ const char *canon_stop_to_anthropic(enum canon_stop s);
  * text such as "context length"). */
 enum canon_failure canon_classify_http(int status, const char *body, size_t len);
 /* The failure class of a transfer that ended without a whole HTTP answer,
- * from its libcurl result code (a CURLcode): the connect timeout is a
- * timeout, everything else a network failure (the attempt's watchdog,
- * not curl, times the rest). */
-enum canon_failure canon_classify_curl(int curl_code);
+ * from its upstream client's result (enum gw_upc_result): the connect
+ * timeout is a timeout, everything else a network failure (the attempt's
+ * watchdog, not the client, times the rest). */
+enum canon_failure canon_classify_transport(int upc_result);
 
 /* A JSON string value as the parts of a data: URL ("data:<type>;base64,<data>"):
  * returns 0 and fills media_type/data (pool copies), GW_EINVAL when url is

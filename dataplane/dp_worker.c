@@ -1,6 +1,5 @@
 #include "dp_worker.h"
 
-#include <curl/curl.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <stdio.h>
@@ -16,7 +15,7 @@
 #include "dp_snapshot.h"
 #include "gw_buf.h"
 #include "gw_crypto.h"
-#include "gw_curlev.h"
+#include "gw_upc.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_json.h"
@@ -305,7 +304,7 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     if (gw_random_bytes(&w->loop.rng, sizeof(w->loop.rng)) != GW_OK || w->loop.rng == 0)
         w->loop.rng = (uint64_t)gw_now_us() | 1;
     /* The epoll changelist folds the add/delete pairs that every response
-     * (and curl's socket callbacks) make into one epoll_ctl, or none. The
+     * (and a paused upstream's resume) make into one epoll_ctl, or none. The
      * base keeps its lock: the main thread activates drain_ev. */
     struct event_config *ec = event_config_new();
     if (!ec)
@@ -323,12 +322,12 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
         .max_body_bytes = cfg->max_body_bytes,
     };
     w->http = gw_http_server_new(w->base, listen_fd, &o);
-    w->curl = gw_curlev_new(w->base);
+    w->upc = gw_upc_new(w->base);
     w->loop.base = w->base;
-    w->loop.curl = w->curl;
+    w->loop.upc = w->upc;
     w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
     w->drain_tick = evtimer_new(w->base, drain_tick, w);
-    if (!w->http || !w->curl || !w->drain_ev || !w->drain_tick)
+    if (!w->http || !w->upc || !w->drain_ev || !w->drain_tick)
         return GW_ENOMEM;
     return GW_OK;
 }
@@ -359,7 +358,7 @@ void dp_worker_destroy(struct dp_worker *w)
 {
     dp_exchange_shutdown_all(&w->loop);
     gw_http_server_free(w->http);
-    gw_curlev_free(w->curl);
+    gw_upc_free(w->upc);
     if (w->drain_ev)
         event_free(w->drain_ev);
     if (w->drain_tick)

@@ -1,7 +1,7 @@
 /*
  * dp_worker: one event-loop thread of the data plane. Each worker owns its
  * libevent base, its own listener on the shared port (SO_REUSEPORT, so the
- * kernel spreads connections), its HTTP server and its curl multi handle;
+ * kernel spreads connections), its HTTP server and its upstream client (gw_upc);
  * nothing on the request path is shared between workers but the current
  * snapshot.
  */
@@ -18,7 +18,7 @@ struct event_base;
 struct event;
 struct gw_http_server;
 struct gw_http_req;
-struct gw_curlev;
+struct gw_upc;
 
 struct dp_worker {
     int id;
@@ -26,7 +26,7 @@ struct dp_worker {
     pthread_t thread;
     struct event_base *base;
     struct gw_http_server *http;
-    struct gw_curlev *curl;
+    struct gw_upc *upc;
     struct event *drain_ev; /* activated from the main thread */
     struct event *drain_tick;
     int64_t drain_deadline_us;
@@ -35,8 +35,8 @@ struct dp_worker {
     uint64_t seq;         /* request ids */
 };
 
-/* Creates the worker's loop, server (on listen_fd, which it takes) and curl
- * multi. Returns 0 or a GW_E code. */
+/* Creates the worker's loop, server (on listen_fd, which it takes) and
+ * upstream client. Returns 0 or a GW_E code. */
 int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int listen_fd)
     __attribute__((warn_unused_result));
 /* Runs the loop on a new thread. */

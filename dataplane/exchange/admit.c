@@ -17,7 +17,7 @@
 #include "dp_snapshot.h"
 #include "exchange.h"
 #include "fc_embed.h"
-#include "gw_curlev.h"
+#include "gw_upc.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_json.h"
@@ -133,7 +133,8 @@ void x_set_failure(struct dp_exchange *x, const char *outcome, const char *cls)
 static void shutdown_one(struct dp_exchange *x)
 {
     if (x->running) {
-        gw_curlev_remove(x->l->curl, x->easy);
+        gw_upc_cancel(x->xf);
+        x->xf = NULL;
         x->running = 0;
     }
     if (x->req) {

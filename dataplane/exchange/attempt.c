@@ -1,6 +1,6 @@
 /*
  * The attempt phase: a candidate's driver builds the upstream request,
- * libcurl sends it on the loop's multi handle, and its bytes go to the
+ * the loop's upstream client (gw_upc.h) sends it, and its bytes go to the
  * driver's parser (whose events reach answer.c); a watchdog bounds each
  * wait. When the transfer is over its record is written (record.c) and
  * the decision (dp_decide.h) picks what follows.
@@ -17,11 +17,11 @@
 #include "dp_metrics.h"
 #include "dp_snapshot.h"
 #include "exchange.h"
-#include "gw_curlev.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
 #include "gw_time.h"
+#include "gw_upc.h"
 
 /* Pause the upstream when this much is queued for a slow client; resume
  * when 128 KiB of it has drained, so a client that keeps reading, however
@@ -34,13 +34,10 @@
 void x_release_upstream(struct dp_exchange *x)
 {
     if (x->running) {
-        gw_curlev_remove(x->l->curl, x->easy);
+        gw_upc_cancel(x->xf);
         x->running = 0;
     }
-    if (x->easy) {
-        gw_curlev_easy_put(x->l->curl, x->easy);
-        x->easy = NULL;
-    }
+    x->xf = NULL;
     drv_request_free(&x->dreq);
     memset(&x->dreq, 0, sizeof(x->dreq));
     if (x->parser) {
@@ -60,7 +57,7 @@ static void on_client_drain(struct gw_http_req *req, void *arg)
     struct dp_exchange *x = arg;
     if (x->paused && x->running) {
         x->paused = 0;
-        curl_easy_pause(x->easy, CURLPAUSE_CONT);
+        gw_upc_resume(x->xf);
     }
 }
 
@@ -96,10 +93,9 @@ void x_watch_idle(struct dp_exchange *x)
         arm_watchdog(x, x->prov->idle_timeout_ms);
 }
 
-static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
+static void on_header(const char *buf, size_t n, void *arg)
 {
     struct dp_exchange *x = arg;
-    size_t n = size * nmemb;
     if (!x->t_first_byte) {
         x->t_first_byte = gw_now_us();
         arm_watchdog(x, x->prov->idle_timeout_ms);
@@ -109,7 +105,7 @@ static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
         const char *sp = memchr(buf, ' ', n);
         x->status = sp ? atoi(sp + 1) : 0;
         x->retry_after[0] = '\0';
-        return n;
+        return;
     }
     if (n > 12 && strncasecmp(buf, "retry-after:", 12) == 0) {
         const char *v = buf + 12;
@@ -129,7 +125,6 @@ static size_t on_header(char *buf, size_t size, size_t nmemb, void *arg)
             x->retry_after[vl] = '\0';
         }
     }
-    return n;
 }
 
 static int ok_status(const struct dp_exchange *x)
@@ -137,17 +132,16 @@ static int ok_status(const struct dp_exchange *x)
     return x->status >= 200 && x->status < 300;
 }
 
-static size_t on_body(char *buf, size_t size, size_t nmemb, void *arg)
+static size_t on_body(const char *buf, size_t n, void *arg)
 {
     struct dp_exchange *x = arg;
-    size_t n = size * nmemb;
     if (!x->req)
         return x->terminal && x->verdict == V_OK ? n : 0; /* after the answer, drain; else stop */
     arm_watchdog(x, x->prov->idle_timeout_ms);
     if (x->committed && x->client_stream && gw_http_pending(x->req) > OUT_HIGH_WATER) {
         x->paused = 1;
         gw_http_on_drain(x->req, OUT_LOW_WATER, on_client_drain, x);
-        return CURL_WRITEFUNC_PAUSE;
+        return GW_UPC_PAUSE;
     }
     if (x->terminal)
         return 0; /* a failed attempt: nothing more is wanted from it */
@@ -189,18 +183,18 @@ static void upstream_error_status(struct dp_exchange *x)
     emit_failure(x, f, x->status, msg);
 }
 
-static void on_done(CURL *easy, CURLcode rc, void *arg)
+static void on_done(enum gw_upc_result rc, const char *why, void *arg)
 {
-    (void)easy;
     struct dp_exchange *x = arg;
     x->running = 0;
+    x->xf = NULL; /* gw_upc frees it after this returns */
     if (x->terminal) {
         /* decided already */
-    } else if (rc == CURLE_OK && !ok_status(x)) {
+    } else if (rc == GW_UPC_OK && !ok_status(x)) {
         upstream_error_status(x);
-    } else if (rc == CURLE_OK && x->kind == KIND_EMBED) {
+    } else if (rc == GW_UPC_OK && x->kind == KIND_EMBED) {
         x_finish_embed(x);
-    } else if (rc == CURLE_OK) {
+    } else if (rc == GW_UPC_OK) {
         x->finishing = 1;
         x->parser->drv->finish(x->parser, &x->sink);
         if (!x->terminal)
@@ -209,8 +203,8 @@ static void on_done(CURL *easy, CURLcode rc, void *arg)
     } else {
         char msg[256];
         snprintf(msg, sizeof(msg), "the provider could not be reached or broke off: %s",
-                 curl_easy_strerror(rc));
-        emit_failure(x, canon_classify_curl(rc), 0, msg);
+                 why ? why : gw_upc_strerror(rc));
+        emit_failure(x, canon_classify_transport(rc), 0, msg);
     }
     x_attempt_over(x);
 }
@@ -230,7 +224,8 @@ static void watchdog(struct dp_exchange *x)
         return;
     }
     if (x->running) {
-        gw_curlev_remove(x->l->curl, x->easy);
+        gw_upc_cancel(x->xf);
+        x->xf = NULL;
         x->running = 0;
     }
     if (x->terminal && !x->req) {
@@ -306,7 +301,7 @@ static void decide_next(struct dp_exchange *x)
     case DP_NEXT_ADVANCE:
         x->ci++;
         x->tries = 0;
-        /* On the next turn of the loop, not inside curl's callback. */
+        /* On the next turn of the loop, not inside the transfer's callback. */
         schedule(x, 0);
         return;
     case DP_NEXT_BUDGET:
@@ -350,33 +345,19 @@ void x_attempt_over(struct dp_exchange *x)
 
 static int start_upstream(struct dp_exchange *x)
 {
-    x->easy = gw_curlev_easy_get(x->l->curl);
-    if (!x->easy)
-        return GW_ENOMEM;
-    CURL *e = x->easy;
-    curl_easy_setopt(e, CURLOPT_URL, x->dreq.url);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->dreq.body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->dreq.body_len);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->dreq.headers);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    /* Loopback never goes through a proxy; other hosts follow the usual
-     * proxy environment, which operators may rely on. */
-    curl_easy_setopt(e, CURLOPT_NOPROXY, "localhost,127.0.0.0/8,::1");
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    /* curl's receive buffer is allocated per transfer: 16 KiB by default;
-     * an event is a few hundred bytes, so 2 KiB keeps an open stream small
-     * and a big whole body only takes more callbacks. */
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 2048L);
     /* No total timeout on streams: a stall between bytes is the failure,
      * and the watchdog measures it exactly. */
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (gw_curlev_add(x->l->curl, e, on_done, x) != GW_OK)
+    struct gw_upc_opts o = {.url = x->dreq.url,
+                            .headers = x->dreq.headers,
+                            .body = x->dreq.body,
+                            .body_len = x->dreq.body_len,
+                            .connect_timeout_ms = 10000,
+                            .on_header = on_header,
+                            .on_body = on_body,
+                            .on_done = on_done,
+                            .arg = x};
+    x->xf = gw_upc_start(x->l->upc, &o);
+    if (!x->xf)
         return GW_ENOMEM;
     x->running = 1;
     x_set_phase(x, XP_ATTEMPT);

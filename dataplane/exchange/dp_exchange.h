@@ -8,7 +8,7 @@
  *   plan     the router orders the candidates             (plan.c)
  *   reserve  every limit of the key reserves the request's need, or the
  *            request is refused having consumed nothing   (plan.c)
- *   attempt  a candidate's driver builds the upstream request and libcurl
+ *   attempt  a candidate's driver builds the upstream request and gw_upc
  *            sends it; its answer arrives as canonical events, or as the
  *            provider's own bytes on the pass-through     (attempt.c)
  *   answer   from the first content event the answer is this attempt's
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 struct event_base;
-struct gw_curlev;
+struct gw_upc;
 struct dp_breakers;
 struct dp_snapshot;
 struct dp_key;
@@ -43,7 +43,7 @@ struct gw_http_req;
  * its owner (a worker) fills it and never looks inside an exchange. */
 struct dp_xloop {
     struct event_base *base;
-    struct gw_curlev *curl;        /* the loop's curl multi and its easy handles */
+    struct gw_upc *upc;           /* the loop's upstream client (gw_upc.h) */
     struct dp_breakers *breakers;  /* the process's, shared by every loop */
     long retry_base_ms;            /* the backoff's first step */
     uint64_t rng;                  /* a seeded xorshift state, nonzero */

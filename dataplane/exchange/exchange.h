@@ -11,7 +11,6 @@
 #ifndef DP_EXCHANGE_INT_H
 #define DP_EXCHANGE_INT_H
 
-#include <curl/curl.h>
 #include <event2/util.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -23,6 +22,7 @@
 #include "dp_facade.h"
 #include "dp_router.h"
 #include "gw_buf.h"
+#include "gw_upc.h"
 
 /* The failover budget: the whole pre-content phase, every attempt and
  * backoff included. A request may set its own (header), within bounds. */
@@ -148,8 +148,8 @@ struct dp_exchange {
     long long out_cap;        /* > 0: the output cap a worst-case reservation imposed */
     struct drv_request dreq;
     struct drv_parser *parser;
-    CURL *easy;
-    int running;     /* easy is in the multi handle */
+    struct gw_upc_xfer *xf; /* the attempt's upstream transfer */
+    int running;            /* xf is in flight (its on_done has not run) */
     int probe;       /* admitted as a half-open breaker's probe */
     int fleet_probe; /* admitted as the fleet view's probe (dp_fleet) */
     int status;      /* upstream HTTP status */

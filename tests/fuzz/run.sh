@@ -2,7 +2,7 @@
 # Builds every libFuzzer target in tests/fuzz/ with clang
 # (-fsanitize=fuzzer,address,undefined) against the common/ sources and
 # pkg-config packages it needs (the maps below), and runs each in turn for
-# a bounded time (five targets: 100 s at the default). Exits non-zero when
+# a bounded time (six targets: 120 s at the default). Exits non-zero when
 # a target fails to build or finds a crash, a sanitizer report or a failed
 # check; the input that did it is kept in the artifacts directory for replay:
 #
@@ -28,6 +28,7 @@ cc="${LLMGW_FUZZ_CC:-clang}"
 # beyond jansson.
 declare -A sources=(
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
+  [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
   [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"

@@ -4,7 +4,6 @@
  * every driver's classify (its hook, or drv_classify_default as the
  * exchange falls back to) on error bodies as each provider writes them. */
 #include <CUnit/CUnit.h>
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "canon.h"
 #include "dp_driver.h"
 #include "drv_util.h"
+#include "gw_upc.h"
 
 /* ----------------------------------------------------------- the policy */
 
@@ -515,34 +515,28 @@ static void test_ollama(void)
 }
 
 /* A transfer that ended without a whole answer: connection refused, reset,
- * DNS, TLS, a body cut short. Only curl's connect timeout is a timeout. */
+ * DNS, TLS, a body cut short. Only the connect timeout is a timeout. */
 static void test_transport(void)
 {
     static const struct {
         int code;
         const char *cls;
     } cases[] = {
-        {CURLE_OPERATION_TIMEDOUT, "timeout"},
-        {CURLE_COULDNT_CONNECT, "network"},
-        {CURLE_COULDNT_RESOLVE_HOST, "network"},
-        {CURLE_RECV_ERROR, "network"},
-        {CURLE_SEND_ERROR, "network"},
-        {CURLE_GOT_NOTHING, "network"},
-        {CURLE_PARTIAL_FILE, "network"},
-        {CURLE_SSL_CONNECT_ERROR, "network"},
-        {CURLE_PEER_FAILED_VERIFICATION, "network"},
-        {CURLE_HTTP2_STREAM, "network"},
+        {GW_UPC_ETIMEOUT, "timeout"}, {GW_UPC_ECONNECT, "network"}, {GW_UPC_ERESOLVE, "network"},
+        {GW_UPC_ERECV, "network"},    {GW_UPC_ESEND, "network"},    {GW_UPC_EPROTO, "network"},
+        {GW_UPC_ETLS, "network"},     {GW_UPC_EABORTED, "network"}, {GW_UPC_ENOMEM, "network"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-        const char *got = canon_failure_name(canon_classify_curl(cases[i].code));
+        const char *got = canon_failure_name(canon_classify_transport(cases[i].code));
         if (strcmp(got, cases[i].cls) != 0)
-            fprintf(stderr, "curl code %d: want %s, got %s\n", cases[i].code, cases[i].cls, got);
+            fprintf(stderr, "transport result %d: want %s, got %s\n", cases[i].code, cases[i].cls,
+                    got);
         CU_ASSERT_STRING_EQUAL(got, cases[i].cls);
     }
 }
 
 static CU_TestInfo tests[] = {
-    {"transport: libcurl result codes", test_transport},
+    {"transport: upstream client results", test_transport},
     {"policy table matches ARCHITECTURE.md", test_policy_table},
     {"http: 4xx statuses and body phrases", test_http_4xx},
     {"http: 5xx statuses", test_http_5xx},
