@@ -102,8 +102,11 @@ static void on_header(const char *buf, size_t n, void *arg)
     }
     if (n > 5 && strncmp(buf, "HTTP/", 5) == 0) {
         /* A new status line (after 100 Continue or a redirect) resets. */
-        const char *sp = memchr(buf, ' ', n);
-        x->status = sp ? atoi(sp + 1) : 0;
+        const char *sp = memchr(buf, ' ', n), *end = buf + n;
+        int st = 0;
+        for (const char *d = sp ? sp + 1 : end; d < end && *d >= '0' && *d <= '9' && st < 1000; d++)
+            st = st * 10 + (*d - '0');
+        x->status = st;
         x->retry_after[0] = '\0';
         return;
     }

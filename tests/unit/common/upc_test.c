@@ -41,9 +41,20 @@ struct server {
     const struct answer *cur;
     int piece;
     struct event *tick;
+    struct bufferevent *open[16]; /* every connection not yet closed */
 };
 
 static struct server S;
+
+static void srv_close(struct server *s, struct bufferevent *bev)
+{
+    for (size_t i = 0; i < sizeof(s->open) / sizeof(*s->open); i++)
+        if (s->open[i] == bev)
+            s->open[i] = NULL;
+    if (s->bev == bev)
+        s->bev = NULL;
+    bufferevent_free(bev);
+}
 
 /* Pieces go out with send(2) at once, and the close right after the last
  * one, in the same callback: the client sees the bytes and the close
@@ -66,8 +77,7 @@ static void send_next(evutil_socket_t fd, short what, void *arg)
     }
     s->cur = NULL;
     if (a->close_after) {
-        bufferevent_free(s->bev);
-        s->bev = NULL;
+        srv_close(s, s->bev);
     }
 }
 
@@ -84,8 +94,8 @@ static void srv_read(struct bufferevent *bev, void *arg)
         size_t hl = (size_t)(end + 4 - all);
         long cl = 0;
         char *c = memmem(all, hl, "Content-Length: ", 16);
-        if (c)
-            cl = strtol(c + 16, NULL, 10);
+        for (c = c ? c + 16 : NULL; c && c < all + hl && *c >= '0' && *c <= '9'; c++)
+            cl = cl * 10 + (*c - '0');
         if (n < hl + (size_t)cl)
             return;
         gw_buf_reset(&s->last_request);
@@ -97,8 +107,7 @@ static void srv_read(struct bufferevent *bev, void *arg)
         s->requests++;
         s->piece = 0;
         if (!s->cur) { /* nothing scripted: the server hangs up */
-            bufferevent_free(bev);
-            s->bev = NULL;
+            srv_close(s, bev);
             return;
         }
         send_next(-1, 0, s);
@@ -108,11 +117,8 @@ static void srv_read(struct bufferevent *bev, void *arg)
 static void srv_event(struct bufferevent *bev, short what, void *arg)
 {
     struct server *s = arg;
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        if (s->bev == bev)
-            s->bev = NULL;
-        bufferevent_free(bev);
-    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        srv_close(s, bev);
 }
 
 static void srv_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
@@ -121,6 +127,11 @@ static void srv_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
     struct server *s = arg;
     s->accepts++;
     struct bufferevent *bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    for (size_t i = 0; i < sizeof(s->open) / sizeof(*s->open); i++)
+        if (!s->open[i]) {
+            s->open[i] = bev;
+            break;
+        }
     bufferevent_setcb(bev, srv_read, NULL, srv_event, s);
     bufferevent_enable(bev, EV_READ);
 }
@@ -145,8 +156,9 @@ static void server_start(const struct answer *answers, size_t n)
 
 static void server_stop(void)
 {
-    if (S.bev)
-        bufferevent_free(S.bev);
+    for (size_t i = 0; i < sizeof(S.open) / sizeof(*S.open); i++)
+        if (S.open[i])
+            bufferevent_free(S.open[i]);
     event_free(S.tick);
     evconnlistener_free(S.lis);
     event_base_free(S.base);
