@@ -171,8 +171,8 @@ int gw_h1_parse_head(const char *buf, size_t n, struct gw_h1_head *h, gw_h1_line
         /* Transfer-Encoding overrides Content-Length (RFC 9112 6.3); a
          * coding other than chunked last is delimited by the close. */
         h->framing = chunked ? GW_H1_CHUNKED : GW_H1_CLOSE;
-        if (!chunked)
-            h->keep_alive = 0;
+        if (!chunked || have_cl)
+            h->keep_alive = 0; /* both framings given: not reused (RFC 9112 6.3) */
     } else if (have_cl) {
         h->framing = GW_H1_LENGTH;
         h->length = cl;

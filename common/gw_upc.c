@@ -8,6 +8,7 @@
 #include "gw_upc.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <event2/dns.h>
@@ -88,7 +89,10 @@ static int split_url(const char *url, char **mem, const char **host, int *port, 
         return GW_EINVAL;
     }
     size_t alen = strcspn(p, "/?#");
-    const char *at = memchr(p, '@', alen);
+    const char *at = NULL; /* the userinfo ends at the authority's last '@' */
+    for (const char *q = p; q < p + alen; q++)
+        if (*q == '@')
+            at = q;
     const char *auth = at ? at + 1 : p;
     size_t hl = alen - (size_t)(auth - p);
     const char *rest = p + alen;
@@ -115,7 +119,8 @@ static int split_url(const char *url, char **mem, const char **host, int *port, 
     }
     if (!h[0])
         return GW_EINVAL;
-    *port = *tls ? 443 : 80;
+    /* A proxy's default port is 1080, as libcurl had it. */
+    *port = *tls ? 443 : want_path ? 80 : 1080;
     if (colon) {
         long v = 0;
         const char *d = colon + 1;
@@ -200,13 +205,29 @@ static char *proxy_basic(const char *url)
             at = q;
     if (!at)
         return NULL;
+    /* user:password, each percent-decoded, as libcurl sent them. */
     size_t ul = (size_t)(at - p);
-    size_t cap = 6 + 4 * ((ul + 2) / 3) + 1;
-    char *out = malloc(cap);
-    if (!out)
+    unsigned char *plain = malloc(ul + 1);
+    if (!plain)
         return NULL;
-    memcpy(out, "Basic ", 6);
-    EVP_EncodeBlock((unsigned char *)out + 6, (const unsigned char *)p, (int)ul);
+    size_t n = 0;
+    for (size_t i = 0; i < ul; i++) {
+        if (p[i] == '%' && i + 2 < ul && isxdigit((unsigned char)p[i + 1]) &&
+            isxdigit((unsigned char)p[i + 2])) {
+            char hx[3] = {p[i + 1], p[i + 2], 0};
+            plain[n++] = (unsigned char)strtol(hx, NULL, 16);
+            i += 2;
+        } else {
+            plain[n++] = (unsigned char)p[i];
+        }
+    }
+    size_t cap = 6 + 4 * ((n + 2) / 3) + 1;
+    char *out = malloc(cap);
+    if (out) {
+        memcpy(out, "Basic ", 6);
+        EVP_EncodeBlock((unsigned char *)out + 6, plain, (int)n);
+    }
+    free(plain);
     return out;
 }
 
@@ -289,7 +310,7 @@ struct upc_conn {
     struct evdns_getaddrinfo_request *dnsreq;
     struct gw_buf tunnel; /* the proxy's answer to CONNECT */
     int64_t idle_since;
-    char err[160];
+    char err[384];
     struct upc_conn *inext, *iprev; /* the pool's idle list */
     struct upc_conn *anext, *aprev; /* every connection */
 };
@@ -321,7 +342,8 @@ struct gw_upc_xfer {
     char *held;
     size_t held_data, held_raw;
     int paused;
-    int got_bytes; /* a byte of the answer arrived */
+    int got_bytes;   /* a byte of the answer arrived */
+    int send_broken; /* sending failed (c->err): only an answer already sent may be read */
     int retried;
     int in_cb;
     int canceled;
@@ -372,7 +394,9 @@ static void on_write(evutil_socket_t fd, short what, void *arg);
 static void on_connect_timeout(evutil_socket_t fd, short what, void *arg);
 static void on_defer(evutil_socket_t fd, short what, void *arg);
 static void conn_connect_next(struct upc_conn *c);
-static void xfer_send(struct gw_upc_xfer *x);
+enum { GO_ON, STOP };
+
+static int xfer_send(struct gw_upc_xfer *x);
 static void xfer_fail(struct gw_upc_xfer *x, enum gw_upc_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int conn_open(struct gw_upc_xfer *x);
@@ -437,7 +461,7 @@ static void conn_ready(struct upc_conn *c)
 {
     c->state = CS_READY;
     event_del(&c->tmo);
-    xfer_send(c->x);
+    (void)xfer_send(c->x);
 }
 
 static void ssl_err(struct upc_conn *c, const char *what)
@@ -640,21 +664,24 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
 
 static struct upc_pool *pool_get(struct gw_upc *u, const struct upc_target *t)
 {
-    char key[700];
-    int n = snprintf(key, sizeof(key), "%d|%s|%d|%s|%d|%s", t->tls, t->host, t->port,
-                     t->proxy_host ? t->proxy_host : "", t->proxy_port,
-                     t->proxy_auth ? t->proxy_auth : "");
-    if (n < 0 || (size_t)n >= sizeof(key))
+    struct gw_buf key;
+    gw_buf_init(&key, 0);
+    if (gw_buf_printf(&key, "%d|%s|%d|%s|%d|%s", t->tls, t->host, t->port,
+                      t->proxy_host ? t->proxy_host : "", t->proxy_port,
+                      t->proxy_auth ? t->proxy_auth : "") != GW_OK) {
+        gw_buf_free(&key);
         return NULL;
-    for (struct upc_pool *p = u->pools; p; p = p->next)
-        if (strcmp(p->key, key) == 0)
-            return p;
-    struct upc_pool *p = calloc(1, sizeof(*p) + (size_t)n + 1);
-    if (!p)
-        return NULL;
-    memcpy(p->key, key, (size_t)n + 1);
-    p->next = u->pools;
-    u->pools = p;
+    }
+    struct upc_pool *p;
+    for (p = u->pools; p; p = p->next)
+        if (strcmp(p->key, key.data) == 0)
+            break;
+    if (!p && (p = calloc(1, sizeof(*p) + key.len + 1)) != NULL) {
+        memcpy(p->key, key.data, key.len + 1);
+        p->next = u->pools;
+        u->pools = p;
+    }
+    gw_buf_free(&key);
     return p;
 }
 
@@ -716,6 +743,18 @@ static void on_connect_timeout(evutil_socket_t fd, short what, void *arg)
     struct upc_conn *c = arg;
     struct gw_upc_xfer *x = c->x;
     long ms = x->o.connect_timeout_ms > 0 ? x->o.connect_timeout_ms : 10000;
+    if (c->state == CS_CONNECT && c->ai_next) {
+        /* This address does not answer: the next one gets the same time
+         * (the attempt's own watchdog bounds the whole). */
+        snprintf(c->err, sizeof(c->err), "no answer within %ld ms", ms);
+        wev_set(c, 0);
+        close(c->fd);
+        c->fd = -1;
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        evtimer_add(&c->tmo, &tv);
+        conn_connect_next(c);
+        return;
+    }
     xfer_fail(x, GW_UPC_ETIMEOUT, "no connection to %s within %ld ms", x->t.hostport, ms);
 }
 
@@ -743,7 +782,11 @@ static int build_head(struct gw_upc_xfer *x)
     if (rc == GW_OK)
         rc = gw_buf_appends(b, " HTTP/1.1\r\n");
     if (rc == GW_OK && !own_host)
-        rc = gw_buf_printf(b, "Host: %s\r\n", x->t.hostport);
+        rc = gw_buf_append(b, "Host: ", 6);
+    if (rc == GW_OK && !own_host)
+        rc = gw_buf_appends(b, x->t.hostport);
+    if (rc == GW_OK && !own_host)
+        rc = gw_buf_append(b, "\r\n", 2);
     if (rc == GW_OK && x->t.proxy_host && !x->t.tls && x->t.proxy_auth)
         rc = gw_buf_printf(b, "Proxy-Authorization: %s\r\n", x->t.proxy_auth);
     if (rc == GW_OK && !own_accept)
@@ -793,7 +836,25 @@ static void xfer_retry(struct gw_upc_xfer *x)
         xfer_fail(x, GW_UPC_ENOMEM, "out of memory");
 }
 
-static void xfer_send(struct gw_upc_xfer *x)
+/* Sending failed: a stale kept connection is replaced; otherwise the read
+ * side decides (an early answer, a 413 say, may be waiting in it). */
+static int send_broke(struct gw_upc_xfer *x)
+{
+    struct upc_conn *c = x->c;
+    if (stale(x)) {
+        xfer_retry(x);
+        return STOP;
+    }
+    x->send_broken = 1;
+    wev_set(c, 0);
+    event_active(&c->rev, EV_READ, 1);
+    return STOP;
+}
+
+/* STOP when the transfer left this connection: sent again on another, or
+ * sending broke (its answer may still be read: a server may answer early
+ * and close). */
+static int xfer_send(struct gw_upc_xfer *x)
 {
     struct upc_conn *c = x->c;
     if (x->phase < XF_SEND)
@@ -811,15 +872,10 @@ static void xfer_send(struct gw_upc_xfer *x)
                 c->tls_write_wants_read = e == SSL_ERROR_WANT_READ;
                 if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
                     wev_set(c, e == SSL_ERROR_WANT_WRITE);
-                    return;
-                }
-                if (stale(x)) {
-                    xfer_retry(x);
-                    return;
+                    return GO_ON;
                 }
                 ssl_err(c, "sending the request failed");
-                xfer_fail(x, GW_UPC_ESEND, "%s", c->err);
-                return;
+                return send_broke(x);
             }
             n = r;
         } else {
@@ -835,15 +891,11 @@ static void xfer_send(struct gw_upc_xfer *x)
             if (n < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
                     wev_set(c, 1);
-                    return;
+                    return GO_ON;
                 }
-                if (stale(x)) {
-                    xfer_retry(x);
-                    return;
-                }
-                xfer_fail(x, GW_UPC_ESEND, "sending the request to %s failed: %s", x->t.hostport,
-                          strerror(errno));
-                return;
+                snprintf(c->err, sizeof(c->err), "sending the request to %s failed: %s",
+                         x->t.hostport, strerror(errno));
+                return send_broke(x);
             }
         }
         x->sent += (size_t)n;
@@ -855,6 +907,7 @@ static void xfer_send(struct gw_upc_xfer *x)
         gw_buf_free(&x->req);
     if (x->phase == XF_SEND)
         x->phase = XF_HEAD;
+    return GO_ON;
 }
 
 /* ---- the end of a transfer ----------------------------------------- */
@@ -889,6 +942,8 @@ static void conn_to_pool(struct upc_conn *c)
         conn_close(c);
         return;
     }
+    wev_set(c, 0);
+    c->tls_read_wants_write = c->tls_write_wants_read = 0;
     c->state = CS_IDLE;
     c->idle_since = gw_now_us();
     c->iprev = NULL;
@@ -925,8 +980,6 @@ static void xfer_fail(struct gw_upc_xfer *x, enum gw_upc_result r, const char *f
 }
 
 /* ---- reading the answer -------------------------------------------- */
-
-enum { GO_ON, STOP };
 
 static void call_header(const char *line, size_t len, void *arg)
 {
@@ -994,14 +1047,18 @@ static int feed(struct gw_upc_xfer *x, const char *p, size_t n)
                 hn = end;
                 take = end;
             } else {
+                /* Only the head counts against its bound: bytes after it
+                 * in the same read are the body's. */
                 size_t old = x->rhead.len;
-                if (gw_buf_append(&x->rhead, p, n) != GW_OK) {
+                size_t room = GW_H1_MAX_HEAD - old, add = n < room ? n : room;
+                size_t from = old > 3 ? old - 3 : 0, e = 0;
+                if (add && gw_buf_append(&x->rhead, p, add) == GW_OK)
+                    e = gw_h1_head_end(x->rhead.data + from, x->rhead.len - from);
+                if (!e && (add < n || x->rhead.len >= GW_H1_MAX_HEAD)) {
                     xfer_fail(x, GW_UPC_EPROTO, "the answer's head passes %u bytes",
                               GW_H1_MAX_HEAD);
                     return STOP;
                 }
-                size_t from = old > 3 ? old - 3 : 0;
-                size_t e = gw_h1_head_end(x->rhead.data + from, x->rhead.len - from);
                 if (!e)
                     return GO_ON;
                 hn = from + e;
@@ -1097,6 +1154,10 @@ static void read_broke(struct gw_upc_xfer *x, const char *why)
         complete(x, 1); /* delimited by the close: whole, not reusable */
         return;
     }
+    if (x->send_broken && !x->got_bytes) {
+        xfer_fail(x, GW_UPC_ESEND, "%s", x->c->err);
+        return;
+    }
     const char *what = x->got_bytes ? "closed the connection before the answer was whole"
                                     : "closed the connection without answering";
     if (why)
@@ -1120,7 +1181,10 @@ static ssize_t conn_read(struct upc_conn *c, char *buf, size_t cap)
     ERR_clear_error();
     int r = SSL_read(c->ssl, buf, (int)cap);
     if (r > 0) {
-        c->tls_read_wants_write = 0;
+        if (c->tls_read_wants_write) {
+            c->tls_read_wants_write = 0;
+            wev_set(c, c->x && !c->x->sent_all && !c->x->send_broken);
+        }
         return r;
     }
     int e = SSL_get_error(c->ssl, r);
@@ -1202,12 +1266,10 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         return;
     case CS_READY: {
         struct gw_upc_xfer *x = c->x;
-        if (!x->sent_all && c->tls_write_wants_read) {
-            xfer_send(x);
-            if (x->c != c || x->finished)
-                return;
-        }
-        if (!x->paused)
+        if (!x->sent_all && !x->send_broken && c->tls_write_wants_read && xfer_send(x) == STOP &&
+            !x->send_broken)
+            return; /* sent again on another connection */
+        if (!x->paused && !x->held)
             (void)read_answer(x);
         return;
     }
@@ -1246,11 +1308,11 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     if (c->tls_read_wants_write) {
         c->tls_read_wants_write = 0;
         wev_set(c, 0);
-        if (!x->paused && read_answer(x) == STOP)
+        if (!x->paused && !x->held && read_answer(x) == STOP)
             return;
     }
-    if (!x->sent_all)
-        xfer_send(x);
+    if (!x->sent_all && !x->send_broken)
+        (void)xfer_send(x);
 }
 
 /* On the loop: on_done for a finished transfer, or the piece a paused one
@@ -1372,7 +1434,7 @@ struct gw_upc_xfer *gw_upc_start(struct gw_upc *u, const struct gw_upc_opts *o)
         c->state = CS_READY;
         c->x = x;
         x->c = c;
-        xfer_send(x);
+        (void)xfer_send(x);
         return x;
     }
     x->phase = XF_CONNECT;

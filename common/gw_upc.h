@@ -81,8 +81,10 @@ struct gw_upc *gw_upc_new(struct event_base *base);
 /* Cancels every transfer without callbacks and closes every connection. */
 void gw_upc_free(struct gw_upc *u);
 
-/* Starts a transfer: NULL when out of memory or the URL is not http(s)
- * (no callback is called then). */
+/* Starts a transfer: NULL when out of memory (no callback is called then).
+ * A URL that is not http(s), or a proxy environment naming an unsupported
+ * proxy, fails the transfer like any other failure: on_done, from the
+ * loop. */
 struct gw_upc_xfer *gw_upc_start(struct gw_upc *u, const struct gw_upc_opts *o)
     __attribute__((warn_unused_result));
 /* Ends a transfer that has not had its on_done; no callback is called. */

@@ -56,6 +56,8 @@ static void test_framing(void)
         parse("HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\ncontent-length: 3\r\n\r\n", &h),
         GW_OK);
     CU_ASSERT_EQUAL(h.framing, GW_H1_CHUNKED); /* Transfer-Encoding wins */
+    CU_ASSERT_FALSE(h.keep_alive);             /* but such a connection is not reused */
+    CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &h), GW_OK);
     CU_ASSERT_TRUE(h.keep_alive);
 
     CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", &h),

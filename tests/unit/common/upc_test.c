@@ -26,6 +26,7 @@
 struct answer {
     const char *pieces[6]; /* written one by one, 5 ms apart */
     int close_after;       /* close the connection after the last piece */
+    int early;             /* answer once the head is in, without reading the body */
 };
 
 struct server {
@@ -92,10 +93,14 @@ static void srv_read(struct bufferevent *bev, void *arg)
         if (!end)
             return;
         size_t hl = (size_t)(end + 4 - all);
+        const struct answer *next =
+            (size_t)s->requests < s->nanswers ? &s->answers[s->requests] : NULL;
         long cl = 0;
         char *c = memmem(all, hl, "Content-Length: ", 16);
         for (c = c ? c + 16 : NULL; c && c < all + hl && *c >= '0' && *c <= '9'; c++)
             cl = cl * 10 + (*c - '0');
+        if (next && next->early)
+            cl = 0; /* the body is never read: the answer goes first */
         if (n < hl + (size_t)cl)
             return;
         gw_buf_reset(&s->last_request);
@@ -262,8 +267,9 @@ static void test_chunked_and_reuse(void)
     static const struct answer a[] = {
         {{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n5\r\nhel", "lo\r\n",
           "6\r\n world\r\n0\r\n\r\n"},
+         0,
          0},
-        {{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"}, 0},
+        {{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"}, 0, 0},
     };
     server_start(a, 2);
     struct gw_upc *u = gw_upc_new(S.base);
@@ -298,7 +304,7 @@ static void test_chunked_and_reuse(void)
 static void test_pause_resume(void)
 {
     static const struct answer a[] = {
-        {{"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nab", "cd", "efgh", "ijkl"}, 0},
+        {{"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nab", "cd", "efgh", "ijkl"}, 0, 0},
     };
     server_start(a, 1);
     struct gw_upc *u = gw_upc_new(S.base);
@@ -321,8 +327,8 @@ static void test_pause_resume(void)
 static void test_stale_retry(void)
 {
     static const struct answer a[] = {
-        {{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}, 1},
-        {{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nagain"}, 0},
+        {{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}, 1, 0},
+        {{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nagain"}, 0, 0},
     };
     server_start(a, 2);
     struct gw_upc *u = gw_upc_new(S.base);
@@ -348,10 +354,10 @@ static void test_stale_retry(void)
 static void test_failures(void)
 {
     static const struct answer a[] = {
-        {{"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"}, 1},
-        {{"SPDY/3 200 OK\r\n\r\n"}, 1},
-        {{"HTTP/1.1 200 OK\r\n\r\nuntil the close"}, 1},
-        {{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}, 1},
+        {{"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"}, 1, 0},
+        {{"SPDY/3 200 OK\r\n\r\n"}, 1, 0},
+        {{"HTTP/1.1 200 OK\r\n\r\nuntil the close"}, 1, 0},
+        {{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}, 1, 0},
     };
     server_start(a, 4);
     struct gw_upc *u = gw_upc_new(S.base);
@@ -407,8 +413,8 @@ static void test_failures(void)
 static void test_proxy(void)
 {
     static const struct answer a[] = {
-        {{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}, 0},
-        {{"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"}, 0},
+        {{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}, 0, 0},
+        {{"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"}, 0, 0},
     };
     server_start(a, 2);
     char px[64];
@@ -461,12 +467,42 @@ static void test_proxy(void)
     server_stop();
 }
 
+/* A server that answers before it has read the body (a 413, say) and
+ * closes: the request's sending breaks, and the answer is still read. */
+static void test_early_answer(void)
+{
+    static const struct answer a[] = {
+        {{"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo "
+          "big!"},
+         1,
+         1},
+    };
+    server_start(a, 1);
+    struct gw_upc *u = gw_upc_new(S.base);
+    size_t big = 32u << 20;
+    char *body = malloc(big + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    memset(body, 'x', big);
+    body[big] = '\0';
+    struct seen z;
+    seen_init(&z);
+    run(u, &z, "/", body);
+    CU_ASSERT_EQUAL(z.result, GW_UPC_OK);
+    CU_ASSERT_PTR_NOT_NULL(z.head.data && strstr(z.head.data, "HTTP/1.1 413"));
+    CU_ASSERT_EQUAL(z.body.len, 8);
+    seen_free(&z);
+    free(body);
+    gw_upc_free(u);
+    server_stop();
+}
+
 static CU_TestInfo tests[] = {
     {"chunked answer, then a reused connection", test_chunked_and_reuse},
     {"pause and resume give every byte once, in order", test_pause_resume},
     {"a kept connection the server closed: sent again", test_stale_retry},
     {"short, malformed, close-delimited, refused", test_failures},
     {"the proxy environment", test_proxy},
+    {"an early answer while the body is still being sent", test_early_answer},
     CU_TEST_INFO_NULL,
 };
 
