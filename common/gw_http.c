@@ -82,7 +82,8 @@ struct gw_http_req {
     int http10;    /* no chunked encoding: the close ends the body */
     int head_only; /* HEAD: headers, never a body */
     int started;
-    int gone; /* the client left; writes fail */
+    int head_pending; /* a stream's head is in conn->head, not yet sent */
+    int gone;         /* the client left; writes fail */
     gw_http_req_cb close_cb;
     void *close_arg;
     gw_http_req_cb drain_cb;
@@ -108,6 +109,7 @@ struct conn {
     int lingering;   /* refusal sent: discard input until EOF */
     int read_paused; /* too many unread answers queued */
     size_t discarded;
+    struct gw_buf head; /* the response head being sent (kept for the next) */
     char peer[INET6_ADDRSTRLEN];
 };
 
@@ -469,7 +471,17 @@ int gw_http_add_header(struct gw_http_req *r, const char *name, const char *valu
     /* Refuse CR/LF so a value taken from upstream cannot split the head. */
     if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
         return GW_EINVAL;
-    return gw_buf_printf(&r->extra, "%s: %s\r\n", name, value);
+    size_t old = r->extra.len;
+    int rc = gw_buf_appends(&r->extra, name);
+    if (rc == GW_OK)
+        rc = gw_buf_append(&r->extra, ": ", 2);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&r->extra, value);
+    if (rc == GW_OK)
+        rc = gw_buf_append(&r->extra, "\r\n", 2);
+    if (rc != GW_OK)
+        r->extra.len = old; /* all of the line or none of it */
+    return rc;
 }
 
 static int no_body_status(int status)
@@ -477,29 +489,66 @@ static int no_body_status(int status)
     return status < 200 || status == 204 || status == 304;
 }
 
-/* clen < 0 starts a streamed body: chunked for HTTP/1.1, delimited by the
- * connection's close for HTTP/1.0 (which has no chunked encoding). */
-static void write_head(struct gw_http_req *r, struct evbuffer *out, int status, const char *ctype,
-                       long long clen)
+/* The response head into the connection's head buffer (no formatter: a
+ * head per response). clen < 0 starts a streamed body: chunked for
+ * HTTP/1.1, delimited by the connection's close for HTTP/1.0 (which has no
+ * chunked encoding). */
+static int write_head(struct gw_http_req *r, int status, const char *ctype, long long clen)
 {
     struct conn *c = r->conn;
+    struct gw_buf *h = &c->head;
     if (c->srv->draining || (clen < 0 && r->http10))
         r->keepalive = 0;
-    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, gw_http_reason(status));
-    if (ctype)
-        evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
-    if (no_body_status(status))
-        ; /* RFC 9110 8.6: no Content-Length on 1xx, 204 and 304 */
-    else if (clen >= 0)
-        evbuffer_add_printf(out, "Content-Length: %lld\r\n", clen);
-    else if (!r->http10)
-        evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
-    if (r->extra.len)
-        evbuffer_add(out, r->extra.data, r->extra.len);
-    if (!r->keepalive)
-        evbuffer_add(out, "Connection: close\r\n", 19);
-    evbuffer_add(out, "\r\n", 2);
+    gw_buf_reset(h);
+    int rc = gw_buf_append(h, "HTTP/1.1 ", 9);
+    if (rc == GW_OK)
+        rc = gw_buf_append_int(h, status);
+    if (rc == GW_OK)
+        rc = gw_buf_append(h, " ", 1);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(h, gw_http_reason(status));
+    if (rc == GW_OK)
+        rc = gw_buf_append(h, "\r\n", 2);
+    if (rc == GW_OK && ctype) {
+        rc = gw_buf_append(h, "Content-Type: ", 14);
+        if (rc == GW_OK)
+            rc = gw_buf_appends(h, ctype);
+        if (rc == GW_OK)
+            rc = gw_buf_append(h, "\r\n", 2);
+    }
+    if (rc != GW_OK || no_body_status(status)) {
+        /* RFC 9110 8.6: no Content-Length on 1xx, 204 and 304 */
+    } else if (clen >= 0) {
+        rc = gw_buf_append(h, "Content-Length: ", 16);
+        if (rc == GW_OK)
+            rc = gw_buf_append_int(h, clen);
+        if (rc == GW_OK)
+            rc = gw_buf_append(h, "\r\n", 2);
+    } else if (!r->http10) {
+        rc = gw_buf_append(h, "Transfer-Encoding: chunked\r\n", 28);
+    }
+    if (rc == GW_OK && r->extra.len)
+        rc = gw_buf_append(h, r->extra.data, r->extra.len);
+    if (rc == GW_OK && !r->keepalive)
+        rc = gw_buf_append(h, "Connection: close\r\n", 19);
+    if (rc == GW_OK)
+        rc = gw_buf_append(h, "\r\n", 2);
     r->started = 1;
+    return rc;
+}
+
+static int send_or_queue(struct conn *c, struct iovec *iov, int n);
+
+/* A stream's head still held (it goes with the first chunk): sent alone. */
+static void flush_head(struct gw_http_req *r)
+{
+    if (!r->head_pending)
+        return;
+    r->head_pending = 0;
+    if (r->conn && !r->gone) {
+        struct iovec iov = {r->conn->head.data, r->conn->head.len};
+        (void)send_or_queue(r->conn, &iov, 1);
+    }
 }
 
 /* Ends the request: frees it, and moves its connection on (next request,
@@ -510,6 +559,8 @@ static void end_request(struct gw_http_req *r, int abort_conn)
     struct gw_http_server *srv = r->srv;
     int was_active = c ? (c->state == C_ACTIVE && c->req == r) : 1;
     int keepalive = r->keepalive && !abort_conn;
+    if (!abort_conn)
+        flush_head(r);
     if (srv && was_active && srv->active > 0)
         srv->active--;
     req_free(r);
@@ -553,10 +604,11 @@ void gw_http_respond(struct gw_http_req *r, int status, const char *ctype, const
      * caller bug: the only safe end is to cut the connection. */
     int misuse = r->started && !r->gone;
     if (r->conn && !r->gone && !r->started) {
-        struct evbuffer *out = bufferevent_get_output(r->conn->bev);
-        write_head(r, out, status, ctype, (long long)len);
-        if (len && !r->head_only && !no_body_status(status))
-            evbuffer_add(out, body, len);
+        int rc = write_head(r, status, ctype, (long long)len);
+        struct iovec iov[2] = {{r->conn->head.data, r->conn->head.len}, {(void *)body, len}};
+        int n = len && !r->head_only && !no_body_status(status) ? 2 : 1;
+        if (rc != GW_OK || send_or_queue(r->conn, iov, n) != GW_OK)
+            misuse = 1; /* out of memory: the connection is cut */
     }
     end_request(r, misuse);
 }
@@ -567,7 +619,14 @@ int gw_http_start(struct gw_http_req *r, int status, const char *ctype)
         return GW_ECLOSED;
     if (r->started)
         return GW_EINVAL;
-    write_head(r, bufferevent_get_output(r->conn->bev), status, ctype, -1);
+    if (write_head(r, status, ctype, -1) != GW_OK)
+        return GW_ENOMEM;
+    /* Held for the first chunk, so the two leave in one sendmsg; a stream
+     * that writes nothing in this turn of the loop gets it sent alone at
+     * the end of the turn (on_write, run deferred). */
+    r->head_pending = 1;
+    bufferevent_trigger(r->conn->bev, EV_WRITE,
+                        BEV_TRIG_DEFER_CALLBACKS | BEV_TRIG_IGNORE_WATERMARKS);
     return GW_OK;
 }
 
@@ -595,21 +654,20 @@ static int send_or_queue(struct conn *c, struct iovec *iov, int n)
     return rc == 0 ? GW_OK : GW_ENOMEM;
 }
 
-int gw_http_write(struct gw_http_req *r, const void *data, size_t len)
+/* A chunk's pieces into iov (4 entries at most, size holds its size
+ * line), the held head first: returns how many. */
+static int chunk_iov(struct gw_http_req *r, const void *data, size_t len, struct iovec *iov,
+                     char *size, size_t size_cap)
 {
-    if (!r->conn || r->gone)
-        return GW_ECLOSED;
-    if (!r->started)
-        return GW_EINVAL;
-    if (len == 0)
-        return GW_OK;
-    if (r->head_only)
-        return GW_OK;
-    struct iovec iov[3];
     int n = 0;
-    char size[2 * sizeof(size_t) + 2];
+    if (r->head_pending) {
+        r->head_pending = 0;
+        iov[n++] = (struct iovec){r->conn->head.data, r->conn->head.len};
+    }
+    if (!len || r->head_only)
+        return n;
     if (!r->http10) { /* a chunk: its size in hex, CRLF, the bytes, CRLF */
-        size_t k = sizeof(size);
+        size_t k = size_cap;
         size[--k] = '\n';
         size[--k] = '\r';
         size_t v = len;
@@ -617,11 +675,25 @@ int gw_http_write(struct gw_http_req *r, const void *data, size_t len)
             size[--k] = "0123456789abcdef"[v & 15];
             v >>= 4;
         } while (v);
-        iov[n++] = (struct iovec){size + k, sizeof(size) - k};
+        iov[n++] = (struct iovec){size + k, size_cap - k};
     }
     iov[n++] = (struct iovec){(void *)data, len};
     if (!r->http10)
         iov[n++] = (struct iovec){"\r\n", 2};
+    return n;
+}
+
+int gw_http_write(struct gw_http_req *r, const void *data, size_t len)
+{
+    if (!r->conn || r->gone)
+        return GW_ECLOSED;
+    if (!r->started)
+        return GW_EINVAL;
+    if (len == 0 || r->head_only)
+        return GW_OK;
+    struct iovec iov[4];
+    char size[2 * sizeof(size_t) + 2];
+    int n = chunk_iov(r, data, len, iov, size, sizeof(size));
     return send_or_queue(r->conn, iov, n);
 }
 
@@ -629,7 +701,8 @@ size_t gw_http_pending(const struct gw_http_req *r)
 {
     if (!r->conn || r->gone)
         return 0;
-    return evbuffer_get_length(bufferevent_get_output(r->conn->bev));
+    return evbuffer_get_length(bufferevent_get_output(r->conn->bev)) +
+           (r->head_pending ? r->conn->head.len : 0);
 }
 
 void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb, void *arg)
@@ -645,11 +718,25 @@ void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb
     }
 }
 
+int gw_http_finish_with(struct gw_http_req *r, const void *data, size_t len)
+{
+    int rc = GW_OK;
+    if (r->conn && !r->gone && r->started) {
+        struct iovec iov[5];
+        char size[2 * sizeof(size_t) + 2];
+        int n = chunk_iov(r, data, len, iov, size, sizeof(size));
+        if (!r->http10 && !r->head_only)
+            iov[n++] = (struct iovec){"0\r\n\r\n", 5};
+        if (n)
+            rc = send_or_queue(r->conn, iov, n);
+    }
+    end_request(r, r->started && rc == GW_OK ? 0 : 1);
+    return rc;
+}
+
 void gw_http_finish(struct gw_http_req *r)
 {
-    if (r->conn && !r->gone && r->started && !r->http10 && !r->head_only)
-        evbuffer_add(bufferevent_get_output(r->conn->bev), "0\r\n\r\n", 5);
-    end_request(r, r->started ? 0 : 1);
+    (void)gw_http_finish_with(r, NULL, 0);
 }
 
 void gw_http_abort(struct gw_http_req *r)
@@ -849,6 +936,7 @@ static void conn_free(struct conn *c)
         c->next->prev = c->prev;
     srv->nconns--;
     bufferevent_free(c->bev);
+    gw_buf_free(&c->head);
     free(c);
     if (r && r->close_cb) {
         gw_http_req_cb cb = r->close_cb;
@@ -900,6 +988,8 @@ static void on_write(struct bufferevent *bev, void *arg)
         return;
     }
     struct gw_http_req *r = c->req;
+    if (r && c->state == C_ACTIVE)
+        flush_head(r);
     if (r && c->state == C_ACTIVE && r->drain_cb &&
         evbuffer_get_length(bufferevent_get_output(bev)) <= r->low_water) {
         gw_http_req_cb cb = r->drain_cb;
@@ -928,6 +1018,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         close(fd);
         return;
     }
+    gw_buf_init(&c->head, 32768);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (sa->sa_family == AF_INET)

@@ -153,6 +153,10 @@ void gw_http_on_drain(struct gw_http_req *req, size_t low_water, gw_http_req_cb 
 
 /* Ends a chunked response with the terminating chunk. Ends the request. */
 void gw_http_finish(struct gw_http_req *req);
+/* gw_http_write(data) then gw_http_finish, in one sendmsg when nothing is
+ * queued: a stream's last events and its end. GW_OK, or the write's error
+ * (the request is ended either way: cut when the write failed). */
+int gw_http_finish_with(struct gw_http_req *req, const void *data, size_t len);
 
 /* Ends the request and closes the connection once what is already queued
  * has been sent: a chunked response is left without its terminator, which

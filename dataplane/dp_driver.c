@@ -49,11 +49,8 @@ int drv_header(struct drv_request *r, const char *fmt, ...)
 
 int drv_common_headers(struct drv_request *r, const struct drv_target *t)
 {
+    /* No Expect: 100-continue: gw_upc never waits for one. */
     int rc = drv_header(r, "Content-Type: application/json");
-    /* libcurl would otherwise send Expect: 100-continue for large bodies,
-     * a round trip for nothing. */
-    if (rc == GW_OK)
-        rc = drv_header(r, "Expect:");
     if (rc == GW_OK && t->request_id)
         rc = drv_header(r, "x-request-id: %s", t->request_id);
     for (size_t i = 0; rc == GW_OK && i < t->provider->nheaders; i++)

@@ -15,13 +15,13 @@
 #include "dp_snapshot.h"
 #include "gw_buf.h"
 #include "gw_crypto.h"
-#include "gw_upc.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
 #include "gw_metrics.h"
 #include "gw_time.h"
+#include "gw_upc.h"
 
 #define DRAIN_TICK_MS 50
 

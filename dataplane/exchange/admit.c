@@ -17,12 +17,12 @@
 #include "dp_snapshot.h"
 #include "exchange.h"
 #include "fc_embed.h"
-#include "gw_upc.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
 #include "gw_time.h"
+#include "gw_upc.h"
 
 /* An error answer's body is kept up to this much, to classify it. */
 #define MAX_ERROR_BODY (64u << 10)

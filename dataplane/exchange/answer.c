@@ -68,6 +68,21 @@ int x_flush_out(struct dp_exchange *x)
     return rc;
 }
 
+/* A committed stream's end: what is in x->out (its last events, encoded
+ * with result rc) and the terminator leave together; an encoding failure
+ * cuts the connection instead, since a clean end without the last events
+ * would look like a whole answer. */
+void x_finish_stream(struct dp_exchange *x, int rc)
+{
+    struct gw_http_req *req = x->req;
+    x->req = NULL;
+    if (rc == GW_OK)
+        (void)gw_http_finish_with(req, x->out.data, x->out.len);
+    else
+        gw_http_abort(req);
+    gw_buf_reset(&x->out);
+}
+
 /* Which provider and model answered, and how many attempts it took:
  * operators and clients both ask. */
 static void add_answer_headers(struct gw_http_req *req, const struct dp_exchange *x)
@@ -171,14 +186,7 @@ void x_answer_broke(struct dp_exchange *x, const struct canon_event *ev)
      * cleanly: a clean end without the error would look like a whole
      * answer. */
     int rc = x->fc->stream_event(x->fstate, ev, &x->out);
-    if (rc == GW_OK)
-        rc = x_flush_out(x);
-    struct gw_http_req *req = x->req;
-    x->req = NULL;
-    if (rc == GW_OK)
-        gw_http_finish(req);
-    else
-        gw_http_abort(req);
+    x_finish_stream(x, rc);
 }
 
 static void fail(struct dp_exchange *x, const struct canon_event *ev)
@@ -251,14 +259,7 @@ static void finish_answer(struct dp_exchange *x, const struct canon_event *ev)
     x->t_client_end = gw_now_us();
     x->final_status = 200;
     if (x->client_stream) {
-        int rc = x->relay ? relay_end(x) : x->fc->stream_event(x->fstate, ev, &x->out);
-        if (rc == GW_OK)
-            rc = x_flush_out(x);
-        x->req = NULL;
-        if (rc == GW_OK)
-            gw_http_finish(req);
-        else
-            gw_http_abort(req);
+        x_finish_stream(x, x->relay ? relay_end(x) : x->fc->stream_event(x->fstate, ev, &x->out));
         return;
     }
     if (x->relay) { /* the provider's whole body, as it came */

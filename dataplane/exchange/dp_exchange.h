@@ -43,7 +43,7 @@ struct gw_http_req;
  * its owner (a worker) fills it and never looks inside an exchange. */
 struct dp_xloop {
     struct event_base *base;
-    struct gw_upc *upc;           /* the loop's upstream client (gw_upc.h) */
+    struct gw_upc *upc;            /* the loop's upstream client (gw_upc.h) */
     struct dp_breakers *breakers;  /* the process's, shared by every loop */
     long retry_base_ms;            /* the backoff's first step */
     uint64_t rng;                  /* a seeded xorshift state, nonzero */

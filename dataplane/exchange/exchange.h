@@ -150,9 +150,9 @@ struct dp_exchange {
     struct drv_parser *parser;
     struct gw_upc_xfer *xf; /* the attempt's upstream transfer */
     int running;            /* xf is in flight (its on_done has not run) */
-    int probe;       /* admitted as a half-open breaker's probe */
-    int fleet_probe; /* admitted as the fleet view's probe (dp_fleet) */
-    int status;      /* upstream HTTP status */
+    int probe;              /* admitted as a half-open breaker's probe */
+    int fleet_probe;        /* admitted as the fleet view's probe (dp_fleet) */
+    int status;             /* upstream HTTP status */
     char retry_after[32];
     struct gw_buf coll; /* error bodies; embeddings answers */
     int paused;
@@ -227,6 +227,7 @@ void x_reply_error(struct dp_exchange *x, int status, const char *param, const c
 void x_give_up(struct dp_exchange *x);
 void x_finish_embed(struct dp_exchange *x);
 int x_flush_out(struct dp_exchange *x);
+void x_finish_stream(struct dp_exchange *x, int rc);
 const struct dp_facade *x_facade(const struct dp_exchange *x);
 
 /* record.c */
