@@ -26,6 +26,14 @@
 #   BENCH_MOCK_THREADS   mock provider threads (default 1)
 #   BENCH_GW_ACCESS_LOG  llmgw --access-log (default /dev/null; nginx runs
 #                        with access_log off)
+#   BENCH_GOVERNANCE     1 (default): llmgw runs governed, as in production:
+#                        PostgreSQL and llmgw-controlplane (tests/bench/
+#                        governed.mjs) push its snapshot, a key is checked on
+#                        every request, a cost budget on the key is reserved
+#                        against a leased allowance, and every attempt's
+#                        ledger row is spooled (--ledger-spool) and stored;
+#                        the rows stored are counted at the end. 0: a file
+#                        snapshot with the key only.
 #   BENCH_OUT            also write the results as a markdown fragment here
 #   BENCH_KEEP_TMP=1     keep the temp dir (logs, configs, raw wrk output);
 #                        it is always kept when the run fails
@@ -64,6 +72,7 @@ MOCK_THREADS=${BENCH_MOCK_THREADS:-1}
 GW_ACCESS_LOG=${BENCH_GW_ACCESS_LOG:-/dev/null}
 OUT=${BENCH_OUT:-}
 KEEP_TMP=${BENCH_KEEP_TMP:-0}
+GOVERNANCE=${BENCH_GOVERNANCE:-1}
 
 MOCK_CHUNKS=8          # the mock's default; one content chunk per token
 API_KEY=sk-llmgw-bench-demo
@@ -230,31 +239,62 @@ MOCK_PORT=$(wait_listening mock "$(pid_of mock)" "$TMP/mock.stdout" "$TMP/mock.s
     || die "the mock provider did not start"
 log "mock provider (pid $(pid_of mock)) on 127.0.0.1:$MOCK_PORT"
 
-KEY_HASH=$(printf '%s' "$API_KEY" | sha256sum | awk '{print $1}')
-jq -n --arg base "http://127.0.0.1:$MOCK_PORT/v1" --arg hash "$KEY_HASH" '{
-  version: 1,
-  providers: [{name: "mock", driver: "openai", base_url: $base,
-               credential_ref: "env:LLMGW_BENCH_MOCK_KEY", enabled: true,
-               first_byte_timeout_ms: 10000, idle_timeout_ms: 10000},
-              {name: "mock-xlate", driver: "openai", base_url: $base,
-               credential_ref: "env:LLMGW_BENCH_MOCK_KEY", enabled: true,
-               first_byte_timeout_ms: 10000, idle_timeout_ms: 10000,
-               options: {passthrough: false}}],
-  routes: [{name: "fast", aliases: ["default"], capability: "chat",
-            strategy: "ordered",
-            entries: [{provider: "mock", model: "mock-gpt"}]},
-           {name: "xlate", capability: "chat", strategy: "ordered",
-            entries: [{provider: "mock-xlate", model: "mock-gpt"}]}],
-  keys: [{id: "key_bench", hash: $hash, status: "active", team: "bench"}]
-}' >"$TMP/snapshot.json"
+if [[ $GOVERNANCE == 1 ]]; then
+    command -v node >/dev/null 2>&1 || die "node not found (BENCH_GOVERNANCE=1 needs it; tests/run.sh installs it)"
+    LLMGW_BUILD_DIR=$BUILD_DIR BENCH_MOCK_V1="http://127.0.0.1:$MOCK_PORT/v1" \
+        BENCH_GOV_OUT="$TMP/governance.json" \
+        node "$SCRIPT_DIR/governed.mjs" >"$TMP/governance.stdout" 2>"$TMP/governance.stderr" &
+    register governance $!
+    n=0
+    while [[ ! -s $TMP/governance.json ]] && (( n < 600 )); do
+        kill -0 "$(pid_of governance)" 2>/dev/null \
+            || { tail -n 20 "$TMP/governance.stderr" >&2; die "the governance side did not start"; }
+        sleep 0.1
+        n=$((n + 1))
+    done
+    [[ -s $TMP/governance.json ]] || die "the governance side did not start within 60 s"
+    CP_TARGET=$(jq -r .grpc "$TMP/governance.json")
+    API_KEY=$(jq -r .key "$TMP/governance.json")
+    log "governance: PostgreSQL + llmgw-controlplane (gRPC $CP_TARGET), a key and a cost budget"
+    mkdir -p "$TMP/spool"
+    "$DP_BIN" --control-plane "$CP_TARGET" --replica-id bench --ledger-spool "$TMP/spool" \
+        --listen 127.0.0.1:0 --threads "$WORKERS" --access-log "$GW_ACCESS_LOG" \
+        --drain-timeout-ms 2000 >"$TMP/llmgw.stdout" 2>"$TMP/llmgw.stderr" &
+    register llmgw $!
+    GW_PORT=$(wait_listening llmgw "$(pid_of llmgw)" "$TMP/llmgw.stdout" "$TMP/llmgw.stderr" 10) \
+        || die "the data plane did not start"
+    n=0
+    until [[ $(http_code "http://127.0.0.1:$GW_PORT/readyz") == 200 ]]; do
+        (( n++ < 100 )) || die "the data plane did not get its snapshot from the control plane"
+        sleep 0.1
+    done
+else
+    KEY_HASH=$(printf '%s' "$API_KEY" | sha256sum | awk '{print $1}')
+    jq -n --arg base "http://127.0.0.1:$MOCK_PORT/v1" --arg hash "$KEY_HASH" '{
+      version: 1,
+      providers: [{name: "mock", driver: "openai", base_url: $base,
+                   credential_ref: "env:LLMGW_BENCH_MOCK_KEY", enabled: true,
+                   first_byte_timeout_ms: 10000, idle_timeout_ms: 10000},
+                  {name: "mock-xlate", driver: "openai", base_url: $base,
+                   credential_ref: "env:LLMGW_BENCH_MOCK_KEY", enabled: true,
+                   first_byte_timeout_ms: 10000, idle_timeout_ms: 10000,
+                   options: {passthrough: false}}],
+      routes: [{name: "fast", aliases: ["default"], capability: "chat",
+                strategy: "ordered",
+                entries: [{provider: "mock", model: "mock-gpt"}]},
+               {name: "xlate", capability: "chat", strategy: "ordered",
+                entries: [{provider: "mock-xlate", model: "mock-gpt"}]}],
+      keys: [{id: "key_bench", hash: $hash, status: "active", team: "bench"}]
+    }' >"$TMP/snapshot.json"
 
-LLMGW_BENCH_MOCK_KEY=$UPSTREAM_KEY "$DP_BIN" --snapshot "$TMP/snapshot.json" \
-    --listen 127.0.0.1:0 --threads "$WORKERS" --access-log "$GW_ACCESS_LOG" \
-    --drain-timeout-ms 2000 >"$TMP/llmgw.stdout" 2>"$TMP/llmgw.stderr" &
-register llmgw $!
-GW_PORT=$(wait_listening llmgw "$(pid_of llmgw)" "$TMP/llmgw.stdout" "$TMP/llmgw.stderr" 10) \
-    || die "the data plane did not start"
-log "llmgw data plane (pid $(pid_of llmgw)) on 127.0.0.1:$GW_PORT"
+    LLMGW_BENCH_MOCK_KEY=$UPSTREAM_KEY "$DP_BIN" --snapshot "$TMP/snapshot.json" \
+        --listen 127.0.0.1:0 --threads "$WORKERS" --access-log "$GW_ACCESS_LOG" \
+        --drain-timeout-ms 2000 >"$TMP/llmgw.stdout" 2>"$TMP/llmgw.stderr" &
+    register llmgw $!
+    GW_PORT=$(wait_listening llmgw "$(pid_of llmgw)" "$TMP/llmgw.stdout" "$TMP/llmgw.stderr" 10) \
+        || die "the data plane did not start"
+    log "llmgw data plane (pid $(pid_of llmgw)) on 127.0.0.1:$GW_PORT"
+fi
 
 # nginx: a plain keepalive reverse proxy to the mock, everything in $TMP.
 NGX_DIR=$TMP/nginx
@@ -621,6 +661,17 @@ TABLE_NOTE="p50/p99: median over rounds of each round's wrk percentile; errors: 
 SETUP1="mock provider --threads ${MOCK_THREADS} (${MOCK_CHUNKS} chunks per answer, chunk delay 0); llmgw --threads ${WORKERS}; nginx ${NGX_VER} worker_processes ${WORKERS} (upstream keepalive 64, proxy_buffering off, access_log off); llmgw access log: ${GW_ACCESS_LOG}; build ${BUILD_TYPE:-unknown type} in ${BUILD_DIR}"
 SETUP2="wrk ${WRK_VER} -t${WRK_THREADS} -c${CONNS} -d${DURATION}s, ${ROUNDS} rounds, targets interleaved within each round (direct, nginx, llmgw, xlate), ${WARMUP}s warm-up per target and mode"
 SETUP3="llmgw and nginx get the same number of workers (BENCH_WORKERS); on a 2-core machine wrk, the proxy and the mock share $(nproc) cores, so every ratio is of equally constrained runs."
+# Governed: the ledger rows the control plane stored, counted once the data
+# plane's spool has drained (llmgw stopped first, then the governance side).
+if [[ $GOVERNANCE == 1 ]]; then
+    sleep 2
+    stop_pid "$(pid_of llmgw)"
+    stop_pid "$(pid_of governance)"
+    ROWS_STORED=$(jq -r 'select(.msg == "ledger") | .rows' "$TMP/governance.stdout" 2>/dev/null | tail -1)
+    SETUP3+=" Governed (BENCH_GOVERNANCE=1): snapshot from llmgw-controlplane over gRPC, key auth, a cost budget on the key (leased allowance), ledger rows spooled by the data plane and stored by the control plane in PostgreSQL, which run on the same 2 cores: ${ROWS_STORED:-?} ledger rows stored."
+else
+    SETUP3+=" Not governed (BENCH_GOVERNANCE=0): a file snapshot with a key, no budget, no ledger."
+fi
 
 # Ratio lines
 RATIO_LINES=()
