@@ -24,6 +24,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/event_struct.h>
 #include <event2/listener.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -82,8 +83,7 @@ struct gw_http_req {
     int http10;    /* no chunked encoding: the close ends the body */
     int head_only; /* HEAD: headers, never a body */
     int started;
-    int head_pending; /* a stream's head is in conn->head, not yet sent */
-    int gone;         /* the client left; writes fail */
+    int gone; /* the client left; writes fail */
     gw_http_req_cb close_cb;
     void *close_arg;
     gw_http_req_cb drain_cb;
@@ -109,7 +109,12 @@ struct conn {
     int lingering;   /* refusal sent: discard input until EOF */
     int read_paused; /* too many unread answers queued */
     size_t discarded;
-    struct gw_buf head; /* the response head being sent (kept for the next) */
+    struct gw_buf head; /* the response head being built (kept for the next) */
+    /* What a streamed response wrote in this turn of the loop: sent as one
+     * sendmsg when the turn's callbacks are done (flush_ev). */
+    struct gw_buf pend;
+    struct event flush_ev;
+    int flush_armed;
     char peer[INET6_ADDRSTRLEN];
 };
 
@@ -539,16 +544,41 @@ static int write_head(struct gw_http_req *r, int status, const char *ctype, long
 
 static int send_or_queue(struct conn *c, struct iovec *iov, int n);
 
-/* A stream's head still held (it goes with the first chunk): sent alone. */
-static void flush_head(struct gw_http_req *r)
+/* The turn's writes, out: straight to the socket when nothing is queued
+ * before them. */
+static int pend_flush(struct conn *c)
 {
-    if (!r->head_pending)
-        return;
-    r->head_pending = 0;
-    if (r->conn && !r->gone) {
-        struct iovec iov = {r->conn->head.data, r->conn->head.len};
-        (void)send_or_queue(r->conn, &iov, 1);
+    if (!c->pend.len)
+        return GW_OK;
+    struct iovec iov = {c->pend.data, c->pend.len};
+    int rc = send_or_queue(c, &iov, 1);
+    if (c->pend.cap > (16u << 10))
+        gw_buf_free(&c->pend); /* a burst's buffer is not kept by an idle stream */
+    else
+        gw_buf_reset(&c->pend);
+    return rc;
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    c->flush_armed = 0;
+    (void)pend_flush(c);
+}
+
+/* Adds iov to the turn's writes, and arms their flush for the end of the
+ * turn: every chunk an upstream read produced (or a whole stream written
+ * at once) leaves in one sendmsg, with no write event armed for it. */
+static int pend_add(struct conn *c, const struct iovec *iov, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (gw_buf_append(&c->pend, iov[i].iov_base, iov[i].iov_len) != GW_OK)
+            return GW_ENOMEM;
+    if (!c->flush_armed) {
+        c->flush_armed = 1;
+        event_active(&c->flush_ev, EV_TIMEOUT, 1);
     }
+    return GW_OK;
 }
 
 /* Ends the request: frees it, and moves its connection on (next request,
@@ -559,8 +589,10 @@ static void end_request(struct gw_http_req *r, int abort_conn)
     struct gw_http_server *srv = r->srv;
     int was_active = c ? (c->state == C_ACTIVE && c->req == r) : 1;
     int keepalive = r->keepalive && !abort_conn;
-    if (!abort_conn)
-        flush_head(r);
+    if (c && !abort_conn)
+        (void)pend_flush(c);
+    else if (c)
+        gw_buf_reset(&c->pend);
     if (srv && was_active && srv->active > 0)
         srv->active--;
     req_free(r);
@@ -607,7 +639,7 @@ void gw_http_respond(struct gw_http_req *r, int status, const char *ctype, const
         int rc = write_head(r, status, ctype, (long long)len);
         struct iovec iov[2] = {{r->conn->head.data, r->conn->head.len}, {(void *)body, len}};
         int n = len && !r->head_only && !no_body_status(status) ? 2 : 1;
-        if (rc != GW_OK || send_or_queue(r->conn, iov, n) != GW_OK)
+        if (rc != GW_OK || pend_flush(r->conn) != GW_OK || send_or_queue(r->conn, iov, n) != GW_OK)
             misuse = 1; /* out of memory: the connection is cut */
     }
     end_request(r, misuse);
@@ -621,13 +653,9 @@ int gw_http_start(struct gw_http_req *r, int status, const char *ctype)
         return GW_EINVAL;
     if (write_head(r, status, ctype, -1) != GW_OK)
         return GW_ENOMEM;
-    /* Held for the first chunk, so the two leave in one sendmsg; a stream
-     * that writes nothing in this turn of the loop gets it sent alone at
-     * the end of the turn (on_write, run deferred). */
-    r->head_pending = 1;
-    bufferevent_trigger(r->conn->bev, EV_WRITE,
-                        BEV_TRIG_DEFER_CALLBACKS | BEV_TRIG_IGNORE_WATERMARKS);
-    return GW_OK;
+    /* With the turn's first chunks, in one sendmsg. */
+    struct iovec iov = {r->conn->head.data, r->conn->head.len};
+    return pend_add(r->conn, &iov, 1);
 }
 
 /* Sends iov now when nothing is queued before it, and queues what the
@@ -654,16 +682,12 @@ static int send_or_queue(struct conn *c, struct iovec *iov, int n)
     return rc == 0 ? GW_OK : GW_ENOMEM;
 }
 
-/* A chunk's pieces into iov (4 entries at most, size holds its size
- * line), the held head first: returns how many. */
+/* A chunk's pieces into iov (3 entries at most; size holds its size
+ * line): returns how many. */
 static int chunk_iov(struct gw_http_req *r, const void *data, size_t len, struct iovec *iov,
                      char *size, size_t size_cap)
 {
     int n = 0;
-    if (r->head_pending) {
-        r->head_pending = 0;
-        iov[n++] = (struct iovec){r->conn->head.data, r->conn->head.len};
-    }
     if (!len || r->head_only)
         return n;
     if (!r->http10) { /* a chunk: its size in hex, CRLF, the bytes, CRLF */
@@ -691,18 +715,17 @@ int gw_http_write(struct gw_http_req *r, const void *data, size_t len)
         return GW_EINVAL;
     if (len == 0 || r->head_only)
         return GW_OK;
-    struct iovec iov[4];
+    struct iovec iov[3];
     char size[2 * sizeof(size_t) + 2];
     int n = chunk_iov(r, data, len, iov, size, sizeof(size));
-    return send_or_queue(r->conn, iov, n);
+    return pend_add(r->conn, iov, n);
 }
 
 size_t gw_http_pending(const struct gw_http_req *r)
 {
     if (!r->conn || r->gone)
         return 0;
-    return evbuffer_get_length(bufferevent_get_output(r->conn->bev)) +
-           (r->head_pending ? r->conn->head.len : 0);
+    return evbuffer_get_length(bufferevent_get_output(r->conn->bev)) + r->conn->pend.len;
 }
 
 void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb, void *arg)
@@ -722,13 +745,13 @@ int gw_http_finish_with(struct gw_http_req *r, const void *data, size_t len)
 {
     int rc = GW_OK;
     if (r->conn && !r->gone && r->started) {
-        struct iovec iov[5];
+        struct iovec iov[4];
         char size[2 * sizeof(size_t) + 2];
         int n = chunk_iov(r, data, len, iov, size, sizeof(size));
         if (!r->http10 && !r->head_only)
             iov[n++] = (struct iovec){"0\r\n\r\n", 5};
         if (n)
-            rc = send_or_queue(r->conn, iov, n);
+            rc = pend_add(r->conn, iov, n); /* end_request flushes it */
     }
     end_request(r, r->started && rc == GW_OK ? 0 : 1);
     return rc;
@@ -937,6 +960,8 @@ static void conn_free(struct conn *c)
     srv->nconns--;
     bufferevent_free(c->bev);
     gw_buf_free(&c->head);
+    event_del(&c->flush_ev);
+    gw_buf_free(&c->pend);
     free(c);
     if (r && r->close_cb) {
         gw_http_req_cb cb = r->close_cb;
@@ -988,8 +1013,6 @@ static void on_write(struct bufferevent *bev, void *arg)
         return;
     }
     struct gw_http_req *r = c->req;
-    if (r && c->state == C_ACTIVE)
-        flush_head(r);
     if (r && c->state == C_ACTIVE && r->drain_cb &&
         evbuffer_get_length(bufferevent_get_output(bev)) <= r->low_water) {
         gw_http_req_cb cb = r->drain_cb;
@@ -1019,6 +1042,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     gw_buf_init(&c->head, 32768);
+    gw_buf_init(&c->pend, 0);
+    event_assign(&c->flush_ev, srv->base, -1, 0, on_flush, c);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (sa->sa_family == AF_INET)

@@ -38,15 +38,18 @@ async function main() {
   await cfg.route('fast', [{ provider: 'mock', model: 'mock-gpt' }], { aliases: ['default'] });
   await cfg.route('xlate', [{ provider: 'mock-xlate', model: 'mock-gpt' }]);
   const apiKey = await cfg.apiKey('key_bench');
-  // $1,000,000 a day: never reached, but every request reserves against it.
-  await cfg.api('POST', '/v1/admin/limits', {
+  // $1,000,000 a day: never reached, but every request reserves against it
+  // (BENCH_GOV_BUDGET=0 leaves it out, to tell its cost from the ledger's).
+  if (process.env.BENCH_GOV_BUDGET !== '0') await cfg.api('POST', '/v1/admin/limits', {
     id: 'bench-cost', scope_kind: 'key', scope: 'key_bench', metric: 'cost', period: 'day',
     amount: 1_000_000 * 1_000_000_000_000,
   }, 201);
   // A price, so every ledger row carries a cost.
-  await cfg.api('POST', '/v1/admin/prices', {
-    provider: 'mock', model: 'mock-gpt', input_price: '6e-7', output_price: '2.4e-6',
-  }, 201);
+  for (const provider of ['mock', 'mock-xlate']) {
+    await cfg.api('POST', '/v1/admin/prices', {
+      provider, model: 'mock-gpt', input_price: '6e-7', output_price: '2.4e-6',
+    }, 201);
+  }
   fs.writeFileSync(OUT, JSON.stringify({ grpc: `127.0.0.1:${cp.listening.grpc_port}`, key: apiKey }));
 
   let stopping = false;

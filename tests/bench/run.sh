@@ -665,8 +665,8 @@ SETUP3="llmgw and nginx get the same number of workers (BENCH_WORKERS); on a 2-c
 # plane's spool has drained (llmgw stopped first, then the governance side).
 if [[ $GOVERNANCE == 1 ]]; then
     sleep 2
-    stop_pid "$(pid_of llmgw)"
-    stop_pid "$(pid_of governance)"
+    stop_pid "$(pid_of llmgw)" || true
+    stop_pid "$(pid_of governance)" || true
     ROWS_STORED=$(jq -r 'select(.msg == "ledger") | .rows' "$TMP/governance.stdout" 2>/dev/null | tail -1)
     SETUP3+=" Governed (BENCH_GOVERNANCE=1): snapshot from llmgw-controlplane over gRPC, key auth, a cost budget on the key (leased allowance), ledger rows spooled by the data plane and stored by the control plane in PostgreSQL, which run on the same 2 cores: ${ROWS_STORED:-?} ledger rows stored."
 else
