@@ -556,6 +556,13 @@ static int pend_flush(struct conn *c)
         gw_buf_free(&c->pend); /* a burst's buffer is not kept by an idle stream */
     else
         gw_buf_reset(&c->pend);
+    /* An owner waiting for the output to drain (gw_http_on_drain) counted
+     * these bytes; if the socket took them, no write event will tell it. */
+    struct gw_http_req *r = c->req;
+    if (r && r->drain_cb && c->state == C_ACTIVE &&
+        evbuffer_get_length(bufferevent_get_output(c->bev)) <= r->low_water)
+        bufferevent_trigger(c->bev, EV_WRITE,
+                            BEV_TRIG_DEFER_CALLBACKS | BEV_TRIG_IGNORE_WATERMARKS);
     return rc;
 }
 
@@ -589,10 +596,10 @@ static void end_request(struct gw_http_req *r, int abort_conn)
     struct gw_http_server *srv = r->srv;
     int was_active = c ? (c->state == C_ACTIVE && c->req == r) : 1;
     int keepalive = r->keepalive && !abort_conn;
-    if (c && !abort_conn)
+    /* What was written goes out, an aborted answer's too (the connection
+     * is cut after it, as after queued bytes). */
+    if (c)
         (void)pend_flush(c);
-    else if (c)
-        gw_buf_reset(&c->pend);
     if (srv && was_active && srv->active > 0)
         srv->active--;
     req_free(r);
