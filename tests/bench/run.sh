@@ -667,7 +667,7 @@ if [[ $GOVERNANCE == 1 ]]; then
     sleep 2
     stop_pid "$(pid_of llmgw)" || true
     stop_pid "$(pid_of governance)" || true
-    ROWS_STORED=$(jq -r 'select(.msg == "ledger") | .rows' "$TMP/governance.stdout" 2>/dev/null | tail -1)
+    ROWS_STORED=$(grep -F '"msg":"ledger"' "$TMP/governance.stdout" 2>/dev/null | tail -1 | jq -r .rows 2>/dev/null || true)
     SETUP3+=" Governed (BENCH_GOVERNANCE=1): snapshot from llmgw-controlplane over gRPC, key auth, a cost budget on the key (leased allowance), ledger rows spooled by the data plane and stored by the control plane in PostgreSQL, which run on the same 2 cores: ${ROWS_STORED:-?} ledger rows stored."
 else
     SETUP3+=" Not governed (BENCH_GOVERNANCE=0): a file snapshot with a key, no budget, no ledger."
