@@ -11,10 +11,10 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import * as h from './harness.mjs';
+import * as certs from './certs.mjs';
 
 const T = { timeout: 60_000 };
 const MESSAGES = [{ role: 'user', content: 'hello over tls' }];
@@ -26,25 +26,8 @@ let tlsSrv; // TLS: server certificate only
 let mtlsSrv; // mutual TLS: client certificates required, from ca
 const pem = (name) => path.join(dir, name);
 
-function openssl(...args) {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
-
-/** A self-signed CA: NAME.crt, NAME.key. */
-function makeCa(name) {
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=${name}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign');
-}
-
-/** A leaf certificate NAME.crt (key NAME.key) signed by ca, with the extensions in ext. */
-function makeLeaf(name, ca, ext) {
-  fs.writeFileSync(pem(`${name}.ext`), ext);
-  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
-  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`,
-    '-CAcreateserial', '-days', '2', '-out', `${name}.crt`, '-extfile', `${name}.ext`);
-}
+const makeCa = (name) => certs.makeCa(dir, name);
+const makeLeaf = (name, ca, ext) => certs.makeLeaf(dir, name, ca, ext);
 
 function doc(version) {
   return {

@@ -8,12 +8,12 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import * as h from './harness.mjs';
+import * as certs from './certs.mjs';
 
 const T = { timeout: 60_000 };
 const MESSAGES = [{ role: 'user', content: 'hello over https' }];
@@ -23,23 +23,9 @@ let mock;
 const servers = [];
 const pem = (name) => path.join(dir, name);
 
-function openssl(...args) {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
-
-function makeCa(name) {
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=${name}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign');
-}
-
-function makeLeaf(name, ca, san) {
-  fs.writeFileSync(pem(`${name}.ext`), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
-  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
-  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`,
-    '-CAcreateserial', '-days', '2', '-out', `${name}.crt`, '-extfile', `${name}.ext`);
-}
+const makeCa = (name) => certs.makeCa(dir, name);
+const makeLeaf = (name, ca, san) =>
+  certs.makeLeaf(dir, name, ca, `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
 
 /** An https server on host that pipes every request to the mock; counts
  * the TLS connections it accepted. */
