@@ -401,6 +401,22 @@ static void xfer_fail(struct gw_upc_xfer *x, enum gw_upc_result r, const char *f
     __attribute__((format(printf, 3, 4)));
 static int conn_open(struct gw_upc_xfer *x);
 
+/* Takes an idle connection out of its pool's list. */
+static void idle_unlink(struct upc_conn *c)
+{
+    struct upc_pool *p = c->pool;
+    if (c->iprev)
+        c->iprev->inext = c->inext;
+    else
+        p->idle = c->inext;
+    if (c->inext)
+        c->inext->iprev = c->iprev;
+    else
+        p->idle_tail = c->iprev;
+    c->inext = c->iprev = NULL;
+    p->nidle--;
+}
+
 static void conn_close(struct upc_conn *c)
 {
     struct gw_upc *u = c->u;
@@ -409,18 +425,8 @@ static void conn_close(struct upc_conn *c)
         c->dnsreq = NULL;
         evdns_getaddrinfo_cancel(r); /* runs on_resolved with EVUTIL_EAI_CANCEL */
     }
-    if (c->state == CS_IDLE) {
-        struct upc_pool *p = c->pool;
-        if (c->iprev)
-            c->iprev->inext = c->inext;
-        else
-            p->idle = c->inext;
-        if (c->inext)
-            c->inext->iprev = c->iprev;
-        else
-            p->idle_tail = c->iprev;
-        p->nidle--;
-    }
+    if (c->state == CS_IDLE)
+        idle_unlink(c);
     if (c->events_set) {
         event_del(&c->rev);
         event_del(&c->wev);
@@ -1423,14 +1429,7 @@ struct gw_upc_xfer *gw_upc_start(struct gw_upc *u, const struct gw_upc_opts *o)
     struct upc_conn *c = x->pool->idle;
     if (c) {
         /* The most recently used: the least likely to have been closed. */
-        struct upc_pool *p = x->pool;
-        p->idle = c->inext;
-        if (p->idle)
-            p->idle->iprev = NULL;
-        else
-            p->idle_tail = NULL;
-        p->nidle--;
-        c->inext = c->iprev = NULL;
+        idle_unlink(c);
         c->state = CS_READY;
         c->x = x;
         x->c = c;
