@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include "gw_error.h"
+#include "gw_str.h"
 
 #define MAX_CHUNK_LINE 4096 /* a chunk size line with its extensions, a trailer line */
 #define MAX_CHUNK ((uint64_t)1 << 60)
@@ -203,17 +204,6 @@ enum {
     C_END_LF,   /* the LF of the final blank line */
 };
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The size line ended (its LF consumed). */
 static int size_line_over(struct gw_h1_chunked *c)
 {
@@ -232,7 +222,7 @@ long gw_h1_chunked_feed(struct gw_h1_chunked *c, const char *in, size_t n, const
         char ch = in[i];
         switch (c->state) {
         case C_SIZE: {
-            int v = hexval(ch);
+            int v = gw_hex_digit((unsigned char)ch);
             if (v >= 0) {
                 if (c->left >= MAX_CHUNK >> 4)
                     return GW_EINVAL;

@@ -9,6 +9,7 @@
 
 #include "gw_crypto.h"
 #include "gw_error.h"
+#include "gw_str.h"
 
 static const char HEX_UPPER[] = "0123456789ABCDEF";
 
@@ -23,17 +24,6 @@ static int tchar(unsigned char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
            (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
 }
 
 static void truncate_to(struct gw_buf *b, size_t len)
@@ -72,8 +62,8 @@ static int percent_decode(struct gw_buf *out, const char *s, size_t n)
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = p[i];
-        if (c == '%' && n - i >= 3 && hexval(p[i + 1]) >= 0 && hexval(p[i + 2]) >= 0) {
-            c = (unsigned char)(hexval(p[i + 1]) << 4 | hexval(p[i + 2]));
+        if (c == '%' && n - i >= 3 && gw_hex_digit(p[i + 1]) >= 0 && gw_hex_digit(p[i + 2]) >= 0) {
+            c = (unsigned char)(gw_hex_digit(p[i + 1]) << 4 | gw_hex_digit(p[i + 2]));
             i += 2;
         }
         int rc = gw_buf_append(out, &c, 1);

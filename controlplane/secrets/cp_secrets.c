@@ -15,6 +15,7 @@
 
 #include "gw_crypto.h"
 #include "gw_error.h"
+#include "gw_str.h"
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -27,17 +28,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-static int hex_val(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static int b64_val(unsigned char c)
@@ -59,7 +49,8 @@ static int b64_val(unsigned char c)
 static int decode_hex(const char *s, unsigned char *out)
 {
     for (size_t i = 0; i < CP_MASTER_KEY_LEN; i++) {
-        int hi = hex_val((unsigned char)s[2 * i]), lo = hex_val((unsigned char)s[2 * i + 1]);
+        int hi = gw_hex_digit((unsigned char)s[2 * i]),
+            lo = gw_hex_digit((unsigned char)s[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out[i] = (unsigned char)(hi << 4 | lo);
