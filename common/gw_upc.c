@@ -8,7 +8,6 @@
 #include "gw_upc.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <event2/dns.h>
@@ -35,6 +34,7 @@
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_h1resp.h"
+#include "gw_str.h"
 #include "gw_time.h"
 
 #define RBUF_SIZE 16384       /* the loop's read buffer: one TLS record */
@@ -212,10 +212,10 @@ static char *proxy_basic(const char *url)
         return NULL;
     size_t n = 0;
     for (size_t i = 0; i < ul; i++) {
-        if (p[i] == '%' && i + 2 < ul && isxdigit((unsigned char)p[i + 1]) &&
-            isxdigit((unsigned char)p[i + 2])) {
-            char hx[3] = {p[i + 1], p[i + 2], 0};
-            plain[n++] = (unsigned char)strtol(hx, NULL, 16);
+        int hi = p[i] == '%' && i + 2 < ul ? gw_hex_digit((unsigned char)p[i + 1]) : -1;
+        int lo = hi >= 0 ? gw_hex_digit((unsigned char)p[i + 2]) : -1;
+        if (lo >= 0) {
+            plain[n++] = (unsigned char)(hi << 4 | lo);
             i += 2;
         } else {
             plain[n++] = (unsigned char)p[i];
@@ -231,7 +231,35 @@ static char *proxy_basic(const char *url)
     return out;
 }
 
-static int target_init(struct upc_target *t, const char *url)
+/* The proxy environment, read once per client (gw_upc_new), not per
+ * transfer. */
+struct upc_env {
+    char *no_proxy, *https_proxy, *http_proxy, *all_proxy;
+};
+
+static char *env_dup(const char *a, const char *b)
+{
+    const char *v = env2(a, b);
+    return v ? strdup(v) : NULL;
+}
+
+static void env_load(struct upc_env *e)
+{
+    e->no_proxy = env_dup("no_proxy", "NO_PROXY");
+    e->https_proxy = env_dup("https_proxy", "HTTPS_PROXY");
+    e->http_proxy = env_dup("http_proxy", NULL);
+    e->all_proxy = env_dup("all_proxy", "ALL_PROXY");
+}
+
+static void env_free(struct upc_env *e)
+{
+    free(e->no_proxy);
+    free(e->https_proxy);
+    free(e->http_proxy);
+    free(e->all_proxy);
+}
+
+static int target_init(struct upc_target *t, const char *url, const struct upc_env *env)
 {
     memset(t, 0, sizeof(*t));
     int rc = split_url(url, &t->mem, &t->host, &t->port, &t->path, &t->tls, 1);
@@ -247,12 +275,12 @@ static int target_init(struct upc_target *t, const char *url)
         return GW_EINVAL;
     if (is_loopback(t->host))
         return GW_OK;
-    const char *np = env2("no_proxy", "NO_PROXY");
+    const char *np = env->no_proxy;
     if (np && no_proxy_match(np, t->host))
         return GW_OK;
-    const char *px = t->tls ? env2("https_proxy", "HTTPS_PROXY") : env2("http_proxy", NULL);
+    const char *px = t->tls ? env->https_proxy : env->http_proxy;
     if (!px)
-        px = env2("all_proxy", "ALL_PROXY");
+        px = env->all_proxy;
     if (!px)
         return GW_OK;
     int ptls = 0;
@@ -362,6 +390,7 @@ struct gw_upc {
     struct gw_upc_xfer *xfers;
     size_t nrunning, nconns;
     struct event sweep;
+    struct upc_env env;
     char rbuf[RBUF_SIZE];
 };
 
@@ -670,24 +699,32 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
 
 static struct upc_pool *pool_get(struct gw_upc *u, const struct upc_target *t)
 {
-    struct gw_buf key;
-    gw_buf_init(&key, 0);
-    if (gw_buf_printf(&key, "%d|%s|%d|%s|%d|%s", t->tls, t->host, t->port,
-                      t->proxy_host ? t->proxy_host : "", t->proxy_port,
-                      t->proxy_auth ? t->proxy_auth : "") != GW_OK) {
-        gw_buf_free(&key);
+    /* On the stack: a key per transfer, allocated only when it is long
+     * (long proxy credentials). */
+    char small[512];
+    char *key = small;
+    const char *ph = t->proxy_host ? t->proxy_host : "", *pa = t->proxy_auth ? t->proxy_auth : "";
+    int n = snprintf(small, sizeof(small), "%d|%s|%d|%s|%d|%s", t->tls, t->host, t->port, ph,
+                     t->proxy_port, pa);
+    if (n < 0)
         return NULL;
+    if ((size_t)n >= sizeof(small)) {
+        if (!(key = malloc((size_t)n + 1)))
+            return NULL;
+        snprintf(key, (size_t)n + 1, "%d|%s|%d|%s|%d|%s", t->tls, t->host, t->port, ph,
+                 t->proxy_port, pa);
     }
     struct upc_pool *p;
     for (p = u->pools; p; p = p->next)
-        if (strcmp(p->key, key.data) == 0)
+        if (strcmp(p->key, key) == 0)
             break;
-    if (!p && (p = calloc(1, sizeof(*p) + key.len + 1)) != NULL) {
-        memcpy(p->key, key.data, key.len + 1);
+    if (!p && (p = calloc(1, sizeof(*p) + (size_t)n + 1)) != NULL) {
+        memcpy(p->key, key, (size_t)n + 1);
         p->next = u->pools;
         u->pools = p;
     }
-    gw_buf_free(&key);
+    if (key != small)
+        free(key);
     return p;
 }
 
@@ -1374,6 +1411,7 @@ struct gw_upc *gw_upc_new(struct event_base *base)
     if (!u)
         return NULL;
     u->base = base;
+    env_load(&u->env);
     event_assign(&u->sweep, base, -1, EV_PERSIST, on_sweep, u);
     struct timeval tv = {SWEEP_MS / 1000, 0};
     event_add(&u->sweep, &tv);
@@ -1396,6 +1434,7 @@ void gw_upc_free(struct gw_upc *u)
     event_del(&u->sweep);
     if (u->dns)
         evdns_base_free(u->dns, 0);
+    env_free(&u->env);
     free(u);
 }
 
@@ -1414,7 +1453,7 @@ struct gw_upc_xfer *gw_upc_start(struct gw_upc *u, const struct gw_upc_opts *o)
         u->xfers->prev = x;
     u->xfers = x;
     u->nrunning++;
-    int rc = target_init(&x->t, o->url);
+    int rc = target_init(&x->t, o->url, &u->env);
     if (rc == GW_EINVAL) {
         /* The caller hears of it as of any failure, from the loop. */
         xfer_fail(x, GW_UPC_ECONNECT,

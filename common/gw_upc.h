@@ -25,7 +25,7 @@
  * them) and its name or IP. The proxy environment is honored the way
  * libcurl read it (https_proxy / HTTPS_PROXY for https, http_proxy for
  * http, ALL_PROXY, NO_PROXY), http:// proxies only; loopback never goes
- * through a proxy.
+ * through a proxy. The environment is read once, by gw_upc_new.
  *
  * Callbacks run from the loop, never from inside a gw_upc_* call. A
  * callback may call gw_upc_cancel on its own transfer (the transfer then
