@@ -64,8 +64,12 @@ async function main() {
     await h.stopAll().catch((e) => console.error(String(e)));
     process.exit(0);
   };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  // The harness's own handlers kill everything and exit at once; this one
+  // counts the rows first, then stops the processes the same way.
+  for (const sig of ['SIGTERM', 'SIGINT']) {
+    process.removeAllListeners(sig);
+    process.on(sig, stop);
+  }
   setInterval(() => {}, 1 << 30);
 }
 
