@@ -24,6 +24,9 @@
 /* After a "depleted" refusal, requests needing more than was left are
  * refused here for this long, without asking again. */
 #define DEPLETED_MEMORY_MS 1000
+/* A lease is asked for ahead of need only while the window has more than
+ * this many leases' worth left (hold_from_lease). */
+#define PREFETCH_ROOM 16
 /* Retry-After for a refusal that is no verdict on the budget. */
 #define UNALLOCATED_RETRY_S 5
 
@@ -185,16 +188,34 @@ void dpl_offline_decide(struct item *it, int64_t now, int64_t wall)
     dpl_item_ready(it);
 }
 
+/* it reserves its need from the account's current lease (valid, with
+ * the balance). Once the balance is below a quarter of the lease, the next
+ * one is asked for ahead of need, so that reservations go on from the
+ * balance while the control plane answers instead of waiting on it; the
+ * new lease replaces this one when it comes, and what is left of this one
+ * goes back. Only while the window has far more left than the lease
+ * (PREFETCH_ROOM leases by the control plane's last word): near a limit,
+ * two leases held at once would split what is left into slices too small
+ * for a request, and refuse one the window could still pay for. */
+static void hold_from_lease(struct account *a, struct item *it, int64_t now)
+{
+    a->balance -= it->need;
+    it->st = I_HELD;
+    it->lease = a->lease;
+    a->lease->holders++;
+    int64_t granted = a->lease->granted;
+    int room = a->has_status && a->st_remaining / PREFETCH_ROOM > granted;
+    if (!a->req && dpl.up && room && a->balance < granted / 4)
+        dpl_request_lease(a, dpl_lease_want(a, now, it->need), it->need);
+}
+
 /* Serves the account's waiters from its balance, first come first. */
 void dpl_serve_waiters(struct account *a, int64_t now)
 {
     while (a->wait_head && dpl_lease_valid(a, now) && a->balance >= a->wait_head->need) {
         struct item *it = a->wait_head;
         dpl_unwait(it);
-        a->balance -= it->need;
-        it->st = I_HELD;
-        it->lease = a->lease;
-        a->lease->holders++;
+        hold_from_lease(a, it, now);
         dpl_item_ready(it);
     }
 }
@@ -416,10 +437,7 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
             it->st = I_OPEN;
             it->need = 0;
         } else if (dpl_lease_valid(a, now) && a->balance >= it->need) {
-            a->balance -= it->need;
-            it->st = I_HELD;
-            it->lease = a->lease;
-            a->lease->holders++;
+            hold_from_lease(a, it, now);
         } else if (a->depleted_at && now - a->depleted_at < DEPLETED_MEMORY_MS && a->has_status &&
                    it->need > a->st_remaining) {
             struct dp_limits_refusal e;
@@ -440,10 +458,8 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
             else
                 a->wait_head = it;
             a->wait_tail = it;
-            if (!a->req) {
-                int64_t want = dpl_mul_sat(dpl_waiting_need(a), WANT_FACTOR);
-                dpl_request_lease(a, want, it->need);
-            }
+            if (!a->req)
+                dpl_request_lease(a, dpl_lease_want(a, now, dpl_waiting_need(a)), it->need);
         }
     }
     if (h->refused) {

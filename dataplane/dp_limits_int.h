@@ -95,12 +95,13 @@ struct account {
     int fail_closed;
     char currency[4];
     /* The current lease. */
-    struct lease *lease; /* NULL: none */
-    int64_t balance;     /* granted and not reserved here (may go below 0) */
-    int64_t lease_until; /* monotonic ms it may be used until */
-    int64_t lease_life;  /* ms it had at its grant: renewed at half of it */
-    int holders;         /* items that point here */
-    int64_t last_used;   /* monotonic ms */
+    struct lease *lease;               /* NULL: none */
+    int64_t balance;                   /* granted and not reserved here (may go below 0) */
+    int64_t lease_until;               /* monotonic ms it may be used until */
+    int64_t lease_life;                /* ms it had at its grant: renewed at half of it */
+    int64_t last_grant, last_grant_at; /* the last new lease's amount, when (monotonic ms) */
+    int holders;                       /* items that point here */
+    int64_t last_used;                 /* monotonic ms */
     /* The control plane's last word on the window. */
     int has_status;
     int64_t st_amount, st_spent, st_remaining;
@@ -157,6 +158,7 @@ int64_t dpl_waiting_need(const struct account *a);
 int dpl_lease_valid(const struct account *a, int64_t now);
 void dpl_lease_give_back(struct lease *l, int64_t amount);
 void dpl_lease_unhold(struct lease *l);
+int64_t dpl_lease_want(const struct account *a, int64_t now, int64_t base);
 void dpl_request_lease(struct account *a, int64_t want, int64_t need);
 struct account *dpl_account_get(const struct dp_limit *l, int64_t wall, int64_t now);
 void dpl_housekeep(int64_t now, int64_t wall);

@@ -25,6 +25,10 @@
 /* Accounts (limit × window) kept at most; an idle one is forgotten. */
 #define MAX_ACCOUNTS 4096
 #define IDLE_FORGET_MS 600000
+/* A lease asked for this soon after the last one came is at least as
+ * large; sooner than LEASE_FAST_MS, twice as large (dpl_lease_want). */
+#define LEASE_RECENT_MS 30000
+#define LEASE_FAST_MS 5000
 
 /* ---------------------------------------------------------------- windows */
 
@@ -142,6 +146,23 @@ static void lease_free(struct lease *l)
 int dpl_lease_valid(const struct account *a, int64_t now)
 {
     return a->lease && now < a->lease_until;
+}
+
+/* How much to ask for: WANT_FACTOR times base (what waits, or the
+ * request at hand), and no less than the last lease when it came within
+ * LEASE_RECENT_MS, twice it when within LEASE_FAST_MS (it went that fast:
+ * the account spends more than it held). The control plane grants at
+ * most a share of what remains (cp_leases.h). */
+int64_t dpl_lease_want(const struct account *a, int64_t now, int64_t base)
+{
+    int64_t want = dpl_mul_sat(base, WANT_FACTOR);
+    if (a->last_grant > 0 && now - a->last_grant_at < LEASE_RECENT_MS) {
+        int64_t again =
+            now - a->last_grant_at < LEASE_FAST_MS ? dpl_mul_sat(a->last_grant, 2) : a->last_grant;
+        if (again > want)
+            want = again;
+    }
+    return want;
 }
 
 /* Asks for a slice (want > 0). */
@@ -439,6 +460,8 @@ void dp_limits_on_grant(const Llmgw__V1__LeaseGrant *g)
                 l->current = 1;
                 a->lease = l;
                 a->balance = g->amount;
+                a->last_grant = g->amount;
+                a->last_grant_at = now;
                 a->lease_until = until;
                 a->lease_life = until - a->req_sent_at;
             } else if (l) {
@@ -447,9 +470,9 @@ void dp_limits_on_grant(const Llmgw__V1__LeaseGrant *g)
             }
         }
         dpl_serve_waiters(a, now);
-        if (a->wait_head) {
+        if (a->wait_head && !a->req) {
             int64_t need = a->wait_head->need;
-            int64_t want = dpl_mul_sat(dpl_waiting_need(a), WANT_FACTOR);
+            int64_t want = dpl_lease_want(a, now, dpl_waiting_need(a));
             dpl_request_lease(a, want > need ? want : need, need);
         }
     } else if (strcmp(refusal, "depleted") == 0) {

@@ -810,6 +810,72 @@ static int take_request(const char *limit, uint64_t *req, int64_t *ws, int64_t *
     return found;
 }
 
+/* With far more left in the window than a lease, the next lease is asked
+ * for once the balance is below a quarter of the current one, while
+ * reservations still go from the balance: none waits on the control
+ * plane. Asked again within seconds of the last grant, it is twice as
+ * large. Near the limit nothing is asked ahead of need. */
+static void test_lease_prefetch(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q[12];
+    ask_for(&q[0], "kB", "r1");
+    q[0].ask.max_tokens = 100; /* tpm need 500 */
+    CU_ASSERT_EQUAL(reserve(&q[0]), DP_LIMITS_WAIT);
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    uint64_t tpm = 0, rpm = 0;
+    int64_t ws = 0;
+    while (next(&m, &st)) {
+        ws = m.lease_request->window_start_ms;
+        if (strcmp(m.lease_request->limit_id, "tpm-kB") == 0)
+            tpm = m.lease_request->req;
+        else
+            rpm = m.lease_request->req;
+    }
+    grant(rpm, "rpm-kB", ws, "ls_r", 100, 0, ""); /* nothing more left: never ahead */
+    grant(tpm, "tpm-kB", ws, "ls_1", 2000, 900000, "");
+    pump();
+    CU_ASSERT_EQUAL(q[0].called, 1);
+    struct account *t = account_find("tpm-kB", ws);
+    CU_ASSERT_EQUAL(t->balance, 1500);
+    /* Down to 500 (a quarter): not yet. */
+    for (int i = 1; i <= 2; i++) {
+        ask_for(&q[i], "kB", "r1");
+        q[i].ask.max_tokens = 100;
+        CU_ASSERT_EQUAL(reserve(&q[i]), DP_LIMITS_GO);
+    }
+    uint64_t req = 0;
+    int64_t need = 0, ws2 = 0;
+    CU_ASSERT_FALSE(take_request("tpm-kB", &req, &ws2, &need));
+    /* Below it: the next lease is asked for, and this one still goes. */
+    ask_for(&q[3], "kB", "r1");
+    q[3].ask.max_tokens = 100;
+    CU_ASSERT_EQUAL(reserve(&q[3]), DP_LIMITS_GO);
+    CU_ASSERT_EQUAL(t->balance, 0);
+    CU_ASSERT_TRUE_FATAL(take_request("tpm-kB", &req, &ws2, &need));
+    CU_ASSERT_EQUAL(need, 500);
+    CU_ASSERT_EQUAL(t->req_want, 4000); /* twice ls_1: it went within seconds */
+    CU_ASSERT_FALSE(take_request("rpm-kB", &req, &ws2, &need));
+    /* The new lease replaces ls_1 (whose balance, 0, is reported). With
+     * 10,000 left, less than 16 leases' worth, nothing is asked ahead. */
+    grant(req, "tpm-kB", ws, "ls_2", 4000, 10000, "");
+    pump();
+    CU_ASSERT_STRING_EQUAL(t->lease->id, "ls_2");
+    CU_ASSERT_EQUAL(t->balance, 4000);
+    for (int i = 4; i <= 10; i++) {
+        ask_for(&q[i], "kB", "r1");
+        q[i].ask.max_tokens = 100;
+        CU_ASSERT_EQUAL(reserve(&q[i]), DP_LIMITS_GO);
+    }
+    CU_ASSERT_EQUAL(t->balance, 500);
+    CU_ASSERT_FALSE(take_request("tpm-kB", &req, &ws2, &need));
+    for (int i = 0; i <= 10; i++)
+        dp_limits_end(q[i].hold);
+    CU_ASSERT_EQUAL(t->balance, 4000);
+}
+
 /* An attempt whose exact cost is unknown (a class without a price, an
  * overflow) is charged an upper bound against budgets; the ledger's cost
  * stays unknown. */
@@ -1166,6 +1232,7 @@ static CU_TestInfo tests[] = {
     {"worst case: the output cap reserved is the one sent", test_worst_case_output_cap},
     {"a lease lives by our clock from its request's sending", test_lease_life_own_clock},
     {"lease messages survive a lost stream", test_lease_messages_survive_stream_loss},
+    {"the next lease is asked for ahead of need, not near the limit", test_lease_prefetch},
     {"snapshot: teams and limits, validation names the field", test_snapshot_validation},
     CU_TEST_INFO_NULL,
 };
