@@ -40,8 +40,7 @@ int gw_json_bool(const json_t *obj, const char *key, int def, int *err)
     return json_is_true(v);
 }
 
-/* Length of a valid UTF-8 sequence starting at s (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t gw_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
     size_t len;
@@ -98,7 +97,7 @@ int gw_json_escape(struct gw_buf *b, const char *str, size_t n)
             snprintf(ubuf, sizeof(ubuf), "\\u%04x", c);
             esc = ubuf;
         } else if (c >= 0x80) {
-            adv = utf8_len(s + i, n - i);
+            adv = gw_utf8_len(s + i, n - i);
             if (adv == 0) {
                 esc = "\xEF\xBF\xBD";
                 adv = 1;
@@ -175,7 +174,7 @@ static int scan_string(struct scan *sc)
             continue;
         }
         if (c >= 0x80) {
-            size_t l = utf8_len(sc->p, (size_t)(sc->end - sc->p));
+            size_t l = gw_utf8_len(sc->p, (size_t)(sc->end - sc->p));
             if (!l)
                 return 0;
             sc->p += l;

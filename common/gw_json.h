@@ -24,6 +24,11 @@ int gw_json_int(const json_t *obj, const char *key, long long *out);
  * type (returned through *err when err is not NULL). */
 int gw_json_bool(const json_t *obj, const char *key, int def, int *err);
 
+/* Length of the valid UTF-8 sequence starting at s (at most n bytes;
+ * n > 0), or 0: overlong forms, surrogates and values past U+10FFFF are
+ * not valid. */
+size_t gw_utf8_len(const unsigned char *s, size_t n);
+
 /* Appends s (n bytes) as a quoted JSON string, escaping as RFC 8259 needs.
  * Invalid UTF-8 bytes are replaced with U+FFFD, so the output always
  * parses. Returns 0 or GW_ELIMIT/GW_ENOMEM. */

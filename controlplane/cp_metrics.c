@@ -32,6 +32,7 @@ struct cp_metrics {
     struct cp_snapshot *builder;
     struct cp_grpc *grpc;
     struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue, *ledger_cost, *lease_grants;
+    struct gw_metric *ledger_msgs;
     struct cp_ledger *ledger;
     int db_ok; /* collect: the check passed, so the scrape may read the limits */
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
@@ -96,6 +97,9 @@ static void collect(struct gw_metrics *reg, void *arg)
         const char *rej[] = {"rejected"};
         gw_metric_inc(m->ledger_rows, rej, st.rejected - m->ledger_seen.rejected);
         gw_metric_inc(m->ledger_errors, NULL, st.errors - m->ledger_seen.errors);
+        const char *one[] = {"ledger_row"}, *many[] = {"ledger_batch"};
+        gw_metric_inc(m->ledger_msgs, one, st.row_msgs - m->ledger_seen.row_msgs);
+        gw_metric_inc(m->ledger_msgs, many, st.batch_msgs - m->ledger_seen.batch_msgs);
         gw_metric_set(m->ledger_queue, NULL, (double)st.queued);
         m->ledger_seen = st;
     }
@@ -156,7 +160,15 @@ int cp_metrics_init(void)
     m->ledger_errors = gw_metrics_counter(r, "llmgw_cp_ledger_batch_errors_total",
                                           "Ledger batches that failed (each is retried).", NULL);
     m->ledger_queue = gw_metrics_gauge(r, "llmgw_cp_ledger_queue",
-                                       "Report messages waiting for the ledger writer.", NULL);
+                                       "Ledger rows and lease messages waiting for the ledger "
+                                       "writer.",
+                                       NULL);
+    static const char *const body[] = {"body", NULL};
+    m->ledger_msgs = gw_metrics_counter(
+        r, "llmgw_cp_ledger_messages_total",
+        "Report messages that carried ledger rows, by body (ledger_row: one row; ledger_batch: "
+        "several, from data planes that learned this control plane takes them).",
+        body);
     static const char *const team_route[] = {"team", "route", "currency", NULL};
     m->ledger_cost = gw_metrics_counter(
         r, "llmgw_cp_ledger_cost_picodollars_total",
@@ -178,10 +190,10 @@ int cp_metrics_init(void)
                                      "result (ok, failed).",
                                      jobres);
     if (!m->ledger_cost || !m->lease_grants || !m->leader || !m->job_runs || !m->ledger_rows ||
-        !m->ledger_errors || !m->ledger_queue || !m->admin_requests || !m->admin_duration ||
-        !m->builds || !m->build_duration || !m->snapshot_version || !m->last_success_age ||
-        !m->unresolved || !m->replicas_connected || !m->replica_acked || !m->postgres_up ||
-        !m->audit_rows) {
+        !m->ledger_msgs || !m->ledger_errors || !m->ledger_queue || !m->admin_requests ||
+        !m->admin_duration || !m->builds || !m->build_duration || !m->snapshot_version ||
+        !m->last_success_age || !m->unresolved || !m->replicas_connected || !m->replica_acked ||
+        !m->postgres_up || !m->audit_rows) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -213,6 +225,11 @@ int cp_metrics_init(void)
         gw_metric_inc(m->ledger_rows, v, 0);
     }
     gw_metric_inc(m->ledger_errors, NULL, 0);
+    static const char *const bodies[] = {"ledger_row", "ledger_batch"};
+    for (size_t i = 0; i < N(bodies); i++) {
+        const char *v[] = {bodies[i]};
+        gw_metric_inc(m->ledger_msgs, v, 0);
+    }
     gw_metric_set_cap(m->ledger_cost, CP_METRICS_MAX_TEAM_ROUTES);
     static const char *const gresults[] = {"granted",       "renewed",        "depleted",
                                            "unknown_limit", "invalid_window", "unallocated"};

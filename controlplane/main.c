@@ -355,7 +355,8 @@ int main(int argc, char **argv)
                               .tls_key_file = cfg.grpc_tls_key,
                               .tls_client_ca_file = cfg.grpc_tls_client_ca,
                               .on_report = on_report,
-                              .arg = &m};
+                              .arg = &m,
+                              .ledger_batch_max = CP_LEDGER_BATCH_MAX};
     m.grpc = cp_grpc_new(m.base, &go, msg, sizeof(msg));
     if (!m.grpc) {
         gw_logf(GW_LOG_ERROR, "cannot start the gRPC server", "{s:s}", "error", msg);

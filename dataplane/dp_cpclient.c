@@ -38,6 +38,13 @@
 /* Ledger rows sent and not yet acknowledged, at most (flow control: the
  * control plane's queue is bounded by this per stream). */
 #define LEDGER_WINDOW 2048
+/* Rows in one LedgerBatch at most, whatever the control plane takes. */
+#define LEDGER_BATCH_MAX 256
+/* A new Report stream sends no rows until the control plane's first reply
+ * says whether it takes batches (it answers the stream's first summary at
+ * once), or for this long (an older one): the rows a reconnection
+ * replays, thousands after an outage, then go in batches. */
+#define LEDGER_FIRST_REPLY_US 1000000
 #define LEDGER_SYNC_MS 1000
 #define MAX_REPLY_BYTES (4u << 20)
 /* The fleet view's input (docs/fleet.md): an OutcomeSummary every second,
@@ -192,8 +199,10 @@ static grpc_byte_buffer *lease_out(struct dp_cpclient *c)
 
 /* Sends the next Report message: an outcome summary when one waits, an
  * Ack, then lease messages (a request may be waiting for a grant), then
- * ledger rows. One send is in flight at a time; each completion pumps
- * again. */
+ * ledger rows: what is ready, in one LedgerBatch once a reply said the
+ * control plane takes them. One send is in flight at a time; each
+ * completion pumps again, so rows recorded while a send is out go
+ * together in the next. */
 static void report_pump(struct dp_cpclient *c)
 {
     struct ccall *k = c->report;
@@ -213,7 +222,9 @@ static void report_pump(struct dp_cpclient *c)
     } else if (!(k->send_bb = lease_out(c))) {
         unsigned char *row;
         size_t n;
-        if (dp_ledger_next(c->cfg->replica_id, LEDGER_WINDOW, &row, &n) <= 0)
+        if (!k->replied && gw_now_us() - k->started_us < LEDGER_FIRST_REPLY_US)
+            return; /* the sync tick pumps again */
+        if (dp_ledger_next(c->cfg->replica_id, LEDGER_WINDOW, k->ledger_batch_max, &row, &n) <= 0)
             return;
         k->send_bb = gw_grpc_raw(row, n);
         free(row);
@@ -265,6 +276,7 @@ static void on_report_start(void *arg, int ok)
     k->pending--;
     if (ok) {
         k->started = 1;
+        k->started_us = gw_now_us();
         __atomic_store_n(&k->c->report_up, 1, __ATOMIC_RELEASE);
         dp_limits_on_stream(1);
         ccall_recv(k);
@@ -294,6 +306,9 @@ static void on_report_recv(void *arg, int ok)
             &llmgw__v1__report_reply__descriptor, bb, MAX_REPLY_BYTES);
         grpc_byte_buffer_destroy(bb);
         if (r) {
+            k->replied = 1;
+            k->ledger_batch_max =
+                r->ledger_batch_max < LEDGER_BATCH_MAX ? r->ledger_batch_max : LEDGER_BATCH_MAX;
             if (r->view && k->c->report == k)
                 view_apply(r->view);
             if (r->acked_through && k->c->report == k)

@@ -28,6 +28,11 @@ struct ccall {
     grpc_slice details;
     grpc_byte_buffer *recv_bb, *send_bb;
     int sending, started;
+    /* Report: rows a message the control plane takes (0: one), learned
+     * from its first reply; when the stream started. */
+    size_t ledger_batch_max;
+    int replied;
+    int64_t started_us;
     struct gw_grpc_tag t_status, t_start, t_recv, t_send;
 };
 

@@ -495,44 +495,84 @@ void dp_ledger_stream_reset(void)
     pthread_mutex_unlock(&L.mu);
 }
 
-int dp_ledger_next(const char *replica_id, size_t window, unsigned char **out, size_t *outlen)
+/* A batch stops before this many bytes of rows (a row is a few hundred;
+ * the control plane takes messages up to 1 MiB). */
+#define BATCH_MAX_BYTES (256u * 1024)
+
+/* LedgerRow { <row>, 32: seq } of e: its length, and its bytes at out
+ * (when not NULL). */
+static size_t row_frame(const struct entry *e, unsigned char *out)
 {
+    unsigned char seqf[24];
+    size_t seqn = gw_pb_field_varint(seqf, 32, e->seq);
+    if (out) {
+        memcpy(out, e->data, e->len);
+        memcpy(out + e->len, seqf, seqn);
+    }
+    return e->len + seqn;
+}
+
+int dp_ledger_next(const char *replica_id, size_t window, size_t max_rows, unsigned char **out,
+                   size_t *outlen)
+{
+    *out = NULL;
+    *outlen = 0;
     pthread_mutex_lock(&L.mu);
-    struct entry *e = L.unsent;
-    if (!e || L.inflight >= window) {
+    struct entry *first = L.unsent;
+    if (!first || L.inflight >= window) {
         pthread_mutex_unlock(&L.mu);
         return 0;
     }
-    e->seq = L.next_seq++;
-    L.unsent = e->next;
-    L.inflight++;
-    /* ReportMessage { 1: replica_id, 3: LedgerRow { <row>, 32: seq } } */
-    size_t rlen = strlen(replica_id);
-    unsigned char seqf[24];
-    size_t seqn = gw_pb_field_varint(seqf, 32, e->seq);
-    size_t inner = e->len + seqn;
-    unsigned char *m = malloc(20 + rlen + 20 + inner);
-    size_t n = 0;
-    if (m) {
-        n += gw_pb_field_len(m + n, 1, rlen);
-        memcpy(m + n, replica_id, rlen);
-        n += rlen;
-        n += gw_pb_field_len(m + n, 3, inner);
-        memcpy(m + n, e->data, e->len);
-        n += e->len;
-        memcpy(m + n, seqf, seqn);
-        n += seqn;
-    } else {
-        /* Not sent after all: it goes on the next try. */
-        e->seq = 0;
-        L.unsent = e;
-        L.next_seq--;
-        L.inflight--;
+    /* The rows that go: up to max_rows, within the window and the bytes. */
+    size_t k = 0, rows_len = 0;
+    struct entry *e = first;
+    uint64_t seq = L.next_seq;
+    size_t lim = max_rows > 1 ? max_rows : 1;
+    for (; e && k < lim && L.inflight + k < window; e = e->next, k++) {
+        e->seq = seq + k;
+        size_t f = row_frame(e, NULL) + 12; /* with its field header, at most */
+        if (k && rows_len + f > BATCH_MAX_BYTES) {
+            e->seq = 0;
+            break;
+        }
+        rows_len += f;
     }
+    /* ReportMessage { 1: replica_id, 3: LedgerRow } for one row, or
+     * { 1: replica_id, 7: LedgerBatch { 1: LedgerRow, ... } }. */
+    size_t rlen = strlen(replica_id);
+    unsigned char *m = malloc(24 + rlen + 12 + rows_len);
+    if (!m) {
+        for (struct entry *x = first; x != e; x = x->next)
+            x->seq = 0; /* not sent after all: they go on the next try */
+        pthread_mutex_unlock(&L.mu);
+        return -1;
+    }
+    size_t n = gw_pb_field_len(m, 1, rlen);
+    memcpy(m + n, replica_id, rlen);
+    n += rlen;
+    if (k == 1) {
+        n += gw_pb_field_len(m + n, 3, row_frame(first, NULL));
+        n += row_frame(first, m + n);
+    } else {
+        size_t inner = 0;
+        for (struct entry *x = first; x != e; x = x->next) {
+            unsigned char hd[12];
+            size_t f = row_frame(x, NULL);
+            inner += gw_pb_field_len(hd, 1, f) + f;
+        }
+        n += gw_pb_field_len(m + n, 7, inner);
+        for (struct entry *x = first; x != e; x = x->next) {
+            n += gw_pb_field_len(m + n, 1, row_frame(x, NULL));
+            n += row_frame(x, m + n);
+        }
+    }
+    L.next_seq += k;
+    L.unsent = e;
+    L.inflight += k;
     pthread_mutex_unlock(&L.mu);
     *out = m;
     *outlen = n;
-    return m ? 1 : -1;
+    return (int)k;
 }
 
 void dp_ledger_acked(uint64_t through)

@@ -86,10 +86,13 @@ int dp_ledger_record(const struct dp_ledger_row *r);
 /* The sender's side (one thread). A new Report stream starts over: every
  * held row is unsent and seqs count from 1 again. */
 void dp_ledger_stream_reset(void);
-/* The next row as a whole encoded ReportMessage (malloc'd, *out) with its
- * seq on this stream; 0 when nothing is to be sent or `window` rows are
- * already in flight, -1 when out of memory. */
-int dp_ledger_next(const char *replica_id, size_t window, unsigned char **out, size_t *outlen);
+/* The next rows as a whole encoded ReportMessage (malloc'd, *out), each
+ * with its seq on this stream: one row as a LedgerRow, or up to max_rows
+ * (the most the control plane said it takes; 0 or 1: one) in a
+ * LedgerBatch, never past `window` rows in flight. Returns the number of
+ * rows, 0 when nothing is to be sent, -1 when out of memory. */
+int dp_ledger_next(const char *replica_id, size_t window, size_t max_rows, unsigned char **out,
+                   size_t *outlen);
 /* The control plane stored every row of this stream with seq <= through. */
 void dp_ledger_acked(uint64_t through);
 /* fdatasync of the segment being written, when it has new rows. */

@@ -162,8 +162,10 @@ static int reply_pump(struct stream *st)
     if (st->closed || st->sending || st->finished || st->srv->closing ||
         (!st->ack_through && !st->grants.len && !st->view))
         return 0;
-    unsigned char head[24], vhead[20];
+    unsigned char head[48], vhead[20];
     size_t hn = st->ack_through ? gw_pb_field_varint(head, 2, st->ack_through) : 0;
+    if (st->srv->o.ledger_batch_max)
+        hn += gw_pb_field_varint(head + hn, 4, st->srv->o.ledger_batch_max);
     size_t vn = st->view ? gw_pb_field_len(vhead, 10, st->view_len) : 0;
     size_t total = hn + st->grants.len + vn + (st->view ? st->view_len : 0);
     unsigned char *m = malloc(total + 1);

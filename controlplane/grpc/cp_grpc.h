@@ -46,6 +46,9 @@ struct cp_grpc_opts {
     int (*on_report)(void *arg, uint64_t stream_id, const char *replica_id,
                      const struct Llmgw__V1__ReportMessage *m);
     void *arg;
+    /* Told to every data plane in each ReportReply: the rows it may send in
+     * one LedgerBatch (on_report takes them); 0: one LedgerRow a message. */
+    uint32_t ledger_batch_max;
 };
 
 struct cp_grpc;

@@ -12,7 +12,9 @@
 #include "cp_db.h"
 #include "cp_grpc.h"
 #include "cp_metrics.h"
+#include "gw_buf.h"
 #include "gw_error.h"
+#include "gw_json.h"
 #include "gw_log.h"
 #include "llmgw/v1/control.pb-c.h"
 
@@ -21,6 +23,11 @@
 #define BACKOFF_MAX_MS 1000 /* a database back is written to within a second */
 #define IDLE_CHECK_MS 1000  /* an idle writer looks at its connection this often */
 #define MAX_TEXT 256        /* a text field past this is cut (the row is still stored) */
+/* Rows wait up to this long for others to share their transaction: a
+ * batch's statement, trigger and commit cost about what one row's do, so
+ * at thousands of rows a second a short wait divides the database's work
+ * per row many times. A data plane keeps its rows until they are stored. */
+#define LINGER_MS 10
 
 enum kind { IT_ROW, IT_LEASE_REQ, IT_LEASE_REL };
 
@@ -28,11 +35,12 @@ struct item {
     struct item *next;
     enum kind kind;
     uint64_t stream;
-    uint64_t seq;       /* IT_ROW: its seq on the stream */
-    int64_t month;      /* IT_ROW: at_ms of its month's first instant (partition) */
-    char *json;         /* IT_ROW: the row as JSON */
+    uint64_t seq;  /* IT_ROW: its seq on the stream */
+    int64_t month; /* IT_ROW: at_ms of its month's first instant (partition) */
+    char *line;    /* IT_ROW: the row as a line of COPY text for ledger_in */
+    size_t line_len;
     const char *reject; /* IT_ROW: why it goes to ledger_rejects at once (its data), or NULL */
-    unsigned char *pb;  /* lease messages, packed */
+    unsigned char *pb;  /* the message packed: a LedgerRow (for ledger_rejects), a lease one */
     size_t pblen;
     char replica[128];
 };
@@ -53,8 +61,10 @@ struct cp_ledger {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
-    struct item *head, *tail;
-    size_t queued;
+    struct item *head, *tail;   /* ledger rows, in order */
+    struct item *lhead, *ltail; /* lease messages, in order: taken before rows */
+    size_t queued, nrows;
+    struct timespec head_at; /* when the oldest queued row came */
     struct result *rhead, *rtail;
     struct cp_ledger_leases leases;
     struct cp_ledger_stats st;
@@ -94,6 +104,151 @@ static int64_t month_of(int64_t ms)
     tm.tm_mday = 1;
     tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
     return (int64_t)timegm(&tm) * 1000;
+}
+
+/* ------------------------------------------------------------ COPY text */
+
+/* A text field as the ledger keeps it: cut at MAX_TEXT bytes; when that is
+ * not valid UTF-8 (protobuf does not check), bytes past ASCII become '?'
+ * (in tmp). *n: its length; NULL when empty (SQL NULL). */
+static const char *clean_text(const char *s, char tmp[MAX_TEXT], size_t *n)
+{
+    if (!s || !*s)
+        return NULL;
+    size_t len = strnlen(s, MAX_TEXT);
+    *n = len;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = gw_utf8_len(u + i, len - i);
+        if (!k) {
+            for (size_t j = 0; j < len; j++)
+                tmp[j] = u[j] < 0x80 ? s[j] : '?';
+            return tmp;
+        }
+        i += k;
+    }
+    return s;
+}
+
+/* s[0..n) in COPY's text format: backslash, tab, newline and carriage
+ * return escaped. */
+static int copy_escaped(struct gw_buf *b, const char *s, size_t n)
+{
+    size_t run = 0;
+    int rc = GW_OK;
+    for (size_t i = 0; i < n && rc == GW_OK; i++) {
+        char e = s[i] == '\\'   ? '\\'
+                 : s[i] == '\t' ? 't'
+                 : s[i] == '\n' ? 'n'
+                 : s[i] == '\r' ? 'r'
+                                : 0;
+        if (!e)
+            continue;
+        char esc[2] = {'\\', e};
+        if ((rc = gw_buf_append(b, s + run, i - run)) == GW_OK)
+            rc = gw_buf_append(b, esc, 2);
+        run = i + 1;
+    }
+    return rc == GW_OK ? gw_buf_append(b, s + run, n - run) : rc;
+}
+
+/* One field and its tab: a text column (\N when empty). */
+static int copy_text(struct gw_buf *b, const char *s)
+{
+    char tmp[MAX_TEXT];
+    size_t n = 0;
+    const char *c = clean_text(s, tmp, &n);
+    int rc = c ? copy_escaped(b, c, n) : gw_buf_append(b, "\\N", 2);
+    return rc == GW_OK ? gw_buf_append(b, "\t", 1) : rc;
+}
+
+static int copy_int(struct gw_buf *b, long long v)
+{
+    int rc = gw_buf_append_int(b, v);
+    return rc == GW_OK ? gw_buf_append(b, "\t", 1) : rc;
+}
+
+/* A JSON string of a text field, or null. */
+static int json_text(struct gw_buf *b, const char *s)
+{
+    char tmp[MAX_TEXT];
+    size_t n = 0;
+    const char *c = clean_text(s, tmp, &n);
+    return c ? gw_json_escape(b, c, n) : gw_buf_append(b, "null", 4);
+}
+
+/* The charges as the JSON array the ledger's trigger reads. */
+static int charges_json(struct gw_buf *j, const Llmgw__V1__LedgerRow *r)
+{
+    int rc = gw_buf_append(j, "[", 1);
+    for (size_t i = 0; rc == GW_OK && i < r->n_charges; i++) {
+        const Llmgw__V1__Charge *c = r->charges[i];
+        if (rc == GW_OK)
+            rc = gw_buf_appends(j, i ? ",{\"limit_id\":" : "{\"limit_id\":");
+        if (rc == GW_OK)
+            rc = json_text(j, c->limit_id);
+        if (rc == GW_OK)
+            rc = gw_buf_appends(j, ",\"window_start_ms\":");
+        if (rc == GW_OK)
+            rc = gw_buf_append_int(j, (long long)c->window_start_ms);
+        if (rc == GW_OK)
+            rc = gw_buf_appends(j, ",\"lease_id\":");
+        if (rc == GW_OK)
+            rc = json_text(j, c->lease_id);
+        if (rc == GW_OK)
+            rc = gw_buf_appends(j, ",\"amount\":");
+        if (rc == GW_OK)
+            rc = gw_buf_append_int(j, (long long)c->amount);
+        if (rc == GW_OK)
+            rc = gw_buf_append(j, "}", 1);
+    }
+    return rc == GW_OK ? gw_buf_append(j, "]", 1) : rc;
+}
+
+/* The row as one line of ledger_in (SQL_STAGE's columns, in order). */
+static int row_line(struct gw_buf *b, const Llmgw__V1__LedgerRow *r, const char *replica)
+{
+    const char *texts1[] = {r->attempt_id, r->request_id};
+    const char *texts2[] = {replica,  r->key_id,   r->team,    r->project, r->route,   r->provider,
+                            r->model, r->selector, r->session, r->agent,   r->purpose, r->api};
+    const long long nums[] = {r->input_tokens,
+                              r->cache_read_tokens,
+                              r->cache_write_5m_tokens,
+                              r->cache_write_1h_tokens,
+                              r->output_tokens,
+                              r->reasoning_tokens,
+                              r->latency_ms,
+                              r->ttfb_ms,
+                              r->ttfc_ms,
+                              r->status};
+    int rc = copy_int(b, (long long)r->at_ms);
+    for (size_t i = 0; rc == GW_OK && i < sizeof(texts1) / sizeof(texts1[0]); i++)
+        rc = copy_text(b, texts1[i]);
+    if (rc == GW_OK)
+        rc = copy_int(b, r->attempt);
+    for (size_t i = 0; rc == GW_OK && i < sizeof(texts2) / sizeof(texts2[0]); i++)
+        rc = copy_text(b, texts2[i]);
+    if (rc == GW_OK)
+        rc = gw_buf_append(b, r->stream ? "t\t" : "f\t", 2);
+    for (size_t i = 0; rc == GW_OK && i < sizeof(nums) / sizeof(nums[0]); i++)
+        rc = copy_int(b, nums[i]);
+    if (rc == GW_OK)
+        rc = copy_text(b, r->failure_class);
+    if (rc == GW_OK)
+        rc = r->has_cost ? copy_int(b, (long long)r->cost_picodollars)
+                         : gw_buf_append(b, "\\N\t", 3);
+    if (rc == GW_OK)
+        rc = copy_text(b, r->currency && *r->currency ? r->currency : "USD");
+    if (rc == GW_OK)
+        rc = copy_int(b, (long long)r->snapshot_version);
+    struct gw_buf j;
+    gw_buf_init(&j, 0);
+    if (rc == GW_OK)
+        rc = charges_json(&j, r);
+    if (rc == GW_OK)
+        rc = copy_escaped(b, j.data, j.len);
+    gw_buf_free(&j);
+    return rc == GW_OK ? gw_buf_append(b, "\n", 1) : rc;
 }
 
 /* Refuses what the table would refuse, so one bad row cannot stall a
@@ -152,64 +307,143 @@ static char *row_json(const Llmgw__V1__LedgerRow *r, const char *replica)
     return s;
 }
 
+static void free_items(struct item *it);
+
+static struct item *item_new(uint64_t stream_id, const char *replica_id, enum kind kind)
+{
+    struct item *it = calloc(1, sizeof(*it));
+    if (!it)
+        return NULL;
+    it->stream = stream_id;
+    it->kind = kind;
+    snprintf(it->replica, sizeof(it->replica), "%s", replica_id ? replica_id : "");
+    return it;
+}
+
+static struct item *row_item(uint64_t stream_id, const char *replica_id,
+                             const Llmgw__V1__LedgerRow *r)
+{
+    struct item *it = r ? item_new(stream_id, replica_id, IT_ROW) : NULL;
+    if (!it)
+        return NULL;
+    it->seq = r->seq;
+    /* A row the table would refuse goes to ledger_rejects whole: sending
+     * it again cannot help, and dropping it would lose money. */
+    it->reject = row_problem(r);
+    if (!it->reject)
+        it->month = month_of(r->at_ms);
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    it->pblen = llmgw__v1__ledger_row__get_packed_size(r);
+    if ((it->pb = malloc(it->pblen + 1)) != NULL)
+        llmgw__v1__ledger_row__pack(r, it->pb);
+    if (!it->pb || (!it->reject && row_line(&b, r, it->replica) != GW_OK)) {
+        gw_buf_free(&b);
+        free(it->pb);
+        free(it);
+        return NULL;
+    }
+    it->line = b.data;
+    it->line_len = b.len;
+    return it;
+}
+
+static struct item *lease_msg_item(uint64_t stream_id, const char *replica_id,
+                                   const Llmgw__V1__ReportMessage *m)
+{
+    int req = m->body_case == LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST;
+    const ProtobufCMessage *pm = req ? &m->lease_request->base : &m->lease_release->base;
+    struct item *it = item_new(stream_id, replica_id, req ? IT_LEASE_REQ : IT_LEASE_REL);
+    if (!it)
+        return NULL;
+    it->pblen = protobuf_c_message_get_packed_size(pm);
+    if (!(it->pb = malloc(it->pblen + 1))) {
+        free(it);
+        return NULL;
+    }
+    protobuf_c_message_pack(pm, it->pb);
+    return it;
+}
+
+/* Queues the list of items (all rows, or one lease message) for the
+ * writer; batch: they came in a LedgerBatch. */
+static void enqueue(struct cp_ledger *l, struct item *first, struct item *last, size_t n, int batch)
+{
+    pthread_mutex_lock(&l->mu);
+    int wake = 1;
+    if (first->kind == IT_ROW && batch)
+        l->st.batch_msgs++;
+    else if (first->kind == IT_ROW)
+        l->st.row_msgs++;
+    if (first->kind != IT_ROW) {
+        if (l->ltail)
+            l->ltail->next = first;
+        else
+            l->lhead = first;
+        l->ltail = last;
+    } else {
+        if (l->tail) {
+            l->tail->next = first;
+        } else {
+            l->head = first;
+            clock_gettime(CLOCK_REALTIME, &l->head_at);
+        }
+        l->tail = last;
+        /* The writer waits for a lease message, a first row (its linger
+         * starts), or a full batch. */
+        wake = l->nrows == 0 || (l->nrows < MAX_BATCH && l->nrows + n >= MAX_BATCH);
+        l->nrows += n;
+    }
+    l->queued += n;
+    if (wake)
+        pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
 int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
                      const Llmgw__V1__ReportMessage *m)
 {
     if (!l)
         return GW_OK;
-    struct item *it = calloc(1, sizeof(*it));
-    if (!it) {
-        gw_log(GW_LOG_ERROR, "ledger: out of memory; the data plane sends the row again", NULL);
-        return GW_ENOMEM;
-    }
-    it->stream = stream_id;
-    snprintf(it->replica, sizeof(it->replica), "%s", replica_id ? replica_id : "");
+    struct item *first = NULL, *last = NULL;
+    size_t n = 0;
     switch (m->body_case) {
-    case LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_ROW: {
-        const Llmgw__V1__LedgerRow *r = m->ledger_row;
-        it->kind = IT_ROW;
-        it->seq = r->seq;
-        /* A row the table would refuse goes to ledger_rejects whole:
-         * sending it again cannot help, and dropping it would lose money. */
-        it->reject = row_problem(r);
-        if (!it->reject)
-            it->month = month_of(r->at_ms);
-        it->json = row_json(r, it->replica);
-        if (!it->json) {
-            free(it);
-            return GW_ENOMEM;
-        }
+    case LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_ROW:
+        first = last = row_item(stream_id, replica_id, m->ledger_row);
+        n = 1;
         break;
-    }
+    case LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_BATCH:
+        /* All of the batch or none: an ack covers rows by seq. */
+        for (size_t i = 0; m->ledger_batch && i < m->ledger_batch->n_rows; i++) {
+            struct item *it = row_item(stream_id, replica_id, m->ledger_batch->rows[i]);
+            if (!it) {
+                free_items(first);
+                first = NULL;
+                break;
+            }
+            if (last)
+                last->next = it;
+            else
+                first = it;
+            last = it;
+            n++;
+        }
+        if (!m->ledger_batch || m->ledger_batch->n_rows == 0)
+            return GW_OK;
+        break;
     case LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST:
-    case LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE: {
-        const ProtobufCMessage *pm = m->body_case == LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST
-                                         ? &m->lease_request->base
-                                         : &m->lease_release->base;
-        it->kind = m->body_case == LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST ? IT_LEASE_REQ
-                                                                                 : IT_LEASE_REL;
-        it->pblen = protobuf_c_message_get_packed_size(pm);
-        it->pb = malloc(it->pblen + 1);
-        if (!it->pb) {
-            free(it);
-            return GW_ENOMEM;
-        }
-        protobuf_c_message_pack(pm, it->pb);
+    case LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE:
+        first = last = lease_msg_item(stream_id, replica_id, m);
+        n = 1;
         break;
-    }
     default:
-        free(it);
         return GW_OK;
     }
-    pthread_mutex_lock(&l->mu);
-    if (l->tail)
-        l->tail->next = it;
-    else
-        l->head = it;
-    l->tail = it;
-    l->queued++;
-    pthread_cond_signal(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    if (!first) {
+        gw_log(GW_LOG_ERROR, "ledger: out of memory; the data plane sends the message again", NULL);
+        return GW_ENOMEM;
+    }
+    enqueue(l, first, last, n, m->body_case == LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_BATCH);
     return GW_OK;
 }
 
@@ -261,10 +495,9 @@ static void post_ack(struct cp_ledger *l, uint64_t stream, uint64_t through)
     post(l, r);
 }
 
-static struct timespec deadline_in(long ms)
+/* ts plus ms. */
+static struct timespec ts_plus(struct timespec ts, long ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
@@ -272,6 +505,18 @@ static struct timespec deadline_in(long ms)
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
+}
+
+static int ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static struct timespec deadline_in(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts_plus(ts, ms);
 }
 
 static int sleep_ms(struct cp_ledger *l, long ms)
@@ -335,24 +580,38 @@ static int ensure_partition(struct cp_ledger *l, int64_t month, struct cp_db_err
     return GW_OK;
 }
 
+/* A batch is copied (COPY's text format, row_line) into this table of the
+ * writer's session, then moved into the ledger by SQL_INSERT in the same
+ * transaction, which empties it at the end: COPY is the cheapest way into
+ * PostgreSQL, and the INSERT keeps what a plain COPY into the ledger could
+ * not (ON CONFLICT for rows sent again, the conversions). */
+#define STAGE_COLUMNS                                                                              \
+    "at_ms, attempt_id, request_id, attempt, replica, key_id, team, project, route, provider, "    \
+    "model, selector, session, agent, purpose, api, stream, input_tokens, cache_read_tokens, "     \
+    "cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, reasoning_tokens, latency_ms, "  \
+    "ttfb_ms, ttfc_ms, status, failure_class, cost_picodollars, currency, snapshot_version, "      \
+    "charges"
+static const char SQL_STAGE[] =
+    "CREATE TEMP TABLE IF NOT EXISTS ledger_in (at_ms bigint, attempt_id text, request_id text, "
+    "attempt int, replica text, key_id text, team text, project text, route text, provider text, "
+    "model text, selector text, session text, agent text, purpose text, api text, stream boolean, "
+    "input_tokens bigint, cache_read_tokens bigint, cache_write_5m_tokens bigint, "
+    "cache_write_1h_tokens bigint, output_tokens bigint, reasoning_tokens bigint, latency_ms "
+    "bigint, ttfb_ms bigint, ttfc_ms bigint, status int, failure_class text, cost_picodollars "
+    "bigint, currency text, snapshot_version bigint, charges jsonb) ON COMMIT DELETE ROWS";
+static const char SQL_COPY[] = "COPY ledger_in (" STAGE_COLUMNS ") FROM STDIN";
 static const char SQL_INSERT[] =
     "WITH ins AS (INSERT INTO ledger (at, attempt_id, request_id, attempt, replica, key_id, team, "
     "project, route, provider, model, selector, session, agent, purpose, api, stream, "
     "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
     "output_tokens, reasoning_tokens, latency_ms, ttfb_ms, ttfc_ms, status, failure_class, "
     "cost_picodollars, currency, snapshot_version, charges) "
-    "SELECT timestamptz 'epoch' + (r->>'at_ms')::bigint * interval '1 millisecond', "
-    "r->>'attempt_id', coalesce(r->>'request_id', ''), (r->>'attempt')::int, "
-    "coalesce(r->>'replica', ''), r->>'key_id', r->>'team', r->>'project', r->>'route', "
-    "r->>'provider', r->>'model', r->>'selector', r->>'session', r->>'agent', r->>'purpose', "
-    "r->>'api', (r->>'stream')::boolean, (r->>'input_tokens')::bigint, "
-    "(r->>'cache_read_tokens')::bigint, (r->>'cache_write_5m_tokens')::bigint, "
-    "(r->>'cache_write_1h_tokens')::bigint, (r->>'output_tokens')::bigint, "
-    "(r->>'reasoning_tokens')::bigint, (r->>'latency_ms')::bigint, "
-    "nullif((r->>'ttfb_ms')::bigint, -1), nullif((r->>'ttfc_ms')::bigint, -1), "
-    "(r->>'status')::int, r->>'failure_class', (r->>'cost_picodollars')::bigint, "
-    "r->>'currency', (r->>'snapshot_version')::bigint, r->'charges' "
-    "FROM jsonb_array_elements($1::jsonb) AS r "
+    "SELECT timestamptz 'epoch' + at_ms * interval '1 millisecond', attempt_id, "
+    "coalesce(request_id, ''), attempt, coalesce(replica, ''), key_id, team, project, route, "
+    "provider, model, selector, session, agent, purpose, api, stream, input_tokens, "
+    "cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, "
+    "reasoning_tokens, latency_ms, nullif(ttfb_ms, -1), nullif(ttfc_ms, -1), status, "
+    "failure_class, cost_picodollars, currency, snapshot_version, charges FROM ledger_in "
     "ON CONFLICT (attempt_id, at) DO NOTHING RETURNING team, route, currency, cost_picodollars) "
     "SELECT count(*), coalesce(team, ''), coalesce(route, ''), coalesce(currency, ''), "
     "coalesce(sum(cost_picodollars), 0) FROM ins GROUP BY 2, 3, 4";
@@ -375,45 +634,37 @@ static void count_cost(const PGresult *r)
     }
 }
 
-/* Inserts rows [a, b) (IT_ROW items with JSON) in one transaction. */
+/* Inserts rows [a, b) (IT_ROW items) in one transaction. */
 static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size_t *inserted,
                        size_t *nrows, struct cp_db_err *err)
 {
-    size_t len = 2, n = 0;
-    for (struct item *it = a; it != b; it = it->next)
-        if (!it->reject)
-            len += strlen(it->json) + 1;
+    struct gw_buf data;
+    gw_buf_init(&data, 0);
+    size_t n = 0;
     *inserted = *nrows = 0;
-    char *arr = malloc(len + 1);
-    if (!arr) {
-        snprintf(err->message, sizeof(err->message), "out of memory");
-        return GW_ENOMEM;
-    }
-    size_t o = 0;
-    arr[o++] = '[';
     for (struct item *it = a; it != b; it = it->next) {
         if (it->reject)
             continue;
-        if (n++)
-            arr[o++] = ',';
-        size_t k = strlen(it->json);
-        memcpy(arr + o, it->json, k);
-        o += k;
+        if (gw_buf_append(&data, it->line, it->line_len) != GW_OK) {
+            gw_buf_free(&data);
+            snprintf(err->message, sizeof(err->message), "out of memory");
+            return GW_ENOMEM;
+        }
+        n++;
     }
-    arr[o++] = ']';
-    arr[o] = 0;
-    if (n == 0) {
-        free(arr);
+    if (n == 0)
         return GW_OK;
-    }
     int rc = cp_db_begin(l->db, err);
     for (struct item *it = a; rc == GW_OK && it != b; it = it->next)
         if (!it->reject)
             rc = ensure_partition(l, it->month, err);
+    if (rc == GW_OK)
+        rc = cp_db_cmd(l->db, SQL_STAGE, 0, NULL, err);
+    if (rc == GW_OK)
+        rc = cp_db_copy_in(l->db, SQL_COPY, data.data, data.len, err);
     PGresult *r = NULL;
     if (rc == GW_OK) {
-        const char *p[] = {arr};
-        r = cp_db_exec(l->db, NULL, SQL_INSERT, 1, p, err);
+        r = cp_db_exec(l->db, NULL, SQL_INSERT, 0, NULL, err);
         rc = r ? GW_OK : GW_EIO;
     }
     if (rc == GW_OK) {
@@ -430,7 +681,7 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
         l->nmonths = 0; /* a partition created in the rolled-back transaction is gone */
     }
     *nrows = n;
-    free(arr);
+    gw_buf_free(&data);
     return rc;
 }
 
@@ -439,11 +690,20 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
 static int reject_row(struct cp_ledger *l, struct item *it, const char *sqlstate, const char *why,
                       struct cp_db_err *err)
 {
-    const char *p[] = {it->replica, it->json, sqlstate, why};
+    Llmgw__V1__LedgerRow *r = llmgw__v1__ledger_row__unpack(NULL, it->pblen, it->pb);
+    char *json = r ? row_json(r, it->replica) : NULL;
+    if (r)
+        llmgw__v1__ledger_row__free_unpacked(r, NULL);
+    if (!json) {
+        snprintf(err->message, sizeof(err->message), "out of memory");
+        return GW_ENOMEM;
+    }
+    const char *p[] = {it->replica, json, sqlstate, why};
     int rc = cp_db_cmd(l->db,
                        "INSERT INTO ledger_rejects (replica, attempt_id, row, sqlstate, error) "
                        "VALUES ($1, $2::jsonb->>'attempt_id', $2::jsonb, nullif($3, ''), $4)",
                        4, p, err);
+    free(json);
     if (rc == GW_OK) {
         gw_logf(GW_LOG_ERROR, "ledger: row refused; kept in ledger_rejects", "{s:s,s:s,s:s}",
                 "replica_id", it->replica, "sqlstate", sqlstate, "error", why);
@@ -565,10 +825,65 @@ static void free_items(struct item *it)
 {
     while (it) {
         struct item *nx = it->next;
-        free(it->json);
+        free(it->line);
         free(it->pb);
         free(it);
         it = nx;
+    }
+}
+
+/* Takes the next work under l->mu: every queued lease message (a
+ * reservation may be waiting on its grant; the accounting does not depend
+ * on their order with rows, since a window's remaining does not move when
+ * a charge lands), else up to MAX_BATCH rows once a batch is full or its
+ * oldest row has lingered LINGER_MS. NULL when stopping. */
+static struct item *take(struct cp_ledger *l, int *rows)
+{
+    for (;;) {
+        if (l->stop)
+            return NULL;
+        if (l->lhead) {
+            struct item *first = l->lhead;
+            size_t n = 0;
+            for (struct item *it = first; it; it = it->next)
+                n++;
+            l->lhead = l->ltail = NULL;
+            l->queued -= n;
+            *rows = 0;
+            return first;
+        }
+        struct timespec now, due;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (l->head) {
+            due = ts_plus(l->head_at, LINGER_MS);
+            if (l->nrows >= MAX_BATCH || !ts_before(&now, &due)) {
+                struct item *first = l->head, *last = first;
+                size_t n = 1;
+                while (last->next && n < MAX_BATCH) {
+                    last = last->next;
+                    n++;
+                }
+                l->head = last->next;
+                if (!l->head)
+                    l->tail = NULL;
+                else
+                    l->head_at = now; /* the rest waits no longer than it did */
+                last->next = NULL;
+                l->queued -= n;
+                l->nrows -= n;
+                *rows = 1;
+                return first;
+            }
+        } else {
+            due = ts_plus(now, IDLE_CHECK_MS);
+        }
+        int idle = !l->head;
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &due) == ETIMEDOUT && idle && !l->stop &&
+            !l->head && !l->lhead) {
+            pthread_mutex_unlock(&l->mu);
+            idle_check(l);
+            pthread_mutex_lock(&l->mu);
+        }
     }
 }
 
@@ -576,45 +891,17 @@ static void *run(void *arg)
 {
     struct cp_ledger *l = arg;
     for (;;) {
+        int rows = 0;
         pthread_mutex_lock(&l->mu);
-        while (!l->stop && !l->head) {
-            struct timespec ts = deadline_in(IDLE_CHECK_MS);
-            if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT && !l->stop && !l->head) {
-                pthread_mutex_unlock(&l->mu);
-                idle_check(l);
-                pthread_mutex_lock(&l->mu);
-            }
-        }
-        if (l->stop) {
-            pthread_mutex_unlock(&l->mu);
-            break;
-        }
-        /* Up to MAX_BATCH items, in order. */
-        struct item *first = l->head, *last = first;
-        size_t n = 1;
-        while (last->next && n < MAX_BATCH) {
-            last = last->next;
-            n++;
-        }
-        l->head = last->next;
-        if (!l->head)
-            l->tail = NULL;
-        last->next = NULL;
-        l->queued -= n;
+        struct item *first = take(l, &rows);
         pthread_mutex_unlock(&l->mu);
-        struct item *it = first;
-        while (it) {
-            if (it->kind != IT_ROW) {
+        if (!first)
+            break;
+        if (rows)
+            flush_rows(l, first, NULL);
+        else
+            for (struct item *it = first; it; it = it->next)
                 lease_item(l, it);
-                it = it->next;
-                continue;
-            }
-            struct item *end = it;
-            while (end && end->kind == IT_ROW)
-                end = end->next;
-            flush_rows(l, it, end);
-            it = end;
-        }
         free_items(first);
     }
     return NULL;
@@ -671,6 +958,7 @@ void cp_ledger_free(struct cp_ledger *l)
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
     free_items(l->head);
+    free_items(l->lhead);
     struct result *r = l->rhead;
     while (r) {
         struct result *nx = r->next;

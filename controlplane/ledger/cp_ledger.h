@@ -3,12 +3,15 @@
  *
  * Report messages that need the database (ledger rows, lease requests and
  * releases) are queued here from the main loop, in each stream's order, and
- * a thread with its own PostgreSQL connection works through them: runs of
- * rows are inserted in one transaction per batch (INSERT ... ON CONFLICT
- * DO NOTHING on (attempt_id, at): a row sent again is a no-op), the month
- * partitions a batch needs are created first, and lease messages go to the
- * handlers installed with cp_ledger_set_leases, after the rows before them
- * are stored. Results (the highest stored seq per stream, lease grants)
+ * a thread with its own PostgreSQL connection works through them: rows
+ * are inserted in one transaction per batch (INSERT ... ON CONFLICT DO
+ * NOTHING on (attempt_id, at): a row sent again is a no-op), a batch being
+ * up to 1,000 rows gathered for at most 10 ms, the month partitions a
+ * batch needs created first; lease messages go ahead of queued rows (a
+ * reservation may be waiting on the grant) to the handlers installed with
+ * cp_ledger_set_leases. The order of the two does not matter to the
+ * accounting: a window's remaining does not move when a charge lands
+ * (cp_leases.h). Results (the highest stored seq per stream, lease grants)
  * come back to the main loop, which replies on the stream.
  *
  * While PostgreSQL is down the batch is retried with backoff; nothing is
@@ -39,8 +42,12 @@ struct cp_ledger *cp_ledger_new(struct event_base *base, const char *conninfo, s
                                 char *err, size_t errlen);
 void cp_ledger_free(struct cp_ledger *l);
 
-/* Main loop: a Report message (cp_grpc_opts.on_report). Rows and lease
- * messages are queued; anything else is ignored. GW_ENOMEM when a row or
+/* The rows a LedgerBatch may carry (cp_grpc_opts.ledger_batch_max). */
+#define CP_LEDGER_BATCH_MAX 256
+
+/* Main loop: a Report message (cp_grpc_opts.on_report). Rows (one, or a
+ * LedgerBatch's) and lease messages are queued; anything else is
+ * ignored. GW_ENOMEM when a row or
  * lease message could not be queued: the caller ends the stream, so a
  * later cumulative ack cannot cover it. */
 int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
@@ -62,7 +69,9 @@ struct cp_ledger_stats {
     uint64_t duplicates; /* rows that were already stored (replays) */
     uint64_t errors;     /* failed batches (each retried) */
     uint64_t rejected;   /* rows put in ledger_rejects */
-    size_t queued;       /* messages waiting for the writer */
+    uint64_t row_msgs;   /* Report messages with one LedgerRow */
+    uint64_t batch_msgs; /* Report messages with a LedgerBatch */
+    size_t queued;       /* items waiting for the writer (rows, lease messages) */
     int db_up;
 };
 void cp_ledger_stats(struct cp_ledger *l, struct cp_ledger_stats *st);

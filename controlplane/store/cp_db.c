@@ -7,6 +7,7 @@
 #include "gw_error.h"
 #include "gw_log.h"
 #include "gw_pool.h"
+#include "gw_str.h"
 #include "gw_time.h"
 
 struct cp_db {
@@ -151,18 +152,24 @@ static void clear_result(void *r)
     PQclear(r);
 }
 
+/* err from the connection's last result r (NULL: its error message). */
+static void result_err(struct cp_db *db, PGresult *r, struct cp_db_err *err)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    set_err(err, state, msg ? msg : PQerrorMessage(db->conn));
+    if (PQstatus(db->conn) != CONNECTION_OK)
+        note_lost(db, err ? err->message : PQerrorMessage(db->conn));
+}
+
 PGresult *cp_db_exec(struct cp_db *db, struct gw_pool *pool, const char *sql, int n,
                      const char *const *params, struct cp_db_err *err)
 {
     PGresult *r = PQexecParams(db->conn, sql, n, NULL, params, NULL, NULL, 0);
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-        const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-        set_err(err, state, msg ? msg : PQerrorMessage(db->conn));
+        result_err(db, r, err);
         PQclear(r);
-        if (PQstatus(db->conn) != CONNECTION_OK)
-            note_lost(db, err ? err->message : PQerrorMessage(db->conn));
         return NULL;
     }
     if (pool && gw_pool_cleanup(pool, clear_result, r) != GW_OK) {
@@ -171,6 +178,41 @@ PGresult *cp_db_exec(struct cp_db *db, struct gw_pool *pool, const char *sql, in
         return NULL;
     }
     return r;
+}
+
+int cp_db_copy_in(struct cp_db *db, const char *sql, const char *data, size_t len,
+                  struct cp_db_err *err)
+{
+    PGresult *r = PQexec(db->conn, sql);
+    if (PQresultStatus(r) != PGRES_COPY_IN) {
+        result_err(db, r, err);
+        PQclear(r);
+        return GW_EIO;
+    }
+    PQclear(r);
+    int sent = 1;
+    for (size_t off = 0; sent && off < len;) {
+        int n = len - off > (1u << 20) ? 1 << 20 : (int)(len - off);
+        sent = PQputCopyData(db->conn, data + off, n) == 1;
+        off += (size_t)n;
+    }
+    /* Ended either way: the server's result says what happened. */
+    (void)PQputCopyEnd(db->conn, sent ? NULL : "the client could not send the rows");
+    int rc = GW_OK;
+    while ((r = PQgetResult(db->conn)) != NULL) {
+        if (rc == GW_OK && PQresultStatus(r) != PGRES_COMMAND_OK) {
+            result_err(db, r, err);
+            rc = GW_EIO;
+        }
+        PQclear(r);
+        if (PQstatus(db->conn) != CONNECTION_OK)
+            break;
+    }
+    if (rc == GW_OK && !sent) {
+        result_err(db, NULL, err);
+        rc = GW_EIO;
+    }
+    return rc;
 }
 
 int cp_db_cmd(struct cp_db *db, const char *sql, int n, const char *const *params,
@@ -206,15 +248,6 @@ const char *cp_db_value(const PGresult *r)
     return PQgetvalue(r, 0, 0);
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    return -1;
-}
-
 int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
 {
     size_t hl = strlen(hex);
@@ -224,7 +257,7 @@ int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
     if (!b)
         return GW_ENOMEM;
     for (size_t i = 0; i < hl / 2; i++) {
-        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        int hi = gw_hex_digit(hex[2 * i]), lo = gw_hex_digit(hex[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             free(b);
             return GW_EINVAL;

@@ -78,6 +78,12 @@ PGresult *cp_db_exec(struct cp_db *db, struct gw_pool *pool, const char *sql, in
 int cp_db_cmd(struct cp_db *db, const char *sql, int n, const char *const *params,
               struct cp_db_err *err) __attribute__((warn_unused_result));
 
+/* COPY ... FROM STDIN (sql) fed with data[0..len), in the COPY format sql
+ * names: 0, or GW_EIO with err filled (the server's SQLSTATE for data it
+ * refused). */
+int cp_db_copy_in(struct cp_db *db, const char *sql, const char *data, size_t len,
+                  struct cp_db_err *err) __attribute__((warn_unused_result));
+
 /* Transactions. cp_db_rollback never fails visibly: it is the cleanup path
  * (an error there means the connection broke, and the server rolls back). */
 int cp_db_begin(struct cp_db *db, struct cp_db_err *err) __attribute__((warn_unused_result));
@@ -86,7 +92,7 @@ void cp_db_rollback(struct cp_db *db);
 
 /* The first column of the first row, or NULL (no row, or SQL NULL). */
 const char *cp_db_value(const PGresult *r);
-/* Bytes from lowercase hex text (a column read as encode(x, 'hex')): a
+/* Bytes from hex text (a column read as encode(x, 'hex')): a
  * malloc'd buffer in *out (free it) of *len bytes. GW_EINVAL on anything
  * but an even number of hex digits, GW_ENOMEM. */
 int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)

@@ -129,7 +129,7 @@ describe('ledger', () => {
   test('a non-streaming answer: headers name the ledger row and its exact cost; the row matches the provider log', T, async () => {
     const g = dps['dp-a'];
     const r = await h.request(g.port, {
-      headers: { ...auth(), 'x-llmgw-agent': 'planner', 'x-llmgw-purpose': 'unit-test', 'x-llmgw-session-id': 'sess-1' },
+      headers: { ...auth(), 'x-llmgw-agent': 'plan\\ner', 'x-llmgw-purpose': 'unit"test', 'x-llmgw-session-id': 'sess-1' },
       body: { model: 'fast', messages: [{ role: 'user', content: 'one two three' }] },
     });
     assert.equal(r.status, 200, r.text);
@@ -147,7 +147,8 @@ describe('ledger', () => {
     assert.equal(row.output_tokens, u.completion_tokens);
     assert.deepEqual([row.key_id, row.route, row.provider, row.model, row.selector, row.replica, row.api, row.stream],
       ['key_ledger', 'fast', 'alpha', 'mock-gpt', 'fast', 'dp-a', 'openai.chat', false]);
-    assert.deepEqual([row.session, row.agent, row.purpose], ['sess-1', 'planner', 'unit-test']);
+    // A backslash and a quote reach the row as sent (COPY and JSON escaping).
+    assert.deepEqual([row.session, row.agent, row.purpose], ['sess-1', 'plan\\ner', 'unit"test']);
     assert.equal(row.status, 200);
     assert.equal(row.failure_class, null);
     const line = usageLines().find((l) => l.x_request_id === id);
@@ -336,6 +337,12 @@ describe('ledger', () => {
       { timeoutMs: 30_000, what: 'the spooled rows stored' });
     await h.waitFor(() => fs.readdirSync(spool).filter((f) => f.endsWith('.spool')).length === 0,
       { timeoutMs: 10_000, what: 'the spool emptied once acknowledged' });
+    // The new control plane's replies say it takes batches: the 20 replayed
+    // rows came in LedgerBatch messages, not one message each.
+    const m = (await h.request(cp.port, { method: 'GET', path: '/metrics' })).text;
+    const msgs = (body) => Number(m.match(new RegExp(`^llmgw_cp_ledger_messages_total\\{body="${body}"\\} (\\d+)`, 'm'))?.[1]);
+    assert.ok(msgs('ledger_batch') >= 1, m);
+    assert.ok(msgs('ledger_batch') + msgs('ledger_row') < ids.length, `${msgs('ledger_batch')} batches, ${msgs('ledger_row')} single rows`);
   });
 
   test('clients that send the same X-Request-Id at once: one row per attempt all the same; team and project attributed', T, async () => {
