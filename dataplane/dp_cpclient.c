@@ -224,7 +224,16 @@ static void report_pump(struct dp_cpclient *c)
         size_t n;
         if (!k->replied && gw_now_us() - k->started_us < LEDGER_FIRST_REPLY_US)
             return; /* the sync tick pumps again */
-        if (dp_ledger_next(c->cfg->replica_id, LEDGER_WINDOW, k->ledger_batch_max, &row, &n) <= 0)
+        const char *id = c->cfg->replica_id;
+        int got = dp_ledger_next(id, LEDGER_WINDOW, k->ledger_batch_max, &row, &n);
+        if (got == 0) {
+            /* Nothing (more) to send: the next row recorded wakes this
+             * thread again; one recorded just before is found by the
+             * second look. */
+            __atomic_store_n(&c->ledger_kick, 0, __ATOMIC_SEQ_CST);
+            got = dp_ledger_next(id, LEDGER_WINDOW, k->ledger_batch_max, &row, &n);
+        }
+        if (got <= 0)
             return;
         k->send_bb = gw_grpc_raw(row, n);
         free(row);
@@ -237,6 +246,11 @@ static void report_pump(struct dp_cpclient *c)
         k->sending = 1;
 }
 
+/* A worker recorded a row (or dp_limits has a lease message). Workers
+ * wake this thread only while ledger_kick is clear: it is set from the
+ * first row until the pump finds nothing left to send, and while a send
+ * is out its completion pumps again, so under load the rows cost no
+ * wake-ups of their own. */
 static void on_ledger(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -247,7 +261,8 @@ static void on_ledger(evutil_socket_t fd, short what, void *arg)
 static void ledger_notify(void *arg)
 {
     struct dp_cpclient *c = arg;
-    event_active(c->ledger_ev, 0, 0);
+    if (!__atomic_exchange_n(&c->ledger_kick, 1, __ATOMIC_SEQ_CST))
+        event_active(c->ledger_ev, 0, 0);
 }
 
 static void on_sync(evutil_socket_t fd, short what, void *arg)

@@ -56,6 +56,7 @@ struct dp_cpclient {
     grpc_channel *channel;
     struct event *stop_ev, *retry_ev, *probe_ev;
     struct event *ledger_ev, *sync_ev; /* a row was recorded; the spool's sync tick */
+    int ledger_kick;                   /* atomic: this thread knows rows wait (on_ledger) */
     int report_up;                     /* atomic: the Report stream is open */
     struct probe *probe;               /* in flight, or NULL */
     int64_t probe_logged_ms;           /* when a connection failure was last logged */
