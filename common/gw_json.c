@@ -380,15 +380,23 @@ static int span_open(struct scan *sc, unsigned char want)
     return 1;
 }
 
-int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_t nkeys,
-                         struct gw_json_span *out)
+/* gw_json_span_members, and with strict, gw_json_span_doc: the text is
+ * checked as it is read (the closing brace, nothing after it), and a value
+ * that does not scan is invalid (0) unless it nests too deep (-1). */
+static int span_members(const char *s, size_t n, const char *const *keys, size_t nkeys,
+                        struct gw_json_span *out, int strict)
 {
     struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
     int escaped = 0; /* a key spelled with escapes: it might have been one of keys */
     for (size_t i = 0; i < nkeys; i++)
         out[i] = (struct gw_json_span){NULL, 0};
-    if (!span_open(&sc, '{') || (sc.p < sc.end && *sc.p == '}'))
+    if (!span_open(&sc, '{'))
         return 0;
+    if (sc.p < sc.end && *sc.p == '}') {
+        sc.p++;
+        skip_ws(&sc);
+        return strict && sc.p == sc.end;
+    }
     /* The whole object is read: a second key (or a disguised one) makes the
      * answer uncertain, as parsers disagree on which duplicate wins. */
     for (;;) {
@@ -414,7 +422,7 @@ int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_
          * pass: unsure, not absent, or a member present after it (even the
          * one found before it) would be reported missing. */
         if (!scan_value(&sc, 64))
-            return -1;
+            return strict && !sc.too_deep ? 0 : -1;
         if (match < nkeys) {
             if (out[match].p)
                 return -1;
@@ -425,7 +433,27 @@ int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_
             break;
         sc.p++;
     }
+    if (strict) {
+        if (sc.p >= sc.end || *sc.p != '}')
+            return 0;
+        sc.p++;
+        skip_ws(&sc);
+        if (sc.p != sc.end)
+            return 0;
+    }
     return escaped ? -1 : 1;
+}
+
+int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_t nkeys,
+                         struct gw_json_span *out)
+{
+    return span_members(s, n, keys, nkeys, out, 0);
+}
+
+int gw_json_span_doc(const char *s, size_t n, const char *const *keys, size_t nkeys,
+                     struct gw_json_span *out)
+{
+    return span_members(s, n, keys, nkeys, out, 1);
 }
 
 int gw_json_span_member(const char *s, size_t n, const char *key, const char **vp, size_t *vn)
@@ -459,6 +487,20 @@ int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, siz
             return 0;
         sc.p++;
     }
+}
+
+int gw_json_span_first(const char *s, size_t n, const char **vp, size_t *vn)
+{
+    struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
+    if (!span_open(&sc, '[') || (sc.p < sc.end && *sc.p == ']'))
+        return 0;
+    const unsigned char *v = sc.p;
+    if (!scan_value(&sc, 64))
+        return 0;
+    *vp = (const char *)v;
+    *vn = (size_t)(sc.p - v);
+    skip_ws(&sc);
+    return sc.p < sc.end && *sc.p == ',' ? 2 : 1;
 }
 
 int gw_json_span_is_null(const char *vp, size_t vn)

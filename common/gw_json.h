@@ -136,7 +136,18 @@ struct gw_json_span {
 };
 int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_t nkeys,
                          struct gw_json_span *out);
+/* gw_json_span_members on text not yet validated: 1 when s is exactly one
+ * valid JSON object (whitespace around it allowed; {} has no members),
+ * its members read in the same one pass; 0 when s is not valid JSON or
+ * not an object; -1 when unsure, as gw_json_span_members (a value nesting
+ * past 64 levels among them). The spans it returns are valid JSON. */
+int gw_json_span_doc(const char *s, size_t n, const char *const *keys, size_t nkeys,
+                     struct gw_json_span *out);
 int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn);
+/* The first element of array s (*vp, *vn) and whether others follow: 0
+ * when s is not an array or is empty, 1 when it holds exactly one element,
+ * 2 when more. */
+int gw_json_span_first(const char *s, size_t n, const char **vp, size_t *vn);
 int gw_json_span_is_null(const char *vp, size_t vn);
 int gw_json_span_string(const char *vp, size_t vn, struct gw_buf *out)
     __attribute__((warn_unused_result));

@@ -327,8 +327,8 @@ static int relay_build(const struct drv_target *t, const char *body, size_t len,
 /* A chunk that carries usage and no choice: the stream's usage chunk. */
 static int usage_only(const char *d, size_t n)
 {
-    const char *v, *x;
-    size_t vn, xn;
+    const char *x;
+    size_t xn;
     /* Most chunks say "usage":null (or nothing): told apart without a scan. */
     const char *u = memmem(d, n, "\"usage\"", 7);
     if (!u)
@@ -338,11 +338,11 @@ static int usage_only(const char *d, size_t n)
         ;
     if (u < e && *u == 'n')
         return 0;
-    if (!gw_json_valid(d, n, 64) || gw_json_span_member(d, n, "usage", &v, &vn) != 1 ||
-        gw_json_span_is_null(v, vn))
+    static const char *const keys[] = {"usage", "choices"};
+    struct gw_json_span m[2];
+    if (gw_json_span_doc(d, n, keys, 2, m) != 1 || !m[0].p || gw_json_span_is_null(m[0].p, m[0].n))
         return 0;
-    int c = gw_json_span_member(d, n, "choices", &v, &vn);
-    return c == 0 || (c == 1 && !gw_json_span_index(v, vn, 0, &x, &xn));
+    return !m[1].p || gw_json_span_first(m[1].p, m[1].n, &x, &xn) == 0;
 }
 
 static int relay_event(const struct gw_sse_event *ev, struct gw_buf *out, struct gw_buf *held)

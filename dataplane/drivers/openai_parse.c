@@ -285,21 +285,19 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
     const char *ch, *x;
     size_t chn, xn;
     *stop = 0;
-    if (!gw_json_valid(d, n, 64) || gw_json_span_members(d, n, top_keys, 5, t) != 1 ||
-        present(&t[T_ERROR]) || !t[T_CHOICES].p)
+    if (gw_json_span_doc(d, n, top_keys, 5, t) != 1 || present(&t[T_ERROR]) || !t[T_CHOICES].p)
         return 0;
     if (present(&t[T_USAGE])) {
         /* The usage chunk, with no choice beside it (the stream's last). */
         struct canon_usage cu;
         if (!p->base.started || t[T_CHOICES].p[0] != '[' ||
-            gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &x, &xn) ||
+            gw_json_span_first(t[T_CHOICES].p, t[T_CHOICES].n, &x, &xn) != 0 ||
             !span_usage(&t[T_USAGE], &cu))
             return 0;
         *stop = put_usage(p, cu, s);
         return 1;
     }
-    if (!gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &ch, &chn) ||
-        gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 1, &x, &xn) ||
+    if (gw_json_span_first(t[T_CHOICES].p, t[T_CHOICES].n, &ch, &chn) != 1 ||
         gw_json_span_members(ch, chn, ch_keys, 2, c) != 1 || !c[C_DELTA].p ||
         c[C_DELTA].p[0] != '{' ||
         gw_json_span_members(c[C_DELTA].p, c[C_DELTA].n, d_keys, 6, dl) != 1 ||
@@ -424,11 +422,10 @@ static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct
     struct canon_usage cu;
     const char *ch = NULL;
     size_t chn = 0;
-    if (!gw_json_valid(d, n, 64) || gw_json_span_members(d, n, top_keys, 5, t) != 1 ||
-        present(&t[T_ERROR]))
+    if (gw_json_span_doc(d, n, top_keys, 5, t) != 1 || present(&t[T_ERROR]))
         return 0;
     int has_ch = t[T_CHOICES].p && t[T_CHOICES].p[0] == '[' &&
-                 gw_json_span_index(t[T_CHOICES].p, t[T_CHOICES].n, 0, &ch, &chn);
+                 gw_json_span_first(t[T_CHOICES].p, t[T_CHOICES].n, &ch, &chn) > 0;
     if (has_ch && ch[0] == '{' && gw_json_span_members(ch, chn, ch_keys, 2, c) != 1)
         return 0;
     if (c[C_MESSAGE].p && c[C_MESSAGE].p[0] == '{' &&

@@ -2,7 +2,8 @@
  * libFuzzer target for the non-allocating JSON scans of common/gw_json.c
  * that the data plane trusts with upstream and client bytes: gw_json_valid
  * and the span lookups (gw_json_span_member, gw_json_span_index,
- * gw_json_span_is_null, gw_json_span_string). jansson is the oracle; the
+ * gw_json_span_is_null, gw_json_span_string, gw_json_span_doc,
+ * gw_json_span_first). jansson is the oracle; the
  * input sits in a heap block of exactly its size, so AddressSanitizer sees
  * any read past it. Checked:
  *  - validity: on input without NUL bytes, gw_json_valid (64 levels) and
@@ -355,6 +356,42 @@ static int jansson_stricter(const json_error_t *err)
     }
 }
 
+/* gw_json_span_doc reads an object's members and validates it in one
+ * pass: on valid text (64 levels) it answers as gw_json_span_members, with
+ * the same spans; it says 1 only for one valid object, 0 for anything not
+ * valid JSON (a value one level deeper than gw_json_valid's 64 may pass).
+ * gw_json_span_first agrees with gw_json_span_index's first two. */
+static void check_doc(const char *buf, size_t size, int valid)
+{
+    static const char *const keys[] = {"model", "choices", "usage", "error", "id"};
+    struct gw_json_span d[5], m[5];
+    int rd = gw_json_span_doc(buf, size, keys, 5, d);
+    size_t from = 0;
+    while (from < size && is_ws(buf[from]))
+        from++;
+    int object = from < size && buf[from] == '{';
+    if (rd == 1)
+        CHECK(object && gw_json_valid(buf, size, MAX_DEPTH + 1));
+    if (rd == 0 && valid)
+        CHECK(!object);
+    if (valid && object) {
+        int rm = gw_json_span_members(buf, size, keys, 5, m);
+        CHECK(rd == rm || (rm == 0 && rd == 1)); /* members says 0 for {} */
+        for (size_t i = 0; rd == 1 && rm == 1 && i < 5; i++)
+            CHECK(d[i].p == m[i].p && d[i].n == m[i].n);
+    }
+    if (valid && from < size && buf[from] == '[') {
+        const char *f = NULL, *x, *y;
+        size_t fn = 0, xn, yn;
+        int rf = gw_json_span_first(buf, size, &f, &fn);
+        int has0 = gw_json_span_index(buf, size, 0, &x, &xn);
+        int has1 = has0 && gw_json_span_index(buf, size, 1, &y, &yn);
+        CHECK(rf == (has1 ? 2 : has0 ? 1 : 0));
+        if (rf)
+            CHECK(f == x && fn == xn);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *buf = malloc(size ? size : 1);
@@ -376,6 +413,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!valid && any)
             CHECK(depth_of(any) > MAX_DEPTH);
     }
+    check_doc(buf, size, valid);
     if (valid) {
         /* jansson's document, duplicates and all (the last one wins): a
          * member lookup that answers 1 found the key written once and
