@@ -378,8 +378,8 @@ int main(int argc, char **argv)
         gw_logf(GW_LOG_ERROR, "cannot start the ledger writer", "{s:s}", "error", msg);
         return 1;
     }
-    /* Budgets and rate limits: the writer answers lease messages in each
-     * stream's order, after the rows before them (docs/budgets.md). */
+    /* Budgets and rate limits: the writer answers lease messages in the
+     * order they came, ahead of the rows queued (docs/budgets.md). */
     cp_leases_set_grace_ms(cfg.lease_grace_s * 1000);
     cp_ledger_set_leases(m.ledger, &(struct cp_ledger_leases){.grant = cp_leases_ledger_grant,
                                                               .release = cp_leases_release});

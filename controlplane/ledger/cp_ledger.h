@@ -53,8 +53,8 @@ void cp_ledger_free(struct cp_ledger *l);
 int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
                      const struct Llmgw__V1__ReportMessage *m);
 
-/* Lease handlers, called on the writer thread with its connection, in
- * stream order after the rows before them are stored. grant fills g
+/* Lease handlers, called on the writer thread with its connection, in the
+ * order the lease messages came, ahead of the rows queued. grant fills g
  * (strings it sets must stay valid until the next call on this thread).
  * Without handlers, a LeaseRequest is refused as "unallocated". */
 struct cp_ledger_leases {

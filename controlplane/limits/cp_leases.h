@@ -25,7 +25,7 @@
  * replica that died keeps allowance away for that long, never for good).
  *
  * These are plain blocking database calls for the thread that owns the
- * connection (the ledger writer), called in the Report stream's order. Each
+ * connection (the ledger writer), in the order lease messages came. Each
  * runs its own transaction: call them outside one.
  */
 #ifndef CP_LEASES_H
