@@ -218,11 +218,12 @@ void x_internal_failure(struct dp_exchange *x, const char *msg)
  * when the client asked for usage, and the terminator. */
 static int relay_end(struct dp_exchange *x)
 {
-    json_t *bill = fc_bill_json(&x->bill);
-    char *b = bill ? json_dumps(bill, JSON_COMPACT) : NULL;
-    json_decref(bill);
-    int rc = x->relay->relay_end(&x->relay_held, b, x->include_usage, &x->out);
-    free(b);
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    int rc = fc_bill_text(&x->bill, &b);
+    if (rc == GW_OK)
+        rc = x->relay->relay_end(&x->relay_held, b.len ? b.data : NULL, x->include_usage, &x->out);
+    gw_buf_free(&b);
     return rc;
 }
 

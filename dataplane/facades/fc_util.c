@@ -474,6 +474,26 @@ json_t *fc_bill_json(const struct fc_bill *b)
     return o;
 }
 
+int fc_bill_text(const struct fc_bill *b, struct gw_buf *out)
+{
+    if (!b || !b->set)
+        return GW_OK;
+    const char *cur = b->currency ? b->currency : "USD";
+    int rc = gw_buf_appends(out, "{\"cost_picodollars\":");
+    if (rc == GW_OK)
+        rc = b->has_cost ? gw_buf_append_int(out, (long long)b->cost_picodollars)
+                         : gw_buf_appends(out, "null");
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, ",\"currency\":");
+    if (rc == GW_OK)
+        rc = gw_json_escape(out, cur, strlen(cur));
+    if (rc == GW_OK && b->ledger_id)
+        rc = gw_buf_appends(out, ",\"ledger_id\":");
+    if (rc == GW_OK && b->ledger_id)
+        rc = gw_json_escape(out, b->ledger_id, strlen(b->ledger_id));
+    return rc == GW_OK ? gw_buf_appends(out, "}") : rc;
+}
+
 int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len)
 {
     int rc = GW_OK;

@@ -125,6 +125,9 @@ int fc_openai_usage(struct gw_buf *out, const struct canon_usage *u)
  * null, "currency": ...}: the "llmgw" member of a stream's final usage
  * event. NULL when there is nothing to say. */
 json_t *fc_bill_json(const struct fc_bill *b);
+/* The same object as text appended to out, without building a document
+ * (the relayed stream's end); nothing when there is nothing to say. */
+int fc_bill_text(const struct fc_bill *b, struct gw_buf *out) __attribute__((warn_unused_result));
 
 /* Appends "event: <name>\ndata: <json>\n\n" (name NULL: no event line). */
 int fc_sse(struct gw_buf *out, const char *event, const char *json, size_t len);

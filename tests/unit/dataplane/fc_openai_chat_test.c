@@ -9,6 +9,7 @@
 
 #include "canon.h"
 #include "dp_facade.h"
+#include "fc_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 
@@ -289,7 +290,44 @@ static void test_parse_bounds_arguments(void)
     free(body);
 }
 
+/* The bill as text (a relayed stream's end) is byte for byte what
+ * jansson renders of fc_bill_json, null cost and escapes included. */
+static void test_bill_text(void)
+{
+    struct fc_bill bills[] = {
+        {.set = 1,
+         .ledger_id = "req-1~ab.1",
+         .cost_picodollars = 123456789,
+         .has_cost = 1,
+         .currency = "USD"},
+        {.set = 1, .ledger_id = NULL, .has_cost = 0, .currency = NULL},
+        {.set = 1,
+         .ledger_id = "q\"\\\x01",
+         .cost_picodollars = -5,
+         .has_cost = 1,
+         .currency = "EUR"},
+    };
+    for (size_t i = 0; i < sizeof(bills) / sizeof(bills[0]); i++) {
+        struct gw_buf b;
+        gw_buf_init(&b, 0);
+        CU_ASSERT_EQUAL_FATAL(fc_bill_text(&bills[i], &b), GW_OK);
+        json_t *j = fc_bill_json(&bills[i]);
+        char *want = json_dumps(j, JSON_COMPACT);
+        CU_ASSERT_STRING_EQUAL(b.data, want);
+        free(want);
+        json_decref(j);
+        gw_buf_free(&b);
+    }
+    struct fc_bill none = {0};
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    CU_ASSERT_EQUAL(fc_bill_text(&none, &b), GW_OK);
+    CU_ASSERT_EQUAL(b.len, 0);
+    gw_buf_free(&b);
+}
+
 static CU_TestInfo tests[] = {
+    {"bill: as text, as jansson renders it", test_bill_text},
     {"parse: tool call arguments are bounded in all", test_parse_bounds_arguments},
     {"parse: a full request", test_parse_full},
     {"parse: refusals name the field", test_parse_refusals_name_the_field},
