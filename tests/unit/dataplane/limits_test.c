@@ -635,6 +635,23 @@ static void test_stream_loss_and_deadline(void)
     dp_limits_end(q.hold);
 }
 
+/* The lease requests of kB's two limits (tpm-kB, rpm-kB) going out; their
+ * window start. */
+static int64_t kb_requests(uint64_t *tpm, uint64_t *rpm)
+{
+    Llmgw__V1__ReportMessage m;
+    struct dp_limits_out st;
+    int64_t ws = 0;
+    while (next(&m, &st)) {
+        ws = m.lease_request->window_start_ms;
+        if (strcmp(m.lease_request->limit_id, "tpm-kB") == 0)
+            *tpm = m.lease_request->req;
+        else
+            *rpm = m.lease_request->req;
+    }
+    return ws;
+}
+
 static void test_lease_replaced_and_released(void)
 {
     reset();
@@ -646,14 +663,7 @@ static void test_lease_replaced_and_released(void)
     Llmgw__V1__ReportMessage m;
     struct dp_limits_out st;
     uint64_t tpm = 0, rpm = 0;
-    int64_t ws = 0;
-    while (next(&m, &st)) {
-        ws = m.lease_request->window_start_ms;
-        if (strcmp(m.lease_request->limit_id, "tpm-kB") == 0)
-            tpm = m.lease_request->req;
-        else
-            rpm = m.lease_request->req;
-    }
+    int64_t ws = kb_requests(&tpm, &rpm);
     grant(rpm, "rpm-kB", ws, "ls_r", 5, 0, "");
     grant(tpm, "tpm-kB", ws, "ls_1", 700, 9300, "");
     pump();
@@ -823,17 +833,8 @@ static void test_lease_prefetch(void)
     ask_for(&q[0], "kB", "r1");
     q[0].ask.max_tokens = 100; /* tpm need 500 */
     CU_ASSERT_EQUAL(reserve(&q[0]), DP_LIMITS_WAIT);
-    Llmgw__V1__ReportMessage m;
-    struct dp_limits_out st;
     uint64_t tpm = 0, rpm = 0;
-    int64_t ws = 0;
-    while (next(&m, &st)) {
-        ws = m.lease_request->window_start_ms;
-        if (strcmp(m.lease_request->limit_id, "tpm-kB") == 0)
-            tpm = m.lease_request->req;
-        else
-            rpm = m.lease_request->req;
-    }
+    int64_t ws = kb_requests(&tpm, &rpm);
     grant(rpm, "rpm-kB", ws, "ls_r", 100, 0, ""); /* nothing more left: never ahead */
     grant(tpm, "tpm-kB", ws, "ls_1", 2000, 900000, "");
     pump();
