@@ -9,6 +9,7 @@
 
 #include "gw_buf.h"
 #include "gw_error.h"
+#include "gw_str.h"
 
 struct gw_etcd {
     char *endpoints[GW_ETCD_MAX_ENDPOINTS];
@@ -43,21 +44,6 @@ int gw_etcd_b64_encode(struct gw_buf *out, const void *p, size_t n)
     return GW_OK;
 }
 
-static int b64_value(unsigned char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+')
-        return 62;
-    if (ch == '/')
-        return 63;
-    return -1;
-}
-
 int gw_etcd_b64_decode(const char *s, size_t n, char **out, size_t *len)
 {
     *out = NULL;
@@ -73,7 +59,7 @@ int gw_etcd_b64_decode(const char *s, size_t n, char **out, size_t *len)
         int pad = (s[i + 3] == '=') + (s[i + 2] == '=' && s[i + 3] == '=');
         int v[4];
         for (int k = 0; k < 4; k++)
-            v[k] = k >= 4 - pad ? 0 : b64_value((unsigned char)s[i + k]);
+            v[k] = k >= 4 - pad ? 0 : gw_b64_digit((unsigned char)s[i + k]);
         if ((pad && !last) || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0) {
             free(d);
             return GW_EINVAL;

@@ -26,4 +26,20 @@ static inline int gw_hex_digit(unsigned char c)
     return -1;
 }
 
+/* The value of one symbol of standard base64 (A-Z a-z 0-9 + /), or -1. */
+static inline int gw_b64_digit(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
 #endif

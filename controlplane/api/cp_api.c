@@ -24,6 +24,7 @@
 #include "gw_log.h"
 #include "gw_metrics.h"
 #include "gw_pool.h"
+#include "gw_str.h"
 #include "gw_time.h"
 
 #define ADMIN_PREFIX "/v1/admin/"
@@ -138,17 +139,6 @@ static int authenticate(struct cp_api *api, struct cp_call *c)
     return GW_OK;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes s[0..n) into the pool; NULL when malformed or when it
  * decodes to a NUL byte. */
 static char *unescape(struct gw_pool *pool, const char *s, size_t n)
@@ -164,7 +154,7 @@ static char *unescape(struct gw_pool *pool, const char *s, size_t n)
         }
         if (i + 2 >= n)
             return NULL;
-        int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+        int hi = gw_hex_digit((unsigned char)s[i + 1]), lo = gw_hex_digit((unsigned char)s[i + 2]);
         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
             return NULL;
         out[o++] = (char)(hi << 4 | lo);

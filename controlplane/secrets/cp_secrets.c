@@ -30,21 +30,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static int b64_val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
 /* 64 hex digits into 32 bytes; 0 or -1. */
 static int decode_hex(const char *s, unsigned char *out)
 {
@@ -69,7 +54,7 @@ static int decode_b64(const char *s, unsigned char *out)
     int bits = 0;
     size_t n = 0;
     for (size_t i = 0; i < 43; i++) {
-        int v = b64_val((unsigned char)s[i]);
+        int v = gw_b64_digit((unsigned char)s[i]);
         if (v < 0)
             return -1;
         acc = (acc << 6 | (unsigned)v) & 0xffffu;
