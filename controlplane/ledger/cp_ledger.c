@@ -40,6 +40,7 @@ struct item {
     char *line;    /* IT_ROW: the row as a line of COPY text for ledger_in */
     size_t line_len;
     const char *reject; /* IT_ROW: why it goes to ledger_rejects at once (its data), or NULL */
+    int reject_stored;  /* IT_ROW: it is in ledger_rejects */
     unsigned char *pb;  /* the message packed: a LedgerRow (for ledger_rejects), a lease one */
     size_t pblen;
     char replica[128];
@@ -722,6 +723,21 @@ static int data_error(const struct cp_db_err *err)
     return err->sqlstate[0] == '2' && (err->sqlstate[1] == '2' || err->sqlstate[1] == '3');
 }
 
+/* The run's rows refused at once for their data (row_problem), each to
+ * ledger_rejects, once: a retry of the run skips those already there. */
+static int store_rejects(struct cp_ledger *l, struct item *a, struct item *b, struct cp_db_err *err)
+{
+    for (struct item *it = a; it != b; it = it->next) {
+        if (!it->reject || it->reject_stored)
+            continue;
+        int rc = reject_row(l, it, "", it->reject, err);
+        if (rc != GW_OK)
+            return rc;
+        it->reject_stored = 1;
+    }
+    return GW_OK;
+}
+
 /* A run of rows: stored (retrying while the database is down), then each
  * stream's highest seq among them acknowledged. A run the table refuses
  * goes row by row, and a refused row to ledger_rejects: a row is
@@ -733,9 +749,9 @@ static void flush_rows(struct cp_ledger *l, struct item *a, struct item *b)
         struct cp_db_err err = {0};
         size_t ins = 0, n = 0;
         int rc = db_ready(l, &err);
-        if (rc == GW_OK && a->next == b && a->reject)
-            rc = reject_row(l, a, "", a->reject, &err);
-        else if (rc == GW_OK)
+        if (rc == GW_OK)
+            rc = store_rejects(l, a, b, &err);
+        if (rc == GW_OK)
             rc = insert_rows(l, a, b, &ins, &n, &err);
         if (rc == GW_OK) {
             pthread_mutex_lock(&l->mu);
