@@ -387,7 +387,7 @@ static void enqueue(struct cp_ledger *l, struct item *first, struct item *last, 
             l->tail->next = first;
         } else {
             l->head = first;
-            clock_gettime(CLOCK_REALTIME, &l->head_at);
+            clock_gettime(CLOCK_MONOTONIC, &l->head_at);
         }
         l->tail = last;
         /* The writer waits for a lease message, a first row (its linger
@@ -516,7 +516,7 @@ static int ts_before(const struct timespec *a, const struct timespec *b)
 static struct timespec deadline_in(long ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts_plus(ts, ms);
 }
 
@@ -869,7 +869,7 @@ static struct item *take(struct cp_ledger *l, int *rows)
             return first;
         }
         struct timespec now, due;
-        clock_gettime(CLOCK_REALTIME, &now);
+        clock_gettime(CLOCK_MONOTONIC, &now);
         if (l->head) {
             due = ts_plus(l->head_at, LINGER_MS);
             if (l->nrows >= MAX_BATCH || !ts_before(&now, &due)) {
@@ -936,7 +936,14 @@ struct cp_ledger *cp_ledger_new(struct event_base *base, const char *conninfo, s
     }
     l->grpc = grpc;
     pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
+    /* The writer's waits (a batch's 10 ms, the idle check, the backoff)
+     * are on the monotonic clock: a wall clock stepped back must not hold
+     * rows for as long. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
     l->result_ev = event_new(base, -1, 0, on_results, l);
     if (!l->result_ev || pthread_create(&l->thread, NULL, run, l) != 0) {
         snprintf(err, errlen, "cannot start the ledger writer");
