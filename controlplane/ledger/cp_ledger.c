@@ -77,24 +77,6 @@ struct cp_ledger {
 
 /* ------------------------------------------------------------ main loop */
 
-/* A text column: NULL when empty; cut at MAX_TEXT bytes; bytes that are
- * not valid UTF-8 (protobuf does not check) become '?'. */
-static json_t *text(const char *s)
-{
-    if (!s || !*s)
-        return json_null();
-    size_t n = strlen(s);
-    if (n > MAX_TEXT)
-        n = MAX_TEXT;
-    json_t *j = json_stringn(s, n);
-    if (j)
-        return j;
-    char buf[MAX_TEXT + 1];
-    for (size_t i = 0; i < n; i++)
-        buf[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
-    return json_stringn(buf, n);
-}
-
 /* The first instant (Unix ms, UTC) of the month holding ms. */
 static int64_t month_of(int64_t ms)
 {
@@ -129,6 +111,16 @@ static const char *clean_text(const char *s, char tmp[MAX_TEXT], size_t *n)
         i += k;
     }
     return s;
+}
+
+/* A text column in a row's JSON (ledger_rejects): as clean_text keeps
+ * it, or null. */
+static json_t *text(const char *s)
+{
+    char tmp[MAX_TEXT];
+    size_t n = 0;
+    const char *c = clean_text(s, tmp, &n);
+    return c ? json_stringn(c, n) : json_null();
 }
 
 /* s[0..n) in COPY's text format: backslash, tab, newline and carriage
