@@ -17,6 +17,7 @@
 
 #include "gw_error.h"
 #include "gw_hash.h"
+#include "gw_str.h"
 #include "mock.h"
 
 void mock_fault_clear(struct mock_fault *f)
@@ -660,17 +661,6 @@ uint32_t mock_crc32(uint32_t crc, const void *p, size_t len)
     return ~crc;
 }
 
-static int hex_digit(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 char *mock_url_decode(struct gw_pool *pool, const char *s, size_t len)
 {
     char *out = gw_pool_alloc(pool, len + 1);
@@ -682,8 +672,8 @@ char *mock_url_decode(struct gw_pool *pool, const char *s, size_t len)
             out[o++] = s[i];
             continue;
         }
-        int hi = i + 2 < len ? hex_digit(s[i + 1]) : -1;
-        int lo = i + 2 < len ? hex_digit(s[i + 2]) : -1;
+        int hi = i + 2 < len ? gw_hex_digit((unsigned char)s[i + 1]) : -1;
+        int lo = i + 2 < len ? gw_hex_digit((unsigned char)s[i + 2]) : -1;
         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
             return NULL;
         out[o++] = (char)(hi * 16 + lo);
