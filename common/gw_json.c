@@ -380,6 +380,10 @@ static int span_open(struct scan *sc, unsigned char want)
     return 1;
 }
 
+/* How many of the keys asked for have their lengths measured once per call
+ * rather than once per member read (every caller asks for fewer). */
+enum { SPAN_KEYS_MEASURED = 8 };
+
 /* gw_json_span_members, and with strict, gw_json_span_doc: the text is
  * checked as it is read (the closing brace, nothing after it), and a value
  * that does not scan is invalid (0) unless it nests too deep (-1). */
@@ -388,14 +392,18 @@ static int span_members(const char *s, size_t n, const char *const *keys, size_t
 {
     struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};
     int escaped = 0; /* a key spelled with escapes: it might have been one of keys */
-    for (size_t i = 0; i < nkeys; i++)
+    size_t klen[SPAN_KEYS_MEASURED]; /* the first keys' lengths, measured once */
+    for (size_t i = 0; i < nkeys; i++) {
         out[i] = (struct gw_json_span){NULL, 0};
+        if (i < SPAN_KEYS_MEASURED)
+            klen[i] = strlen(keys[i]);
+    }
     if (!span_open(&sc, '{'))
         return 0;
-    if (sc.p < sc.end && *sc.p == '}') {
+    if (sc.p < sc.end && *sc.p == '}') { /* {}: an object with no members */
         sc.p++;
         skip_ws(&sc);
-        return strict && sc.p == sc.end;
+        return !strict || sc.p == sc.end;
     }
     /* The whole object is read: a second key (or a disguised one) makes the
      * answer uncertain, as parsers disagree on which duplicate wins. */
@@ -407,7 +415,8 @@ static int span_members(const char *s, size_t n, const char *const *keys, size_t
         size_t kl = (size_t)(sc.p - k) - 2;
         size_t match = nkeys;
         for (size_t i = 0; i < nkeys && match == nkeys; i++)
-            if (strlen(keys[i]) == kl && memcmp(k + 1, keys[i], kl) == 0)
+            if ((i < SPAN_KEYS_MEASURED ? klen[i] : strlen(keys[i])) == kl &&
+                memcmp(k + 1, keys[i], kl) == 0)
                 match = i;
         escaped |= memchr(k, '\\', (size_t)(sc.p - k)) != NULL;
         skip_ws(&sc);

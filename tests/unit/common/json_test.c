@@ -237,6 +237,12 @@ static void test_span_lookups(void)
     CU_ASSERT_EQUAL(gw_json_span_member(esc, strlen(esc), "a", &el, &en), -1);
     CU_ASSERT_EQUAL(gw_json_span_member(esc, strlen(esc), "c", &el, &en), -1);
     CU_ASSERT_EQUAL(gw_json_span_member("{\"b\":2}", 7, "c", &el, &en), 0);
+    /* {} is an object with none of the members asked for. */
+    static const char *const two[] = {"a", "b"};
+    struct gw_json_span sp[2] = {{"x", 1}, {"x", 1}};
+    CU_ASSERT_EQUAL(gw_json_span_members(" { } ", 5, two, 2, sp), 1);
+    CU_ASSERT(!sp[0].p && !sp[1].p);
+    CU_ASSERT_EQUAL(gw_json_span_members("[]", 2, two, 2, sp), 0);
 }
 
 /* gw_json_span_doc validates while it reads the members; gw_json_span_first
