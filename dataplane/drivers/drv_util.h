@@ -187,26 +187,58 @@ int drv_emit_redacted(const struct canon_sink *s, const char *data);
 
 #define DRV_MAX_TOOL_CALLS 128
 
+/* A call that waits behind the one being emitted (drv_tools.interleave). */
+struct drv_tool_held {
+    long long key;
+    int ended;       /* the provider said it is complete (drv_tools_end) */
+    char *id, *name; /* as first given; NULL: none */
+    struct gw_buf args;
+};
+
 struct drv_tools {
-    int open;           /* 1 while a call is open */
+    /* 0: a new key closes the open call (formats whose calls are blocks
+     * with a start and a stop). 1: a new key may interleave with the open
+     * one (OpenAI chat and Responses, where every delta names its call):
+     * the later call is held, whole, until the open one ends. */
+    int interleave;
+    int open;           /* 1 while a call is open (being emitted) */
     long long open_key; /* the provider's key of the open call */
     int open_args;      /* the open call has had argument bytes */
-    int count;          /* calls started */
+    int count;          /* calls started (emitted) */
     long long keys[DRV_MAX_TOOL_CALLS];
+    struct drv_tool_held *held; /* in the order the provider started them */
+    int nheld, held_cap;
+    size_t held_bytes; /* argument bytes held, at most DRV_MAX_BODY */
 };
 
 /*
  * A piece of the tool call the provider identifies by key (its index). A
- * new key closes the open call and starts the next (id: the provider's, or
- * "call_<n>"); args, when non-empty, is emitted as a TOOL_DELTA. Returns 0,
- * 1 when the sink stopped, GW_EINVAL when the key belongs to a call
- * already closed (interleaving), or GW_ELIMIT past DRV_MAX_TOOL_CALLS.
+ * call emitted is TOOL_START (id: the provider's, or "call_<n>"), its
+ * arguments as TOOL_DELTAs, TOOL_END; calls are emitted one after another,
+ * in the order the provider started them, with canonical indexes 0, 1, ...
+ * A new key closes the open call, or with interleave is held until the
+ * open one ends. args, when non-empty, is emitted (or held). Returns 0, 1
+ * when the sink stopped, GW_EINVAL when the key belongs to a call already
+ * closed, or GW_ELIMIT past DRV_MAX_TOOL_CALLS calls or DRV_MAX_BODY held
+ * bytes.
  */
 int drv_tools_delta(struct drv_tools *t, long long key, const char *id, const char *name,
                     const char *args, const struct canon_sink *s);
-/* Ends the open call, if any (a call that had no arguments gets "{}").
- * Returns nonzero when the sink stopped. */
+/* The provider says call key is complete: the open one is closed and the
+ * next held call (if any) emitted with what it has so far; a held one is
+ * emitted closed when its turn comes. Unknown keys are ignored. Returns
+ * nonzero when the sink stopped. */
+int drv_tools_end(struct drv_tools *t, long long key, const struct canon_sink *s);
+/* 1 when key is a call started and not yet ended (open or held). */
+int drv_tools_live(const struct drv_tools *t, long long key);
+/* 1 when call key (open or held) has had argument bytes. */
+int drv_tools_has_args(const struct drv_tools *t, long long key);
+/* Ends every call: the open one (a call that had no arguments gets "{}"),
+ * then each held call whole, in order. Returns nonzero when the sink
+ * stopped. */
 int drv_tools_close(struct drv_tools *t, const struct canon_sink *s);
+/* Frees what is held (a parser's end). */
+void drv_tools_free(struct drv_tools *t);
 
 /* drv_tools_delta's answer, rc, as a parser's: GW_EINVAL fails the answer
  * with what (provider_5xx), GW_ELIMIT with "too many tool calls", both

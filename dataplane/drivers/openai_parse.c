@@ -37,6 +37,7 @@ struct drv_parser *drv_openai_parser_new(int stream)
     gw_buf_init(&p->tmp4, 1024);
     gw_buf_init(&p->tmp5, 1024);
     gw_buf_init(&p->tmp6, DRV_MAX_BODY);
+    p->tools.interleave = 1; /* each delta names its call (index) */
     return &p->base;
 }
 
@@ -49,6 +50,7 @@ void drv_openai_parser_free(struct drv_parser *bp)
     gw_buf_free(&p->tmp4);
     gw_buf_free(&p->tmp5);
     gw_buf_free(&p->tmp6);
+    drv_tools_free(&p->tools);
     drv_parser_free(bp);
 }
 
@@ -153,7 +155,8 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
             int rc = drv_tools_delta(&p->tools, idx, gw_json_str(tc, "id"), gw_json_str(fn, "name"),
                                      gw_json_str(fn, "arguments"), s);
             if (rc)
-                return drv_tools_check(&p->base, s, rc, "the provider interleaved tool calls");
+                return drv_tools_check(&p->base, s, rc,
+                                       "the provider sent more of a tool call it had ended");
         }
     }
     const char *fr = gw_json_str(ch, "finish_reason");

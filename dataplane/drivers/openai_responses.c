@@ -356,7 +356,16 @@ struct rp_parser {
 static struct drv_parser *parser_new(int stream)
 {
     struct rp_parser *p = drv_parser_new(sizeof(*p), &drv_openai_responses, stream);
-    return p ? &p->base : NULL;
+    if (!p)
+        return NULL;
+    p->tools.interleave = 1; /* each event names its item (output_index) */
+    return &p->base;
+}
+
+static void parser_free(struct drv_parser *bp)
+{
+    drv_tools_free(&((struct rp_parser *)bp)->tools);
+    drv_parser_free(bp);
 }
 
 /* An error code of the Responses API (or a gateway's failure class) as a
@@ -479,7 +488,7 @@ static int call(struct rp_parser *p, long long key, const char *id, const char *
 {
     p->called = 1;
     return drv_tools_check(&p->base, s, drv_tools_delta(&p->tools, key, id, name, args, s),
-                           "the provider interleaved function calls");
+                           "the provider sent more of a function call it had ended");
 }
 
 /* A whole output item (non-stream answers, and a stream's done item whose
@@ -587,26 +596,29 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
         const char *args = gw_json_str(item, "arguments");
         return call(p, oi, gw_json_str(item, "call_id"), gw_json_str(item, "name"), args, s);
     }
-    int open = p->tools.open && p->tools.open_key == oi;
+    /* Calls may interleave (each event names its item): a call is live
+     * from its item's added to its done, and ends there. */
+    int live = drv_tools_live(&p->tools, oi);
     if (strcmp(type, "response.function_call_arguments.delta") == 0) {
-        if (!open)
+        if (!live)
             return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
                             "the provider sent arguments for a function call it had not started");
         return call(p, oi, NULL, NULL, gw_json_str(doc, "delta"), s);
     }
     if (strcmp(type, "response.function_call_arguments.done") == 0) {
         /* Arguments given whole rather than streamed. */
-        if (open && !p->tools.open_args)
+        if (live && !drv_tools_has_args(&p->tools, oi))
             return call(p, oi, NULL, NULL, gw_json_str(doc, "arguments"), s);
         return 0;
     }
     if (strcmp(type, "response.output_item.done") == 0) {
         if (is_call) {
-            if (!open)
-                return item_content(p, oi, item, s) || drv_tools_close(&p->tools, s);
-            if (!p->tools.open_args && call(p, oi, NULL, NULL, gw_json_str(item, "arguments"), s))
+            if (!live)
+                return item_content(p, oi, item, s) || drv_tools_end(&p->tools, oi, s);
+            if (!drv_tools_has_args(&p->tools, oi) &&
+                call(p, oi, NULL, NULL, gw_json_str(item, "arguments"), s))
                 return 1;
-            return drv_tools_close(&p->tools, s);
+            return drv_tools_end(&p->tools, oi, s);
         }
         /* Content a provider put only in the finished item. */
         if (!p->item_text && item_content(p, oi, item, s))
@@ -701,7 +713,7 @@ const struct dp_driver drv_openai_responses = {
     .parser_new = parser_new,
     .parse = parse,
     .finish = finish,
-    .parser_free = drv_parser_free,
+    .parser_free = parser_free,
     /* The Responses API has no embeddings of its own: OpenAI's beside it. */
     .build_embed = drv_openai_build_embed,
     .parse_embed = drv_openai_parse_embed,

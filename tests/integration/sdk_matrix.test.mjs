@@ -294,3 +294,95 @@ describe('anthropic SDK: cache usage from an anthropic-format upstream', () => {
     assert.deepEqual(r.usage.cache_creation, { ephemeral_5m_input_tokens: 2, ephemeral_1h_input_tokens: 1 });
   });
 });
+
+// Parallel calls whose argument deltas alternate by index, as some
+// OpenAI-compatible servers stream them (mock fault interleave=1), from an
+// OpenAI chat upstream and a Responses upstream. The OpenAI client on the
+// same wire gets the bytes as the provider sent them; every other client
+// gets both calls whole, in order.
+describe('interleaved parallel tool calls', () => {
+  const F = 'parallel=2,interleave=1';
+  const oaTools = [
+    { type: 'function', function: { name: 'get_weather', description: 'Forecast', parameters: TOOL_SCHEMA } },
+    { type: 'function', function: { name: 'get_time', parameters: TOOL2_SCHEMA } },
+  ];
+  const antTools = oaTools.map((t) => ({
+    name: t.function.name, description: t.function.description, input_schema: t.function.parameters,
+  }));
+  const messages = [{ role: 'user', content: 'Weather and time, please' }];
+
+  // OpenAI SDK stream: the calls by index, and the indexes in arrival order.
+  async function oaStream(model) {
+    const s = await oai().chat.completions.create({ model, messages, tools: oaTools, stream: true, max_tokens: 100 });
+    const calls = new Map();
+    const order = [];
+    let finish = null;
+    for await (const ch of s) {
+      const c0 = ch.choices[0];
+      if (!c0) continue;
+      finish = c0.finish_reason ?? finish;
+      for (const tc of c0.delta?.tool_calls ?? []) {
+        const cur = calls.get(tc.index) ?? { id: '', name: '', args: '' };
+        if (tc.id) cur.id = tc.id;
+        if (tc.function?.name) cur.name += tc.function.name;
+        if (tc.function?.arguments) { cur.args += tc.function.arguments; order.push(tc.index); }
+        calls.set(tc.index, cur);
+      }
+    }
+    return { calls, order, finish };
+  }
+
+  function assertBoth(calls) {
+    assert.equal(calls.size, 2, JSON.stringify([...calls]));
+    assert.equal(calls.get(0).name, 'get_weather');
+    assert.equal(calls.get(1).name, 'get_time');
+    assert.deepEqual(JSON.parse(calls.get(0).args), ARGS1);
+    assert.deepEqual(JSON.parse(calls.get(1).args), ARGS2);
+    assert.ok(calls.get(0).id && calls.get(1).id && calls.get(0).id !== calls.get(1).id);
+  }
+
+  test('openai SDK, openai-format upstream: both calls, relayed as the provider interleaved them', T, async () => {
+    const { calls, order, finish } = await oaStream(`mock/mock-gpt#${F}`);
+    assertBoth(calls);
+    assert.equal(finish, 'tool_calls');
+    // Same wire: the deltas reach the client as sent, index 0 again after 1.
+    assert.ok(order.indexOf(0, order.indexOf(1)) > 0, `argument deltas by index: ${order}`);
+    const r = await oai().chat.completions.create({ model: `mock/mock-gpt#${F}`, messages, tools: oaTools });
+    const tcs = r.choices[0].message.tool_calls;
+    assertBoth(new Map(tcs.map((t, i) => [i, { id: t.id, name: t.function.name, args: t.function.arguments }])));
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  });
+
+  test('openai SDK, responses-format upstream: both calls in order', T, async () => {
+    const { calls, order, finish } = await oaStream(`resp/mock-gpt#${F}`);
+    assertBoth(calls);
+    assert.equal(finish, 'tool_calls');
+    // Translated: one call after the other.
+    assert.deepEqual(order, [...order].sort(), `argument deltas by index: ${order}`);
+  });
+
+  for (const model of [`mock/mock-gpt#${F}`, `resp/mock-gpt#${F}`]) {
+    test(`anthropic SDK from ${model.split('/')[0]}: two complete tool_use blocks in order`, T, async () => {
+      const s = ant().messages.stream({ model, messages, tools: antTools, max_tokens: 100 });
+      const starts = [];
+      s.on('streamEvent', (e) => {
+        if (e.type === 'content_block_start') starts.push(e.index);
+        if (e.type === 'content_block_delta' || e.type === 'content_block_stop') {
+          assert.equal(e.index, starts.at(-1), 'a delta or stop for the block that is open');
+        }
+      });
+      const fin = await s.finalMessage();
+      const uses = fin.content.filter((b) => b.type === 'tool_use');
+      assert.equal(uses.length, 2, JSON.stringify(fin.content));
+      assert.equal(uses[0].name, 'get_weather');
+      assert.deepEqual(uses[0].input, ARGS1);
+      assert.equal(uses[1].name, 'get_time');
+      assert.deepEqual(uses[1].input, ARGS2);
+      assert.ok(uses[0].id !== uses[1].id);
+      assert.equal(fin.stop_reason, 'tool_use');
+      const r = await ant().messages.create({ model, messages, tools: antTools, max_tokens: 100 });
+      const whole = r.content.filter((b) => b.type === 'tool_use');
+      assert.deepEqual(whole.map((u) => [u.name, u.input]), [['get_weather', ARGS1], ['get_time', ARGS2]]);
+    });
+  }
+});

@@ -30,6 +30,16 @@
 static const char *const SSE_TYPE = "text/event-stream; charset=utf-8";
 static const char *const JSON_TYPE = "application/json";
 
+int mock_next_interleaved(const struct mock_call *c)
+{
+    for (int k = 0; k < c->ntools; k++) {
+        int i = (c->idx + k) % c->ntools;
+        if (c->tools[i].sent < c->tools[i].args_len)
+            return i;
+    }
+    return -1;
+}
+
 int mock_tool_tokens(const struct mock_tool *t)
 {
     return (int)((t->args_len + MOCK_ARG_PIECE - 1) / MOCK_ARG_PIECE);

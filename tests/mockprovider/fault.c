@@ -54,6 +54,7 @@ static const struct fault_key fault_keys[] = {
     FK("cache_read", cache_read, 0, 1000000000),
     FK("cache_write", cache_write, 0, 1000000000),
     FK("parallel", parallel, 1, MOCK_MAX_PARALLEL),
+    FK("interleave", interleave, 0, 1),
     FK("no_body", no_body, 0, 1),
     FK("multiline", multiline, 0, 1),
     FK("blank_events", blank_events, 0, 1),

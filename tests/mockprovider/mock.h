@@ -61,6 +61,7 @@ struct mock_fault {
     int cache_read;
     int cache_write;
     int parallel;     /* 0: not given */
+    int interleave;   /* parallel calls' argument deltas alternate by index */
     int no_body;      /* a 200 whose body is empty */
     int multiline;    /* each SSE payload split over two data: lines */
     int blank_events; /* an empty event and a comment before each chunk */
@@ -180,6 +181,7 @@ struct mock_tool {
     const char *name; /* jansson memory, alive as long as the call */
     const char *args; /* compact ASCII JSON, pool memory */
     size_t args_len;
+    size_t sent; /* interleave: argument bytes streamed so far */
 };
 
 struct mock_call;
@@ -323,6 +325,9 @@ void mock_call_start(struct mock_thread *th, struct gw_http_req *req, const stru
 /* Output tokens of the answer: reasoning tokens plus text tokens or tool
  * argument pieces (7 bytes each). */
 int mock_call_output_tokens(const struct mock_call *c);
+/* interleave: the next call, from c->idx on in turn, with argument bytes
+ * left to stream; -1 when none has. */
+int mock_next_interleaved(const struct mock_call *c);
 /* Tokens a tool call's arguments are worth (their 7-byte pieces). */
 int mock_tool_tokens(const struct mock_tool *t);
 /* Reasoning tokens among the output billed so far (they come first). */

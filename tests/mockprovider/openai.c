@@ -253,13 +253,38 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
             rc |= gw_json_escape(out, t->name, strlen(t->name));
             rc |= gw_buf_appends(out, ",\"arguments\":\"\"}}]");
             rc |= chunk_close(out, NULL);
-            c->phase = P_CONTENT;
             c->off = 0;
+            c->phase = P_CONTENT;
+            /* interleave: every call starts, then their arguments alternate */
+            if (c->f.interleave && ++c->idx < c->ntools)
+                c->phase = P_TOOL_HEAD;
+            else if (c->f.interleave)
+                c->idx = 0;
             kind = c->emitted == 0 ? MOCK_FRAME_PRE : MOCK_FRAME_MID;
             break;
         }
         case P_CONTENT:
-            if (c->ntools > 0) {
+            if (c->ntools > 0 && c->f.interleave) {
+                int i = mock_next_interleaved(c);
+                if (i < 0) {
+                    c->phase = P_FINISH;
+                    continue;
+                }
+                struct mock_tool *t = &c->tools[i];
+                size_t n = t->args_len - t->sent;
+                if (n > MOCK_ARG_PIECE)
+                    n = MOCK_ARG_PIECE;
+                rc |= chunk_open(c, out);
+                rc |= gw_buf_printf(out,
+                                    "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
+                                    "\"function\":{\"arguments\":",
+                                    i);
+                rc |= gw_json_escape(out, t->args + t->sent, n);
+                rc |= gw_buf_appends(out, "}}]");
+                rc |= chunk_close(out, NULL);
+                t->sent += n;
+                c->idx = (i + 1) % c->ntools;
+            } else if (c->ntools > 0) {
                 const struct mock_tool *t = &c->tools[c->idx];
                 if (c->off >= t->args_len) {
                     c->idx++;

@@ -70,18 +70,65 @@ static void test_tool_calls(void)
            "data: " HEAD "{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
            "START id=c1 model=m\nTOOL 0 id=t0 name=f\nARGS 0 {\"a\":1}\nTOOL_END 0\n"
            "TOOL 1 id=t1 name=g\nARGS 1 {}\nTOOL_END 1\nDONE tool_use\n");
-    /* Deltas for a call already closed: refused, never spliced. */
+    /* Deltas for a call already closed (text came between): refused,
+     * never spliced. */
     expect(1,
            "data: " HEAD
            "{\"tool_calls\":[{\"index\":0,\"id\":\"t0\",\"function\":{\"name\":\"f\"}}]},"
            "\"finish_reason\":null}]}\n\n"
-           "data: " HEAD
-           "{\"tool_calls\":[{\"index\":1,\"id\":\"t1\",\"function\":{\"name\":\"g\"}}]},"
-           "\"finish_reason\":null}]}\n\n"
+           "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":null}]}\n\n"
            "data: " HEAD "{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]},"
            "\"finish_reason\":null}]}\n\n",
            "START id=c1 model=m\nTOOL 0 id=t0 name=f\nARGS 0 {}\nTOOL_END 0\n"
-           "TOOL 1 id=t1 name=g\nERROR provider_5xx status=0\n");
+           "TEXT \"x\"\nERROR provider_5xx status=0\n");
+}
+
+/* Parallel calls whose argument deltas alternate by index (legal: every
+ * delta names its call): both calls whole, in the order they started, the
+ * later one held until the earlier ends. */
+static void test_interleaved_tool_calls(void)
+{
+#define TC(json) "data: " HEAD "{\"tool_calls\":[" json "]},\"finish_reason\":null}]}\n\n"
+    const char *two = TC("{\"index\":0,\"id\":\"t0\",\"type\":\"function\",\"function\":{"
+                         "\"name\":\"f\",\"arguments\":\"\"}}")
+        TC("{\"index\":1,\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"g\","
+           "\"arguments\":\"{\\\"b\\\"\"}}")
+            TC("{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\"\"}}") TC(
+                "{\"index\":1,\"function\":{\"arguments\":\":2}\"}}")
+                TC("{\"index\":0,\"function\":{\"arguments\":\":1}\"}}") "data: " HEAD
+                                                                         "{},\"finish_reason\":"
+                                                                         "\"tool_calls\"}]}\n\n"
+                                                                         "data: "
+                                                                         "{\"id\":\"c1\","
+                                                                         "\"choices\":[],\"usage\":"
+                                                                         "{\"prompt_tokens\":4,"
+                                                                         "\"completion_tokens\":6}}"
+                                                                         "\n\ndata: [DONE]\n\n";
+    expect(1, two,
+           "START id=c1 model=m\nTOOL 0 id=t0 name=f\nARGS 0 {\"a\":1}\nTOOL_END 0\n"
+           "TOOL 1 id=t1 name=g\nARGS 1 {\"b\":2}\nTOOL_END 1\n"
+           "USAGE in=4 cr=0 cw5=0 cw1h=0 out=6 rs=0\nDONE tool_use\n");
+    /* Three calls, the third started before the first ended, one delta
+     * each in a single chunk; a held call with no arguments gets {}. */
+    const char *three = TC(
+        "{\"index\":0,\"id\":\"t0\",\"function\":{\"name\":\"f\"}},"
+        "{\"index\":1,\"id\":\"t1\",\"function\":{\"name\":\"g\"}},"
+        "{\"index\":2,\"id\":\"t2\",\"function\":{\"name\":\"h\",\"arguments\":\"[]\"}}")
+        TC("{\"index\":0,\"function\":{\"arguments\":\"{}\"}}") "data: " HEAD
+                                                                "{},\"finish_reason\":\"tool_"
+                                                                "calls\"}]}\n\ndata: [DONE]\n\n";
+    expect(1, three,
+           "START id=c1 model=m\nTOOL 0 id=t0 name=f\nARGS 0 {}\nTOOL_END 0\n"
+           "TOOL 1 id=t1 name=g\nARGS 1 {}\nTOOL_END 1\n"
+           "TOOL 2 id=t2 name=h\nARGS 2 []\nTOOL_END 2\nDONE tool_use\n");
+    /* A stream cut while a call is held: broken, nothing held is lost to a
+     * leak (the ASan run checks) and nothing partial is passed as whole. */
+    expect(1,
+           TC("{\"index\":0,\"id\":\"t0\",\"function\":{\"name\":\"f\"}}")
+               TC("{\"index\":1,\"id\":\"t1\",\"function\":{\"name\":\"g\","
+                  "\"arguments\":\"{\"}}"),
+           "START id=c1 model=m\nTOOL 0 id=t0 name=f\nERROR network status=0\n");
+#undef TC
 }
 
 static void test_endings(void)
@@ -302,6 +349,7 @@ static void test_whole_fast_and_full_agree(void)
 static CU_TestInfo tests[] = {
     {"the pass-through's request", test_relay_build},
     {"text, reasoning and usage; fast path and full parser agree", test_text_and_usage},
+    {"parallel tool calls interleaved by index", test_interleaved_tool_calls},
     {"DeepSeek's cache-hit field", test_deepseek_cache_field},
     {"tool calls in order; interleaving refused", test_tool_calls},
     {"endings: with and without [DONE], errors, whole bodies", test_endings},

@@ -337,18 +337,59 @@ static void test_stream_errors(void)
     check(CREATED EV("response.function_call_arguments.delta",
                      "\"item_id\":\"fc\",\"output_index\":4,\"delta\":\"{}\""),
           1, "START id=resp_abc model=gpt-5-2025-08-07\nERROR provider_5xx status=0\n");
-    /* A call index reused after it closed: interleaving. */
+    /* Arguments for a call after its item was done: refused, never
+     * spliced. */
     check(CREATED EV("response.output_item.added",
                      "\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"a\","
                      "\"name\":\"f\",\"arguments\":\"\"}")
-              EV("response.output_item.added",
-                 "\"output_index\":1,\"item\":{\"type\":\"function_call\",\"call_id\":\"b\","
-                 "\"name\":\"g\",\"arguments\":\"\"}")
+              EV("response.output_item.done",
+                 "\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"a\","
+                 "\"name\":\"f\",\"arguments\":\"{}\"}")
                   EV("response.function_call_arguments.delta",
                      "\"item_id\":\"fc\",\"output_index\":0,\"delta\":\"{}\""),
           1,
           "START id=resp_abc model=gpt-5-2025-08-07\nTOOL 0 id=a name=f\nARGS 0 {}\nTOOL_END 0\n"
-          "TOOL 1 id=b name=g\nERROR provider_5xx status=0\n");
+          "ERROR provider_5xx status=0\n");
+}
+
+/* Two function calls whose argument deltas alternate by output_index: both
+ * whole, in the order their items were added; the later one is held until
+ * the earlier item is done, then streams live. */
+static void test_stream_interleaved_calls(void)
+{
+#define ADDED(oi, id, name)                                                                        \
+    EV("response.output_item.added",                                                               \
+       "\"output_index\":" oi ",\"item\":{\"type\":"                                               \
+       "\"function_call\",\"call_id\":\"" id "\",\"name\":\"" name "\",\"arguments\":\"\"}")
+#define ARGS(oi, d)                                                                                \
+    EV("response.function_call_arguments.delta", "\"output_index\":" oi ",\"delta\":" d)
+#define DONE(oi, id, name, a)                                                                      \
+    EV("response.output_item.done",                                                                \
+       "\"output_index\":" oi ",\"item\":{\"type\":"                                               \
+       "\"function_call\",\"call_id\":\"" id "\",\"name\":\"" name "\",\"arguments\":" a "}")
+    check(CREATED ADDED("0", "a", "f") ADDED("1", "b", "g") ARGS("1", "\"{\\\"y\\\"\"")
+              ARGS("0", "\"{\\\"x\\\":1}\"") DONE("0", "a", "f", "\"{\\\"x\\\":1}\"")
+                  ARGS("1", "\":2}\"") DONE("1", "b", "g", "\"{\\\"y\\\":2}\"")
+                      EV("response.completed",
+                         "\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":3,"
+                         "\"output_tokens\":2}}"),
+          1,
+          "START id=resp_abc model=gpt-5-2025-08-07\nTOOL 0 id=a name=f\nARGS 0 {\"x\":1}\n"
+          "TOOL_END 0\nTOOL 1 id=b name=g\nARGS 1 {\"y\":2}\nTOOL_END 1\n"
+          "USAGE in=3 cr=0 cw5=0 cw1h=0 out=2 rs=0\nDONE tool_use\n");
+    /* The later call's item done before the earlier's: it waits, whole. */
+    check(CREATED ADDED("0", "a", "f") ADDED("1", "b", "g") ARGS("1", "\"[]\"")
+              DONE("1", "b", "g", "\"[]\"") ARGS("0", "\"{}\"") DONE("0", "a", "f", "\"{}\"")
+                  EV("response.completed",
+                     "\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":3,"
+                     "\"output_tokens\":2}}"),
+          1,
+          "START id=resp_abc model=gpt-5-2025-08-07\nTOOL 0 id=a name=f\nARGS 0 {}\n"
+          "TOOL_END 0\nTOOL 1 id=b name=g\nARGS 1 []\nTOOL_END 1\n"
+          "USAGE in=3 cr=0 cw5=0 cw1h=0 out=2 rs=0\nDONE tool_use\n");
+#undef ADDED
+#undef ARGS
+#undef DONE
 }
 
 static void test_stream_oversize(void)
@@ -772,6 +813,7 @@ static CU_TestInfo tests[] = {
     {"stream: raw reasoning, incomplete", test_stream_incomplete},
     {"stream: content filter, refusal", test_stream_filter_and_refusal},
     {"stream: content only in finished items", test_stream_items_only},
+    {"stream: function calls interleaved by output_index", test_stream_interleaved_calls},
     {"stream: failures, truncation, malformed", test_stream_errors},
     {"stream and body: oversize", test_stream_oversize},
     {"whole body: failures", test_whole_errors},
