@@ -380,9 +380,18 @@ static int check_healthy(const struct planner *pl, const struct slot *sl, size_t
     }
     if (fleet_down(p->name, sl->model, ctx->now_us, sk))
         return 0;
-    if (sl->entry && sl->entry->high_cost && pos > 0) {
+    /* A high-cost entry serves only where the operator wrote it first, and
+     * only as the head of the order: never a fallback, never promoted by a
+     * strategy, an affinity rotation, stickiness or a weighted draw. */
+    if (sl->entry && sl->entry->high_cost && (pos > 0 || sl->written > 0)) {
         sk->reason = DP_SKIP_HIGH_COST_FALLBACK;
-        set_detail(sk, "high-cost entry at position %zu: it may only be first", pos + 1);
+        if (sl->written > 0)
+            set_detail(sk,
+                       "high-cost entry written at position %zu (order position %zu): it serves "
+                       "only as the route's first entry",
+                       sl->written + 1, pos + 1);
+        else
+            set_detail(sk, "high-cost entry moved to position %zu: it may only be first", pos + 1);
         return 0;
     }
     return 1;

@@ -698,10 +698,111 @@ static void test_high_cost(void)
     plan("hc2", &CHAT, &(struct dp_route_ctx){.key = key("k-claude")}, &p);
     EXPECT_STR(skips(&p), "mock/small:not_allowed,claude/big:high_cost_fallback");
     expect_refusal(&p, DP_NOROUTE_NONE_HEALTHY, 503, "no_healthy_target");
-    /* Stickiness can make it the head. */
-    dp_router_sticky_set(route(snap, "hc2"), "hc-sess", provider(snap, "claude"), 5);
-    plan("hc2", &CHAT, &(struct dp_route_ctx){.session = "hc-sess", .now_us = 6}, &p);
-    EXPECT_STR(cands(&p), "claude/big,mock/small");
+    /* Named exactly, it serves: the client asked for it. */
+    plan("claude/big", &CHAT, NULL, &p);
+    EXPECT_STR(cands(&p), "claude/big");
+}
+
+/* Whatever reorders the chain, a high-cost entry not written first never
+ * becomes a candidate: one case per cause (strategy, affinity rotation,
+ * stickiness, weighted draw). */
+static void test_high_cost_reordered(void)
+{
+    const char *doc =
+        "{'version':1,'providers':["
+        "{'name':'mock','driver':'openai','base_url':'http://m'},"
+        "{'name':'alt','driver':'openai','base_url':'http://a'},"
+        "{'name':'claude','driver':'anthropic','base_url':'http://c'}],"
+        "'routes':["
+        "{'name':'by-price','strategy':'price','entries':[" EN(
+            "mock",
+            "dear") ","
+                    "{'provider':'alt','model':'cheap-hc','high_cost':true}]},"
+                    "{'name':'by-price2','strategy':'price','entries':["
+                    "{'provider':'mock','model':'dear-hc','high_cost':true}," EN(
+                        "alt",
+                        "cheap") "]},"
+                                 "{'name':'ring','entries':[" EN(
+                                     "mock",
+                                     "r1") ","
+                                           "{'provider':'alt','model':'r2-hc','high_cost':true}"
+                                           "," EN(
+                                               "claude",
+                                               "r3") "]},"
+                                                     "{'name':'sticky','entries':[" EN(
+                                                         "mock",
+                                                         "s1") ","
+                                                               "{'provider':'claude','model':'s2-"
+                                                               "hc','high_cost':true}]},"
+                                                               "{'name':'split','strategy':'"
+                                                               "weighted','entries':["
+                                                               "{'provider':'mock','model':'w1','"
+                                                               "weight':1},"
+                                                               "{'provider':'alt','model':'w2-hc','"
+                                                               "weight':3,'high_cost':true}]},"
+                                                               "{'name':'split-first','strategy':'"
+                                                               "weighted','entries':["
+                                                               "{'provider':'alt','model':'w0-hc','"
+                                                               "weight':1,'high_cost':true},"
+                                                               "{'provider':'mock','model':'w1','"
+                                                               "weight':1}]}],"
+                                                               "'catalog':[{'model':'dear','input_"
+                                                               "price':10,'output_price':10},"
+                                                               "{'model':'cheap-hc','input_price':"
+                                                               "1,'output_price':1},"
+                                                               "{'model':'dear-hc','input_price':"
+                                                               "10,'output_price':10},"
+                                                               "{'model':'cheap','input_price':1,'"
+                                                               "output_price':1}]}";
+    struct dp_snapshot *s = build(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    struct dp_plan p;
+    /* Strategy: price would put the cheap high-cost entry first. */
+    plan_in(s, "by-price", &CHAT, NULL, &p);
+    EXPECT_STR(cands(&p), "mock/dear");
+    EXPECT_STR(skips(&p), "alt/cheap-hc:high_cost_fallback");
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.skips[0].detail, "written at position 2"));
+    /* ... and a high-cost entry written first that the price moves behind
+     * is a fallback. */
+    plan_in(s, "by-price2", &CHAT, NULL, &p);
+    EXPECT_STR(cands(&p), "alt/cheap");
+    EXPECT_STR(skips(&p), "mock/dear-hc:high_cost_fallback");
+    /* Affinity: every rotation, the high-cost member stays out. */
+    char k[32];
+    int rotated = 0;
+    for (int i = 0; i < 60; i++) {
+        snprintf(k, sizeof(k), "conversation-%d", i);
+        plan_in(s, "ring", &CHAT, &(struct dp_route_ctx){.affinity = k}, &p);
+        CU_ASSERT_EQUAL(p.ncands, 2);
+        for (size_t j = 0; j < p.ncands; j++)
+            CU_ASSERT_STRING_NOT_EQUAL(p.cands[j].model, "r2-hc");
+        rotated += strcmp(p.cands[0].model, "r1") != 0;
+    }
+    CU_ASSERT(rotated > 0); /* the rotation did happen */
+    /* Stickiness to the high-cost provider does not promote it. */
+    dp_router_sticky_set(route(s, "sticky"), "hc-sess", provider(s, "claude"), 5);
+    plan_in(s, "sticky", &CHAT, &(struct dp_route_ctx){.session = "hc-sess", .now_us = 6}, &p);
+    EXPECT_STR(cands(&p), "mock/s1");
+    EXPECT_STR(skips(&p), "claude/s2-hc:high_cost_fallback");
+    /* Weighted draw: the high-cost entry drawn as primary (weight 3 of 4)
+     * is skipped; written first, it serves when drawn, never behind. */
+    char id[32];
+    int served_first = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(id, sizeof(id), "req-%d", i);
+        struct dp_route_ctx ctx = {.request_id = id};
+        plan_in(s, "split", &CHAT, &ctx, &p);
+        EXPECT_STR(cands(&p), "mock/w1");
+        plan_in(s, "split-first", &CHAT, &ctx, &p);
+        if (strcmp(p.cands[0].model, "w0-hc") == 0) {
+            served_first++;
+            EXPECT_STR(cands(&p), "alt/w0-hc,mock/w1");
+        } else {
+            EXPECT_STR(cands(&p), "mock/w1");
+        }
+    }
+    CU_ASSERT(served_first > 0 && served_first < 200);
+    dp_snapshot_unref(s);
 }
 
 static void test_embeddings(void)
@@ -928,6 +1029,7 @@ static CU_TestInfo tests[] = {
     {"affinity rotates the start, stable per key", test_affinity},
     {"stickiness, its expiry, fingerprint and bound", test_sticky},
     {"high-cost entries: first yes, fallback no", test_high_cost},
+    {"high-cost entries: never promoted by reordering", test_high_cost_reordered},
     {"embeddings keep one model", test_embeddings},
     {"key allowlists", test_allowlists},
     {"team allowlists intersect with the key's", test_team_allowlists},
