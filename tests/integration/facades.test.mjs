@@ -133,8 +133,9 @@ describe('OpenAI chat facade through every driver', () => {
         ],
       }, { 'x-request-id': rid });
       assert.equal(r.status, 200, r.text);
-      // The mock answers a request with tools by calling the first one.
-      assert.equal(r.json.choices[0].message.tool_calls[0].function.name, 'get_weather', r.text);
+      // The conversation ends in a tool result: the mock answers it in text.
+      assert.equal(r.json.choices[0].message.content, h.mockText(8), r.text);
+      assert.equal(r.json.choices[0].finish_reason, 'stop', r.text);
       const u = await mock.usageFor(rid);
       assert.equal(u.seen.images, 1, JSON.stringify(u.seen));
       assert.equal(u.seen.tool_results, 1, JSON.stringify(u.seen));

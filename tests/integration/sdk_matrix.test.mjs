@@ -145,6 +145,22 @@ for (const up of UPSTREAMS) {
       }
     });
 
+    test('a tool loop as an agent runs it (tool_choice auto) ends in text', T, async () => {
+      const c = oai();
+      const convo = [...messages];
+      let r;
+      for (let turn = 0; turn < 4; turn++) {
+        r = await c.chat.completions.create({ model: up.sel(), messages: convo, tools });
+        const m = r.choices[0].message;
+        if (!m.tool_calls?.length) break;
+        convo.push(m);
+        for (const tc of m.tool_calls) convo.push({ role: 'tool', tool_call_id: tc.id, content: 'sunny, 21 C' });
+      }
+      assert.equal(convo.length, messages.length + 2, 'one call, one result, then the answer');
+      assert.equal(r.choices[0].finish_reason, 'stop');
+      assert.equal(r.choices[0].message.content, h.mockText(8));
+    });
+
     test('cache reads are reported as cached prompt tokens', T, async () => {
       const r = await oai().chat.completions.create({ model: up.sel('cache_read=2'), messages });
       assert.equal(r.usage.prompt_tokens_details.cached_tokens, 2, JSON.stringify(r.usage));
@@ -250,6 +266,22 @@ for (const up of UPSTREAMS) {
         assert.equal(u.seen.tool_results, 1, JSON.stringify(u.seen));
         assert.equal(u.seen.tool_calls, 1, JSON.stringify(u.seen));
       }
+    });
+
+    test('a tool loop as an agent runs it (tool_choice auto) ends in text', T, async () => {
+      const c = ant();
+      const convo = [...messages];
+      let r;
+      for (let turn = 0; turn < 4; turn++) {
+        r = await c.messages.create({ model: up.sel(), messages: convo, tools, max_tokens: 100 });
+        const uses = r.content.filter((b) => b.type === 'tool_use');
+        if (!uses.length) break;
+        convo.push({ role: 'assistant', content: r.content });
+        convo.push({ role: 'user', content: uses.map((u) => ({ type: 'tool_result', tool_use_id: u.id, content: 'sunny' })) });
+      }
+      assert.equal(convo.length, messages.length + 2, 'one call, one result, then the answer');
+      assert.equal(r.stop_reason, 'end_turn');
+      assert.equal(r.content[0].text, h.mockText(8));
     });
 
     test('errors are the SDK\'s own classes', T, async () => {

@@ -105,7 +105,9 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
             return "messages: Input should be a valid dictionary";
         c->input_tokens += 1 + mock_count_text(json_object_get(msg, "content"));
         c->seen.messages++;
+        int before = c->seen.tool_results;
         blocks_seen(c, json_object_get(msg, "content"), 0);
+        mock_seen_turn(c, before);
     }
     json_t *system = json_object_get(root, "system");
     c->input_tokens += mock_count_text(system);
@@ -128,7 +130,7 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
         if (named == NULL)
             return "tool_choice.name: Field required";
     }
-    return mock_pick_tools(c, tools, named, tool_get);
+    return mock_pick_tools(c, tools, named, type != NULL && strcmp(type, "any") == 0, tool_get);
 }
 
 /* ---- complete answer ---- */

@@ -150,9 +150,11 @@ static const char *converse_parse(struct mock_call *c, json_t *root)
             return "messages: each message needs a role and a content array";
         c->input_tokens += 1;
         c->seen.messages++;
+        int before = c->seen.tool_results;
         const char *err = message_blocks(c, content);
         if (err != NULL)
             return err;
+        mock_seen_turn(c, before);
     }
     json_t *system = json_object_get(root, "system");
     if (system != NULL && !json_is_array(system))
@@ -196,7 +198,7 @@ static const char *converse_parse(struct mock_call *c, json_t *root)
         if (named == NULL)
             return "toolConfig.toolChoice.tool.name: required";
     }
-    return mock_pick_tools(c, tools, named, tool_get);
+    return mock_pick_tools(c, tools, named, json_object_get(choice, "any") != NULL, tool_get);
 }
 
 /* ---- shared pieces ---- */

@@ -496,9 +496,17 @@ int mock_append_reasoning(struct gw_buf *b, int from, int to)
     return append_words(b, "reason", 6, from, to);
 }
 
-const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *named,
+void mock_seen_turn(struct mock_call *c, int results_before)
+{
+    c->seen.tail_tool_result = c->seen.tool_results > results_before;
+}
+
+const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *named, int forced,
                             mock_tool_get_fn get)
 {
+    /* After a tool's result a model answers it, in text. */
+    if (c->seen.tail_tool_result && !forced && named == NULL && c->f.parallel == 0)
+        return NULL;
     int want = c->f.parallel > 0 ? c->f.parallel : 1;
     if (c->f.parallel > 0)
         named = NULL;

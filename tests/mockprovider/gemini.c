@@ -155,9 +155,11 @@ static const char *generate_parse(struct mock_call *c, json_t *root)
             return "* GenerateContentRequest.contents.role: must be a string";
         c->input_tokens += 1;
         c->seen.messages++;
+        int before = c->seen.tool_results;
         const char *err = content_parts(c, content, 1);
         if (err != NULL)
             return err;
+        mock_seen_turn(c, before);
     }
     json_t *sys = json_object_get(root, "systemInstruction");
     if (sys == NULL)
@@ -210,7 +212,7 @@ static const char *generate_parse(struct mock_call *c, json_t *root)
     json_t *allowed = json_object_get(fcc, "allowedFunctionNames");
     if (json_is_array(allowed) && json_array_size(allowed) > 0)
         named = json_string_value(json_array_get(allowed, 0));
-    return mock_pick_tools(c, decls, named, decl_get);
+    return mock_pick_tools(c, decls, named, mode != NULL && strcmp(mode, "ANY") == 0, decl_get);
 }
 
 /* ---- shared pieces ---- */

@@ -247,6 +247,7 @@ struct mock_seen {
     int images;
     int tool_results;
     int tool_calls;       /* tool calls in earlier assistant turns */
+    int tail_tool_result; /* the last message (or input item) carries tool results */
     int tools;            /* tool definitions */
     long long max_tokens; /* -1: not given */
     int has_temperature;
@@ -361,9 +362,15 @@ int mock_append_reasoning(struct gw_buf *b, int from, int to) __attribute__((war
 /* Reads one entry of a request's tools array: 0 when it is not a tool the
  * mock can call (a server tool, say), else 1 with its name and schema. */
 typedef int (*mock_tool_get_fn)(json_t *tool, const char **name, json_t **schema);
+/* A message (or input item) read: whether it carried tool results, given
+ * c->seen.tool_results before it (the last one read decides). */
+void mock_seen_turn(struct mock_call *c, int results_before);
 /* Fills c->tools: the tool named by tool_choice (named, may be NULL), else
- * the first one, or the first f.parallel ones. NULL or a 400 message. */
-const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *named,
+ * the first one, or the first f.parallel ones. As a model does, it answers
+ * with text instead when the conversation ends in tool results, unless
+ * tool_choice forces a call (forced, or named) or parallel= asks for
+ * calls. NULL or a 400 message. */
+const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *named, int forced,
                             mock_tool_get_fn get);
 /* Reads an integer member in [lo, hi]. 1: found, 0: absent or null,
  * -1: present but not such an integer. */

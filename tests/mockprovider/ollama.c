@@ -72,9 +72,11 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
     json_t *msg;
     json_array_foreach(messages, i, msg)
     {
+        int before = c->seen.tool_results;
         const char *err = message(c, msg);
         if (err != NULL)
             return err;
+        mock_seen_turn(c, before);
     }
     json_t *opts = json_object_get(root, "options");
     if (opts != NULL && !json_is_object(opts) && !json_is_null(opts))
@@ -109,7 +111,7 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
     if (!json_is_array(tools) || json_array_size(tools) == 0)
         return NULL;
     c->seen.tools = (int)json_array_size(tools);
-    return mock_pick_tools(c, tools, NULL, tool_get);
+    return mock_pick_tools(c, tools, NULL, 0, tool_get);
 }
 
 /* ---- shared pieces ---- */

@@ -96,7 +96,9 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
         if (!json_is_object(msg))
             return "messages: each message must be an object";
         c->input_tokens += 1 + mock_count_text(json_object_get(msg, "content"));
+        int before = c->seen.tool_results;
         chat_seen(c, msg);
+        mock_seen_turn(c, before);
     }
     long long max = -1;
     if (mock_json_int(root, "max_completion_tokens", 0, 1 << 30, &max) < 0 ||
@@ -120,7 +122,8 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
     if (json_is_object(choice)) {
         named = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
     }
-    return mock_pick_tools(c, tools, named, tool_get);
+    int forced = json_is_string(choice) && strcmp(json_string_value(choice), "required") == 0;
+    return mock_pick_tools(c, tools, named, forced, tool_get);
 }
 
 /* ---- complete answer ---- */

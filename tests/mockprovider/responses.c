@@ -118,9 +118,11 @@ static const char *responses_parse(struct mock_call *c, json_t *root)
         json_t *item;
         json_array_foreach(input, i, item)
         {
+            int before = c->seen.tool_results;
             const char *err = input_item(c, item);
             if (err != NULL)
                 return err;
+            mock_seen_turn(c, before);
         }
     } else {
         return "input: field required (a string or an array of items)";
@@ -163,7 +165,8 @@ static const char *responses_parse(struct mock_call *c, json_t *root)
         if (named == NULL)
             return "tool_choice: an object names a function ({\"type\":\"function\",\"name\":...})";
     }
-    return mock_pick_tools(c, tools, named, tool_get);
+    int forced = json_is_string(choice) && strcmp(json_string_value(choice), "required") == 0;
+    return mock_pick_tools(c, tools, named, forced, tool_get);
 }
 
 /* ---- shared pieces ---- */
