@@ -28,6 +28,37 @@ const UPSTREAMS = [
 let mock;
 let gw;
 
+// An OpenAI SDK stream's tool calls, assembled by index as the SDK's users
+// do, and the index of each argument fragment in arrival order.
+async function streamedCalls(s) {
+  const calls = new Map();
+  const order = [];
+  let finish = null;
+  for await (const ch of s) {
+    const c0 = ch.choices[0];
+    if (!c0) continue;
+    finish = c0.finish_reason ?? finish;
+    for (const tc of c0.delta?.tool_calls ?? []) {
+      const cur = calls.get(tc.index) ?? { id: '', name: '', args: '' };
+      if (tc.id) cur.id = tc.id;
+      if (tc.function?.name) cur.name += tc.function.name;
+      if (tc.function?.arguments) { cur.args += tc.function.arguments; order.push(tc.index); }
+      calls.set(tc.index, cur);
+    }
+  }
+  return { calls, order, finish };
+}
+
+// The mock's two calls (get_weather, get_time) with their arguments.
+function assertBothCalls(calls) {
+  assert.equal(calls.size, 2, JSON.stringify([...calls]));
+  assert.equal(calls.get(0).name, 'get_weather');
+  assert.equal(calls.get(1).name, 'get_time');
+  assert.deepEqual(JSON.parse(calls.get(0).args), ARGS1);
+  assert.deepEqual(JSON.parse(calls.get(1).args), ARGS2);
+  assert.ok(calls.get(0).id && calls.get(1).id && calls.get(0).id !== calls.get(1).id);
+}
+
 const start = () => h.startGateway({ mock, extraProviders: h.driverProviders(mock) });
 const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
 const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
@@ -93,28 +124,9 @@ for (const up of UPSTREAMS) {
       const s = await oai().chat.completions.create({
         model: up.sel('parallel=2'), messages, tools, stream: true, max_tokens: 100,
       });
-      const calls = new Map();
-      let finish = null;
-      let fragments = 0;
-      for await (const ch of s) {
-        const c0 = ch.choices[0];
-        if (!c0) continue;
-        finish = c0.finish_reason ?? finish;
-        for (const tc of c0.delta?.tool_calls ?? []) {
-          const cur = calls.get(tc.index) ?? { id: '', name: '', args: '' };
-          if (tc.id) cur.id = tc.id;
-          if (tc.function?.name) cur.name += tc.function.name;
-          if (tc.function?.arguments) { cur.args += tc.function.arguments; fragments++; }
-          calls.set(tc.index, cur);
-        }
-      }
-      assert.equal(calls.size, 2, JSON.stringify([...calls]));
-      assert.equal(calls.get(0).name, 'get_weather');
-      assert.equal(calls.get(1).name, 'get_time');
-      assert.deepEqual(JSON.parse(calls.get(0).args), ARGS1);
-      assert.deepEqual(JSON.parse(calls.get(1).args), ARGS2);
-      assert.ok(calls.get(0).id && calls.get(1).id && calls.get(0).id !== calls.get(1).id);
-      assert.ok(fragments > 2, `arguments arrived in ${fragments} fragments`);
+      const { calls, order, finish } = await streamedCalls(s);
+      assertBothCalls(calls);
+      assert.ok(order.length > 2, `arguments arrived in ${order.length} fragments`);
       assert.equal(finish, 'tool_calls');
     });
 
@@ -343,51 +355,24 @@ describe('interleaved parallel tool calls', () => {
   }));
   const messages = [{ role: 'user', content: 'Weather and time, please' }];
 
-  // OpenAI SDK stream: the calls by index, and the indexes in arrival order.
-  async function oaStream(model) {
-    const s = await oai().chat.completions.create({ model, messages, tools: oaTools, stream: true, max_tokens: 100 });
-    const calls = new Map();
-    const order = [];
-    let finish = null;
-    for await (const ch of s) {
-      const c0 = ch.choices[0];
-      if (!c0) continue;
-      finish = c0.finish_reason ?? finish;
-      for (const tc of c0.delta?.tool_calls ?? []) {
-        const cur = calls.get(tc.index) ?? { id: '', name: '', args: '' };
-        if (tc.id) cur.id = tc.id;
-        if (tc.function?.name) cur.name += tc.function.name;
-        if (tc.function?.arguments) { cur.args += tc.function.arguments; order.push(tc.index); }
-        calls.set(tc.index, cur);
-      }
-    }
-    return { calls, order, finish };
-  }
-
-  function assertBoth(calls) {
-    assert.equal(calls.size, 2, JSON.stringify([...calls]));
-    assert.equal(calls.get(0).name, 'get_weather');
-    assert.equal(calls.get(1).name, 'get_time');
-    assert.deepEqual(JSON.parse(calls.get(0).args), ARGS1);
-    assert.deepEqual(JSON.parse(calls.get(1).args), ARGS2);
-    assert.ok(calls.get(0).id && calls.get(1).id && calls.get(0).id !== calls.get(1).id);
-  }
+  const oaStream = async (model) => streamedCalls(
+    await oai().chat.completions.create({ model, messages, tools: oaTools, stream: true, max_tokens: 100 }));
 
   test('openai SDK, openai-format upstream: both calls, relayed as the provider interleaved them', T, async () => {
     const { calls, order, finish } = await oaStream(`mock/mock-gpt#${F}`);
-    assertBoth(calls);
+    assertBothCalls(calls);
     assert.equal(finish, 'tool_calls');
     // Same wire: the deltas reach the client as sent, index 0 again after 1.
     assert.ok(order.indexOf(0, order.indexOf(1)) > 0, `argument deltas by index: ${order}`);
     const r = await oai().chat.completions.create({ model: `mock/mock-gpt#${F}`, messages, tools: oaTools });
     const tcs = r.choices[0].message.tool_calls;
-    assertBoth(new Map(tcs.map((t, i) => [i, { id: t.id, name: t.function.name, args: t.function.arguments }])));
+    assertBothCalls(new Map(tcs.map((t, i) => [i, { id: t.id, name: t.function.name, args: t.function.arguments }])));
     assert.equal(r.choices[0].finish_reason, 'tool_calls');
   });
 
   test('openai SDK, responses-format upstream: both calls in order', T, async () => {
     const { calls, order, finish } = await oaStream(`resp/mock-gpt#${F}`);
-    assertBoth(calls);
+    assertBothCalls(calls);
     assert.equal(finish, 'tool_calls');
     // Translated: one call after the other.
     assert.deepEqual(order, [...order].sort(), `argument deltas by index: ${order}`);

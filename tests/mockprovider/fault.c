@@ -522,6 +522,7 @@ const char *mock_pick_tools(struct mock_call *c, json_t *tools, const char *name
             continue;
         struct mock_tool *t = &c->tools[c->ntools];
         t->name = name;
+        t->sent = 0;
         t->args = mock_tool_args(c->pool, schema, &t->args_len);
         if (t->args == NULL)
             return "mock: out of memory";

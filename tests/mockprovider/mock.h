@@ -181,7 +181,7 @@ struct mock_tool {
     const char *name; /* jansson memory, alive as long as the call */
     const char *args; /* compact ASCII JSON, pool memory */
     size_t args_len;
-    size_t sent; /* interleave: argument bytes streamed so far */
+    size_t sent; /* argument bytes streamed so far */
 };
 
 struct mock_call;

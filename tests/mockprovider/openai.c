@@ -211,6 +211,25 @@ static int chunk_close(struct gw_buf *out, const char *finish)
     return gw_buf_printf(out, "},\"logprobs\":null,\"finish_reason\":\"%s\"}]}\n\n", finish);
 }
 
+/* The next piece (at most MOCK_ARG_PIECE bytes) of call i's arguments. */
+static int args_piece(struct mock_call *c, struct gw_buf *out, int i)
+{
+    struct mock_tool *t = &c->tools[i];
+    size_t n = t->args_len - t->sent;
+    if (n > MOCK_ARG_PIECE)
+        n = MOCK_ARG_PIECE;
+    int rc = chunk_open(c, out);
+    rc |= gw_buf_printf(out,
+                        "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
+                        "\"function\":{\"arguments\":",
+                        i);
+    rc |= gw_json_escape(out, t->args + t->sent, n);
+    rc |= gw_buf_appends(out, "}}]");
+    rc |= chunk_close(out, NULL);
+    t->sent += n;
+    return rc;
+}
+
 static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
 {
     int rc = 0;
@@ -267,45 +286,22 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
             break;
         }
         case P_CONTENT:
-            if (c->ntools > 0 && c->f.interleave) {
-                int i = mock_next_interleaved(c);
-                if (i < 0) {
+            if (c->ntools > 0) {
+                /* The open call's next piece; interleave: the next call's
+                 * in turn. */
+                int i = c->f.interleave ? mock_next_interleaved(c) : c->idx;
+                if (i < 0) { /* interleave: every call's arguments sent */
                     c->phase = P_FINISH;
                     continue;
                 }
-                struct mock_tool *t = &c->tools[i];
-                size_t n = t->args_len - t->sent;
-                if (n > MOCK_ARG_PIECE)
-                    n = MOCK_ARG_PIECE;
-                rc |= chunk_open(c, out);
-                rc |= gw_buf_printf(out,
-                                    "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
-                                    "\"function\":{\"arguments\":",
-                                    i);
-                rc |= gw_json_escape(out, t->args + t->sent, n);
-                rc |= gw_buf_appends(out, "}}]");
-                rc |= chunk_close(out, NULL);
-                t->sent += n;
-                c->idx = (i + 1) % c->ntools;
-            } else if (c->ntools > 0) {
-                const struct mock_tool *t = &c->tools[c->idx];
-                if (c->off >= t->args_len) {
+                if (c->tools[i].sent >= c->tools[i].args_len) {
                     c->idx++;
                     c->phase = c->idx < c->ntools ? P_TOOL_HEAD : P_FINISH;
                     continue;
                 }
-                size_t n = t->args_len - c->off;
-                if (n > MOCK_ARG_PIECE)
-                    n = MOCK_ARG_PIECE;
-                rc |= chunk_open(c, out);
-                rc |= gw_buf_printf(out,
-                                    "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,"
-                                    "\"function\":{\"arguments\":",
-                                    c->idx);
-                rc |= gw_json_escape(out, t->args + c->off, n);
-                rc |= gw_buf_appends(out, "}}]");
-                rc |= chunk_close(out, NULL);
-                c->off += n;
+                rc |= args_piece(c, out, i);
+                if (c->f.interleave)
+                    c->idx = (i + 1) % c->ntools;
             } else {
                 if (c->off >= (size_t)c->ntext) {
                     c->phase = P_FINISH;
