@@ -59,6 +59,17 @@ function assertBothCalls(calls) {
   assert.ok(calls.get(0).id && calls.get(1).id && calls.get(0).id !== calls.get(1).id);
 }
 
+// The same two calls as an Anthropic message's tool_use blocks, in order.
+function assertBothUses(content) {
+  const uses = content.filter((b) => b.type === 'tool_use');
+  assert.equal(uses.length, 2, JSON.stringify(content));
+  assert.equal(uses[0].name, 'get_weather');
+  assert.deepEqual(uses[0].input, ARGS1);
+  assert.equal(uses[1].name, 'get_time');
+  assert.deepEqual(uses[1].input, ARGS2);
+  assert.ok(uses[0].id !== uses[1].id);
+}
+
 const start = () => h.startGateway({ mock, extraProviders: h.driverProviders(mock) });
 const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
 const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
@@ -241,13 +252,7 @@ for (const up of UPSTREAMS) {
       let deltas = 0;
       s.on('inputJson', () => { deltas++; });
       const fin = await s.finalMessage();
-      const uses = fin.content.filter((b) => b.type === 'tool_use');
-      assert.equal(uses.length, 2, JSON.stringify(fin.content));
-      assert.equal(uses[0].name, 'get_weather');
-      assert.deepEqual(uses[0].input, ARGS1);
-      assert.equal(uses[1].name, 'get_time');
-      assert.deepEqual(uses[1].input, ARGS2);
-      assert.ok(uses[0].id !== uses[1].id);
+      assertBothUses(fin.content);
       assert.ok(deltas > 2, `input_json deltas: ${deltas}`);
       assert.equal(fin.stop_reason, 'tool_use');
     });
@@ -389,17 +394,10 @@ describe('interleaved parallel tool calls', () => {
         }
       });
       const fin = await s.finalMessage();
-      const uses = fin.content.filter((b) => b.type === 'tool_use');
-      assert.equal(uses.length, 2, JSON.stringify(fin.content));
-      assert.equal(uses[0].name, 'get_weather');
-      assert.deepEqual(uses[0].input, ARGS1);
-      assert.equal(uses[1].name, 'get_time');
-      assert.deepEqual(uses[1].input, ARGS2);
-      assert.ok(uses[0].id !== uses[1].id);
+      assertBothUses(fin.content);
       assert.equal(fin.stop_reason, 'tool_use');
       const r = await ant().messages.create({ model, messages, tools: antTools, max_tokens: 100 });
-      const whole = r.content.filter((b) => b.type === 'tool_use');
-      assert.deepEqual(whole.map((u) => [u.name, u.input]), [['get_weather', ARGS1], ['get_time', ARGS2]]);
+      assertBothUses(r.content);
     });
   }
 });
