@@ -275,7 +275,6 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
             rc |= gw_json_escape(out, t->name, strlen(t->name));
             rc |= gw_buf_appends(out, ",\"arguments\":\"\"}}]");
             rc |= chunk_close(out, NULL);
-            c->off = 0;
             c->phase = P_CONTENT;
             /* interleave: every call starts, then their arguments alternate */
             if (c->f.interleave && ++c->idx < c->ntools)

@@ -486,7 +486,6 @@ static enum mock_frame responses_frame(struct mock_call *c, struct gw_buf *out)
             rc |= gw_buf_printf(out, ",\"output_index\":%d,\"item\":", out_index(c, c->idx));
             rc |= append_call_item(out, c, c->idx, c->phase == R_FC_DONE);
             rc |= event_close(out);
-            c->off = 0;
             if (c->f.interleave) {
                 /* Every item is added, then the arguments alternate; an
                  * item is done as its arguments end. */
@@ -502,41 +501,30 @@ static enum mock_frame responses_frame(struct mock_call *c, struct gw_buf *out)
             }
             break;
         case R_FC_DELTA: {
-            if (c->f.interleave) {
-                int i = mock_next_interleaved(c);
-                struct mock_tool *t = &c->tools[i]; /* R_FC_DELTA only while one has bytes */
-                size_t len = t->args_len - t->sent;
-                if (len > MOCK_ARG_PIECE)
-                    len = MOCK_ARG_PIECE;
-                rc |= event_open(c, out, "response.function_call_arguments.delta");
-                rc |= gw_buf_printf(
-                    out, ",\"item_id\":\"fc_mock_%llu_%d\",\"output_index\":%d,\"delta\":", n, i,
-                    out_index(c, i));
-                rc |= gw_json_escape(out, t->args + t->sent, len);
-                rc |= event_close(out);
-                t->sent += len;
-                /* its last piece: its arguments' done and item done follow */
-                c->idx = t->sent == t->args_len ? i : (i + 1) % c->ntools;
-                if (t->sent == t->args_len)
-                    c->phase = R_FC_ARGS_DONE;
-                kind = MOCK_FRAME_CONTENT;
-                break;
-            }
-            const struct mock_tool *t = &c->tools[c->idx];
-            if (c->off >= t->args_len) {
+            /* The open call's next piece; interleave: the next call's in
+             * turn (R_FC_DELTA only while one has bytes left). */
+            int i = c->f.interleave ? mock_next_interleaved(c) : c->idx;
+            struct mock_tool *t = &c->tools[i];
+            if (t->sent >= t->args_len) {
                 c->phase = R_FC_ARGS_DONE;
                 continue;
             }
-            size_t len = t->args_len - c->off;
+            size_t len = t->args_len - t->sent;
             if (len > MOCK_ARG_PIECE)
                 len = MOCK_ARG_PIECE;
             rc |= event_open(c, out, "response.function_call_arguments.delta");
             rc |= gw_buf_printf(
-                out, ",\"item_id\":\"fc_mock_%llu_%d\",\"output_index\":%d,\"delta\":", n, c->idx,
-                out_index(c, c->idx));
-            rc |= gw_json_escape(out, t->args + c->off, len);
+                out, ",\"item_id\":\"fc_mock_%llu_%d\",\"output_index\":%d,\"delta\":", n, i,
+                out_index(c, i));
+            rc |= gw_json_escape(out, t->args + t->sent, len);
             rc |= event_close(out);
-            c->off += len;
+            t->sent += len;
+            if (c->f.interleave) {
+                /* its last piece: its arguments' done and item done follow */
+                c->idx = t->sent == t->args_len ? i : (i + 1) % c->ntools;
+                if (t->sent == t->args_len)
+                    c->phase = R_FC_ARGS_DONE;
+            }
             kind = MOCK_FRAME_CONTENT;
             break;
         }
