@@ -183,44 +183,15 @@ static int in_list(const char *const *list, size_t n, const char *s)
     return 0;
 }
 
-/* One principal's allowlists: a key's or its team's (NULL lists: any). */
+/* One principal's allowlists: a key's, its team's or its project's. */
 struct allow {
-    const char *kind; /* "key", "team": for the skip's detail */
+    const char *kind; /* "key", "team", "project": for the skip's detail */
     const char *name;
-    const char *const *routes;
-    size_t nroutes;
-    const char *const *providers;
-    size_t nproviders;
-    const char *const *models;
-    size_t nmodels;
+    const struct dp_allowlists *l;
 };
 
-static struct allow key_allow(const struct dp_key *k)
-{
-    return (struct allow){"key",
-                          k->id,
-                          k->allow_routes,
-                          k->nallow_routes,
-                          k->allow_providers,
-                          k->nallow_providers,
-                          k->allow_models,
-                          k->nallow_models};
-}
-
-static struct allow team_allow(const struct dp_team *t)
-{
-    return (struct allow){"team",
-                          t->name,
-                          t->allow_routes,
-                          t->nallow_routes,
-                          t->allow_providers,
-                          t->nallow_providers,
-                          t->allow_models,
-                          t->nallow_models};
-}
-
 /* allow_models holds "provider/model" or a bare model id. */
-static int model_allowed(const struct allow *a, const char *provider, const char *model)
+static int model_allowed(const struct dp_allowlists *a, const char *provider, const char *model)
 {
     size_t pl = strlen(provider);
     for (size_t i = 0; i < a->nmodels; i++) {
@@ -236,7 +207,7 @@ static int model_allowed(const struct allow *a, const char *provider, const char
  * reading of the allowlists). */
 enum refusal { ALLOWED, NOT_ROUTE, NOT_DIRECT, NOT_PROVIDER, NOT_MODEL };
 
-static enum refusal refusal_by(const struct allow *a, const struct dp_route *route,
+static enum refusal refusal_by(const struct dp_allowlists *a, const struct dp_route *route,
                                const char *provider, const char *model)
 {
     if (route && a->routes && !in_list(a->routes, a->nroutes, route->name))
@@ -250,19 +221,28 @@ static enum refusal refusal_by(const struct allow *a, const struct dp_route *rou
     return ALLOWED;
 }
 
-/* The key's lists, then its team's: a target must pass both (the
- * intersection). *who gets the principal that refused. */
+/* The key's lists, then its team's, then its project's: a target must pass
+ * all three (the intersection). *who gets the principal that refused. */
 static enum refusal refusal_of(const struct dp_key *k, const struct dp_route *route,
                                const char *provider, const char *model, struct allow *who)
 {
     if (!k)
         return ALLOWED;
-    *who = key_allow(k);
-    enum refusal r = refusal_by(who, route, provider, model);
-    if (r != ALLOWED || !k->team_ref)
-        return r;
-    *who = team_allow(k->team_ref);
-    return refusal_by(who, route, provider, model);
+    const struct allow principals[] = {
+        {"key", k->id, &k->allow},
+        {"team", k->team_ref ? k->team_ref->name : NULL, k->team_ref ? &k->team_ref->allow : NULL},
+        {"project", k->project_ref ? k->project_ref->name : NULL,
+         k->project_ref ? &k->project_ref->allow : NULL},
+    };
+    for (size_t i = 0; i < sizeof(principals) / sizeof(principals[0]); i++) {
+        if (!principals[i].l)
+            continue;
+        *who = principals[i];
+        enum refusal r = refusal_by(principals[i].l, route, provider, model);
+        if (r != ALLOWED)
+            return r;
+    }
+    return ALLOWED;
 }
 
 int dp_router_allows(const struct dp_key *k, const struct dp_route *route,

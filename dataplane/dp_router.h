@@ -24,8 +24,9 @@
  * without spaces. When the part before the first '/' is no provider, the
  * whole selector is tried as a bare model id ("meta-llama/Llama-3.3-70B").
  *
- * Allowlists (a key's, and its team's: a target must pass both, so the
- * lists intersect; NULL lists allow anything, an empty list nothing):
+ * Allowlists (a key's, its team's and its project's: a target must pass
+ * all three, so the lists intersect; NULL lists allow anything, an empty
+ * list nothing):
  *   - allow_routes restricts route selectors (name, alias or role) to the
  *     routes it names (by route name). A key with allow_routes but neither
  *     allow_providers nor allow_models may not use exact or bare-model
@@ -34,9 +35,9 @@
  *   - allow_providers must hold the target's provider name;
  *   - allow_models must hold "provider/model" or the bare model id.
  * All that apply must pass, for route entries as for exact targets, and
- * for the key and its team each. When nothing survives, the plan fails
- * closed (DP_NOROUTE_NONE_ALLOWED), and each skip names the key or team
- * whose list refused it.
+ * for the key, its team and its project each. When nothing survives, the
+ * plan fails closed (DP_NOROUTE_NONE_ALLOWED), and each skip names the key,
+ * team or project whose list refused it.
  *
  * Strategies (ties always keep the written order):
  *   - ordered: as written.

@@ -1,6 +1,6 @@
 /*
  * dp_snapshot's build: a document into a snapshot, section by section
- * (providers, routes, catalog, teams, limits, keys), each checked against
+ * (providers, routes, catalog, teams, projects, limits, keys), each checked against
  * what came before it. The field readers are dp_snapshot_fields.c; the
  * lookups and the published snapshot, dp_snapshot_lookup.c.
  */
@@ -383,6 +383,15 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
     }
 }
 
+/* allow_routes, allow_providers and allow_models of a key, team or project. */
+static void build_allowlists(struct build *b, const json_t *o, const char *where,
+                             struct dp_allowlists *a)
+{
+    dps_opt_str_list(b, o, "allow_routes", where, &a->routes, &a->nroutes);
+    dps_opt_str_list(b, o, "allow_providers", where, &a->providers, &a->nproviders);
+    dps_opt_str_list(b, o, "allow_models", where, &a->models, &a->nmodels);
+}
+
 static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t i)
 {
     char where[48];
@@ -404,9 +413,7 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t
         return;
     }
     memcpy(k->hash, h, 65);
-    dps_opt_str_list(b, o, "allow_routes", where, &k->allow_routes, &k->nallow_routes);
-    dps_opt_str_list(b, o, "allow_providers", where, &k->allow_providers, &k->nallow_providers);
-    dps_opt_str_list(b, o, "allow_models", where, &k->allow_models, &k->nallow_models);
+    build_allowlists(b, o, where, &k->allow);
 }
 
 static void build_team(struct build *b, const struct dp_snapshot *s, struct dp_team *t,
@@ -421,15 +428,63 @@ static void build_team(struct build *b, const struct dp_snapshot *s, struct dp_t
     t->name = dps_req_str(b, o, "name", where);
     if (b->failed)
         return;
-    for (size_t k = 0; k < i; k++)
-        if (strcmp(s->teams[k].name, t->name) == 0) {
-            dps_fail(b, "%s.name: duplicate team '%s' (also teams[%zu])", where, t->name, k);
-            return;
-        }
-    dps_opt_str_list(b, o, "allow_routes", where, &t->allow_routes, &t->nallow_routes);
-    dps_opt_str_list(b, o, "allow_providers", where, &t->allow_providers, &t->nallow_providers);
-    dps_opt_str_list(b, o, "allow_models", where, &t->allow_models, &t->nallow_models);
+    const struct dp_team *dup = dp_snapshot_team(s, t->name); /* the ones before this */
+    if (dup) {
+        dps_fail(b, "%s.name: duplicate team '%s' (also teams[%zu])", where, t->name,
+                 (size_t)(dup - s->teams));
+        return;
+    }
+    build_allowlists(b, o, where, &t->allow);
     t->require_budget = dps_opt_bool(b, o, "require_budget", where, 0);
+}
+
+static void build_project(struct build *b, const struct dp_snapshot *s, struct dp_project *p,
+                          const json_t *o, size_t i)
+{
+    char where[48];
+    snprintf(where, sizeof(where), "projects[%zu]", i);
+    if (!json_is_object(o)) {
+        dps_fail(b, "%s: must be an object", where);
+        return;
+    }
+    p->name = dps_req_str(b, o, "name", where);
+    p->team = dps_opt_str(b, o, "team", where, NULL);
+    if (b->failed)
+        return;
+    const struct dp_project *dup = dp_snapshot_project(s, p->name);
+    if (dup) {
+        dps_fail(b, "%s.name: duplicate project '%s' (also projects[%zu])", where, p->name,
+                 (size_t)(dup - s->projects));
+        return;
+    }
+    if (p->team && s->teams && !dp_snapshot_team(s, p->team)) {
+        dps_fail(b, "%s.team: no team named '%s' in teams", where, p->team);
+        return;
+    }
+    build_allowlists(b, o, where, &p->allow);
+}
+
+/* A key's team and project resolved against the teams and projects lists,
+ * when the snapshot has them: a key naming one the list lacks would have
+ * its allowlists and budget rule silently skipped. */
+static void resolve_key(struct build *b, const struct dp_snapshot *s, struct dp_key *k, size_t i,
+                        int have_teams, int have_projects)
+{
+    if (k->team && have_teams && !(k->team_ref = dp_snapshot_team(s, k->team))) {
+        dps_fail(b, "keys[%zu].team: no team named '%s' in teams", i, k->team);
+        return;
+    }
+    if (!k->project || !have_projects)
+        return;
+    if (!(k->project_ref = dp_snapshot_project(s, k->project))) {
+        dps_fail(b, "keys[%zu].project: no project named '%s' in projects", i, k->project);
+        return;
+    }
+    const char *owner = k->project_ref->team;
+    if (owner && (!k->team || strcmp(owner, k->team) != 0))
+        dps_fail(b, "keys[%zu].project: '%s' belongs to team '%s', the key to %s%s%s", i,
+                 k->project, owner, k->team ? "'" : "", k->team ? k->team : "none",
+                 k->team ? "'" : "");
 }
 
 static const char *const scope_names[] = {
@@ -562,6 +617,7 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
     const json_t *keys = req_array(&b, root, "keys", 0);
     const json_t *catalog = req_array(&b, root, "catalog", 0);
     const json_t *teams = req_array(&b, root, "teams", 0);
+    const json_t *projects = req_array(&b, root, "projects", 0);
     const json_t *limits = req_array(&b, root, "limits", 0);
     if (b.failed)
         goto bad;
@@ -607,6 +663,14 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
             s->nteams = i + 1;
         }
     }
+    if (projects) {
+        s->projects =
+            gw_pool_calloc(b.pool, (json_array_size(projects) + 1) * sizeof(*s->projects));
+        for (size_t i = 0; i < json_array_size(projects) && !b.failed; i++) {
+            build_project(&b, s, &s->projects[i], json_array_get(projects, i), i);
+            s->nprojects = i + 1;
+        }
+    }
     if (limits) {
         s->limits = gw_pool_calloc(b.pool, (json_array_size(limits) + 1) * sizeof(*s->limits));
         for (size_t i = 0; i < json_array_size(limits) && !b.failed; i++) {
@@ -620,10 +684,8 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
             struct dp_key *k = &s->keys[i];
             build_key(&b, k, json_array_get(keys, i), i);
             s->nkeys = i + 1;
-            /* With a teams list, a key's team must be in it: its allowlists
-             * and budget rule would otherwise be silently skipped. */
-            if (!b.failed && k->team && teams && !(k->team_ref = dp_snapshot_team(s, k->team)))
-                dps_fail(&b, "keys[%zu].team: no team named '%s' in teams", i, k->team);
+            if (!b.failed)
+                resolve_key(&b, s, k, i, teams != NULL, projects != NULL);
         }
     }
     if (!b.failed)

@@ -85,17 +85,32 @@ struct dp_catalog_entry {
     long long max_output_tokens; /* the most one answer may hold; 0 unknown */
 };
 
-/* A team: the allowlists every key of the team is intersected with (NULL
- * means any, as for a key), and whether its keys need a budget. */
+/* One principal's allowlists (a key's, a team's or a project's); a NULL
+ * list means any, an empty one nothing. A target must pass the lists of the
+ * key, of its team and of its project (dp_router.h). */
+struct dp_allowlists {
+    const char **routes;
+    size_t nroutes;
+    const char **providers;
+    size_t nproviders;
+    const char **models; /* "provider/model" or a bare model id */
+    size_t nmodels;
+};
+
+/* A team: the allowlists every key of the team is intersected with, and
+ * whether its keys need a budget. */
 struct dp_team {
     const char *name;
-    const char **allow_routes;
-    size_t nallow_routes;
-    const char **allow_providers;
-    size_t nallow_providers;
-    const char **allow_models;
-    size_t nallow_models;
+    struct dp_allowlists allow;
     int require_budget; /* a key with no cost limit applying is refused */
+};
+
+/* A project (of a team): the allowlists every key of the project is
+ * intersected with. */
+struct dp_project {
+    const char *name;
+    const char *team; /* or NULL (a file snapshot may leave it out) */
+    struct dp_allowlists allow;
 };
 
 /* A budget or rate limit (docs/budgets.md): amount of metric per UTC
@@ -122,15 +137,10 @@ struct dp_key {
     const char *status;    /* "active", "disabled", ... */
     int64_t expires_at_ms; /* Unix ms after which it is refused; 0: never */
     const char *team;
-    const struct dp_team *team_ref; /* the team's entry in teams[], or NULL */
-    const char *project;            /* or NULL */
-    /* Allowlists; NULL means any. */
-    const char **allow_routes;
-    size_t nallow_routes;
-    const char **allow_providers;
-    size_t nallow_providers;
-    const char **allow_models; /* "provider/model" or a bare model id */
-    size_t nallow_models;
+    const struct dp_team *team_ref;       /* the team's entry in teams[], or NULL */
+    const char *project;                  /* or NULL */
+    const struct dp_project *project_ref; /* the project's entry in projects[], or NULL */
+    struct dp_allowlists allow;
 };
 
 struct dp_snapshot {
@@ -146,6 +156,8 @@ struct dp_snapshot {
     size_t ncatalog;
     struct dp_team *teams;
     size_t nteams;
+    struct dp_project *projects;
+    size_t nprojects;
     struct dp_limit *limits;
     size_t nlimits;
     struct gw_pool *pool; /* owns everything above */
@@ -199,6 +211,8 @@ const char *dp_snapshot_cap_name(unsigned bit);
 
 /* The team named name, or NULL. */
 const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *name);
+/* The project named name, or NULL. */
+const struct dp_project *dp_snapshot_project(const struct dp_snapshot *s, const char *name);
 
 /* Names of the limit enums as the snapshot (and the admin API) spell them. */
 const char *dp_limit_scope_name(enum dp_limit_scope k);

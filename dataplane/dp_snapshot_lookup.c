@@ -125,6 +125,14 @@ const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *
     return NULL;
 }
 
+const struct dp_project *dp_snapshot_project(const struct dp_snapshot *s, const char *name)
+{
+    for (size_t i = 0; i < s->nprojects; i++)
+        if (strcmp(s->projects[i].name, name) == 0)
+            return &s->projects[i];
+    return NULL;
+}
+
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,
                                           size_t len)
 {

@@ -16,6 +16,15 @@ extern const struct cp_resource cp_res_catalog;
 extern const struct cp_resource cp_res_limits;
 extern const struct cp_resource cp_res_projects;
 
+/* The allowlists a key, a team and a project each carry (docs/router.md):
+ * null allows anything, [] nothing; a target must pass all three. */
+#define CP_RES_ALLOWLIST_FIELDS                                                                    \
+    {.name = "allow_routes", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},                        \
+        {.name = "allow_providers", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},                 \
+    {                                                                                              \
+        .name = "allow_models", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE                       \
+    }
+
 /* 0 when table has a row whose name is v (a string, or JSON null: no
  * reference); else a 400 dangling_reference naming field (or a 503). */
 int cp_res_check_ref(struct cp_call *c, const char *table, const char *what, const char *field,

@@ -166,9 +166,7 @@ static const struct cp_field key_fields[] = {
      .type = CP_T_STRING,
      .flags = CP_F_NULLABLE | CP_F_NAME,
      .check = check_project},
-    {.name = "allow_routes", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
-    {.name = "allow_providers", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
-    {.name = "allow_models", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
+    CP_RES_ALLOWLIST_FIELDS,
 };
 
 const struct cp_resource cp_res_keys = {

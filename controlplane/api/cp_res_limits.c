@@ -165,6 +165,7 @@ static const struct cp_field project_fields[] = {
      .flags = CP_F_REQUIRED | CP_F_NAME,
      .check = check_project_team},
     {.name = "description", .type = CP_T_STRING, .def = "\"\"", .max = 1024},
+    CP_RES_ALLOWLIST_FIELDS,
 };
 
 const struct cp_resource cp_res_projects = {

@@ -189,9 +189,7 @@ static const struct cp_resource providers = {
 static const struct cp_field team_fields[] = {
     {.name = "name", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
     {.name = "description", .type = CP_T_STRING, .def = "\"\"", .max = 1024},
-    {.name = "allow_routes", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
-    {.name = "allow_providers", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
-    {.name = "allow_models", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE},
+    CP_RES_ALLOWLIST_FIELDS,
     {.name = "require_budget", .type = CP_T_BOOL, .def = "false"},
 };
 

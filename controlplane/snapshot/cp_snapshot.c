@@ -507,6 +507,12 @@ static const char SQL_TEAMS[] =
     "SELECT json_build_object('name', name, 'allow_routes', allow_routes, 'allow_providers', "
     "allow_providers, 'allow_models', allow_models, 'require_budget', require_budget)::text "
     "FROM teams ORDER BY name";
+/* Projects carry allowlists too: a key's target must pass its own, its
+ * team's and its project's. */
+static const char SQL_PROJECTS[] =
+    "SELECT json_build_object('name', name, 'team', team, 'allow_routes', allow_routes, "
+    "'allow_providers', allow_providers, 'allow_models', allow_models)::text FROM projects "
+    "ORDER BY name";
 /* Enabled limits only: a disabled one does not exist for the data plane. */
 static const char SQL_LIMITS[] =
     "SELECT json_build_object('id', id, 'scope_kind', scope_kind, 'scope', scope, 'metric', "
@@ -594,7 +600,8 @@ static void build(struct cp_snapshot *b)
     }
     int64_t t0 = gw_now_us();
     struct cp_db_err dberr;
-    PGresult *res[8] = {0};
+    enum { NQUERIES = 9 };
+    PGresult *res[NQUERIES] = {0};
     json_t *doc = NULL;
     json_t *unresolved = json_array(), *skipped = json_array();
     struct secret_row *secrets = NULL;
@@ -602,17 +609,19 @@ static void build(struct cp_snapshot *b)
     const char *step = "BEGIN";
     if (cp_db_cmd(b->db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, &dberr))
         goto dbfail;
-    static const char *const sql[8] = {"SELECT version FROM config_state WHERE id = 1",
-                                       SQL_PROVIDERS,
-                                       SQL_SECRETS,
-                                       SQL_ROUTES,
-                                       SQL_KEYS,
-                                       SQL_CATALOG,
-                                       SQL_TEAMS,
-                                       SQL_LIMITS};
-    static const char *const steps[8] = {"config_state", "providers",     "secrets", "routes",
-                                         "api_keys",     "model_catalog", "teams",   "limits"};
-    for (int i = 0; i < 8; i++) {
+    static const char *const sql[NQUERIES] = {"SELECT version FROM config_state WHERE id = 1",
+                                              SQL_PROVIDERS,
+                                              SQL_SECRETS,
+                                              SQL_ROUTES,
+                                              SQL_KEYS,
+                                              SQL_CATALOG,
+                                              SQL_TEAMS,
+                                              SQL_LIMITS,
+                                              SQL_PROJECTS};
+    static const char *const steps[NQUERIES] = {"config_state", "providers", "secrets",
+                                                "routes",       "api_keys",  "model_catalog",
+                                                "teams",        "limits",    "projects"};
+    for (int i = 0; i < NQUERIES; i++) {
         step = steps[i];
         res[i] = cp_db_exec(b->db, NULL, sql[i], 0, NULL, &dberr);
         if (!res[i])
@@ -635,8 +644,8 @@ static void build(struct cp_snapshot *b)
         goto fail;
     }
     int64_t version = strtoll(vs, NULL, 10);
-    doc = json_pack("{s:I,s:[],s:[],s:[],s:[],s:[],s:[]}", "version", (json_int_t)version,
-                    "providers", "routes", "keys", "catalog", "teams", "limits");
+    doc = json_pack("{s:I,s:[],s:[],s:[],s:[],s:[],s:[],s:[]}", "version", (json_int_t)version,
+                    "providers", "routes", "keys", "catalog", "teams", "limits", "projects");
     if (!doc || !unresolved || !skipped) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
@@ -645,7 +654,8 @@ static void build(struct cp_snapshot *b)
         append_rows(json_object_get(doc, "keys"), res[4], 0, err, sizeof(err)) ||
         append_rows(json_object_get(doc, "catalog"), res[5], 0, err, sizeof(err)) ||
         append_rows(json_object_get(doc, "teams"), res[6], 0, err, sizeof(err)) ||
-        append_rows(json_object_get(doc, "limits"), res[7], 0, err, sizeof(err)))
+        append_rows(json_object_get(doc, "limits"), res[7], 0, err, sizeof(err)) ||
+        append_rows(json_object_get(doc, "projects"), res[8], 0, err, sizeof(err)))
         goto fail;
     /* Routes without entries are left out (the data plane needs one); the
      * status lists them. */
@@ -783,7 +793,7 @@ out:
     json_decref(skipped);
     free(secrets);
     cache_sweep(b);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < NQUERIES; i++)
         PQclear(res[i]);
 }
 

@@ -460,6 +460,12 @@ static const char m7_lease_settlement[] =
     "  FOR EACH STATEMENT EXECUTE FUNCTION llmgw_ledger_charges();\n";
 #undef BIGMAX
 
+/* Projects carry allowlists like teams (null: any, []: nothing); a key's
+ * target must pass its own, its team's and its project's. */
+static const char m8_project_allowlists[] = "ALTER TABLE projects ADD COLUMN allow_routes text[],\n"
+                                            "  ADD COLUMN allow_providers text[],\n"
+                                            "  ADD COLUMN allow_models text[];\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -468,6 +474,7 @@ const struct cp_migration cp_migrations[] = {
     {5, "limits, leases, team allowlists", m5_limits},
     {6, "ledger rejects", m6_ledger_rejects},
     {7, "lease settlement, statement-level charges", m7_lease_settlement},
+    {8, "project allowlists", m8_project_allowlists},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

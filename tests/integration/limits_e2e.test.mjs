@@ -307,6 +307,41 @@ describe('governance path', () => {
     assert.deepEqual(r.json.data, []);
   });
 
+  test('allowlists: a project narrows its keys and its team; editing it takes effect', T, async () => {
+    await cfg.api('POST', '/v1/admin/teams', { name: 'open-team' }, 201);
+    const made = await cfg.api('POST', '/v1/admin/projects', { name: 'proj-beta', team: 'open-team', allow_providers: ['beta'] }, 201);
+    assert.deepEqual(made.allow_providers, ['beta']);
+    assert.equal(made.allow_routes, null);
+    await key('k-pb', { team: 'open-team', project: 'proj-beta' });
+    await key('k-pb-alpha', { team: 'open-team', project: 'proj-beta', allow_providers: ['alpha'] });
+    await propagated();
+    let r = await chat(dps[0].port, 'k-pb', { model: 'both' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers['x-llmgw-provider'], 'beta');
+    r = await chat(dps[1].port, 'k-pb', { model: 'alpha/mock-gpt' });
+    assert.equal(r.status, 403, r.text);
+    assert.match(r.json.error.candidates[0].detail, /project 'proj-beta' may not use provider 'alpha'/);
+    // Key alpha, project beta: the intersection is empty.
+    r = await chat(dps[0].port, 'k-pb-alpha', { model: 'both' });
+    assert.equal(r.status, 403, r.text);
+    assert.equal(r.json.error.code, 'model_not_allowed');
+    r = await h.request(dps[0].port, { method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${keys['k-pb']}` } });
+    const ids = r.json.data.map((m) => m.id);
+    assert.ok(ids.includes('beta/mock-gpt') && !ids.includes('alpha/mock-gpt') && !ids.includes('fast'), ids.join());
+    // A bad list is a 400 naming the field; nothing changes.
+    const bad = await cfg.api('PATCH', '/v1/admin/projects/proj-beta', { allow_models: ['ok', ''] }, 400);
+    assert.match(JSON.stringify(bad), /allow_models/);
+    // Routes only: the project's keys keep to its routes.
+    await cfg.api('PATCH', '/v1/admin/projects/proj-beta', { allow_providers: null, allow_routes: ['fast'] }, 200);
+    await propagated();
+    r = await chat(dps[1].port, 'k-pb', { model: 'fast' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers['x-llmgw-provider'], 'alpha');
+    r = await chat(dps[1].port, 'k-pb', { model: 'beta/mock-gpt' });
+    assert.equal(r.status, 403, r.text);
+    assert.match(r.json.error.candidates[0].detail, /project 'proj-beta' is limited to its routes/);
+  });
+
   test('a request refused before the quota step consumes no quota', T, async () => {
     await key('k-count', { allow_routes: ['fast'] });
     await limit({ id: 'count-3', scope_kind: 'key', scope: 'k-count', metric: 'requests', period: 'day', amount: 3 });

@@ -1178,6 +1178,22 @@ static void test_snapshot_validation(void)
          "'hash':'0000000000000000000000000000000000000000000000000000000000000000',"
          "'team':'b'}]}",
          "keys[0].team: no team named 'b' in teams"},
+        {"{'version':1,'providers':[],'routes':[],'projects':[{'name':'p'},{'name':'p'}]}",
+         "projects[1].name: duplicate project 'p' (also projects[0])"},
+        {"{'version':1,'providers':[],'routes':[],'projects':[{'name':'p','allow_routes':'r'}]}",
+         "projects[0].allow_routes: must be an array of non-empty strings"},
+        {"{'version':1,'providers':[],'routes':[],'teams':[{'name':'a'}],"
+         "'projects':[{'name':'p','team':'b'}]}",
+         "projects[0].team: no team named 'b' in teams"},
+        {"{'version':1,'providers':[],'routes':[],'projects':[{'name':'p'}],'keys':[{'id':'k',"
+         "'hash':'0000000000000000000000000000000000000000000000000000000000000000',"
+         "'project':'q'}]}",
+         "keys[0].project: no project named 'q' in projects"},
+        {"{'version':1,'providers':[],'routes':[],'teams':[{'name':'a'},{'name':'b'}],"
+         "'projects':[{'name':'p','team':'a'}],'keys':[{'id':'k',"
+         "'hash':'0000000000000000000000000000000000000000000000000000000000000000',"
+         "'team':'b','project':'p'}]}",
+         "keys[0].project: 'p' belongs to team 'a', the key to 'b'"},
         {"{'version':1,'providers':[],'routes':[],'keys':[{'id':'k','hash':"
          "'0000000000000000000000000000000000000000000000000000000000000000',"
          "'expires_at_ms':-1}]}",

@@ -955,6 +955,70 @@ static void test_team_allowlists(void)
     dp_snapshot_unref(s);
 }
 
+/* A project's allowlists intersect with its keys' and its team's: each of
+ * the three can be the one that refuses, and the skip names it. */
+static const char PROJECT_DOC[] =
+    "{'version':1,"
+    " 'providers':[{'name':'mock','driver':'openai','base_url':'http://m'},"
+    "  {'name':'alt','driver':'openai','base_url':'http://a'}],"
+    " 'routes':[{'name':'smart','entries':[{'provider':'mock','model':'gpt-x'},"
+    "   {'provider':'alt','model':'gpt-x'},{'provider':'alt','model':'mini'}]},"
+    "  {'name':'cheap','entries':[{'provider':'alt','model':'mini'}]}],"
+    " 'teams':[{'name':'t','allow_routes':['smart','cheap']},{'name':'u'}],"
+    " 'projects':[{'name':'p-alt','team':'t','allow_providers':['alt']},"
+    "  {'name':'p-smart','team':'u','allow_routes':['smart']},"
+    "  {'name':'p-none','allow_models':[]},{'name':'p-any','team':'t'}],"
+    " 'keys':["
+    "  {'id':'k-1','hash':" H ",'team':'t','project':'p-alt'},"
+    "  {'id':'k-2','hash':" H ",'team':'t','project':'p-alt','allow_models':['gpt-x']},"
+    "  {'id':'k-3','hash':" H ",'team':'u','project':'p-smart'},"
+    "  {'id':'k-4','hash':" H ",'project':'p-none'},"
+    "  {'id':'k-5','hash':" H ",'team':'t','project':'p-any','allow_providers':['mock']}]}";
+
+static void test_project_allowlists(void)
+{
+    struct dp_snapshot *s = build(PROJECT_DOC);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    struct dp_plan p;
+    /* The project narrows what the key and the team allow. */
+    struct dp_route_ctx c = {.key = key_in(s, "k-1")};
+    CU_ASSERT_PTR_EQUAL(c.key->project_ref, &s->projects[0]);
+    plan_in(s, "smart", &CHAT, &c, &p);
+    EXPECT_STR(cands(&p), "alt/gpt-x,alt/mini");
+    EXPECT_STR(skips(&p), "mock/gpt-x:not_allowed");
+    EXPECT_HAS(p.skips[0].detail, "project 'p-alt' may not use provider 'mock'");
+    CU_ASSERT(!dp_router_allows(c.key, route(s, "smart"), provider(s, "mock"), "gpt-x"));
+    CU_ASSERT(dp_router_allows(c.key, route(s, "smart"), provider(s, "alt"), "gpt-x"));
+    /* Key, team and project together: only alt/gpt-x passes all three. */
+    c.key = key_in(s, "k-2");
+    plan_in(s, "smart", &CHAT, &c, &p);
+    EXPECT_STR(cands(&p), "alt/gpt-x");
+    EXPECT_HAS(p.skips[0].detail, "project 'p-alt' may not use provider 'mock'");
+    EXPECT_HAS(p.skips[1].detail, "key 'k-2' may not use model 'mini'");
+    /* The team's routes still hold for a project that allows any route. */
+    c.key = key_in(s, "k-1");
+    plan_in(s, "alt/mini", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    EXPECT_HAS(p.skips[0].detail, "team 't' is limited to its routes");
+    /* A project's route list: its keys stay on its routes. */
+    c.key = key_in(s, "k-3");
+    plan_in(s, "cheap", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    EXPECT_HAS(p.skips[0].detail, "project 'p-smart' may not use route 'cheap'");
+    plan_in(s, "mock/gpt-x", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    EXPECT_HAS(p.skips[0].detail, "project 'p-smart' is limited to its routes");
+    /* An empty project list allows nothing, whatever the key allows. */
+    c.key = key_in(s, "k-4");
+    plan_in(s, "smart", &CHAT, &c, &p);
+    expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
+    /* A project without lists leaves the key's and the team's. */
+    c.key = key_in(s, "k-5");
+    plan_in(s, "smart", &CHAT, &c, &p);
+    EXPECT_STR(cands(&p), "mock/gpt-x");
+    dp_snapshot_unref(s);
+}
+
 /* ------------------------------------------------------- needs and names */
 
 static void test_needs_of(void)
@@ -1033,6 +1097,7 @@ static CU_TestInfo tests[] = {
     {"embeddings keep one model", test_embeddings},
     {"key allowlists", test_allowlists},
     {"team allowlists intersect with the key's", test_team_allowlists},
+    {"project allowlists intersect with the key's and the team's", test_project_allowlists},
     {"needs of a chat request", test_needs_of},
     {"skip and cause names", test_names},
     CU_TEST_INFO_NULL,

@@ -309,17 +309,17 @@ static void test_key_allowlists(void)
               err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     const struct dp_key *k = &s->keys[0];
-    CU_ASSERT_EQUAL(k->nallow_routes, 2);
-    CU_ASSERT_STRING_EQUAL(k->allow_routes[1], "s");
+    CU_ASSERT_EQUAL(k->allow.nroutes, 2);
+    CU_ASSERT_STRING_EQUAL(k->allow.routes[1], "s");
     /* An empty list allows nothing: it is not NULL. */
-    CU_ASSERT_PTR_NOT_NULL(k->allow_providers);
-    CU_ASSERT_EQUAL(k->nallow_providers, 0);
-    CU_ASSERT_EQUAL(k->nallow_models, 2);
-    CU_ASSERT_STRING_EQUAL(k->allow_models[0], "p/m");
+    CU_ASSERT_PTR_NOT_NULL(k->allow.providers);
+    CU_ASSERT_EQUAL(k->allow.nproviders, 0);
+    CU_ASSERT_EQUAL(k->allow.nmodels, 2);
+    CU_ASSERT_STRING_EQUAL(k->allow.models[0], "p/m");
     k = &s->keys[1];
-    CU_ASSERT_PTR_NULL(k->allow_routes);
-    CU_ASSERT_PTR_NULL(k->allow_providers);
-    CU_ASSERT_PTR_NULL(k->allow_models);
+    CU_ASSERT_PTR_NULL(k->allow.routes);
+    CU_ASSERT_PTR_NULL(k->allow.providers);
+    CU_ASSERT_PTR_NULL(k->allow.models);
     dp_snapshot_unref(s);
 }
 
