@@ -476,6 +476,46 @@ int gw_json_span_member(const char *s, size_t n, const char *key, const char **v
     return 1;
 }
 
+static int is_json_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+int gw_json_span_cut(const char *s, size_t n, const char *key, size_t *at, size_t *cut)
+{
+    const char *v;
+    size_t vn;
+    int rc = gw_json_span_member(s, n, key, &v, &vn);
+    if (rc != 1)
+        return rc;
+    /* Found once, and no key of the object has an escape: what precedes
+     * the value is whitespace, ':', whitespace and exactly "key". */
+    size_t kl = strlen(key);
+    const char *p = v;
+    while (p > s && is_json_ws(p[-1]))
+        p--;
+    if (p == s || *--p != ':')
+        return -1;
+    while (p > s && is_json_ws(p[-1]))
+        p--;
+    if ((size_t)(p - s) < kl + 2 || p[-1] != '"' || *(p - kl - 2) != '"' ||
+        memcmp(p - kl - 1, key, kl) != 0)
+        return -1;
+    const char *from = p - kl - 2, *to = v + vn;
+    const char *before = from, *after = to, *end = s + n;
+    while (before > s && is_json_ws(before[-1]))
+        before--;
+    while (after < end && is_json_ws(*after))
+        after++;
+    if (before > s && before[-1] == ',')
+        from = before - 1; /* a member before it: its comma goes too */
+    else if (after < end && *after == ',')
+        to = after + 1; /* the first of several: the comma after it goes */
+    *at = (size_t)(from - s);
+    *cut = (size_t)(to - from);
+    return 1;
+}
+
 int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn)
 {
     struct scan sc = {.p = (const unsigned char *)s, .end = (const unsigned char *)s + n};

@@ -144,6 +144,12 @@ int gw_json_span_members(const char *s, size_t n, const char *const *keys, size_
 int gw_json_span_doc(const char *s, size_t n, const char *const *keys, size_t nkeys,
                      struct gw_json_span *out);
 int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, size_t *vn);
+/* What removes member key from object s, with one comma that separated it
+ * from a neighbour (the one before it, or after it when it is the first),
+ * so that the rest is the same object without it: s[*at .. *at + *cut).
+ * 1 when found, 0 when absent or s is not an object, -1 when unsure, as
+ * gw_json_span_member. */
+int gw_json_span_cut(const char *s, size_t n, const char *key, size_t *at, size_t *cut);
 /* The first element of array s (*vp, *vn) and whether others follow: 0
  * when s is not an array or is empty, 1 when it holds exactly one element,
  * 2 when more. */

@@ -221,6 +221,10 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     while (strategy_names[si] != strategy)
         si++;
     r->strategy = (enum dp_strategy)si;
+    r->fallback_timeout_ms = (long)dps_opt_int(b, o, "fallback_timeout_ms", where, 1,
+                                               DP_MAX_FALLBACK_TIMEOUT_MS, 0, " (ms)");
+    if (b->failed)
+        return;
     if (strchr(r->name, '/')) {
         dps_fail(b, "%s.name: '%s' may not contain '/' (reserved for provider/model)", where,
                  r->name);

@@ -72,7 +72,14 @@ struct dp_route {
     struct dp_route_entry *entries;
     size_t nentries;      /* 1..DP_MAX_CANDIDATES (dp_router.h) */
     uint64_t fingerprint; /* changes whenever the route's content does (stickiness) */
+    /* The failover budget of a request that sets none (ms, 1 to
+     * DP_MAX_FALLBACK_TIMEOUT_MS); 0: the gateway's default. Not part of the
+     * fingerprint: it changes how long, not who. */
+    long fallback_timeout_ms;
 };
+
+/* The longest failover budget a request or a route may set (ms). */
+#define DP_MAX_FALLBACK_TIMEOUT_MS 600000L
 
 /* What the model catalog declares about a target. */
 struct dp_catalog_entry {

@@ -276,6 +276,13 @@ static const struct cp_field route_fields[] = {
      .def = "\"ordered\"",
      .choices = strategies,
      .rule = "one of ordered, price, latency, auto, weighted"},
+    /* The failover budget of a request that sets none (null: the data
+     * plane's default, 120 s); the data plane's bound. */
+    {.name = "fallback_timeout_ms",
+     .type = CP_T_INT,
+     .flags = CP_F_NULLABLE,
+     .min = 1,
+     .max = 600000},
     {.name = "entries",
      .type = CP_T_ARRAY,
      .flags = CP_F_VIRTUAL | CP_F_REQUIRED,

@@ -489,7 +489,8 @@ static const char SQL_SECRETS[] =
     "(SELECT credential_ref FROM providers WHERE credential_ref IS NOT NULL)";
 static const char SQL_ROUTES[] =
     "SELECT r.name, json_build_object('name', r.name, 'aliases', r.aliases, 'role', r.role, "
-    "'capability', r.capability, 'strategy', r.strategy, 'entries', coalesce((SELECT "
+    "'capability', r.capability, 'strategy', r.strategy, 'fallback_timeout_ms', "
+    "r.fallback_timeout_ms, 'entries', coalesce((SELECT "
     "json_agg(json_build_object('provider', e.provider, 'model', e.model, 'weight', e.weight, "
     "'high_cost', e.high_cost, 'tier', e.tier) ORDER BY e.position) FROM route_entries e WHERE "
     "e.route = r.name), '[]'::json))::text FROM routes r ORDER BY r.name";

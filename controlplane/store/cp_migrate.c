@@ -466,6 +466,12 @@ static const char m8_project_allowlists[] = "ALTER TABLE projects ADD COLUMN all
                                             "  ADD COLUMN allow_providers text[],\n"
                                             "  ADD COLUMN allow_models text[];\n";
 
+/* A route's failover budget for requests that set none (NULL: the data
+ * plane's default); the data plane's bound is the same. */
+static const char m9_route_fallback_timeout[] =
+    "ALTER TABLE routes ADD COLUMN fallback_timeout_ms integer\n"
+    "  CHECK (fallback_timeout_ms BETWEEN 1 AND 600000);\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -475,6 +481,7 @@ const struct cp_migration cp_migrations[] = {
     {6, "ledger rejects", m6_ledger_rejects},
     {7, "lease settlement, statement-level charges", m7_lease_settlement},
     {8, "project allowlists", m8_project_allowlists},
+    {9, "route failover budget", m9_route_fallback_timeout},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

@@ -98,6 +98,7 @@ void x_free(struct dp_exchange *x)
     free(x->answer_model);
     free(x->labels);
     free(x->model_own);
+    free(x->relay_body);
     free(x->plan.cands);
     if (x->timer)
         event_free(x->timer);
@@ -201,6 +202,52 @@ static json_t *load_body(struct gw_http_req *req, const struct dp_facade *fc, co
     return NULL;
 }
 
+/* fallback_timeout_ms in the body: the failover budget, as the header sets
+ * it. It is the gateway's, never the provider's: it leaves the document
+ * here (a relayed body loses it when the attempt is built). *ms gets it, 0
+ * when absent, -1 when null (none, but still to be cut from a relayed
+ * body). Nonzero after replying (400 naming the field). */
+static int take_body_budget(struct gw_http_req *req, const struct dp_facade *fc, const char *id,
+                            json_t *root, long *ms)
+{
+    json_t *v = json_object_get(root, X_BODY_BUDGET);
+    *ms = 0;
+    if (!v)
+        return 0;
+    if (json_is_null(v)) { /* as SDKs send an unset field: none */
+        *ms = -1;
+        json_object_del(root, X_BODY_BUDGET);
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+        json_integer_value(v) > X_MAX_BUDGET_MS) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "'%s' must be an integer from 1 to %ld (milliseconds)",
+                 X_BODY_BUDGET, X_MAX_BUDGET_MS);
+        dp_reply_fc(req, fc, id, 400, X_BODY_BUDGET, "invalid_request", msg);
+        return 1;
+    }
+    *ms = (long)json_integer_value(v);
+    json_object_del(root, X_BODY_BUDGET);
+    return 0;
+}
+
+/* The failover budget, once the plan knows the route: the request's (the
+ * smaller of the header's and the body's when both are set: each is a
+ * bound the client asked for), else the route's, else the default. */
+static void set_budget(struct dp_exchange *x)
+{
+    long ms = x->budget_ms;
+    if (x->body_budget_ms > 0 && (!ms || x->body_budget_ms < ms))
+        ms = x->body_budget_ms;
+    if (!ms)
+        ms = x->plan.route && x->plan.route->fallback_timeout_ms
+                 ? x->plan.route->fallback_timeout_ms
+                 : X_DEFAULT_BUDGET_MS;
+    x->budget_ms = ms;
+    x->deadline_us = x->t0 + (int64_t)ms * 1000;
+}
+
 /* The selector and the routing headers: a session id (stickiness), an
  * affinity key, attribution labels and a failover budget. Each header is
  * checked; returns nonzero after replying. */
@@ -247,7 +294,7 @@ static int read_route_headers(struct dp_exchange *x, const char *selector)
         *dest[i] = at;
         at += len[i] + 1;
     }
-    x->budget_ms = X_DEFAULT_BUDGET_MS;
+    x->budget_ms = 0; /* set_budget decides */
     const char *b = gw_http_req_header(x->req, "x-llmgw-fallback-timeout-ms");
     if (b) {
         char *end;
@@ -263,7 +310,6 @@ static int read_route_headers(struct dp_exchange *x, const char *selector)
         }
         x->budget_ms = v;
     }
-    x->deadline_us = x->t0 + (int64_t)x->budget_ms * 1000;
     return 0;
 }
 
@@ -339,6 +385,7 @@ static void route_and_start(struct dp_exchange *x, const char *selector, const s
         x_free(x);
         return;
     }
+    set_budget(x);
     gw_http_req_on_close(x->req, on_client_close, x);
     x_reserve(x);
 }
@@ -363,6 +410,11 @@ void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_sna
     /* A facade whose format a driver speaks parses leniently: what only
      * that format carries goes to such a target untouched (build). */
     cr->lenient = fc->wire != NULL;
+    if (take_body_budget(req, fc, request_id, root, &x->body_budget_ms)) {
+        x->req = NULL;
+        x_free(x);
+        return;
+    }
     struct canon_err err = {0};
     if (fc->parse(cr, &err) != GW_OK) {
         if (!err.status)
@@ -397,6 +449,11 @@ void dp_exchange_embed(struct dp_xloop *l, struct gw_http_req *req, struct dp_sn
     }
     /* The inputs point into the body, which every attempt's build reads. */
     x->eroot = root;
+    if (take_body_budget(req, NULL, request_id, root, &x->body_budget_ms)) {
+        x->req = NULL;
+        x_free(x);
+        return;
+    }
     struct canon_err err = {0};
     int rc = fc_embed_parse(root, &x->ereq, &err);
     if (rc != GW_OK) {
@@ -422,7 +479,15 @@ void dp_exchange_count_tokens(struct gw_http_req *req, struct dp_snapshot *snap,
         dp_snapshot_unref(snap);
         return;
     }
-    /* count_tokens takes a messages request without max_tokens. */
+    /* count_tokens takes a messages request without max_tokens, and no
+     * failover budget (checked all the same: the same body may be sent to
+     * messages). */
+    long unused;
+    if (take_body_budget(req, fc, request_id, root, &unused)) {
+        json_decref(root);
+        dp_snapshot_unref(snap);
+        return;
+    }
     if (!json_object_get(root, "max_tokens"))
         json_object_set_new(root, "max_tokens", json_integer(1));
     struct canon_req *cr = canon_req_new(root);

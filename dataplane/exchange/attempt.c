@@ -19,6 +19,7 @@
 #include "exchange.h"
 #include "gw_error.h"
 #include "gw_http.h"
+#include "gw_json.h"
 #include "gw_log.h"
 #include "gw_time.h"
 #include "gw_upc.h"
@@ -412,6 +413,35 @@ static int relays(const struct dp_exchange *x, const struct dp_driver *d)
            !json_is_false(json_object_get(x->prov->options, "passthrough"));
 }
 
+/* The client's body as a relay forwards it: as it came, but for the
+ * gateway's own fallback_timeout_ms (take_body_budget), cut out once. */
+static const char *relay_body(struct dp_exchange *x, size_t *len, struct canon_err *err)
+{
+    const char *body = gw_http_req_body(x->req, len);
+    if (!x->body_budget_ms)
+        return body;
+    if (!x->relay_body) {
+        size_t at, cut;
+        if (gw_json_span_cut(body, *len, X_BODY_BUDGET, &at, &cut) != 1) {
+            canon_err_set(err, 400, X_BODY_BUDGET, "invalid_request",
+                          "'%s' could not be located in the request body (a key spelled with "
+                          "escapes?)",
+                          X_BODY_BUDGET);
+            return NULL;
+        }
+        if (!(x->relay_body = malloc(*len - cut + 1))) {
+            canon_err_set(err, 500, NULL, "internal_error", "out of memory");
+            return NULL;
+        }
+        memcpy(x->relay_body, body, at);
+        memcpy(x->relay_body + at, body + at + cut, *len - at - cut);
+        x->relay_body_len = *len - cut;
+        x->relay_body[x->relay_body_len] = '\0';
+    }
+    *len = x->relay_body_len;
+    return x->relay_body;
+}
+
 /* The driver's upstream request for the current candidate. */
 static int build(struct dp_exchange *x, struct canon_err *err)
 {
@@ -432,7 +462,9 @@ static int build(struct dp_exchange *x, struct canon_err *err)
     int rc;
     if (relays(x, d)) {
         size_t len;
-        const char *body = gw_http_req_body(x->req, &len);
+        const char *body = relay_body(x, &len, err);
+        if (!body)
+            return err->status == 500 ? GW_ENOMEM : GW_EINVAL;
         struct drv_relay_edits ed = {.stream = x->client_stream, .max_tokens = x->out_cap};
         x->relay = d;
         dt.client_beta = gw_http_req_header(x->req, "anthropic-beta");

@@ -27,7 +27,9 @@
 /* The failover budget: the whole pre-content phase, every attempt and
  * backoff included. A request may set its own (header), within bounds. */
 #define X_DEFAULT_BUDGET_MS 120000L
-#define X_MAX_BUDGET_MS 600000L
+#define X_MAX_BUDGET_MS DP_MAX_FALLBACK_TIMEOUT_MS
+/* The body member that sets the failover budget (the header's twin). */
+#define X_BODY_BUDGET "fallback_timeout_ms"
 /* Header values the router keys on (session, affinity) are bounded. */
 #define X_MAX_KEY_HEADER 128
 /* Every attempt of a request is remembered for its error answer. */
@@ -128,7 +130,10 @@ struct dp_exchange {
     int tries;                   /* attempts on it so far */
     int nattempts, nretries, nfailovers;
     int64_t deadline_us; /* the failover budget's end */
-    long budget_ms;
+    long budget_ms;      /* the header's, then (set_budget) the one in force */
+    long body_budget_ms; /* fallback_timeout_ms of the body; 0: absent, -1: null */
+    char *relay_body;    /* malloc'd: the client's body without it, for a relay */
+    size_t relay_body_len;
     int budget_out;
     int budget_timer;    /* the watchdog is set for the budget's end, not the provider's */
     struct xfail *fails; /* NULL until the first failed or refused attempt */

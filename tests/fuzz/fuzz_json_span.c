@@ -21,6 +21,9 @@
  *    absent; gw_json_span_index finds every element at the walk's span,
  *    and nothing past the last; each span parses with jansson to a value
  *    equal (json_equal) to jansson's, and is null exactly when it is;
+ *  - gw_json_span_cut answers as gw_json_span_member for every key, and what
+ *    is left after its cut is valid, no longer has the key, and parses
+ *    with jansson to jansson's object without that member;
  *  - gw_json_span_string on a string span decodes to jansson's string, byte
  *    for byte, and returns GW_EINVAL exactly when jansson refuses the span
  *    on its own (it refuses \u0000 and lone surrogates); on any other span
@@ -214,6 +217,33 @@ static int check_member(const char *vp, size_t vn, const char *key, const char *
     return r;
 }
 
+/* gw_json_span_cut for key, found (1) by gw_json_span_member: the text
+ * without the cut is the object without the member. */
+static void check_cut(const char *vp, size_t vn, const char *key, const json_t *jv)
+{
+    size_t at = 0, cut = 0;
+    CHECK(gw_json_span_cut(vp, vn, key, &at, &cut) == 1);
+    CHECK(at + cut <= vn && cut > 0);
+    char *rest = malloc(vn - cut + 1);
+    CHECK(rest != NULL);
+    memcpy(rest, vp, at);
+    memcpy(rest + at, vp + at + cut, vn - at - cut);
+    size_t rn = vn - cut;
+    const char *cp;
+    size_t cn;
+    CHECK(gw_json_valid(rest, rn, MAX_DEPTH));
+    CHECK(gw_json_span_member(rest, rn, key, &cp, &cn) == 0);
+    if (jv) {
+        json_t *want = json_deep_copy(jv);
+        CHECK(want && json_object_del(want, key) == 0);
+        json_t *got = json_loadb(rest, rn, 0, NULL);
+        CHECK(got && json_equal(got, want));
+        json_decref(got);
+        json_decref(want);
+    }
+    free(rest);
+}
+
 /* Checks the span vp[0..vn) of valid text against jv, jansson's value for
  * it (NULL when jansson refused the text it belongs to, or it is not
  * known which of two members it is). */
@@ -254,6 +284,11 @@ static void check_span(const char *vp, size_t vn, const json_t *jv, int level)
             memcpy(key, k, kn);
             key[kn] = '\0';
             int r = check_member(vp, vn, key, &cp, &cn);
+            size_t at, cut;
+            if (r == 1)
+                check_cut(vp, vn, key, jv);
+            else
+                CHECK(gw_json_span_cut(vp, vn, key, &at, &cut) == r);
             const json_t *child = NULL;
             if (r == 1 && jv) {
                 /* Written once and without escapes: jansson's key is the

@@ -182,6 +182,7 @@ describe('routes', () => {
     ]);
     assert.equal(c.json.capability, 'chat');
     assert.equal(c.json.strategy, 'ordered');
+    assert.equal(c.json.fallback_timeout_ms, null, 'no budget of its own: the data plane default');
     assert.equal(c.json.version, 1);
     const u = await cp.admin('PATCH', '/v1/admin/routes/fast', {
       version: 1, entries: [{ provider: 'rp2', model: 'm2' }, { provider: 'rp1', model: 'm1' }],
@@ -189,8 +190,10 @@ describe('routes', () => {
     assert.equal(u.status, 200, u.text);
     assert.deepEqual(u.json.entries.map((e) => e.provider), ['rp2', 'rp1']);
     assert.equal(pg.sql("SELECT string_agg(provider, ',' ORDER BY position) FROM route_entries WHERE route = 'fast'"), 'rp2,rp1');
-    const p = await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: ['quick', 'speedy'] });
+    const p = await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: ['quick', 'speedy'], fallback_timeout_ms: 15000 });
     assert.equal(p.status, 200, p.text);
+    assert.equal(p.json.fallback_timeout_ms, 15000);
+    assert.equal(pg.sql("SELECT fallback_timeout_ms FROM routes WHERE name = 'fast'"), '15000');
     assert.equal(p.json.entries.length, 2, 'PATCH without entries keeps them');
     h.assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [] }, { 'if-match': '"1"' }), 412, 'precondition_failed');
     h.assertError(await cp.admin('PATCH', '/v1/admin/routes/fast', { aliases: [], version: 2 }), 409, 'version_conflict');
@@ -220,6 +223,9 @@ describe('routes', () => {
       [{ name: 'r', entries: [{ ...e1, colour: 1 }] }, 400, 'unknown_field', 'entries[0].colour'],
       [{ name: 'r', role: 'boss', entries: [e1] }, 400, 'invalid_value', 'role'],
       [{ name: 'r', strategy: 'random', entries: [e1] }, 400, 'invalid_value', 'strategy'],
+      [{ name: 'r', fallback_timeout_ms: 0, entries: [e1] }, 400, 'invalid_value', 'fallback_timeout_ms'],
+      [{ name: 'r', fallback_timeout_ms: 600001, entries: [e1] }, 400, 'invalid_value', 'fallback_timeout_ms'],
+      [{ name: 'r', fallback_timeout_ms: '500', entries: [e1] }, 400, 'invalid_type', 'fallback_timeout_ms'],
       [{ name: 'r', strategy: 'weighted', entries: [{ ...e1, weight: 0 }] }, 400, 'invalid_value', 'entries'],
       [{ name: 'r', role: 'embedding', entries: [e1] }, 400, 'invalid_value', 'capability'],
       [{ name: 'r', role: 'vision', capability: 'chat', entries: [e1] }, 400, 'invalid_value', 'capability'],

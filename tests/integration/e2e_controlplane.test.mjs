@@ -191,6 +191,23 @@ describe('control plane + two data planes', () => {
     }
   });
 
+  test('a route\'s fallback_timeout_ms from the admin API bounds each data plane\'s pre-content phase', T, async () => {
+    await cfg.api('POST', '/v1/admin/routes', {
+      name: 'bounded', fallback_timeout_ms: 400,
+      entries: [{ provider: 'alpha', model: 'bd-1#hang=1' }, { provider: 'beta', model: 'bd-2#ttfb_ms=1500' }],
+    }, 201);
+    const v = cfg.version();
+    await waitAcked(v);
+    for (const g of Object.values(dps)) {
+      const t0 = Date.now();
+      const r = await chat(g, 'bounded');
+      const ms = Date.now() - t0;
+      assert.equal(r.status, 504, r.text);
+      assert.equal(r.json.error.code, 'timeout', r.text);
+      assert.ok(ms >= 350 && ms < 1400, `${g.url}: gave up after ${ms} ms with the route's 400 ms`);
+    }
+  });
+
   test('with the control plane stopped, both data planes keep serving', T, async () => {
     const e = await cp.proc.stop();
     assert.equal(e.code, 0, cp.proc.describe());

@@ -126,6 +126,13 @@ async function buildSnapshot(m) {
     ...Array.from({ length: 10 }, (_, i) => route(`budget-edge-${i}`,
       [{ provider: 'mock', model: `be${i}-1#hang=1` }, { provider: 'mock', model: `be${i}-2` }])),
     route('budget-slow', [{ provider: 'mock', model: 'bs-1#chunks=8,chunk_delay_ms=100' }, { provider: 'mock', model: 'bs-2' }]),
+    // fallback_timeout_ms in the body, and a route's own default
+    ...['n', 's', 'min'].map((t) => route(`bbody-${t}`,
+      [{ provider: 'mock', model: `bb${t}-1#hang=1` }, { provider: 'mock', model: `bb${t}-2#ttfb_ms=150` }])),
+    route('broute', [{ provider: 'mock', model: 'br-1#hang=1' }, { provider: 'mock', model: 'br-2#ttfb_ms=150' }],
+      { fallback_timeout_ms: 400 }),
+    route('broute-hdr', [{ provider: 'mock', model: 'brh-1#hang=1' }, { provider: 'mock', model: 'brh-2#ttfb_ms=150' }],
+      { fallback_timeout_ms: 300 }),
     // the bright line
     route('bl-drop', [{ provider: 'mock', model: 'bld-1#drop_after=2' }, { provider: 'mock', model: 'bld-2' }]),
     route('bl-malformed', [{ provider: 'mock', model: 'blm-1#malformed=3' }, { provider: 'mock', model: 'blm-2' }]),
@@ -535,6 +542,78 @@ describe('the failover budget (X-LLMGW-Fallback-Timeout-Ms)', () => {
       got.push(`${r.status}${r.status === 200 ? `(answered by ${r.headers['x-llmgw-model']})` : ''}`);
     }
     assert.ok(got.every((s) => s === '504'), `10 runs with a 300 ms budget: ${got.join(', ')}`);
+  });
+
+  /** A 504 timeout after about budgetMs (the primary hangs, the backup is slower than what is left). */
+  async function expectBudgetTimeout(body, headers, budgetMs, streaming) {
+    const t0 = Date.now();
+    const r = streaming ? await stream(body, { headers }) : await post(body, { headers });
+    const ms = Date.now() - t0;
+    assertErrorBody(r, 504, 'timeout', body.model);
+    assert.ok(ms >= budgetMs - 50 && ms < budgetMs + 2500, `${body.model}: gave up after ${ms} ms with a ${budgetMs} ms budget`);
+  }
+
+  for (const streaming of [false, true]) {
+    test(`fallback_timeout_ms in the body bounds the pre-content phase (${streaming ? 'streaming' : 'non-streaming'})`, T, async () => {
+      await expectBudgetTimeout({ model: `bbody-${streaming ? 's' : 'n'}`, messages: MESSAGES, fallback_timeout_ms: 400 }, {}, 400, streaming);
+    });
+  }
+
+  test('with both the header and the body set, the smaller budget holds', T, async () => {
+    await expectBudgetTimeout({ fallback_timeout_ms: 400, model: 'bbody-min', messages: MESSAGES },
+      { 'x-llmgw-fallback-timeout-ms': '5000' }, 400, false);
+  });
+
+  test('a route\'s fallback_timeout_ms is the default; the request\'s own wins over it', T, async () => {
+    await expectBudgetTimeout({ model: 'broute', messages: MESSAGES }, {}, 400, false);
+    await expectBudgetTimeout({ model: 'broute-hdr', messages: MESSAGES }, { 'x-llmgw-fallback-timeout-ms': '1500' }, 1500, true);
+  });
+
+  test('fallback_timeout_ms never reaches a provider: relayed or translated, first, middle or last member', T, async () => {
+    // The mock refuses it as a real API refuses an unknown argument.
+    const direct = await h.request(mock.port, { path: '/v1/chat/completions', headers: { authorization: `Bearer ${h.MOCK_UPSTREAM_KEY}` },
+      body: { model: 'mock-gpt', messages: MESSAGES, fallback_timeout_ms: 5000 } });
+    assert.equal(direct.status, 400, direct.text);
+    const at = {
+      first: (b) => ({ fallback_timeout_ms: 5000, ...b }),
+      middle: (b) => { const [k0, ...rest] = Object.keys(b); return { [k0]: b[k0], fallback_timeout_ms: 5000, ...Object.fromEntries(rest.map((k) => [k, b[k]])) }; },
+      last: (b) => ({ ...b, fallback_timeout_ms: 5000 }),
+    };
+    const cases = [
+      ['OpenAI client, OpenAI upstream (relayed)', '/v1/chat/completions', { model: 'mock/mock-gpt', messages: MESSAGES }],
+      ['OpenAI client, Anthropic upstream (translated)', '/v1/chat/completions', { model: 'claude/mock-claude', messages: MESSAGES }],
+      ['Anthropic client, Anthropic upstream (relayed)', '/v1/messages', { model: 'claude/mock-claude', max_tokens: 50, messages: MESSAGES }],
+      ['Anthropic client, OpenAI upstream (translated)', '/v1/messages', { model: 'mock/mock-gpt', max_tokens: 50, messages: MESSAGES }],
+      ['Responses client, Responses upstream (relayed)', '/v1/responses', { model: 'resp/mock-resp', input: 'hello' }],
+    ];
+    for (const [what, path, body] of cases) {
+      for (const [where, place] of Object.entries(at)) {
+        for (const streaming of [false, true]) {
+          const b = place(body);
+          const r = streaming
+            ? await h.collectStream(gw.port, { path, body: { ...b, stream: true }, headers: h.AUTH })
+            : await post(b, { path });
+          assert.equal(r.status, 200, `${what}, ${where}${streaming ? ', streamed' : ''}: ${r.text ?? r.raw}`);
+        }
+      }
+    }
+    const emb = await post({ model: 'mock/mock-embed', input: 'hi', fallback_timeout_ms: 5000 }, { path: '/v1/embeddings' });
+    assert.equal(emb.status, 200, emb.text);
+  });
+
+  test('an invalid fallback_timeout_ms in the body is a 400 naming the field; null is none', T, async () => {
+    for (const v of [0, 600001, -5, 1.5, '500', true, [], {}]) {
+      for (const path of ['/v1/chat/completions', '/v1/messages', '/v1/embeddings', '/v1/messages/count_tokens']) {
+        const body = path === '/v1/embeddings' ? { model: 'mock/mock-embed', input: 'hi' } : { model: 'fast', max_tokens: 50, messages: MESSAGES };
+        const r = await post({ ...body, fallback_timeout_ms: v }, { path });
+        assert.equal(r.status, 400, `${path} value ${JSON.stringify(v)}: ${r.text}`);
+        const e = r.json.error;
+        assert.equal(e.param ?? null, path.startsWith('/v1/messages') ? null : 'fallback_timeout_ms', r.text);
+        assert.match(e.message, /fallback_timeout_ms/, r.text);
+      }
+    }
+    const ok = await post({ model: 'fast', messages: MESSAGES, fallback_timeout_ms: null });
+    assert.equal(ok.status, 200, ok.text);
   });
 
   test('it never cuts an answer that has begun', T, async () => {

@@ -557,6 +557,13 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
     }
     if (!json_is_object(root))
         return "mock: the body is not a JSON object";
+    /* A real API refuses an argument it does not know (OpenAI: "Unrecognized
+     * request argument supplied"; Anthropic: "Extra inputs are not
+     * permitted"). The mock accepts other unknown members (the
+     * pass-through tests send some), so it refuses only the gateway's own,
+     * which must never reach a provider. */
+    if (json_object_get(root, "fallback_timeout_ms") != NULL)
+        return "Unrecognized request argument supplied: fallback_timeout_ms";
     if (c->path_model == NULL) {
         const char *merr = parse_model(c, root, &spec);
         if (merr != NULL)

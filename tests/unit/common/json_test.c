@@ -206,6 +206,45 @@ static int member_is(const char *doc, const char *key, const char *want)
     return want && n == strlen(want) && memcmp(v, want, n) == 0;
 }
 
+/* doc with member key cut out (gw_json_span_cut), or NULL when not found. */
+static char *without(const char *doc, const char *key)
+{
+    static char out[256];
+    size_t at, cut, n = strlen(doc);
+    if (gw_json_span_cut(doc, n, key, &at, &cut) != 1)
+        return NULL;
+    memcpy(out, doc, at);
+    memcpy(out + at, doc + at + cut, n - at - cut);
+    out[n - cut] = '\0';
+    return out;
+}
+
+static int cut_is(const char *doc, const char *key, const char *want)
+{
+    const char *got = without(doc, key);
+    if (got && strcmp(got, want) != 0)
+        fprintf(stderr, "\n  cut '%s' of %s: got %s, wanted %s\n", key, doc, got, want);
+    return got && strcmp(got, want) == 0;
+}
+
+static void test_span_cut(void)
+{
+    CU_ASSERT(cut_is("{\"a\":1,\"b\":2,\"c\":3}", "a", "{\"b\":2,\"c\":3}"));
+    CU_ASSERT(cut_is("{\"a\":1,\"b\":2,\"c\":3}", "b", "{\"a\":1,\"c\":3}"));
+    CU_ASSERT(cut_is("{\"a\":1,\"b\":2,\"c\":3}", "c", "{\"a\":1,\"b\":2}"));
+    CU_ASSERT(cut_is("{\"a\":{\"x\":[1,2]}}", "a", "{}"));
+    CU_ASSERT(cut_is(" { \"a\" : 1 , \"b\" : \"s\" } ", "b", " { \"a\" : 1  } "));
+    CU_ASSERT(cut_is(" { \"a\" : 1 , \"b\" : \"s\" } ", "a", " {  \"b\" : \"s\" } "));
+    CU_ASSERT_PTR_NULL(without("{\"a\":1}", "b"));
+    CU_ASSERT_PTR_NULL(without("{\"b\":{\"a\":1}}", "a")); /* only the top level */
+    CU_ASSERT_PTR_NULL(without("[1]", "a"));
+    size_t at, cut;
+    const char *esc = "{\"\\u0061\":1,\"b\":2}";
+    CU_ASSERT_EQUAL(gw_json_span_cut(esc, strlen(esc), "b", &at, &cut), -1);
+    const char *dup = "{\"a\":1,\"a\":2}";
+    CU_ASSERT_EQUAL(gw_json_span_cut(dup, strlen(dup), "a", &at, &cut), -1);
+}
+
 static void test_span_lookups(void)
 {
     const char *doc = " { \"a\" : 1 , \"b\":{\"c\":[10, \"x\", {\"d\":null}]}, \"e\":\"s\" } ";
@@ -698,6 +737,7 @@ static CU_TestInfo tests[] = {
     {"validator: valid and invalid documents", test_valid},
     {"validator agrees with jansson on mutations", test_valid_vs_jansson},
     {"typed getters", test_typed_getters},
+    {"a member cut out with its comma", test_span_cut},
     {"string escaping", test_escape},
     {"escaping respects the ceiling", test_escape_ceiling},
     {"OpenAI error body", test_error_body},
