@@ -1,18 +1,17 @@
 /*
  * dp_router: step 3 of the request path (ARCHITECTURE.md, "Route"). A
  * selector becomes a list of targets: first ordered (the route's strategy,
- * then an affinity rotation, then a session's sticky provider in front),
+ * then an affinity rotation, then a session's lead class by rendezvous),
  * then filtered in that order, so every target keeps its place and the
  * attempt loop walks what survives. Every filtered target is recorded with
  * its reason, so a refusal can say what was tried and why nothing was left.
  *
- * Everything but the sticky table works on the stack and on the immutable
- * snapshot; the sticky table is the one process-wide structure, behind a
- * mutex.
+ * Everything works on the stack and on the immutable snapshot; nothing is
+ * kept between plans, so every replica plans a request alike.
  *
  * This file is the plan: the selector, the filters and their skips, the
- * refusal. The order (strategies and their scores, affinity, the sticky
- * table) is dp_router_order.c.
+ * refusal. The order (strategies and their scores, affinity, sessions)
+ * is dp_router_order.c.
  */
 #include "dp_router.h"
 

@@ -11,8 +11,8 @@
  *     snapshot's routes carries it; several is an error, never a guess.
  *
  * Order: the route's strategy (ordered, price, latency, auto, weighted),
- * then an affinity key rotates the start, then a session's sticky provider
- * moves first. Filters, per target and in this order (the first that fails
+ * then an affinity key rotates the start, then a session orders the lead
+ * class by rendezvous hash. Filters, per target and in this order (the first that fails
  * is the skip reason): allowed for the key; capable (driver and catalog
  * capabilities, context length, embeddings keep one model); enabled and
  * healthy (provider enabled, credential resolved, breaker not open, fleet
@@ -54,12 +54,17 @@
  *     id (of the affinity key when one is given); the rest follow as
  *     written. With breakers NULL every success rate counts as 1000.
  * Then, except for weighted routes, an affinity key rotates the chain to
- * start at hash(affinity) mod n. Then a sticky provider (dp_router_sticky_set
- * with the same route fingerprint, not expired) moves its first entry
- * to the front. Positions for the high-cost rule count every entry in this
- * final order, skipped or not.
+ * start at hash(affinity) mod n. Then a session id orders the route's lead
+ * class (the members the strategy would as soon make primary: ordered, the
+ * head; price and auto, those tied with the head; latency, those within 25%
+ * of the head's score; weighted, every member, by weight) by descending
+ * rendezvous weight -w / ln(u), u a hash of (session, route fingerprint,
+ * provider, model) in (0, 1): the same member on every replica, the next by
+ * weight when it is skipped, and a new draw when the route is edited.
+ * Positions for the high-cost rule count every entry in this final order,
+ * skipped or not.
  *
- * Nothing here blocks or allocates on the heap except the sticky table.
+ * Nothing here blocks, allocates on the heap, or keeps state between plans.
  */
 #ifndef DP_ROUTER_H
 #define DP_ROUTER_H
@@ -167,13 +172,5 @@ int dp_router_allows(const struct dp_key *k, const struct dp_route *route,
  * appended to out. 0, or the gw_buf error (out may then hold part of it). */
 struct gw_buf;
 int dp_plan_skips_json(const struct dp_plan *plan, struct gw_buf *out);
-
-/* Stickiness: remembers that provider served this session on this route
- * (process-wide, bounded to 16384 sessions with the oldest forgotten
- * first, entries expire an hour after they were set; a route whose
- * fingerprint changed ignores them). Sessions over 256 bytes are not
- * remembered. Thread-safe; copies what it keeps. */
-void dp_router_sticky_set(const struct dp_route *route, const char *session,
-                          const struct dp_provider *provider, int64_t now_us);
 
 #endif

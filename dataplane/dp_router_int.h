@@ -20,7 +20,7 @@ struct slot {
 };
 
 /* Orders the nv targets of route r in v: the route's strategy, then an
- * affinity rotation, then the session's sticky provider in front. */
+ * affinity rotation, then a session's lead class by rendezvous hash. */
 void dpr_order(const struct dp_snapshot *s, const struct dp_route *r, const struct dp_needs *n,
                const struct dp_route_ctx *ctx, struct slot *v, size_t nv);
 

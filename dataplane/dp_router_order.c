@@ -1,124 +1,19 @@
 /*
  * dp_router's order (dp_router.h, "Order"): the route's strategy, scored
  * from the catalog's prices and the breakers' stats; the affinity
- * rotation; the session's sticky provider in front. The plan (dp_router.c)
- * filters the targets in the order this leaves them.
+ * rotation; a session's members by rendezvous hash in front. The plan
+ * (dp_router.c) filters the targets in the order this leaves them.
  *
- * The sticky table, the router's one process-wide structure, lives here
- * behind its mutex.
+ * Nothing here keeps state between requests: every replica given the same
+ * snapshot, session and scores orders the same way.
  */
 #include <limits.h>
-#include <pthread.h>
-#include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "dp_breaker.h"
 #include "dp_router_int.h"
 #include "gw_hash.h"
-
-/* ---------------------------------------------------------------- sticky */
-
-#define STICKY_MAX 16384
-#define STICKY_BUCKETS 4096
-#define STICKY_TTL_US (3600LL * 1000000)
-#define STICKY_MAX_SESSION 256
-
-/* One remembered session: key is the route name, a NUL, the session. */
-struct sticky {
-    struct sticky *next;          /* bucket chain */
-    struct sticky *older, *newer; /* in the order they were set */
-    uint64_t hash;
-    uint64_t fingerprint;
-    int64_t at_us;
-    size_t keylen;
-    char *key;
-    char *provider;
-};
-
-static pthread_mutex_t sticky_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sticky *sticky_buckets[STICKY_BUCKETS];
-static struct sticky *sticky_oldest, *sticky_newest;
-static size_t sticky_count;
-
-static uint64_t sticky_hash(const char *route, size_t rl, const char *session, size_t sl)
-{
-    return gw_fnv1a(gw_fnv1a(GW_FNV1A_INIT, route, rl + 1), session, sl);
-}
-
-static struct sticky *sticky_find(uint64_t h, const char *route, size_t rl, const char *session,
-                                  size_t sl)
-{
-    for (struct sticky *e = sticky_buckets[h % STICKY_BUCKETS]; e; e = e->next)
-        if (e->hash == h && e->keylen == rl + 1 + sl && memcmp(e->key, route, rl + 1) == 0 &&
-            memcmp(e->key + rl + 1, session, sl) == 0)
-            return e;
-    return NULL;
-}
-
-static void sticky_drop(struct sticky *e)
-{
-    struct sticky **pp = &sticky_buckets[e->hash % STICKY_BUCKETS];
-    while (*pp != e)
-        pp = &(*pp)->next;
-    *pp = e->next;
-    if (e->older)
-        e->older->newer = e->newer;
-    else
-        sticky_oldest = e->newer;
-    if (e->newer)
-        e->newer->older = e->older;
-    else
-        sticky_newest = e->older;
-    sticky_count--;
-    free(e);
-}
-
-static int sticky_expired(const struct sticky *e, int64_t now_us)
-{
-    return now_us - e->at_us >= STICKY_TTL_US;
-}
-
-void dp_router_sticky_set(const struct dp_route *route, const char *session,
-                          const struct dp_provider *provider, int64_t now_us)
-{
-    if (!route || !session || !*session || !provider)
-        return;
-    size_t rl = strlen(route->name), sl = strlen(session), pl = strlen(provider->name);
-    if (sl > STICKY_MAX_SESSION)
-        return;
-    uint64_t h = sticky_hash(route->name, rl, session, sl);
-    pthread_mutex_lock(&sticky_lock);
-    while (sticky_oldest && sticky_expired(sticky_oldest, now_us))
-        sticky_drop(sticky_oldest);
-    struct sticky *e = sticky_find(h, route->name, rl, session, sl);
-    if (e)
-        sticky_drop(e);
-    if (sticky_count >= STICKY_MAX)
-        sticky_drop(sticky_oldest);
-    e = malloc(sizeof(*e) + rl + 1 + sl + pl + 1);
-    if (e) {
-        e->key = (char *)(e + 1);
-        e->keylen = rl + 1 + sl;
-        memcpy(e->key, route->name, rl + 1);
-        memcpy(e->key + rl + 1, session, sl);
-        e->provider = e->key + e->keylen;
-        memcpy(e->provider, provider->name, pl + 1);
-        e->hash = h;
-        e->fingerprint = route->fingerprint;
-        e->at_us = now_us;
-        e->next = sticky_buckets[h % STICKY_BUCKETS];
-        sticky_buckets[h % STICKY_BUCKETS] = e;
-        e->older = sticky_newest;
-        e->newer = NULL;
-        if (sticky_newest)
-            sticky_newest->newer = e;
-        else
-            sticky_oldest = e;
-        sticky_newest = e;
-        sticky_count++;
-    }
-    pthread_mutex_unlock(&sticky_lock);
-}
 
 /* ------------------------------------------------------------------ order */
 
@@ -237,6 +132,9 @@ static void order_by_strategy(const struct dp_snapshot *s, const struct dp_route
             total += v[i].entry->weight;
         if (total == 0) /* dp_snapshot refuses it; written order */
             return;
+        /* A session orders the members itself (apply_session). */
+        if (ctx->session && *ctx->session)
+            return;
         const char *in = ctx->affinity ? ctx->affinity : ctx->request_id ? ctx->request_id : "";
         unsigned long long draw = hash_str(in) % total;
         size_t pick = 0;
@@ -250,26 +148,84 @@ static void order_by_strategy(const struct dp_snapshot *s, const struct dp_route
     }
 }
 
-/* The session's sticky provider, when still in the chain, goes first. */
-static void apply_sticky(const struct dp_route *r, const struct dp_route_ctx *ctx, struct slot *v,
-                         size_t nv)
+/* A session's rendezvous weight for one member: a hash of the session, the
+ * route's fingerprint (an edit reshuffles) and the member, as a draw u in
+ * (0, 1), turned into -weight / ln(u): the member with the largest wins,
+ * each in proportion to its weight, and removing one member moves only the
+ * sessions it won. The same on every replica: no state, no clock. */
+static double rendezvous(const char *session, size_t sl, uint64_t fingerprint, const struct slot *v,
+                         unsigned weight)
 {
-    if (!ctx->session || !*ctx->session)
+    uint64_t h = gw_fnv1a(GW_FNV1A_INIT, session, sl);
+    h = gw_fnv1a(h, &fingerprint, sizeof(fingerprint));
+    h = gw_fnv1a(h, v->provider->name, strlen(v->provider->name) + 1);
+    h = gw_fnv1a(h, v->model, strlen(v->model));
+    /* 53 bits, never 0 or 1. */
+    double u = ((double)(gw_mix64(h) >> 11) + 0.5) / 9007199254740992.0;
+    return -(double)weight / log(u);
+}
+
+/* How many members, from the front of the strategy's order, a session may
+ * be spread over: those the strategy would as soon make primary. ordered:
+ * the head alone (as written, or as the affinity rotation left it); price
+ * and auto: the members tied with the head's score; latency: those within
+ * 25% of the head's (measured latencies are never equal, and a session
+ * should not hop for noise); weighted: every member with a weight. */
+static size_t lead_class(const struct dp_route *r, const struct slot *v, size_t nv)
+{
+    size_t m = 1;
+    switch (r->strategy) {
+    case DP_STRATEGY_ORDERED:
+        break;
+    case DP_STRATEGY_PRICE:
+    case DP_STRATEGY_AUTO:
+        while (m < nv && v[m].k1 == v[0].k1 && v[m].k2 == v[0].k2)
+            m++;
+        break;
+    case DP_STRATEGY_LATENCY:
+        while (m < nv && v[m].k1 <= v[0].k1 + v[0].k1 / 4)
+            m++;
+        break;
+    case DP_STRATEGY_WEIGHTED:
+        m = nv;
+        break;
+    }
+    return m;
+}
+
+/* A session (X-LLMGW-Session-Id) orders its route's lead class by
+ * rendezvous weight, highest first: every replica sends the session's turns
+ * to the same member, and when that member is skipped (its breaker, the
+ * fleet view) the next by weight serves, the same one everywhere. Weighted
+ * routes weigh each member by its weight (members of weight 0 follow as
+ * written); the others weigh the class equally. A preference among the
+ * members the strategy would lead with, never an expansion. */
+static void apply_session(const struct dp_route *r, const struct dp_route_ctx *ctx, struct slot *v,
+                          size_t nv)
+{
+    if (!ctx->session || !*ctx->session || nv < 2)
         return;
-    size_t rl = strlen(r->name), sl = strlen(ctx->session);
-    if (sl > STICKY_MAX_SESSION)
-        return;
-    uint64_t h = sticky_hash(r->name, rl, ctx->session, sl);
-    size_t pick = nv;
-    pthread_mutex_lock(&sticky_lock);
-    const struct sticky *e = sticky_find(h, r->name, rl, ctx->session, sl);
-    if (e && !sticky_expired(e, ctx->now_us) && e->fingerprint == r->fingerprint)
-        for (size_t i = 0; i < nv && pick == nv; i++)
-            if (strcmp(v[i].provider->name, e->provider) == 0)
-                pick = i;
-    pthread_mutex_unlock(&sticky_lock);
-    if (pick < nv)
-        move_first(v, pick);
+    size_t sl = strlen(ctx->session);
+    size_t m = lead_class(r, v, nv);
+    double w[DP_MAX_CANDIDATES];
+    for (size_t i = 0; i < m; i++) {
+        unsigned weight = r->strategy == DP_STRATEGY_WEIGHTED ? v[i].entry->weight : 1;
+        w[i] = weight ? rendezvous(ctx->session, sl, r->fingerprint, &v[i], weight) : -1;
+    }
+    /* Insertion sort, highest weight first; ties (and weight 0) keep the
+     * order they had. */
+    for (size_t i = 1; i < m; i++) {
+        struct slot x = v[i];
+        double wx = w[i];
+        size_t j = i;
+        while (j > 0 && w[j - 1] < wx) {
+            v[j] = v[j - 1];
+            w[j] = w[j - 1];
+            j--;
+        }
+        v[j] = x;
+        w[j] = wx;
+    }
 }
 
 void dpr_order(const struct dp_snapshot *s, const struct dp_route *r, const struct dp_needs *n,
@@ -286,5 +242,5 @@ void dpr_order(const struct dp_snapshot *s, const struct dp_route *r, const stru
             tmp[i] = v[(i + k) % nv];
         memcpy(v, tmp, nv * sizeof(*v));
     }
-    apply_sticky(r, ctx, v, nv);
+    apply_session(r, ctx, v, nv);
 }

@@ -334,8 +334,6 @@ void x_attempt_over(struct dp_exchange *x)
      * when the upstream's tail outlived it. */
     int64_t upto = x->t_client_end > x->ta0 && x->t_client_end < now ? x->t_client_end : now;
     x->upstream_us += upto - x->ta0;
-    if (x->verdict == V_OK && x->plan.route && x->session[0])
-        dp_router_sticky_set(x->plan.route, x->session, x->prov, now);
     x_release_upstream(x);
     if (x->verdict == V_FAILED) {
         x_remember(x, x->failure, x->fail_status, 0);

@@ -2,7 +2,7 @@
 // class the mock can provoke x its position in a 3-entry chain x streaming
 // or not), retries and Retry-After, the failover budget, the bright line
 // (no failover after the first content event), no_route errors for every
-// cause, stickiness, affinity, the weighted split, the embeddings
+// cause, sessions across three data planes, affinity, the weighted split, the embeddings
 // same-model rule and the response headers.
 //
 // Which upstream requests were made is read from the mock's usage log: the
@@ -768,55 +768,87 @@ describe('no_route: every cause names every skipped candidate', () => {
   });
 });
 
-describe('stickiness, affinity, weighted split', () => {
-  let sgw;
+describe('sessions across three data planes: rendezvous', () => {
+  // Three members, each its own mock process, so a member can be killed
+  // for real; three data planes on the same snapshot, sharing nothing.
+  const mocks = [];
+  const dps = [];
   let ssnap;
-  const SESSION_ROUTE = (entries) => ({ name: 'sticky', capability: 'chat', strategy: 'ordered', entries });
-  const FIRST = { provider: 'mockB', model: 'st-x#status=503,times=2,tag=sticky' };
-  const SECOND = { provider: 'mockC', model: 'st-y' };
+  const SESSIONS = Array.from({ length: 30 }, (_, i) => `conv-${i}`);
+  const ROUTE = (extra = []) => ({
+    name: 'sessions', capability: 'chat', strategy: 'weighted',
+    entries: [0, 1, 2].map((i) => ({ provider: `member${i}`, model: `sm-${i}`, weight: 1 })).concat(extra),
+  });
 
   before(async () => {
+    for (let i = 0; i < 3; i++) mocks.push(await h.startMock());
     ssnap = structuredClone(snapshot);
-    ssnap.routes.push(SESSION_ROUTE([FIRST, SECOND]));
-    sgw = await h.startGateway({ mock, snapshot: ssnap, args: GW_ARGS });
+    for (let i = 0; i < 3; i++) ssnap.providers.push(provider(`member${i}`, mocks[i].v1));
+    ssnap.routes.push(ROUTE());
+    for (let i = 0; i < 3; i++) dps.push(await h.startGateway({ mock, snapshot: ssnap, args: GW_ARGS }));
   });
 
-  const sreq = (headers = {}) => h.request(sgw.port, {
-    body: { model: 'sticky', messages: MESSAGES }, headers: { ...h.AUTH, ...headers },
-  });
+  // Each session's member through each data plane: [[p, p, p], ...].
+  async function members() {
+    const out = [];
+    for (const sess of SESSIONS) {
+      const row = [];
+      for (const gw of dps) {
+        const r = await h.request(gw.port, {
+          body: { model: 'sessions', messages: MESSAGES },
+          headers: { ...h.AUTH, 'x-llmgw-session-id': sess },
+        });
+        assert.equal(r.status, 200, r.text);
+        row.push(r.headers['x-llmgw-provider']);
+      }
+      out.push(row);
+    }
+    return out;
+  }
 
-  test('a session sticks to the provider that served it; editing the route resets it', T, async () => {
-    // 1: the first entry fails twice (times=2), the second serves the session.
-    const r1 = await sreq({ 'x-llmgw-session-id': 'sess-1' });
-    assert.equal(r1.status, 200, r1.text);
-    assert.equal(r1.headers['x-llmgw-provider'], 'mockC');
-    assert.equal(attemptsHeader(r1), 3);
-    // 2: the first entry is healthy again, but the session goes to mockC first.
-    const rid2 = h.randomId('sticky2');
-    const r2 = await sreq({ 'x-llmgw-session-id': 'sess-1', 'x-request-id': rid2 });
-    assert.equal(r2.status, 200, r2.text);
-    assert.equal(r2.headers['x-llmgw-provider'], 'mockC', 'sticky');
-    assert.equal(attemptsHeader(r2), 1);
-    assert.deepEqual(countBy(await upstreamLines(mock, rid2, 1), 'model'), { 'st-y': 1 });
-    // Without a session, or with another one, the order is the route's.
-    const r3 = await sreq();
-    assert.equal(r3.headers['x-llmgw-provider'], 'mockB', r3.text);
-    const r4 = await sreq({ 'x-llmgw-session-id': 'sess-2' });
-    assert.equal(r4.headers['x-llmgw-provider'], 'mockB', r4.text);
-    // Editing the route forgets the stickiness.
+  test('one session, one member on every data plane; a dead member moves only its own sessions', T, async () => {
+    const first = await members();
+    for (const [i, row] of first.entries()) {
+      assert.deepEqual(row, [row[0], row[0], row[0]], `session ${SESSIONS[i]} on every data plane`);
+    }
+    const count = (rows, p) => rows.filter((row) => row[0] === p).length;
+    for (let i = 0; i < 3; i++) assert.ok(count(first, `member${i}`) > 0, `sessions spread: ${JSON.stringify(first)}`);
+    // A request without a session is a weighted draw per request id, as before.
+    const victim = first[0][0];
+    const v = Number(victim.slice(-1));
+    await mocks[v].proc.stop();
+    const after = await members();
+    const moved = new Set();
+    for (const [i, row] of after.entries()) {
+      assert.deepEqual(row, [row[0], row[0], row[0]], `session ${SESSIONS[i]} agrees after the kill`);
+      if (first[i][0] === victim) {
+        assert.notEqual(row[0], victim);
+        moved.add(row[0]);
+      } else {
+        assert.equal(row[0], first[i][0], `session ${SESSIONS[i]} was not on ${victim}: it stays`);
+      }
+    }
+    assert.ok(moved.size >= 1);
+    // Editing the route draws anew (on every data plane alike).
     ssnap.version = (ssnap.version ?? 1) + 1;
-    ssnap.routes = ssnap.routes.map((rt) => (rt.name === 'sticky'
-      ? SESSION_ROUTE([FIRST, SECOND, { provider: 'mock', model: 'st-z' }]) : rt));
-    fs.writeFileSync(sgw.snapshotPath, JSON.stringify(ssnap, null, 2));
-    const before = sgw.proc.stderrLines.length;
-    sgw.proc.signal('SIGHUP');
-    await h.waitFor(() => sgw.proc.stderrLines.slice(before).some((l) => /snapshot loaded/.test(l)),
-      { timeoutMs: 5000, what: 'the snapshot reload' });
-    const r5 = await sreq({ 'x-llmgw-session-id': 'sess-1' });
-    assert.equal(r5.status, 200, r5.text);
-    assert.equal(r5.headers['x-llmgw-provider'], 'mockB', 'the edited route starts from its first entry again');
+    ssnap.routes = ssnap.routes.map((rt) => (rt.name === 'sessions'
+      ? ROUTE([{ provider: 'mock', model: 'sm-3', weight: 1 }]) : rt));
+    for (const gw of dps) {
+      fs.writeFileSync(gw.snapshotPath, JSON.stringify(ssnap, null, 2));
+      const mark = gw.proc.stderrLines.length;
+      gw.proc.signal('SIGHUP');
+      await h.waitFor(() => gw.proc.stderrLines.slice(mark).some((l) => /snapshot loaded/.test(l)),
+        { timeoutMs: 5000, what: 'the snapshot reload' });
+    }
+    const edited = await members();
+    for (const [i, row] of edited.entries()) {
+      assert.deepEqual(row, [row[0], row[0], row[0]], `session ${SESSIONS[i]} agrees after the edit`);
+    }
+    assert.ok(edited.some((row, i) => row[0] !== after[i][0]), 'the edit moved some sessions');
   });
+});
 
+describe('affinity, weighted split', () => {
   test('an affinity key rotates the start: one key, one provider; keys spread', T, async () => {
     const seen = new Set();
     for (let k = 0; k < 24; k++) {

@@ -611,76 +611,139 @@ static void test_affinity(void)
     EXPECT_STR(cands(&p), "mock/r1,alt/r2,claude/r3,vec/r4");
 }
 
-static void test_sticky(void)
+/* The providers of the session tests: four, one of them disabled in a
+ * second snapshot of the same routes. */
+#define SESSION_PROVIDERS(alt_enabled)                                                             \
+    "{'version':1,'providers':["                                                                   \
+    "{'name':'mock','driver':'openai','base_url':'http://m'},"                                     \
+    "{'name':'alt','driver':'openai','base_url':'http://a','enabled':" alt_enabled "},"            \
+    "{'name':'claude','driver':'anthropic','base_url':'http://c'},"                                \
+    "{'name':'vec','driver':'openai','base_url':'http://v'}],"
+#define SESSION_ROUTES                                                                             \
+    "'routes':["                                                                                   \
+    "{'name':'spread','strategy':'weighted','entries':["                                           \
+    "{'provider':'mock','model':'s1','weight':1},{'provider':'alt','model':'s2','weight':1},"      \
+    "{'provider':'claude','model':'s3','weight':1}]},"                                             \
+    "{'name':'split','strategy':'weighted','entries':["                                            \
+    "{'provider':'mock','model':'w-a','weight':3},{'provider':'alt','model':'w-b','weight':1},"    \
+    "{'provider':'claude','model':'w-c','weight':0}]},"                                            \
+    "{'name':'cheapest','strategy':'price','entries':["                                            \
+    "{'provider':'vec','model':'dear'},{'provider':'mock','model':'c1'},"                          \
+    "{'provider':'alt','model':'c2'}]},"                                                           \
+    "{'name':'in-order','entries':["                                                               \
+    "{'provider':'mock','model':'o1'},{'provider':'alt','model':'o2'}]}],"                         \
+    "'catalog':[{'model':'dear','input_price':9,'output_price':9},"                                \
+    "{'model':'c1','input_price':1,'output_price':2},"                                             \
+    "{'model':'c2','input_price':2,'output_price':1}]}"
+
+/* The first candidate's model for a session. */
+static const char *head_of(const struct dp_snapshot *s, const char *route, const char *session)
 {
+    static char out[64];
     struct dp_plan p;
-    const int64_t t0 = 1000000000;
-    const struct dp_route *r = route(snap, "sticky");
-    dp_router_sticky_set(r, "sess-1", provider(snap, "claude"), t0);
-    struct dp_route_ctx ctx = {.session = "sess-1", .now_us = t0 + 1};
-    plan("sticky", &CHAT, &ctx, &p);
-    EXPECT_STR(cands(&p), "claude/s3,mock/s1,alt/s2");
-    /* Another session, or none: the written order. */
-    plan("sticky", &CHAT, &(struct dp_route_ctx){.session = "sess-2", .now_us = t0}, &p);
-    EXPECT_STR(cands(&p), "mock/s1,alt/s2,claude/s3");
-    plan("sticky", &CHAT, NULL, &p);
-    EXPECT_STR(cands(&p), "mock/s1,alt/s2,claude/s3");
-    /* Another route with the same session: its own order. */
-    ctx.now_us = t0;
-    plan("ring", &CHAT, &ctx, &p);
-    EXPECT_STR(cands(&p), "mock/r1,alt/r2,claude/r3,vec/r4");
-    /* An hour later it is forgotten. */
-    ctx.now_us = t0 + 3600LL * 1000000;
-    plan("sticky", &CHAT, &ctx, &p);
-    EXPECT_STR(cands(&p), "mock/s1,alt/s2,claude/s3");
-    /* Setting again moves it. */
-    dp_router_sticky_set(r, "sess-1", provider(snap, "alt"), t0);
-    ctx.now_us = t0;
-    plan("sticky", &CHAT, &ctx, &p);
-    EXPECT_STR(cands(&p), "alt/s2,mock/s1,claude/s3");
+    plan_in(s, route, &CHAT, &(struct dp_route_ctx){.session = session}, &p);
+    CU_ASSERT_FATAL(p.ncands > 0);
+    snprintf(out, sizeof(out), "%s", p.cands[0].model);
+    return out;
+}
 
-    /* A provider that is no longer in the chain is ignored. */
-    dp_router_sticky_set(r, "sess-gone", provider(snap, "vec"), t0);
-    plan("sticky", &CHAT, &(struct dp_route_ctx){.session = "sess-gone", .now_us = t0}, &p);
-    EXPECT_STR(cands(&p), "mock/s1,alt/s2,claude/s3");
-
-    /* A later snapshot: the same route content keeps the session; an
-     * edited route (same name, same providers) releases it. */
-    dp_router_sticky_set(r, "sess-3", provider(snap, "claude"), t0);
-    const char *same = "{'version':2,'providers':["
-                       "{'name':'mock','driver':'openai','base_url':'http://m'},"
-                       "{'name':'alt','driver':'openai','base_url':'http://a'},"
-                       "{'name':'claude','driver':'anthropic','base_url':'http://c'}],"
-                       "'routes':[{'name':'sticky','entries':[" EN("mock", "s1") "," EN(
-                           "alt", "s2") "," EN("claude", "s3") "]}]}";
-    const char *edited = "{'version':3,'providers':["
-                         "{'name':'mock','driver':'openai','base_url':'http://m'},"
-                         "{'name':'alt','driver':'openai','base_url':'http://a'},"
-                         "{'name':'claude','driver':'anthropic','base_url':'http://c'}],"
-                         "'routes':[{'name':'sticky','entries':[" EN("mock", "s1") "," EN(
-                             "alt", "s2") "," EN("claude", "s3-new") "]}]}";
-    struct dp_snapshot *s2 = build(same), *s3 = build(edited);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s2);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s3);
-    struct dp_route_ctx c3 = {.session = "sess-3", .now_us = t0};
-    plan_in(s2, "sticky", &CHAT, &c3, &p);
-    EXPECT_STR(cands(&p), "claude/s3,mock/s1,alt/s2");
-    plan_in(s3, "sticky", &CHAT, &c3, &p);
-    EXPECT_STR(cands(&p), "mock/s1,alt/s2,claude/s3-new");
-    dp_snapshot_unref(s2);
-    dp_snapshot_unref(s3);
-
-    /* The table is bounded: the oldest session goes first. */
-    char sess[32];
-    dp_router_sticky_set(r, "sess-oldest", provider(snap, "claude"), t0 + 10);
-    for (int i = 0; i < 16384; i++) {
-        snprintf(sess, sizeof(sess), "fill-%d", i);
-        dp_router_sticky_set(r, sess, provider(snap, "alt"), t0 + 11);
+/* A session's members come from a rendezvous hash: the same order on
+ * every replica (a pure function of the snapshot and the session, checked
+ * against a second, separately built snapshot of the same document), a
+ * skipped member moves only its own sessions, spread over the rest, and
+ * only the members the strategy would lead with take sessions. */
+static void test_session(void)
+{
+    struct dp_snapshot *a = build(SESSION_PROVIDERS("true") SESSION_ROUTES);
+    struct dp_snapshot *a2 = build(SESSION_PROVIDERS("true") SESSION_ROUTES);
+    struct dp_snapshot *b = build(SESSION_PROVIDERS("false") SESSION_ROUTES);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(route(a, "spread")->fingerprint, route(b, "spread")->fingerprint);
+    char sess[32], first[64];
+    struct dp_plan p, q;
+    int heads[3] = {0, 0, 0}, moved_to[3] = {0, 0, 0}, stayed = 0;
+    for (int i = 0; i < 600; i++) {
+        snprintf(sess, sizeof(sess), "session-%d", i);
+        /* Deterministic, whatever the request id. */
+        plan_in(a, "spread", &CHAT, &(struct dp_route_ctx){.session = sess, .request_id = "r1"},
+                &p);
+        plan_in(a2, "spread", &CHAT, &(struct dp_route_ctx){.session = sess, .request_id = "r2"},
+                &q);
+        char order[256];
+        snprintf(order, sizeof(order), "%s", cands(&p));
+        EXPECT_STR(cands(&q), order);
+        CU_ASSERT_EQUAL_FATAL(p.ncands, 3);
+        snprintf(first, sizeof(first), "%s", p.cands[0].model);
+        int h = first[1] - '1';
+        heads[h]++;
+        /* alt disabled: its sessions go to their second member; the
+         * others keep theirs. */
+        const char *now = head_of(b, "spread", sess);
+        if (h == 1) {
+            CU_ASSERT_STRING_EQUAL(now, p.cands[1].model);
+            moved_to[now[1] - '1']++;
+        } else {
+            CU_ASSERT_STRING_EQUAL(now, first);
+            stayed++;
+        }
     }
-    plan("sticky", &CHAT, &(struct dp_route_ctx){.session = "sess-oldest", .now_us = t0 + 12}, &p);
-    EXPECT_STR(cands(&p), "mock/s1,alt/s2,claude/s3");
-    plan("sticky", &CHAT, &(struct dp_route_ctx){.session = "fill-16383", .now_us = t0 + 12}, &p);
-    EXPECT_STR(cands(&p), "alt/s2,mock/s1,claude/s3");
+    /* Equal weights: about a third each (binomial, n 600: 200 +- 60 is
+     * over 5 standard deviations). */
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT(heads[i] > 140 && heads[i] < 260);
+    CU_ASSERT_EQUAL(moved_to[1], 0);
+    CU_ASSERT(moved_to[0] > 0 && moved_to[2] > 0);
+    CU_ASSERT_EQUAL(stayed + moved_to[0] + moved_to[2], 600);
+
+    /* Weights 3:1:0 over sessions; a weight of 0 never leads. */
+    int wa = 0;
+    for (int i = 0; i < 2000; i++) {
+        snprintf(sess, sizeof(sess), "user-%d", i);
+        plan_in(a, "split", &CHAT, &(struct dp_route_ctx){.session = sess}, &p);
+        CU_ASSERT_STRING_EQUAL(p.cands[2].model, "w-c");
+        wa += strcmp(p.cands[0].model, "w-a") == 0;
+    }
+    CU_ASSERT(wa > 1350 && wa < 1650);
+
+    /* price: the two cheapest tie (3 per token pair) and share the
+     * sessions; the dear one is never first. ordered: the head alone. */
+    int c1 = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(sess, sizeof(sess), "s-%d", i);
+        const char *h = head_of(a, "cheapest", sess);
+        CU_ASSERT_STRING_NOT_EQUAL(h, "dear");
+        c1 += strcmp(h, "c1") == 0;
+        CU_ASSERT_STRING_EQUAL(head_of(a, "in-order", sess), "o1");
+    }
+    CU_ASSERT(c1 > 50 && c1 < 150);
+    plan_in(a, "cheapest", &CHAT, NULL, &p);
+    EXPECT_STR(cands(&p), "mock/c1,alt/c2,vec/dear");
+
+    /* An edited route draws anew: some sessions change member; the same
+     * content keeps every one. */
+    struct dp_snapshot *e = build(
+        "{'version':2,'providers':["
+        "{'name':'mock','driver':'openai','base_url':'http://m'},"
+        "{'name':'alt','driver':'openai','base_url':'http://a'},"
+        "{'name':'claude','driver':'anthropic','base_url':'http://c'}],"
+        "'routes':[{'name':'spread','strategy':'weighted','entries':["
+        "{'provider':'mock','model':'s1','weight':1},{'provider':'alt','model':'s2','weight':1},"
+        "{'provider':'claude','model':'s3','weight':1,'tier':1}]}]}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_NOT_EQUAL(route(a, "spread")->fingerprint, route(e, "spread")->fingerprint);
+    int changed = 0;
+    for (int i = 0; i < 100; i++) {
+        snprintf(sess, sizeof(sess), "session-%d", i);
+        snprintf(first, sizeof(first), "%s", head_of(a, "spread", sess));
+        changed += strcmp(head_of(e, "spread", sess), first) != 0;
+    }
+    CU_ASSERT(changed > 10);
+    dp_snapshot_unref(a);
+    dp_snapshot_unref(a2);
+    dp_snapshot_unref(b);
+    dp_snapshot_unref(e);
 }
 
 static void test_high_cost(void)
@@ -779,11 +842,16 @@ static void test_high_cost_reordered(void)
         rotated += strcmp(p.cands[0].model, "r1") != 0;
     }
     CU_ASSERT(rotated > 0); /* the rotation did happen */
-    /* Stickiness to the high-cost provider does not promote it. */
-    dp_router_sticky_set(route(s, "sticky"), "hc-sess", provider(s, "claude"), 5);
-    plan_in(s, "sticky", &CHAT, &(struct dp_route_ctx){.session = "hc-sess", .now_us = 6}, &p);
-    EXPECT_STR(cands(&p), "mock/s1");
-    EXPECT_STR(skips(&p), "claude/s2-hc:high_cost_fallback");
+    /* A session does not promote it: not on an ordered route (the head
+     * alone leads), nor on a weighted one where it weighs 3 of 4. */
+    for (int i = 0; i < 60; i++) {
+        snprintf(k, sizeof(k), "hc-session-%d", i);
+        plan_in(s, "sticky", &CHAT, &(struct dp_route_ctx){.session = k}, &p);
+        EXPECT_STR(cands(&p), "mock/s1");
+        EXPECT_STR(skips(&p), "claude/s2-hc:high_cost_fallback");
+        plan_in(s, "split", &CHAT, &(struct dp_route_ctx){.session = k}, &p);
+        EXPECT_STR(cands(&p), "mock/w1");
+    }
     /* Weighted draw: the high-cost entry drawn as primary (weight 3 of 4)
      * is skipped; written first, it serves when drawn, never behind. */
     char id[32];
@@ -1091,7 +1159,7 @@ static CU_TestInfo tests[] = {
     {"strategies: ordered, price, latency, auto", test_strategies},
     {"weighted: deterministic, split by weight", test_weighted},
     {"affinity rotates the start, stable per key", test_affinity},
-    {"stickiness, its expiry, fingerprint and bound", test_sticky},
+    {"sessions: rendezvous over the lead class, the same on every replica", test_session},
     {"high-cost entries: first yes, fallback no", test_high_cost},
     {"high-cost entries: never promoted by reordering", test_high_cost_reordered},
     {"embeddings keep one model", test_embeddings},
