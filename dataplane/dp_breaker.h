@@ -68,6 +68,7 @@ struct dp_outcome {
     enum canon_failure failure; /* when !ok */
     int64_t latency_us;         /* attempt start to its end */
     int64_t ttfb_us;            /* attempt start to the provider's first byte; 0 if none */
+    int64_t ttfc_us;            /* attempt start to its first content event; 0 if none */
     int64_t at_us;              /* when it ended (gw_now_us) */
 };
 

@@ -28,6 +28,8 @@ struct ftarget {
     int probe;
     unsigned probe_out;
     int64_t probe_at_us;
+    int scored;
+    struct dp_fleet_score score;
     char reason[160];
 };
 
@@ -41,6 +43,7 @@ struct view {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct view *cur;
 static int live_down;         /* atomic: cur holds a down target */
+static int live_scored;       /* atomic: cur scores a target */
 static int64_t live_until_us; /* atomic: cur's expiry */
 static int gauges_set;        /* the gauges show cur (not reset for staleness) */
 
@@ -135,6 +138,19 @@ static struct view *view_copy(const Llmgw__V1__FleetView *m, int64_t now_us)
         t->probe = s->probe;
         if (s->n_reasons && s->reasons[0])
             snprintf(t->reason, sizeof(t->reason), "%s", s->reasons[0]);
+        const Llmgw__V1__FleetScore *sc = s->score;
+        if (sc && sc->success_permil <= 1000 && sc->ttfb_mean_us <= INT64_MAX &&
+            sc->ttfc_mean_us <= INT64_MAX) {
+            t->scored = 1;
+            t->score = (struct dp_fleet_score){
+                .attempts = sc->attempts,
+                .success_permil = sc->success_permil,
+                .ttfb_samples = sc->ttfb_samples,
+                .ttfb_mean_us = (int64_t)sc->ttfb_mean_us,
+                .ttfc_samples = sc->ttfc_samples,
+                .ttfc_mean_us = (int64_t)sc->ttfc_mean_us,
+            };
+        }
         v->n++;
     }
     qsort(v->t, v->n, sizeof(*v->t), cmp_target);
@@ -188,12 +204,13 @@ int dp_fleet_apply(const Llmgw__V1__FleetView *m, int64_t now_us)
     struct view *v = m ? view_copy(m, now_us) : NULL;
     if (m && !v)
         return GW_ENOMEM;
-    int down = 0;
+    int down = 0, scored = 0;
     pthread_mutex_lock(&lock);
     struct view *old = cur;
     for (size_t i = 0; v && i < v->n; i++) {
         struct ftarget *t = &v->t[i];
         down |= t->state == DP_FLEET_DOWN;
+        scored |= t->scored;
         struct ftarget *o = find(old, t->provider, t->model);
         if (o && o->probe && t->probe) {
             t->probe_out = o->probe_out;
@@ -207,6 +224,7 @@ int dp_fleet_apply(const Llmgw__V1__FleetView *m, int64_t now_us)
     cur = v;
     __atomic_store_n(&live_until_us, v ? v->expires_us : 0, __ATOMIC_RELEASE);
     __atomic_store_n(&live_down, down, __ATOMIC_RELEASE);
+    __atomic_store_n(&live_scored, scored, __ATOMIC_RELEASE);
     set_gauges(gauges_set ? old : NULL, v);
     gauges_set = v != NULL;
     pthread_mutex_unlock(&lock);
@@ -251,6 +269,23 @@ int dp_fleet_skip(const char *provider, const char *model, int64_t now_us, char 
     if (skip)
         dp_outcomes_skip(provider, model);
     return skip;
+}
+
+int dp_fleet_score(const char *provider, const char *model, int64_t now_us,
+                   struct dp_fleet_score *out)
+{
+    if (!provider || !model || !__atomic_load_n(&live_scored, __ATOMIC_ACQUIRE) ||
+        now_us >= __atomic_load_n(&live_until_us, __ATOMIC_ACQUIRE))
+        return 0;
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    const struct ftarget *t = cur && now_us < cur->expires_us ? find(cur, provider, model) : NULL;
+    if (t && t->scored) {
+        *out = t->score;
+        found = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
 }
 
 enum dp_admit dp_fleet_admit(const char *provider, const char *model, int64_t now_us)

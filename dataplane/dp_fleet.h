@@ -43,6 +43,22 @@ int dp_fleet_apply(const Llmgw__V1__FleetView *v, int64_t now_us);
 int dp_fleet_skip(const char *provider, const char *model, int64_t now_us, char *reason,
                   size_t len);
 
+/* What the whole fleet saw of a target (the view's FleetScore): the
+ * figures the router's price, latency and auto strategies rank by, the same
+ * on every replica (docs/router.md, "Scores from the fleet"). */
+struct dp_fleet_score {
+    uint64_t attempts;       /* health-relevant attempts in the last hour */
+    unsigned success_permil; /* of them, the successful */
+    uint64_t ttfb_samples;   /* successes of the last 5 minutes with a first byte */
+    int64_t ttfb_mean_us;
+    uint64_t ttfc_samples; /* ... with first content */
+    int64_t ttfc_mean_us;
+};
+/* 1 with *out filled when the live view scores the target; 0 when there
+ * is no live view or it does not name the target. Any thread. */
+int dp_fleet_score(const char *provider, const char *model, int64_t now_us,
+                   struct dp_fleet_score *out);
+
 /* Right before an attempt: DP_ADMIT_YES (not down), DP_ADMIT_PROBE (down,
  * and this attempt is the fleet's probe: pass its verdict to
  * dp_fleet_record with probe set) or DP_ADMIT_NO (down). */

@@ -41,7 +41,7 @@ struct cell {
     uint64_t hash;
     uint64_t ok, probe_ok, probe_failed, skipped;
     uint64_t fail[CANON_FAIL_COUNT];
-    struct dsum lat, ttfb;
+    struct dsum lat, ttfb, ttfc;
     const char *model; /* in key[] */
     char key[];        /* provider NUL model NUL */
 };
@@ -220,6 +220,8 @@ void dp_outcomes_record(const struct dp_outcome *o, int fleet_probe)
         dsum_add(&c->lat, o->latency_us > 0 ? (uint64_t)o->latency_us / 1000 : 0);
         if (o->ttfb_us > 0)
             dsum_add(&c->ttfb, (uint64_t)o->ttfb_us / 1000);
+        if (o->ttfc_us > 0)
+            dsum_add(&c->ttfc, (uint64_t)o->ttfc_us / 1000);
     } else {
         c->fail[o->failure]++;
     }
@@ -276,8 +278,8 @@ uint64_t dp_outcomes_dropped(void)
 /* One target of the summary, with everything its message points to. */
 struct tout {
     Llmgw__V1__TargetOutcomes t; /* first: the summary's pointer frees the block */
-    Llmgw__V1__DurationSummary lat, ttfb;
-    uint64_t latb[DP_OUTCOMES_NBUCKETS], ttfbb[DP_OUTCOMES_NBUCKETS];
+    Llmgw__V1__DurationSummary lat, ttfb, ttfc;
+    uint64_t latb[DP_OUTCOMES_NBUCKETS], ttfbb[DP_OUTCOMES_NBUCKETS], ttfcb[DP_OUTCOMES_NBUCKETS];
     Llmgw__V1__FailureCount fc[CANON_FAIL_COUNT];
     Llmgw__V1__FailureCount *fcp[CANON_FAIL_COUNT];
     Llmgw__V1__StateChange ch[MAX_CHANGES];
@@ -326,8 +328,10 @@ static struct tout *tout_new(const char *provider, const char *model, const stru
         o->t.failures = o->fcp;
         dsum_out(&o->lat, o->latb, &c->lat);
         dsum_out(&o->ttfb, o->ttfbb, &c->ttfb);
+        dsum_out(&o->ttfc, o->ttfcb, &c->ttfc);
         o->t.latency = &o->lat;
         o->t.ttfb = &o->ttfb;
+        o->t.ttfc = &o->ttfc;
     }
     if (bt) {
         for (unsigned i = 0; i < bt->nchanges; i++) {
@@ -396,6 +400,7 @@ Llmgw__V1__OutcomeSummary *dp_outcomes_harvest(int64_t since_ms, int64_t now_ms)
                     m->fail[f] += c->fail[f];
                 dsum_merge(&m->lat, &c->lat);
                 dsum_merge(&m->ttfb, &c->ttfb);
+                dsum_merge(&m->ttfc, &c->ttfc);
                 free(c);
             }
     }

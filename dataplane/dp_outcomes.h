@@ -13,10 +13,11 @@
  * any model of a provider). Breaker changes are rare and go to one table
  * under one mutex.
  *
- * Latency and time to first byte are summarised as count, sum, max and
- * counts per fixed bucket (the bounds are part of the wire contract,
- * proto/llmgw/v1/control.proto DurationSummary), so summaries from many
- * replicas merge exactly and the control plane derives percentiles.
+ * Latency, time to first byte and time to first content are summarised as
+ * count, sum, max and counts per fixed bucket (the bounds are part of the
+ * wire contract, proto/llmgw/v1/control.proto DurationSummary), so
+ * summaries from many replicas merge exactly and the control plane derives
+ * percentiles.
  */
 #ifndef DP_OUTCOMES_H
 #define DP_OUTCOMES_H

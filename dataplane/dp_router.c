@@ -488,9 +488,12 @@ static void plan_route(struct planner *pl)
     size_t nv = r->nentries < DP_MAX_CANDIDATES ? r->nentries : DP_MAX_CANDIDATES;
     for (size_t i = 0; i < nv; i++)
         v[i] = (struct slot){r->entries[i].provider, r->entries[i].model, &r->entries[i], i, 0, 0};
-    dpr_order(pl->s, r, pl->n, pl->ctx, v, nv);
-    for (size_t i = 0; i < nv; i++)
+    pl->plan->scored_by = dpr_order(pl->s, r, pl->n, pl->ctx, v, nv);
+    for (size_t i = 0; i < nv; i++) {
+        pl->plan->order[i] = (uint8_t)v[i].written;
         filter(pl, &v[i], i);
+    }
+    pl->plan->norder = nv;
 }
 
 /* A bare model id: every distinct target the routes carry it on. Exactly

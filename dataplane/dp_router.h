@@ -149,7 +149,12 @@ struct dp_plan {
     struct dp_skip skips[DP_MAX_CANDIDATES];
     size_t nskips;
     enum dp_no_route cause;
-    char message[512]; /* when cause != NONE: names every skipped candidate */
+    /* A route's order before the filters, skipped entries included: the
+     * written index of each position (route->entries[order[i]]). */
+    uint8_t order[DP_MAX_CANDIDATES];
+    size_t norder;
+    const char *scored_by; /* "fleet", "local", "mixed"; NULL: not a scored strategy */
+    char message[512];     /* when cause != NONE: names every skipped candidate */
 };
 
 /*

@@ -21,7 +21,10 @@ struct slot {
 
 /* Orders the nv targets of route r in v: the route's strategy, then an
  * affinity rotation, then a session's lead class by rendezvous hash. */
-void dpr_order(const struct dp_snapshot *s, const struct dp_route *r, const struct dp_needs *n,
-               const struct dp_route_ctx *ctx, struct slot *v, size_t nv);
+/* Returns where the strategy's scores came from ("fleet", "local",
+ * "mixed"; NULL when it scores nothing). */
+const char *dpr_order(const struct dp_snapshot *s, const struct dp_route *r,
+                      const struct dp_needs *n, const struct dp_route_ctx *ctx, struct slot *v,
+                      size_t nv);
 
 #endif

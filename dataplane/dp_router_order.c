@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dp_breaker.h"
+#include "dp_fleet.h"
 #include "dp_router_int.h"
 #include "gw_hash.h"
 
@@ -65,20 +66,54 @@ static long long declared_price(const struct dp_snapshot *s, const struct slot *
     return c->price.output < 0 ? -1 : c->price.input + c->price.output;
 }
 
+/* The fleet's figures (dp_fleet_score) replace this process's where they
+ * rest on this many samples: every replica then ranks alike. */
+#define FLEET_MIN_ATTEMPTS 20
+#define FLEET_MIN_LATENCY 10
+
+enum { FROM_LOCAL = 1, FROM_FLEET = 2 };
+
+/* A target's success rate and time to first byte: the fleet's where it is
+ * thick enough, else this process's breaker window. Returns FROM_* bits. */
+static int target_stats(const struct dp_route_ctx *ctx, const struct slot *v,
+                        struct dp_target_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->success_permil = 1000;
+    if (ctx->breakers)
+        dp_breaker_stats(ctx->breakers, v->provider->name, v->model, ctx->now_us, st);
+    struct dp_fleet_score f;
+    if (!dp_fleet_score(v->provider->name, v->model, ctx->now_us, &f))
+        return FROM_LOCAL;
+    int from = 0;
+    if (f.attempts >= FLEET_MIN_ATTEMPTS) {
+        st->success_permil = f.success_permil;
+        from |= FROM_FLEET;
+    } else {
+        from |= FROM_LOCAL;
+    }
+    if (f.ttfb_samples >= FLEET_MIN_LATENCY && f.ttfb_mean_us > 0) {
+        st->ttfb_ewma_us = f.ttfb_mean_us;
+        from |= FROM_FLEET;
+    } else {
+        from |= FROM_LOCAL;
+    }
+    return from;
+}
+
 /* Price and latency scores (lower is better; LLONG_MAX for an unknown
  * price). Prices are at most 2e12 (dp_snapshot's ceiling), so price * 1000
- * cannot overflow; a time to first byte is far below that. */
-static void score(const struct dp_snapshot *s, const struct dp_needs *n,
-                  const struct dp_route_ctx *ctx, const struct slot *v, size_t nv, long long *price,
-                  long long *latency)
+ * cannot overflow; a time to first byte is far below that. Returns the
+ * FROM_* bits of every figure used. */
+static int score(const struct dp_snapshot *s, const struct dp_needs *n,
+                 const struct dp_route_ctx *ctx, const struct slot *v, size_t nv, long long *price,
+                 long long *latency)
 {
     struct dp_target_stats st[DP_MAX_CANDIDATES];
     long long min_ttfb = 0;
+    int from = 0;
     for (size_t i = 0; i < nv; i++) {
-        memset(&st[i], 0, sizeof(st[i]));
-        st[i].success_permil = 1000;
-        if (ctx->breakers)
-            dp_breaker_stats(ctx->breakers, v[i].provider->name, v[i].model, ctx->now_us, &st[i]);
+        from |= target_stats(ctx, &v[i], &st[i]);
         if (st[i].ttfb_ewma_us > 0 && (min_ttfb == 0 || st[i].ttfb_ewma_us < min_ttfb))
             min_ttfb = st[i].ttfb_ewma_us;
     }
@@ -91,6 +126,7 @@ static void score(const struct dp_snapshot *s, const struct dp_needs *n,
         long long t = st[i].ttfb_ewma_us > 0 ? st[i].ttfb_ewma_us : min_ttfb;
         latency[i] = t * 1000 / success_divisor(&st[i]);
     }
+    return from;
 }
 
 /* 1 + how many scores are strictly better: equal scores share a rank. */
@@ -102,18 +138,21 @@ static long long rank_of(const long long *sc, size_t n, size_t i)
     return r;
 }
 
-static void order_by_strategy(const struct dp_snapshot *s, const struct dp_route *r,
-                              const struct dp_needs *n, const struct dp_route_ctx *ctx,
-                              struct slot *v, size_t nv)
+/* Returns where the scores came from: "fleet", "local", "mixed", or NULL
+ * for a strategy that scores nothing. */
+static const char *order_by_strategy(const struct dp_snapshot *s, const struct dp_route *r,
+                                     const struct dp_needs *n, const struct dp_route_ctx *ctx,
+                                     struct slot *v, size_t nv)
 {
     long long price[DP_MAX_CANDIDATES], latency[DP_MAX_CANDIDATES];
+    int from;
     switch (r->strategy) {
     case DP_STRATEGY_ORDERED:
-        return;
+        return NULL;
     case DP_STRATEGY_PRICE:
     case DP_STRATEGY_LATENCY:
     case DP_STRATEGY_AUTO:
-        score(s, n, ctx, v, nv, price, latency);
+        from = score(s, n, ctx, v, nv, price, latency);
         for (size_t i = 0; i < nv; i++) {
             if (r->strategy == DP_STRATEGY_PRICE) {
                 v[i].k1 = price[i];
@@ -125,16 +164,16 @@ static void order_by_strategy(const struct dp_snapshot *s, const struct dp_route
             }
         }
         sort_slots(v, nv);
-        return;
+        return from == FROM_FLEET ? "fleet" : from == FROM_LOCAL ? "local" : "mixed";
     case DP_STRATEGY_WEIGHTED: {
         unsigned long long total = 0;
         for (size_t i = 0; i < nv; i++)
             total += v[i].entry->weight;
         if (total == 0) /* dp_snapshot refuses it; written order */
-            return;
+            return NULL;
         /* A session orders the members itself (apply_session). */
         if (ctx->session && *ctx->session)
-            return;
+            return NULL;
         const char *in = ctx->affinity ? ctx->affinity : ctx->request_id ? ctx->request_id : "";
         unsigned long long draw = hash_str(in) % total;
         size_t pick = 0;
@@ -143,9 +182,10 @@ static void order_by_strategy(const struct dp_snapshot *s, const struct dp_route
             pick++;
         }
         move_first(v, pick);
-        return;
+        return NULL;
     }
     }
+    return NULL;
 }
 
 /* A session's rendezvous weight for one member: a hash of the session, the
@@ -228,10 +268,11 @@ static void apply_session(const struct dp_route *r, const struct dp_route_ctx *c
     }
 }
 
-void dpr_order(const struct dp_snapshot *s, const struct dp_route *r, const struct dp_needs *n,
-               const struct dp_route_ctx *ctx, struct slot *v, size_t nv)
+const char *dpr_order(const struct dp_snapshot *s, const struct dp_route *r,
+                      const struct dp_needs *n, const struct dp_route_ctx *ctx, struct slot *v,
+                      size_t nv)
 {
-    order_by_strategy(s, r, n, ctx, v, nv);
+    const char *scored_by = order_by_strategy(s, r, n, ctx, v, nv);
     /* An affinity key keeps a conversation's requests on one start of the
      * chain (a provider's prompt cache). Weighted routes drew their primary
      * from it already. */
@@ -243,4 +284,5 @@ void dpr_order(const struct dp_snapshot *s, const struct dp_route *r, const stru
         memcpy(v, tmp, nv * sizeof(*v));
     }
     apply_session(r, ctx, v, nv);
+    return scored_by;
 }

@@ -18,6 +18,7 @@
 
 #include "canon.h"
 #include "cp_etcd.h"
+#include "cp_fleetscore.h"
 #include "dp_outcomes.h"
 #include "gw_error.h"
 #include "gw_hash.h"
@@ -93,7 +94,9 @@ struct target {
     enum fstate state;
     char reasons[MAX_REASONS][REASON_MAX];
     int nreasons;
-    int64_t seen_ms; /* newest contribution */
+    int64_t seen_ms;                  /* newest contribution */
+    struct cp_fleetscore *score;      /* this replica's hour of it (NULL: nothing yet) */
+    struct cp_fleetscore_sums rscore; /* the other control planes' (their blobs) */
 };
 
 /* A data plane: connected here (members), or another replica's (dp blob). */
@@ -234,6 +237,7 @@ static void target_free(struct cp_fleetview *fv, struct target *t)
     contribs_free(fv, t->local);
     contribs_free(fv, t->remote);
     rlatches_free(t->rlatches);
+    free(t->score);
     free(t->provider);
     free(t);
 }
@@ -279,6 +283,24 @@ static uint64_t key_hash(const char *provider, const char *model)
     return gw_mix64(gw_fnv1a(h, model, strlen(model)));
 }
 
+static void target_unlink(struct cp_fleetview *fv, struct target *t);
+
+/* At the cap, a target kept only for its hour of figures (nobody reports
+ * it now, no latch) makes room for a new one: the one silent longest.
+ * Returns 1 when one went. */
+static int evict_one(struct cp_fleetview *fv)
+{
+    struct target *victim = NULL;
+    for (struct target *t = fv->targets; t; t = t->next)
+        if (!t->local && !t->remote && !t->latch.down && (!victim || t->seen_ms < victim->seen_ms))
+            victim = t;
+    if (!victim)
+        return 0;
+    target_unlink(fv, victim);
+    target_free(fv, victim);
+    return 1;
+}
+
 static struct target *target_find(struct cp_fleetview *fv, const char *provider, const char *model,
                                   int create)
 {
@@ -288,7 +310,7 @@ static struct target *target_find(struct cp_fleetview *fv, const char *provider,
     for (struct target *t = fv->heads[h % HEADS]; t; t = t->hnext)
         if (t->hash == h && strcmp(t->provider, provider) == 0 && strcmp(t->model, model) == 0)
             return t;
-    if (!create || fv->ntargets >= fv->cfg.max_targets)
+    if (!create || (fv->ntargets >= fv->cfg.max_targets && !evict_one(fv)))
         return NULL;
     struct target *t = calloc(1, sizeof(*t));
     size_t pl = strlen(provider), ml = strlen(model);
@@ -436,6 +458,8 @@ int cp_fleetview_add(struct cp_fleetview *fv, const char *replica,
             t->local = c;
             t->nlocal++;
         }
+        if (t->score || (t->score = calloc(1, sizeof(*t->score))))
+            cp_fleetscore_add(t->score, now_ms, o);
         struct bucket *b = bucket_at(fv, c, slot);
         uint64_t attempts = o->ok;
         b->ok += o->ok;
@@ -566,6 +590,7 @@ void cp_fleetview_remote_begin(struct cp_fleetview *fv, const char *kind)
         t->nremote = 0;
         rlatches_free(t->rlatches);
         t->rlatches = NULL;
+        memset(&t->rscore, 0, sizeof(t->rscore));
     }
 }
 
@@ -694,6 +719,7 @@ int cp_fleetview_remote(struct cp_fleetview *fv, const char *kind, const char *n
             json_t *r;
             json_array_foreach(json_object_get(x, "replicas"), j, r)
                 remote_contrib(fv, t, name, r, now_ms);
+            cp_fleetscore_from_json(&t->rscore, json_object_get(x, "score"));
             json_t *l = json_object_get(x, "latch");
             struct rlatch *rl = json_is_object(l) ? calloc(1, sizeof(*rl)) : NULL;
             if (at > t->seen_ms)
@@ -1044,7 +1070,10 @@ int cp_fleetview_compute(struct cp_fleetview *fv, int64_t now_ms, int leader, co
                 cp = &c->next;
             }
         }
-        if (!t->local && !t->remote && !t->latch.down && t->seen_ms < now_ms - fv->cfg.demand_ms) {
+        struct cp_fleetscore_sums own = {0};
+        int scored = t->score && cp_fleetscore_sum(t->score, now_ms, &own);
+        if (!t->local && !t->remote && !t->latch.down && !scored &&
+            t->seen_ms < now_ms - fv->cfg.demand_ms) {
             struct target *dead = t;
             target_unlink(fv, dead);
             target_free(fv, dead);
@@ -1105,6 +1134,16 @@ static Llmgw__V1__FleetState pb_state(enum fstate s)
                              : LLMGW__V1__FLEET_STATE__FLEET_STATE_HEALTHY;
 }
 
+/* The fleet's figures for t: this replica's ring and the others' blobs.
+ * 0 when there are none. */
+static int fleet_score(const struct target *t, int64_t now_ms, struct cp_fleetscore_sums *f)
+{
+    *f = t->rscore;
+    if (t->score)
+        cp_fleetscore_sum(t->score, now_ms, f);
+    return f->ok + f->failed + f->ttfb_n + f->ttfc_n > 0;
+}
+
 int cp_fleetview_pack(const struct cp_fleetview *fv, const char *replica, int64_t now_ms,
                       uint8_t **out, size_t *len)
 {
@@ -1119,9 +1158,10 @@ int cp_fleetview_pack(const struct cp_fleetview *fv, const char *replica, int64_
         n++;
     Llmgw__V1__FleetTarget *ts = calloc(n ? n : 1, sizeof(*ts));
     Llmgw__V1__FleetTarget **tp = calloc(n ? n : 1, sizeof(*tp));
+    Llmgw__V1__FleetScore *sc = calloc(n ? n : 1, sizeof(*sc));
     char **rp = calloc(n ? n * MAX_REASONS : 1, sizeof(*rp));
     int rc = GW_ENOMEM;
-    if (!ts || !tp || !rp)
+    if (!ts || !tp || !sc || !rp)
         goto out;
     size_t i = 0;
     for (const struct target *t = fv->targets; t; t = t->next, i++) {
@@ -1138,6 +1178,11 @@ int cp_fleetview_pack(const struct cp_fleetview *fv, const char *replica, int64_
             x->probe = replica && t->latch.holder[0] && strcmp(t->latch.holder, replica) == 0;
             x->until_ms = t->latch.holder[0] ? t->latch.hold_until_ms : t->latch.next_probe_ms;
         }
+        struct cp_fleetscore_sums f;
+        if (fleet_score(t, now_ms, &f)) {
+            cp_fleetscore_pb(&f, &sc[i]);
+            x->score = &sc[i];
+        }
         tp[i] = x;
     }
     m.targets = tp;
@@ -1151,6 +1196,7 @@ int cp_fleetview_pack(const struct cp_fleetview *fv, const char *replica, int64_
 out:
     free(ts);
     free(tp);
+    free(sc);
     free(rp);
     return rc;
 }
@@ -1223,9 +1269,12 @@ static char *outcomes_blob(const struct cp_fleetview *fv, int64_t now_ms, int le
         json_t *rs = json_array();
         for (const struct contrib *c = t->local; rs && level < 2 && c; c = c->next)
             json_array_append_new(rs, contrib_json(fv, c, now_ms, level == 0));
-        json_array_append_new(ts, json_pack("{s:s,s:s,s:o,s:o}", "provider", t->provider, "model",
-                                            t->model, "latch", latch_json(&t->latch), "replicas",
-                                            rs ? rs : json_array()));
+        json_t *x = json_pack("{s:s,s:s,s:o,s:o}", "provider", t->provider, "model", t->model,
+                              "latch", latch_json(&t->latch), "replicas", rs ? rs : json_array());
+        struct cp_fleetscore_sums own = {0};
+        if (x && t->score && cp_fleetscore_sum(t->score, now_ms, &own))
+            json_object_set_new(x, "score", cp_fleetscore_json(&own));
+        json_array_append_new(ts, x);
     }
     return dump(root);
 }
@@ -1332,11 +1381,14 @@ static json_t *target_json(const struct cp_fleetview *fv, struct target *t, stru
                         ? json_pack("{s:s,s:I,s:I}", "replica_id", l->holder, "until_ms",
                                     (json_int_t)l->hold_until_ms, "round", (json_int_t)l->round)
                         : json_null();
-    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "provider", t->provider, "model",
+    struct cp_fleetscore_sums f;
+    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "provider", t->provider, "model",
                      t->model, "state", state_names[t->state], "reasons", reasons, "down_since_ms",
                      ms_or_null(l->down ? l->since_ms : 0), "probe", probe, "next_probe_ms",
                      ms_or_null(l->down && !l->holder[0] ? l->next_probe_ms : 0), "window",
-                     sums_json(&all), "replicas", reps);
+                     sums_json(&all), "score",
+                     fleet_score(t, now_ms, &f) ? cp_fleetscore_health(&f) : json_null(),
+                     "replicas", reps);
 }
 
 json_t *cp_fleetview_health(const struct cp_fleetview *fv, int64_t now_ms)

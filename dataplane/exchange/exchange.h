@@ -70,6 +70,9 @@ struct choice {
     const struct dp_route *route;
     struct dp_candidate *cands; /* malloc'd, ncands */
     size_t ncands;
+    const char *scored_by;            /* dp_plan's: for the request's line */
+    uint8_t order[DP_MAX_CANDIDATES]; /* dp_plan's order, norder long */
+    uint8_t norder;
 };
 
 /* A failed attempt, remembered for the request's error answer. */

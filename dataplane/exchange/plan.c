@@ -73,6 +73,9 @@ int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n
         x->plan.route = p->route;
         x->plan.ncands = p->ncands;
         memcpy(x->plan.cands, p->cands, p->ncands * sizeof(p->cands[0]));
+        x->plan.scored_by = p->scored_by;
+        x->plan.norder = (uint8_t)p->norder;
+        memcpy(x->plan.order, p->order, p->norder);
         free(p);
         return 0;
     }

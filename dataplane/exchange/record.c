@@ -106,6 +106,23 @@ static int field_usage(struct gw_buf *o, const struct canon_usage *u)
     return rc == GW_OK ? gw_buf_appends(o, "}") : rc;
 }
 
+/* ,"order":["provider/model",...]: a route's order before the filters,
+ * skipped entries included (docs/router.md). */
+static int field_order(struct gw_buf *o, const struct choice *p)
+{
+    int rc = gw_buf_appends(o, ",\"order\":[");
+    for (size_t i = 0; i < p->norder && rc == GW_OK; i++) {
+        const struct dp_route_entry *e = &p->route->entries[p->order[i]];
+        char t[DP_MAX_MODEL_ID + 160];
+        int n = snprintf(t, sizeof(t), "%s/%s", e->provider->name, e->model);
+        if (i)
+            rc = gw_buf_appends(o, ",");
+        if (rc == GW_OK)
+            rc = gw_json_escape(o, t, n > 0 && (size_t)n < sizeof(t) ? (size_t)n : strlen(t));
+    }
+    return rc == GW_OK ? gw_buf_appends(o, "]") : rc;
+}
+
 /* The fields both lines start with. */
 static int log_head(struct dp_exchange *x, struct gw_buf *o)
 {
@@ -383,6 +400,10 @@ void x_log_request(struct dp_exchange *x)
         rc = field_int(o, "retries", x->nretries);
     if (rc == GW_OK)
         rc = field_int(o, "failovers", x->nfailovers);
+    if (rc == GW_OK && x->plan.route && x->plan.norder > 1)
+        rc = field_order(o, &x->plan);
+    if (rc == GW_OK && x->plan.scored_by)
+        rc = field_str(o, "scored_by", x->plan.scored_by);
     if (rc == GW_OK && x->key)
         rc = field_str(o, "key_id", x->key->id);
     if (rc == GW_OK)
@@ -452,6 +473,7 @@ void x_record_attempt(struct dp_exchange *x, int64_t end)
               .failure = failed && !x->budget_out ? x->failure : CANON_FAIL_CANCELED,
               .latency_us = end - x->ta0,
               .ttfb_us = x->t_first_byte ? x->t_first_byte - x->ta0 : 0,
+              .ttfc_us = x->t_first_content ? x->t_first_content - x->ta0 : 0,
               .at_us = end},
         .verdict = verdict_names[x->verdict],
         .failure_class = failed ? canon_failure_name(x->failure) : NULL,

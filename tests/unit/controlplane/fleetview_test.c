@@ -506,9 +506,31 @@ static void test_bounds(void)
     json_t *h = cp_fleetview_health(fv, T0);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(json_object_get(h, "fleet"), "targets")), 3);
     json_decref(h);
-    /* Nothing reported for a minute: forgotten. */
+    /* Nothing reported for a minute: no replica's part is left, but the
+     * hour of figures keeps the target... */
     cp_fleetview_compute(fv, T0 + 61000, 1, "cp-1", -1);
     h = cp_fleetview_health(fv, T0 + 61000);
+    json_t *ts = json_object_get(json_object_get(h, "fleet"), "targets");
+    CU_ASSERT_EQUAL(json_array_size(ts), 3);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(json_array_get(ts, 0), "replicas")), 0);
+    json_decref(h);
+    /* ... which gives way to a target someone reports now, at the cap. */
+    struct tgt fresh = {"p", "fresh", .ok = 1};
+    add(fv, "dp-a", &fresh, 1, T0 + 62000);
+    cp_fleetview_compute(fv, T0 + 62000, 1, "cp-1", -1);
+    h = cp_fleetview_health(fv, T0 + 62000);
+    ts = json_object_get(json_object_get(h, "fleet"), "targets");
+    CU_ASSERT_EQUAL(json_array_size(ts), 3);
+    int have_fresh = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(ts, i, t) have_fresh |=
+        !strcmp(json_string_value(json_object_get(t, "model")), "fresh");
+    CU_ASSERT(have_fresh);
+    json_decref(h);
+    /* An hour later: forgotten. */
+    cp_fleetview_compute(fv, T0 + 62000 + 3601000, 1, "cp-1", -1);
+    h = cp_fleetview_health(fv, T0 + 62000 + 3601000);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(json_object_get(h, "fleet"), "targets")), 0);
     json_decref(h);
     cp_fleetview_free(fv);
@@ -567,6 +589,90 @@ static void test_large_fleet(void)
     cp_fleetview_free(fv);
 }
 
+/* The score a replica's view carries for provider p. */
+static int score_for(struct cp_fleetview *fv, int64_t now, const char *provider,
+                     Llmgw__V1__FleetScore *out)
+{
+    uint8_t *b;
+    size_t n;
+    if (cp_fleetview_pack(fv, "dp-a", now, &b, &n) != GW_OK)
+        return -1;
+    Llmgw__V1__FleetView *v = llmgw__v1__fleet_view__unpack(NULL, n, b);
+    free(b);
+    int found = 0;
+    for (size_t i = 0; v && i < v->n_targets; i++)
+        if (!strcmp(v->targets[i]->provider, provider) && v->targets[i]->score) {
+            *out = *v->targets[i]->score;
+            found = 1;
+        }
+    if (v)
+        llmgw__v1__fleet_view__free_unpacked(v, NULL);
+    return found;
+}
+
+/* Scores: every replica's outcomes over the hour, health-relevant failures
+ * only, latencies over the last 5 minutes, through a second control plane
+ * too. */
+static void test_scores(void)
+{
+    struct cp_fleetview *l = cp_fleetview_new("cp-1", NULL), *f = cp_fleetview_new("cp-2", NULL);
+    int64_t now = T0;
+    /* dp-a (on cp-1): 30 fine at 100 ms; dp-b (on cp-2): 10 failures and
+     * 5 bad requests (the client's fault: not counted). */
+    struct tgt good = {"p", "m", .ok = 30, .ttfb_ms = 100};
+    struct tgt bad = {"p", "m", .fail5xx = 10, .bad_request = 5};
+    add(l, "dp-a", &good, 1, now);
+    add(f, "dp-b", &bad, 1, now);
+    Llmgw__V1__FleetScore sc;
+    cp_fleetview_compute(l, now, 1, "cp-1", 1);
+    CU_ASSERT_EQUAL_FATAL(score_for(l, now, "p", &sc), 1);
+    CU_ASSERT_EQUAL(sc.attempts, 30);
+    CU_ASSERT_EQUAL(sc.success_permil, 1000);
+    CU_ASSERT_EQUAL(sc.ttfb_samples, 30);
+    CU_ASSERT_EQUAL(sc.ttfb_mean_us, 100000);
+    /* Both control planes see the fleet's figures, the same. */
+    exchange(f, "cp-2", l, now + 100);
+    exchange(l, "cp-1", f, now + 100);
+    Llmgw__V1__FleetScore sl, sf;
+    CU_ASSERT_EQUAL_FATAL(score_for(l, now + 100, "p", &sl), 1);
+    CU_ASSERT_EQUAL_FATAL(score_for(f, now + 100, "p", &sf), 1);
+    CU_ASSERT_EQUAL(sl.attempts, 40);
+    CU_ASSERT_EQUAL(sl.success_permil, 750);
+    CU_ASSERT_EQUAL(sl.ttfb_mean_us, 100000);
+    CU_ASSERT_EQUAL(sf.attempts, sl.attempts);
+    CU_ASSERT_EQUAL(sf.success_permil, sl.success_permil);
+    CU_ASSERT_EQUAL(sf.ttfb_samples, sl.ttfb_samples);
+    /* A blob read again replaces what it said (no double count). */
+    exchange(f, "cp-2", l, now + 200);
+    CU_ASSERT_EQUAL_FATAL(score_for(l, now + 200, "p", &sl), 1);
+    CU_ASSERT_EQUAL(sl.attempts, 40);
+    /* Later minutes add up; latency leaves after 5 minutes, success after
+     * the hour. */
+    struct tgt slow = {"p", "m", .ok = 10, .ttfb_ms = 300};
+    add(l, "dp-a", &slow, 1, now + 120000);
+    CU_ASSERT_EQUAL_FATAL(score_for(l, now + 120000, "p", &sc), 1);
+    CU_ASSERT_EQUAL(sc.ttfb_samples, 40);
+    CU_ASSERT_EQUAL(sc.ttfb_mean_us, (30 * 100 + 10 * 300) * 1000 / 40);
+    CU_ASSERT_EQUAL_FATAL(score_for(l, now + 6 * 60000, "p", &sc), 1);
+    CU_ASSERT_EQUAL(sc.ttfb_samples, 10);
+    CU_ASSERT_EQUAL(sc.ttfb_mean_us, 300000);
+    CU_ASSERT_EQUAL(sc.attempts, 50); /* cp-2's 10 and cp-1's 40 */
+    exchange(f, "cp-2", l, now + 63 * 60000);
+    cp_fleetview_compute(l, now + 63 * 60000, 1, "cp-1", 1);
+    CU_ASSERT_EQUAL(score_for(l, now + 63 * 60000, "p", &sc), 0);
+    /* The health document shows the figures. */
+    add(l, "dp-a", &good, 1, now + 64 * 60000);
+    json_t *h = cp_fleetview_health(l, now + 64 * 60000);
+    json_t *t = json_array_get(json_object_get(json_object_get(h, "fleet"), "targets"), 0);
+    json_t *s = json_object_get(t, "score");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(s, "attempts_1h")), 30);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(s, "success_permil_1h")), 1000);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(s, "ttfb_mean_us_5m")), 100000);
+    json_decref(h);
+    cp_fleetview_free(l);
+    cp_fleetview_free(f);
+}
+
 static CU_TestInfo tests[] = {
     {"healthy; bad requests do not count", test_healthy},
     {"breakers: one open degraded, most open down, latched", test_down_by_breakers},
@@ -583,7 +689,10 @@ static CU_TestInfo tests[] = {
      test_two_control_planes_agree},
     {"other control planes' blobs: checked, stale ones and its own ignored",
      test_remote_blobs_checked},
-    {"bounded targets; forgotten after a minute of silence", test_bounds},
+    {"bounded targets; kept an hour for their figures, evicted for a new one at the cap",
+     test_bounds},
+    {"scores: the fleet's hour, through a second control plane, latencies over 5 minutes",
+     test_scores},
     {"a large fleet: contributions capped, the blob trimmed for etcd, the latch kept",
      test_large_fleet},
     CU_TEST_INFO_NULL,

@@ -11,6 +11,7 @@
 #include "canon.h"
 #include "dp_breaker.h"
 #include "dp_driver.h"
+#include "dp_fleet.h"
 #include "dp_router.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -528,6 +529,104 @@ static void test_strategies(void)
     /* auto: tier first, then price rank x latency rank. */
     plan("mixed", &CHAT, NULL, &p);
     EXPECT_STR(cands(&p), "alt/a-cheap,mock/a-dear,mock/a-x");
+}
+
+/* A fleet view scoring targets "provider/model" with (attempts, success,
+ * ttfb samples, ttfb mean us), received at now_us. */
+struct fscore {
+    const char *provider, *model;
+    uint64_t attempts;
+    uint32_t permil;
+    uint64_t ttfb_n, ttfb_us;
+};
+
+static void apply_scores(const struct fscore *f, size_t n, int64_t now_us)
+{
+    Llmgw__V1__FleetTarget t[4], *tp[4];
+    Llmgw__V1__FleetScore sc[4];
+    for (size_t i = 0; i < n; i++) {
+        llmgw__v1__fleet_target__init(&t[i]);
+        llmgw__v1__fleet_score__init(&sc[i]);
+        t[i].provider = (char *)f[i].provider;
+        t[i].model = (char *)f[i].model;
+        t[i].state = LLMGW__V1__FLEET_STATE__FLEET_STATE_HEALTHY;
+        sc[i].attempts = f[i].attempts;
+        sc[i].success_permil = f[i].permil;
+        sc[i].ttfb_samples = f[i].ttfb_n;
+        sc[i].ttfb_mean_us = f[i].ttfb_us;
+        t[i].score = &sc[i];
+        tp[i] = &t[i];
+    }
+    Llmgw__V1__FleetView v = LLMGW__V1__FLEET_VIEW__INIT;
+    v.version = 1;
+    v.ttl_ms = 5000;
+    v.targets = tp;
+    v.n_targets = n;
+    CU_ASSERT_EQUAL(dp_fleet_apply(&v, now_us), GW_OK);
+}
+
+/* price, latency and auto rank from the fleet's figures where they rest on
+ * enough samples (20 attempts, 10 latencies), from this process's where
+ * they do not, or when the view is stale; the plan says which. */
+static void test_fleet_scores(void)
+{
+    struct dp_snapshot *s =
+        build("{'version':1,'providers':["
+              "{'name':'mock','driver':'openai','base_url':'http://m'},"
+              "{'name':'alt','driver':'openai','base_url':'http://a'}],"
+              "'routes':[{'name':'by-price','strategy':'price','entries':["
+              "{'provider':'mock','model':'f-cheap'},{'provider':'alt','model':'f-dear'}]},"
+              "{'name':'by-latency','strategy':'latency','entries':["
+              "{'provider':'mock','model':'f-cheap'},{'provider':'alt','model':'f-dear'}]},"
+              "{'name':'by-auto','strategy':'auto','entries':["
+              "{'provider':'mock','model':'f-cheap'},{'provider':'alt','model':'f-dear'}]},"
+              "{'name':'in-order','entries':["
+              "{'provider':'mock','model':'f-cheap'},{'provider':'alt','model':'f-dear'}]}],"
+              "'catalog':[{'model':'f-cheap','input_price':1,'output_price':1},"
+              "{'model':'f-dear','input_price':3,'output_price':3}]}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const int64_t now = 5000000000;
+    struct dp_route_ctx ctx = {.now_us = now};
+    struct dp_plan p;
+    /* No view: this process's figures (none: all succeed). */
+    dp_fleet_apply(NULL, now);
+    plan_in(s, "by-price", &CHAT, &ctx, &p);
+    EXPECT_STR(cands(&p), "mock/f-cheap,alt/f-dear");
+    EXPECT_STR(p.scored_by, "local");
+    CU_ASSERT_EQUAL(p.norder, 2);
+    CU_ASSERT_EQUAL(p.order[0], 0);
+    plan_in(s, "in-order", &CHAT, &ctx, &p);
+    CU_ASSERT_PTR_NULL(p.scored_by);
+    /* The fleet says the cheap one fails 3 times in 4 over the hour: its
+     * price counts 4 times (8 > 6), and it falls behind; the dear one's
+     * figures are the fleet's too. Its latency is also the worse. */
+    const struct fscore failing[] = {{"mock", "f-cheap", 400, 250, 100, 300000},
+                                     {"alt", "f-dear", 400, 1000, 100, 100000}};
+    apply_scores(failing, 2, now);
+    plan_in(s, "by-price", &CHAT, &ctx, &p);
+    EXPECT_STR(cands(&p), "alt/f-dear,mock/f-cheap");
+    EXPECT_STR(p.scored_by, "fleet");
+    CU_ASSERT_EQUAL(p.order[0], 1);
+    CU_ASSERT_EQUAL(p.order[1], 0);
+    plan_in(s, "by-latency", &CHAT, &ctx, &p);
+    EXPECT_STR(cands(&p), "alt/f-dear,mock/f-cheap");
+    plan_in(s, "by-auto", &CHAT, &ctx, &p);
+    EXPECT_STR(cands(&p), "alt/f-dear,mock/f-cheap");
+    /* Stale (past its 5 s ttl): this process's figures again. */
+    struct dp_route_ctx later = {.now_us = now + 5000001};
+    plan_in(s, "by-price", &CHAT, &later, &p);
+    EXPECT_STR(cands(&p), "mock/f-cheap,alt/f-dear");
+    EXPECT_STR(p.scored_by, "local");
+    /* Thin: 19 attempts and 9 latencies are not enough; the dear one's
+     * figures are (mixed). */
+    const struct fscore thin[] = {{"mock", "f-cheap", 19, 0, 9, 900000},
+                                  {"alt", "f-dear", 20, 1000, 10, 100000}};
+    apply_scores(thin, 2, now);
+    plan_in(s, "by-price", &CHAT, &ctx, &p);
+    EXPECT_STR(cands(&p), "mock/f-cheap,alt/f-dear");
+    EXPECT_STR(p.scored_by, "mixed");
+    dp_fleet_apply(NULL, now);
+    dp_snapshot_unref(s);
 }
 
 static void test_weighted(void)
@@ -1157,6 +1256,7 @@ static CU_TestInfo tests[] = {
     {"the furthest stage reached decides the cause", test_causes},
     {"the message is bounded and stays UTF-8", test_message_bounded},
     {"strategies: ordered, price, latency, auto", test_strategies},
+    {"price, latency, auto: the fleet's figures, else this process's", test_fleet_scores},
     {"weighted: deterministic, split by weight", test_weighted},
     {"affinity rotates the start, stable per key", test_affinity},
     {"sessions: rendezvous over the lead class, the same on every replica", test_session},
