@@ -17,6 +17,12 @@
  *             Informational: data planes still route to it.
  *   healthy   otherwise.
  *
+ * Each target also carries a score (cp_fleetscore): the fleet's success
+ * rate over the last hour and mean times to first byte and content over the
+ * last 5 minutes, this replica's figures plus the other control planes'
+ * (from their blobs), for the data planes' price, latency and auto
+ * strategies. A target is kept while its hour has figures.
+ *
  * Every replica computes the view from the same merged data. The latch
  * (down, since, the probe holder) is the leader's: a follower adopts the
  * leader's decisions from its blob and may only add a fresh "down" of its

@@ -593,9 +593,9 @@ export async function startSnapshotServer({ snapshot, port = 0, snapshotPath, ar
  * file. cache: the --snapshot-cache path (or none); cacheKey: LLMGW_CACHE_KEY.
  */
 export async function startGatewayCP({
-  controlPlane, cache, cacheKey, replicaId, args = [], threads = 2,
+  controlPlane, cache, cacheKey, replicaId, args = [], threads = 2, env: extraEnv = {},
 } = {}) {
-  const env = { ...process.env };
+  const env = { ...process.env, ...extraEnv };
   for (const k of GATEWAY_ENV_VARS) delete env[k];
   if (cacheKey) env.LLMGW_CACHE_KEY = cacheKey;
   const a = ['--control-plane', controlPlane, '--listen', '127.0.0.1:0', '--threads', String(threads)];

@@ -590,6 +590,9 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
     const char *ferr = resolve_fault(c, spec, err, errlen);
     if (ferr != NULL)
         return ferr;
+    if (c->f.only_id[0] &&
+        (!c->x_request_id || strncmp(c->x_request_id, c->f.only_id, strlen(c->f.only_id)) != 0))
+        mock_fault_clear(&c->f);
     if (c->f.times > 0 || c->f.after > 0) {
         /* after=N: the first N requests of this SPEC text are answered as
          * if they carried none; times=M: the faults apply to M requests

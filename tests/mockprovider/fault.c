@@ -109,20 +109,29 @@ static int parse_item(const char *s, size_t len, struct mock_fault *f, char *err
     size_t vlen = len - klen - 1;
     if (klen == 5 && memcmp(s, "error", 5) == 0)
         return parse_error_kind(v, vlen, f, err, errlen);
-    if (klen == 3 && memcmp(s, "tag", 3) == 0) {
-        /* No effect: it makes a SPEC text unique, so a times=N counter is
-         * a test's own. */
+    int only_id = klen == 7 && memcmp(s, "only_id", 7) == 0;
+    if ((klen == 3 && memcmp(s, "tag", 3) == 0) || only_id) {
+        /* tag: no effect; it makes a SPEC text unique, so a times=N
+         * counter is a test's own. only_id: the faults apply to requests
+         * whose x-request-id starts with it (a gateway sends its request
+         * id upstream), the others are answered as if the SPEC were none:
+         * a provider that fails for one client of several. */
         for (size_t j = 0; j < vlen; j++) {
             char ch = v[j];
             if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                   (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')) {
-                snprintf(err, errlen, "fault tag wants letters, digits, '-', '_' or '.'");
+                snprintf(err, errlen,
+                         "fault tag and only_id want letters, digits, '-', '_' or '.'");
                 return GW_EINVAL;
             }
         }
         if (vlen == 0 || vlen > 64) {
-            snprintf(err, errlen, "fault tag wants 1 to 64 characters");
+            snprintf(err, errlen, "fault tag and only_id want 1 to 64 characters");
             return GW_EINVAL;
+        }
+        if (only_id) {
+            memcpy(f->only_id, v, vlen);
+            f->only_id[vlen] = '\0';
         }
         return 0;
     }

@@ -68,9 +68,10 @@ struct mock_fault {
     int tail_ms;      /* after the last event, wait before ending */
     int reasoning;    /* reasoning tokens before the answer */
     int cache_write_1h;
-    int error; /* enum mock_error_kind: the error body (and default status) */
-    int times; /* 0: always; N: the faults apply to the first N requests of this SPEC */
-    int after; /* 0: from the first; N: the faults apply from the (N+1)th request on */
+    int error;        /* enum mock_error_kind: the error body (and default status) */
+    int times;        /* 0: always; N: the faults apply to the first N requests of this SPEC */
+    int after;        /* 0: from the first; N: the faults apply from the (N+1)th request on */
+    char only_id[65]; /* "": every request; else only those whose x-request-id starts so */
 };
 
 /* error=KIND: which provider error a status fault answers with. */
