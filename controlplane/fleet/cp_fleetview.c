@@ -159,6 +159,7 @@ static const struct cp_fleetview_cfg defaults = {
     .leader_fresh_ms = 3500,
     .view_ttl_ms = 5000,
     .max_targets = 1024,
+    .report_grace_ms = 1500,
 };
 
 static int64_t slot_of(int64_t ms)
@@ -198,6 +199,7 @@ struct cp_fleetview *cp_fleetview_new(const char *self_id, const struct cp_fleet
         TAKE(leader_fresh_ms);
         TAKE(view_ttl_ms);
         TAKE(max_targets);
+        TAKE(report_grace_ms);
 #undef TAKE
     }
     if (fv->cfg.window_s > MAX_WINDOW)
@@ -844,6 +846,8 @@ static void classes_text(const struct sums *s, char *out, size_t n)
 /* What the rules see of a target now. */
 struct eval {
     unsigned tried, opened;
+    unsigned unheard; /* connected replicas not among those that tried it */
+    int64_t first_open_ms;
     struct sums recent, earlier;
     int down, degraded;
     char down_why[REASON_MAX];
@@ -861,6 +865,25 @@ __attribute__((format(printf, 2, 3))) static void add_deg(struct eval *e, const 
     va_end(ap);
 }
 
+/* Data planes connected anywhere in the fleet that are not among ids[n]
+ * (each counted once, whichever control plane it was seen through). */
+static unsigned unheard(const struct cp_fleetview *fv, const char *const *ids, unsigned n,
+                        int64_t now_ms)
+{
+    unsigned count = 0;
+    for (const struct member *m = fv->members; m; m = m->next) {
+        if (m->last_seen_ms < now_ms - fv->cfg.member_ttl_ms)
+            continue;
+        int seen = 0;
+        for (unsigned i = 0; i < n && !seen; i++)
+            seen = strcmp(ids[i], m->id) == 0;
+        for (const struct member *o = fv->members; o != m && !seen; o = o->next)
+            seen = strcmp(o->id, m->id) == 0 && o->last_seen_ms >= now_ms - fv->cfg.member_ttl_ms;
+        count += !seen;
+    }
+    return count;
+}
+
 static void evaluate(const struct cp_fleetview *fv, const struct rview *v, size_t n,
                      int64_t reset_ms, int64_t now_ms, struct eval *e)
 {
@@ -875,12 +898,16 @@ static void evaluate(const struct cp_fleetview *fv, const struct rview *v, size_
     int64_t open_since = now_ms - fv->cfg.open_horizon_ms;
     if (open_since < reset_ms)
         open_since = reset_ms;
+    const char *tried_ids[2 * MAX_CONTRIBS];
     for (size_t i = 0; i < n; i++) {
         struct sums s = {0};
         sum_rview(fv, &v[i], from, now_slot, &s);
         int open = v[i].breaker != B_CLOSED && v[i].opened_ms > open_since;
         e->opened += open;
-        e->tried += open || s.ok + s.fail_h > 0;
+        if (open && (!e->first_open_ms || v[i].opened_ms < e->first_open_ms))
+            e->first_open_ms = v[i].opened_ms;
+        if (open || s.ok + s.fail_h > 0)
+            tried_ids[e->tried++] = v[i].id;
         e->recent.ok += s.ok;
         e->recent.fail_h += s.fail_h;
         for (int f = 0; f < CANON_FAIL_COUNT; f++)
@@ -891,10 +918,23 @@ static void evaluate(const struct cp_fleetview *fv, const struct rview *v, size_
         sum_rview(fv, &v[i], efrom > after ? efrom : after, from - 1, &o);
         dsum_merge(&e->earlier.ttfb, &o.ttfb);
     }
+    e->unheard = unheard(fv, tried_ids, e->tried, now_ms);
     uint64_t att = e->recent.ok + e->recent.fail_h, fail = e->recent.fail_h;
     char cls[120];
     classes_text(&e->recent, cls, sizeof(cls));
-    if (e->opened && e->opened * 2 > e->tried) {
+    /* A breaker's opening reaches the control plane within 100 ms, the
+     * other replicas' attempts with their next summary, within a second: a
+     * verdict of the breakers that other connected replicas may yet
+     * outvote waits for their reports (one replica's own path to a target
+     * is not the fleet's). */
+    int wait = e->unheard && now_ms < e->first_open_ms + fv->cfg.report_grace_ms &&
+               e->opened * 2 <= e->tried + e->unheard;
+    if (e->opened && e->opened * 2 > e->tried && wait) {
+        add_deg(e,
+                "breakers opened on %u of %u replicas that tried it; waiting for %u more "
+                "replicas' reports",
+                e->opened, e->tried, e->unheard);
+    } else if (e->opened && e->opened * 2 > e->tried) {
         e->down = 1;
         snprintf(e->down_why, sizeof(e->down_why),
                  "breakers opened on %u of %u replicas that tried it in the last %lld s", e->opened,

@@ -64,6 +64,7 @@ struct cp_fleetview_cfg {
     int64_t leader_fresh_ms; /* a leader blob younger than this is followed (3500) */
     int64_t view_ttl_ms;     /* sent with each view: data planes ignore it after (5000) */
     unsigned max_targets;    /* (1024) */
+    int64_t report_grace_ms; /* a breakers' verdict waits this long for unheard replicas (1500) */
 };
 
 /* A data plane connected to this control plane (from cp_grpc's table). */

@@ -191,6 +191,57 @@ static void test_down_by_breakers(void)
     cp_fleetview_free(fv);
 }
 
+/* One replica's breaker opens before the others' summaries came (they
+ * report once a second, a breaker change at once): the verdict waits for
+ * them, up to the grace, and is theirs to outvote. With nobody else
+ * connected, or nobody else reporting attempts, it is down after all. */
+static void test_breaker_waits_for_reports(void)
+{
+    struct cp_fleetview *fv = cp_fleetview_new("cp-1", NULL);
+    members(fv, T0, ABC);
+    struct tgt opened = {"p", "m", .fail5xx = 3, .breaker = "open", .changes = {"closed>open"}};
+    add(fv, "dp-a", &opened, 1, T0 + 100);
+    cp_fleetview_compute(fv, T0 + 100, 1, "cp-1", -1);
+    char reason[200];
+    CU_ASSERT_STRING_EQUAL(state_of(fv, T0 + 100, "p", NULL, 0, reason, sizeof(reason)),
+                           "degraded");
+    CU_ASSERT_PTR_NOT_NULL(strstr(reason, "waiting for 2 more replicas' reports"));
+    /* Their summaries: both served it. One of three: degraded, and it
+     * stays so past the grace. */
+    struct tgt ok = {"p", "m", .ok = 10};
+    add(fv, "dp-b", &ok, 1, T0 + 900);
+    add(fv, "dp-c", &ok, 1, T0 + 1000);
+    members(fv, T0 + 1000, ABC);
+    cp_fleetview_compute(fv, T0 + 1000, 1, "cp-1", -1);
+    CU_ASSERT_STRING_EQUAL(state_of(fv, T0 + 1000, "p", NULL, 0, reason, sizeof(reason)),
+                           "degraded");
+    CU_ASSERT_PTR_NOT_NULL(strstr(reason, "breaker open on 1 of 3"));
+    cp_fleetview_compute(fv, T0 + 2000, 1, "cp-1", -1);
+    CU_ASSERT_STRING_EQUAL(STATE(fv, T0 + 2000, "p"), "degraded");
+    cp_fleetview_free(fv);
+
+    /* The others connected but not using it: down once the grace is over. */
+    fv = cp_fleetview_new("cp-1", NULL);
+    members(fv, T0, ABC);
+    add(fv, "dp-a", &opened, 1, T0 + 100);
+    cp_fleetview_compute(fv, T0 + 100, 1, "cp-1", -1);
+    CU_ASSERT_STRING_EQUAL(STATE(fv, T0 + 100, "p"), "degraded");
+    members(fv, T0 + 1700, ABC);
+    cp_fleetview_compute(fv, T0 + 1700, 1, "cp-1", -1);
+    CU_ASSERT_STRING_EQUAL(state_of(fv, T0 + 1700, "p", NULL, 0, reason, sizeof(reason)), "down");
+    CU_ASSERT_PTR_NOT_NULL(strstr(reason, "breakers opened on 1 of 1"));
+    cp_fleetview_free(fv);
+
+    /* A fleet of one: at once. */
+    fv = cp_fleetview_new("cp-1", NULL);
+    const char *const a[] = {"dp-a", NULL};
+    members(fv, T0, a);
+    add(fv, "dp-a", &opened, 1, T0 + 100);
+    cp_fleetview_compute(fv, T0 + 100, 1, "cp-1", -1);
+    CU_ASSERT_STRING_EQUAL(STATE(fv, T0 + 100, "p"), "down");
+    cp_fleetview_free(fv);
+}
+
 static void test_down_by_failure_rate(void)
 {
     struct cp_fleetview *fv = cp_fleetview_new("cp-1", NULL);
@@ -676,6 +727,8 @@ static void test_scores(void)
 static CU_TestInfo tests[] = {
     {"healthy; bad requests do not count", test_healthy},
     {"breakers: one open degraded, most open down, latched", test_down_by_breakers},
+    {"one replica's breaker waits for the others' reports, up to the grace",
+     test_breaker_waits_for_reports},
     {"failure rate: down at 80% with 5, degraded at 20%, the window slides",
      test_down_by_failure_rate},
     {"time to first byte far above the window's earlier part: degraded", test_latency_degraded},
