@@ -32,7 +32,7 @@ struct dp_metrics {
     struct gw_metric *duration, *ttft, *tpot, *token_usage;
     struct gw_metric *requests, *attempts, *failovers, *retries, *tokens, *cache_hits;
     struct gw_metric *breaker_state, *breaker_transitions, *no_route, *overhead;
-    struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured;
+    struct gw_metric *open_streams, *snapshot_version, *snapshot_age, *cp_configured, *auth_open;
     struct gw_metric *cp_connected, *cost, *unpriced, *limit_refusals;
     struct gw_metric *ledger_pending, *ledger_spooled, *ledger_spool_bytes, *ledger_dropped;
     uint64_t ledger_dropped_seen; /* collect: what the counter already has */
@@ -69,6 +69,7 @@ static void collect(struct gw_metrics *reg, void *arg)
     int64_t at = dp_snapshot_published_ms();
     if (s) {
         gw_metric_set(m->snapshot_version, NULL, (double)s->version);
+        gw_metric_set(m->auth_open, NULL, s->auth_open ? 1 : 0);
         dp_snapshot_unref(s);
     }
     if (at)
@@ -162,6 +163,10 @@ int dp_metrics_init(void)
         gw_metrics_gauge(r, "llmgw_snapshot_version", "Version of the snapshot in use.", NULL);
     m->snapshot_age = gw_metrics_gauge(r, "llmgw_snapshot_age_seconds",
                                        "Seconds since the snapshot in use was published.", NULL);
+    m->auth_open = gw_metrics_gauge(r, "llmgw_auth_open",
+                                    "1 when the snapshot in use serves requests without an API key "
+                                    "(\"auth\": \"none\"), 0 when every request needs one.",
+                                    NULL);
     m->cp_configured = gw_metrics_gauge(
         r, "llmgw_controlplane_configured",
         "1 when snapshots come from a control plane (--control-plane), 0 in file mode.", NULL);
@@ -198,7 +203,7 @@ int dp_metrics_init(void)
         !m->duration || !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts ||
         !m->failovers || !m->retries || !m->tokens || !m->breaker_state ||
         !m->breaker_transitions || !m->no_route || !m->overhead || !m->open_streams ||
-        !m->snapshot_version || !m->snapshot_age || !m->cp_configured) {
+        !m->snapshot_version || !m->snapshot_age || !m->cp_configured || !m->auth_open) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;

@@ -623,6 +623,15 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
     const json_t *teams = req_array(&b, root, "teams", 0);
     const json_t *projects = req_array(&b, root, "projects", 0);
     const json_t *limits = req_array(&b, root, "limits", 0);
+    const json_t *auth = json_object_get(root, "auth");
+    const char *av = json_is_null(auth) ? "keys" : json_string_value(auth);
+    if (auth && !(av && (strcmp(av, "keys") == 0 || strcmp(av, "none") == 0)))
+        dps_fail(&b, "auth: must be \"keys\" (the default: every request needs an API key) or "
+                     "\"none\" (the gateway serves anyone)");
+    s->auth_open = av && strcmp(av, "none") == 0;
+    if (!b.failed && s->auth_open && json_array_size(keys))
+        dps_fail(&b, "auth: \"none\" serves every request without a key, so keys would not be "
+                     "checked: remove the keys or the auth field");
     if (b.failed)
         goto bad;
     s->providers = gw_pool_calloc(b.pool, (json_array_size(prov) + 1) * sizeof(*s->providers));

@@ -167,6 +167,11 @@ struct dp_snapshot {
     size_t nprojects;
     struct dp_limit *limits;
     size_t nlimits;
+    /* "auth": "none" in the document: every request is served without a
+     * key (the operator opened the gateway). Otherwise, the default, every
+     * /v1/ request needs an active key, and none are served while the
+     * snapshot has no key at all: closed by default. */
+    int auth_open;
     struct gw_pool *pool; /* owns everything above */
     int refs;             /* atomic */
 };

@@ -9,6 +9,7 @@
 
 #include "dp_snapshot_int.h"
 #include "gw_crypto.h"
+#include "gw_log.h"
 #include "gw_time.h"
 
 const struct dp_provider *dps_find_provider(const struct dp_snapshot *s, const char *name,
@@ -50,6 +51,16 @@ static int64_t current_published_ms; /* wall clock, for the snapshot age metric 
 
 void dp_snapshot_publish(struct dp_snapshot *s)
 {
+    /* Said at every load, wherever the snapshot came from. */
+    if (s && s->auth_open)
+        gw_logf(GW_LOG_WARN,
+                "snapshot opens the gateway: \"auth\": \"none\", every request is served "
+                "without an API key",
+                "{s:I}", "version", (json_int_t)s->version);
+    else if (s && s->nkeys == 0 && s->nproviders > 0)
+        gw_logf(GW_LOG_WARN,
+                "snapshot has no API key: every request is refused (401) until one is created",
+                "{s:I}", "version", (json_int_t)s->version);
     pthread_mutex_lock(&current_lock);
     struct dp_snapshot *old = current;
     current = s;

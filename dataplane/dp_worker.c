@@ -136,8 +136,9 @@ static void serve_readyz(struct dp_worker *w, struct gw_http_req *req)
     int draining = w->draining || __atomic_load_n(&process_draining, __ATOMIC_ACQUIRE);
     json_t *o;
     if (s && !draining)
-        o = json_pack("{s:s,s:I,s:s}", "status", "ready", "snapshot_version",
-                      (json_int_t)s->version, "source", s->source ? s->source : "file");
+        o = json_pack("{s:s,s:I,s:s,s:s,s:I}", "status", "ready", "snapshot_version",
+                      (json_int_t)s->version, "source", s->source ? s->source : "file", "auth",
+                      s->auth_open ? "none" : "keys", "keys", (json_int_t)s->nkeys);
     else
         o = json_pack("{s:s,s:s}", "status", "not_ready", "reason",
                       draining ? "draining" : "no snapshot loaded");
@@ -206,17 +207,22 @@ static void handle(struct gw_http_req *req, void *arg)
                           "no configuration loaded yet");
         return;
     }
+    /* Closed by default: without "auth": "none" in the snapshot every
+     * request needs an active key, also (above all) when there is none. */
     const struct dp_key *key = NULL;
-    if (snap->nkeys > 0) {
+    if (!snap->auth_open) {
         const char *k = presented_key(req);
         key = k ? dp_snapshot_find_key(snap, k, strlen(k)) : NULL;
         /* Status, then expiry to the millisecond (the control plane marks
          * a key expired only at its next build). */
         int expired = key && key->expires_at_ms && gw_wall_ms() >= key->expires_at_ms;
         if (!key || strcmp(key->status, "active") != 0 || expired) {
+            int none = snap->nkeys == 0;
             dp_snapshot_unref(snap);
             dp_reply_error_fc(req, ep->fc, id, 401, "authentication_error", NULL, "invalid_api_key",
-                              !k ? "missing API key: send Authorization: Bearer KEY or x-api-key"
+                              none ? "this gateway has no API keys yet: it serves no request "
+                                     "until one is created"
+                              : !k ? "missing API key: send Authorization: Bearer KEY or x-api-key"
                               : !key    ? "invalid API key"
                               : expired ? "this API key has expired"
                                         : "this API key is not active");

@@ -775,6 +775,11 @@ static void build(struct cp_snapshot *b)
             (int)nprov, "routes", (int)nroutes, "keys", (int)nkeys, "unresolved",
             b->good_unresolved, "skipped_routes", (int)json_array_size(b->st_skipped), "ms",
             (double)(gw_now_us() - t0) / 1000.0);
+    if (changed && nprov > 0 && nkeys == 0)
+        gw_logf(GW_LOG_WARN,
+                "snapshot has providers and no API key: every data plane refuses every request "
+                "(401) until a key is created (POST /v1/admin/keys)",
+                "{s:I}", "version", (json_int_t)version);
     goto out;
 
 dbfail:

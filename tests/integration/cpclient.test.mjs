@@ -97,7 +97,7 @@ describe('a data plane fed by the control plane', () => {
     gw1 = await h.startGatewayCP({ controlPlane: fake.target, cache: cache1(), cacheKey: CACHE_KEY, replicaId: 'dp-one' });
     await h.waitFor(async () => (await readyz(gw1)).status === 200, { what: '/readyz 200' });
     const r = await readyz(gw1);
-    assert.deepEqual(r.json, { status: 'ready', snapshot_version: 1, source: 'control_plane' });
+    assert.deepEqual(r.json, { status: 'ready', snapshot_version: 1, source: 'control_plane', auth: 'keys', keys: 1 });
     const c = await chat(gw1);
     assert.equal(c.status, 200, c.text);
     assert.equal(c.headers['x-llmgw-provider'], 'alpha');
@@ -169,7 +169,7 @@ describe('a data plane fed by the control plane', () => {
     await gw1.proc.stop();
     gw1 = await h.startGatewayCP({ controlPlane: fake.target, cache: cache1(), cacheKey: CACHE_KEY, replicaId: 'dp-one' });
     assert.equal(gw1.listening.source, 'cache');
-    assert.deepEqual((await readyz(gw1)).json, { status: 'ready', snapshot_version: 6, source: 'cache' });
+    assert.deepEqual((await readyz(gw1)).json, { status: 'ready', snapshot_version: 6, source: 'cache', auth: 'keys', keys: 1 });
     const c = await chat(gw1);
     assert.equal(c.status, 200, c.text);
     assert.equal(c.headers['x-llmgw-provider'], 'alpha', 'the sealed credential opened');
@@ -181,7 +181,7 @@ describe('a data plane fed by the control plane', () => {
     assert.equal(JSON.parse(text).llmgw_cache.credentials, 'omitted');
     await gw2.proc.stop();
     gw2 = await h.startGatewayCP({ controlPlane: fake.target, cache: cache2(), replicaId: 'dp-two' });
-    assert.deepEqual((await readyz(gw2)).json, { status: 'ready', snapshot_version: 6, source: 'cache' });
+    assert.deepEqual((await readyz(gw2)).json, { status: 'ready', snapshot_version: 6, source: 'cache', auth: 'keys', keys: 1 });
     // Providers whose credential was left out are skipped, honestly.
     const c = await chat(gw2);
     assert.equal(c.status, 503, c.text);
@@ -248,7 +248,7 @@ describe('a data plane fed by the control plane', () => {
     fake = await h.startSnapshotServer({ snapshot: doc(7, ['beta', 'alpha']), port: fakePort });
     await waitServedBy(gw1, 'beta', 15_000);
     await fake.waitAck((a) => a.replica_id === 'dp-one' && a.version === 7);
-    assert.deepEqual((await readyz(gw1)).json, { status: 'ready', snapshot_version: 7, source: 'control_plane' });
+    assert.deepEqual((await readyz(gw1)).json, { status: 'ready', snapshot_version: 7, source: 'control_plane', auth: 'keys', keys: 1 });
     // Pushed credentials replace the ones the cache had left out.
     await waitServedBy(gw2, 'beta', 15_000);
   });

@@ -293,6 +293,38 @@ describe('malformed input', () => {
     assert.equal(ok.status, 200, ok.text);
   });
 
+  test('closed by default: a snapshot with no key refuses everything; "auth": "none" opens it, loudly', T, async () => {
+    const keyless = { ...gw.snapshot, version: 2, keys: [] };
+    const closed = await h.startGateway({ mock, snapshot: keyless });
+    for (const headers of [{}, h.AUTH, { authorization: 'Bearer anything' }]) {
+      const r = await h.request(closed.port, { body: { model: 'fast', messages: MESSAGES }, headers });
+      assertError(r, 401, 'invalid_api_key');
+      assert.match(r.json.error.message, /no API keys/);
+    }
+    assertError(await h.request(closed.port, { method: 'GET', path: '/v1/models' }), 401, 'invalid_api_key');
+    assertError(await h.request(closed.port, {
+      path: '/v1/embeddings', body: { model: 'fast', input: 'x' },
+    }), 401, 'invalid_api_key');
+    let ready = await h.request(closed.port, { method: 'GET', path: '/readyz' });
+    assert.equal(ready.json.auth, 'keys');
+    assert.equal(ready.json.keys, 0);
+    assert.ok(closed.proc.stderrLines.some((l) => /no API key: every request is refused/.test(l)));
+    // Opened on purpose: served without a key, and said at load, in
+    // /readyz and in a metric.
+    const open = await h.startGateway({ mock, snapshot: { ...keyless, auth: 'none' } });
+    const r = await h.request(open.port, { body: { model: 'fast', messages: MESSAGES } });
+    assert.equal(r.status, 200, r.text);
+    ready = await h.request(open.port, { method: 'GET', path: '/readyz' });
+    assert.equal(ready.json.auth, 'none');
+    assert.ok(open.proc.stderrLines.some((l) => /snapshot opens the gateway/.test(l)));
+    const m = await h.request(open.port, { method: 'GET', path: '/metrics' });
+    assert.match(m.text, /^llmgw_auth_open 1$/m);
+    const mc = await h.request(closed.port, { method: 'GET', path: '/metrics' });
+    assert.match(mc.text, /^llmgw_auth_open 0$/m);
+    await closed.proc.stop();
+    await open.proc.stop();
+  });
+
   test('unknown path -> 404 not_found, wrong method -> 405', T, async () => {
     assertError(await chat({ model: 'fast', messages: MESSAGES }, { path: '/v1/chat/completion' }), 404, 'not_found');
     assertError(await h.request(gw.port, { method: 'GET', path: '/nope', headers: h.AUTH }), 404, 'not_found');

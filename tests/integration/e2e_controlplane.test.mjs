@@ -224,7 +224,7 @@ describe('control plane + two data planes', () => {
     await dps['dp-a'].proc.stop();
     const g = await startDP('dp-a');
     await h.waitFor(async () => (await readyz(g))?.status === 'ready', { what: 'dp-a ready from its cache' });
-    assert.deepEqual(await readyz(g), { status: 'ready', snapshot_version: v, source: 'cache' });
+    assert.deepEqual(await readyz(g), { status: 'ready', snapshot_version: v, source: 'cache', auth: 'keys', keys: 1 });
     const r = await chat(g);
     assert.equal(r.status, 200, r.text);
     assert.equal(r.headers['x-llmgw-provider'], 'beta');

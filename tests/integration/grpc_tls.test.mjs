@@ -53,7 +53,7 @@ function tlsArgs({ ca, cert, key } = {}) {
 async function expectServes(srv, replicaId, tls) {
   const gw = await h.startGatewayCP({ controlPlane: srv.target, replicaId, args: tlsArgs(tls) });
   await h.waitFor(async () => (await readyz(gw)).status === 200, { timeoutMs: 15_000, what: `${replicaId}: /readyz 200` });
-  assert.deepEqual((await readyz(gw)).json, { status: 'ready', snapshot_version: 1, source: 'control_plane' });
+  assert.deepEqual((await readyz(gw)).json, { status: 'ready', snapshot_version: 1, source: 'control_plane', auth: 'keys', keys: 1 });
   const c = await chat(gw);
   assert.equal(c.status, 200, c.text);
   assert.equal(c.headers['x-llmgw-provider'], 'open');

@@ -137,6 +137,33 @@ static void test_validation_names_the_field(void)
 #define E(p, m) "{\"provider\":\"" p "\",\"model\":\"" m "\"}"
 #define ONE_ROUTE "{\"name\":\"r\",\"entries\":[" E("p", "m") "]}"
 
+/* "auth": "keys" (the default: closed, also with no key at all) or
+ * "none" (opened on purpose, and then without keys to check). */
+static void test_auth(void)
+{
+    char err[256] = "";
+    struct dp_snapshot *s =
+        build("{\"version\":1,\"providers\":[],\"routes\":[]}", err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->auth_open, 0);
+    dp_snapshot_unref(s);
+    s = build("{\"version\":1,\"providers\":[],\"routes\":[],\"auth\":\"keys\"}", err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->auth_open, 0);
+    dp_snapshot_unref(s);
+    s = build("{\"version\":1,\"providers\":[],\"routes\":[],\"auth\":\"none\"}", err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->auth_open, 1);
+    dp_snapshot_unref(s);
+    expect_error("{\"version\":1,\"providers\":[],\"routes\":[],\"auth\":\"off\"}",
+                 "auth: must be \"keys\"");
+    expect_error("{\"version\":1,\"providers\":[],\"routes\":[],\"auth\":false}",
+                 "auth: must be \"keys\"");
+    expect_error("{\"version\":1,\"providers\":[],\"routes\":[],\"auth\":\"none\",\"keys\":[{"
+                 "\"id\":\"k\",\"hash\":\"" HASH64 "\"}]}",
+                 "auth: \"none\" serves every request without a key");
+}
+
 static void test_route_fields(void)
 {
     char err[256] = "";
@@ -473,6 +500,7 @@ static void test_current_swap(void)
 static CU_TestInfo tests[] = {
     {"build and resolve selectors", test_build_and_resolve},
     {"validation errors name the field", test_validation_names_the_field},
+    {"auth: keys by default, none only on purpose and without keys", test_auth},
     {"atomic swap keeps in-flight snapshots", test_current_swap},
     {"routes carry role, capability, strategy and entry flags", test_route_fields},
     {"a route's fingerprint follows its content", test_fingerprint_follows_content},
