@@ -44,7 +44,8 @@ struct dp_ledger_row {
     int32_t attempt; /* 1-based */
     int32_t status;  /* the attempt's HTTP status; 0 when no answer came */
     int stream;
-    int has_cost; /* 0: no price was known: cost NULL, never zero */
+    int has_cost;        /* 0: no price was known: cost NULL, never zero */
+    int usage_estimated; /* the tokens are the gateway's estimate (an answer cut early) */
     int64_t input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
         output_tokens, reasoning_tokens;
     int64_t latency_ms, ttfb_ms, ttfc_ms; /* -1: no byte / no content came */

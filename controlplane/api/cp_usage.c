@@ -55,6 +55,7 @@ static const char *const sums[] = {
     "reasoning_tokens",
     "cost_picodollars",
     "unpriced_attempts",
+    "estimated_attempts",
 };
 #define NSUMS (sizeof(sums) / sizeof(sums[0]))
 
@@ -175,7 +176,8 @@ void cp_usage_handle(struct cp_call *c, struct cp_db *db)
              "sum(cache_write_5m_tokens)::text, sum(cache_write_1h_tokens)::text, "
              "sum(output_tokens)::text, sum(reasoning_tokens)::text, "
              "coalesce(sum(cost_picodollars), 0)::text, "
-             "count(*) FILTER (WHERE cost_picodollars IS NULL)::text "
+             "count(*) FILTER (WHERE cost_picodollars IS NULL)::text, "
+             "count(*) FILTER (WHERE usage_estimated)::text "
              "FROM ledger WHERE at >= coalesce(nullif($1, '')::timestamptz, now() - interval "
              "'30 days') AND at < coalesce(nullif($2, '')::timestamptz, now()) "
              "GROUP BY %scurrency ORDER BY %scurrency LIMIT %d",

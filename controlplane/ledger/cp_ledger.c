@@ -241,7 +241,9 @@ static int row_line(struct gw_buf *b, const Llmgw__V1__LedgerRow *r, const char 
     if (rc == GW_OK)
         rc = copy_escaped(b, j.data, j.len);
     gw_buf_free(&j);
-    return rc == GW_OK ? gw_buf_append(b, "\n", 1) : rc;
+    if (rc == GW_OK)
+        rc = gw_buf_append(b, r->usage_estimated ? "\tt\n" : "\tf\n", 3);
+    return rc;
 }
 
 /* Refuses what the table would refuse, so one bad row cannot stall a
@@ -293,6 +295,8 @@ static char *row_json(const Llmgw__V1__LedgerRow *r, const char *replica)
         r->has_cost ? json_integer((json_int_t)r->cost_picodollars) : json_null(), "currency",
         text(r->currency && *r->currency ? r->currency : "USD"), "snapshot_version",
         (json_int_t)r->snapshot_version, "charges", charges ? charges : json_array());
+    if (o && r->usage_estimated)
+        json_object_set_new(o, "usage_estimated", json_true());
     if (!o)
         return NULL;
     char *s = json_dumps(o, JSON_COMPACT);
@@ -583,7 +587,7 @@ static int ensure_partition(struct cp_ledger *l, int64_t month, struct cp_db_err
     "model, selector, session, agent, purpose, api, stream, input_tokens, cache_read_tokens, "     \
     "cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, reasoning_tokens, latency_ms, "  \
     "ttfb_ms, ttfc_ms, status, failure_class, cost_picodollars, currency, snapshot_version, "      \
-    "charges"
+    "charges, usage_estimated"
 static const char SQL_STAGE[] =
     "CREATE TEMP TABLE IF NOT EXISTS ledger_in (at_ms bigint, attempt_id text, request_id text, "
     "attempt int, replica text, key_id text, team text, project text, route text, provider text, "
@@ -591,20 +595,22 @@ static const char SQL_STAGE[] =
     "input_tokens bigint, cache_read_tokens bigint, cache_write_5m_tokens bigint, "
     "cache_write_1h_tokens bigint, output_tokens bigint, reasoning_tokens bigint, latency_ms "
     "bigint, ttfb_ms bigint, ttfc_ms bigint, status int, failure_class text, cost_picodollars "
-    "bigint, currency text, snapshot_version bigint, charges jsonb) ON COMMIT DELETE ROWS";
+    "bigint, currency text, snapshot_version bigint, charges jsonb, usage_estimated boolean) "
+    "ON COMMIT DELETE ROWS";
 static const char SQL_COPY[] = "COPY ledger_in (" STAGE_COLUMNS ") FROM STDIN";
 static const char SQL_INSERT[] =
     "WITH ins AS (INSERT INTO ledger (at, attempt_id, request_id, attempt, replica, key_id, team, "
     "project, route, provider, model, selector, session, agent, purpose, api, stream, "
     "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
     "output_tokens, reasoning_tokens, latency_ms, ttfb_ms, ttfc_ms, status, failure_class, "
-    "cost_picodollars, currency, snapshot_version, charges) "
+    "cost_picodollars, currency, snapshot_version, charges, usage_estimated) "
     "SELECT timestamptz 'epoch' + at_ms * interval '1 millisecond', attempt_id, "
     "coalesce(request_id, ''), attempt, coalesce(replica, ''), key_id, team, project, route, "
     "provider, model, selector, session, agent, purpose, api, stream, input_tokens, "
     "cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, "
     "reasoning_tokens, latency_ms, nullif(ttfb_ms, -1), nullif(ttfc_ms, -1), status, "
-    "failure_class, cost_picodollars, currency, snapshot_version, charges FROM ledger_in "
+    "failure_class, cost_picodollars, currency, snapshot_version, charges, usage_estimated "
+    "FROM ledger_in "
     "ON CONFLICT (attempt_id, at) DO NOTHING RETURNING team, route, currency, cost_picodollars) "
     "SELECT count(*), coalesce(team, ''), coalesce(route, ''), coalesce(currency, ''), "
     "coalesce(sum(cost_picodollars), 0) FROM ins GROUP BY 2, 3, 4";

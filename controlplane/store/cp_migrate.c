@@ -472,6 +472,11 @@ static const char m9_route_fallback_timeout[] =
     "ALTER TABLE routes ADD COLUMN fallback_timeout_ms integer\n"
     "  CHECK (fallback_timeout_ms BETWEEN 1 AND 600000);\n";
 
+/* An attempt whose answer was cut before the provider's usage came is
+ * billed from the gateway's estimate; the row says so. */
+static const char m10_ledger_usage_estimated[] =
+    "ALTER TABLE ledger ADD COLUMN usage_estimated boolean NOT NULL DEFAULT false;\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -482,6 +487,7 @@ const struct cp_migration cp_migrations[] = {
     {7, "lease settlement, statement-level charges", m7_lease_settlement},
     {8, "project allowlists", m8_project_allowlists},
     {9, "route failover budget", m9_route_fallback_timeout},
+    {10, "ledger usage estimated", m10_ledger_usage_estimated},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

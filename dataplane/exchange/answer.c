@@ -305,9 +305,13 @@ int x_on_event(void *arg, const struct canon_event *ev)
         return 1;
     }
     x->nevents++;
-    /* Usage is kept even when the client has left: the provider bills it. */
+    /* Usage is kept even when the client has left: the provider bills it;
+     * so is what content cost, for an answer cut before its usage came
+     * (record.c estimates it). */
     if (ev->type == CANON_EV_USAGE)
         x->usage = *ev->usage;
+    else if (canon_is_content(ev->type))
+        x->out_bytes += (int64_t)ev->len + (ev->name ? (int64_t)strlen(ev->name) : 0);
     if (ev->type == CANON_EV_DONE) {
         x_price(x); /* the usage is final: the stream's last event carries the cost */
         finish_answer(x, ev);

@@ -391,6 +391,8 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
     memset(&x->usage, 0, sizeof(x->usage));
     x->have_stop = 0;
     x->priced = 0;
+    x->out_bytes = 0;
+    x->usage_estimated = 0;
     memset(&x->bill, 0, sizeof(x->bill));
     if (x->fstate) {
         x->fc->stream_free(x->fstate);

@@ -154,6 +154,7 @@ struct dp_exchange {
     const struct dp_driver *relay;
     struct gw_buf relay_held; /* a relayed stream's usage event, for its end */
     long long out_cap;        /* > 0: the output cap a worst-case reservation imposed */
+    int64_t est_input;        /* the request's estimated input tokens (reserve) */
     struct drv_request dreq;
     struct drv_parser *parser;
     struct gw_upc_xfer *xf; /* the attempt's upstream transfer */
@@ -174,6 +175,8 @@ struct dp_exchange {
     int64_t at_ms;        /* the attempt's start, wall clock (its ledger row) */
     char attempt_id[176]; /* the ledger's key, sent upstream */
     int priced;           /* this attempt's cost is computed (at its usage's end) */
+    int64_t out_bytes;    /* content bytes the provider sent in this attempt */
+    int usage_estimated;  /* this attempt's usage is partly the gateway's estimate */
     struct fc_bill bill;  /* this attempt's ledger id and cost, for the client */
     const char *mmodel;   /* the model as a metric label: configured, or "other" */
     char *answer_model;   /* the model the provider said answered (malloc'd), or NULL */

@@ -189,6 +189,7 @@ void x_reserve(struct dp_exchange *x)
             ask.max_input_tokens += len;
         }
     }
+    x->est_input = ask.est_input_tokens;
     struct dp_limits_refusal r;
     enum dp_limits_verdict v = dp_limits_reserve(&ask, x->l->base, on_reserved, x, &x->hold, &r);
     if (v == DP_LIMITS_REFUSED) {

@@ -176,6 +176,8 @@ static void log_attempt(struct dp_exchange *x, const struct attempt_rec *a)
         rc = field_ms(o, "ttfc_ms", x->ta0, x->t_first_content);
     if (rc == GW_OK && x->usage.have)
         rc = field_usage(o, &x->usage);
+    if (rc == GW_OK && x->usage_estimated)
+        rc = field_bool(o, "usage_estimated", 1);
     if (rc == GW_OK)
         rc = field_int(o, "snapshot_version", (long long)x->snap->version);
     /* The request's last attempt goes out with the request's line, in one
@@ -283,6 +285,7 @@ static void charge_and_ledger(struct dp_exchange *x, const struct attempt_rec *a
     r->status = x->status;
     r->stream = x->client_stream;
     r->has_cost = x->bill.has_cost;
+    r->usage_estimated = x->usage_estimated;
     r->cost_picodollars = x->bill.cost_picodollars;
     r->input_tokens = x->usage.input;
     r->cache_read_tokens = x->usage.cache_read;
@@ -388,6 +391,8 @@ void x_log_request(struct dp_exchange *x)
         rc = field_int(o, "upstream_status", x->status);
     if (rc == GW_OK && x->usage.have)
         rc = field_usage(o, &x->usage);
+    if (rc == GW_OK && x->usage_estimated)
+        rc = field_bool(o, "usage_estimated", 1);
     if (rc == GW_OK && x->have_stop)
         rc = field_str(o, "stop_reason", canon_stop_name(x->stop));
     if (rc == GW_OK)
@@ -458,10 +463,41 @@ void x_remember(struct dp_exchange *x, enum canon_failure f, int status, int ref
 
 /* ------------------------------------------------------------- the record */
 
+/* What a client received is paid for. An answer cut after its first
+ * content (the client left, the upstream broke or went quiet) ends before
+ * the provider's usage, which most formats send last; the provider bills
+ * what it generated all the same. So the gateway fills in what is missing:
+ * the input from the request's estimate (the reservation's), the output
+ * from the content bytes the provider sent (about four a token, as the
+ * input estimate counts), and marks the attempt's usage as estimated (its
+ * ledger row, its log line). A count the provider did report stands where
+ * it is the larger. */
+static void estimate_usage(struct dp_exchange *x)
+{
+    if (!x->t_first_content || x->verdict == V_OK || x->priced)
+        return;
+    struct canon_usage *u = &x->usage;
+    int est = 0;
+    if (canon_usage_prompt(u) == 0 && x->est_input > 0) {
+        u->input = x->est_input;
+        est = 1;
+    }
+    int64_t out = x->out_bytes / 4 + 1;
+    if (u->output < out) {
+        u->output = out;
+        est = 1;
+    }
+    if (est) {
+        u->have = 1;
+        x->usage_estimated = 1;
+    }
+}
+
 void x_record_attempt(struct dp_exchange *x, int64_t end)
 {
     if (x->verdict == V_NONE)
         x->verdict = V_CANCELED;
+    estimate_usage(x);
     x_price(x);
     int failed = x->verdict == V_FAILED || x->verdict == V_BROKE;
     struct attempt_rec a = {

@@ -30,6 +30,8 @@ const ROUTES = {
   down: [{ provider: 'alpha', model: 'mock-gpt#status=503' }, { provider: 'beta', model: 'mock-gpt#error=overloaded' }],
   // Cache reads and reasoning tokens: each class at its own price.
   cached: [{ provider: 'beta', model: 'mock-gpt#cache_read=3,reasoning=4' }],
+  // A long, paced stream, for a client that leaves halfway.
+  long: [{ provider: 'alpha', model: 'mock-gpt#chunks=201,chunk_delay_ms=4' }],
 };
 
 let pg;
@@ -64,7 +66,7 @@ function ledgerRows(where = 'true') {
   const out = pg.sql(`SELECT coalesce(json_agg(l ORDER BY attempt_id), '[]') FROM (SELECT attempt_id, request_id,
     attempt, replica, key_id, route, provider, model, selector, session, agent, purpose, api, stream,
     input_tokens, output_tokens, reasoning_tokens, cache_read_tokens, status, failure_class,
-    cost_picodollars::text AS cost, currency, snapshot_version FROM ledger WHERE ${where}) l`);
+    cost_picodollars::text AS cost, currency, snapshot_version, usage_estimated FROM ledger WHERE ${where}) l`);
   return JSON.parse(out);
 }
 
@@ -174,6 +176,55 @@ describe('ledger', () => {
     const [row] = ledgerRows(`attempt_id = '${last.llmgw.ledger_id}'`);
     assert.equal(row.cost, cost);
     assert.equal(row.stream, true);
+  });
+
+  test('a client that leaves mid-stream pays for what it received: an estimated row, never 0', T, async () => {
+    const g = dps['dp-a'];
+    const body = { model: 'long', stream: true, messages: [{ role: 'user', content: 'a long answer please' }] };
+    // The whole answer, for comparison.
+    const full = await h.collectStream(g.port, { body, headers: { ...auth(), 'x-request-id': h.randomId('whole') } });
+    assert.equal(full.status, 200);
+    const fullId = full.headers['x-request-id'];
+    // The same request, left after 100 content chunks.
+    const rid = h.randomId('cut');
+    const s = await h.openStream(g.port, { body, headers: { ...auth(), 'x-request-id': rid } });
+    assert.equal(s.status, 200);
+    let seen = 0;
+    while (seen < 100) {
+      const e = await s.nextEvent(15_000);
+      assert.ok(e !== null, `the stream ended early; raw:\n${s.raw.slice(-500)}`);
+      if (h.tryParseJson(e)?.choices?.[0]?.delta?.content) seen++;
+    }
+    s.destroy();
+    const mockLine = await mocks.alpha.usageFor(rid, { timeoutMs: 20_000 });
+    assert.equal(mockLine.outcome, 'client_closed', JSON.stringify(mockLine));
+    const generated = mockLine.usage.output_tokens;
+    assert.ok(generated >= 100 && generated < 201, `the provider generated ${generated}`);
+    await h.waitFor(() => ledgerRows(`request_id LIKE '${rid}%'`).length === 1
+      && ledgerRows(`request_id LIKE '${fullId}%'`).length === 1, { what: 'both rows stored' });
+    const [row] = ledgerRows(`request_id LIKE '${rid}%'`);
+    const [whole] = ledgerRows(`request_id LIKE '${fullId}%'`);
+    console.log(`# cut after 100 of 201 chunks: the provider generated ${generated} output tokens; the row says `
+      + `${row.input_tokens} in, ${row.output_tokens} out (estimated), ${row.cost} picodollars; the whole answer `
+      + `${whole.input_tokens} in, ${whole.output_tokens} out, ${whole.cost} picodollars`);
+    assert.equal(row.failure_class, 'canceled');
+    assert.equal(row.usage_estimated, true);
+    assert.equal(whole.usage_estimated, false);
+    // What the provider bills is about what it generated: the estimate is
+    // of that order (four bytes a token, the mock's words "tokN " are 5 to
+    // 7 bytes), never 0, and below the whole answer's.
+    assert.ok(row.output_tokens >= generated / 2 && row.output_tokens <= generated * 2,
+      `estimated ${row.output_tokens} output tokens for ${generated} generated`);
+    assert.ok(row.input_tokens > 0, JSON.stringify(row));
+    assert.ok(BigInt(row.cost) > 0n && BigInt(row.cost) < BigInt(whole.cost), `${row.cost} vs ${whole.cost}`);
+    assert.equal(row.cost, expectedCost('alpha', row.input_tokens, row.output_tokens));
+    // The request's log line says so too.
+    const line = await g.accessLogFor(rid);
+    assert.equal(line.usage_estimated, true);
+    // And the usage API counts it.
+    const u = await cfg.api('GET', '/v1/admin/usage?group_by=route', undefined, 200);
+    const grp = u.groups.find((x) => x.route === 'long');
+    assert.ok(grp && grp.estimated_attempts >= 1, JSON.stringify(u));
   });
 
   test('a failover: one row per attempt, the failed one with its class and no cost beyond its usage', T, async () => {
