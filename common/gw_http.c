@@ -109,7 +109,9 @@ struct conn {
     int lingering;   /* refusal sent: discard input until EOF */
     int read_paused; /* too many unread answers queued */
     size_t discarded;
-    struct gw_buf head; /* the response head being built (kept for the next) */
+    int64_t head_from_us;    /* the current head's first byte (0: none yet) */
+    int64_t linger_until_us; /* a lingering connection closes then, whatever comes */
+    struct gw_buf head;      /* the response head being built (kept for the next) */
     /* What a streamed response wrote in this turn of the loop: sent as one
      * sendmsg when the turn's callbacks are done (flush_ev). */
     struct gw_buf pend;
@@ -588,6 +590,12 @@ static int pend_add(struct conn *c, const struct iovec *iov, int n)
     return GW_OK;
 }
 
+static void set_read_timeout(struct conn *c, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+}
+
 /* Ends the request: frees it, and moves its connection on (next request,
  * or close once flushed). */
 static void end_request(struct gw_http_req *r, int abort_conn)
@@ -625,10 +633,10 @@ static void end_request(struct gw_http_req *r, int abort_conn)
         return;
     }
     c->state = C_HEAD;
+    c->head_from_us = 0;
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
-    struct timeval tv = {srv->o.idle_timeout_ms / 1000, (srv->o.idle_timeout_ms % 1000) * 1000};
-    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    set_read_timeout(c, srv->o.idle_timeout_ms);
     bufferevent_enable(c->bev, EV_READ);
     /* A pipelined request may already be buffered: run the read callback
      * from the loop, never from inside the owner's call. */
@@ -810,6 +818,18 @@ static void reject(struct conn *c, int status, const char *code, const char *msg
 static int read_head(struct conn *c, struct evbuffer *in)
 {
     struct gw_http_server *srv = c->srv;
+    /* A head's first byte starts its deadline: bytes that trickle in
+     * (slowloris) re-arm no timer of it. */
+    if (!c->head_from_us && evbuffer_get_length(in) > 0) {
+        c->head_from_us = gw_now_us();
+        set_read_timeout(c, srv->o.head_timeout_ms);
+    }
+    if (c->head_from_us && gw_now_us() - c->head_from_us > (int64_t)srv->o.head_timeout_ms * 1000) {
+        if (!(c->req = req_new(c)))
+            return -1;
+        reject(c, 408, "request_timeout", "the request head took too long to arrive");
+        return -1;
+    }
     /* Resume the search where the last one stopped (less the 3 bytes a
      * terminator could straddle), so a head sent byte by byte costs O(n). */
     struct evbuffer_ptr from;
@@ -834,6 +854,7 @@ static int read_head(struct conn *c, struct evbuffer *in)
         return -1;
     }
     c->head_scanned = 0;
+    c->head_from_us = 0;
     if (!(c->req = req_new(c)))
         return -1;
     struct gw_http_req *r = c->req;
@@ -917,9 +938,14 @@ static void conn_process(struct conn *c)
         if (c->state == C_HEAD &&
             evbuffer_get_length(bufferevent_get_output(c->bev)) > PIPELINE_OUT_MAX) {
             /* A client that pipelines without reading its answers: stop
-             * reading until it has taken them (on_write resumes). */
+             * reading until it has taken them (on_write resumes), and give
+             * it the idle timeout to take them: with reading off, no read
+             * timer runs, and it would hold the connection for ever. */
             bufferevent_disable(c->bev, EV_READ);
             c->read_paused = 1;
+            struct timeval wt = {c->srv->o.idle_timeout_ms / 1000,
+                                 (c->srv->o.idle_timeout_ms % 1000) * 1000};
+            bufferevent_set_timeouts(c->bev, NULL, &wt);
             break;
         }
         if (c->state == C_HEAD)
@@ -987,7 +1013,9 @@ static void on_read(struct bufferevent *bev, void *arg)
         struct evbuffer *in = bufferevent_get_input(bev);
         c->discarded += evbuffer_get_length(in);
         evbuffer_drain(in, evbuffer_get_length(in));
-        if (c->discarded > LINGER_MAX_BYTES)
+        /* The linger is one deadline, not a timer each byte re-arms. */
+        if (c->discarded > LINGER_MAX_BYTES ||
+            (c->linger_until_us && gw_now_us() >= c->linger_until_us))
             conn_free(c);
         return;
     }
@@ -1007,13 +1035,14 @@ static void on_write(struct bufferevent *bev, void *arg)
         }
         /* Answer flushed: half-close, then wait for the client's EOF. */
         shutdown(bufferevent_getfd(bev), SHUT_WR);
-        struct timeval tv = {LINGER_MS / 1000, (LINGER_MS % 1000) * 1000};
-        bufferevent_set_timeouts(bev, &tv, NULL);
+        c->linger_until_us = gw_now_us() + (int64_t)LINGER_MS * 1000;
+        set_read_timeout(c, LINGER_MS);
         bufferevent_enable(bev, EV_READ);
         return;
     }
     if (c->read_paused && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
         c->read_paused = 0;
+        set_read_timeout(c, c->srv->o.idle_timeout_ms);
         bufferevent_enable(bev, EV_READ);
         if (c->state == C_HEAD)
             conn_process(c);
@@ -1074,8 +1103,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     srv->conns = c;
     srv->nconns++;
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
-    struct timeval tv = {srv->o.idle_timeout_ms / 1000, (srv->o.idle_timeout_ms % 1000) * 1000};
-    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    set_read_timeout(c, srv->o.idle_timeout_ms);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
@@ -1193,6 +1221,9 @@ struct gw_http_server *gw_http_server_new(struct event_base *base, int fd,
         srv->o.max_body_bytes = 4 * 1024 * 1024;
     if (!srv->o.idle_timeout_ms)
         srv->o.idle_timeout_ms = 60000;
+    if (!srv->o.head_timeout_ms)
+        srv->o.head_timeout_ms = 10000;
+    gw_log_route_libevent();
     /* Without a reserve (no /dev/null) the server still serves; at the
      * limit it can then only pause its listener. */
     srv->reserve_fd = open_reserve();

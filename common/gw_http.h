@@ -65,6 +65,10 @@ struct gw_http_server_opts {
     size_t max_header_bytes;    /* 0: 32 KiB */
     size_t max_body_bytes;      /* 0: 4 MiB */
     int idle_timeout_ms;        /* keep-alive idle close; 0: 60 s */
+    /* A request head must be complete this long after its first byte
+     * arrived, however the bytes trickle in (a 408 then); a head that
+     * stops coming is closed after as long. 0: 10 s. */
+    int head_timeout_ms;
 };
 
 /*

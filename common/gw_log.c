@@ -6,6 +6,7 @@
 #include "gw_log.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,4 +188,20 @@ void gw_log_access_fields(const char *msg, const char *members, size_t len)
 void gw_log_access(json_t *fields)
 {
     gw_log_line_fd(access_fd, with_head(fields, NULL, "access"));
+}
+
+/* libevent calls this from any thread that runs into trouble (an accept
+ * at the descriptor limit, a failed epoll_ctl): one line of ours each. */
+static void libevent_log(int severity, const char *msg)
+{
+    enum gw_log_level level = severity == EVENT_LOG_DEBUG  ? GW_LOG_DEBUG
+                              : severity == EVENT_LOG_MSG  ? GW_LOG_INFO
+                              : severity == EVENT_LOG_WARN ? GW_LOG_WARN
+                                                           : GW_LOG_ERROR;
+    gw_logf(level, "libevent", "{s:s}", "detail", msg ? msg : "");
+}
+
+void gw_log_route_libevent(void)
+{
+    event_set_log_callback(libevent_log);
 }

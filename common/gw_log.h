@@ -36,6 +36,9 @@ int gw_log_access_line(struct gw_buf *out, const char *msg, const char *members,
 void gw_log_access_write(const struct gw_buf *lines);
 /* Writes obj as one line to fd; steals obj. Used for the "listening" line. */
 void gw_log_line_fd(int fd, json_t *obj);
+/* libevent's own messages ("Too many open files", ...) become log lines
+ * like ours (level and message), instead of raw stderr text. Idempotent. */
+void gw_log_route_libevent(void);
 
 /* Convenience: gw_log(level, msg, json_pack(fmt, ...)). */
 #define gw_logf(level, msg, ...) gw_log((level), (msg), json_pack(__VA_ARGS__))

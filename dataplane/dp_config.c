@@ -14,7 +14,8 @@ static const char usage[] =
     "                       [--replica-id ID] [--control-plane-ca "
     "PEM [--control-plane-cert PEM\n"
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
-    "                       [--max-body-bytes N] [--drain-timeout-ms N] [--drain-delay-ms N]\n"
+    "                       [--max-body-bytes N] [--head-timeout-ms N] [--drain-timeout-ms N]\n"
+    "                       [--client-idle-timeout-ms N] [--drain-delay-ms N]\n"
     "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
     "                       [--ledger-spool DIR] [--ledger-spool-max-mb N] "
@@ -98,6 +99,14 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 1024, 1LL << 30, &n))
             return GW_EINVAL;
         c->max_body_bytes = (size_t)n;
+    } else if (strcmp(flag, "--client-idle-timeout-ms") == 0) {
+        if (gw_flags_num(PROG, flag, v, 100, 3600000, &n))
+            return GW_EINVAL;
+        c->client_idle_timeout_ms = (int)n;
+    } else if (strcmp(flag, "--head-timeout-ms") == 0) {
+        if (gw_flags_num(PROG, flag, v, 100, 600000, &n))
+            return GW_EINVAL;
+        c->head_timeout_ms = (int)n;
     } else if (strcmp(flag, "--drain-timeout-ms") == 0) {
         if (gw_flags_num(PROG, flag, v, 0, 3600 * 1000, &n))
             return GW_EINVAL;
@@ -149,6 +158,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_LISTEN", "--listen"},
         {"LLMGW_THREADS", "--threads"},
         {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
+        {"LLMGW_HEAD_TIMEOUT_MS", "--head-timeout-ms"},
+        {"LLMGW_CLIENT_IDLE_TIMEOUT_MS", "--client-idle-timeout-ms"},
         {"LLMGW_DRAIN_TIMEOUT_MS", "--drain-timeout-ms"},
         {"LLMGW_DRAIN_DELAY_MS", "--drain-delay-ms"},
         {"LLMGW_ACCESS_LOG", "--access-log"},
@@ -165,6 +176,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->threads = cores > 0 ? (int)cores : 1;
     c->max_body_bytes = 4u << 20;
     c->drain_timeout_ms = 30000;
+    c->head_timeout_ms = 10000;
+    c->client_idle_timeout_ms = 60000;
     c->access_log = "-";
     c->retry_base_ms = 200;
     c->breaker_open_ms = 5000;

@@ -21,7 +21,9 @@ struct dp_config {
     int threads;
     size_t max_body_bytes;
     long drain_timeout_ms;
-    long drain_delay_ms; /* on SIGTERM: unready but still serving, before the drain */
+    int head_timeout_ms;        /* a request head's deadline from its first byte */
+    int client_idle_timeout_ms; /* keep-alive idle close; answers not taken */
+    long drain_delay_ms;        /* on SIGTERM: unready but still serving, before the drain */
     const char *access_log;
     long retry_base_ms;   /* first retry's backoff; doubles per retry, jittered */
     long breaker_open_ms; /* a breaker's first open interval */

@@ -326,6 +326,8 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
         .refused = refused,
         .arg = w,
         .max_body_bytes = cfg->max_body_bytes,
+        .head_timeout_ms = cfg->head_timeout_ms,
+        .idle_timeout_ms = cfg->client_idle_timeout_ms,
     };
     w->http = gw_http_server_new(w->base, listen_fd, &o);
     w->upc = gw_upc_new(w->base);

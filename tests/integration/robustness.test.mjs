@@ -434,3 +434,78 @@ test('at the open-file limit, excess connections get a prompt 503, the loop does
   assert.ok(lim.proc.running, 'the data plane exited');
   await lim.proc.stop();
 });
+
+// Connections that must not cost nothing to hold (a gateway of its own, with
+// a short head deadline, so the file stays fast).
+test('slowloris, a pipeliner that never reads, a stretched linger: each connection is let go', { timeout: 90_000 }, async () => {
+  const g = await h.startGateway({
+    mock, args: ['--head-timeout-ms', '1500', '--client-idle-timeout-ms', '2000', '--max-body-bytes', '65536'],
+  });
+  const connect = () => new Promise((resolve, reject) => {
+    const s = net.connect(g.port, '127.0.0.1', () => resolve(s));
+    s.on('error', reject);
+  });
+  const closed = (s) => new Promise((resolve) => {
+    if (s.destroyed) resolve();
+    s.on('close', resolve);
+  });
+
+  // 1. A head sent one byte every 300 ms (each byte would re-arm an idle
+  // timer): 408 and closed once the 1.5 s deadline has passed.
+  const head = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ${'y'.repeat(60)}\r\n\r\n`;
+  const slow = await connect();
+  let got = '';
+  slow.on('data', (d) => { got += d; });
+  const slowClosed = closed(slow);
+  const t0 = Date.now();
+  let sent = 0;
+  for (; sent < head.length && !slow.destroyed && Date.now() - t0 < 15_000; sent++) {
+    slow.write(head[sent]);
+    await h.sleep(300);
+    if (got) break;
+  }
+  await h.withTimeout(slowClosed, 10_000, 'the slow head closed');
+  const slowMs = Date.now() - t0;
+  assert.match(got, /^HTTP\/1\.1 408 /, got.slice(0, 200));
+  assert.ok(sent < head.length, `the whole head went out (${sent} bytes) before the deadline`);
+  assert.ok(slowMs < 6000, `closed after ${slowMs} ms`);
+
+  // 2. 20,000 pipelined requests, then never reading: the answers back up
+  // past the socket buffers, the gateway stops reading, and the connection
+  // goes after the client idle timeout (2 s here) on the write side instead
+  // of being held for ever (it was: open after 75 s). Seen from the
+  // gateway's side (its descriptors): the client, which never reads, could
+  // not see the close.
+  const fds = () => fs.readdirSync(`/proc/${g.proc.pid}/fd`).length;
+  const before = fds();
+  const pipe = await connect();
+  pipe.pause(); // never read
+  pipe.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(20_000));
+  await h.waitFor(() => fds() === before + 1, { timeoutMs: 5000, what: 'the pipelining connection accepted' });
+  // Meanwhile the gateway serves others.
+  const r = await h.request(g.port, { method: 'GET', path: '/healthz' });
+  assert.equal(r.status, 200);
+  const pipeFreed = h.waitFor(() => fds() === before, {
+    timeoutMs: 15_000, intervalMs: 100, what: 'the gateway let the pipelining connection go',
+  });
+
+  // 3. A refused body streamed one byte at a time: the 413's linger ends
+  // at its deadline (2 s), not when 64 MiB have trickled in.
+  const big = await connect();
+  let bigGot = '';
+  big.on('data', (d) => { bigGot += d; });
+  const bigClosed = closed(big);
+  big.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${1 << 20}\r\n${Object.entries(h.AUTH).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`);
+  const t1 = Date.now();
+  while (!big.destroyed && Date.now() - t1 < 12_000) {
+    big.write('x');
+    await h.sleep(200);
+  }
+  await h.withTimeout(bigClosed, 5000, 'the lingering connection closed');
+  assert.match(bigGot, /^HTTP\/1\.1 413 /, bigGot.slice(0, 200));
+  assert.ok(Date.now() - t1 < 8000, `the linger lasted ${Date.now() - t1} ms`);
+
+  await pipeFreed;
+  pipe.destroy();
+  await g.proc.stop();
+});
