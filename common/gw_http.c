@@ -1066,12 +1066,21 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         conn_free(c);
 }
 
+static void refuse(int fd);
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
 {
     (void)l;
     (void)salen;
     struct gw_http_server *srv = arg;
+    if (srv->o.max_connections && srv->nconns >= srv->o.max_connections) {
+        /* At the cap: a prompt 503 and a close, as at the open-file limit. */
+        refuse(fd);
+        if (srv->o.refused)
+            srv->o.refused(1, srv->o.arg);
+        return;
+    }
     struct conn *c = calloc(1, sizeof(*c));
     if (!c) {
         close(fd);
@@ -1110,14 +1119,15 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 /* ------------------------------------------------- the open-file limit */
 
 #define REFUSAL_BODY                                                                               \
-    "{\"error\":{\"message\":\"the server is at its open-file limit; retry shortly\","             \
+    "{\"error\":{\"message\":\"the server is at its connection or open-file limit; retry "         \
+    "shortly\","                                                                                   \
     "\"type\":\"api_error\",\"param\":null,\"code\":\"too_many_connections\"}}"
 static const char refusal[] = "HTTP/1.1 503 Service Unavailable\r\n"
                               "Content-Type: application/json\r\n"
                               "Retry-After: 1\r\n"
                               "Connection: close\r\n"
-                              "Content-Length: 137\r\n\r\n" REFUSAL_BODY;
-_Static_assert(sizeof(REFUSAL_BODY) - 1 == 137, "the refusal's Content-Length");
+                              "Content-Length: 151\r\n\r\n" REFUSAL_BODY;
+_Static_assert(sizeof(REFUSAL_BODY) - 1 == 151, "the refusal's Content-Length");
 
 static int open_reserve(void)
 {

@@ -69,6 +69,9 @@ struct gw_http_server_opts {
      * arrived, however the bytes trickle in (a 408 then); a head that
      * stops coming is closed after as long. 0: 10 s. */
     int head_timeout_ms;
+    /* At most this many connections at once; past it a new one gets a
+     * prompt 503 and is closed (counted with refused). 0: no cap. */
+    size_t max_connections;
 };
 
 /*

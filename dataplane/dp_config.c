@@ -15,7 +15,8 @@ static const char usage[] =
     "PEM [--control-plane-cert PEM\n"
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
     "                       [--max-body-bytes N] [--head-timeout-ms N] [--drain-timeout-ms N]\n"
-    "                       [--client-idle-timeout-ms N] [--drain-delay-ms N]\n"
+    "                       [--client-idle-timeout-ms N] [--max-connections N]\n"
+    "                       [--drain-delay-ms N]\n"
     "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
     "                       [--ledger-spool DIR] [--ledger-spool-max-mb N] "
@@ -99,6 +100,10 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 1024, 1LL << 30, &n))
             return GW_EINVAL;
         c->max_body_bytes = (size_t)n;
+    } else if (strcmp(flag, "--max-connections") == 0) {
+        if (gw_flags_num(PROG, flag, v, 1, 100000000, &n))
+            return GW_EINVAL;
+        c->max_connections = (size_t)n;
     } else if (strcmp(flag, "--client-idle-timeout-ms") == 0) {
         if (gw_flags_num(PROG, flag, v, 100, 3600000, &n))
             return GW_EINVAL;
@@ -160,6 +165,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
         {"LLMGW_HEAD_TIMEOUT_MS", "--head-timeout-ms"},
         {"LLMGW_CLIENT_IDLE_TIMEOUT_MS", "--client-idle-timeout-ms"},
+        {"LLMGW_MAX_CONNECTIONS", "--max-connections"},
         {"LLMGW_DRAIN_TIMEOUT_MS", "--drain-timeout-ms"},
         {"LLMGW_DRAIN_DELAY_MS", "--drain-delay-ms"},
         {"LLMGW_ACCESS_LOG", "--access-log"},

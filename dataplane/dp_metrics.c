@@ -216,7 +216,7 @@ int dp_metrics_init(void)
     m->conns_refused = gw_metrics_counter(
         r, "llmgw_connections_refused_total",
         "Client connections answered 503 and closed at once because the process was at its "
-        "open-file limit.",
+        "connection cap (--max-connections) or its open-file limit.",
         NULL);
     if (!m->fleet_state || !m->conns_refused) {
         gw_metrics_free(m->reg);

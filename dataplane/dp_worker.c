@@ -328,6 +328,8 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
         .max_body_bytes = cfg->max_body_bytes,
         .head_timeout_ms = cfg->head_timeout_ms,
         .idle_timeout_ms = cfg->client_idle_timeout_ms,
+        /* The process's cap, shared out: each worker accepts on its own. */
+        .max_connections = (cfg->max_connections + (size_t)cfg->threads - 1) / (size_t)cfg->threads,
     };
     w->http = gw_http_server_new(w->base, listen_fd, &o);
     w->upc = gw_upc_new(w->base);

@@ -157,7 +157,7 @@ static void on_breaker_change(void *arg, const char *provider, const char *model
  * one, and the result logged once, as the ceiling operators must know
  * (nothing here uses select(2), so descriptors past 1024 are fine). At the
  * limit, gw_http refuses new connections with a 503. */
-static void raise_nofile(void)
+static void raise_nofile(struct dp_config *cfg)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
@@ -171,11 +171,16 @@ static void raise_nofile(void)
             gw_logf(GW_LOG_WARN, "open files limit: could not raise the soft limit to the hard one",
                     "{s:s,s:I,s:I}", "error", strerror(errno), "nofile", (json_int_t)was, "hard",
                     (json_int_t)rl.rlim_max);
-            return;
+            rl.rlim_cur = was;
         }
     }
-    gw_logf(GW_LOG_INFO, "open files limit", "{s:I,s:I}", "nofile", (json_int_t)rl.rlim_cur, "was",
-            (json_int_t)was);
+    /* Unless set, client connections may take half of what is left after
+     * a margin for the rest (files, the control plane): each one can hold
+     * an upstream connection too. */
+    if (!cfg->max_connections)
+        cfg->max_connections = rl.rlim_cur > 384 ? (size_t)(rl.rlim_cur - 256) / 2 : 64;
+    gw_logf(GW_LOG_INFO, "open files limit", "{s:I,s:I,s:I}", "nofile", (json_int_t)rl.rlim_cur,
+            "was", (json_int_t)was, "max_connections", (json_int_t)cfg->max_connections);
 }
 
 int main(int argc, char **argv)
@@ -197,7 +202,7 @@ int main(int argc, char **argv)
     }
     if (m.cfg.check_config)
         return check_config(&m.cfg);
-    raise_nofile();
+    raise_nofile(&m.cfg);
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "llmgw-dataplane: library initialisation failed\n");

@@ -509,3 +509,30 @@ test('slowloris, a pipeliner that never reads, a stretched linger: each connecti
   pipe.destroy();
   await g.proc.stop();
 });
+
+test('past --max-connections a new connection gets a prompt 503 and is closed; a freed place is served', { timeout: 60_000 }, async () => {
+  const g = await h.startGateway({ mock, threads: 1, args: ['--max-connections', '3'] });
+  const held = [];
+  for (let i = 0; i < 3; i++) {
+    held.push(await new Promise((resolve, reject) => {
+      const s = net.connect(g.port, '127.0.0.1', () => resolve(s));
+      s.on('error', reject);
+    }));
+  }
+  // Accepted in order: the 4th is over the cap.
+  const over = await new Promise((resolve) => {
+    const s = net.connect(g.port, '127.0.0.1');
+    let text = '';
+    s.on('data', (d) => { text += d; });
+    s.on('error', () => {});
+    s.on('close', () => resolve(text));
+  });
+  assert.match(over, /^HTTP\/1\.1 503 [^]*"code":"too_many_connections"/, over);
+  held[0].destroy();
+  await h.waitFor(async () => (await h.request(g.port, { method: 'GET', path: '/healthz' }).catch(() => ({}))).status === 200,
+    { timeoutMs: 5000, what: 'a freed place served' });
+  const m = await h.request(g.port, { method: 'GET', path: '/metrics' });
+  assert.match(m.text, /^llmgw_connections_refused_total [1-9]/m);
+  for (const s of held) s.destroy();
+  await g.proc.stop();
+});
