@@ -268,6 +268,7 @@ int main(int argc, char **argv)
         cp_db_free(db);
         return 1;
     }
+    cp_db_set_reconnect_backoff(db, 1);
     if (cfg.command == CP_CMD_MIGRATE) {
         cp_db_free(db);
         return 0;

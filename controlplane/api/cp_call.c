@@ -113,9 +113,13 @@ void cp_call_db_error(struct cp_call *c, const struct cp_db_err *err)
 {
     const char *s = err->sqlstate;
     if (!*s || strncmp(s, "08", 2) == 0 || strncmp(s, "57P", 3) == 0) {
+        /* libpq's words name hosts and ports: the log has them, the
+         * caller gets the fact. */
         gw_logf(GW_LOG_ERROR, "database unavailable", "{s:s}", "error", err->message);
-        cp_call_error(c, 503, "database_unavailable", NULL, "the database is unavailable: %s",
-                      err->message);
+        (void)gw_http_add_header(c->req, "Retry-After", "1");
+        cp_call_error(c, 503, "database_unavailable", NULL,
+                      "the database is unavailable; the control plane is reconnecting (its log "
+                      "says why)");
     } else if (strncmp(s, "22", 2) == 0 || strcmp(s, "23514") == 0) {
         /* A data exception (a date that does not exist, a number out of
          * range) or a CHECK constraint: the request's values, not a

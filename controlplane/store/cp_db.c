@@ -15,7 +15,18 @@ struct cp_db {
     char name[48];         /* the role, in logs and as application_name */
     int down;              /* a loss was logged; no reconnect has worked since */
     int64_t down_since_ms; /* monotonic */
+    /* A failed reconnect is not tried again before retry_us (monotonic):
+     * a connect can block for its timeout, and the main loop's callers
+     * (the admin API, /healthz, a scrape) must not each pay it. The wait
+     * doubles from 1 s to 30 s while the database stays away. */
+    int backoff; /* cp_db_set_reconnect_backoff */
+    int64_t retry_us;
+    int64_t backoff_ms;
+    char last_error[600];
 };
+
+#define RECONNECT_FIRST_MS 1000
+#define RECONNECT_MAX_MS 30000
 
 static void set_err(struct cp_db_err *err, const char *state, const char *msg)
 {
@@ -99,6 +110,11 @@ struct cp_db *cp_db_connect(const char *conninfo, const char *name, struct cp_db
     return db;
 }
 
+void cp_db_set_reconnect_backoff(struct cp_db *db, int on)
+{
+    db->backoff = on;
+}
+
 void cp_db_free(struct cp_db *db)
 {
     if (!db)
@@ -126,12 +142,25 @@ int cp_db_check(struct cp_db *db, struct cp_db_err *err)
     } else {
         note_lost(db, PQerrorMessage(db->conn));
     }
+    int64_t now = gw_now_us();
+    if (db->backoff && db->retry_us && now < db->retry_us) {
+        set_err(err, "", db->last_error);
+        return GW_EIO;
+    }
     PQreset(db->conn);
     if (PQstatus(db->conn) == CONNECTION_OK) {
+        db->retry_us = 0;
+        db->backoff_ms = 0;
         note_back(db);
         return GW_OK;
     }
+    db->backoff_ms = db->backoff_ms ? db->backoff_ms * 2 : RECONNECT_FIRST_MS;
+    if (db->backoff_ms > RECONNECT_MAX_MS)
+        db->backoff_ms = RECONNECT_MAX_MS;
+    db->retry_us = gw_now_us() + db->backoff_ms * 1000;
     set_err(err, "", PQerrorMessage(db->conn));
+    snprintf(db->last_error, sizeof(db->last_error), "%s (the next reconnect in %lld ms)",
+             err ? err->message : "connection failed", (long long)db->backoff_ms);
     return GW_EIO;
 }
 

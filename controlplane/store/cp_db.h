@@ -54,6 +54,14 @@ void cp_db_free(struct cp_db *db);
  * a round trip, and a reconnect (bounded by connect_timeout) when needed. */
 int cp_db_check(struct cp_db *db, struct cp_db_err *err) __attribute__((warn_unused_result));
 
+/* For a connection an event loop uses (the daemon's main one): after a
+ * failed reconnect, cp_db_check fails at once, without trying, until a
+ * wait that doubles from 1 s to 30 s has passed, so that the loop's callers
+ * (the admin API, /healthz, a scrape) do not each block for a connect
+ * timeout while the database is away. Threads that own their connection
+ * (the ledger writer, the snapshot builder) retry on their own schedule. */
+void cp_db_set_reconnect_backoff(struct cp_db *db, int on);
+
 /* 1 while the connection looks alive, 0 once it is known broken. Never
  * blocks and sends nothing: it reads what the server sent (the closing
  * message and EOF of a restart or a terminated backend, or the error the

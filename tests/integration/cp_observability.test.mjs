@@ -184,6 +184,20 @@ describe('control plane observability', () => {
     assert.ok(!samples.some((x) => x.name === 'llmgw_limit_amount' || x.name === 'llmgw_limit_spent'));
     // The Watch stream does not need Postgres: the data plane stays connected.
     assert.equal(value((await scrape(dp.port)).samples, 'llmgw_controlplane_connected'), 1);
+    // The admin API authenticates before it touches the database: an
+    // anonymous caller gets 401, whatever the database's state, and no
+    // caller reads libpq's words (hosts, ports, sockets) in an answer.
+    const anon = await h.request(cp.port, { method: 'GET', path: '/v1/admin/providers' });
+    assert.equal(anon.status, 401, anon.text);
+    const bad = await cp.admin('GET', '/v1/admin/providers', undefined, { authorization: 'Bearer not-a-token' });
+    assert.equal(bad.status, 503, bad.text);
+    const ok = await cp.admin('GET', '/v1/admin/providers');
+    assert.equal(ok.status, 503, ok.text);
+    assert.equal(ok.json.error.code, 'database_unavailable');
+    assert.equal(ok.headers['retry-after'], '1');
+    for (const r of [anon, bad, ok]) {
+      assert.doesNotMatch(r.text, /127\.0\.0\.1|\/tmp|socket|port \d|connection to server/i, r.text);
+    }
   });
 
   test('control plane stopped: the data plane\'s llmgw_controlplane_connected turns 0', T, async () => {
