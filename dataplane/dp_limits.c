@@ -347,7 +347,7 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
         r->code = "budget_unpriced";
         r->state = "unpriced";
         for (size_t i = 0; i < n; i++)
-            if (ls[i]->metric == DP_LIMIT_COST && ls[i]->fail_closed) {
+            if (ls[i]->metric == DP_LIMIT_COST && !ls[i]->unpriced_allow) {
                 r->has_limit = 1;
                 snprintf(r->limit_id, sizeof(r->limit_id), "%s", ls[i]->id);
                 snprintf(r->scope, sizeof(r->scope), "%s", ls[i]->scope);
@@ -362,8 +362,9 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
             }
         snprintf(r->message, sizeof(r->message),
                  "no candidate for this request has a price for what it may use (input, "
-                 "output%s), and budget '%s' fails closed: a gateway that cannot price a request "
-                 "cannot hold it to a budget",
+                 "output%s), and budget '%s' refuses unpriced targets: a gateway that cannot "
+                 "price a request cannot hold it to a budget (price the target, or set the "
+                 "limit's \"unpriced\" to \"allow\")",
                  ask->cache_marks ? ", the cache writes it asks for" : "", r->limit_id);
         return DP_LIMITS_REFUSED;
     }

@@ -100,7 +100,8 @@ struct dp_limits_ask {
     const struct dp_candidate *cands;
     size_t ncands;
     /* ncands flags, zeroed by the caller: set for each candidate that a
-     * fail_closed cost limit cannot price; the caller drops them. */
+     * cost limit refusing unpriced targets (the default) cannot price; the
+     * caller drops them. */
     unsigned char *drop;
     int embeddings;
     int64_t est_input_tokens;     /* an estimate of the input */
@@ -109,8 +110,8 @@ struct dp_limits_ask {
     const char *max_tokens_param; /* its name in the client's terms */
     int64_t reasoning_budget;     /* its thinking budget in tokens; 0 none */
     /* Cache writes the request asks for (DP_LIMITS_CACHE_5M, _1H: see
-     * dp_limits_cache_marks): a fail_closed cost limit drops candidates
-     * with no price for them. */
+     * dp_limits_cache_marks): a cost limit refusing unpriced targets drops
+     * candidates with no price for them. */
     int cache_marks;
     /* Set by dp_limits_reserve (when not NULL): the output cap a
      * worst_case limit was sized with, 0 when none applies. The caller

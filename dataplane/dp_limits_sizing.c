@@ -226,15 +226,18 @@ static int priced_for(const struct dp_limits_ask *ask, size_t i, struct dp_limit
     return ok;
 }
 
-/* Candidates a fail_closed cost limit cannot price leave the plan (marked
- * in ask->drop): a gateway that cannot price a request cannot hold it to
- * a budget. Under fail_open they stay, with a warning. */
+/* Candidates a cost limit cannot price leave the plan (marked in
+ * ask->drop): a gateway that cannot price a request cannot hold it to a
+ * budget. Only when every cost limit says "unpriced": "allow" do they stay,
+ * with a warning. */
 void dpl_drop_unpriced(const struct dp_limits_ask *ask, const struct dp_limit *const *ls, size_t n)
 {
+    /* Any cost limit that refuses unpriced targets (the default) drops
+     * them; limits that all allow them let them through, with a warning. */
     int closed = 0, open = 0;
     for (size_t k = 0; k < n; k++)
         if (ls[k]->metric == DP_LIMIT_COST)
-            *(ls[k]->fail_closed ? &closed : &open) = 1;
+            *(ls[k]->unpriced_allow ? &open : &closed) = 1;
     for (size_t i = 0; i < ask->ncands && (closed || open); i++) {
         if (ask->drop && ask->drop[i])
             continue;
@@ -247,7 +250,9 @@ void dpl_drop_unpriced(const struct dp_limits_ask *ask, const struct dp_limit *c
             int64_t now = dpl.mono();
             if (now - dpl.warned_at > 60000) {
                 dpl.warned_at = now;
-                gw_logf(GW_LOG_WARN, "cost limit: a target has no price; fail_open lets it through",
+                gw_logf(GW_LOG_WARN,
+                        "cost limit: a target has no price; \"unpriced\": \"allow\" lets it "
+                        "through",
                         "{s:s,s:s}", "provider", ask->cands[i].provider->name, "model",
                         ask->cands[i].model);
             }

@@ -499,6 +499,7 @@ static const char *const period_names[] = {
     [DP_LIMIT_MINUTE] = "minute", [DP_LIMIT_DAY] = "day", [DP_LIMIT_MONTH] = "month", NULL};
 static const char *const reservation_names[] = {"estimate", "worst_case", NULL};
 static const char *const offline_names[] = {"fail_open", "fail_closed", NULL};
+static const char *const unpriced_names[] = {"refuse", "allow", NULL};
 
 const char *dp_limit_scope_name(enum dp_limit_scope k)
 {
@@ -543,6 +544,7 @@ static void build_limit(struct build *b, const struct dp_snapshot *s, struct dp_
     const char *period = dps_opt_enum(b, o, "period", where, period_names, NULL);
     const char *res = dps_opt_enum(b, o, "reservation", where, reservation_names, "estimate");
     const char *off = dps_opt_enum(b, o, "offline", where, offline_names, "fail_open");
+    const char *unp = dps_opt_enum(b, o, "unpriced", where, unpriced_names, "refuse");
     l->currency = dps_opt_str(b, o, "currency", where, "USD");
     if (b->failed)
         return;
@@ -567,6 +569,7 @@ static void build_limit(struct build *b, const struct dp_snapshot *s, struct dp_
     l->period = (enum dp_limit_period)enum_index(period_names, period);
     l->worst_case = strcmp(res, "worst_case") == 0;
     l->fail_closed = strcmp(off, "fail_closed") == 0;
+    l->unpriced_allow = strcmp(unp, "allow") == 0;
     for (size_t k = 0; k < i; k++)
         if (strcmp(s->limits[k].id, l->id) == 0) {
             dps_fail(b, "%s.id: duplicate limit '%s' (also limits[%zu])", where, l->id, k);

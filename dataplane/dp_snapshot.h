@@ -132,9 +132,11 @@ struct dp_limit {
     const char *scope; /* the key id, team or project name */
     enum dp_limit_metric metric;
     enum dp_limit_period period;
-    long long amount; /* picodollars, requests or tokens; > 0 */
-    int worst_case;   /* reserve the worst case (zero overshoot), not an estimate */
-    int fail_closed;  /* refuse while no allowance can be had (control plane away) */
+    long long amount;   /* picodollars, requests or tokens; > 0 */
+    int worst_case;     /* reserve the worst case (zero overshoot), not an estimate */
+    int fail_closed;    /* refuse while no allowance can be had (control plane away) */
+    int unpriced_allow; /* cost: serve targets it cannot price ("unpriced": "allow");
+                           default "refuse": they leave the plan */
     const char *currency;
 };
 

@@ -24,6 +24,7 @@ static const char *const metrics[] = {"cost", "requests", "tokens", NULL};
 static const char *const periods[] = {"minute", "day", "month", NULL};
 static const char *const reservations[] = {"estimate", "worst_case", NULL};
 static const char *const offline_policies[] = {"fail_open", "fail_closed", NULL};
+static const char *const unpriced_policies[] = {"refuse", "allow", NULL};
 static const char *const currencies[] = {"USD", NULL};
 
 /* The scope names an existing key (by id), team or project. */
@@ -99,6 +100,11 @@ static const struct cp_field limit_fields[] = {
      .def = "\"fail_open\"",
      .choices = offline_policies,
      .rule = "one of fail_open, fail_closed"},
+    {.name = "unpriced",
+     .type = CP_T_STRING,
+     .def = "\"refuse\"",
+     .choices = unpriced_policies,
+     .rule = "one of refuse (a cost limit keeps targets it cannot price out), allow"},
     {.name = "currency",
      .type = CP_T_STRING,
      .def = "\"USD\"",

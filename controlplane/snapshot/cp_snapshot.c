@@ -518,7 +518,8 @@ static const char SQL_PROJECTS[] =
 static const char SQL_LIMITS[] =
     "SELECT json_build_object('id', id, 'scope_kind', scope_kind, 'scope', scope, 'metric', "
     "metric, 'period', period, 'amount', amount, 'reservation', reservation, 'offline', "
-    "offline, 'currency', currency)::text FROM limits WHERE enabled ORDER BY id";
+    "offline, 'unpriced', unpriced, 'currency', currency)::text FROM limits WHERE enabled "
+    "ORDER BY id";
 static const char SQL_EXPIRY[] =
     "SELECT (extract(epoch FROM min(expires_at)) * 1000)::bigint FROM api_keys WHERE status = "
     "'active' AND expires_at > now()";

@@ -477,6 +477,12 @@ static const char m9_route_fallback_timeout[] =
 static const char m10_ledger_usage_estimated[] =
     "ALTER TABLE ledger ADD COLUMN usage_estimated boolean NOT NULL DEFAULT false;\n";
 
+/* A cost limit keeps targets it cannot price out of a key's reach unless
+ * it says so (before, its offline policy fail_open let them through free). */
+static const char m11_limit_unpriced[] =
+    "ALTER TABLE limits ADD COLUMN unpriced text NOT NULL DEFAULT 'refuse'\n"
+    "  CHECK (unpriced IN ('refuse', 'allow'));\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -488,6 +494,7 @@ const struct cp_migration cp_migrations[] = {
     {8, "project allowlists", m8_project_allowlists},
     {9, "route failover budget", m9_route_fallback_timeout},
     {10, "ledger usage estimated", m10_ledger_usage_estimated},
+    {11, "limit unpriced policy", m11_limit_unpriced},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

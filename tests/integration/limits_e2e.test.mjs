@@ -195,6 +195,30 @@ describe('refusals', () => {
     assert.equal((await chat(dps[1].port, 'k-proj')).status, 200);
   });
 
+  test('a cost limit keeps unpriced targets out by default, fail_open or not; "unpriced": "allow" lets them in', T, async () => {
+    await cfg.route('unpriced', [{ provider: 'alpha', model: 'mock-gpt#tag=no-price' }]);
+    await key('k-unpriced');
+    const l = await limit({ id: 'unpriced-day', scope_kind: 'key', scope: 'k-unpriced', metric: 'cost', period: 'day', amount: 1_000_000_000_000 });
+    assert.equal(l.unpriced, 'refuse');
+    assert.equal(l.offline, 'fail_open');
+    await propagated();
+    const r = await chat(dps[0].port, 'k-unpriced', { model: 'unpriced' });
+    const e = assertRefusal(r, 402, 'budget_unpriced', 'unpriced');
+    assert.equal(e.limit.id, 'unpriced-day');
+    assert.match(e.message, /"unpriced" to "allow"/);
+    // Also named exactly (an exact selector is not a way round it).
+    assertRefusal(await chat(dps[1].port, 'k-unpriced', { model: 'beta/some-model-nobody-priced' }), 402, 'budget_unpriced');
+    // A priced route still serves.
+    assert.equal((await chat(dps[0].port, 'k-unpriced')).status, 200);
+    // The operator's choice, through the API.
+    const bad = await cp.admin('PATCH', '/v1/admin/limits/unpriced-day', { unpriced: 'sometimes' });
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(bad.json.error.param, 'unpriced');
+    await cfg.api('PATCH', '/v1/admin/limits/unpriced-day', { unpriced: 'allow' }, 200);
+    await propagated();
+    assert.equal((await chat(dps[0].port, 'k-unpriced', { model: 'unpriced' })).status, 200);
+  });
+
   test('worst-case reservation without max_tokens or a catalog cap: 400 naming max_tokens', T, async () => {
     await key('k-worst');
     await limit({ id: 'worst-day', scope_kind: 'key', scope: 'k-worst', metric: 'cost', period: 'day', amount: 1_000_000_000_000, reservation: 'worst_case' });

@@ -266,7 +266,8 @@ describe('through a control plane: the ledger, budget and rate-limit refusals', 
     await cfg.api('POST', '/v1/admin/prices', { provider: 'cnp', model: 'cn-ok', input_price: 1_000_000, output_price: 2_000_000 }, 201);
     await cfg.api('POST', '/v1/admin/teams', { name: 'cn-budgeted', require_budget: true }, 201);
     await key('k-ok');
-    await limit({ id: 'cn-ok-day', scope_kind: 'key', scope: 'k-ok', metric: 'cost', amount: 1_000_000_000_000 });
+    // unpriced: allow, so the mid-stream attempt's unpriced model goes through.
+    await limit({ id: 'cn-ok-day', scope_kind: 'key', scope: 'k-ok', metric: 'cost', amount: 1_000_000_000_000, unpriced: 'allow' });
     await key('k-budget');
     await limit({ id: 'cn-budget-day', scope_kind: 'key', scope: 'k-budget', metric: 'cost', amount: 1 });
     await key('k-rpd');
@@ -315,8 +316,8 @@ describe('through a control plane: the ledger, budget and rate-limit refusals', 
     assert.equal(code('budget unallocated'), 'budget_unallocated');
     assert.equal(code('rate limit unallocated'), 'rate_limited');
     // The rows carry the charges, and the limits' windows hold them.
-    // (the mid-stream attempt's model has no price: a fail_open budget lets
-    // it through and charges it nothing)
+    // (the mid-stream attempt's model has no price: a budget that allows
+    // unpriced targets lets it through and charges it nothing)
     assert.equal(pg.sql('SELECT count(*) FROM ledger'), '4');
     // The writer handled rows that carry the canary (the session header).
     assert.equal(pg.sql(`SELECT count(*) FROM ledger WHERE session = '${CANARY}'`), '4');

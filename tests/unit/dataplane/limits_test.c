@@ -55,7 +55,9 @@ static const char DOC[] =
     "  {'id':'kC','hash':'0000000000000000000000000000000000000000000000000000000000000002',"
     "   'team':'t3'},"
     "  {'id':'kD','hash':'0000000000000000000000000000000000000000000000000000000000000003'},"
-    "  {'id':'kE','hash':'0000000000000000000000000000000000000000000000000000000000000004'}],"
+    "  {'id':'kE','hash':'0000000000000000000000000000000000000000000000000000000000000004'},"
+    "  {'id':'kG','hash':'0000000000000000000000000000000000000000000000000000000000000005'},"
+    "  {'id':'kH','hash':'0000000000000000000000000000000000000000000000000000000000000006'}],"
     " 'limits':["
     "  {'id':'cost-t1','scope_kind':'team','scope':'t1','metric':'cost','period':'day',"
     "   'amount':1000000,'offline':'fail_closed'},"
@@ -66,7 +68,11 @@ static const char DOC[] =
     "  {'id':'p1-month','scope_kind':'project','scope':'p1','metric':'tokens','period':'month',"
     "   'amount':50000},"
     "  {'id':'worst-kE','scope_kind':'key','scope':'kE','metric':'cost','period':'day',"
-    "   'amount':1000000000,'reservation':'worst_case','offline':'fail_closed'}]}";
+    "   'amount':1000000000,'reservation':'worst_case','offline':'fail_closed'},"
+    "  {'id':'open-kG','scope_kind':'key','scope':'kG','metric':'cost','period':'day',"
+    "   'amount':1000000},"
+    "  {'id':'allow-kH','scope_kind':'key','scope':'kH','metric':'cost','period':'day',"
+    "   'amount':1000000,'unpriced':'allow'}]}";
 
 static struct dp_snapshot *snap;
 static struct event_base *base;
@@ -560,6 +566,31 @@ static void test_unpriced(void)
     CU_ASSERT_EQUAL(q.r.status, 402);
     CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unpriced");
     CU_ASSERT_STRING_EQUAL(q.r.limit_id, "cost-t1");
+}
+
+/* The offline policy is not a way past the price: a fail_open cost limit
+ * refuses unpriced targets too, unless it says "unpriced": "allow". */
+static void test_unpriced_default_refuse(void)
+{
+    reset();
+    dp_limits_on_stream(1);
+    struct req q;
+    ask_for(&q, "kG", "r2");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(q.drop[0], 0);
+    CU_ASSERT_EQUAL(q.drop[1], 1);
+    dp_limits_end(q.hold);
+    ask_for(&q, "kG", "rf");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.r.status, 402);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unpriced");
+    CU_ASSERT_STRING_EQUAL(q.r.limit_id, "open-kG");
+    CU_ASSERT_PTR_NOT_NULL(strstr(q.r.message, "\"unpriced\" to \"allow\""));
+    /* Said so: served, nothing dropped. */
+    ask_for(&q, "kH", "rf");
+    CU_ASSERT_NOT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.drop[0], 0);
+    dp_limits_end(q.hold);
 }
 
 static void test_stream_loss_and_deadline(void)
@@ -1164,6 +1195,9 @@ static void test_snapshot_validation(void)
          "'scope':'s','metric':'cost','period':'day','amount':1,'offline':'maybe'}]}",
          "limits[0].offline: must be one of fail_open, fail_closed"},
         {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'key',"
+         "'scope':'s','metric':'cost','period':'day','amount':1,'unpriced':'free'}]}",
+         "limits[0].unpriced: must be one of refuse, allow"},
+        {"{'version':1,'providers':[],'routes':[],'limits':[{'id':'x','scope_kind':'key',"
          "'scope':'s','metric':'cost','period':'day','amount':1},{'id':'x','scope_kind':'key',"
          "'scope':'s','metric':'tokens','period':'day','amount':1}]}",
          "limits[1].id: duplicate limit 'x' (also limits[0])"},
@@ -1210,7 +1244,9 @@ static void test_snapshot_validation(void)
     }
     /* The good document's pieces. */
     CU_ASSERT_EQUAL(snap->nteams, 3);
-    CU_ASSERT_EQUAL(snap->nlimits, 5);
+    CU_ASSERT_EQUAL(snap->nlimits, 7);
+    CU_ASSERT_EQUAL(snap->limits[0].unpriced_allow, 0); /* the default: refuse */
+    CU_ASSERT_EQUAL(snap->limits[6].unpriced_allow, 1);
     const struct dp_limit *l = &snap->limits[2];
     CU_ASSERT_STRING_EQUAL(l->id, "tpm-kB");
     CU_ASSERT_EQUAL(l->scope_kind, DP_LIMIT_KEY);
@@ -1239,6 +1275,8 @@ static CU_TestInfo tests[] = {
     {"depleted: refused with the window's end, remembered a second", test_depleted},
     {"worst case: max_tokens or the catalog's cap, else 400", test_worst_case_bounds},
     {"unpriced targets under a fail_closed budget", test_unpriced},
+    {"unpriced targets: refused by default, fail_open or not; allowed when said",
+     test_unpriced_default_refuse},
     {"stream loss, re-sent requests, the deadline's policy", test_stream_loss_and_deadline},
     {"a replaced lease settles and releases on its own", test_lease_replaced_and_released},
     {"renewal while in use, release when idle, windows forgotten",
