@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +232,35 @@ static void decode_headers(json_t *p, const char *name, const unsigned char *key
     json_object_del(p, "headers_sealed");
 }
 
+/* The whole cached document's MAC, base64 into out: HMAC-SHA256 under a
+ * key derived from the cache key for this one use, over the document's
+ * canonical text (sorted keys, compact) without llmgw_cache.mac itself. So
+ * whoever can write the file but has not the key can change nothing in
+ * it (a provider's base_url least of all: the credential would follow it). */
+#define MAC_B64_LEN 44
+static int doc_mac(const json_t *doc, const unsigned char *key, char out[MAC_B64_LEN + 1])
+{
+    static const char label[] = "llmgw snapshot cache mac v1";
+    unsigned char mk[32], tag[32];
+    unsigned int mkl = 0, tl = 0;
+    json_t *copy = json_deep_copy(doc);
+    json_object_del(json_object_get(copy, "llmgw_cache"), "mac");
+    char *text = copy ? json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(copy);
+    int ok =
+        text &&
+        HMAC(EVP_sha256(), key, DP_CACHE_KEY_LEN, (const unsigned char *)label, sizeof(label) - 1,
+             mk, &mkl) &&
+        HMAC(EVP_sha256(), mk, (int)mkl, (const unsigned char *)text, strlen(text), tag, &tl) &&
+        tl == sizeof(tag);
+    free(text);
+    OPENSSL_cleanse(mk, sizeof(mk));
+    if (!ok)
+        return GW_ENOMEM;
+    EVP_EncodeBlock((unsigned char *)out, tag, (int)sizeof(tag));
+    return GW_OK;
+}
+
 json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *omitted, char *err,
                             size_t errlen)
 {
@@ -285,7 +316,32 @@ json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *om
                                   key ? "sealed" : "omitted", "headers",
                                   key ? "sealed" : "auth_omitted", "received_ms",
                                   (json_int_t)gw_wall_ms()));
+    char mac[MAC_B64_LEN + 1];
+    if (key && doc_mac(out, key, mac) != GW_OK) {
+        snprintf(err, errlen, "snapshot cache: cannot compute its MAC");
+        json_decref(out);
+        return NULL;
+    }
+    if (key)
+        json_object_set_new(json_object_get(out, "llmgw_cache"), "mac", json_string(mac));
     return out;
+}
+
+int dp_snapcache_verify(const json_t *cached, const unsigned char *key, char *err, size_t errlen)
+{
+    if (!key)
+        return GW_OK;
+    const char *want =
+        json_string_value(json_object_get(json_object_get(cached, "llmgw_cache"), "mac"));
+    char mac[MAC_B64_LEN + 1];
+    if (!want || strlen(want) != MAC_B64_LEN || doc_mac(cached, key, mac) != GW_OK ||
+        CRYPTO_memcmp(want, mac, MAC_B64_LEN) != 0) {
+        snprintf(err, errlen,
+                 "snapshot cache: fails its integrity check (llmgw_cache.mac): it was changed, "
+                 "or written without LLMGW_CACHE_KEY or under another key");
+        return GW_EINVAL;
+    }
+    return GW_OK;
 }
 
 json_t *dp_snapcache_decode(const json_t *cached, const unsigned char *key, char *err,
@@ -450,6 +506,12 @@ struct dp_snapshot *dp_snapcache_load(const char *path, const unsigned char *key
          * values. */
         snprintf(err, errlen, "%s: not a readable snapshot cache (line %d column %d)", path,
                  je.line, je.column);
+        return NULL;
+    }
+    /* Integrity first: nothing of a changed file (its age included) is
+     * believed. */
+    if (dp_snapcache_verify(c, key, err, errlen) != GW_OK) {
+        json_decref(c);
         return NULL;
     }
     if (dp_snapcache_check_age(c, gw_wall_ms(), max_age_ms, err, errlen) != GW_OK) {

@@ -48,7 +48,17 @@ int dp_snapcache_auth_header(const char *name);
  * counts them. */
 json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *omitted, char *err,
                             size_t errlen);
-/* The pushed form of a cached document: sealed credentials opened with key.
+/* With a key, whether the whole cached document is as that key wrote it
+ * (llmgw_cache.mac: HMAC-SHA256 under a key derived from it, over the
+ * document's canonical text): GW_OK, or GW_EINVAL with err filled when it
+ * was changed, has no MAC (written without a key) or was written under
+ * another key. Without a key there is nothing to check it with (GW_OK): the
+ * cache then holds no credential, and its file's mode (0600) guards it.
+ * dp_snapcache_load serves nothing that fails it. */
+int dp_snapcache_verify(const json_t *cached, const unsigned char *key, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+/* The pushed form of a cached document: sealed credentials opened with key
+ * (dp_snapcache_verify not included: dp_snapcache_load calls both).
  * A credential that cannot be opened (no key, another key, tampered) is
  * left out and logged, never fatal. New reference, or NULL with err. */
 json_t *dp_snapcache_decode(const json_t *cached, const unsigned char *key, char *err,

@@ -173,6 +173,49 @@ static void test_sealed_bound_to_provider_and_key(void)
     json_decref(j);
 }
 
+/* With a key the whole document is authenticated: whoever can write the
+ * file cannot point a provider at another host (its credential would
+ * follow), add a route, or pass a cache written without the key or under
+ * another one. */
+static void test_whole_document_authenticated(void)
+{
+    json_t *j = doc();
+    char err[256] = "";
+    json_t *c = dp_snapcache_encode(j, KEY, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(dp_snapcache_verify(c, KEY, err, sizeof(err)), GW_OK);
+    /* Key order in the file does not matter: the MAC is over sorted keys. */
+    char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+    json_t *reordered = json_loads(text, 0, NULL);
+    free(text);
+    CU_ASSERT_EQUAL(dp_snapcache_verify(reordered, KEY, err, sizeof(err)), GW_OK);
+    json_decref(reordered);
+    /* A changed base_url. */
+    json_t *bad = json_deep_copy(c);
+    json_object_set_new(json_array_get(json_object_get(bad, "providers"), 0), "base_url",
+                        json_string("http://attacker.invalid/v1"));
+    CU_ASSERT_EQUAL(dp_snapcache_verify(bad, KEY, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "integrity"));
+    json_decref(bad);
+    /* The MAC removed, or the document checked under another key. */
+    bad = json_deep_copy(c);
+    json_object_del(json_object_get(bad, "llmgw_cache"), "mac");
+    CU_ASSERT_EQUAL(dp_snapcache_verify(bad, KEY, err, sizeof(err)), GW_EINVAL);
+    json_decref(bad);
+    unsigned char other[DP_CACHE_KEY_LEN];
+    memcpy(other, KEY, sizeof(other));
+    other[31] ^= 0x80;
+    CU_ASSERT_EQUAL(dp_snapcache_verify(c, other, err, sizeof(err)), GW_EINVAL);
+    /* Written without a key: a data plane with one does not take it. */
+    json_t *plain = dp_snapcache_encode(j, NULL, NULL, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+    CU_ASSERT_EQUAL(dp_snapcache_verify(plain, KEY, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_EQUAL(dp_snapcache_verify(plain, NULL, err, sizeof(err)), GW_OK);
+    json_decref(plain);
+    json_decref(c);
+    json_decref(j);
+}
+
 static void test_omitted_without_key(void)
 {
     json_t *j = doc();
@@ -424,7 +467,9 @@ static void test_load_refuses_stale(void)
     snprintf(path, sizeof(path), "%s/cache.json", dir);
     json_t *j = doc();
     char err[256] = "";
-    CU_ASSERT_EQUAL(dp_snapcache_save(path, j, KEY, err, sizeof(err)), GW_OK);
+    /* Written without a key (nothing to sign with), then made a minute
+     * older by hand. */
+    CU_ASSERT_EQUAL(dp_snapcache_save(path, j, NULL, err, sizeof(err)), GW_OK);
     json_t *c = json_load_file(path, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     json_t *t = json_object_get(json_object_get(c, "llmgw_cache"), "received_ms");
@@ -432,14 +477,24 @@ static void test_load_refuses_stale(void)
     CU_ASSERT_EQUAL(json_dump_file(c, path, JSON_COMPACT), 0);
     json_decref(c);
     int missing = 0, stale = 0;
-    CU_ASSERT_PTR_NULL(dp_snapcache_load(path, KEY, 30000, &missing, &stale, err, sizeof(err)));
+    CU_ASSERT_PTR_NULL(dp_snapcache_load(path, NULL, 30000, &missing, &stale, err, sizeof(err)));
     CU_ASSERT_EQUAL(stale, 1);
     CU_ASSERT_EQUAL(missing, 0);
     struct dp_snapshot *s =
-        dp_snapcache_load(path, KEY, 120000, &missing, &stale, err, sizeof(err));
+        dp_snapcache_load(path, NULL, 120000, &missing, &stale, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL(s);
     CU_ASSERT_EQUAL(stale, 0);
     dp_snapshot_unref(s);
+    /* With a key the same hand edit is a change the MAC refuses. */
+    CU_ASSERT_EQUAL(dp_snapcache_save(path, j, KEY, err, sizeof(err)), GW_OK);
+    c = json_load_file(path, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    t = json_object_get(json_object_get(c, "llmgw_cache"), "received_ms");
+    json_integer_set(t, json_integer_value(t) - 60000);
+    CU_ASSERT_EQUAL(json_dump_file(c, path, JSON_COMPACT), 0);
+    json_decref(c);
+    CU_ASSERT_PTR_NULL(dp_snapcache_load(path, KEY, 120000, &missing, &stale, err, sizeof(err)));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "integrity"));
     unlink(path);
     CU_ASSERT_EQUAL(rmdir(dir), 0);
     json_decref(j);
@@ -447,6 +502,7 @@ static void test_load_refuses_stale(void)
 
 static CU_TestInfo tests[] = {
     {"a file refuses an inline credential", test_file_refuses_inline_credential},
+    {"with a key the whole cached document is authenticated", test_whole_document_authenticated},
     {"a pushed document accepts one", test_pushed_accepts_inline_credential},
     {"pushed refs never read the environment", test_pushed_ignores_environment_refs},
     {"a pushed credential is a non-empty string", test_pushed_credential_must_be_string},
