@@ -192,27 +192,38 @@ describe('a data plane fed by the control plane', () => {
     assert.equal(l.status, 200, l.text);
   });
 
-  test('a cache written under one key does not open under another', T, async () => {
+  test('a cache written under one key is not served under another, nor once changed', T, async () => {
     const gw = await h.startGatewayCP({
       controlPlane: fake.target, cache: cache1(), cacheKey: randomBytes(32).toString('base64'),
     });
-    assert.equal((await readyz(gw)).json.source, 'cache');
-    const c = await chat(gw);
-    assert.equal(c.status, 503, c.text);
-    assert.ok(gw.proc.stderrText.includes('does not open'), 'says why');
+    assert.equal((await readyz(gw)).status, 503);
+    assert.equal((await chat(gw)).status, 503);
+    await h.waitFor(() => gw.proc.stderrText.includes('fails its integrity check'), { what: 'says why' });
     await gw.proc.stop();
+    // The right key, but a provider pointed elsewhere by whoever can write
+    // the file: its credential would follow the base_url. Not served.
+    const c = JSON.parse(fs.readFileSync(cache1(), 'utf8'));
+    c.providers[0].base_url = 'http://127.0.0.1:9/v1';
+    const moved = path.join(dir, 'cache-moved.json');
+    fs.writeFileSync(moved, JSON.stringify(c), { mode: 0o600 });
+    const gw2b = await h.startGatewayCP({ controlPlane: fake.target, cache: moved, cacheKey: CACHE_KEY });
+    assert.equal((await readyz(gw2b)).status, 503);
+    await h.waitFor(() => gw2b.proc.stderrText.includes('fails its integrity check'), { what: 'says why' });
+    await gw2b.proc.stop();
   });
 
   test('a cache older than --snapshot-cache-max-age-ms is not served at start', T, async () => {
     // The control plane is still down: a stale cache must not keep serving
-    // revoked keys and removed routes; the data plane waits instead.
+    // revoked keys and removed routes; the data plane waits instead. (The
+    // cache is aged by hand, so these data planes run without the key: with
+    // it, any hand edit fails the cache's MAC, the test above.)
     const c = JSON.parse(fs.readFileSync(cache1(), 'utf8'));
     assert.equal(typeof c.llmgw_cache.received_ms, 'number');
     assert.ok(Math.abs(Date.now() - c.llmgw_cache.received_ms) < 10 * 60_000, 'received_ms is wall-clock ms');
     const aged = path.join(dir, 'cache-aged.json');
     c.llmgw_cache.received_ms -= 8 * 24 * 3600 * 1000; // past the 7-day default
     fs.writeFileSync(aged, JSON.stringify(c), { mode: 0o600 });
-    const gw = await h.startGatewayCP({ controlPlane: fake.target, cache: aged, cacheKey: CACHE_KEY });
+    const gw = await h.startGatewayCP({ controlPlane: fake.target, cache: aged });
     const r = await readyz(gw);
     assert.equal(r.status, 503, r.text);
     assert.equal(r.json.status, 'not_ready');
@@ -221,7 +232,7 @@ describe('a data plane fed by the control plane', () => {
     await gw.proc.stop();
     // A short maximum age makes a fresh-enough cache stale too.
     const gw3 = await h.startGatewayCP({
-      controlPlane: fake.target, cache: cache1(), cacheKey: CACHE_KEY,
+      controlPlane: fake.target, cache: cache1(),
       args: ['--snapshot-cache-max-age-ms', '1'],
     });
     assert.equal((await readyz(gw3)).status, 503);
@@ -230,7 +241,7 @@ describe('a data plane fed by the control plane', () => {
     // A cache without the timestamp (written before it was recorded) is not trusted.
     delete c.llmgw_cache.received_ms;
     fs.writeFileSync(aged, JSON.stringify(c), { mode: 0o600 });
-    const gw4 = await h.startGatewayCP({ controlPlane: fake.target, cache: aged, cacheKey: CACHE_KEY });
+    const gw4 = await h.startGatewayCP({ controlPlane: fake.target, cache: aged });
     assert.equal((await readyz(gw4)).status, 503);
     await h.waitFor(() => gw4.proc.stderrText.includes('received_ms'), { what: 'the missing-timestamp log line' });
     await gw4.proc.stop();
@@ -238,7 +249,7 @@ describe('a data plane fed by the control plane', () => {
     c.llmgw_cache.received_ms = Date.now() - 8 * 24 * 3600 * 1000;
     fs.writeFileSync(aged, JSON.stringify(c), { mode: 0o600 });
     const gw5 = await h.startGatewayCP({
-      controlPlane: fake.target, cache: aged, cacheKey: CACHE_KEY, args: ['--snapshot-cache-max-age-ms', '0'],
+      controlPlane: fake.target, cache: aged, args: ['--snapshot-cache-max-age-ms', '0'],
     });
     assert.equal((await readyz(gw5)).json.source, 'cache');
     await gw5.proc.stop();
