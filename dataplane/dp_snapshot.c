@@ -597,6 +597,30 @@ struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errl
     return dp_snapshot_build_ex(root, 0, err, errlen);
 }
 
+/* The keys' hash index (dp_snapshot.h): a lookup costs one SHA-256 and a
+ * probe or two however many keys there are, not a scan of them all. */
+static int index_keys(struct build *b, struct dp_snapshot *s)
+{
+    if (!s->nkeys)
+        return GW_OK;
+    size_t slots = 4;
+    while (slots < 2 * s->nkeys)
+        slots *= 2;
+    s->key_index = gw_pool_calloc(b->pool, slots * sizeof(*s->key_index));
+    if (!s->key_index) {
+        dps_fail(b, "out of memory");
+        return GW_ENOMEM;
+    }
+    s->key_mask = slots - 1;
+    for (size_t i = 0; i < s->nkeys; i++) {
+        size_t at = (size_t)dps_key_slot(s->keys[i].hash) & s->key_mask;
+        while (s->key_index[at])
+            at = (at + 1) & s->key_mask;
+        s->key_index[at] = (uint32_t)i + 1;
+    }
+    return GW_OK;
+}
+
 struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, char *err,
                                          size_t errlen)
 {
@@ -704,7 +728,7 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
                 resolve_key(&b, s, k, i, teams != NULL, projects != NULL);
         }
     }
-    if (!b.failed)
+    if (!b.failed && index_keys(&b, s) == GW_OK)
         return s;
 bad:
     gw_pool_free(b.pool);

@@ -161,6 +161,11 @@ struct dp_snapshot {
     size_t nroutes;
     struct dp_key *keys;
     size_t nkeys;
+    /* keys by hash: open addressing over the hash's first 64 bits (a
+     * SHA-256 is uniform), key index + 1 per slot (0: empty); key_mask + 1
+     * slots, at least twice nkeys. */
+    uint32_t *key_index;
+    size_t key_mask;
     struct dp_catalog_entry *catalog;
     size_t ncatalog;
     struct dp_team *teams;

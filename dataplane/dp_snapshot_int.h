@@ -41,5 +41,8 @@ void dps_opt_str_list(struct build *b, const json_t *o, const char *key, const c
 const struct dp_provider *dps_find_provider(const struct dp_snapshot *s, const char *name,
                                             size_t len);
 const struct dp_route *dps_find_route(const struct dp_snapshot *s, const char *name);
+/* The first 64 bits of a key hash (64 lowercase hex digits): its slot in
+ * the snapshot's key index. */
+uint64_t dps_key_slot(const char *hex);
 
 #endif

@@ -10,6 +10,7 @@
 #include "dp_snapshot_int.h"
 #include "gw_crypto.h"
 #include "gw_log.h"
+#include "gw_str.h"
 #include "gw_time.h"
 
 const struct dp_provider *dps_find_provider(const struct dp_snapshot *s, const char *name,
@@ -147,10 +148,28 @@ const struct dp_project *dp_snapshot_project(const struct dp_snapshot *s, const 
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,
                                           size_t len)
 {
+    if (!s->key_index)
+        return NULL;
     char hex[65];
     gw_sha256_hex(plaintext, len, hex);
-    for (size_t i = 0; i < s->nkeys; i++)
-        if (gw_ct_equal(s->keys[i].hash, hex, 64))
-            return &s->keys[i];
+    /* The probe sequence depends on the presented key's hash only, and
+     * each candidate is compared in constant time: nothing about a stored
+     * key shows in the timing. */
+    for (size_t at = (size_t)dps_key_slot(hex) & s->key_mask; s->key_index[at];
+         at = (at + 1) & s->key_mask) {
+        const struct dp_key *k = &s->keys[s->key_index[at] - 1];
+        if (gw_ct_equal(k->hash, hex, 64))
+            return k;
+    }
     return NULL;
+}
+
+uint64_t dps_key_slot(const char *hex)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        int d = gw_hex_digit((unsigned char)hex[i]);
+        v = v << 4 | (uint64_t)(d < 0 ? 0 : d);
+    }
+    return v;
 }

@@ -164,6 +164,43 @@ static void test_auth(void)
                  "auth: \"none\" serves every request without a key");
 }
 
+/* Keys are found through the hash index: every one of many, by its
+ * plaintext; a key that is not there, not. */
+static void test_key_index(void)
+{
+    json_t *doc = json_pack("{s:i,s:[],s:[],s:[]}", "version", 1, "providers", "routes", "keys");
+    json_t *keys = json_object_get(doc, "keys");
+    char plain[32], hex[65];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(plain, sizeof(plain), "llmgw-key-%d", i);
+        gw_sha256_hex(plain, strlen(plain), hex);
+        snprintf(plain, sizeof(plain), "k%d", i);
+        json_array_append_new(keys, json_pack("{s:s,s:s}", "id", plain, "hash", hex));
+    }
+    char err[256] = "";
+    struct dp_snapshot *s = dp_snapshot_build(doc, err, sizeof(err));
+    json_decref(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT(s->key_mask + 1 >= 2 * s->nkeys);
+    int found = 0;
+    for (int i = 0; i < 3000; i++) {
+        snprintf(plain, sizeof(plain), "llmgw-key-%d", i);
+        const struct dp_key *k = dp_snapshot_find_key(s, plain, strlen(plain));
+        char id[32];
+        snprintf(id, sizeof(id), "k%d", i);
+        found += k && strcmp(k->id, id) == 0;
+    }
+    CU_ASSERT_EQUAL(found, 3000);
+    CU_ASSERT_PTR_NULL(dp_snapshot_find_key(s, "llmgw-key-3000", 14));
+    CU_ASSERT_PTR_NULL(dp_snapshot_find_key(s, "", 0));
+    dp_snapshot_unref(s);
+    /* No keys: nothing found, nothing indexed. */
+    s = build("{\"version\":1,\"providers\":[],\"routes\":[]}", err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NULL(dp_snapshot_find_key(s, "x", 1));
+    dp_snapshot_unref(s);
+}
+
 static void test_route_fields(void)
 {
     char err[256] = "";
@@ -501,6 +538,7 @@ static CU_TestInfo tests[] = {
     {"build and resolve selectors", test_build_and_resolve},
     {"validation errors name the field", test_validation_names_the_field},
     {"auth: keys by default, none only on purpose and without keys", test_auth},
+    {"keys found through the hash index", test_key_index},
     {"atomic swap keeps in-flight snapshots", test_current_swap},
     {"routes carry role, capability, strategy and entry flags", test_route_fields},
     {"a route's fingerprint follows its content", test_fingerprint_follows_content},
