@@ -483,3 +483,18 @@ test('check-libs.sh: every library the binaries link is installed by their runti
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+// What ships is hardened (CMakeLists.txt): position-independent, full
+// RELRO, a non-executable stack, stack canaries and fortified libc calls.
+test('the shipped binaries are hardened: PIE, full RELRO, NX stack, canaries, fortify', { skip: sanitized && 'sanitizer build' }, () => {
+  for (const bin of Object.values(BINARIES)) {
+    const h = spawnSync('readelf', ['-hldW', bin], { encoding: 'utf8' }).stdout;
+    assert.match(h, /Type:\s+DYN/, `${bin}: not PIE`);
+    assert.match(h, /BIND_NOW|FLAGS_1\)\s+Flags: NOW/, `${bin}: no BIND_NOW (partial RELRO)`);
+    assert.match(h, /GNU_RELRO/, `${bin}: no RELRO`);
+    assert.match(h, /GNU_STACK\s+(\S+\s+){5}RW /, `${bin}: executable stack`);
+    const syms = spawnSync('readelf', ['--dyn-syms', '-W', bin], { encoding: 'utf8' }).stdout;
+    assert.match(syms, /__stack_chk_fail/, `${bin}: no stack protector`);
+    assert.match(syms, /__\w+_chk@/, `${bin}: no fortified call`);
+  }
+});
