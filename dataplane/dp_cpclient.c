@@ -414,6 +414,19 @@ static void summary_notify(void *arg)
 
 /* ------------------------------------------------------------ watch */
 
+/* A pushed document's inline credentials, wiped before jansson frees them. */
+static void wipe_credentials(json_t *doc)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(doc, "providers"), i, p)
+    {
+        json_t *cred = json_object_get(p, "credential");
+        if (json_is_string(cred))
+            explicit_bzero((char *)json_string_value(cred), json_string_length(cred));
+    }
+}
+
 static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
 {
     json_error_t je;
@@ -434,6 +447,7 @@ static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
     if (!s) {
         gw_logf(GW_LOG_ERROR, "pushed snapshot refused; keeping the last good one", "{s:I,s:I,s:s}",
                 "version", (json_int_t)m->version, "serving", (json_int_t)c->served, "error", err);
+        wipe_credentials(doc);
         json_decref(doc);
         return;
     }
@@ -447,6 +461,7 @@ static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
                           c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
                           sizeof(err)) != GW_OK)
         gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
+    wipe_credentials(doc);
     json_decref(doc);
     c->ack_pending = m->version;
     report_pump(c);
@@ -464,7 +479,11 @@ static void on_watch_recv(void *arg, int ok)
             gw_grpc_unpack(&llmgw__v1__snapshot__descriptor, bb, MAX_SNAPSHOT_BYTES);
         grpc_byte_buffer_destroy(bb);
         if (m) {
-            apply_snapshot(c, (const Llmgw__V1__Snapshot *)m);
+            Llmgw__V1__Snapshot *snap = (Llmgw__V1__Snapshot *)m;
+            apply_snapshot(c, snap);
+            /* The document's text carries the credentials too. */
+            if (snap->document.data)
+                explicit_bzero(snap->document.data, snap->document.len);
             protobuf_c_message_free_unpacked(m, NULL);
         } else {
             gw_log(GW_LOG_ERROR,

@@ -731,6 +731,7 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
     if (!b.failed && index_keys(&b, s) == GW_OK)
         return s;
 bad:
+    dps_wipe_secrets(s);
     gw_pool_free(b.pool);
     return NULL;
 }

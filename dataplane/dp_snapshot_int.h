@@ -44,5 +44,8 @@ const struct dp_route *dps_find_route(const struct dp_snapshot *s, const char *n
 /* The first 64 bits of a key hash (64 lowercase hex digits): its slot in
  * the snapshot's key index. */
 uint64_t dps_key_slot(const char *hex);
+/* Zeroes the providers' credentials and header lines in place (explicit_bzero),
+ * so that freeing the pool leaves none in freed memory. */
+void dps_wipe_secrets(struct dp_snapshot *s);
 
 #endif

@@ -40,10 +40,24 @@ void dp_snapshot_ref(struct dp_snapshot *s)
     __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
 }
 
+void dps_wipe_secrets(struct dp_snapshot *s)
+{
+    for (size_t i = 0; s->providers && i < s->nproviders; i++) {
+        struct dp_provider *p = &s->providers[i];
+        if (p->credential)
+            explicit_bzero((char *)p->credential, strlen(p->credential));
+        for (size_t j = 0; j < p->nheaders; j++)
+            if (p->headers[j])
+                explicit_bzero((char *)p->headers[j], strlen(p->headers[j]));
+    }
+}
+
 void dp_snapshot_unref(struct dp_snapshot *s)
 {
-    if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        gw_pool_free(s->pool);
+    if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    dps_wipe_secrets(s);
+    gw_pool_free(s->pool);
 }
 
 static pthread_mutex_t current_lock = PTHREAD_MUTEX_INITIALIZER;

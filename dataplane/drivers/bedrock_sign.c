@@ -167,8 +167,9 @@ int drv_bedrock_sign_request(const struct drv_target *t, const char *host, const
     for (size_t i = 0; rc == GW_OK && i < res.nadd; i++)
         rc = drv_bedrock_add_header(out, res.add[i].name, "", res.add[i].value);
     gw_sigv4_result_free(&res);
-    /* The secret does not linger in freed memory. */
-    memset(c, 0, strlen(cred));
+    /* The secret does not linger in freed memory (explicit_bzero: a memset
+     * right before free is a store the compiler may drop). */
+    explicit_bzero(c, strlen(cred));
     free(c);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "dp_snapshot_int.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 
@@ -198,6 +199,32 @@ static void test_key_index(void)
     s = build("{\"version\":1,\"providers\":[],\"routes\":[]}", err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_PTR_NULL(dp_snapshot_find_key(s, "x", 1));
+    dp_snapshot_unref(s);
+}
+
+/* A snapshot's credentials and header lines are zeroed before its memory
+ * goes back (dp_snapshot_unref, and a build that fails). */
+static void test_secrets_wiped(void)
+{
+    json_t *doc = json_loads("{\"version\":1,\"providers\":[{\"name\":\"p\",\"driver\":\"openai\","
+                             "\"base_url\":\"http://h\",\"credential\":\"sk-wipe-me\","
+                             "\"headers\":{\"x-api-key\":\"hk-wipe-me\"}}],\"routes\":[]}",
+                             0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    char err[256] = "";
+    struct dp_snapshot *s = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    json_decref(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const char *cred = s->providers[0].credential;
+    const char *hdr = s->providers[0].headers[0];
+    CU_ASSERT_STRING_EQUAL(cred, "sk-wipe-me");
+    CU_ASSERT_PTR_NOT_NULL(strstr(hdr, "hk-wipe-me"));
+    size_t cl = strlen(cred), hl = strlen(hdr);
+    dps_wipe_secrets(s);
+    for (size_t i = 0; i < cl; i++)
+        CU_ASSERT_EQUAL(cred[i], 0);
+    for (size_t i = 0; i < hl; i++)
+        CU_ASSERT_EQUAL(hdr[i], 0);
     dp_snapshot_unref(s);
 }
 
@@ -539,6 +566,7 @@ static CU_TestInfo tests[] = {
     {"validation errors name the field", test_validation_names_the_field},
     {"auth: keys by default, none only on purpose and without keys", test_auth},
     {"keys found through the hash index", test_key_index},
+    {"credentials and header lines are wiped before the memory goes back", test_secrets_wiped},
     {"atomic swap keeps in-flight snapshots", test_current_swap},
     {"routes carry role, capability, strategy and entry flags", test_route_fields},
     {"a route's fingerprint follows its content", test_fingerprint_follows_content},
