@@ -168,6 +168,15 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     c->catalog_sync_interval_s = 86400;
     const char *tok = getenv("LLMGW_ADMIN_TOKEN");
     c->admin_token = tok && *tok ? tok : NULL;
+    /* The bootstrap token can do anything, from anywhere that reaches the
+     * admin port: one that can be guessed is refused at start. */
+    if (c->admin_token && strlen(c->admin_token) < CP_MIN_ADMIN_TOKEN) {
+        fprintf(stderr,
+                PROG ": LLMGW_ADMIN_TOKEN must be at least %d characters (e.g. "
+                     "\"llmgw-admin-$(openssl rand -hex 24)\")\n",
+                CP_MIN_ADMIN_TOKEN);
+        return GW_EINVAL;
+    }
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
         if (strcmp(argv[i], "migrate") == 0)

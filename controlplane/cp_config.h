@@ -2,6 +2,9 @@
 #ifndef CP_CONFIG_H
 #define CP_CONFIG_H
 
+/* The shortest LLMGW_ADMIN_TOKEN accepted at start. */
+#define CP_MIN_ADMIN_TOKEN 24
+
 #include <stddef.h>
 
 enum cp_command { CP_CMD_SERVE, CP_CMD_MIGRATE, CP_CMD_ROTATE_MASTER_KEY, CP_CMD_IMPORT_CATALOG };

@@ -246,6 +246,8 @@ static int row_line(struct gw_buf *b, const Llmgw__V1__LedgerRow *r, const char 
     return rc;
 }
 
+#define MAX_TOKENS 1000000000000LL
+
 /* Refuses what the table would refuse, so one bad row cannot stall a
  * stream; NULL names the reason. */
 static const char *row_problem(const Llmgw__V1__LedgerRow *r)
@@ -261,6 +263,14 @@ static const char *row_problem(const Llmgw__V1__LedgerRow *r)
     if (r->input_tokens < 0 || r->cache_read_tokens < 0 || r->cache_write_5m_tokens < 0 ||
         r->cache_write_1h_tokens < 0 || r->output_tokens < 0 || r->reasoning_tokens < 0)
         return "token counts must not be negative";
+    /* No answer is a trillion tokens: a count past it is a bug or a lie,
+     * and sums of such counts would overflow. */
+    if (r->input_tokens > MAX_TOKENS || r->cache_read_tokens > MAX_TOKENS ||
+        r->cache_write_5m_tokens > MAX_TOKENS || r->cache_write_1h_tokens > MAX_TOKENS ||
+        r->output_tokens > MAX_TOKENS || r->reasoning_tokens > MAX_TOKENS)
+        return "token counts out of range (at most 10^12 each)";
+    if (r->has_cost && r->cost_picodollars < 0)
+        return "a cost must not be negative";
     if (r->currency && *r->currency && strlen(r->currency) != 3)
         return "currency must be three letters";
     return NULL;

@@ -477,6 +477,11 @@ static const char m9_route_fallback_timeout[] =
 static const char m10_ledger_usage_estimated[] =
     "ALTER TABLE ledger ADD COLUMN usage_estimated boolean NOT NULL DEFAULT false;\n";
 
+/* A ledger row's cost is never negative (a data plane's word is checked
+ * by the writer too, cp_ledger.c's row_problem). */
+static const char m12_ledger_cost_check[] =
+    "ALTER TABLE ledger ADD CONSTRAINT ledger_cost_nonnegative CHECK (cost_picodollars >= 0);\n";
+
 /* A cost limit keeps targets it cannot price out of a key's reach unless
  * it says so (before, its offline policy fail_open let them through free). */
 static const char m11_limit_unpriced[] =
@@ -495,6 +500,7 @@ const struct cp_migration cp_migrations[] = {
     {9, "route failover budget", m9_route_fallback_timeout},
     {10, "ledger usage estimated", m10_ledger_usage_estimated},
     {11, "limit unpriced policy", m11_limit_unpriced},
+    {12, "ledger cost not negative", m12_ledger_cost_check},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

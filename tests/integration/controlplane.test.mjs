@@ -97,6 +97,16 @@ describe('daemon', () => {
     assert.match(limits, /^Max core file size\s+0\s+0\s/m, limits);
   });
 
+  test('a guessable bootstrap token (under 24 characters) is refused at start', T, async () => {
+    const p = new h.ManagedProcess('cp-shorttoken', h.CONTROLPLANE_BIN, ['serve', '--check-config', '--grpc-insecure'],
+      { env: { ...process.env, LLMGW_DATABASE_URL: 'host=127.0.0.1', LLMGW_ADMIN_TOKEN: 'admin123' } });
+    p.exitExpected = true;
+    p.nonZeroExitExpected = true;
+    assert.equal((await p.waitExit(h.START_TIMEOUT_MS)).code, 2);
+    assert.match(p.stderrText, /LLMGW_ADMIN_TOKEN must be at least 24 characters/);
+    assert.doesNotMatch(p.stderrText, /admin123/);
+  });
+
   test('listening line and /healthz without a token', T, async () => {
     assert.equal(cp.listening.admin_port, cp.port);
     assert.ok(Number.isInteger(cp.listening.grpc_port));

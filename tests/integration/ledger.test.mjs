@@ -227,6 +227,16 @@ describe('ledger', () => {
     assert.ok(grp && grp.estimated_attempts >= 1, JSON.stringify(u));
   });
 
+  test('the table refuses a negative cost (a check of its own, behind the writer\'s)', T, async () => {
+    const insert = (cost) => pg.sql(`SELECT llmgw_ledger_partition(now()); INSERT INTO ledger (at, attempt_id, request_id,
+      attempt, replica, provider, model, latency_ms, status, snapshot_version, cost_picodollars)
+      VALUES (now(), 'neg-${cost}', 'neg', 1, 'test', 'alpha', 'm', 1, 200, 1, ${cost})`);
+    assert.throws(() => insert(-1), /ledger_cost_nonnegative/);
+    insert(0);
+    assert.equal(pg.sql("SELECT count(*) FROM ledger WHERE attempt_id LIKE 'neg-%'"), '1');
+    pg.sql("DELETE FROM ledger WHERE attempt_id LIKE 'neg-%'");
+  });
+
   test('a failover: one row per attempt, the failed one with its class and no cost beyond its usage', T, async () => {
     const g = dps['dp-a'];
     const r = await h.request(g.port, {
