@@ -549,44 +549,34 @@ static void test_worst_case_bounds(void)
     dp_limits_end(q.hold);
 }
 
+/* A key's unpriced fallback (route r2) is dropped and a route with nothing
+ * priced (rf) refused by its cost limit. */
+static void expect_unpriced_refused(const char *key_id, const char *limit_id)
+{
+    struct req q;
+    ask_for(&q, key_id, "r2");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
+    CU_ASSERT_EQUAL(q.drop[0], 0);
+    CU_ASSERT_EQUAL(q.drop[1], 1);
+    dp_limits_end(q.hold);
+    ask_for(&q, key_id, "rf");
+    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
+    CU_ASSERT_EQUAL(q.r.status, 402);
+    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unpriced");
+    CU_ASSERT_STRING_EQUAL(q.r.limit_id, limit_id);
+    CU_ASSERT_PTR_NOT_NULL(strstr(q.r.message, "\"unpriced\" to \"allow\""));
+}
+
 static void test_unpriced(void)
 {
     reset();
     dp_limits_on_stream(1);
+    /* cost-t1 fails closed; the offline policy is no way past the price
+     * either: open-kG fails open and refuses them all the same. */
+    expect_unpriced_refused("kA", "cost-t1");
+    expect_unpriced_refused("kG", "open-kG");
+    /* Unless the limit says "unpriced": "allow": served, nothing dropped. */
     struct req q;
-    /* cost-t1 fails closed: the unpriced fallback is dropped. */
-    ask_for(&q, "kA", "r2");
-    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
-    CU_ASSERT_EQUAL(q.drop[0], 0);
-    CU_ASSERT_EQUAL(q.drop[1], 1);
-    dp_limits_end(q.hold);
-    /* Nothing priced at all: refused. */
-    ask_for(&q, "kA", "rf");
-    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
-    CU_ASSERT_EQUAL(q.r.status, 402);
-    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unpriced");
-    CU_ASSERT_STRING_EQUAL(q.r.limit_id, "cost-t1");
-}
-
-/* The offline policy is not a way past the price: a fail_open cost limit
- * refuses unpriced targets too, unless it says "unpriced": "allow". */
-static void test_unpriced_default_refuse(void)
-{
-    reset();
-    dp_limits_on_stream(1);
-    struct req q;
-    ask_for(&q, "kG", "r2");
-    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_WAIT);
-    CU_ASSERT_EQUAL(q.drop[0], 0);
-    CU_ASSERT_EQUAL(q.drop[1], 1);
-    dp_limits_end(q.hold);
-    ask_for(&q, "kG", "rf");
-    CU_ASSERT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
-    CU_ASSERT_EQUAL(q.r.status, 402);
-    CU_ASSERT_STRING_EQUAL(q.r.code, "budget_unpriced");
-    CU_ASSERT_STRING_EQUAL(q.r.limit_id, "open-kG");
-    CU_ASSERT_PTR_NOT_NULL(strstr(q.r.message, "\"unpriced\" to \"allow\""));
-    /* Said so: served, nothing dropped. */
     ask_for(&q, "kH", "rf");
     CU_ASSERT_NOT_EQUAL(reserve(&q), DP_LIMITS_REFUSED);
     CU_ASSERT_EQUAL(q.drop[0], 0);
@@ -1274,9 +1264,7 @@ static CU_TestInfo tests[] = {
      test_lease_wait_grant_charge_settle},
     {"depleted: refused with the window's end, remembered a second", test_depleted},
     {"worst case: max_tokens or the catalog's cap, else 400", test_worst_case_bounds},
-    {"unpriced targets under a fail_closed budget", test_unpriced},
-    {"unpriced targets: refused by default, fail_open or not; allowed when said",
-     test_unpriced_default_refuse},
+    {"unpriced targets: refused by default, fail_open or not; allowed when said", test_unpriced},
     {"stream loss, re-sent requests, the deadline's policy", test_stream_loss_and_deadline},
     {"a replaced lease settles and releases on its own", test_lease_replaced_and_released},
     {"renewal while in use, release when idle, windows forgotten",
