@@ -92,8 +92,10 @@ static int target_stats(const struct dp_route_ctx *ctx, const struct slot *v,
     } else {
         from |= FROM_LOCAL;
     }
-    if (f.ttfb_samples >= FLEET_MIN_LATENCY && f.ttfb_mean_us > 0) {
-        st->ttfb_ewma_us = f.ttfb_mean_us;
+    if (f.ttfb_samples >= FLEET_MIN_LATENCY) {
+        /* The fleet measures in whole milliseconds: a mean of 0 is under
+         * one, observed all the same (0 here means never observed). */
+        st->ttfb_ewma_us = f.ttfb_mean_us > 0 ? f.ttfb_mean_us : 1;
         from |= FROM_FLEET;
     } else {
         from |= FROM_LOCAL;

@@ -617,6 +617,14 @@ static void test_fleet_scores(void)
     plan_in(s, "by-price", &CHAT, &later, &p);
     EXPECT_STR(cands(&p), "mock/f-cheap,alt/f-dear");
     EXPECT_STR(p.scored_by, "local");
+    /* A mean under a millisecond (the fleet's resolution) is an observed
+     * 0, the fastest, not "never observed". */
+    const struct fscore submilli[] = {{"mock", "f-cheap", 400, 1000, 100, 0},
+                                      {"alt", "f-dear", 400, 1000, 100, 40000}};
+    apply_scores(submilli, 2, now);
+    plan_in(s, "by-latency", &CHAT, &ctx, &p);
+    EXPECT_STR(cands(&p), "mock/f-cheap,alt/f-dear");
+    EXPECT_STR(p.scored_by, "fleet");
     /* Thin: 19 attempts and 9 latencies are not enough; the dear one's
      * figures are (mixed). */
     const struct fscore thin[] = {{"mock", "f-cheap", 19, 0, 9, 900000},
