@@ -918,7 +918,10 @@ static void evaluate(const struct cp_fleetview *fv, const struct rview *v, size_
         sum_rview(fv, &v[i], efrom > after ? efrom : after, from - 1, &o);
         dsum_merge(&e->earlier.ttfb, &o.ttfb);
     }
-    e->unheard = unheard(fv, tried_ids, e->tried, now_ms);
+    /* Only when the breakers' rule would say down (the count walks the
+     * fleet's members). */
+    if (e->opened && e->opened * 2 > e->tried)
+        e->unheard = unheard(fv, tried_ids, e->tried, now_ms);
     uint64_t att = e->recent.ok + e->recent.fail_h, fail = e->recent.fail_h;
     char cls[120];
     classes_text(&e->recent, cls, sizeof(cls));
