@@ -41,6 +41,7 @@ struct gw_metric {
     double *bounds;
     size_t nbounds;
     size_t cap;
+    int private_;           /* gw_metric_set_private */
     _Atomic size_t nseries; /* not counting the overflow series */
     pthread_mutex_t lock;   /* creating a series */
     _Atomic(struct gw_series *) table[NBUCKETS];
@@ -583,7 +584,18 @@ static int render_family(struct gw_buf *o, struct gw_metric *f)
     return rc;
 }
 
+void gw_metric_set_private(struct gw_metric *f)
+{
+    if (f)
+        f->private_ = 1;
+}
+
 int gw_metrics_render(struct gw_metrics *m, struct gw_buf *out)
+{
+    return gw_metrics_render_ex(m, out, 1);
+}
+
+int gw_metrics_render_ex(struct gw_metrics *m, struct gw_buf *out, int with_private)
 {
     if (!m)
         return GW_OK;
@@ -603,7 +615,8 @@ int gw_metrics_render(struct gw_metrics *m, struct gw_buf *out)
     qsort(v, n, sizeof(*v), cmp_family);
     int rc = GW_OK;
     for (size_t i = 0; rc == GW_OK && i < n; i++)
-        rc = render_family(out, v[i]);
+        if (with_private || !v[i]->private_)
+            rc = render_family(out, v[i]);
     free(v);
     return rc;
 }

@@ -93,6 +93,11 @@ double gw_series_value(const struct gw_series *s);
  * what was appended so far stays). The content type to serve it with: */
 #define GW_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 int gw_metrics_render(struct gw_metrics *m, struct gw_buf *out) __attribute__((warn_unused_result));
+/* A family some scrapes may not see (a business figure behind a token). */
+void gw_metric_set_private(struct gw_metric *f);
+/* gw_metrics_render, leaving the private families out unless with_private. */
+int gw_metrics_render_ex(struct gw_metrics *m, struct gw_buf *out, int with_private)
+    __attribute__((warn_unused_result));
 /* One family's exposition, appended to out (same results), without the
  * registry's collect callback: for a registry built for one scrape, whose
  * own llmgw_metrics_series_dropped_total would repeat the process's. */

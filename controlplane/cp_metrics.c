@@ -10,6 +10,7 @@
 #include "cp_grpc.h"
 #include "cp_ledger.h"
 #include "cp_snapshot.h"
+#include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_metrics.h"
 #include "gw_time.h"
@@ -33,6 +34,10 @@ struct cp_metrics {
     struct cp_grpc *grpc;
     struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue, *ledger_cost, *lease_grants;
     struct gw_metric *ledger_msgs;
+    /* What a team spent, per route (a private family), and every limit's
+     * amount and spend: the business's figures, for an admin token only. */
+    struct gw_buf limits_text; /* the limits' gauges, as last read */
+    int64_t limits_at_us;      /* when (monotonic; 0: never) */
     struct cp_ledger *ledger;
     int db_ok; /* collect: the check passed, so the scrape may read the limits */
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
@@ -112,6 +117,7 @@ int cp_metrics_init(void)
     m->reg = gw_metrics_new();
     if (!m->reg)
         return GW_ENOMEM;
+    gw_buf_init(&m->limits_text, 0);
     struct gw_metrics *r = m->reg;
     static const char *const req[] = {"resource", "method", "status", NULL};
     static const char *const res[] = {"resource", NULL};
@@ -231,6 +237,7 @@ int cp_metrics_init(void)
         gw_metric_inc(m->ledger_msgs, v, 0);
     }
     gw_metric_set_cap(m->ledger_cost, CP_METRICS_MAX_TEAM_ROUTES);
+    gw_metric_set_private(m->ledger_cost);
     static const char *const gresults[] = {"granted",       "renewed",        "depleted",
                                            "unknown_limit", "invalid_window", "unallocated"};
     for (size_t i = 0; i < N(gresults); i++) {
@@ -251,6 +258,7 @@ void cp_metrics_shutdown(void)
         return;
     M = NULL;
     gw_metrics_free(the.reg);
+    gw_buf_free(&the.limits_text);
     memset(&the, 0, sizeof(the));
 }
 
@@ -343,13 +351,28 @@ static int render_limits(struct cp_metrics *m, struct gw_buf *out)
     return rc;
 }
 
-int cp_metrics_render(struct gw_buf *out)
+/* How long the limits' gauges are served from the last read: a scrape
+ * every few seconds from several Prometheus replicas costs one query. */
+#define LIMITS_CACHE_US (5 * INT64_C(1000000))
+
+int cp_metrics_render(struct gw_buf *out, int business)
 {
     if (!M)
         return GW_OK;
-    int rc = gw_metrics_render(M->reg, out);
-    if (rc == GW_OK && M->db && M->db_ok)
-        rc = render_limits(M, out);
+    int rc = gw_metrics_render_ex(M->reg, out, business);
+    if (rc != GW_OK || !business || !M->db)
+        return rc;
+    int64_t now = gw_now_us();
+    if (M->db_ok && (!M->limits_at_us || now - M->limits_at_us >= LIMITS_CACHE_US)) {
+        gw_buf_reset(&M->limits_text);
+        if (render_limits(M, &M->limits_text) == GW_OK)
+            M->limits_at_us = now;
+    }
+    /* With the database away, none: absent gauges say "unknown" better
+     * than stale ones (llmgw_cp_postgres_up says why). */
+    if (M->db_ok && M->limits_at_us && now - M->limits_at_us < LIMITS_CACHE_US &&
+        M->limits_text.len)
+        rc = gw_buf_append(out, M->limits_text.data, M->limits_text.len);
     return rc;
 }
 

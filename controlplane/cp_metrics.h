@@ -55,8 +55,12 @@ void cp_metrics_ledger(struct cp_ledger *l);
  * (llmgw_cp_leader, llmgw_cp_etcd_up). NULL: none. Call on the loop. */
 void cp_metrics_fleet(struct cp_etcd *e);
 
-/* The exposition (0 or a GW_E code). On the loop. */
-int cp_metrics_render(struct gw_buf *out) __attribute__((warn_unused_result));
+/* The exposition (0 or a GW_E code). On the loop. business: also what a
+ * team spent per route (llmgw_cp_ledger_cost_picodollars_total) and every
+ * limit's amount and spend (llmgw_limit_amount, llmgw_limit_spent, read
+ * from the database at most every 5 s): for a scrape with an admin token
+ * only. */
+int cp_metrics_render(struct gw_buf *out, int business) __attribute__((warn_unused_result));
 
 /* One admin request's end: resource from the route table, the request's
  * method (anything outside the usual set counts as "other"). */

@@ -84,13 +84,20 @@ static void readyz(struct cp_api *api, struct cp_call *c)
         cp_call_json(c, 200, json_pack("{s:s}", "status", "ready"), 0);
 }
 
-/* GET /metrics: the exposition, without a token (like /healthz: keep the
- * admin port private). */
-static void metrics(struct cp_call *c)
+static int authenticate(struct cp_api *api, struct cp_call *c);
+
+/* GET /metrics: the operations' exposition without a token (like
+ * /healthz); with an admin token, the business's figures too (what teams
+ * spent, every limit's amount and spend). A token that is presented and
+ * invalid is a 401. */
+static void metrics(struct cp_api *api, struct cp_call *c)
 {
+    int business = gw_http_req_header(c->req, "Authorization") != NULL;
+    if (business && authenticate(api, c) != GW_OK)
+        return;
     struct gw_buf b;
     gw_buf_init(&b, 0);
-    if (cp_metrics_render(&b) == GW_OK) {
+    if (cp_metrics_render(&b, business) == GW_OK) {
         c->status = 200;
         gw_http_respond(c->req, 200, GW_METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len);
     } else
@@ -266,7 +273,7 @@ static void route(struct cp_api *api, struct cp_call *c)
     if (strcmp(path, "/readyz") == 0)
         return readyz(api, c);
     if (strcmp(path, "/metrics") == 0)
-        return metrics(c);
+        return metrics(api, c);
     /* The API's description is public: it is in the repository anyway. */
     if (strcmp(path, ADMIN_PREFIX "openapi.yaml") == 0) {
         c->status = 200;

@@ -43,7 +43,9 @@ after(async () => {
   await h.stopAll();
 });
 
-const scrape = scrapeMetrics;
+// The control plane's business series (team costs, limits) come with an
+// admin token only; the data plane's /metrics needs none.
+const scrape = (port) => scrapeMetrics(port, port === cp.port ? { authorization: `Bearer ${cp.token}` } : {});
 const value = metricValue;
 
 const readyz = (port) => h.request(port, { method: 'GET', path: '/readyz' });
@@ -53,7 +55,7 @@ describe('control plane observability', () => {
     await h.waitFor(async () => (await readyz(cp.port)).status === 200, { what: 'control plane ready' });
     const r = await readyz(cp.port);
     assert.equal(r.json.status, 'ready');
-    const { samples } = await scrape(cp.port);
+    const { samples } = await scrapeMetrics(cp.port);
     assert.equal(value(samples, 'llmgw_cp_postgres_up'), 1);
     assert.equal(value(samples, 'llmgw_cp_snapshot_version'), 0);
     assert.equal(value(samples, 'llmgw_cp_snapshot_builds_total', { result: 'ok' }), 1);
@@ -166,9 +168,17 @@ describe('control plane observability', () => {
     assert.equal(BigInt(value(samples, 'llmgw_cp_ledger_cost_picodollars_total', { team: 'obs-team', route: 'obs', currency: 'USD' })), cost);
     assert.ok(value(samples, 'llmgw_cp_ledger_rows_total', { result: 'inserted' }) >= 3);
     assert.equal(value(samples, 'llmgw_cp_ledger_batch_errors_total'), 0);
-    // a deleted limit disappears from the next scrape
+    // Without a token, the operations' series only: no team's spend, no
+    // limit's amount or spend; a wrong token is a 401.
+    const anon = await scrapeMetrics(cp.port);
+    assert.ok(value(anon.samples, 'llmgw_cp_ledger_rows_total', { result: 'inserted' }) >= 3);
+    assert.doesNotMatch(anon.text, /^(llmgw_cp_ledger_cost_picodollars_total|llmgw_limit_amount|llmgw_limit_spent)\b|obs-team/m);
+    const wrong = await h.request(cp.port, { method: 'GET', path: '/metrics', headers: { authorization: 'Bearer not-a-token' } });
+    assert.equal(wrong.status, 401, wrong.text);
+    // a deleted limit disappears (the limits are read at most every 5 s)
     await cfg.api('DELETE', '/v1/admin/limits/obs-rpd', undefined, 204);
-    assert.equal(value((await scrape(cp.port)).samples, 'llmgw_limit_amount', lim), undefined);
+    await h.waitFor(async () => value((await scrape(cp.port)).samples, 'llmgw_limit_amount', lim) === undefined,
+      { timeoutMs: 10_000, what: 'the deleted limit gone from the scrape' });
   });
 
   test('Postgres down: /readyz 503 and llmgw_cp_postgres_up 0', T, async () => {

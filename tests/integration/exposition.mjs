@@ -34,8 +34,8 @@ export function metricValue(samples, name, labels = {}) {
 }
 
 /** GET /metrics on port: {text, samples}. */
-export async function scrapeMetrics(port) {
-  const r = await h.request(port, { method: 'GET', path: '/metrics' });
+export async function scrapeMetrics(port, headers = {}) {
+  const r = await h.request(port, { method: 'GET', path: '/metrics', headers });
   assert.equal(r.status, 200, r.text);
   assert.match(r.headers['content-type'], /^text\/plain; version=0\.0\.4/);
   return { text: r.text, samples: parseExposition(r.text) };
