@@ -18,6 +18,18 @@ int64_t canon_usage_prompt(const struct canon_usage *u)
     return u->input + u->cache_read + u->cache_write_5m + u->cache_write_1h;
 }
 
+void canon_usage_clamp(struct canon_usage *u)
+{
+    u->input = canon_tokens(u->input);
+    u->cache_read = canon_tokens(u->cache_read);
+    u->cache_write_5m = canon_tokens(u->cache_write_5m);
+    u->cache_write_1h = canon_tokens(u->cache_write_1h);
+    u->output = canon_tokens(u->output);
+    u->reasoning = canon_tokens(u->reasoning);
+    if (u->reasoning > u->output)
+        u->reasoning = u->output;
+}
+
 static const char *const stop_names[] = {
     [CANON_STOP_END] = "end",
     [CANON_STOP_MAX_TOKENS] = "max_tokens",

@@ -91,6 +91,18 @@ struct canon_usage {
 /* input + cache reads + cache writes: what OpenAI calls prompt_tokens. */
 int64_t canon_usage_prompt(const struct canon_usage *u);
 
+/* No answer has a trillion tokens: every count a provider reports is
+ * brought into [0, CANON_MAX_TOKENS] the same way (negative: 0), so that a
+ * driver may add a handful of them without overflow, and what reaches the
+ * ledger, the budgets and the metrics is sane whatever the provider said. */
+#define CANON_MAX_TOKENS 1000000000000LL
+static inline long long canon_tokens(long long v)
+{
+    return v < 0 ? 0 : v > CANON_MAX_TOKENS ? CANON_MAX_TOKENS : v;
+}
+/* canon_tokens on every count of u (reasoning at most output). */
+void canon_usage_clamp(struct canon_usage *u);
+
 /* ----------------------------------------------------------- stop, failure */
 
 enum canon_stop {

@@ -110,13 +110,14 @@ static int emit_usage(const json_t *u, const struct canon_sink *s)
         if (gw_json_int(d, "inputTokens", &n) != GW_OK || n < 0 || !ttl)
             continue;
         if (strcmp(ttl, "1h") == 0)
-            d1 += n;
+            d1 = canon_tokens(d1 + canon_tokens(n));
         else
-            d5 += n;
+            d5 = canon_tokens(d5 + canon_tokens(n));
     }
-    cu.input = in;
-    cu.output = out;
-    cu.cache_read = cr;
+    cw = canon_tokens(cw);
+    cu.input = canon_tokens(in);
+    cu.output = canon_tokens(out);
+    cu.cache_read = canon_tokens(cr);
     if (d5 + d1 > 0) {
         cu.cache_write_5m = d5;
         cu.cache_write_1h = d1;

@@ -197,14 +197,12 @@ static int on_usage(struct gem_parser *p, const json_t *um, const struct canon_s
     gw_json_int(um, "cachedContentTokenCount", &cached);
     gw_json_int(um, "candidatesTokenCount", &cand);
     gw_json_int(um, "thoughtsTokenCount", &thoughts);
-    if (prompt < 0)
-        prompt = 0;
-    if (cached < 0 || cached > prompt)
-        cached = cached < 0 ? 0 : prompt;
-    if (cand < 0)
-        cand = 0;
-    if (thoughts < 0)
-        thoughts = 0;
+    prompt = canon_tokens(prompt);
+    cached = canon_tokens(cached);
+    if (cached > prompt)
+        cached = prompt;
+    cand = canon_tokens(cand);
+    thoughts = canon_tokens(thoughts);
     struct canon_usage u = {.have = 1};
     u.input = prompt - cached;
     u.cache_read = cached;

@@ -308,9 +308,10 @@ int x_on_event(void *arg, const struct canon_event *ev)
     /* Usage is kept even when the client has left: the provider bills it;
      * so is what content cost, for an answer cut before its usage came
      * (record.c estimates it). */
-    if (ev->type == CANON_EV_USAGE)
+    if (ev->type == CANON_EV_USAGE) {
         x->usage = *ev->usage;
-    else if (canon_is_content(ev->type))
+        canon_usage_clamp(&x->usage);
+    } else if (canon_is_content(ev->type))
         x->out_bytes += (int64_t)ev->len + (ev->name ? (int64_t)strlen(ev->name) : 0);
     if (ev->type == CANON_EV_DONE) {
         x_price(x); /* the usage is final: the stream's last event carries the cost */
@@ -417,6 +418,7 @@ void x_finish_embed(struct dp_exchange *x)
     x->terminal = 1;
     (void)commit_answer(x); /* a whole body: nothing goes out yet */
     x->usage = e.usage;
+    canon_usage_clamp(&x->usage);
     gw_buf_reset(&x->out);
     rc = fc_embed_render(&e, x->ereq.base64, x->model, &x->out);
     canon_embed_resp_free(&e);

@@ -121,7 +121,7 @@ static void test_env_and_flags(void)
     clear_env();
     setenv("LLMGW_DATABASE_URL", "dbname=env", 1);
     setenv("LLMGW_ADMIN_LISTEN", "0.0.0.0:9000", 1);
-    setenv("LLMGW_ADMIN_TOKEN", "tok", 1);
+    setenv("LLMGW_ADMIN_TOKEN", "tok-0123456789abcdef0123456789", 1);
     struct cp_config c;
     const char *argv[] = {"cp", "migrate", "--admin-listen=[::1]:0", "--grpc-listen", "h:1"};
     CU_ASSERT_EQUAL(parse(&c, 5, argv), GW_OK);
@@ -131,7 +131,7 @@ static void test_env_and_flags(void)
     CU_ASSERT_EQUAL(c.admin.port, 0);
     CU_ASSERT_STRING_EQUAL(c.grpc.host, "h");
     CU_ASSERT_EQUAL(c.grpc.port, 1);
-    CU_ASSERT_STRING_EQUAL(c.admin_token, "tok");
+    CU_ASSERT_STRING_EQUAL(c.admin_token, "tok-0123456789abcdef0123456789");
     CU_ASSERT_EQUAL(c.check_config, 0);
     /* --check-config is a switch of any command, never a variable. */
     const char *check[] = {"cp", "migrate", "--check-config"};
@@ -157,6 +157,13 @@ static void test_refusals(void)
     CU_ASSERT_EQUAL(parse(&c, 5, hp), GW_EINVAL);
     const char *flag[] = {"cp", "--database-url", "x", "--nope", "1"};
     CU_ASSERT_EQUAL(parse(&c, 5, flag), GW_EINVAL);
+    /* A bootstrap token short enough to guess. */
+    setenv("LLMGW_ADMIN_TOKEN", "admin12345678901234567", 1); /* 22 */
+    const char *ok[] = {"cp", "--database-url", "x"};
+    CU_ASSERT_EQUAL(parse(&c, 3, ok), GW_EINVAL);
+    setenv("LLMGW_ADMIN_TOKEN", "admin1234567890123456789", 1); /* 24 */
+    CU_ASSERT_EQUAL(parse(&c, 3, ok), GW_OK);
+    clear_env();
 }
 
 static void test_import_catalog(void)

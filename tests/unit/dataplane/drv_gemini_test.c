@@ -128,6 +128,21 @@ static void test_whole(void)
     check_parse(0, WHOLE_BODY, WHOLE_WANT);
 }
 
+/* Counts past any real answer (or below zero) are brought into
+ * [0, 10^12] before they are added: no overflow, nothing negative. */
+static void test_usage_bounds(void)
+{
+    check_parse(0,
+                "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}],\"role\":\"model\"},"
+                "\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":"
+                "-5,\"cachedContentTokenCount\":9223372036854775807,\"candidatesTokenCount\":"
+                "9223372036854775807,\"thoughtsTokenCount\":9223372036854775807}}",
+                "START id=- model=-\n"
+                "USAGE in=0 cr=0 cw5=0 cw1h=0 out=2000000000000 rs=1000000000000\n"
+                "TEXT \"Hi\"\n"
+                "DONE end\n");
+}
+
 static void test_stop_reasons(void)
 {
     check_parse(1,
@@ -738,6 +753,7 @@ static void test_registered(void)
 static CU_TestInfo tests[] = {
     {"stream: thoughts, text, two calls, cached usage", test_stream},
     {"whole: the same from one response", test_whole},
+    {"usage counts bounded before they are added", test_usage_bounds},
     {"finish reasons", test_stop_reasons},
     {"blocked prompt", test_blocked_prompt},
     {"broken and truncated answers", test_broken},
