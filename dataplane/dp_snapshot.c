@@ -223,6 +223,8 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     r->strategy = (enum dp_strategy)si;
     r->fallback_timeout_ms = (long)dps_opt_int(b, o, "fallback_timeout_ms", where, 1,
                                                DP_MAX_FALLBACK_TIMEOUT_MS, 0, " (ms)");
+    r->max_duration_ms =
+        (long)dps_opt_int(b, o, "max_duration_ms", where, 1, DP_MAX_DURATION_MS, 0, " (ms)");
     if (b->failed)
         return;
     if (strchr(r->name, '/')) {

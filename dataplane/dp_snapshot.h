@@ -76,10 +76,17 @@ struct dp_route {
      * DP_MAX_FALLBACK_TIMEOUT_MS); 0: the gateway's default. Not part of the
      * fingerprint: it changes how long, not who. */
     long fallback_timeout_ms;
+    /* How long one attempt may run, its answer included, however steadily
+     * the provider sends (a provider that pings forever holds nothing
+     * longer); ms, 1 to DP_MAX_DURATION_MS; 0: DP_DEFAULT_DURATION_MS. */
+    long max_duration_ms;
 };
 
 /* The longest failover budget a request or a route may set (ms). */
 #define DP_MAX_FALLBACK_TIMEOUT_MS 600000L
+/* An attempt's longest run: a route's bound, and the default without one. */
+#define DP_MAX_DURATION_MS 86400000L
+#define DP_DEFAULT_DURATION_MS 3600000L
 
 /* What the model catalog declares about a target. */
 struct dp_catalog_entry {

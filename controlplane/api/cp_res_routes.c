@@ -283,6 +283,13 @@ static const struct cp_field route_fields[] = {
      .flags = CP_F_NULLABLE,
      .min = 1,
      .max = 600000},
+    /* How long one attempt may run, answer included (null: the data
+     * plane's default, 1 h); the data plane's bound, 24 h. */
+    {.name = "max_duration_ms",
+     .type = CP_T_INT,
+     .flags = CP_F_NULLABLE,
+     .min = 1,
+     .max = 86400000},
     {.name = "entries",
      .type = CP_T_ARRAY,
      .flags = CP_F_VIRTUAL | CP_F_REQUIRED,

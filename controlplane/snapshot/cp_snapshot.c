@@ -490,7 +490,7 @@ static const char SQL_SECRETS[] =
 static const char SQL_ROUTES[] =
     "SELECT r.name, json_build_object('name', r.name, 'aliases', r.aliases, 'role', r.role, "
     "'capability', r.capability, 'strategy', r.strategy, 'fallback_timeout_ms', "
-    "r.fallback_timeout_ms, 'entries', coalesce((SELECT "
+    "r.fallback_timeout_ms, 'max_duration_ms', r.max_duration_ms, 'entries', coalesce((SELECT "
     "json_agg(json_build_object('provider', e.provider, 'model', e.model, 'weight', e.weight, "
     "'high_cost', e.high_cost, 'tier', e.tier) ORDER BY e.position) FROM route_entries e WHERE "
     "e.route = r.name), '[]'::json))::text FROM routes r ORDER BY r.name";

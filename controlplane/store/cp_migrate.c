@@ -477,6 +477,12 @@ static const char m9_route_fallback_timeout[] =
 static const char m10_ledger_usage_estimated[] =
     "ALTER TABLE ledger ADD COLUMN usage_estimated boolean NOT NULL DEFAULT false;\n";
 
+/* How long one attempt may run, answer included (NULL: the data plane's
+ * default); the data plane's bound. */
+static const char m13_route_max_duration[] =
+    "ALTER TABLE routes ADD COLUMN max_duration_ms integer\n"
+    "  CHECK (max_duration_ms BETWEEN 1 AND 86400000);\n";
+
 /* A ledger row's cost is never negative (a data plane's word is checked
  * by the writer too, cp_ledger.c's row_problem). */
 static const char m12_ledger_cost_check[] =
@@ -501,6 +507,7 @@ const struct cp_migration cp_migrations[] = {
     {10, "ledger usage estimated", m10_ledger_usage_estimated},
     {11, "limit unpriced policy", m11_limit_unpriced},
     {12, "ledger cost not negative", m12_ledger_cost_check},
+    {13, "route max duration", m13_route_max_duration},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

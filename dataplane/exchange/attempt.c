@@ -80,6 +80,11 @@ static void arm_watchdog(struct dp_exchange *x, long ms)
      * earlier one stays, and when it fires it is moved on to the deadline
      * (watchdog). Re-arming a timer per event would cost a heap operation
      * among every open stream's timers, per event. */
+    /* No wait runs past the attempt's total deadline. */
+    if (x->end_by_us && now + us > x->end_by_us) {
+        int64_t left = x->end_by_us - now;
+        us = left > 1000 ? left : 1000;
+    }
     x->wd_due = now + us;
     if (x->wd_at && x->wd_at <= x->wd_due)
         return;
@@ -245,6 +250,12 @@ static void watchdog(struct dp_exchange *x)
         x->verdict = V_CANCELED;
         if (req)
             gw_http_abort(req);
+    } else if (x->end_by_us && gw_now_us() >= x->end_by_us - 1000) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "the attempt ran past the route's max_duration_ms (%lld ms) and was ended",
+                 (long long)((x->end_by_us - x->ta0) / 1000));
+        emit_failure(x, CANON_FAIL_TIMEOUT, 0, msg);
     } else if (!x->committed && (x->budget_timer || gw_now_us() >= x->deadline_us)) {
         /* The timer may fire a little before the deadline it was set for:
          * which wait it was set for decides, not the clock. */
@@ -557,6 +568,10 @@ void x_start_attempt(struct dp_exchange *x)
         x->nattempts++;
         x->ta0 = now;
         x->at_ms = gw_wall_ms();
+        long max_ms = x->plan.route && x->plan.route->max_duration_ms
+                          ? x->plan.route->max_duration_ms
+                          : DP_DEFAULT_DURATION_MS;
+        x->end_by_us = now + (int64_t)max_ms * 1000;
         if (start_upstream(x) != GW_OK) {
             x->verdict = V_CANCELED;
             x_record_attempt(x, now);

@@ -143,6 +143,7 @@ struct dp_exchange {
     struct event *timer; /* XP_ATTEMPT, XP_ANSWER: the watchdog; XP_WAIT: the next attempt */
     int64_t wd_at;       /* the watchdog is set to fire then (0: not set) */
     int64_t wd_due;      /* the watchdog's deadline, which may be later */
+    int64_t end_by_us;   /* the attempt's total deadline (route max_duration_ms) */
 
     /* the current attempt */
     const struct dp_provider *prov;

@@ -126,6 +126,10 @@ async function buildSnapshot(m) {
     ...Array.from({ length: 10 }, (_, i) => route(`budget-edge-${i}`,
       [{ provider: 'mock', model: `be${i}-1#hang=1` }, { provider: 'mock', model: `be${i}-2` }])),
     route('budget-slow', [{ provider: 'mock', model: 'bs-1#chunks=8,chunk_delay_ms=100' }, { provider: 'mock', model: 'bs-2' }]),
+    // An answer that runs for 4 s under a route that allows 700 ms.
+    route('maxdur', [{ provider: 'mock', model: 'md-1#chunks=40,chunk_delay_ms=100' }], { max_duration_ms: 700 }),
+    // A provider that takes 3 s to say anything, under 400 ms.
+    route('maxdur-wait', [{ provider: 'mock', model: 'md-2#ttfb_ms=3000' }], { max_duration_ms: 400 }),
     // fallback_timeout_ms in the body, and a route's own default
     ...['n', 's', 'min'].map((t) => route(`bbody-${t}`,
       [{ provider: 'mock', model: `bb${t}-1#hang=1` }, { provider: 'mock', model: `bb${t}-2#ttfb_ms=150` }])),
@@ -625,6 +629,29 @@ describe('the failover budget (X-LLMGW-Fallback-Timeout-Ms)', () => {
     assert.equal(ev.at(-1), '[DONE]', s.raw);
     assert.equal(h.streamedContent(ev.slice(0, -1)), h.mockText(8));
     assert.ok(!ev.some((e) => e && e.error), `no error event: ${s.raw}`);
+  });
+});
+
+describe('a route\'s max_duration_ms: a total deadline for an attempt, answer included', () => {
+  test('a stream that runs past it ends with an in-band timeout and [DONE]; an attempt with no answer by then is a timeout', T, async () => {
+    const t0 = Date.now();
+    const s = await stream({ model: 'maxdur', messages: MESSAGES });
+    const ms = Date.now() - t0;
+    assert.equal(s.status, 200);
+    assert.ok(s.complete, `a proper end; raw:\n${s.raw.slice(-500)}`);
+    const ev = h.parseEvents(s.events);
+    assert.equal(ev.at(-1), '[DONE]');
+    assert.match(ev.at(-2)?.error?.message ?? '', /max_duration_ms \(700 ms\)/, s.raw.slice(-500));
+    assert.ok(h.streamedContent(ev.slice(0, -2)).length > 0, 'content came first');
+    assert.ok(ms >= 600 && ms < 3000, `ended after ${ms} ms (the answer alone takes 4 s)`);
+    const t1 = Date.now();
+    const r = await post({ model: 'maxdur-wait', messages: MESSAGES });
+    assert.equal(r.status, 504, r.text);
+    assert.equal(r.json.error.code, 'timeout');
+    assert.match(r.json.error.message, /max_duration_ms \(400 ms\)/);
+    // Each attempt (the last candidate is retried) ends at 400 ms, not at 3 s.
+    const n = attemptsHeader(r);
+    assert.ok(Date.now() - t1 < n * 400 + 2000, `${Date.now() - t1} ms for ${n} attempts`);
   });
 });
 
