@@ -43,7 +43,9 @@ static const char usage[] =
     "expired budget lease its replica has not settled still counts as held).\n"
     "The bootstrap admin token comes from "
     "LLMGW_ADMIN_TOKEN\n"
-    "only; the master key from LLMGW_MASTER_KEY only.\n";
+    "only; the master key from LLMGW_MASTER_KEY only; the fleet token every data\n"
+    "plane presents on the gRPC port from LLMGW_FLEET_TOKEN only (required with\n"
+    "--grpc-tls-no-client-auth, optional otherwise).\n";
 
 static int parse_bool(int *out, const char *flag, const char *v)
 {
@@ -177,6 +179,17 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
                 CP_MIN_ADMIN_TOKEN);
         return GW_EINVAL;
     }
+    /* The fleet token lets a caller read every credential and write ledger
+     * rows: the same floor. */
+    tok = getenv("LLMGW_FLEET_TOKEN");
+    c->fleet_token = tok && *tok ? tok : NULL;
+    if (c->fleet_token && strlen(c->fleet_token) < CP_MIN_ADMIN_TOKEN) {
+        fprintf(stderr,
+                PROG ": LLMGW_FLEET_TOKEN must be at least %d characters (e.g. "
+                     "\"llmgw-fleet-$(openssl rand -hex 24)\")\n",
+                CP_MIN_ADMIN_TOKEN);
+        return GW_EINVAL;
+    }
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
         if (strcmp(argv[i], "migrate") == 0)
@@ -258,6 +271,13 @@ int cp_config_grpc_check(const struct cp_config *c, char *err, size_t errlen)
                  "LLMGW_GRPC_TLS_CERT and LLMGW_GRPC_TLS_KEY) or, on a test bench only, "
                  "--grpc-insecure (LLMGW_GRPC_INSECURE=1): pushed snapshots carry provider "
                  "credentials");
+        return GW_EINVAL;
+    }
+    if (c->grpc_tls_no_client_auth && !c->fleet_token) {
+        snprintf(err, errlen,
+                 "--grpc-tls-no-client-auth needs LLMGW_FLEET_TOKEN (shared with every data "
+                 "plane): without client certificates or a token anyone who reaches the gRPC "
+                 "port could Watch every provider credential and write ledger rows");
         return GW_EINVAL;
     }
     if (c->grpc_tls_cert && !c->grpc_tls_client_ca && !c->grpc_tls_no_client_auth) {

@@ -2,7 +2,7 @@
 #ifndef CP_CONFIG_H
 #define CP_CONFIG_H
 
-/* The shortest LLMGW_ADMIN_TOKEN accepted at start. */
+/* The shortest LLMGW_ADMIN_TOKEN (and LLMGW_FLEET_TOKEN) accepted at start. */
 #define CP_MIN_ADMIN_TOKEN 24
 
 #include <stddef.h>
@@ -21,6 +21,9 @@ struct cp_config {
     struct cp_listen admin;   /* the admin REST API */
     struct cp_listen grpc;    /* the Watch/Report server */
     const char *admin_token;  /* LLMGW_ADMIN_TOKEN (environment only); NULL when unset */
+    /* LLMGW_FLEET_TOKEN (environment only; NULL when unset): every Watch and
+     * Report call must carry it. Required with --grpc-tls-no-client-auth. */
+    const char *fleet_token;
     /* The gRPC server's transport: TLS with a certificate chain and key (and,
      * with a client CA, required client certificates), or plaintext when
      * grpc_insecure is set. serve refuses to start with neither

@@ -233,12 +233,13 @@ static int check_config(const struct cp_config *c)
         snprintf(grpc, sizeof(grpc), strchr(c->grpc.host, ':') ? "[%s]:%d" : "%s:%d", c->grpc.host,
                  c->grpc.port);
         json_object_update_new(
-            o, json_pack("{s:s,s:s,s:s,s:I,s:I,s:s?,s:i,s:b}", "admin_listen", admin, "grpc_listen",
+            o, json_pack("{s:s,s:s,s:s,s:I,s:I,s:s?,s:i,s:b,s:b}", "admin_listen", admin,
+                         "grpc_listen",
                          grpc, "grpc_transport", transport, "snapshot_poll_ms",
                          (json_int_t)c->snapshot_poll_ms, "secret_cache_ttl_ms",
                          (json_int_t)c->secret_cache_ttl_ms, "etcd_endpoints", c->etcd_endpoints,
                          "etcd_lease_ttl_s", c->etcd_lease_ttl_s, "admin_token",
-                         c->admin_token != NULL));
+                         c->admin_token != NULL, "fleet_token", c->fleet_token != NULL));
     }
     if (!o)
         return 1;
@@ -355,6 +356,7 @@ int main(int argc, char **argv)
                               .tls_cert_file = cfg.grpc_tls_cert,
                               .tls_key_file = cfg.grpc_tls_key,
                               .tls_client_ca_file = cfg.grpc_tls_client_ca,
+                              .fleet_token = cfg.fleet_token,
                               .on_report = on_report,
                               .arg = &m,
                               .ledger_batch_max = CP_LEDGER_BATCH_MAX};
@@ -371,8 +373,8 @@ int main(int argc, char **argv)
     else if (!cfg.grpc_tls_client_ca)
         gw_log(GW_LOG_WARN,
                "the gRPC server does not ask for client certificates "
-               "(--grpc-tls-no-client-auth): anyone who can reach the gRPC port can Watch and "
-               "read every provider credential; use --grpc-tls-client-ca",
+               "(--grpc-tls-no-client-auth): whoever holds the fleet token and can reach the gRPC "
+               "port can Watch every provider credential; use --grpc-tls-client-ca",
                NULL);
     m.ledger = cp_ledger_new(m.base, cfg.database_url, m.grpc, msg, sizeof(msg));
     if (!m.ledger) {

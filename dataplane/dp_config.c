@@ -30,6 +30,8 @@ static const char usage[] =
     "LLMGW_LEDGER_SPOOL, LLMGW_LEDGER_SPOOL_MAX_MB, LLMGW_LEDGER_FLUSH_TIMEOUT_MS.\n"
     "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
     "credentials in the snapshot cache; without it they are left out of it.\n"
+    "LLMGW_FLEET_TOKEN (environment only) is presented to the control plane on every call\n"
+    "(\"authorization: Bearer\"); the control plane may require it.\n"
     "--check-config validates the flags and the environment as a start would (and the\n"
     "--snapshot file), prints a summary as one JSON line and exits 0; or exits 2 naming\n"
     "the flag. It connects nowhere.\n";
@@ -223,6 +225,12 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         (c->control_plane_cert && !c->control_plane_ca)) {
         fprintf(stderr, "llmgw-dataplane: --control-plane-cert and --control-plane-key go "
                         "together, with --control-plane-ca\n");
+        return GW_EINVAL;
+    }
+    const char *ft = getenv("LLMGW_FLEET_TOKEN");
+    c->fleet_token = ft && *ft ? ft : NULL;
+    if (c->fleet_token && (strlen(c->fleet_token) > 512 || strpbrk(c->fleet_token, "\r\n"))) {
+        fprintf(stderr, "llmgw-dataplane: LLMGW_FLEET_TOKEN: at most 512 characters, one line\n");
         return GW_EINVAL;
     }
     const char *ck = getenv("LLMGW_CACHE_KEY");

@@ -13,6 +13,7 @@ struct dp_config {
     const char *control_plane_ca;   /* PEM roots: TLS to the control plane (else plaintext) */
     const char *control_plane_cert; /* PEM client certificate chain (with a CA) */
     const char *control_plane_key;  /* and its key */
+    const char *fleet_token;        /* LLMGW_FLEET_TOKEN (environment only): sent on every call */
     char replica_id[128];           /* how the control plane names this replica */
     unsigned char cache_key[DP_CACHE_KEY_LEN]; /* LLMGW_CACHE_KEY */
     int has_cache_key;

@@ -574,6 +574,7 @@ static void session_start(struct dp_cpclient *c)
                       {.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT},
                       {.op = GRPC_OP_RECV_INITIAL_METADATA}};
     ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    dpc_auth_op(c, &ops[0]);
     ops[1].data.send_message.send_message = w->send_bb;
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &w->initial_md;
     (void)batch(w, ops, 4, &w->t_start);
@@ -587,6 +588,7 @@ static void session_start(struct dp_cpclient *c)
     grpc_op rops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA},
                        {.op = GRPC_OP_RECV_INITIAL_METADATA}};
     rops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    dpc_auth_op(c, &rops[0]);
     rops[1].data.recv_initial_metadata.recv_initial_metadata = &r->initial_md;
     (void)batch(r, rops, 2, &r->t_start);
 }
@@ -662,6 +664,8 @@ static void client_free(struct dp_cpclient *c)
     gw_grpc_loop_free(c->loop);
     if (c->base)
         event_base_free(c->base);
+    if (c->has_auth)
+        grpc_slice_unref(c->auth.value);
     free(c);
 }
 
@@ -699,6 +703,14 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
     if (!c->loop)
         goto fail;
     c->cq = gw_grpc_loop_cq(c->loop);
+    if (cfg->fleet_token) {
+        char bearer[600];
+        snprintf(bearer, sizeof(bearer), "Bearer %s", cfg->fleet_token);
+        c->auth.key = grpc_slice_from_static_string("authorization");
+        c->auth.value = grpc_slice_from_copied_string(bearer);
+        c->has_auth = 1;
+        explicit_bzero(bearer, sizeof(bearer));
+    }
     if (!fleet_setup(c))
         goto fail;
     c->stop_ev = event_new(c->base, -1, 0, on_stop, c);

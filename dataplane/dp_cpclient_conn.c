@@ -109,6 +109,7 @@ static void probe_start(struct dp_cpclient *c)
         p->pending++;
     /* No WAIT_FOR_READY: in TRANSIENT_FAILURE the call fails at once. */
     grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_RECV_INITIAL_METADATA}};
+    dpc_auth_op(c, &ops[0]);
     ops[1].data.recv_initial_metadata.recv_initial_metadata = &p->initial_md;
     if (grpc_call_start_batch(p->call, ops, 2, &p->t_start, NULL) == GRPC_CALL_OK)
         p->pending++;

@@ -84,7 +84,20 @@ struct dp_cpclient {
     int64_t summary_since_ms;     /* the next summary's interval start */
     int64_t summary_sent_us;      /* when the last one was harvested */
     int64_t summary_due_us;       /* when summary_ev fires */
+
+    /* "authorization: Bearer <LLMGW_FLEET_TOKEN>" on every call, when set. */
+    grpc_metadata auth;
+    int has_auth;
 };
+
+/* Puts the fleet token (if any) on a SEND_INITIAL_METADATA op. */
+static inline void dpc_auth_op(struct dp_cpclient *c, grpc_op *op)
+{
+    if (c->has_auth) {
+        op->data.send_initial_metadata.count = 1;
+        op->data.send_initial_metadata.metadata = &c->auth;
+    }
+}
 
 /* The connection (dp_cpclient_conn.c): --control-plane's addresses into
  * c->addrs; the channel to c->addrs[i], made on first use (NULL when its

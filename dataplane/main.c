@@ -136,6 +136,8 @@ static int check_config(const struct dp_config *c)
         "ledger_spool_max_mb", (json_int_t)(c->ledger_spool_max_bytes >> 20),
         "ledger_flush_timeout_ms", (json_int_t)c->ledger_flush_timeout_ms, "access_log",
         c->access_log);
+    if (o && c->control_plane)
+        json_object_set_new(o, "fleet_token", json_boolean(c->fleet_token != NULL));
     if (!o)
         return 1;
     gw_log_line_fd(1, o);

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gw_buf.h"
+#include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_grpc.h"
 #include "gw_log.h"
@@ -49,7 +51,11 @@ struct stream {
     uint64_t sent_seq; /* the publish this Watch has had (0: none) */
     grpc_byte_buffer *send_bb, *recv_bb;
     struct cp_replica *rep; /* NULL when the table was full */
+    /* Under mutual TLS, the identity its client certificate carries
+     * (cert_identity); "" otherwise. */
+    char identity[CP_REPLICA_ID_MAX + 1];
     int named;              /* a Report stream's first message named it; later ids are ignored */
+    int refused;            /* ended by refuse(): its status is on its way */
     uint64_t id;            /* names a Report stream to cp_grpc_report_reply */
     /* A Report stream's reply not yet sent: the newest ack, and encoded
      * LeaseGrant fields (key and length included), coalesced into one
@@ -77,25 +83,72 @@ struct cp_grpc {
     int64_t cur_version;
     uint64_t cur_seq; /* counts publishes: a republished version goes out again */
     uint64_t next_stream_id;
+    int64_t refused_log_ms; /* the last "call refused" warning: one a second at most */
     struct cp_grpc_opts o;
 };
 
 /* A replica's name: what it says, else its peer address without the port.
- * The stream holds the entry (not evictable) until it ends. */
-static struct cp_replica *replica_for(struct cp_grpc *s, grpc_call *call, const char *id)
+ * The stream holds the entry (not evictable) until it ends. Under mutual
+ * TLS the name is bound to the first certificate identity that used it:
+ * another identity gets *refused set and NULL. */
+static struct cp_replica *replica_for(struct stream *st, const char *id, int *refused)
 {
+    struct cp_grpc *s = st->srv;
     char name[CP_REPLICA_ID_MAX + 1];
+    *refused = 0;
     if (id && *id) {
         snprintf(name, sizeof(name), "%s", id);
     } else {
-        char *peer = grpc_call_get_peer(call);
+        char *peer = grpc_call_get_peer(st->call);
         cp_replicas_peer_name(peer, name, sizeof(name));
         gpr_free(peer);
     }
     struct cp_replica *r = cp_replicas_get(&s->replicas, name, gw_wall_ms());
-    if (r)
-        r->streams++;
+    if (!r)
+        return NULL;
+    if (st->identity[0]) {
+        if (!r->identity[0]) {
+            memcpy(r->identity, st->identity, sizeof(r->identity));
+        } else if (strcmp(r->identity, st->identity) != 0) {
+            *refused = 1;
+            return NULL;
+        }
+    }
+    r->streams++;
     return r;
+}
+
+/* The identity of the call's client certificate: its peer identity as the
+ * TLS layer reports it (the first subject alternative name, else the
+ * common name); "" without one. */
+static void cert_identity(grpc_call *call, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    grpc_auth_context *ctx = grpc_call_auth_context(call);
+    if (!ctx)
+        return;
+    grpc_auth_property_iterator it = grpc_auth_context_peer_identity(ctx);
+    const grpc_auth_property *p = grpc_auth_property_iterator_next(&it);
+    if (p && p->value && p->value_length > 0)
+        snprintf(out, outlen, "%.*s",
+                 (int)(p->value_length < outlen - 1 ? p->value_length : outlen - 1), p->value);
+    grpc_auth_context_release(ctx);
+}
+
+/* Ends a call that may not go on, with status and a reason the data plane
+ * logs; the warning here is rate limited (a caller can retry in a loop). */
+static void refuse(struct cp_grpc *s, grpc_call *call, grpc_status_code status, const char *why,
+                   const char *replica_id)
+{
+    int64_t now = gw_wall_ms();
+    if (now - s->refused_log_ms >= 1000) {
+        s->refused_log_ms = now;
+        char *peer = grpc_call_get_peer(call);
+        gw_logf(GW_LOG_WARN, "grpc: call refused", "{s:s,s:s,s:s?}", "reason", why, "peer",
+                peer ? peer : "?", "replica_id", replica_id);
+        gpr_free(peer);
+    }
+    grpc_call_cancel_with_status(call, status, why, NULL);
 }
 
 /* ------------------------------------------------------------- streams */
@@ -248,8 +301,15 @@ static int handle_report(struct stream *st, const Llmgw__V1__ReportMessage *m)
     /* The first message names the stream's replica; a later message cannot
      * rename it (nor make it hold another table entry). */
     if (!st->named) {
+        int refused;
         st->named = 1;
-        st->rep = replica_for(s, st->call, m->replica_id);
+        st->rep = replica_for(st, m->replica_id, &refused);
+        if (refused) {
+            st->refused = 1;
+            refuse(s, st->call, GRPC_STATUS_PERMISSION_DENIED,
+                   "this replica id is bound to another client certificate", m->replica_id);
+            return 1;
+        }
     } else if (st->rep) {
         st->rep->seen_ms = gw_wall_ms();
     }
@@ -280,7 +340,9 @@ static void on_recv(void *arg, int ok)
         int taken = m && handle_report(st, (const Llmgw__V1__ReportMessage *)m) == 0;
         if (m)
             protobuf_c_message_free_unpacked(m, NULL);
-        if (!taken) {
+        if (!taken && st->refused) {
+            /* refused by handle_report: the status is on its way */
+        } else if (!taken) {
             /* Acks are cumulative: a message skipped here (a ledger row that
              * did not parse, or could not be queued) must not be covered by
              * the ack of a later one. The stream ends, and the data plane
@@ -327,6 +389,8 @@ static void stream_open(struct cp_grpc *s, enum kind kind, grpc_call *call, grpc
     gw_grpc_tag_init(&st->t_close, on_close, st);
     gw_grpc_tag_init(&st->t_send, on_send, st);
     gw_grpc_tag_init(&st->t_recv, on_recv, st);
+    if (s->o.tls_client_ca_file)
+        cert_identity(call, st->identity, sizeof(st->identity));
 
     grpc_op close_op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
     close_op.data.recv_close_on_server.cancelled = &st->cancelled;
@@ -338,7 +402,16 @@ static void stream_open(struct cp_grpc *s, enum kind kind, grpc_call *call, grpc
     if (kind == K_WATCH) {
         Llmgw__V1__WatchRequest *w = (Llmgw__V1__WatchRequest *)gw_grpc_unpack(
             &llmgw__v1__watch_request__descriptor, req, MAX_REQUEST_BYTES);
-        st->rep = replica_for(s, call, w ? w->replica_id : NULL);
+        int refused;
+        st->rep = replica_for(st, w ? w->replica_id : NULL, &refused);
+        if (refused) {
+            refuse(s, call, GRPC_STATUS_PERMISSION_DENIED,
+                   "this replica id is bound to another client certificate",
+                   w ? w->replica_id : NULL);
+            if (w)
+                protobuf_c_message_free_unpacked(&w->base, NULL);
+            return;
+        }
         if (st->rep)
             st->rep->watches++;
         gw_logf(GW_LOG_INFO, "grpc: watch opened", "{s:s,s:I}", "replica_id",
@@ -370,12 +443,34 @@ static void arm(struct acceptor *a)
         gw_logf(GW_LOG_ERROR, "grpc: cannot request a call", "{s:i}", "error", (int)e);
 }
 
+/* 1 when the call's metadata carries "authorization: Bearer <token>" with
+ * the fleet's token (compared in constant time). */
+static int fleet_token_ok(const char *token, const grpc_metadata_array *md)
+{
+    size_t tn = strlen(token);
+    for (size_t i = 0; i < md->count; i++) {
+        const grpc_metadata *m = &md->metadata[i];
+        if (!grpc_slice_str_cmp(m->key, "authorization")) {
+            const char *v = (const char *)GRPC_SLICE_START_PTR(m->value);
+            size_t vn = GRPC_SLICE_LENGTH(m->value);
+            return vn == 7 + tn && strncasecmp(v, "Bearer ", 7) == 0 &&
+                   gw_ct_equal(v + 7, token, tn);
+        }
+    }
+    return 0;
+}
+
 static void on_accept(void *arg, int ok)
 {
     struct acceptor *a = arg;
     struct cp_grpc *s = a->srv;
+    int authorized = !s->o.fleet_token || fleet_token_ok(s->o.fleet_token, &a->md);
     grpc_metadata_array_destroy(&a->md);
-    if (ok && a->call && !s->closing)
+    if (ok && a->call && !s->closing && !authorized) {
+        refuse(s, a->call, GRPC_STATUS_UNAUTHENTICATED,
+               "missing or wrong fleet token (authorization: Bearer, LLMGW_FLEET_TOKEN)", NULL);
+        grpc_call_unref(a->call);
+    } else if (ok && a->call && !s->closing)
         stream_open(s, a->kind, a->call, a->payload);
     else if (a->call)
         grpc_call_unref(a->call);
@@ -578,10 +673,11 @@ json_t *cp_grpc_replicas(const struct cp_grpc *s)
     if (!o)
         return NULL;
     for (const struct cp_replica *r = s->replicas.head; r; r = r->next) {
-        json_t *j = json_pack("{s:s,s:I,s:I,s:b,s:i,s:I}", "replica_id", r->id, "acked_version",
-                              (json_int_t)r->acked_version, "acked_at_ms",
+        json_t *j = json_pack("{s:s,s:I,s:I,s:b,s:i,s:I,s:s?}", "replica_id", r->id,
+                              "acked_version", (json_int_t)r->acked_version, "acked_at_ms",
                               (json_int_t)r->acked_at_ms, "connected", r->watches > 0, "watches",
-                              r->watches, "last_seen_ms", (json_int_t)r->seen_ms);
+                              r->watches, "last_seen_ms", (json_int_t)r->seen_ms, "cert_identity",
+                              r->identity[0] ? r->identity : NULL);
         if (!j || json_array_append_new(a, j)) {
             json_decref(o);
             return NULL;

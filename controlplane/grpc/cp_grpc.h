@@ -35,6 +35,12 @@ struct cp_grpc_opts {
     const char *tls_cert_file;
     const char *tls_key_file;
     const char *tls_client_ca_file;
+    /* When set, every Watch and Report call must carry "authorization:
+     * Bearer <fleet_token>" or is ended UNAUTHENTICATED. Under mutual TLS a
+     * replica id is also bound to the certificate identity that first used
+     * it (cp_replicas.h): a call naming it under another is ended
+     * PERMISSION_DENIED. */
+    const char *fleet_token;
     /* Called for each Ack after the replica table is updated (may be NULL). */
     void (*on_ack)(void *arg, const char *replica_id, int64_t version);
     /* Called for every Report message, acks included (may be NULL): ledger
@@ -70,7 +76,7 @@ int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t 
 int64_t cp_grpc_version(const struct cp_grpc *s);
 
 /* {"version":N,"replicas":[{"replica_id","acked_version","acked_at_ms",
- * "connected","watches","last_seen_ms"}]}: each replica seen since start,
+ * "connected","watches","last_seen_ms","cert_identity"?}]}: each replica seen since start,
  * connected while it has a Watch open. New reference, or NULL (no memory). */
 json_t *cp_grpc_replicas(const struct cp_grpc *s);
 

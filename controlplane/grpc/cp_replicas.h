@@ -20,6 +20,11 @@ struct cp_replica {
     int64_t seen_ms;
     int watches; /* open Watch calls */
     int streams; /* open calls (Watch or Report) holding it: not evictable */
+    /* Under mutual TLS, the client certificate's identity (its first
+     * subject alternative name, else its common name) that first claimed
+     * this name: a call under another certificate cannot use it while the
+     * entry lives. "" when the transport has no client certificates. */
+    char identity[CP_REPLICA_ID_MAX + 1];
 };
 
 struct cp_replicas {

@@ -429,13 +429,15 @@ function makeCerts(d) {
   o(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=llmgw-test-ca']);
   fs.writeFileSync(path.join(d, 'srv.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
   fs.writeFileSync(path.join(d, 'cli.ext'), 'extendedKeyUsage=clientAuth\n');
-  for (const [n, cn] of [['srv', '127.0.0.1'], ['cli', 'dp-tls']]) {
+  fs.writeFileSync(path.join(d, 'cli2.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [n, cn] of [['srv', '127.0.0.1'], ['cli', 'dp-tls'], ['cli2', 'dp-other']]) {
     o(['req', ...ec, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', `/CN=${cn}`]);
     o(['x509', '-req', '-in', `${n}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
       '-out', `${n}.pem`, '-days', '2', '-extfile', `${n}.ext`]);
   }
   const f = (n) => path.join(d, n);
-  return { ca: f('ca.pem'), srvCert: f('srv.pem'), srvKey: f('srv.key'), cliCert: f('cli.pem'), cliKey: f('cli.key') };
+  return { ca: f('ca.pem'), srvCert: f('srv.pem'), srvKey: f('srv.key'), cliCert: f('cli.pem'), cliKey: f('cli.key'),
+    cli2Cert: f('cli2.pem'), cli2Key: f('cli2.key') };
 }
 
 describe('TLS between the planes (a second control-plane replica on the same database)', () => {
@@ -454,16 +456,32 @@ describe('TLS between the planes (a second control-plane replica on the same dat
     assert.match(p.stderrText, /--grpc-tls-no-client-auth/);
   });
 
-  test('server TLS (explicit --grpc-tls-no-client-auth): a data plane that trusts the CA gets the snapshot and acks it', T, async () => {
-    const c = await h.startControlPlane({
-      pg, args: ['--grpc-tls-no-client-auth'],
-      env: { LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert, LLMGW_GRPC_TLS_KEY: certs.srvKey },
-    });
+  test('server TLS without client certificates needs a fleet token: refused without one; with one, only a data plane that presents it is served', T, async () => {
+    const tlsEnv = { LLMGW_MASTER_KEY: KEY.hex, LLMGW_GRPC_INSECURE: '', LLMGW_GRPC_TLS_CERT: certs.srvCert, LLMGW_GRPC_TLS_KEY: certs.srvKey };
+    // No token: anyone reaching the port could read every credential and
+    // write ledger rows, so the control plane does not start.
+    const p = new h.ManagedProcess('controlplane-tls-notoken', h.CONTROLPLANE_BIN,
+      ['serve', '--grpc-tls-no-client-auth', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0'],
+      { env: { ...process.env, ...tlsEnv, LLMGW_DATABASE_URL: pg.conninfo, LLMGW_GRPC_TLS_CLIENT_CA: '', LLMGW_FLEET_TOKEN: '' } });
+    p.exitExpected = true;
+    p.nonZeroExitExpected = true;
+    const e = await p.waitExit(h.START_TIMEOUT_MS);
+    assert.equal(e.code, 2, p.describe());
+    assert.match(p.stderrText, /--grpc-tls-no-client-auth needs LLMGW_FLEET_TOKEN/);
+
+    const token = `llmgw-fleet-${randomBytes(16).toString('hex')}`;
+    const c = await h.startControlPlane({ pg, args: ['--grpc-tls-no-client-auth'], env: { ...tlsEnv, LLMGW_FLEET_TOKEN: token } });
     assert.equal(c.listening.grpc_tls, true);
-    await h.waitFor(() => /anyone who can reach the gRPC port/.test(c.proc.stdoutText + c.proc.stderrText),
+    await h.waitFor(() => /whoever holds the fleet token/.test(c.proc.stdoutText + c.proc.stderrText),
       { what: 'the no-client-auth warning' });
+    const target = `127.0.0.1:${c.listening.grpc_port}`;
+    const anon = await h.startGatewayCP({ controlPlane: target, replicaId: 'dp-notoken', args: ['--control-plane-ca', certs.ca] });
+    const wrong = await h.startGatewayCP({
+      controlPlane: target, replicaId: 'dp-wrongtoken', args: ['--control-plane-ca', certs.ca],
+      env: { LLMGW_FLEET_TOKEN: `${token}x` },
+    });
     const g = await h.startGatewayCP({
-      controlPlane: `127.0.0.1:${c.listening.grpc_port}`, replicaId: 'dp-tls', args: ['--control-plane-ca', certs.ca],
+      controlPlane: target, replicaId: 'dp-tls', args: ['--control-plane-ca', certs.ca], env: { LLMGW_FLEET_TOKEN: token },
     });
     const v = cfg.version();
     await h.waitFor(async () => (await readyz(g))?.snapshot_version === v, { what: 'dp-tls serving over TLS' });
@@ -472,11 +490,22 @@ describe('TLS between the planes (a second control-plane replica on the same dat
       const r = (await c.admin('GET', '/v1/admin/snapshot')).json;
       return r.replicas.some((x) => x.replica_id === 'dp-tls' && x.acked_version === v);
     }, { what: 'the ack over TLS' });
-    await g.proc.stop();
+    // Neither the data plane without the token nor the one with a wrong
+    // token got a snapshot, was counted as a replica, or reported anything.
+    await h.waitFor(() => /missing or wrong fleet token/.test(anon.proc.stdoutText + anon.proc.stderrText) &&
+      /missing or wrong fleet token/.test(wrong.proc.stdoutText + wrong.proc.stderrText), { what: 'the refusals, as the data planes see them' });
+    for (const d of [anon, wrong]) {
+      assert.equal((await h.request(d.port, { method: 'GET', path: '/readyz' })).status, 503);
+      assert.match(d.proc.stdoutText + d.proc.stderrText, /UNAUTHENTICATED/);
+    }
+    const reps = (await c.admin('GET', '/v1/admin/snapshot')).json.replicas;
+    assert.ok(!reps.some((x) => x.replica_id === 'dp-notoken' || x.replica_id === 'dp-wrongtoken'), JSON.stringify(reps));
+    assert.match(c.proc.stdoutText + c.proc.stderrText, /"msg":"grpc: call refused"/);
+    for (const d of [anon, wrong, g]) await d.proc.stop();
     await c.proc.stop();
   });
 
-  test('mutual TLS: without a client certificate no snapshot; with one, served', T, async () => {
+  test('mutual TLS: without a client certificate no snapshot; with one, served; a replica id stays with the certificate that first used it', T, async () => {
     const c = await h.startControlPlane({
       pg,
       env: {
@@ -495,10 +524,29 @@ describe('TLS between the planes (a second control-plane replica on the same dat
     await h.sleep(1000);
     const r = await h.request(anon.port, { method: 'GET', path: '/readyz' });
     assert.equal(r.status, 503, 'no client certificate, no snapshot');
-    const reps = (await c.admin('GET', '/v1/admin/snapshot')).json.replicas;
+    let reps = (await c.admin('GET', '/v1/admin/snapshot')).json.replicas;
     assert.ok(!reps.some((x) => x.replica_id === 'dp-anon'), JSON.stringify(reps));
-    await anon.proc.stop();
+    // The name dp-mtls is now bound to the certificate that claimed it (CN
+    // dp-tls): a data plane with another valid certificate cannot use it,
+    // even after the first one has gone, but is served under its own name.
+    assert.equal(reps.find((x) => x.replica_id === 'dp-mtls')?.cert_identity, 'dp-tls', JSON.stringify(reps));
     await authed.proc.stop();
+    const other = ['--control-plane-ca', certs.ca, '--control-plane-cert', certs.cli2Cert, '--control-plane-key', certs.cli2Key];
+    const impostor = await h.startGatewayCP({ controlPlane: target, replicaId: 'dp-mtls', args: other });
+    const own = await h.startGatewayCP({ controlPlane: target, replicaId: 'dp-own', args: other });
+    await h.waitFor(async () => (await readyz(own))?.snapshot_version === v, { what: 'dp-own serving' });
+    await h.waitFor(() => /PERMISSION_DENIED/.test(impostor.proc.stdoutText + impostor.proc.stderrText),
+      { what: 'the impostor refused' });
+    assert.match(impostor.proc.stdoutText + impostor.proc.stderrText, /bound to another client certificate/);
+    assert.equal((await h.request(impostor.port, { method: 'GET', path: '/readyz' })).status, 503);
+    reps = (await c.admin('GET', '/v1/admin/snapshot')).json.replicas;
+    assert.equal(reps.find((x) => x.replica_id === 'dp-own')?.cert_identity, 'dp-other', JSON.stringify(reps));
+    const bound = reps.find((x) => x.replica_id === 'dp-mtls');
+    assert.equal(bound?.cert_identity, 'dp-tls', JSON.stringify(reps));
+    assert.equal(bound.connected, false, 'the impostor holds no Watch under the name');
+    await impostor.proc.stop();
+    await own.proc.stop();
+    await anon.proc.stop();
     await c.proc.stop();
   });
 });

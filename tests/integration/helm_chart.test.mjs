@@ -285,6 +285,7 @@ function resolveEnv(w, k) {
     LLMGW_DATABASE_URL: 'host=postgres.example port=5432 user=llmgw dbname=llmgw',
     LLMGW_MASTER_KEY: hex(), LLMGW_CACHE_KEY: hex(),
     LLMGW_ADMIN_TOKEN: crypto.randomBytes(24).toString('hex'), PGPASSWORD: 'stand-in',
+    LLMGW_FLEET_TOKEN: crypto.randomBytes(24).toString('hex'),
   };
   const podName = w.kind === 'StatefulSet' ? `${w.metadata.name}-0` : `${w.metadata.name}-5d8c7b9f4d-x7k2q`.slice(0, 63);
   const env = {};
@@ -335,6 +336,7 @@ test('the rendered args and env are accepted by the binaries (--check-config), w
         assert.equal(s.replica_id, resolveEnv(w, k).LLMGW_REPLICA_ID, `${where}: the pod's name is its replica id`);
         assert.equal(!!s.etcd_endpoints, w.spec.replicas > 1 || !!flag(k, '--etcd-endpoints'), where);
         assert.ok(s.master_key_id, `${where}: LLMGW_MASTER_KEY reaches it`);
+        assert.equal(s.fleet_token, true, `${where}: LLMGW_FLEET_TOKEN reaches it`);
       } else if (k.name === 'migrate') {
         assert.equal(s.command, 'migrate');
       } else if (k.name === 'dataplane') {
@@ -344,6 +346,7 @@ test('the rendered args and env are accepted by the binaries (--check-config), w
         assert.equal(s.control_plane_tls, { mtls: 'mtls', tls: 'tls', insecure: 'plaintext' }[v.grpcTLS.mode], where);
         assert.equal(s.control_plane, `llmgw-controlplane.${NS}.svc.${v.clusterDomain}:${v.controlplane.grpcPort}`, where);
         assert.equal(s.cache_key, true, where);
+        assert.equal(s.fleet_token, true, `${where}: LLMGW_FLEET_TOKEN reaches it`);
         assert.equal(s.threads, v.dataplane.threads || Math.ceil(cpuCores(k.resources.limits.cpu)), where);
         assert.equal(s.drain_timeout_ms, v.dataplane.drainTimeoutMs, where);
         assert.equal(s.ledger_spool_max_mb, v.dataplane.ledger.spoolMaxMb, where);
@@ -362,6 +365,8 @@ test('--check-config refuses what a start would, naming the flag', () => {
   const cases = [
     [cp, ['serve'], db, /needs TLS .*--grpc-insecure/],
     [cp, ['serve', '--grpc-tls-cert=a', '--grpc-tls-key=b'], db, /--grpc-tls-client-ca/],
+    [cp, ['serve', '--grpc-tls-cert=a', '--grpc-tls-key=b', '--grpc-tls-no-client-auth'], db, /needs LLMGW_FLEET_TOKEN/],
+    [cp, ['serve', '--grpc-insecure'], { ...db, LLMGW_FLEET_TOKEN: 'short' }, /LLMGW_FLEET_TOKEN must be at least 24/],
     [cp, ['serve', '--grpc-insecure'], { ...db, LLMGW_MASTER_KEY: 'short' }, /LLMGW_MASTER_KEY must be 32 bytes/],
     [cp, ['serve', '--grpc-insecure', '--etcd-lease-ttl-s=1'], db, /--etcd-lease-ttl-s/],
     [cp, ['migrate'], {}, /--database-url/],
