@@ -234,8 +234,7 @@ static int check_config(const struct cp_config *c)
                  c->grpc.port);
         json_object_update_new(
             o, json_pack("{s:s,s:s,s:s,s:I,s:I,s:s?,s:i,s:b,s:b}", "admin_listen", admin,
-                         "grpc_listen",
-                         grpc, "grpc_transport", transport, "snapshot_poll_ms",
+                         "grpc_listen", grpc, "grpc_transport", transport, "snapshot_poll_ms",
                          (json_int_t)c->snapshot_poll_ms, "secret_cache_ttl_ms",
                          (json_int_t)c->secret_cache_ttl_ms, "etcd_endpoints", c->etcd_endpoints,
                          "etcd_lease_ttl_s", c->etcd_lease_ttl_s, "admin_token",

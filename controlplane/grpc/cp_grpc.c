@@ -54,9 +54,9 @@ struct stream {
     /* Under mutual TLS, the identity its client certificate carries
      * (cert_identity); "" otherwise. */
     char identity[CP_REPLICA_ID_MAX + 1];
-    int named;              /* a Report stream's first message named it; later ids are ignored */
-    int refused;            /* ended by refuse(): its status is on its way */
-    uint64_t id;            /* names a Report stream to cp_grpc_report_reply */
+    int named;   /* a Report stream's first message named it; later ids are ignored */
+    int refused; /* ended by refuse(): its status is on its way */
+    uint64_t id; /* names a Report stream to cp_grpc_report_reply */
     /* A Report stream's reply not yet sent: the newest ack, and encoded
      * LeaseGrant fields (key and length included), coalesced into one
      * ReportReply per send. */
@@ -673,11 +673,11 @@ json_t *cp_grpc_replicas(const struct cp_grpc *s)
     if (!o)
         return NULL;
     for (const struct cp_replica *r = s->replicas.head; r; r = r->next) {
-        json_t *j = json_pack("{s:s,s:I,s:I,s:b,s:i,s:I,s:s?}", "replica_id", r->id,
-                              "acked_version", (json_int_t)r->acked_version, "acked_at_ms",
-                              (json_int_t)r->acked_at_ms, "connected", r->watches > 0, "watches",
-                              r->watches, "last_seen_ms", (json_int_t)r->seen_ms, "cert_identity",
-                              r->identity[0] ? r->identity : NULL);
+        json_t *j =
+            json_pack("{s:s,s:I,s:I,s:b,s:i,s:I,s:s?}", "replica_id", r->id, "acked_version",
+                      (json_int_t)r->acked_version, "acked_at_ms", (json_int_t)r->acked_at_ms,
+                      "connected", r->watches > 0, "watches", r->watches, "last_seen_ms",
+                      (json_int_t)r->seen_ms, "cert_identity", r->identity[0] ? r->identity : NULL);
         if (!j || json_array_append_new(a, j)) {
             json_decref(o);
             return NULL;
