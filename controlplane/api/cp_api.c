@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cp_authfail.h"
 #include "cp_call.h"
 #include "cp_catalog_api.h"
 #include "cp_db.h"
@@ -41,8 +42,9 @@ struct cp_api {
     char bootstrap_hash[65]; /* SHA-256 hex of LLMGW_ADMIN_TOKEN: the token itself is not kept */
     int has_master_key;
     struct cp_master_key master_key;
-    int stopping;           /* SIGTERM: /readyz answers 503 */
-    struct gw_curlev *curl; /* transfers the API waits on (a catalog import's URL) */
+    int stopping;                /* SIGTERM: /readyz answers 503 */
+    struct gw_curlev *curl;      /* transfers the API waits on (a catalog import's URL) */
+    struct cp_authfail authfail; /* failed authentications per client address */
 };
 
 static void healthz(struct cp_api *api, struct cp_call *c)
@@ -105,12 +107,37 @@ static void metrics(struct cp_api *api, struct cp_call *c)
     gw_buf_free(&b);
 }
 
+/* A token that did not authenticate: counted against its address (logged
+ * within cp_authfail's bounds; never the token), then the 401. */
+static void auth_failed(struct cp_api *api, struct cp_call *c, const char *reason)
+{
+    const char *peer = gw_http_req_peer(c->req);
+    switch (cp_authfail_record(&api->authfail, peer, gw_now_us() / 1000)) {
+    case CP_AUTHFAIL_LOG:
+        gw_logf(GW_LOG_WARN, "admin authentication failed", "{s:s,s:s,s:s}", "peer", peer, "path",
+                gw_http_req_path(c->req), "reason", reason);
+        break;
+    case CP_AUTHFAIL_LOG_LIMITED:
+        gw_logf(GW_LOG_WARN,
+                "admin authentication failed; this address is refused (429) for the rest of the "
+                "minute",
+                "{s:s,s:s,s:i}", "peer", peer, "path", gw_http_req_path(c->req), "failures",
+                CP_AUTHFAIL_MAX);
+        break;
+    case CP_AUTHFAIL_QUIET:
+        break;
+    }
+    (void)gw_http_add_header(c->req, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+    cp_call_error(c, 401, "unauthorized", NULL, "the admin token is not valid");
+}
+
 /*
- * Sets c->actor from the bearer token, or answers 401 (or 503 when the
- * database cannot say) and returns GW_EINVAL. Tokens are compared as
- * SHA-256 hashes: the bootstrap one in constant time, stored ones through
- * the unique index on admin_tokens.hash (the hash of an unknown token
- * tells an attacker nothing about stored ones).
+ * Sets c->actor and c->scope from the bearer token, or answers 401 (or 503
+ * when the database cannot say, 429 when the address has spent its budget
+ * of failures: cp_authfail.h) and returns GW_EINVAL. Tokens are compared
+ * as SHA-256 hashes: the bootstrap one in constant time, stored ones
+ * through the unique index on admin_tokens.hash (the hash of an unknown
+ * token tells an attacker nothing about stored ones).
  */
 static int authenticate(struct cp_api *api, struct cp_call *c)
 {
@@ -126,7 +153,18 @@ static int authenticate(struct cp_api *api, struct cp_call *c)
     gw_sha256_hex(tok, strlen(tok), hash);
     if (api->has_bootstrap && gw_ct_equal(hash, api->bootstrap_hash, 64)) {
         c->actor = "bootstrap";
+        c->scope = CP_SCOPE_ADMIN;
         return GW_OK;
+    }
+    int64_t wait_ms =
+        cp_authfail_blocked(&api->authfail, gw_http_req_peer(c->req), gw_now_us() / 1000);
+    if (wait_ms > 0) {
+        char ra[24];
+        snprintf(ra, sizeof(ra), "%lld", (long long)((wait_ms + 999) / 1000));
+        (void)gw_http_add_header(c->req, "Retry-After", ra);
+        cp_call_error(c, 429, "too_many_failed_authentications", NULL,
+                      "too many failed admin authentications from this address: retry in %s s", ra);
+        return GW_EINVAL;
     }
     struct cp_db_err err;
     if (cp_db_check(api->db, &err) != GW_OK) {
@@ -134,20 +172,41 @@ static int authenticate(struct cp_api *api, struct cp_call *c)
         return GW_EINVAL;
     }
     const char *p[] = {hash};
-    PGresult *r =
-        cp_db_exec(api->db, c->pool, "SELECT name FROM admin_tokens WHERE hash = $1", 1, p, &err);
+    PGresult *r = cp_db_exec(api->db, c->pool,
+                             "SELECT name, scope FROM admin_tokens WHERE hash = $1", 1, p, &err);
     if (!r) {
         cp_call_db_error(c, &err);
         return GW_EINVAL;
     }
-    const char *name = cp_db_value(r);
-    if (!name) {
-        (void)gw_http_add_header(c->req, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
-        cp_call_error(c, 401, "unauthorized", NULL, "the admin token is not valid");
+    if (PQntuples(r) != 1) {
+        auth_failed(api, c, "unknown token");
         return GW_EINVAL;
     }
-    c->actor = name;
+    c->actor = PQgetvalue(r, 0, 0);
+    const char *scope = PQgetvalue(r, 0, 1);
+    c->scope = !strcmp(scope, "admin")      ? CP_SCOPE_ADMIN
+               : !strcmp(scope, "operator") ? CP_SCOPE_OPERATOR
+                                            : CP_SCOPE_READ;
     return GW_OK;
+}
+
+/* Whether the caller's scope covers the request (rest: the path after
+ * /v1/admin/): read is GET and HEAD; operator is everything but admin
+ * tokens; admin is everything. 403 naming the scope otherwise. */
+static int authorize(struct cp_call *c, const char *rest)
+{
+    const char *method = gw_http_req_method(c->req);
+    int tokens = strncmp(rest, "admin-tokens", 12) == 0 && (rest[12] == '\0' || rest[12] == '/');
+    static const char *const names[] = {"read", "operator", "admin"};
+    if (c->scope == CP_SCOPE_ADMIN ||
+        (!tokens &&
+         (c->scope == CP_SCOPE_OPERATOR || !strcmp(method, "GET") || !strcmp(method, "HEAD"))))
+        return GW_OK;
+    cp_call_error(c, 403, "forbidden", NULL,
+                  tokens ? "admin tokens need a token of scope admin (this one's is %s)"
+                         : "a token of scope %s may only read (GET)",
+                  names[c->scope]);
+    return GW_EINVAL;
 }
 
 /* Percent-decodes s[0..n) into the pool; NULL when malformed or when it
@@ -284,12 +343,12 @@ static void route(struct cp_api *api, struct cp_call *c)
     /* Authenticated first: an anonymous caller costs no database work and
      * learns nothing of it. (A stored token's lookup checked the
      * connection already.) */
-    if (authenticate(api, c) != GW_OK)
+    const char *rest = path + sizeof(ADMIN_PREFIX) - 1;
+    if (authenticate(api, c) != GW_OK || authorize(c, rest) != GW_OK)
         return;
     struct cp_db_err err;
     if (strcmp(c->actor, "bootstrap") == 0 && cp_db_check(api->db, &err) != GW_OK)
         return cp_call_db_error(c, &err);
-    const char *rest = path + sizeof(ADMIN_PREFIX) - 1;
     const char *slash = strchr(rest, '/');
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
     if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)

@@ -26,6 +26,7 @@ struct cp_call {
     struct gw_pool *pool;
     struct cp_db *db;
     const char *actor; /* the admin token's name, or "bootstrap" */
+    enum cp_scope { CP_SCOPE_READ, CP_SCOPE_OPERATOR, CP_SCOPE_ADMIN } scope; /* the token's */
     /* LLMGW_MASTER_KEY, parsed; NULL when not configured (secret writes
      * then answer 503). */
     const struct cp_master_key *master_key;

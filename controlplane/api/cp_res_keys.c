@@ -214,6 +214,11 @@ static const struct cp_field token_fields[] = {
      .type = CP_T_STRING,
      .flags = CP_F_REQUIRED | CP_F_NAME,
      .check = check_token_name},
+    {.name = "scope",
+     .type = CP_T_STRING,
+     .flags = CP_F_REQUIRED,
+     .choices = (const char *const[]){"read", "operator", "admin", NULL},
+     .rule = "read (GET only), operator (everything but admin tokens) or admin"},
     {.name = "hash", .type = CP_T_STRING, .flags = CP_F_HIDDEN},
 };
 

@@ -494,6 +494,14 @@ static const char m11_limit_unpriced[] =
     "ALTER TABLE limits ADD COLUMN unpriced text NOT NULL DEFAULT 'refuse'\n"
     "  CHECK (unpriced IN ('refuse', 'allow'));\n";
 
+/* Admin tokens carry a scope: read (GET only), operator (everything but
+ * admin tokens), admin (everything). Tokens made before scopes keep the
+ * power they had. */
+static const char m14_admin_token_scope[] =
+    "ALTER TABLE admin_tokens ADD COLUMN scope text NOT NULL DEFAULT 'admin'\n"
+    "  CHECK (scope IN ('read', 'operator', 'admin'));\n"
+    "ALTER TABLE admin_tokens ALTER COLUMN scope DROP DEFAULT;\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -508,6 +516,7 @@ const struct cp_migration cp_migrations[] = {
     {11, "limit unpriced policy", m11_limit_unpriced},
     {12, "ledger cost not negative", m12_ledger_cost_check},
     {13, "route max duration", m13_route_max_duration},
+    {14, "admin token scope", m14_admin_token_scope},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 

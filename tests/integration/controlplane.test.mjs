@@ -151,7 +151,7 @@ describe('authentication', () => {
 
   test('a token from admin_tokens (stored as sha256 hex) works and is the audit actor', T, async () => {
     const tok = h.randomId('adm');
-    pg.sql(`INSERT INTO admin_tokens (id, name, hash) VALUES ('tok1', 'ci-robot', '${h.sha256hex(tok)}')`);
+    pg.sql(`INSERT INTO admin_tokens (id, name, hash, scope) VALUES ('tok1', 'ci-robot', '${h.sha256hex(tok)}', 'operator')`);
     const r = await cp.admin('POST', '/v1/admin/teams', { name: 'robots' }, { authorization: `Bearer ${tok}` });
     assert.equal(r.status, 201, r.text);
     const audit = await cp.admin('GET', '/v1/admin/audit?limit=1');

@@ -313,20 +313,84 @@ describe('keys and admin tokens', () => {
   });
 
   test('admin token: plaintext once, works, hashed, deleted', T, async () => {
-    const c = await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer' });
+    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'noscope' }), 400, 'missing_field', 'scope');
+    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'noscope', scope: 'root' }), 400, 'invalid_value', 'scope');
+    const c = await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer', scope: 'operator' });
     assert.equal(c.status, 201, c.text);
     const tok = c.json.token;
     SECRET_VALUES.push(tok);
     assert.ok(!('hash' in c.json));
+    assert.equal(c.json.scope, 'operator');
     assert.equal(pg.sql(`SELECT hash FROM admin_tokens WHERE id = '${c.json.id}'`), h.sha256hex(tok));
     const r = await cp.admin('POST', '/v1/admin/teams', { name: 'by-deployer' }, { authorization: `Bearer ${tok}` });
     assert.equal(r.status, 201, r.text);
     assert.equal((await cp.admin('GET', '/v1/admin/audit?limit=1')).json.data[0].actor, 'deployer');
     assert.ok(!(await cp.admin('GET', '/v1/admin/admin-tokens')).text.includes(tok));
-    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'bootstrap' }), 400, 'invalid_value', 'name');
-    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer' }), 409, 'already_exists');
+    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'bootstrap', scope: 'read' }), 400, 'invalid_value', 'name');
+    h.assertError(await cp.admin('POST', '/v1/admin/admin-tokens', { name: 'deployer', scope: 'read' }), 409, 'already_exists');
     assert.equal((await cp.admin('DELETE', `/v1/admin/admin-tokens/${c.json.id}`)).status, 204);
     h.assertError(await cp.admin('GET', '/v1/admin/teams', undefined, { authorization: `Bearer ${tok}` }), 401, 'unauthorized');
+  });
+
+  test('admin token scopes: read only reads; operator writes all but admin tokens; admin does all', T, async () => {
+    const made = {};
+    for (const scope of ['read', 'operator', 'admin']) {
+      const c = await cp.admin('POST', '/v1/admin/admin-tokens', { name: `scoped-${scope}`, scope });
+      assert.equal(c.status, 201, c.text);
+      SECRET_VALUES.push(c.json.token);
+      made[scope] = { id: c.json.id, auth: { authorization: `Bearer ${c.json.token}` } };
+    }
+    const as = (scope, method, p, body) => cp.admin(method, p, body, made[scope].auth);
+    // read: every GET but the admin tokens; no write anywhere.
+    for (const p of ['/v1/admin/teams', '/v1/admin/providers', '/v1/admin/audit?limit=1', '/v1/admin/snapshot', '/v1/admin/usage']) {
+      assert.equal((await as('read', 'GET', p)).status, 200, `read GET ${p}`);
+    }
+    const denied = h.assertError(await as('read', 'POST', '/v1/admin/teams', { name: 'by-reader' }), 403, 'forbidden');
+    assert.match(denied.message, /scope read may only read/);
+    h.assertError(await as('read', 'DELETE', '/v1/admin/teams/by-deployer'), 403, 'forbidden');
+    h.assertError(await as('read', 'GET', '/v1/admin/admin-tokens'), 403, 'forbidden');
+    assert.equal(pg.sql("SELECT count(*) FROM teams WHERE name = 'by-reader'"), '0');
+    // operator: writes, but cannot see or mint admin tokens (no escalation).
+    assert.equal((await as('operator', 'POST', '/v1/admin/teams', { name: 'by-operator' })).status, 201);
+    const esc = h.assertError(await as('operator', 'POST', '/v1/admin/admin-tokens', { name: 'escalated', scope: 'admin' }), 403, 'forbidden');
+    assert.match(esc.message, /scope admin/);
+    h.assertError(await as('operator', 'GET', '/v1/admin/admin-tokens'), 403, 'forbidden');
+    assert.equal(pg.sql("SELECT count(*) FROM admin_tokens WHERE name = 'escalated'"), '0');
+    // admin: admin tokens too.
+    assert.equal((await as('admin', 'GET', '/v1/admin/admin-tokens')).status, 200);
+    for (const scope of ['read', 'operator']) {
+      assert.equal((await as('admin', 'DELETE', `/v1/admin/admin-tokens/${made[scope].id}`)).status, 204);
+    }
+    assert.equal((await cp.admin('DELETE', `/v1/admin/admin-tokens/${made.admin.id}`)).status, 204);
+  });
+
+  test('failed authentications are logged (never the token) and, past 20 a minute from one address, refused with 429 before any lookup; the bootstrap token still works', T, async () => {
+    const other = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: KEY1 } });
+    try {
+      const good = await other.admin('POST', '/v1/admin/admin-tokens', { name: 'behind-proxy', scope: 'read' });
+      assert.equal(good.status, 201, good.text);
+      SECRET_VALUES.push(good.json.token);
+      const guess = (i) => ({ authorization: `Bearer guess-${i}-${'z'.repeat(30)}` });
+      for (let i = 0; i < 20; i++) {
+        h.assertError(await other.admin('GET', '/v1/admin/providers', undefined, guess(i)), 401, 'unauthorized');
+      }
+      const limited = await other.admin('GET', '/v1/admin/providers', undefined, guess(20));
+      h.assertError(limited, 429, 'too_many_failed_authentications');
+      const ra = Number(limited.headers['retry-after']);
+      assert.ok(ra >= 1 && ra <= 60, `Retry-After ${limited.headers['retry-after']}`);
+      // A stored token from the limited address waits too (no lookup is
+      // made); the bootstrap token, checked without the database, does not.
+      h.assertError(await other.admin('GET', '/v1/admin/providers', undefined, { authorization: `Bearer ${good.json.token}` }), 429, 'too_many_failed_authentications');
+      assert.equal((await other.admin('GET', '/v1/admin/providers')).status, 200);
+      const out = other.proc.stdoutText + other.proc.stderrText;
+      const lines = out.split('\n').filter((l) => l.includes('"msg":"admin authentication failed'));
+      assert.equal(lines.length, 6, `5 failures, then one line saying the address is limited:\n${lines.join('\n')}`);
+      assert.match(lines[5], /refused \(429\)/);
+      assert.ok(lines.every((l) => l.includes('"peer":"127.0.0.1"')), lines.join('\n'));
+      assert.ok(!out.includes('guess-'), 'a token guess is never logged');
+    } finally {
+      await other.proc.stop();
+    }
   });
 });
 

@@ -14,6 +14,7 @@ static void clear_env(void)
     unsetenv("LLMGW_ADMIN_LISTEN");
     unsetenv("LLMGW_GRPC_LISTEN");
     unsetenv("LLMGW_ADMIN_TOKEN");
+    unsetenv("LLMGW_FLEET_TOKEN");
     unsetenv("LLMGW_GRPC_TLS_CERT");
     unsetenv("LLMGW_GRPC_TLS_KEY");
     unsetenv("LLMGW_GRPC_TLS_CLIENT_CA");
@@ -98,6 +99,14 @@ static void test_grpc_transport(void)
                             "c.pem", "--grpc-tls-key", "k.pem", "--grpc-tls-no-client-auth"};
     CU_ASSERT_EQUAL(parse(&c, 8, optout), GW_OK);
     CU_ASSERT_EQUAL(c.grpc_tls_no_client_auth, 1);
+    /* ... and only with a fleet token, which callers must then present. */
+    CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "LLMGW_FLEET_TOKEN"));
+    setenv("LLMGW_FLEET_TOKEN", "short", 1);
+    CU_ASSERT_EQUAL(parse(&c, 8, optout), GW_EINVAL);
+    setenv("LLMGW_FLEET_TOKEN", "llmgw-fleet-0123456789abcdef0123", 1);
+    CU_ASSERT_EQUAL(parse(&c, 8, optout), GW_OK);
+    CU_ASSERT_STRING_EQUAL(c.fleet_token, "llmgw-fleet-0123456789abcdef0123");
     CU_ASSERT_EQUAL(cp_config_grpc_check(&c, err, sizeof(err)), GW_OK);
     setenv("LLMGW_GRPC_TLS_NO_CLIENT_AUTH", "1", 1);
     CU_ASSERT_EQUAL(parse(&c, 7, noca), GW_OK);
