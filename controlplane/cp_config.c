@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cp_etcd.h"
+#include "cp_fetch.h"
 #include "gw_error.h"
 #include "gw_flags.h"
 
@@ -20,6 +21,7 @@ static const char usage[] =
     "ID]\n"
     "                          [--lease-grace-s N] [--catalog-sync-url URL "
     "[--catalog-sync-interval-s N]]\n"
+    "                          [--catalog-fetch-allow http,loopback,private,link-local]\n"
     "       llmgw-controlplane import-catalog --database-url CONNINFO (--file PATH | --url URL)\n"
     "       (any command) --check-config: validate the flags and the environment as a start\n"
     "           would, print a summary as one JSON line and exit 0; or exit 2 naming the\n"
@@ -30,7 +32,7 @@ static const char usage[] =
     "  rotate-master-key  rewrap every builtin secret from LLMGW_MASTER_KEY (old)\n"
     "           to LLMGW_NEW_MASTER_KEY (new) in one transaction; exit 0 or 1\n"
     "  import-catalog  import a LiteLLM model_prices_and_context_window.json (a\n"
-    "           file or an http(s) URL) into the model catalog in one transaction;\n"
+    "           file or an https URL) into the model catalog in one transaction;\n"
     "           prints the counts and rejected entries as JSON; exit 0 or 1\n"
     "Each flag can also come from the environment: LLMGW_DATABASE_URL,\n"
     "LLMGW_ADMIN_LISTEN (default 127.0.0.1:8081), LLMGW_GRPC_LISTEN (default\n"
@@ -76,10 +78,16 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->grpc_tls_client_ca = v;
     else if (strcmp(flag, "--catalog-sync-url") == 0) {
         if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
-            fprintf(stderr, PROG ": --catalog-sync-url: must be an http:// or https:// URL\n");
+            fprintf(stderr, PROG ": --catalog-sync-url: must be an https:// URL\n");
             return GW_EINVAL;
         }
         c->catalog_sync_url = v;
+    } else if (strcmp(flag, "--catalog-fetch-allow") == 0) {
+        char why[128];
+        if (cp_fetch_parse_allow(v, &c->catalog_fetch_allow, why, sizeof(why)) != GW_OK) {
+            fprintf(stderr, PROG ": --catalog-fetch-allow: %s\n", why);
+            return GW_EINVAL;
+        }
     } else if (strcmp(flag, "--catalog-sync-interval-s") == 0) {
         if (gw_flags_num(PROG, flag, v, 60, 30LL * 86400, &n))
             return GW_EINVAL;
@@ -154,6 +162,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_ETCD_LEASE_TTL_S", "--etcd-lease-ttl-s"},
         {"LLMGW_CATALOG_SYNC_URL", "--catalog-sync-url"},
         {"LLMGW_CATALOG_SYNC_INTERVAL_S", "--catalog-sync-interval-s"},
+        {"LLMGW_CATALOG_FETCH_ALLOW", "--catalog-fetch-allow"},
         {"LLMGW_REPLICA_ID", "--replica-id"},
         {"LLMGW_LEASE_GRACE_S", "--lease-grace-s"},
     };
@@ -225,6 +234,12 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
             if (!cp_etcd_name_ok((char[]){*p, 0}))
                 *p = '-';
         snprintf(c->replica_id, sizeof(c->replica_id), "%.40s-%ld", host, (long)getpid());
+    }
+    if (c->catalog_sync_url && strncmp(c->catalog_sync_url, "http://", 7) == 0 &&
+        !(c->catalog_fetch_allow & CP_FETCH_ALLOW_HTTP)) {
+        fprintf(stderr, PROG ": --catalog-sync-url: must be an https:// URL (plain http only "
+                             "with --catalog-fetch-allow http)\n");
+        return GW_EINVAL;
     }
     if (c->command == CP_CMD_IMPORT_CATALOG && !c->import_file == !c->import_url) {
         fprintf(stderr, PROG ": import-catalog needs exactly one of --file PATH and --url URL\n%s",

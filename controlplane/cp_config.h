@@ -48,6 +48,10 @@ struct cp_config {
      * catalog_sync_interval_s (NULL: no sync; default interval 86400). */
     const char *catalog_sync_url;
     long catalog_sync_interval_s;
+    /* What a catalog fetch (sync or import by URL) may reach beyond https
+     * to public addresses: CP_FETCH_ALLOW_* bits (cp_fetch.h), from
+     * --catalog-fetch-allow. */
+    unsigned catalog_fetch_allow;
     /* import-catalog: exactly one of them (a LiteLLM catalog file or URL). */
     const char *import_file;
     const char *import_url;

@@ -37,6 +37,7 @@
 #include "cp_config.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
+#include "cp_fetch.h"
 #include "cp_fleet.h"
 #include "cp_grpc.h"
 #include "cp_health.h"
@@ -254,6 +255,7 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     if (cfg.check_config)
         return check_config(&cfg);
+    cp_fetch_set_allow(cfg.catalog_fetch_allow);
     if (cfg.command != CP_CMD_MIGRATE && cfg.command != CP_CMD_IMPORT_CATALOG)
         no_core_dumps();
     signal(SIGPIPE, SIG_IGN);

@@ -53,7 +53,10 @@ static void on_done(CURL *easy, CURLcode result, void *arg)
     pd->running = 0;
     gw_http_req_on_close(pd->c->req, NULL, NULL);
     char err[768], source[600];
-    if (cp_fetch_done(&pd->f, result, err, sizeof(err)) != GW_OK) {
+    int rc = cp_fetch_done(&pd->f, result, err, sizeof(err));
+    if (rc == GW_EINVAL) /* the URL led somewhere the policy refuses */
+        return cp_call_error(pd->c, 400, "invalid_value", "url", "url: %s", err);
+    if (rc != GW_OK) {
         gw_logf(GW_LOG_WARN, "catalog import: the URL fetch failed", "{s:s}", "error", err);
         return cp_call_error(pd->c, 502, "fetch_failed", "url", "url: %s", err);
     }
@@ -138,7 +141,7 @@ void cp_catalog_api_import(struct cp_call *c, struct gw_curlev *curl)
         if (!json_is_string(url)) {
             json_decref(j);
             return cp_call_error(c, 400, "invalid_type", "url",
-                                 "url: must be a string (an http:// or https:// URL)");
+                                 "url: must be a string (an https:// URL)");
         }
         import_url(c, curl, json_string_value(url));
         json_decref(j);

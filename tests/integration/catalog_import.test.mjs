@@ -23,12 +23,17 @@ let cp;
 let docs; // the loopback server the URL imports fetch from
 const slowSockets = []; // /slow requests: open until the control plane lets go
 
+// The documents' server is plain http on loopback: allowed explicitly
+// (closed by default: https to public addresses only).
+const LOOPBACK_HTTP = 'http,loopback';
+
 const importBody = (body, opts = {}) => cp.admin('POST', '/v1/admin/catalog/import', body, opts.headers);
 
 /** Runs `llmgw-controlplane import-catalog ...args` to its end. */
-async function importCli(args) {
+async function importCli(args, extraEnv = { LLMGW_CATALOG_FETCH_ALLOW: LOOPBACK_HTTP }) {
   const env = { ...process.env, LLMGW_DATABASE_URL: pg.conninfo };
   for (const k of Object.keys(env)) if (k.startsWith('LLMGW_') && k !== 'LLMGW_DATABASE_URL') delete env[k];
+  Object.assign(env, extraEnv);
   const proc = new h.ManagedProcess('import-catalog', h.CONTROLPLANE_BIN, ['import-catalog', ...args], { env });
   proc.exitExpected = true;
   proc.nonZeroExitExpected = true;
@@ -42,6 +47,9 @@ const catalogRow = (model) => pg.sql(`SELECT input_price, output_price, cache_re
     mode, source, litellm_provider, currency FROM model_catalog WHERE provider IS NULL AND model = '${model}'`);
 const configVersion = () => Number(pg.sql('SELECT version FROM config_state'));
 const lastAudit = () => pg.sql('SELECT action, resource, resource_id, actor FROM audit_log ORDER BY id DESC LIMIT 1');
+
+let docsConns = 0;
+const docsConnections = () => docsConns;
 
 function startDocs() {
   const srv = http.createServer((req, res) => {
@@ -61,6 +69,10 @@ function startDocs() {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(20 << 20) });
       return res.end();
     }
+    if (req.url === '/moved') {
+      res.writeHead(302, { location: '/catalog.json' });
+      return res.end();
+    }
     if (req.url === '/slow') {
       slowSockets.push(req.socket);
       return; // never answers
@@ -68,13 +80,14 @@ function startDocs() {
     res.writeHead(404);
     res.end();
   });
+  srv.on('connection', () => { docsConns++; });
   return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ srv, url: `http://127.0.0.1:${srv.address().port}` })));
 }
 
 before(async () => {
   h.requireBinaries([h.CONTROLPLANE_BIN, h.DATAPLANE_BIN]);
   pg = await h.startPostgres();
-  cp = await h.startControlPlane({ pg });
+  cp = await h.startControlPlane({ pg, env: { LLMGW_CATALOG_FETCH_ALLOW: LOOPBACK_HTTP } });
   docs = await startDocs();
   const p = await cp.admin('POST', '/v1/admin/providers', { name: 'openai', driver: 'openai', base_url: 'http://127.0.0.1:9/v1' });
   assert.equal(p.status, 201, p.text);
@@ -290,6 +303,7 @@ describe('LiteLLM catalog import', () => {
     pg.sql("UPDATE model_catalog SET input_price = 1 WHERE provider IS NULL AND model = 'gpt-4o-mini'");
     const leader = await h.startControlPlane({
       pg, args: ['--catalog-sync-url', `${docs.url}/catalog.json`, '--catalog-sync-interval-s', '60'],
+      env: { LLMGW_CATALOG_FETCH_ALLOW: LOOPBACK_HTTP },
     });
     await h.waitFor(() => pg.sql("SELECT input_price FROM model_catalog WHERE provider IS NULL AND model = 'gpt-4o-mini'") === '160000',
       { timeoutMs: 15_000, what: 'the synced price' });
@@ -304,6 +318,47 @@ describe('LiteLLM catalog import', () => {
     bad.nonZeroExitExpected = true;
     assert.equal((await bad.waitExit(h.START_TIMEOUT_MS)).code, 2);
     assert.match(bad.stderrText, /--catalog-sync-url/);
+    // Plain http only when allowed.
+    const plain = new h.ManagedProcess('cp-httpsync', h.CONTROLPLANE_BIN, ['serve', '--check-config', '--grpc-insecure', '--catalog-sync-url', `${docs.url}/catalog.json`],
+      { env: { ...process.env, LLMGW_DATABASE_URL: pg.conninfo, LLMGW_CATALOG_FETCH_ALLOW: '' } });
+    plain.exitExpected = true;
+    plain.nonZeroExitExpected = true;
+    assert.equal((await plain.waitExit(h.START_TIMEOUT_MS)).code, 2);
+    assert.match(plain.stderrText, /--catalog-sync-url: must be an https:\/\/ URL \(plain http only with --catalog-fetch-allow http\)/);
     await leader.proc.stop();
+  });
+
+  test('closed by default: https only, public addresses only (loopback, private, link-local and metadata refused before any connection), no redirect followed', T, async () => {
+    const strict = await h.startControlPlane({ pg, env: { LLMGW_CATALOG_FETCH_ALLOW: '' } });
+    const imp = (url) => strict.admin('POST', '/v1/admin/catalog/import', { url });
+    const before = configVersion();
+    let e = h.assertError(await imp(`${docs.url}/catalog.json`), 400, 'invalid_value', 'url');
+    assert.match(e.message, /must be an https:\/\/ URL \(plain http only with --catalog-fetch-allow http\)/);
+    // The documents' port, over https: refused as loopback when the socket
+    // would open, so the server never sees a connection.
+    const seen = docsConnections();
+    const port = new URL(docs.url).port;
+    for (const [host, cls, allow] of [
+      ['127.0.0.1', 'loopback', 'loopback'], ['[::1]', 'loopback', 'loopback'], ['localhost', 'loopback', 'loopback'],
+      ['10.1.2.3', 'private', 'private'], ['192.168.0.1', 'private', 'private'],
+      ['169.254.169.254', 'link-local', 'link-local'], ['[fe80::1]', 'link-local', 'link-local'],
+      ['[::ffff:169.254.169.254]', 'link-local', 'link-local'],
+    ]) {
+      e = h.assertError(await imp(`https://${host}:${port}/latest/meta-data`), 400, 'invalid_value', 'url');
+      assert.match(e.message, new RegExp(`is ${cls}: not fetched from unless allowed \\(--catalog-fetch-allow ${allow}\\)`), `${host}: ${e.message}`);
+    }
+    e = h.assertError(await imp(`https://255.255.255.255:${port}/x`), 400, 'invalid_value', 'url');
+    assert.match(e.message, /never fetched from/);
+    assert.equal(docsConnections(), seen, 'no connection reached the loopback server');
+    assert.equal(configVersion(), before, 'nothing imported');
+    // The CLI under the same policy.
+    const cli = await importCli(['--url', `https://127.0.0.1:${port}/catalog.json`], {});
+    assert.equal(cli.exitInfo.code, 1, cli.describe());
+    assert.match(cli.stderrText + cli.stdoutText, /is loopback: not fetched from unless allowed/);
+    // A redirect is an error naming it, not followed (even where allowed).
+    e = h.assertError(await importBody({ url: `${docs.url}/moved` }), 502, 'fetch_failed', 'url');
+    assert.match(e.message, /answered HTTP 302: redirects are not followed/);
+    assert.equal(configVersion(), before);
+    await strict.proc.stop();
   });
 });
