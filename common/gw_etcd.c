@@ -17,6 +17,7 @@ struct gw_etcd {
     size_t current; /* the endpoint that answered last */
     long timeout_ms;
     CURL *easy; /* kept: its connection to etcd is reused */
+    char *tls_ca, *tls_cert, *tls_key; /* gw_etcd_set_tls (NULL: not given) */
     struct curl_slist *headers;
     struct gw_buf answer;
 };
@@ -289,12 +290,37 @@ struct gw_etcd *gw_etcd_new(const char *endpoints, long timeout_ms, char *err, s
     return c;
 }
 
+int gw_etcd_set_tls(struct gw_etcd *c, const char *ca_file, const char *cert_file,
+                    const char *key_file)
+{
+    if (!cert_file != !key_file)
+        return GW_EINVAL;
+    char *ca = ca_file ? strdup(ca_file) : NULL, *cert = cert_file ? strdup(cert_file) : NULL,
+         *key = key_file ? strdup(key_file) : NULL;
+    if ((ca_file && !ca) || (cert_file && !cert) || (key_file && !key)) {
+        free(ca);
+        free(cert);
+        free(key);
+        return GW_ENOMEM;
+    }
+    free(c->tls_ca);
+    free(c->tls_cert);
+    free(c->tls_key);
+    c->tls_ca = ca;
+    c->tls_cert = cert;
+    c->tls_key = key;
+    return GW_OK;
+}
+
 void gw_etcd_free(struct gw_etcd *c)
 {
     if (!c)
         return;
     for (size_t i = 0; i < c->n; i++)
         free(c->endpoints[i]);
+    free(c->tls_ca);
+    free(c->tls_cert);
+    free(c->tls_key);
     if (c->easy)
         curl_easy_cleanup(c->easy);
     curl_slist_free_all(c->headers);
@@ -342,6 +368,12 @@ static int post_one(struct gw_etcd *c, size_t i, const char *path, const char *b
     curl_easy_setopt(e, CURLOPT_NOPROXY, "localhost,127.0.0.0/8,::1");
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_ms);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
+    if (c->tls_ca)
+        curl_easy_setopt(e, CURLOPT_CAINFO, c->tls_ca);
+    if (c->tls_cert) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, c->tls_cert);
+        curl_easy_setopt(e, CURLOPT_SSLKEY, c->tls_key);
+    }
     CURLcode cc = curl_easy_perform(e);
     *status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);

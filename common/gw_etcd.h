@@ -88,6 +88,13 @@ struct gw_etcd;
  * a message in err for an empty or malformed list, or no memory. */
 struct gw_etcd *gw_etcd_new(const char *endpoints, long timeout_ms, char *err, size_t errlen);
 void gw_etcd_free(struct gw_etcd *c);
+/* TLS to https:// endpoints: ca_file (PEM roots that verify etcd's
+ * certificate; NULL: the system's), and a client certificate and key
+ * (both or neither: etcd's --client-cert-auth). The paths are read at each
+ * new connection. GW_OK, GW_ENOMEM, or GW_EINVAL when only one of cert
+ * and key is given. The server's certificate and name are always verified. */
+int gw_etcd_set_tls(struct gw_etcd *c, const char *ca_file, const char *cert_file,
+                    const char *key_file) __attribute__((warn_unused_result));
 size_t gw_etcd_endpoint_count(const struct gw_etcd *c);
 const char *gw_etcd_endpoint(const struct gw_etcd *c, size_t i);
 

@@ -19,6 +19,7 @@ static const char usage[] =
     "                          [--snapshot-poll-ms N] [--secret-cache-ttl-ms N]\n"
     "                          [--etcd-endpoints URL,...] [--etcd-lease-ttl-s N] [--replica-id "
     "ID]\n"
+    "                          [--etcd-ca PEM] [--etcd-cert PEM --etcd-key PEM]\n"
     "                          [--lease-grace-s N] [--catalog-sync-url URL "
     "[--catalog-sync-interval-s N]]\n"
     "                          [--catalog-fetch-allow http,loopback,private,link-local]\n"
@@ -114,6 +115,12 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->secret_cache_ttl_ms = (long)n;
     } else if (strcmp(flag, "--etcd-endpoints") == 0) {
         c->etcd_endpoints = *v ? v : NULL;
+    } else if (strcmp(flag, "--etcd-ca") == 0) {
+        c->etcd_ca = *v ? v : NULL;
+    } else if (strcmp(flag, "--etcd-cert") == 0) {
+        c->etcd_cert = *v ? v : NULL;
+    } else if (strcmp(flag, "--etcd-key") == 0) {
+        c->etcd_key = *v ? v : NULL;
     } else if (strcmp(flag, "--etcd-lease-ttl-s") == 0) {
         if (gw_flags_num(PROG, flag, v, 3, 600, &n))
             return GW_EINVAL;
@@ -160,6 +167,9 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_SECRET_CACHE_TTL_MS", "--secret-cache-ttl-ms"},
         {"LLMGW_ETCD_ENDPOINTS", "--etcd-endpoints"},
         {"LLMGW_ETCD_LEASE_TTL_S", "--etcd-lease-ttl-s"},
+        {"LLMGW_ETCD_CA", "--etcd-ca"},
+        {"LLMGW_ETCD_CERT", "--etcd-cert"},
+        {"LLMGW_ETCD_KEY", "--etcd-key"},
         {"LLMGW_CATALOG_SYNC_URL", "--catalog-sync-url"},
         {"LLMGW_CATALOG_SYNC_INTERVAL_S", "--catalog-sync-interval-s"},
         {"LLMGW_CATALOG_FETCH_ALLOW", "--catalog-fetch-allow"},
@@ -234,6 +244,18 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
             if (!cp_etcd_name_ok((char[]){*p, 0}))
                 *p = '-';
         snprintf(c->replica_id, sizeof(c->replica_id), "%.40s-%ld", host, (long)getpid());
+    }
+    if (!c->etcd_cert != !c->etcd_key) {
+        fprintf(stderr, PROG ": --etcd-cert and --etcd-key go together (a client certificate "
+                             "and its key, PEM)\n");
+        return GW_EINVAL;
+    }
+    if ((c->etcd_ca || c->etcd_cert) &&
+        (!c->etcd_endpoints || strstr(c->etcd_endpoints, "http://") ||
+         !strstr(c->etcd_endpoints, "https://"))) {
+        fprintf(stderr, PROG ": --etcd-ca, --etcd-cert and --etcd-key need every "
+                             "--etcd-endpoints URL to be https://\n");
+        return GW_EINVAL;
     }
     if (c->catalog_sync_url && strncmp(c->catalog_sync_url, "http://", 7) == 0 &&
         !(c->catalog_fetch_allow & CP_FETCH_ALLOW_HTTP)) {

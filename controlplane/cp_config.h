@@ -39,6 +39,7 @@ struct cp_config {
      * leads itself), the lease TTL, and this replica's id (default
      * <hostname>-<pid>). */
     const char *etcd_endpoints;
+    const char *etcd_ca, *etcd_cert, *etcd_key; /* TLS to https:// endpoints */
     int etcd_lease_ttl_s;
     char replica_id[64];
     /* Budgets: how long past its expiry a lease its replica has not settled

@@ -240,6 +240,7 @@ static int check_config(const struct cp_config *c)
                          (json_int_t)c->secret_cache_ttl_ms, "etcd_endpoints", c->etcd_endpoints,
                          "etcd_lease_ttl_s", c->etcd_lease_ttl_s, "admin_token",
                          c->admin_token != NULL, "fleet_token", c->fleet_token != NULL));
+        json_object_set_new(o, "etcd_tls", json_boolean(c->etcd_ca || c->etcd_cert));
     }
     if (!o)
         return 1;
@@ -414,6 +415,9 @@ int main(int argc, char **argv)
     char *member = mj ? json_dumps(mj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(mj);
     struct cp_etcd_opts eo = {.endpoints = cfg.etcd_endpoints,
+                              .tls_ca = cfg.etcd_ca,
+                              .tls_cert = cfg.etcd_cert,
+                              .tls_key = cfg.etcd_key,
                               .replica_id = cfg.replica_id,
                               .lease_ttl_s = cfg.etcd_lease_ttl_s,
                               .member = member};

@@ -555,7 +555,13 @@ struct cp_etcd *cp_etcd_new(struct event_base *base, const struct cp_etcd_opts *
          * times out still leaves time for the next before the lease ends. */
         long t = ttl * 1000L / 5;
         e->client = gw_etcd_new(o->endpoints, t < 300 ? 300 : t > 2000 ? 2000 : t, err, errlen);
-        if (!e->client) {
+        int tls_ok =
+            e->client && gw_etcd_set_tls(e->client, o->tls_ca, o->tls_cert, o->tls_key) == GW_OK;
+        if (e->client && !tls_ok)
+            snprintf(err, errlen,
+                     "etcd: a client certificate needs its key, and a key its "
+                     "certificate");
+        if (!tls_ok) {
             cp_etcd_free(e);
             return NULL;
         }

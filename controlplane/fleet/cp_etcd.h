@@ -55,6 +55,9 @@ struct event_base;
 
 struct cp_etcd_opts {
     const char *endpoints;  /* "http://h:p,..." (gw_etcd_new); NULL or "": no etcd */
+    /* TLS to https:// endpoints (gw_etcd_set_tls): CA, client cert, key;
+     * each NULL when not given. */
+    const char *tls_ca, *tls_cert, *tls_key;
     const char *replica_id; /* this replica; copied */
     int lease_ttl_s;        /* 0: 5; at least 2 (etcd's minimum) */
     /* Published under /llmgw/cp/<replica_id> (copied; NULL: "{}"). */

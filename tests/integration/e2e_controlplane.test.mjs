@@ -422,27 +422,9 @@ describe('control plane + two data planes', () => {
   });
 });
 
-// A CA, a server certificate for 127.0.0.1 and a client certificate (openssl).
-function makeCerts(d) {
-  const o = (args) => execFileSync('openssl', args, { cwd: d, stdio: ['ignore', 'ignore', 'pipe'] });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  o(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=llmgw-test-ca']);
-  fs.writeFileSync(path.join(d, 'srv.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
-  fs.writeFileSync(path.join(d, 'cli.ext'), 'extendedKeyUsage=clientAuth\n');
-  fs.writeFileSync(path.join(d, 'cli2.ext'), 'extendedKeyUsage=clientAuth\n');
-  for (const [n, cn] of [['srv', '127.0.0.1'], ['cli', 'dp-tls'], ['cli2', 'dp-other']]) {
-    o(['req', ...ec, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', `/CN=${cn}`]);
-    o(['x509', '-req', '-in', `${n}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-out', `${n}.pem`, '-days', '2', '-extfile', `${n}.ext`]);
-  }
-  const f = (n) => path.join(d, n);
-  return { ca: f('ca.pem'), srvCert: f('srv.pem'), srvKey: f('srv.key'), cliCert: f('cli.pem'), cliKey: f('cli.key'),
-    cli2Cert: f('cli2.pem'), cli2Key: f('cli2.key') };
-}
-
 describe('TLS between the planes (a second control-plane replica on the same database)', () => {
   let certs;
-  before(() => { certs = makeCerts(h.makeTmpDir()); });
+  before(() => { certs = h.makeTestCerts(h.makeTmpDir()); });
 
   test('server TLS without a client CA is refused unless explicitly opted out of', T, async () => {
     const p = new h.ManagedProcess('controlplane-tls-noca', h.CONTROLPLANE_BIN, ['serve', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0'],

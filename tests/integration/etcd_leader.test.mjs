@@ -11,7 +11,10 @@
 //  - etcd stopped: both keep answering admin reads and writes, keep building
 //    and publishing snapshots, stay ready, and say etcd is down (health
 //    degraded, llmgw_cp_etcd_up 0) with no leader;
-//  - etcd back: both recover, and again exactly one leads.
+//  - etcd back: both recover, and again exactly one leads;
+//  - etcd over TLS with client certificates: a control plane with the CA and
+//    a client certificate leads and registers; one without a certificate,
+//    or with plain http, never reaches it and says why.
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -234,3 +237,70 @@ describe('two control planes on one etcd', { concurrency: false }, () => {
     assert.ok(Date.now() - t1 < TTL_S * 1000, 'a resignation is faster than an expiry');
   });
 });
+
+describe('etcd over TLS (client certificates required)', () => {
+  test('with --etcd-ca/--etcd-cert/--etcd-key a control plane leads and registers; without a certificate it is refused and says etcd is down', T, async () => {
+    const certs = h.makeTestCerts(h.makeTmpDir());
+    const tetcd = await h.startEtcd({
+      tls: { ca: certs.ca, cert: certs.cliCert, key: certs.cliKey, serverCert: certs.srvCert, serverKey: certs.srvKey },
+    });
+    assert.match(tetcd.endpoint, /^https:/);
+    const conninfo = pg.createDatabase('etcdtls');
+    const good = await h.startControlPlane({
+      conninfo,
+      args: ['--etcd-endpoints', tetcd.endpoint, '--replica-id', 'cp-tls', '--etcd-ca', certs.ca,
+        '--etcd-cert', certs.cliCert, '--etcd-key', certs.cliKey],
+    });
+    await h.waitFor(async () => {
+      const hl = await health(good);
+      return hl.etcd.state === 'up' && hl.leader.self;
+    }, { timeoutMs: 20_000, what: 'cp-tls leads through etcd over TLS' }).catch(async (err) => {
+      throw new Error(`${err.message}; its etcd: ${JSON.stringify((await health(good)).etcd)}`);
+    });
+    await h.waitFor(async () => Object.keys(await tetcdPrefix(tetcd, certs)).includes('/llmgw/cp/cp-tls'), { what: 'cp-tls registered' });
+    // No client certificate: etcd refuses the handshake.
+    const anon = await h.startControlPlane({
+      conninfo, args: ['--etcd-endpoints', tetcd.endpoint, '--replica-id', 'cp-anon', '--etcd-ca', certs.ca],
+    });
+    await h.waitFor(async () => (await health(anon)).etcd.last_error?.length > 0, { what: 'cp-anon\'s etcd error' });
+    const ha = await health(anon);
+    assert.equal(ha.etcd.state, 'down', JSON.stringify(ha.etcd));
+    assert.equal(ha.leader.self, false);
+    assert.ok(!Object.keys(await tetcdPrefix(tetcd, certs)).includes('/llmgw/cp/cp-anon'));
+    // TLS flags with a plain http endpoint: refused at start, naming the flag.
+    const p = new h.ManagedProcess('cp-etcd-http', h.CONTROLPLANE_BIN, ['serve', '--check-config', '--grpc-insecure',
+      '--etcd-endpoints', `http://127.0.0.1:${tetcd.clientPort}`, '--etcd-ca', certs.ca],
+    { env: { ...process.env, LLMGW_DATABASE_URL: conninfo } });
+    p.exitExpected = true;
+    p.nonZeroExitExpected = true;
+    assert.equal((await p.waitExit(h.START_TIMEOUT_MS)).code, 2);
+    assert.match(p.stderrText, /--etcd-endpoints URL to be https:\/\//);
+    await anon.proc.stop();
+    await good.proc.stop();
+    await tetcd.stop();
+  });
+});
+
+/** {key: value} under /llmgw/cp/ on a TLS etcd, through etcdctl-free HTTPS. */
+async function tetcdPrefix(e, certs) {
+  const { default: https } = await import('node:https');
+  const fs = await import('node:fs');
+  const b64 = (x) => Buffer.from(x).toString('base64');
+  const body = JSON.stringify({ key: b64('/llmgw/cp/'), range_end: b64('/llmgw/cp0') });
+  const j = await new Promise((resolve, reject) => {
+    const q = https.request({
+      host: '127.0.0.1', port: e.clientPort, path: '/v3/kv/range', method: 'POST',
+      ca: fs.readFileSync(certs.ca), cert: fs.readFileSync(certs.cliCert), key: fs.readFileSync(certs.cliKey),
+      headers: { 'content-type': 'application/json' },
+    }, (res) => {
+      let t = '';
+      res.on('data', (d) => { t += d; });
+      res.on('end', () => resolve(JSON.parse(t)));
+    });
+    q.on('error', reject);
+    q.end(body);
+  });
+  const out = {};
+  for (const kv of j.kvs ?? []) out[Buffer.from(kv.key, 'base64').toString()] = Buffer.from(kv.value ?? '', 'base64').toString();
+  return out;
+}

@@ -24,6 +24,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -1106,11 +1107,15 @@ export const ETCD_BIN = process.env.LLMGW_ETCD_BIN ?? 'etcd';
 /** One etcd member: endpoint is its client URL. stop() and start() keep the
  * data dir and ports, so a restart finds its leases and keys again. */
 export class Etcd {
-  constructor(dir, clientPort, peerPort) {
+  /** tls: {ca, cert, key, serverCert, serverKey} (makeTestCerts): clients
+   * must present a certificate from ca (--client-cert-auth); cert/key is
+   * the one health() uses. */
+  constructor(dir, clientPort, peerPort, tls = null) {
     this.dir = dir;
     this.clientPort = clientPort;
     this.peerPort = peerPort;
-    this.endpoint = `http://127.0.0.1:${clientPort}`;
+    this.tls = tls;
+    this.endpoint = `${tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
     this.proc = null;
   }
 
@@ -1120,7 +1125,9 @@ export class Etcd {
     this.proc = new ManagedProcess('etcd', ETCD_BIN, ['--name', 'n1', '--data-dir', path.join(this.dir, 'data'),
       '--listen-client-urls', client, '--advertise-client-urls', client,
       '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
-      '--initial-cluster', `n1=${peer}`, '--listen-metrics-urls', '']);
+      '--initial-cluster', `n1=${peer}`, '--listen-metrics-urls', '',
+      ...(this.tls ? ['--cert-file', this.tls.serverCert, '--key-file', this.tls.serverKey,
+        '--trusted-ca-file', this.tls.ca, '--client-cert-auth'] : [])]);
     await waitFor(async () => {
       if (!this.proc.running) throw new Error(`etcd exited: ${JSON.stringify(this.proc.exitInfo)}\n${this.proc.describe()}`);
       return (await this.health()) === true;
@@ -1131,6 +1138,23 @@ export class Etcd {
   /** true when GET /health says so; false when it answers otherwise or not at all. */
   async health() {
     try {
+      if (this.tls) {
+        const t = this.tls;
+        const r = await new Promise((resolve, reject) => {
+          const q = https.request({
+            host: '127.0.0.1', port: this.clientPort, path: '/health', method: 'GET',
+            ca: fs.readFileSync(t.ca), cert: fs.readFileSync(t.cert), key: fs.readFileSync(t.key), timeout: 2000,
+          }, (res) => {
+            let text = '';
+            res.on('data', (d) => { text += d; });
+            res.on('end', () => resolve({ status: res.statusCode, json: tryParseJson(text) }));
+          });
+          q.on('error', reject);
+          q.on('timeout', () => q.destroy(new Error('timeout')));
+          q.end();
+        });
+        return r.status === 200 && r.json?.health === 'true';
+      }
       const r = await request(this.clientPort, { method: 'GET', path: '/health' });
       return r.status === 200 && r.json?.health === 'true';
     } catch {
@@ -1164,11 +1188,12 @@ export class Etcd {
   }
 }
 
-/** Starts etcd on two free loopback ports with a temp data dir; stopAll() stops it. */
-export async function startEtcd() {
+/** Starts etcd on two free loopback ports with a temp data dir; stopAll()
+ * stops it. With tls (see Etcd), its client port speaks TLS only. */
+export async function startEtcd({ tls = null } = {}) {
   const dir = makeTmpDir();
   for (let attempt = 0; ; attempt++) {
-    const e = new Etcd(dir, await deadPort(), await deadPort());
+    const e = new Etcd(dir, await deadPort(), await deadPort(), tls);
     try {
       return await e.start();
     } catch (err) {
@@ -1181,6 +1206,31 @@ export async function startEtcd() {
       if (attempt >= 2) throw err; // a free port was taken in between
     }
   }
+}
+
+/**
+ * A CA (ca.pem), a server certificate for 127.0.0.1 (srv.pem/srv.key; also
+ * good as a client certificate, as etcd's gateway dials itself with it) and
+ * client certificates (CN dp-tls: cli.pem/cli.key; CN dp-other:
+ * cli2.pem/cli2.key), EC P-256, made with openssl in dir.
+ */
+export function makeTestCerts(dir) {
+  const o = (args) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  o(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=llmgw-test-ca']);
+  fs.writeFileSync(path.join(dir, 'srv.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n');
+  fs.writeFileSync(path.join(dir, 'cli.ext'), 'extendedKeyUsage=clientAuth\n');
+  fs.writeFileSync(path.join(dir, 'cli2.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [n, cn] of [['srv', '127.0.0.1'], ['cli', 'dp-tls'], ['cli2', 'dp-other']]) {
+    o(['req', ...ec, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', `/CN=${cn}`]);
+    o(['x509', '-req', '-in', `${n}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', `${n}.pem`, '-days', '2', '-extfile', `${n}.ext`]);
+  }
+  const f = (n) => path.join(dir, n);
+  return {
+    ca: f('ca.pem'), srvCert: f('srv.pem'), srvKey: f('srv.key'), cliCert: f('cli.pem'), cliKey: f('cli.key'),
+    cli2Cert: f('cli2.pem'), cli2Key: f('cli2.key'),
+  };
 }
 
 /** An admin API error answer: the status, a message, and the code and param when given; returns error. */

@@ -337,6 +337,7 @@ test('the rendered args and env are accepted by the binaries (--check-config), w
         assert.equal(!!s.etcd_endpoints, w.spec.replicas > 1 || !!flag(k, '--etcd-endpoints'), where);
         assert.ok(s.master_key_id, `${where}: LLMGW_MASTER_KEY reaches it`);
         assert.equal(s.fleet_token, true, `${where}: LLMGW_FLEET_TOKEN reaches it`);
+        assert.equal(s.etcd_tls, !!valuesOf(c).etcd?.tlsSecret, `${where}: TLS to etcd exactly when etcd.tlsSecret is set`);
       } else if (k.name === 'migrate') {
         assert.equal(s.command, 'migrate');
       } else if (k.name === 'dataplane') {
