@@ -16,7 +16,7 @@ struct gw_etcd {
     size_t n;
     size_t current; /* the endpoint that answered last */
     long timeout_ms;
-    CURL *easy; /* kept: its connection to etcd is reused */
+    CURL *easy;                        /* kept: its connection to etcd is reused */
     char *tls_ca, *tls_cert, *tls_key; /* gw_etcd_set_tls (NULL: not given) */
     struct curl_slist *headers;
     struct gw_buf answer;

@@ -54,7 +54,7 @@ struct event_base;
 #define CP_ETCD_KIND_MAX 32 /* kinds: [a-z0-9_-], 1..31, not "leader" */
 
 struct cp_etcd_opts {
-    const char *endpoints;  /* "http://h:p,..." (gw_etcd_new); NULL or "": no etcd */
+    const char *endpoints; /* "http://h:p,..." (gw_etcd_new); NULL or "": no etcd */
     /* TLS to https:// endpoints (gw_etcd_set_tls): CA, client cert, key;
      * each NULL when not given. */
     const char *tls_ca, *tls_cert, *tls_key;
