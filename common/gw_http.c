@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <event2/listener.h>
@@ -30,6 +31,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,7 @@
 #include "gw_json.h"
 #include "gw_log.h"
 #include "gw_time.h"
+#include "gw_tls.h"
 
 #define MAX_HEADERS 100
 /* Answers queued for a pipelining client before we stop reading from it. */
@@ -117,6 +120,7 @@ struct conn {
     struct gw_buf pend;
     struct event flush_ev;
     int flush_armed;
+    int tls; /* bev is a bufferevent_openssl: writes go through it, never sendmsg */
     char peer[INET6_ADDRSTRLEN];
 };
 
@@ -682,7 +686,7 @@ static int send_or_queue(struct conn *c, struct iovec *iov, int n)
 {
     struct evbuffer *out = bufferevent_get_output(c->bev);
     size_t sent = 0;
-    if (evbuffer_get_length(out) == 0) {
+    if (evbuffer_get_length(out) == 0 && !c->tls) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t w = sendmsg(bufferevent_getfd(c->bev), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         sent = w > 0 ? (size_t)w : 0;
@@ -1095,7 +1099,23 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
-    c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (srv->o.tls) {
+        /* The handshake runs inside the bufferevent; the head deadline
+         * (the read timeout) bounds it like the head it precedes. */
+        SSL *ssl = gw_tls_ssl_new(srv->o.tls);
+        c->bev = ssl ? bufferevent_openssl_socket_new(srv->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                      BEV_OPT_CLOSE_ON_FREE)
+                     : NULL;
+        if (!c->bev && ssl)
+            SSL_free(ssl);
+        if (c->bev) {
+            /* A client that closes without close_notify is an EOF. */
+            bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+            c->tls = 1;
+        }
+    } else {
+        c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (!c->bev) {
         close(fd);
         free(c);

@@ -29,6 +29,8 @@
 #include "gw_error.h"
 #include "gw_pool.h"
 
+struct gw_tls;
+
 struct event_base;
 struct gw_http_server;
 struct gw_http_req;
@@ -72,6 +74,9 @@ struct gw_http_server_opts {
     /* At most this many connections at once; past it a new one gets a
      * prompt 503 and is closed (counted with refused). 0: no cap. */
     size_t max_connections;
+    /* TLS on every connection (gw_tls.h; not owned, outlives the server);
+     * NULL: plaintext. */
+    struct gw_tls *tls;
 };
 
 /*

@@ -13,6 +13,7 @@
 static const char usage[] =
     "usage: llmgw-controlplane [serve|migrate|rotate-master-key] --database-url CONNINFO\n"
     "                          [--admin-listen HOST:PORT] [--grpc-listen HOST:PORT]\n"
+    "                          [--admin-tls-cert PEM --admin-tls-key PEM]\n"
     "                          (--grpc-tls-cert PEM --grpc-tls-key PEM\n"
     "                           (--grpc-tls-client-ca PEM | --grpc-tls-no-client-auth)\n"
     "                          | --grpc-insecure)\n"
@@ -115,6 +116,10 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->secret_cache_ttl_ms = (long)n;
     } else if (strcmp(flag, "--etcd-endpoints") == 0) {
         c->etcd_endpoints = *v ? v : NULL;
+    } else if (strcmp(flag, "--admin-tls-cert") == 0) {
+        c->admin_tls_cert = *v ? v : NULL;
+    } else if (strcmp(flag, "--admin-tls-key") == 0) {
+        c->admin_tls_key = *v ? v : NULL;
     } else if (strcmp(flag, "--etcd-ca") == 0) {
         c->etcd_ca = *v ? v : NULL;
     } else if (strcmp(flag, "--etcd-cert") == 0) {
@@ -167,6 +172,8 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_SECRET_CACHE_TTL_MS", "--secret-cache-ttl-ms"},
         {"LLMGW_ETCD_ENDPOINTS", "--etcd-endpoints"},
         {"LLMGW_ETCD_LEASE_TTL_S", "--etcd-lease-ttl-s"},
+        {"LLMGW_ADMIN_TLS_CERT", "--admin-tls-cert"},
+        {"LLMGW_ADMIN_TLS_KEY", "--admin-tls-key"},
         {"LLMGW_ETCD_CA", "--etcd-ca"},
         {"LLMGW_ETCD_CERT", "--etcd-cert"},
         {"LLMGW_ETCD_KEY", "--etcd-key"},
@@ -244,6 +251,11 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
             if (!cp_etcd_name_ok((char[]){*p, 0}))
                 *p = '-';
         snprintf(c->replica_id, sizeof(c->replica_id), "%.40s-%ld", host, (long)getpid());
+    }
+    if (!c->admin_tls_cert != !c->admin_tls_key) {
+        fprintf(stderr, PROG ": --admin-tls-cert and --admin-tls-key go together (the admin "
+                             "port's certificate chain and its key, PEM)\n");
+        return GW_EINVAL;
     }
     if (!c->etcd_cert != !c->etcd_key) {
         fprintf(stderr, PROG ": --etcd-cert and --etcd-key go together (a client certificate "

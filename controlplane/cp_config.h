@@ -19,8 +19,10 @@ struct cp_config {
     const char *database_url; /* a libpq conninfo string or URI; may hold a password:
                                  never logged */
     struct cp_listen admin;   /* the admin REST API */
-    struct cp_listen grpc;    /* the Watch/Report server */
-    const char *admin_token;  /* LLMGW_ADMIN_TOKEN (environment only); NULL when unset */
+    /* TLS on the admin port (PEM; both or neither; reloaded on SIGHUP). */
+    const char *admin_tls_cert, *admin_tls_key;
+    struct cp_listen grpc;   /* the Watch/Report server */
+    const char *admin_token; /* LLMGW_ADMIN_TOKEN (environment only); NULL when unset */
     /* LLMGW_FLEET_TOKEN (environment only; NULL when unset): every Watch and
      * Report call must carry it. Required with --grpc-tls-no-client-auth. */
     const char *fleet_token;

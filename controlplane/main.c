@@ -54,6 +54,7 @@
 #include "gw_http.h"
 #include "gw_log.h"
 #include "gw_time.h"
+#include "gw_tls.h"
 #include "llmgw/v1/control.pb-c.h"
 
 struct main_ctx {
@@ -63,6 +64,7 @@ struct main_ctx {
     struct cp_ledger *ledger;
     struct cp_fleet *fleetview;
     struct event *tick;
+    struct gw_tls *admin_tls; /* NULL: the admin port is plaintext */
     int stopping;
 };
 
@@ -74,6 +76,18 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     struct main_ctx *m = arg;
     if (cp_api_active(m->api) == 0)
         event_base_loopexit(m->base, NULL);
+}
+
+/* SIGHUP: the admin port's certificate is read again (a renewal). */
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    struct main_ctx *m = arg;
+    if (m->admin_tls)
+        (void)gw_tls_reload(m->admin_tls);
+    else
+        gw_log(GW_LOG_INFO, "SIGHUP ignored: no TLS certificate to reload", NULL);
 }
 
 static void on_term(evutil_socket_t sig, short what, void *arg)
@@ -241,6 +255,7 @@ static int check_config(const struct cp_config *c)
                          "etcd_lease_ttl_s", c->etcd_lease_ttl_s, "admin_token",
                          c->admin_token != NULL, "fleet_token", c->fleet_token != NULL));
         json_object_set_new(o, "etcd_tls", json_boolean(c->etcd_ca || c->etcd_cert));
+        json_object_set_new(o, "admin_tls", json_boolean(c->admin_tls_cert != NULL));
     }
     if (!o)
         return 1;
@@ -339,14 +354,27 @@ int main(int argc, char **argv)
         cp_db_free(db);
         return 1;
     }
+    if (cfg.admin_tls_cert) {
+        m.admin_tls = gw_tls_new(cfg.admin_tls_cert, cfg.admin_tls_key, msg, sizeof(msg));
+        if (!m.admin_tls) {
+            gw_logf(GW_LOG_ERROR, "cannot set up TLS on the admin port", "{s:s}", "error", msg);
+            close(fd);
+            cp_db_free(db);
+            return 1;
+        }
+        gw_tls_log(m.admin_tls, "TLS on the admin port");
+    }
     m.base = event_base_new();
     /* The admin API seals secret values with the key, the builder opens
      * them: each keeps its own copy. */
-    m.api = m.base ? cp_api_new(m.base, fd, db, cfg.admin_token, have_key ? &key : NULL) : NULL;
+    m.api = m.base
+                ? cp_api_new(m.base, fd, db, cfg.admin_token, have_key ? &key : NULL, m.admin_tls)
+                : NULL;
     struct event *term = m.base ? evsignal_new(m.base, SIGTERM, on_term, &m) : NULL;
     struct event *intr = m.base ? evsignal_new(m.base, SIGINT, on_term, &m) : NULL;
+    struct event *hup = m.base ? evsignal_new(m.base, SIGHUP, on_hup, &m) : NULL;
     m.tick = m.base ? event_new(m.base, -1, EV_PERSIST, on_tick, &m) : NULL;
-    if (!m.api || !term || !intr || !m.tick) {
+    if (!m.api || !term || !intr || !hup || !m.tick) {
         gw_log(GW_LOG_ERROR, "out of memory", NULL);
         return 1;
     }
@@ -442,12 +470,13 @@ int main(int argc, char **argv)
     cp_health_fleetview(m.fleetview);
     event_add(term, NULL);
     event_add(intr, NULL);
-    gw_log_line_fd(1,
-                   json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i,s:s,s:b}", "msg", "listening",
-                             "host", cfg.admin.host, "port", port, "admin_port", port, "grpc_host",
-                             cfg.grpc.host, "grpc_port", cp_grpc_port(m.grpc), "grpc_tls",
-                             !cfg.grpc_insecure, "schema_version", cp_migrate_latest(),
-                             "replica_id", cfg.replica_id, "etcd", cfg.etcd_endpoints != NULL));
+    event_add(hup, NULL);
+    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i,s:s,s:b,s:b}", "msg", "listening",
+                                "host", cfg.admin.host, "port", port, "admin_port", port,
+                                "grpc_host", cfg.grpc.host, "grpc_port", cp_grpc_port(m.grpc),
+                                "grpc_tls", !cfg.grpc_insecure, "schema_version",
+                                cp_migrate_latest(), "replica_id", cfg.replica_id, "etcd",
+                                cfg.etcd_endpoints != NULL, "admin_tls", m.admin_tls != NULL));
     event_base_dispatch(m.base);
 
     cp_snapshot_api_register(NULL, NULL);
@@ -466,8 +495,10 @@ int main(int argc, char **argv)
     cp_api_free(m.api);
     event_free(term);
     event_free(intr);
+    event_free(hup);
     event_free(m.tick);
     event_base_free(m.base);
+    gw_tls_free(m.admin_tls);
     cp_db_free(db);
     cp_metrics_shutdown();
     curl_global_cleanup();

@@ -14,6 +14,7 @@ static const char usage[] =
     "                       [--replica-id ID] [--control-plane-ca "
     "PEM [--control-plane-cert PEM\n"
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
+    "                       [--tls-cert PEM --tls-key PEM]\n"
     "                       [--max-body-bytes N] [--head-timeout-ms N] [--drain-timeout-ms N]\n"
     "                       [--client-idle-timeout-ms N] [--max-connections N]\n"
     "                       [--drain-delay-ms N]\n"
@@ -25,7 +26,8 @@ static const char usage[] =
     "Each flag can also come from the environment: LLMGW_SNAPSHOT, LLMGW_CONTROL_PLANE,\n"
     "LLMGW_SNAPSHOT_CACHE, LLMGW_SNAPSHOT_CACHE_MAX_AGE_MS, LLMGW_REPLICA_ID, "
     "LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
-    "LLMGW_CONTROL_PLANE_KEY, LLMGW_LISTEN, LLMGW_THREADS, LLMGW_MAX_BODY_BYTES,\n"
+    "LLMGW_CONTROL_PLANE_KEY, LLMGW_TLS_CERT, LLMGW_TLS_KEY, LLMGW_LISTEN, LLMGW_THREADS,\n"
+    "LLMGW_MAX_BODY_BYTES,\n"
     "LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG, LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS,\n"
     "LLMGW_LEDGER_SPOOL, LLMGW_LEDGER_SPOOL_MAX_MB, LLMGW_LEDGER_FLUSH_TIMEOUT_MS.\n"
     "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
@@ -84,6 +86,10 @@ static int apply(void *cfg, const char *flag, const char *v)
         c->control_plane_cert = v;
     else if (strcmp(flag, "--control-plane-key") == 0)
         c->control_plane_key = v;
+    else if (strcmp(flag, "--tls-cert") == 0)
+        c->tls_cert = *v ? v : NULL;
+    else if (strcmp(flag, "--tls-key") == 0)
+        c->tls_key = *v ? v : NULL;
     else if (strcmp(flag, "--replica-id") == 0) {
         size_t idlen = strlen(v);
         if (idlen == 0 || idlen >= sizeof(c->replica_id) || v[strcspn(v, " \t\r\n")]) {
@@ -162,6 +168,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_CONTROL_PLANE_CA", "--control-plane-ca"},
         {"LLMGW_CONTROL_PLANE_CERT", "--control-plane-cert"},
         {"LLMGW_CONTROL_PLANE_KEY", "--control-plane-key"},
+        {"LLMGW_TLS_CERT", "--tls-cert"},
+        {"LLMGW_TLS_KEY", "--tls-key"},
         {"LLMGW_LISTEN", "--listen"},
         {"LLMGW_THREADS", "--threads"},
         {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
@@ -225,6 +233,11 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         (c->control_plane_cert && !c->control_plane_ca)) {
         fprintf(stderr, "llmgw-dataplane: --control-plane-cert and --control-plane-key go "
                         "together, with --control-plane-ca\n");
+        return GW_EINVAL;
+    }
+    if (!c->tls_cert != !c->tls_key) {
+        fprintf(stderr, "llmgw-dataplane: --tls-cert and --tls-key go together (the listener's "
+                        "certificate chain and its key, PEM)\n");
         return GW_EINVAL;
     }
     const char *ft = getenv("LLMGW_FLEET_TOKEN");

@@ -6,6 +6,8 @@
 
 #include "dp_snapcache.h"
 
+struct gw_tls;
+
 struct dp_config {
     const char *snapshot_path;      /* file mode */
     const char *control_plane;      /* HOST:PORT of the control plane's gRPC (Watch) */
@@ -14,6 +16,8 @@ struct dp_config {
     const char *control_plane_cert; /* PEM client certificate chain (with a CA) */
     const char *control_plane_key;  /* and its key */
     const char *fleet_token;        /* LLMGW_FLEET_TOKEN (environment only): sent on every call */
+    const char *tls_cert, *tls_key; /* TLS on the listener (PEM); NULL: plaintext */
+    struct gw_tls *tls;             /* built from them by main (reloaded on SIGHUP) */
     char replica_id[128];           /* how the control plane names this replica */
     unsigned char cache_key[DP_CACHE_KEY_LEN]; /* LLMGW_CACHE_KEY */
     int has_cache_key;

@@ -330,6 +330,7 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
         .idle_timeout_ms = cfg->client_idle_timeout_ms,
         /* The process's cap, shared out: each worker accepts on its own. */
         .max_connections = (cfg->max_connections + (size_t)cfg->threads - 1) / (size_t)cfg->threads,
+        .tls = cfg->tls,
     };
     w->http = gw_http_server_new(w->base, listen_fd, &o);
     w->upc = gw_upc_new(w->base);

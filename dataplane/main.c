@@ -38,6 +38,7 @@
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
+#include "gw_tls.h"
 
 struct main_ctx {
     struct dp_config cfg;
@@ -91,8 +92,11 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     (void)what;
     struct main_ctx *m = arg;
     char err[512];
+    if (m->cfg.tls)
+        (void)gw_tls_reload(m->cfg.tls);
     if (!m->cfg.snapshot_path) {
-        gw_log(GW_LOG_INFO, "SIGHUP ignored: snapshots come from the control plane", NULL);
+        if (!m->cfg.tls)
+            gw_log(GW_LOG_INFO, "SIGHUP ignored: snapshots come from the control plane", NULL);
         return;
     }
     struct dp_snapshot *s = dp_snapshot_load(m->cfg.snapshot_path, err, sizeof(err));
@@ -138,6 +142,8 @@ static int check_config(const struct dp_config *c)
         c->access_log);
     if (o && c->control_plane)
         json_object_set_new(o, "fleet_token", json_boolean(c->fleet_token != NULL));
+    if (o)
+        json_object_set_new(o, "tls", json_boolean(c->tls_cert != NULL));
     if (!o)
         return 1;
     gw_log_line_fd(1, o);
@@ -284,6 +290,14 @@ int main(int argc, char **argv)
     /* Each state change is logged (as by default), sets the gauges and goes
      * to the control plane in the next outcome summary (the fleet view). */
     dp_breakers_on_change(breakers, on_breaker_change, NULL);
+    if (m.cfg.tls_cert) {
+        m.cfg.tls = gw_tls_new(m.cfg.tls_cert, m.cfg.tls_key, err, sizeof(err));
+        if (!m.cfg.tls) {
+            gw_logf(GW_LOG_ERROR, "cannot set up TLS", "{s:s}", "error", err);
+            return 1;
+        }
+        gw_tls_log(m.cfg.tls, "TLS on the listener");
+    }
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */
@@ -315,9 +329,9 @@ int main(int argc, char **argv)
     event_add(term, NULL);
     event_add(intr, NULL);
     event_add(hup, NULL);
-    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:I,s:s}", "msg", "listening", "host", m.cfg.host,
-                                "port", port, "threads", m.nworkers, "snapshot_version",
-                                (json_int_t)version, "source", source));
+    gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:I,s:s,s:b}", "msg", "listening", "host",
+                                m.cfg.host, "port", port, "threads", m.nworkers, "snapshot_version",
+                                (json_int_t)version, "source", source, "tls", m.cfg.tls != NULL));
 
     /* The signal loop runs until every worker has drained and exited. */
     while (!m.draining)
@@ -337,6 +351,7 @@ int main(int argc, char **argv)
     event_free(m.delay);
     event_base_free(base);
     dp_snapshot_publish(NULL);
+    gw_tls_free(m.cfg.tls);
     dp_metrics_shutdown();
     curl_global_cleanup();
     gw_log(GW_LOG_INFO, "stopped", NULL);

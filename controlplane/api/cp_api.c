@@ -445,7 +445,8 @@ static void on_alive(evutil_socket_t fd, short what, void *arg)
 }
 
 struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
-                          const char *bootstrap_token, const struct cp_master_key *master_key)
+                          const char *bootstrap_token, const struct cp_master_key *master_key,
+                          struct gw_tls *tls)
 {
     struct cp_api *api = calloc(1, sizeof(*api));
     if (!api)
@@ -459,7 +460,8 @@ struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
         api->has_bootstrap = 1;
         gw_sha256_hex(bootstrap_token, strlen(bootstrap_token), api->bootstrap_hash);
     }
-    struct gw_http_server_opts o = {.handler = handle, .arg = api, .max_body_bytes = 1u << 20};
+    struct gw_http_server_opts o = {
+        .handler = handle, .arg = api, .max_body_bytes = 1u << 20, .tls = tls};
     api->srv = gw_http_server_new(base, fd, &o);
     api->curl = api->srv ? gw_curlev_new(base) : NULL;
     api->alive_ev = api->curl ? event_new(base, -1, EV_PERSIST, on_alive, api) : NULL;

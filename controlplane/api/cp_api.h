@@ -18,14 +18,17 @@ struct event_base;
 struct cp_db;
 struct cp_api;
 struct cp_master_key;
+struct gw_tls;
 
 /* Serves on the listening socket fd (owned from now on). bootstrap_token
  * may be NULL (then only admin_tokens rows authenticate); it is hashed at
  * once and not kept. master_key (copied; NULL when LLMGW_MASTER_KEY is
- * unset) seals secret values; without it secret writes answer 503.
+ * unset) seals secret values; without it secret writes answer 503. tls
+ * (not owned; NULL: plaintext) serves the port over TLS.
  * Returns NULL on allocation failure. */
 struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
-                          const char *bootstrap_token, const struct cp_master_key *master_key);
+                          const char *bootstrap_token, const struct cp_master_key *master_key,
+                          struct gw_tls *tls);
 /* Stops accepting; open requests finish. */
 void cp_api_drain(struct cp_api *api);
 /* Requests being served. */

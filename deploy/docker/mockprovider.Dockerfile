@@ -13,7 +13,7 @@ RUN cmake -S /src -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGW_SANITIZE=O
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libevent-2.1-7 libjansson4 \
+      libevent-2.1-7 libevent-openssl-2.1-7 libjansson4 libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 llmgw \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

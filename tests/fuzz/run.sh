@@ -29,13 +29,13 @@ cc="${LLMGW_FUZZ_CC:-clang}"
 declare -A sources=(
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
   [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
-  [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c"
+  [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c common/gw_tls.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )
 declare -A packages=(
-  [fuzz_http_head]="libevent"
+  [fuzz_http_head]="libevent libevent_openssl openssl"
 )
 
 command -v "$cc" >/dev/null 2>&1 || { echo "fuzz: $cc not found (deploy/deps.sh installs clang)" >&2; exit 2; }

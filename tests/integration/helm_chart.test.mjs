@@ -348,6 +348,10 @@ test('the rendered args and env are accepted by the binaries (--check-config), w
         assert.equal(s.control_plane, `llmgw-controlplane.${NS}.svc.${v.clusterDomain}:${v.controlplane.grpcPort}`, where);
         assert.equal(s.cache_key, true, where);
         assert.equal(s.fleet_token, true, `${where}: LLMGW_FLEET_TOKEN reaches it`);
+        assert.equal(s.tls, !!v.dataplane.tlsSecret, `${where}: TLS on the API port exactly when dataplane.tlsSecret is set`);
+        for (const p of [k.readinessProbe, k.livenessProbe]) {
+          assert.equal(p.httpGet.scheme ?? 'HTTP', v.dataplane.tlsSecret ? 'HTTPS' : 'HTTP', `${where}: probes speak what the port speaks`);
+        }
         assert.equal(s.threads, v.dataplane.threads || Math.ceil(cpuCores(k.resources.limits.cpu)), where);
         assert.equal(s.drain_timeout_ms, v.dataplane.drainTimeoutMs, where);
         assert.equal(s.ledger_spool_max_mb, v.dataplane.ledger.spoolMaxMb, where);
