@@ -175,6 +175,11 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
 
 static int done(struct oa_parser *p, const struct canon_sink *s)
 {
+    /* A stream that ends (its [DONE]) before its first chunk has no answer:
+     * a DONE before any START would break the event channel (canon.h). */
+    if (!p->base.started)
+        return drv_fail(&p->base, s, CANON_FAIL_EMPTY_OUTPUT,
+                        "the provider's stream ended before it began");
     if (drv_tools_close(&p->tools, s))
         return 1;
     if (p->pending_usage.have) {

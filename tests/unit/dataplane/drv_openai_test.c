@@ -139,6 +139,11 @@ static void test_endings(void)
     /* No [DONE] and no finish reason: broken. */
     expect(1, "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":null}]}\n\n",
            "START id=c1 model=m\nTEXT \"x\"\nERROR network status=0\n");
+    /* [DONE] before any chunk: no answer, never a DONE without a START
+     * (found by tests/fuzz/fuzz_drivers). */
+    expect(1, "data: [DONE]\n\n", "ERROR empty_output status=0\n");
+    expect(1, ": keep-alive\n\ndata: [DONE]\n\ndata: " HEAD "{\"content\":\"x\"}}]}\n\n",
+           "ERROR empty_output status=0\n");
     /* An error event in the stream. */
     expect(1, "data: {\"error\":{\"message\":\"overloaded\"}}\n\n",
            "ERROR provider_5xx status=0\n");
