@@ -186,13 +186,12 @@ static void test_review_cases(void)
            "data: " HEAD "{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
            "data: " HEAD "{\"content\":\"b\",\"content\":\"c\"},\"finish_reason\":null}]}\n\n",
            "START id=c1 model=m\nTEXT \"a\"\nERROR provider_5xx status=0\n");
-    expect(
-        1,
-        "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":\"stop\"}],"
-        "\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":-5,"
-        "\"prompt_tokens_details\":{\"cached_tokens\":-1}}}\n\ndata: [DONE]\n\n",
-        "START id=c1 model=m\nTEXT \"x\"\nUSAGE in=9007199254740992 cr=0 cw5=0 cw1h=0 out=0 rs=0\n"
-        "DONE end\n");
+    expect(1,
+           "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":\"stop\"}],"
+           "\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":-5,"
+           "\"prompt_tokens_details\":{\"cached_tokens\":-1}}}\n\ndata: [DONE]\n\n",
+           "START id=c1 model=m\nTEXT \"x\"\nUSAGE in=1000000000000 cr=0 cw5=0 cw1h=0 out=0 rs=0\n"
+           "DONE end\n");
 }
 
 static void test_build(void)
