@@ -260,6 +260,14 @@ static int on_event(struct an_parser *p, const char *name, const json_t *doc,
             p->have_stop = 1;
             p->stop = canon_stop_from_anthropic(sr);
         }
+        /* The message's end while a tool_use block is still open (its
+         * content_block_stop never came): the call ends here, as it would
+         * at message_stop, since usage never comes inside a call (canon.h). */
+        if (p->block == BK_TOOL) {
+            p->block = BK_NONE;
+            if (drv_tools_close(&p->tools, s))
+                return 1;
+        }
         return on_usage(p, json_object_get(doc, "usage"), s);
     }
     if (strcmp(type, "message_stop") == 0)
