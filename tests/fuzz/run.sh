@@ -37,6 +37,7 @@ declare -A sources=(
   [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
+  [fuzz_money]="common/gw_money.c"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )
 declare -A packages=(
