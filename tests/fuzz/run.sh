@@ -33,6 +33,8 @@ drivers="dataplane/dp_driver.c dataplane/canon.c $(cd "$root" && echo dataplane/
 declare -A sources=(
   [fuzz_drivers]="$drivers"
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
+  [fuzz_facades]="dataplane/canon.c $(cd "$root" && echo dataplane/facades/*.c) common/gw_buf.c
+    common/gw_json.c common/gw_str.c common/gw_error.c common/gw_pool.c"
   [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
   [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
