@@ -40,11 +40,14 @@ declare -A sources=(
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_money]="common/gw_money.c"
+  [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c
+    dataplane/dp_snapshot_lookup.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )
 declare -A packages=(
   [fuzz_drivers]="libcurl openssl"
   [fuzz_http_head]="libevent"
+  [fuzz_snapshot]="libcurl openssl libevent"
 )
 
 command -v "$cc" >/dev/null 2>&1 || { echo "fuzz: $cc not found (deploy/deps.sh installs clang)" >&2; exit 2; }
