@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target in tests/fuzz/ with clang
-# (-fsanitize=fuzzer,address,undefined) against the common/ sources and
-# pkg-config packages it needs (the maps below), and runs each in turn for
-# a bounded time (six targets: 120 s at the default). Exits non-zero when
-# a target fails to build or finds a crash, a sanitizer report or a failed
-# check; the input that did it is kept in the artifacts directory for replay:
+# (-fsanitize=fuzzer,address,undefined) against the common/ and dataplane/
+# sources and pkg-config packages it needs (the maps below), and runs each
+# in turn for a bounded time (ten targets: 200 s at the default). Exits
+# non-zero when a target fails to build or finds a crash, a sanitizer report
+# or a failed check; the input that did it is kept in the artifacts
+# directory for replay:
 #
 #   build-fuzz/fuzz_json_scan build-fuzz/artifacts/crash-<sha1>
 #
