@@ -10,7 +10,8 @@
  *    non-empty code and message and a field path (param) that is empty
  *    only for an unknown member named "", all NUL-terminated in their
  *    arrays; never a 5xx for what the client sent;
- *  - what an accepted request holds (struct canon_req's rules): a model;
+ *  - what an accepted request holds (struct canon_req's rules): a model
+ *    (a string; an empty one is the router's to refuse);
  *    messages with parts of known types whose strings are set (text for
  *    TEXT and THINKING, a URL or a media type with data for IMAGE, id, name
  *    and arguments, one JSON object, for TOOL_CALL, an id and TEXT or IMAGE
@@ -142,7 +143,7 @@ static void render_part(struct gw_buf *o, const struct canon_part *p, int in_res
 /* Checks an accepted request and renders everything it holds into o. */
 static void render_req(struct gw_buf *o, const struct canon_req *r)
 {
-    CHECK(r->model != NULL && r->model[0]);
+    CHECK(r->model != NULL); /* "" is the router's to refuse: no route has that name */
     put(o, "model", r->model);
     must(gw_buf_printf(o, "stream%d usage%d\n", r->stream, r->include_usage));
     CHECK(r->nsystem == 0 || r->system != NULL);
