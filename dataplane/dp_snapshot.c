@@ -88,6 +88,13 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         dps_fail(b, "%s.base_url: must start with http:// or https://", where);
         return;
     }
+    /* A host after the scheme: "http://" alone lost its slashes below and
+     * became "http:". */
+    size_t hl = url[4] == 's' ? 8 : 7;
+    if (url[hl] == '\0' || url[hl] == '/') {
+        dps_fail(b, "%s.base_url: must name a host after the scheme", where);
+        return;
+    }
     size_t ul = strlen(url);
     while (ul > 0 && url[ul - 1] == '/')
         ul--;

@@ -68,22 +68,24 @@ static int on_usage(struct an_parser *p, const json_t *u, const struct canon_sin
     if (!json_is_object(u))
         return 0;
     struct canon_usage *cu = &p->usage;
+    /* Each count within [0, CANON_MAX_TOKENS] (canon_tokens) before any
+     * sum: the tiers' e5 + e1 must not overflow. */
     long long v;
     if (gw_json_int(u, "input_tokens", &v) == GW_OK && v >= 0)
-        cu->input = v;
+        cu->input = canon_tokens(v);
     if (gw_json_int(u, "cache_read_input_tokens", &v) == GW_OK && v >= 0)
-        cu->cache_read = v;
+        cu->cache_read = canon_tokens(v);
     if (gw_json_int(u, "output_tokens", &v) == GW_OK && v >= 0)
-        cu->output = v;
+        cu->output = canon_tokens(v);
     long long total = -1, e5 = 0, e1 = 0;
     if (gw_json_int(u, "cache_creation_input_tokens", &v) == GW_OK && v >= 0)
-        total = v;
+        total = canon_tokens(v);
     json_t *cc = json_object_get(u, "cache_creation");
     if (json_is_object(cc)) {
         if (gw_json_int(cc, "ephemeral_5m_input_tokens", &v) == GW_OK && v >= 0)
-            e5 = v;
+            e5 = canon_tokens(v);
         if (gw_json_int(cc, "ephemeral_1h_input_tokens", &v) == GW_OK && v >= 0)
-            e1 = v;
+            e1 = canon_tokens(v);
         /* A total above the tiers' sum: the rest is of no stated tier. */
         if (total > e5 + e1)
             e5 = total - e1;
@@ -257,6 +259,14 @@ static int on_event(struct an_parser *p, const char *name, const json_t *doc,
         if (sr) {
             p->have_stop = 1;
             p->stop = canon_stop_from_anthropic(sr);
+        }
+        /* The message's end while a tool_use block is still open (its
+         * content_block_stop never came): the call ends here, as it would
+         * at message_stop, since usage never comes inside a call (canon.h). */
+        if (p->block == BK_TOOL) {
+            p->block = BK_NONE;
+            if (drv_tools_close(&p->tools, s))
+                return 1;
         }
         return on_usage(p, json_object_get(doc, "usage"), s);
     }

@@ -390,7 +390,7 @@ static int done(struct ol_parser *p, const json_t *doc, const struct canon_sink 
     int have = gw_json_int(doc, "prompt_eval_count", &in) == GW_OK;
     have |= gw_json_int(doc, "eval_count", &out) == GW_OK;
     if (have) {
-        struct canon_usage u = {.have = 1, .input = in < 0 ? 0 : in, .output = out < 0 ? 0 : out};
+        struct canon_usage u = {.have = 1, .input = canon_tokens(in), .output = canon_tokens(out)};
         struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &u};
         if (canon_emit(s, &ev))
             return 1;

@@ -54,14 +54,15 @@ void drv_openai_parser_free(struct drv_parser *bp)
     drv_parser_free(bp);
 }
 
-/* A provider's token count, kept within [0, 2^53]: a negative or absurd
- * number must not overflow the sums done on it (nor reach the ledger). */
+/* A provider's token count, kept within [0, CANON_MAX_TOKENS]: a negative
+ * or absurd number must not overflow the sums done on it (nor reach the
+ * ledger). */
 static long long tokens(const json_t *o, const char *key)
 {
     long long v = 0;
-    if (gw_json_int(o, key, &v) != GW_OK || v < 0)
+    if (gw_json_int(o, key, &v) != GW_OK)
         return 0;
-    return v > (1LL << 53) ? (1LL << 53) : v;
+    return canon_tokens(v);
 }
 
 /* OpenAI usage → canonical. Usage may not arrive inside an open tool call
@@ -175,6 +176,11 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
 
 static int done(struct oa_parser *p, const struct canon_sink *s)
 {
+    /* A stream that ends (its [DONE]) before its first chunk has no answer:
+     * a DONE before any START would break the event channel (canon.h). */
+    if (!p->base.started)
+        return drv_fail(&p->base, s, CANON_FAIL_EMPTY_OUTPUT,
+                        "the provider's stream ended before it began");
     if (drv_tools_close(&p->tools, s))
         return 1;
     if (p->pending_usage.have) {
@@ -232,7 +238,7 @@ static long long span_tokens(const struct gw_json_span *v, int *unsure)
         }
         n = n * 10 + (c - '0');
     }
-    return i ? 0 : n > (1LL << 53) ? (1LL << 53) : n;
+    return i ? 0 : canon_tokens(n);
 }
 
 /* A usage object read by spans as emit_usage reads it from jansson.

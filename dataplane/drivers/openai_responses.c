@@ -425,12 +425,15 @@ static int emit_usage(const json_t *u, const struct canon_sink *s)
     gw_json_int(det, "cached_tokens", &cached);
     gw_json_int(det, "cache_write_tokens", &written);
     gw_json_int(json_object_get(u, "output_tokens_details"), "reasoning_tokens", &reasoning);
-    if (in < 0)
-        in = 0;
-    if (cached < 0 || cached > in)
-        cached = cached < 0 ? 0 : in;
-    if (written < 0 || written > in - cached)
-        written = written < 0 ? 0 : in - cached;
+    in = canon_tokens(in);
+    out = canon_tokens(out);
+    cached = canon_tokens(cached);
+    written = canon_tokens(written);
+    reasoning = canon_tokens(reasoning);
+    if (cached > in)
+        cached = in;
+    if (written > in - cached)
+        written = in - cached;
     cu.input = in - cached - written;
     cu.cache_read = cached;
     cu.cache_write_5m = written;

@@ -231,8 +231,13 @@ int fc_tools(struct canon_req *r, const json_t *body, fc_tool_fn one, fc_choice_
     json_t *tools = fc_get(body, "tools");
     int rc = tools ? tools_array(r, tools, one, err) : GW_OK;
     json_t *tc = fc_get(body, "tool_choice");
-    if (rc == GW_OK && tc && (rc = choice(r, tc, err)) == GW_EINVAL && fc_opaque(r, err) == GW_OK)
-        rc = GW_OK; /* it names a tool only the provider knows */
+    if (rc == GW_OK && tc && (rc = choice(r, tc, err)) == GW_EINVAL && fc_opaque(r, err) == GW_OK) {
+        /* It names a tool only the provider knows: none in the canonical
+         * request, not the half that choice read before it refused. */
+        r->tool_choice = CANON_TC_UNSET;
+        r->tool_choice_name = NULL;
+        rc = GW_OK;
+    }
     return rc;
 }
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target in tests/fuzz/ with clang
-# (-fsanitize=fuzzer,address,undefined) against the common/ sources and
-# pkg-config packages it needs (the maps below), and runs each in turn for
-# a bounded time (six targets: 120 s at the default). Exits non-zero when
-# a target fails to build or finds a crash, a sanitizer report or a failed
-# check; the input that did it is kept in the artifacts directory for replay:
+# (-fsanitize=fuzzer,address,undefined) against the common/ and dataplane/
+# sources and pkg-config packages it needs (the maps below), and runs each
+# in turn for a bounded time (ten targets: 200 s at the default). Exits
+# non-zero when a target fails to build or finds a crash, a sanitizer report
+# or a failed check; the input that did it is kept in the artifacts
+# directory for replay:
 #
 #   build-fuzz/fuzz_json_scan build-fuzz/artifacts/crash-<sha1>
 #
@@ -22,20 +23,32 @@ secs="${LLMGW_FUZZ_SECONDS:-20}"
 out="${LLMGW_FUZZ_DIR:-$root/build-fuzz}"
 cc="${LLMGW_FUZZ_CC:-clang}"
 
-# Each target and the common/ sources it links (the module under test and
-# what that module calls; a target that #includes its module's .c to reach
-# its statics lists only the rest), and the pkg-config packages it needs
-# beyond jansson.
+# Each target and the sources it links (the module under test and what that
+# module calls; a target that #includes its module's .c to reach its statics
+# lists only the rest), and the pkg-config packages it needs beyond jansson.
+# The drivers: every driver's table (dp_driver.c lists them all), what they
+# call, and the SigV4 signing Bedrock's requests need.
+drivers="dataplane/dp_driver.c dataplane/canon.c $(cd "$root" && echo dataplane/drivers/*.c)
+  common/gw_buf.c common/gw_json.c common/gw_sse.c common/gw_eventstream.c common/gw_str.c
+  common/gw_error.c common/gw_pool.c common/gw_sigv4.c common/gw_crypto.c"
 declare -A sources=(
+  [fuzz_drivers]="$drivers"
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
+  [fuzz_facades]="dataplane/canon.c $(cd "$root" && echo dataplane/facades/*.c) common/gw_buf.c
+    common/gw_json.c common/gw_str.c common/gw_error.c common/gw_pool.c"
   [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
   [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c common/gw_tls.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
+  [fuzz_money]="common/gw_money.c"
+  [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c
+    dataplane/dp_snapshot_lookup.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )
 declare -A packages=(
+  [fuzz_drivers]="libcurl openssl"
   [fuzz_http_head]="libevent libevent_openssl openssl"
+  [fuzz_snapshot]="libcurl openssl libevent"
 )
 
 command -v "$cc" >/dev/null 2>&1 || { echo "fuzz: $cc not found (deploy/deps.sh installs clang)" >&2; exit 2; }
@@ -46,6 +59,7 @@ mkdir -p "$out/artifacts"
 # report aborts, so libFuzzer counts it as a crash.
 cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -Wall -Wextra -Werror
         -Wno-unused-parameter -include "$root/common/gw_banned.h" -I "$root/common"
+        -I "$root/dataplane" -I "$root/dataplane/drivers" -I "$root/dataplane/facades"
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
 read -r -a jcflags <<<"$(pkg-config --cflags jansson)"
 read -r -a jlibs <<<"$(pkg-config --libs jansson)"
@@ -53,7 +67,7 @@ read -r -a jlibs <<<"$(pkg-config --libs jansson)"
 fail=0
 for t in "${targets[@]}"; do
   [ -n "${sources[$t]:-}" ] || { echo "fuzz: no target $t" >&2; exit 2; }
-  read -r -a srcs <<<"${sources[$t]}"
+  read -r -d '' -a srcs <<<"${sources[$t]}" || true
   pcflags=() plibs=()
   if [ -n "${packages[$t]:-}" ]; then
     read -r -a pcflags <<<"$(pkg-config --cflags ${packages[$t]})"

@@ -394,6 +394,30 @@ static void test_malformed(void)
               "data: {\"type\":\"content_block_start\",\"index\":\"0\",\"content_block\":{}}\n\n",
               "START id=- model=-\nERROR provider_5xx status=0\n");
     check_all(1, "data: [1,2]\n\n", "ERROR provider_5xx status=0\n");
+    /* A tool_use block never closed before message_delta: the call ends
+     * before the usage, never around it (found by tests/fuzz/fuzz_drivers). */
+    snprintf(body, sizeof(body), "%s%s%s%s", start,
+             EV("content_block_start", "{\"type\":\"content_block_start\",\"index\":0,"
+                                       "\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\","
+                                       "\"name\":\"f\",\"input\":{}}}"),
+             EV("message_delta", "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+                                 "\"tool_use\"},\"usage\":{\"output_tokens\":7}}"),
+             EV("message_stop", "{\"type\":\"message_stop\"}"));
+    check_all(1, body,
+              "START id=m model=c\nTOOL 0 id=t name=f\nARGS 0 {}\nTOOL_END 0\n"
+              "USAGE in=0 cr=0 cw5=0 cw1h=0 out=7 rs=0\nDONE tool_use\n");
+    /* Absurd counts: each brought into [0, CANON_MAX_TOKENS] before the
+     * tiers are added (found by tests/fuzz/fuzz_drivers: a signed overflow). */
+    check_all(1,
+              EV("message_start",
+                 "{\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\","
+                 "\"usage\":{\"input_tokens\":9223372036854775807,\"output_tokens\":1,"
+                 "\"cache_creation_input_tokens\":3,\"cache_creation\":{"
+                 "\"ephemeral_5m_input_tokens\":9223372036854775807,"
+                 "\"ephemeral_1h_input_tokens\":9223372036854775807}}}}"),
+              "START id=m model=c\n"
+              "USAGE in=1000000000000 cr=0 cw5=1000000000000 cw1h=1000000000000 out=1 rs=0\n"
+              "ERROR network status=0\n");
     /* An oversize event. */
     size_t big = DRV_MAX_EVENT + 64;
     char *huge = malloc(big + 32);

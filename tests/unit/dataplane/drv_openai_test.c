@@ -139,6 +139,11 @@ static void test_endings(void)
     /* No [DONE] and no finish reason: broken. */
     expect(1, "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":null}]}\n\n",
            "START id=c1 model=m\nTEXT \"x\"\nERROR network status=0\n");
+    /* [DONE] before any chunk: no answer, never a DONE without a START
+     * (found by tests/fuzz/fuzz_drivers). */
+    expect(1, "data: [DONE]\n\n", "ERROR empty_output status=0\n");
+    expect(1, ": keep-alive\n\ndata: [DONE]\n\ndata: " HEAD "{\"content\":\"x\"}}]}\n\n",
+           "ERROR empty_output status=0\n");
     /* An error event in the stream. */
     expect(1, "data: {\"error\":{\"message\":\"overloaded\"}}\n\n",
            "ERROR provider_5xx status=0\n");
@@ -181,13 +186,12 @@ static void test_review_cases(void)
            "data: " HEAD "{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
            "data: " HEAD "{\"content\":\"b\",\"content\":\"c\"},\"finish_reason\":null}]}\n\n",
            "START id=c1 model=m\nTEXT \"a\"\nERROR provider_5xx status=0\n");
-    expect(
-        1,
-        "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":\"stop\"}],"
-        "\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":-5,"
-        "\"prompt_tokens_details\":{\"cached_tokens\":-1}}}\n\ndata: [DONE]\n\n",
-        "START id=c1 model=m\nTEXT \"x\"\nUSAGE in=9007199254740992 cr=0 cw5=0 cw1h=0 out=0 rs=0\n"
-        "DONE end\n");
+    expect(1,
+           "data: " HEAD "{\"content\":\"x\"},\"finish_reason\":\"stop\"}],"
+           "\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":-5,"
+           "\"prompt_tokens_details\":{\"cached_tokens\":-1}}}\n\ndata: [DONE]\n\n",
+           "START id=c1 model=m\nTEXT \"x\"\nUSAGE in=1000000000000 cr=0 cw5=0 cw1h=0 out=0 rs=0\n"
+           "DONE end\n");
 }
 
 static void test_build(void)

@@ -294,6 +294,16 @@ static void test_stream_items_only(void)
     check(body, 1,
           "START id=- model=-\nTEXT \"Hello\"\nTOOL 0 id=c1 name=f\nARGS 0 {}\nTOOL_END 0\n"
           "USAGE in=3 cr=0 cw5=0 cw1h=0 out=2 rs=0\nDONE tool_use\n");
+    /* Counts out of range are brought into [0, CANON_MAX_TOKENS] (found by
+     * tests/fuzz/fuzz_drivers: a negative output passed through). */
+    check("data: {\"type\":\"response.output_text.delta\",\"delta\":\"x\"}\n\n"
+          "data: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\","
+          "\"usage\":{\"input_tokens\":9223372036854775807,\"output_tokens\":-2,"
+          "\"input_tokens_details\":{\"cached_tokens\":5},"
+          "\"output_tokens_details\":{\"reasoning_tokens\":-1}}}}\n\n",
+          1,
+          "START id=- model=-\nTEXT \"x\"\nUSAGE in=999999999995 cr=5 cw5=0 cw1h=0 out=0 rs=0\n"
+          "DONE end\n");
 }
 
 static void test_stream_errors(void)

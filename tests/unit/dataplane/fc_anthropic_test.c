@@ -316,6 +316,30 @@ static void test_parse_invalid(void)
 }
 
 /* A driver's refusal names the Anthropic field the client sent. */
+/* The lenient parse (the pass-through's): a tool_choice it cannot read is
+ * the opaque note, and no tool choice at all in the canonical request, not
+ * a named one without its name (found by tests/fuzz/fuzz_facades). */
+static void test_parse_lenient_tool_choice(void)
+{
+    json_t *j = json_loads("{\"model\":\"c\",\"max_tokens\":8,\"messages\":[{\"role\":"
+                           "\"user\",\"content\":\"hi\"}],\"tools\":[{\"name\":\"f\","
+                           "\"input_schema\":{\"type\":\"object\"}}],\"tool_choice\":{"
+                           "\"type\":\"tool\",\"nam\":\"f\"}}",
+                           JSON_REJECT_DUPLICATES, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    struct canon_req *r = canon_req_new(j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    r->lenient = 1;
+    struct canon_err err = {0};
+    CU_ASSERT_EQUAL(fc_anthropic.parse(r, &err), GW_OK);
+    CU_ASSERT_EQUAL(r->opaque.status, 400);
+    CU_ASSERT_STRING_EQUAL(r->opaque.param, "tool_choice.nam");
+    CU_ASSERT_EQUAL(r->tool_choice, CANON_TC_UNSET);
+    CU_ASSERT_PTR_NULL(r->tool_choice_name);
+    CU_ASSERT_EQUAL(r->ntools, 1);
+    canon_req_free(r);
+}
+
 static void test_driver_refusals_name_fields(void)
 {
     struct dp_provider prov = {
@@ -761,6 +785,7 @@ static CU_TestInfo tests[] = {
     {"parse: a full request", test_parse_full},
     {"parse: a minimal request", test_parse_minimal},
     {"parse: invalid requests name the field", test_parse_invalid},
+    {"parse: lenient, a tool_choice it cannot read", test_parse_lenient_tool_choice},
     {"drivers' refusals name Anthropic fields", test_driver_refusals_name_fields},
     {"stream: thinking, text, two tools, usage", test_stream_full},
     {"stream: error after start, thinking blocks", test_stream_error},

@@ -109,6 +109,13 @@ static void test_validation_names_the_field(void)
     expect_error("{\"version\":1,\"providers\":[{\"name\":\"p\",\"driver\":\"openai\","
                  "\"base_url\":\"ftp://h\"}],\"routes\":[]}",
                  "providers[0].base_url: must start with http");
+    /* No host (found by tests/fuzz/fuzz_snapshot: "http://" became "http:"). */
+    expect_error("{\"version\":1,\"providers\":[{\"name\":\"p\",\"driver\":\"openai\","
+                 "\"base_url\":\"http://\"}],\"routes\":[]}",
+                 "providers[0].base_url: must name a host");
+    expect_error("{\"version\":1,\"providers\":[{\"name\":\"p\",\"driver\":\"openai\","
+                 "\"base_url\":\"https:///v1\"}],\"routes\":[]}",
+                 "providers[0].base_url: must name a host");
     expect_error("{\"version\":1,\"providers\":[" P "," P "],\"routes\":[]}",
                  "providers[1].name: duplicate provider 'p'");
     expect_error("{\"version\":1,\"providers\":[" P
