@@ -67,15 +67,17 @@
 //   SOAK_DP_THREADS    --threads of each data plane (default 1)
 //   SOAK_SEED          seed of the traffic mix (default 1)
 //   SOAK_ACCESS_LOG    1: the data planes' access logs go to files in the
-//                      temp dir (default /dev/null; they grow ~100 MB/hour)
+//                      temp dir (default /dev/null; at 50 req/s they
+//                      grow about 170 MB an hour together)
 //   SOAK_OUT           also write the markdown table and summary here
 //                      (rewritten after every sample)
 //   SOAK_CSV           also write the samples as CSV here (likewise)
 //   SOAK_KEEP_TMP      1: keep the temp dir (logs); it is kept on failure
 //
 // Exit status: 0 flat; 3 growing; 2 a process died during the run or did
-// not stop cleanly (SIGTERM: exit 0 within 10 s); 1 the rig itself failed;
-// 130/143 interrupted (what was sampled is summarized first). Everything
+// not stop cleanly (SIGTERM: exit 0 within 10 s); 1 the rig itself failed,
+// or too few samples to decide (fewer than 3 during the traffic); 130/143
+// interrupted (what was sampled is summarized first). Everything
 // it started is stopped by pid, on every path.
 
 import { execFileSync, spawn } from 'node:child_process';
@@ -600,11 +602,10 @@ async function takeSample(phase, tStart) {
   };
   for (const w of watched) s.procs[w.name] = procStats(w.proc.pid);
   const texts = await Promise.all(watched.map((w) => (w.metrics ? scrape(w.port) : Promise.resolve(null))));
-  let failovers = 0;
-  let opens = 0;
-  let retries = 0;
-  let broke = 0;
-  let pending = 0;
+  // Summed over the data planes that answered the scrape (a dead one's
+  // counters drop out: the run is reported as not valid anyway).
+  const g = { failovers: 0, retries: 0, breaker_opens: 0, attempts_broke: 0, ledger_pending: 0 };
+  const add = (k, v) => { if (Number.isFinite(v)) g[k] += v; };
   watched.forEach((w, i) => {
     if (!w.metrics) return;
     const t = texts[i];
@@ -612,13 +613,13 @@ async function takeSample(phase, tStart) {
       s.gw.ledger_rows = metricSum(t, 'llmgw_cp_ledger_rows_total', { result: 'inserted' });
       return;
     }
-    failovers += metricSum(t, 'llmgw_failovers_total');
-    retries += metricSum(t, 'llmgw_retries_total');
-    opens += metricSum(t, 'llmgw_breaker_transitions_total', { to: 'open' });
-    broke += metricSum(t, 'llmgw_attempts_total', { outcome: 'broke' });
-    pending += metricSum(t, 'llmgw_ledger_pending_rows');
+    add('failovers', metricSum(t, 'llmgw_failovers_total'));
+    add('retries', metricSum(t, 'llmgw_retries_total'));
+    add('breaker_opens', metricSum(t, 'llmgw_breaker_transitions_total', { to: 'open' }));
+    add('attempts_broke', metricSum(t, 'llmgw_attempts_total', { outcome: 'broke' }));
+    add('ledger_pending', metricSum(t, 'llmgw_ledger_pending_rows'));
   });
-  Object.assign(s.gw, { failovers, retries, breaker_opens: opens, attempts_broke: broke, ledger_pending: pending });
+  Object.assign(s.gw, g);
   samples.push(s);
   return s;
 }
@@ -632,7 +633,7 @@ const isClient = (k) => !/^\d+$/.test(k);
 function sampleLine(s) {
   const st = s.req.status;
   const parts = [`t=${s.t_min.toFixed(1)}m ${s.phase.padEnd(7)}`,
-    `req ${s.req.done} (2xx ${statusGroup(st, is2xx)}, 4xx ${statusGroup(st, is4xx)}, 5xx ${statusGroup(st, is5xx)}, client-side ${statusGroup(st, isClient)}; in flight ${s.req.inflight}, skipped ${s.req.skipped})`];
+    `req ${s.req.done} (2xx ${statusGroup(st, is2xx)}, 4xx ${statusGroup(st, is4xx)}, 5xx ${statusGroup(st, is5xx)}, client-side ${statusGroup(st, isClient)}, anomalies ${s.req.anomalies}; in flight ${s.req.inflight}, skipped ${s.req.skipped})`];
   for (const [n, p] of Object.entries(s.procs)) parts.push(`${n} ${p.rss} KiB ${p.fds} fds ${p.threads} thr`);
   parts.push(`failovers ${s.gw.failovers} retries ${s.gw.retries} breaker opens ${s.gw.breaker_opens} ledger rows ${s.gw.ledger_rows}`);
   return parts.join(' | ');
@@ -731,12 +732,12 @@ function markdown(sum, meta) {
   const L = [];
   L.push(`${meta.title}`);
   L.push('');
-  L.push('| t (min) | phase | requests | 2xx | 4xx | 5xx | client-side | dp-a RSS KiB | dp-a fds | dp-b RSS KiB | dp-b fds | cp RSS KiB | cp fds | mock RSS KiB | mock fds | failovers | breaker openings | ledger rows |');
-  L.push('| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  L.push('| t (min) | phase | requests | 2xx | 4xx | 5xx | client-side | anomalies | dp-a RSS KiB | dp-a fds | dp-b RSS KiB | dp-b fds | cp RSS KiB | cp fds | mock RSS KiB | mock fds | failovers | breaker openings | ledger rows |');
+  L.push('| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const s of samples) {
     const st = s.req.status;
     const p = (n, k) => f0(s.procs[n]?.[k]);
-    L.push(`| ${s.t_min.toFixed(1)} | ${s.phase} | ${s.req.done} | ${statusGroup(st, is2xx)} | ${statusGroup(st, is4xx)} | ${statusGroup(st, is5xx)} | ${statusGroup(st, isClient)} | ${p('dp-a', 'rss')} | ${p('dp-a', 'fds')} | ${p('dp-b', 'rss')} | ${p('dp-b', 'fds')} | ${p('cp', 'rss')} | ${p('cp', 'fds')} | ${p('mock', 'rss')} | ${p('mock', 'fds')} | ${f0(s.gw.failovers)} | ${f0(s.gw.breaker_opens)} | ${f0(s.gw.ledger_rows)} |`);
+    L.push(`| ${s.t_min.toFixed(1)} | ${s.phase} | ${s.req.done} | ${statusGroup(st, is2xx)} | ${statusGroup(st, is4xx)} | ${statusGroup(st, is5xx)} | ${statusGroup(st, isClient)} | ${s.req.anomalies} | ${p('dp-a', 'rss')} | ${p('dp-a', 'fds')} | ${p('dp-b', 'rss')} | ${p('dp-b', 'fds')} | ${p('cp', 'rss')} | ${p('cp', 'fds')} | ${p('mock', 'rss')} | ${p('mock', 'fds')} | ${f0(s.gw.failovers)} | ${f0(s.gw.breaker_opens)} | ${f0(s.gw.ledger_rows)} |`);
   }
   if (sum) {
     L.push('');
@@ -757,14 +758,14 @@ function csv() {
   const names = watched.map((w) => w.name);
   const head = ['t_min', 'phase', 'done', 'inflight', 'skipped', 'status_2xx', 'status_4xx', 'status_5xx', 'client_side',
     ...names.flatMap((n) => [`${n}_rss_kib`, `${n}_fds`, `${n}_threads`, `${n}_cpu_s`]),
-    'failovers', 'retries', 'breaker_opens', 'attempts_broke', 'ledger_pending', 'ledger_rows'];
+    'anomalies', 'failovers', 'retries', 'breaker_opens', 'attempts_broke', 'ledger_pending', 'ledger_rows'];
   const lines = [head.join(',')];
   for (const s of samples) {
     const st = s.req.status;
     lines.push([s.t_min.toFixed(3), s.phase, s.req.done, s.req.inflight, s.req.skipped, statusGroup(st, is2xx), statusGroup(st, is4xx),
       statusGroup(st, is5xx), statusGroup(st, isClient),
       ...names.flatMap((n) => [s.procs[n]?.rss, s.procs[n]?.fds, s.procs[n]?.threads, s.procs[n]?.cpu?.toFixed(2)]),
-      s.gw.failovers, s.gw.retries, s.gw.breaker_opens, s.gw.attempts_broke, s.gw.ledger_pending, s.gw.ledger_rows]
+      s.req.anomalies, s.gw.failovers, s.gw.retries, s.gw.breaker_opens, s.gw.attempts_broke, s.gw.ledger_pending, s.gw.ledger_rows]
       .map((x) => (x === undefined || (typeof x === 'number' && !Number.isFinite(x)) ? '' : x)).join(','));
   }
   return `${lines.join('\n')}\n`;
@@ -809,6 +810,9 @@ async function setUp() {
 
   // Configuration, through the admin API.
   const cfg = new Config(cp, pg, key);
+  // The keys first: a snapshot with providers and no key is logged as a warning.
+  API_KEY = await cfg.apiKey('key_soak');
+  TIGHT_KEY = await cfg.apiKey('key_tight');
   await cfg.secret('mock-key', 'sk-mock-soak');
   const dead = await h.deadPort();
   const prov = (name, driver, base, extra = {}) => cfg.provider({ name, driver, base_url: base, credential_ref: 'mock-key', ...extra });
@@ -836,8 +840,6 @@ async function setUp() {
   for (const [provider, model] of targets) {
     await cfg.api('POST', '/v1/admin/prices', { provider, model, input_price: '6e-7', output_price: '2.4e-6' }, 201);
   }
-  API_KEY = await cfg.apiKey('key_soak');
-  TIGHT_KEY = await cfg.apiKey('key_tight');
   await cfg.api('POST', '/v1/admin/limits', {
     id: 'soak-cost', scope_kind: 'key', scope: 'key_soak', metric: 'cost', period: 'day', amount: 1_000_000 * 1_000_000_000_000,
   }, 201);
@@ -891,7 +893,7 @@ let interrupted = null; // the signal, once one arrived
 let wakeMain = () => {};
 function onSignal(sig) {
   if (interrupted) {
-    console.error(`[soak] second ${sig}: killing everything now`);
+    console.error(`[soak] second ${sig}: killing everything now; temp dirs left: ${TMP}${pg ? ` ${pg.dir}` : ''}`);
     killAllNow();
     process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
   }
