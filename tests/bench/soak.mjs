@@ -386,7 +386,7 @@ const ROUTES = [
   ['f-5xx', 5], ['f-429', 4], ['f-slow', 4], ['f-hang', 3], ['f-cut', 5], ['f-mal', 4], ['f-empty', 4],
   ['f-dead', 4], // dead (connection refused) first: its breaker opens and probes; alpha serves
 ];
-// The request kinds (weights, percent of all requests).
+// The request kinds (relative weights; they sum to 92).
 const KINDS = [
   ['chat', 26], ['stream', 20], ['anth', 6], ['anth_stream', 6], ['responses', 4], ['embed', 8],
   ['slow_full', 3], ['abort_mid', 4], ['abort_early', 3],
