@@ -75,6 +75,14 @@ const char *canon_failure_name(enum canon_failure f)
     return (unsigned)f < CANON_FAIL_COUNT ? failures[f].name : "provider_5xx";
 }
 
+int canon_failure_from_name(const char *name)
+{
+    for (int f = 0; name && f < CANON_FAIL_COUNT; f++)
+        if (strcmp(name, failures[f].name) == 0)
+            return f;
+    return -1;
+}
+
 int canon_failure_status(enum canon_failure f)
 {
     return (unsigned)f < CANON_FAIL_COUNT ? failures[f].status : 502;

@@ -137,6 +137,9 @@ enum canon_failure {
 
 const char *canon_stop_name(enum canon_stop s);       /* "end", "max_tokens", ... */
 const char *canon_failure_name(enum canon_failure f); /* "timeout", ... */
+/* The class a name names (canon_failure_name's inverse); -1 for NULL or a
+ * name that is not a class. */
+int canon_failure_from_name(const char *name);
 /* The HTTP status a client gets for a failure before its answer started. */
 int canon_failure_status(enum canon_failure f);
 /* What the class decides (ARCHITECTURE's table, docs/canonical.md):

@@ -12,14 +12,6 @@ static int64_t minute_of(int64_t ms)
     return ms >= 0 ? ms / 60000 + 1 : 1; /* 0 marks an empty bucket */
 }
 
-static int failure_counts(const char *name)
-{
-    for (int f = 0; f < CANON_FAIL_COUNT; f++)
-        if (name && strcmp(canon_failure_name((enum canon_failure)f), name) == 0)
-            return canon_failure_counts((enum canon_failure)f);
-    return 0;
-}
-
 void cp_fleetscore_add(struct cp_fleetscore *f, int64_t now_ms, const Llmgw__V1__TargetOutcomes *o)
 {
     int64_t minute = minute_of(now_ms);
@@ -29,9 +21,11 @@ void cp_fleetscore_add(struct cp_fleetscore *f, int64_t now_ms, const Llmgw__V1_
         b->minute = minute;
     }
     b->s.ok += o->ok;
-    for (size_t j = 0; j < o->n_failures; j++)
-        if (failure_counts(o->failures[j]->failure_class))
+    for (size_t j = 0; j < o->n_failures; j++) {
+        int k = canon_failure_from_name(o->failures[j]->failure_class);
+        if (k >= 0 && canon_failure_counts((enum canon_failure)k))
             b->s.failed += o->failures[j]->count;
+    }
     if (o->ttfb) {
         b->s.ttfb_n += o->ttfb->count;
         b->s.ttfb_ms += o->ttfb->sum_ms;

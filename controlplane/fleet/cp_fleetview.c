@@ -396,14 +396,6 @@ static void dsum_from_pb(struct dsum *d, const Llmgw__V1__DurationSummary *m)
         d->b[i] += m->buckets[i];
 }
 
-static int failure_of(const char *name)
-{
-    for (int f = 0; f < CANON_FAIL_COUNT; f++)
-        if (name && strcmp(name, canon_failure_name((enum canon_failure)f)) == 0)
-            return f;
-    return -1;
-}
-
 static enum breaker breaker_of(const char *s)
 {
     if (s && strcmp(s, "open") == 0)
@@ -466,7 +458,7 @@ int cp_fleetview_add(struct cp_fleetview *fv, const char *replica,
         uint64_t attempts = o->ok;
         b->ok += o->ok;
         for (size_t j = 0; j < o->n_failures; j++) {
-            int f = failure_of(o->failures[j]->failure_class);
+            int f = canon_failure_from_name(o->failures[j]->failure_class);
             if (f >= 0) {
                 b->fail[f] += o->failures[j]->count;
                 attempts += o->failures[j]->count;
@@ -663,7 +655,7 @@ static void remote_contrib(struct cp_fleetview *fv, struct target *t, const char
         json_t *v;
         json_object_foreach(json_object_get(jb, "f"), k, v)
         {
-            int f = failure_of(k);
+            int f = canon_failure_from_name(k);
             if (f >= 0)
                 b->fail[f] += (uint64_t)json_integer_value(v);
         }

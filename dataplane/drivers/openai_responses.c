@@ -375,9 +375,9 @@ static enum canon_failure failure_of(const char *code)
     if (!code)
         return CANON_FAIL_PROVIDER_5XX;
     /* Another llmgw in front of this one names its classes. */
-    for (int f = 0; f < CANON_FAIL_COUNT; f++)
-        if (strcmp(code, canon_failure_name((enum canon_failure)f)) == 0)
-            return (enum canon_failure)f;
+    int named = canon_failure_from_name(code);
+    if (named >= 0)
+        return (enum canon_failure)named;
     if (strcmp(code, "rate_limit_exceeded") == 0)
         return CANON_FAIL_RATE_LIMITED;
     if (strcmp(code, "insufficient_quota") == 0)
