@@ -228,10 +228,21 @@ int main(int argc, char **argv)
     long long version = 0;
     const char *source = "none";
     struct dp_cpclient *cp = NULL;
+    /* First: a certificate that does not load stops the start before
+     * anything else is made. */
+    if (m.cfg.tls_cert) {
+        m.cfg.tls = gw_tls_new(m.cfg.tls_cert, m.cfg.tls_key, err, sizeof(err));
+        if (!m.cfg.tls) {
+            gw_logf(GW_LOG_ERROR, "cannot set up TLS", "{s:s}", "error", err);
+            return 1;
+        }
+        gw_tls_log(m.cfg.tls, "TLS on the listener");
+    }
     if (m.cfg.snapshot_path) {
         struct dp_snapshot *snap = dp_snapshot_load(m.cfg.snapshot_path, err, sizeof(err));
         if (!snap) {
             gw_logf(GW_LOG_ERROR, "invalid snapshot", "{s:s}", "error", err);
+            gw_tls_free(m.cfg.tls);
             return 2;
         }
         version = snap->version;
@@ -290,14 +301,6 @@ int main(int argc, char **argv)
     /* Each state change is logged (as by default), sets the gauges and goes
      * to the control plane in the next outcome summary (the fleet view). */
     dp_breakers_on_change(breakers, on_breaker_change, NULL);
-    if (m.cfg.tls_cert) {
-        m.cfg.tls = gw_tls_new(m.cfg.tls_cert, m.cfg.tls_key, err, sizeof(err));
-        if (!m.cfg.tls) {
-            gw_logf(GW_LOG_ERROR, "cannot set up TLS", "{s:s}", "error", err);
-            return 1;
-        }
-        gw_tls_log(m.cfg.tls, "TLS on the listener");
-    }
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */
