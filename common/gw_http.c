@@ -111,6 +111,7 @@ struct conn {
     int rejecting;   /* the current request is a refusal */
     int lingering;   /* refusal sent: discard input until EOF */
     int read_paused; /* too many unread answers queued */
+    int peer_eof;    /* the client half-closed while its request was active */
     size_t discarded;
     int64_t head_from_us;    /* the current head's first byte (0: none yet) */
     int64_t linger_until_us; /* a lingering connection closes then, whatever comes */
@@ -618,7 +619,7 @@ static void end_request(struct gw_http_req *r, int abort_conn)
     if (!c)
         return;
     c->req = NULL;
-    if (abort_conn || !keepalive || c->rejecting || srv->draining) {
+    if (abort_conn || !keepalive || c->rejecting || srv->draining || c->peer_eof) {
         c->closing = 1;
         /* A peer that never reads must not hold a closing connection open. */
         struct timeval wt = {CLOSE_FLUSH_MS / 1000, (CLOSE_FLUSH_MS % 1000) * 1000};
@@ -626,7 +627,7 @@ static void end_request(struct gw_http_req *r, int abort_conn)
         /* After a refusal the client may still be sending the body we
          * refused; closing with unread input would reset the connection
          * and lose our answer, so read and discard it for a while. */
-        c->lingering = c->rejecting;
+        c->lingering = c->rejecting && !c->peer_eof;
         if (!c->lingering)
             bufferevent_disable(c->bev, EV_READ);
         bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
@@ -1064,8 +1065,15 @@ static void on_write(struct bufferevent *bev, void *arg)
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
     struct conn *c = arg;
+    /* A half-close while the answer is being made: reading has stopped
+     * (libevent disables it at EOF); answer on when so configured. */
+    if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && c->srv->o.half_close_answers &&
+        c->state == C_ACTIVE && c->req && !c->closing) {
+        c->peer_eof = 1;
+        bufferevent_disable(bev, EV_READ);
+        return;
+    }
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
         conn_free(c);
 }

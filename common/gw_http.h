@@ -77,6 +77,12 @@ struct gw_http_server_opts {
     /* TLS on every connection (gw_tls.h; not owned, outlives the server);
      * NULL: plaintext. */
     struct gw_tls *tls;
+    /* A client that closes its sending side (a TCP half-close) while its
+     * request is being answered: 0 (the default) takes it as gone and the
+     * request is closed (gw_http_req_on_close), as a client that cancels
+     * does; 1 keeps answering it (that one request: the connection closes
+     * after it), and only a failed write ends it early. */
+    int half_close_answers;
 };
 
 /*

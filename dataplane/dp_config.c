@@ -17,6 +17,7 @@ static const char usage[] =
     "                       [--tls-cert PEM --tls-key PEM]\n"
     "                       [--max-body-bytes N] [--head-timeout-ms N] [--drain-timeout-ms N]\n"
     "                       [--client-idle-timeout-ms N] [--max-connections N]\n"
+    "                       [--client-half-close answer|cancel]\n"
     "                       [--drain-delay-ms N]\n"
     "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
@@ -108,6 +109,12 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 1024, 1LL << 30, &n))
             return GW_EINVAL;
         c->max_body_bytes = (size_t)n;
+    } else if (strcmp(flag, "--client-half-close") == 0) {
+        if (strcmp(v, "answer") != 0 && strcmp(v, "cancel") != 0) {
+            fprintf(stderr, PROG ": --client-half-close: 'answer' or 'cancel'\n");
+            return GW_EINVAL;
+        }
+        c->half_close_answers = v[0] == 'a';
     } else if (strcmp(flag, "--max-connections") == 0) {
         if (gw_flags_num(PROG, flag, v, 1, 100000000, &n))
             return GW_EINVAL;
@@ -176,6 +183,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_HEAD_TIMEOUT_MS", "--head-timeout-ms"},
         {"LLMGW_CLIENT_IDLE_TIMEOUT_MS", "--client-idle-timeout-ms"},
         {"LLMGW_MAX_CONNECTIONS", "--max-connections"},
+        {"LLMGW_CLIENT_HALF_CLOSE", "--client-half-close"},
         {"LLMGW_DRAIN_TIMEOUT_MS", "--drain-timeout-ms"},
         {"LLMGW_DRAIN_DELAY_MS", "--drain-delay-ms"},
         {"LLMGW_ACCESS_LOG", "--access-log"},

@@ -28,6 +28,7 @@ struct dp_config {
     long drain_timeout_ms;
     int head_timeout_ms;        /* a request head's deadline from its first byte */
     int client_idle_timeout_ms; /* keep-alive idle close; answers not taken */
+    int half_close_answers;     /* --client-half-close answer (default: cancel) */
     size_t max_connections;     /* client connections per process; 0: from the open-file limit */
     long drain_delay_ms;        /* on SIGTERM: unready but still serving, before the drain */
     const char *access_log;

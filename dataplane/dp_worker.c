@@ -331,6 +331,7 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
         /* The process's cap, shared out: each worker accepts on its own. */
         .max_connections = (cfg->max_connections + (size_t)cfg->threads - 1) / (size_t)cfg->threads,
         .tls = cfg->tls,
+        .half_close_answers = cfg->half_close_answers,
     };
     w->http = gw_http_server_new(w->base, listen_fd, &o);
     w->upc = gw_upc_new(w->base);

@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as h from './harness.mjs';
+import { makeCertSet } from './certs.mjs';
 import { Config, masterKey } from './cpconfig.mjs';
 
 const T = { timeout: 90_000 };
@@ -424,7 +425,7 @@ describe('control plane + two data planes', () => {
 
 describe('TLS between the planes (a second control-plane replica on the same database)', () => {
   let certs;
-  before(() => { certs = h.makeTestCerts(h.makeTmpDir()); });
+  before(() => { certs = makeCertSet(h.makeTmpDir()); });
 
   test('server TLS without a client CA is refused unless explicitly opted out of', T, async () => {
     const p = new h.ManagedProcess('controlplane-tls-noca', h.CONTROLPLANE_BIN, ['serve', '--admin-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0'],

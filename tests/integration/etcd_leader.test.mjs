@@ -19,6 +19,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as h from './harness.mjs';
+import { makeCertSet } from './certs.mjs';
 import { metricValue, promtoolCheck, scrapeMetrics } from './exposition.mjs';
 
 const TTL_S = 5; // the default
@@ -240,7 +241,7 @@ describe('two control planes on one etcd', { concurrency: false }, () => {
 
 describe('etcd over TLS (client certificates required)', () => {
   test('with --etcd-ca/--etcd-cert/--etcd-key a control plane leads and registers; without a certificate it is refused and says etcd is down', T, async () => {
-    const certs = h.makeTestCerts(h.makeTmpDir());
+    const certs = makeCertSet(h.makeTmpDir());
     const tetcd = await h.startEtcd({
       tls: { ca: certs.ca, cert: certs.cliCert, key: certs.cliKey, serverCert: certs.srvCert, serverKey: certs.srvKey },
     });

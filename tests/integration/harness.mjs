@@ -1107,7 +1107,7 @@ export const ETCD_BIN = process.env.LLMGW_ETCD_BIN ?? 'etcd';
 /** One etcd member: endpoint is its client URL. stop() and start() keep the
  * data dir and ports, so a restart finds its leases and keys again. */
 export class Etcd {
-  /** tls: {ca, cert, key, serverCert, serverKey} (makeTestCerts): clients
+  /** tls: {ca, cert, key, serverCert, serverKey} (certs.mjs, makeCertSet): clients
    * must present a certificate from ca (--client-cert-auth); cert/key is
    * the one health() uses. */
   constructor(dir, clientPort, peerPort, tls = null) {
@@ -1206,31 +1206,6 @@ export async function startEtcd({ tls = null } = {}) {
       if (attempt >= 2) throw err; // a free port was taken in between
     }
   }
-}
-
-/**
- * A CA (ca.pem), a server certificate for 127.0.0.1 (srv.pem/srv.key; also
- * good as a client certificate, as etcd's gateway dials itself with it) and
- * client certificates (CN dp-tls: cli.pem/cli.key; CN dp-other:
- * cli2.pem/cli2.key), EC P-256, made with openssl in dir.
- */
-export function makeTestCerts(dir) {
-  const o = (args) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  o(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=llmgw-test-ca']);
-  fs.writeFileSync(path.join(dir, 'srv.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n');
-  fs.writeFileSync(path.join(dir, 'cli.ext'), 'extendedKeyUsage=clientAuth\n');
-  fs.writeFileSync(path.join(dir, 'cli2.ext'), 'extendedKeyUsage=clientAuth\n');
-  for (const [n, cn] of [['srv', '127.0.0.1'], ['cli', 'dp-tls'], ['cli2', 'dp-other']]) {
-    o(['req', ...ec, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', `/CN=${cn}`]);
-    o(['x509', '-req', '-in', `${n}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-out', `${n}.pem`, '-days', '2', '-extfile', `${n}.ext`]);
-  }
-  const f = (n) => path.join(dir, n);
-  return {
-    ca: f('ca.pem'), srvCert: f('srv.pem'), srvKey: f('srv.key'), cliCert: f('cli.pem'), cliKey: f('cli.key'),
-    cli2Cert: f('cli2.pem'), cli2Key: f('cli2.key'),
-  };
 }
 
 /** An admin API error answer: the status, a message, and the code and param when given; returns error. */

@@ -4,7 +4,7 @@
 // mangled JSON bodies, and JSON of the wrong shape. Afterwards the gateway
 // must still serve a good request, and (on the sanitizer build) stopAll()
 // fails the file if any process printed a sanitizer report.
-import { after, before, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -535,4 +535,42 @@ test('past --max-connections a new connection gets a prompt 503 and is closed; a
   assert.match(m.text, /^llmgw_connections_refused_total [1-9]/m);
   for (const s of held) s.destroy();
   await g.proc.stop();
+});
+
+describe('a client that half-closes after its request', () => {
+  // Sends a whole request, shuts its sending side at once (a TCP
+  // half-close, as `nc -N` or some HTTP/1.0 clients do), and collects what
+  // comes back until the server closes.
+  function halfClosed(port, body) {
+    return new Promise((resolve) => {
+      const sock = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+      const chunks = [];
+      const timer = setTimeout(() => sock.destroy(), 10_000);
+      sock.on('data', (d) => chunks.push(d));
+      sock.on('close', () => {
+        clearTimeout(timer);
+        resolve(Buffer.concat(chunks).toString('latin1'));
+      });
+      sock.on('error', () => {});
+      sock.on('connect', () => sock.end(request(JSON.stringify(body))));
+    });
+  }
+  // The answer comes 400 ms after the request, well after the half-close.
+  const slow = (stream) => ({ model: 'mock/hc#ttfb_ms=400', messages: [{ role: 'user', content: 'half' }], stream });
+
+  test('by default a half-close cancels the request, like a client that leaves', async () => {
+    const got = await halfClosed(gw.port, slow(false));
+    assert.equal(got, '', `no answer after the half-close: ${got.slice(0, 80)}`);
+  });
+
+  test('with --client-half-close answer it gets its whole answer, streamed or not', async () => {
+    const g2 = await h.startGateway({ mock, args: ['--client-half-close', 'answer'] });
+    const whole = await halfClosed(g2.port, slow(false));
+    assert.match(whole, /^HTTP\/1\.1 200 /, whole.slice(0, 120));
+    assert.ok(JSON.parse(bodyOf(whole)).choices[0].message.content.length > 0);
+    const streamed = await halfClosed(g2.port, slow(true));
+    assert.match(streamed, /^HTTP\/1\.1 200 /);
+    assert.match(bodyOf(streamed), /data: \[DONE\]\n\n$/);
+    await g2.proc.stop();
+  });
 });

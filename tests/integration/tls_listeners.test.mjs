@@ -20,6 +20,7 @@ import tls from 'node:tls';
 import { Readable } from 'node:stream';
 import OpenAI from 'openai';
 import * as h from './harness.mjs';
+import { makeCertSet } from './certs.mjs';
 
 const T = { timeout: 60_000 };
 
@@ -31,8 +32,8 @@ let dir;
 before(async () => {
   h.requireBinaries([h.DATAPLANE_BIN, h.MOCK_BIN, h.CONTROLPLANE_BIN]);
   mock = await h.startMock();
-  certs = h.makeTestCerts(h.makeTmpDir());
-  certs2 = h.makeTestCerts(h.makeTmpDir());
+  certs = makeCertSet(h.makeTmpDir());
+  certs2 = makeCertSet(h.makeTmpDir());
   dir = h.makeTmpDir();
 });
 
