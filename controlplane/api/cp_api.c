@@ -293,7 +293,7 @@ static const char *admin_label(const char *rest)
 {
     const char *slash = strchr(rest, '/');
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
-    static const char *const fixed[] = {"audit", "health", "snapshot", "usage"};
+    static const char *const fixed[] = {"audit", "health", "ledger", "snapshot", "usage"};
     if (strcmp(rest, "catalog/import") == 0)
         return "catalog_import";
     for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
@@ -365,6 +365,8 @@ static void route(struct cp_api *api, struct cp_call *c)
         return cp_snapshot_api_handle(c);
     if (seg == 5 && strncmp(rest, "usage", 5) == 0 && !slash)
         return cp_usage_handle(c, api->db);
+    if (seg == 6 && strncmp(rest, "ledger", 6) == 0 && !slash)
+        return cp_usage_ledger_handle(c, api->db);
     /* Not a catalog row (their keys are numbers): the LiteLLM import. */
     if (strcmp(rest, "catalog/import") == 0)
         return cp_catalog_api_import(c, api->curl);

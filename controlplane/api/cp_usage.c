@@ -243,3 +243,40 @@ void cp_usage_handle(struct cp_call *c, struct cp_db *db)
                   to[0] ? json_string(to) : json_null(), "groups", groups, "totals", tot);
     cp_call_json(c, 200, body, 0);
 }
+
+void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db)
+{
+    if (strcmp(gw_http_req_method(c->req), "GET") != 0) {
+        (void)gw_http_add_header(c->req, "Allow", "GET");
+        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
+                             gw_http_req_method(c->req));
+    }
+    size_t len;
+    const char *v = param(gw_http_req_query(c->req), "request_id", &len);
+    char id[129];
+    int ok = v && len > 0 && len < sizeof(id);
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'z') ||
+             (v[i] >= 'A' && v[i] <= 'Z') || strchr("-_.~:", v[i]);
+    if (!ok)
+        return cp_call_error(c, 400, "invalid_value", "request_id",
+                             "request_id: required, 1 to 128 of A-Z a-z 0-9 - _ . ~ :");
+    memcpy(id, v, len);
+    id[len] = '\0';
+    const char *p[] = {id};
+    struct cp_db_err err;
+    PGresult *r = cp_db_exec(
+        db, c->pool,
+        "SELECT coalesce(json_agg(r ORDER BY r.attempt, r.at), '[]')::text FROM ("
+        "SELECT at, request_id, attempt, attempt_id, replica, key_id, team, project, route, "
+        "provider, model, selector, agent, purpose, api, stream, status, failure_class, "
+        "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
+        "output_tokens, reasoning_tokens, cost_picodollars, currency, usage_estimated, "
+        "latency_ms, ttfb_ms, ttfc_ms, snapshot_version FROM ledger WHERE request_id = $1) r",
+        1, p, &err);
+    if (!r)
+        return cp_call_db_error(c, &err);
+    json_t *rows = json_loads(cp_db_value(r), 0, NULL);
+    cp_call_json(c, 200,
+                 json_pack("{s:s,s:o}", "request_id", id, "data", rows ? rows : json_array()), 0);
+}

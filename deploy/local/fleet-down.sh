@@ -11,7 +11,7 @@ source "$here/lib.sh"
 local_stop TERM 35 dp-1 dp-2 dp-3
 local_stop TERM 15 cp-1 cp-2 mock-0 mock-1
 local_stop TERM 15 etcd
-local_stop INT 30 postgres
+local_pg_stop postgres
 if [ -f "$run/pg.dir" ]; then
   rm -rf "$(cat "$run/pg.dir")"
   rm -f "$run/pg.dir"

@@ -29,25 +29,11 @@ run="$(cd "$run" && pwd)"
 local_prepare fleet-up
 fail() { echo "fleet-up: $*" >&2; exit 1; }
 
-# PostgreSQL (docs: STACK.md): as root, the server runs as postgres, in a
-# directory that user can reach.
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-[ -x "$pgbin/pg_ctl" ] || fail "PostgreSQL server binaries not found (deploy/deps.sh installs them)"
+# PostgreSQL, in a fresh directory fleet-down.sh removes.
 pgdir=$(mktemp -d /tmp/llmgw-fleet-pg.XXXXXX)
 echo "$pgdir" >"$run/pg.dir"
-as_pg=()
-if [ "$(id -u)" -eq 0 ]; then
-  chown postgres: "$pgdir"
-  as_pg=(runuser -u postgres --)
-fi
-chmod 700 "$pgdir"
-"${as_pg[@]}" "$pgbin/initdb" -D "$pgdir/data" -U postgres -A trust -E UTF8 --no-locale --no-sync >"$run/postgres-initdb.log" 2>&1 \
-  || fail "initdb failed (see $run/postgres-initdb.log)"
-"${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w -t 30 \
-  -o "-p $p_pg -k $pgdir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null \
-  || fail "PostgreSQL did not start (see $pgdir/log)"
-head -1 "$pgdir/data/postmaster.pid" >"$run/postgres.pid"
-db="host=127.0.0.1 port=$p_pg user=postgres dbname=postgres connect_timeout=5"
+rmdir "$pgdir" # local_pg_start makes it, for the user the server runs as
+local_pg_start postgres "$pgdir" "$p_pg" || fail "PostgreSQL did not start"
 
 # etcd, one member.
 etcd_url=http://127.0.0.1:$p_etcd
@@ -119,18 +105,12 @@ for u in "${dps[@]}"; do
   [ "$code" = 200 ] || fail "a chat through $u answered $code: $(cat "$run/smoke.json")"
 done
 
-cat >"$run/fleet.env" <<ENV
-LLMGW_ADMIN_URL=$admin
-LLMGW_ADMIN_URLS=$admin,http://127.0.0.1:$((p_admin + 1))
-LLMGW_ADMIN_TOKEN=$token
-LLMGW_API_KEY=$key
-LLMGW_BASE_URLS=$(IFS=,; echo "${dps[*]}")
-LLMGW_BASE_URL=${dps[0]}
-LLMGW_MODEL=fast
-LLMGW_ETCD_ENDPOINTS=$etcd_url
-LLMGW_DATABASE_URL=$db
-ENV
-chmod 600 "$run/fleet.env"
+# Quoted, so `set -a; source fleet.env` gives these values (the conninfo
+# has spaces).
+local_write_env "$run/fleet.env" "LLMGW_ADMIN_URL=$admin" \
+  "LLMGW_ADMIN_URLS=$admin,http://127.0.0.1:$((p_admin + 1))" "LLMGW_ADMIN_TOKEN=$token" \
+  "LLMGW_API_KEY=$key" "LLMGW_BASE_URLS=$(IFS=,; echo "${dps[*]}")" "LLMGW_BASE_URL=${dps[0]}" \
+  "LLMGW_MODEL=fast" "LLMGW_ETCD_ENDPOINTS=$etcd_url" "LLMGW_DATABASE_URL=$db"
 cat <<MSG
 fleet-up: the fleet is running (pids and logs in $run).
   data planes:     ${dps[*]}
@@ -140,7 +120,7 @@ fleet-up: the fleet is running (pids and logs in $run).
   settings:        $run/fleet.env
 
 Try it:
-  source $run/fleet.env
+  set -a; source $run/fleet.env; set +a
   curl -s ${dps[1]}/v1/chat/completions -H "Authorization: Bearer \$LLMGW_API_KEY" \\
     -H 'Content-Type: application/json' -d '{"model":"fast","messages":[{"role":"user","content":"Hi"}]}'
   LLMGW_ADMIN_URL=http://127.0.0.1:$((p_admin + 1)) tools/llmgwctl health   # who leads, etcd state

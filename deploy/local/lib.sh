@@ -81,3 +81,64 @@ local_stop() { # signal, grace (s), name...
     fi
   done
 }
+
+# Starts a throwaway PostgreSQL server on 127.0.0.1:PORT with its data in
+# DIR (made with initdb when DIR has no data yet, kept otherwise), and sets
+# $db to its conninfo. As root the server runs as the postgres user, which
+# must reach DIR: when it cannot (a parent directory closed to others, as a
+# mktemp dir is), the data lives under /var/tmp and DIR is a link to it.
+# Records the postmaster's pid as $run/NAME.pid. Stop it with
+# local_pg_stop NAME.
+local_pg_start() { # name, dir, port
+  local name=$1 dir=$2 port=$3 pgbin
+  pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [ -x "$pgbin/pg_ctl" ] || { echo "PostgreSQL server binaries not found (deploy/deps.sh installs them)"; return 1; }
+  local as_pg=()
+  if [ "$(id -u)" -eq 0 ]; then
+    as_pg=(runuser -u postgres --)
+    if [ ! -e "$dir" ]; then
+      mkdir -p "$dir"
+      chown postgres: "$dir"
+      if ! runuser -u postgres -- test -w "$dir"; then
+        rmdir "$dir"
+        local far
+        far=/var/tmp/llmgw-pg-$(printf '%s' "$dir" | sha256sum | cut -c1-12)
+        mkdir -p "$far"
+        chown postgres: "$far"
+        ln -s "$far" "$dir"
+      fi
+    fi
+  fi
+  mkdir -p "$dir"
+  local real
+  real=$(readlink -f "$dir") # the server is given paths it can walk
+  chmod 700 "$real"
+  if [ ! -f "$real/data/PG_VERSION" ]; then
+    "${as_pg[@]}" "$pgbin/initdb" -D "$real/data" -U postgres -A trust -E UTF8 --no-locale --no-sync \
+      >"$run/$name-initdb.log" 2>&1 || { echo "initdb failed (see $run/$name-initdb.log)"; return 1; }
+  fi
+  "${as_pg[@]}" "$pgbin/pg_ctl" -D "$real/data" -l "$real/log" -w -t 30 \
+    -o "-p $port -k $real -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null \
+    || { echo "PostgreSQL did not start (see $real/log)"; return 1; }
+  head -1 "$real/data/postmaster.pid" >"$run/$name.pid"
+  db="host=127.0.0.1 port=$port user=postgres dbname=postgres connect_timeout=5"
+}
+
+# Stops the PostgreSQL server NAME (fast shutdown: SIGINT) by its pid.
+local_pg_stop() { # name
+  local_stop INT 30 "$1"
+}
+
+# Writes NAME='VALUE' lines (a ' inside a value escaped), so the file can be
+# sourced, `set -a` first to export what it sets. Arguments: the file, then
+# NAME=VALUE pairs.
+local_write_env() { # file, NAME=VALUE...
+  local file=$1 kv name value
+  shift
+  (umask 077
+   for kv in "$@"; do
+     name=${kv%%=*}
+     value=${kv#*=}
+     printf "%s='%s'\n" "$name" "${value//\'/\'\\\'\'}"
+   done >"$file")
+}

@@ -74,8 +74,20 @@ test('fleet-up.sh starts the fleet, a chat works through each data plane, fleet-
     ['cp-1', 'cp-2', 'dp-1', 'dp-2', 'dp-3', 'etcd', 'mock-0', 'mock-1', 'postgres']);
   assert.ok(started.every((p) => alive(p.pid)), JSON.stringify(started));
 
-  const conf = Object.fromEntries(fs.readFileSync(path.join(state, 'fleet.env'), 'utf8').trim().split('\n')
-    .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  // The README's way to read it: `set -a; source fleet.env` (values are
+  // quoted: the conninfo has spaces).
+  const names = ['LLMGW_ADMIN_URL', 'LLMGW_ADMIN_URLS', 'LLMGW_ADMIN_TOKEN', 'LLMGW_API_KEY', 'LLMGW_BASE_URLS',
+    'LLMGW_BASE_URL', 'LLMGW_MODEL', 'LLMGW_ETCD_ENDPOINTS', 'LLMGW_DATABASE_URL'];
+  const src = spawnSync('bash', ['-c', `set -a; source "$1"; set +a; for n in ${names.join(' ')}; do printf '%s=%s\\n' "$n" "\${!n}"; done`,
+    'x', path.join(state, 'fleet.env')], { encoding: 'utf8', env: {} });
+  assert.equal(src.status, 0, src.stderr);
+  const lines = src.stdout.trim().split('\n');
+  const conf = Object.fromEntries(lines.slice(0, names.length).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  const port = Number(env.LLMGW_FLEET_PORT);
+  assert.equal(conf.LLMGW_DATABASE_URL, `host=127.0.0.1 port=${port + 50} user=postgres dbname=postgres connect_timeout=5`);
+  assert.equal(conf.LLMGW_ADMIN_TOKEN, fs.readFileSync(path.join(state, 'admin.token'), 'utf8').trim());
+  assert.equal(conf.LLMGW_API_KEY, fs.readFileSync(path.join(state, 'api.key'), 'utf8').trim());
+  assert.equal(conf.LLMGW_ETCD_ENDPOINTS, `http://127.0.0.1:${port + 40}`);
   const bases = conf.LLMGW_BASE_URLS.split(',');
   assert.equal(bases.length, 3);
   for (const [i, base] of bases.entries()) {
