@@ -257,11 +257,8 @@ static long long query_int(const char *q, const char *name, long long def, long 
 /* GET /v1/admin/audit?limit=&offset=: newest first. */
 static void audit(struct cp_api *api, struct cp_call *c)
 {
-    if (strcmp(gw_http_req_method(c->req), "GET") != 0) {
-        (void)gw_http_add_header(c->req, "Allow", "GET");
-        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
-                             gw_http_req_method(c->req));
-    }
+    if (!cp_call_method(c, "GET"))
+        return;
     const char *q = gw_http_req_query(c->req);
     long long limit = query_int(q, "limit", 100, 1, 1000);
     long long offset = query_int(q, "offset", 0, 0, 1LL << 40);
@@ -354,12 +351,9 @@ static void route(struct cp_api *api, struct cp_call *c)
     if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)
         return audit(api, c);
     if (seg == 6 && strncmp(rest, "health", 6) == 0 && !slash) {
-        if (strcmp(gw_http_req_method(req), "GET") != 0) {
-            (void)gw_http_add_header(req, "Allow", "GET");
-            return cp_call_error(c, 405, "method_not_allowed", NULL,
-                                 "%s is not allowed on this path", gw_http_req_method(req));
-        }
-        return cp_health_handle(c);
+        if (cp_call_method(c, "GET"))
+            cp_health_handle(c);
+        return;
     }
     if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash)
         return cp_snapshot_api_handle(c);

@@ -159,3 +159,13 @@ json_t *cp_call_body_object(struct cp_call *c)
     }
     return j;
 }
+
+int cp_call_method(struct cp_call *c, const char *allowed)
+{
+    const char *m = gw_http_req_method(c->req);
+    if (strcmp(m, allowed) == 0)
+        return 1;
+    (void)gw_http_add_header(c->req, "Allow", allowed);
+    cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path", m);
+    return 0;
+}

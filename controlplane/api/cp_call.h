@@ -67,6 +67,9 @@ void cp_call_json(struct cp_call *c, int status, json_t *body, long long etag_ve
 /* Answers with an error body. param may be NULL. */
 void cp_call_error(struct cp_call *c, int status, const char *code, const char *param,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* 1 when the request's method is allowed; else answers 405 with an Allow
+ * header of allowed and returns 0. */
+int cp_call_method(struct cp_call *c, const char *allowed);
 /* Answers with the refusal in e. */
 void cp_call_fail(struct cp_call *c, const struct cp_verr *e);
 /* Answers a database failure: 503 when the connection is gone, 409 for a

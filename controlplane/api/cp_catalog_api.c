@@ -103,11 +103,8 @@ static void import_url(struct cp_call *c, struct gw_curlev *curl, const char *ur
 
 void cp_catalog_api_import(struct cp_call *c, struct gw_curlev *curl)
 {
-    if (strcmp(gw_http_req_method(c->req), "POST") != 0) {
-        (void)gw_http_add_header(c->req, "Allow", "POST");
-        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
-                             gw_http_req_method(c->req));
-    }
+    if (!cp_call_method(c, "POST"))
+        return;
     size_t len;
     const char *body = gw_http_req_body(c->req, &len);
     /* Which of the two bodies is it? jansson's doubles are fine for that;

@@ -112,11 +112,8 @@ static int to_i64(const char *s, long long *v)
 
 void cp_usage_handle(struct cp_call *c, struct cp_db *db)
 {
-    if (strcmp(gw_http_req_method(c->req), "GET") != 0) {
-        (void)gw_http_add_header(c->req, "Allow", "GET");
-        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
-                             gw_http_req_method(c->req));
-    }
+    if (!cp_call_method(c, "GET"))
+        return;
     const char *q = gw_http_req_query(c->req);
     char from[64], to[64];
     if (time_param(q, "from", from, sizeof(from)))
@@ -246,11 +243,8 @@ void cp_usage_handle(struct cp_call *c, struct cp_db *db)
 
 void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db)
 {
-    if (strcmp(gw_http_req_method(c->req), "GET") != 0) {
-        (void)gw_http_add_header(c->req, "Allow", "GET");
-        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
-                             gw_http_req_method(c->req));
-    }
+    if (!cp_call_method(c, "GET"))
+        return;
     size_t len;
     const char *v = param(gw_http_req_query(c->req), "request_id", &len);
     char id[129];

@@ -18,11 +18,8 @@ void cp_snapshot_api_register(struct cp_snapshot *b, struct cp_grpc *g)
 
 void cp_snapshot_api_handle(struct cp_call *c)
 {
-    if (strcmp(gw_http_req_method(c->req), "GET") != 0) {
-        (void)gw_http_add_header(c->req, "Allow", "GET");
-        return cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path",
-                             gw_http_req_method(c->req));
-    }
+    if (!cp_call_method(c, "GET"))
+        return;
     if (!builder || !server)
         return cp_call_error(c, 503, "snapshot_unavailable", NULL,
                              "this process does not build snapshots");

@@ -94,15 +94,7 @@ for i in 1 2 3; do
   local_wait_http "dp-$i" "${dps[$((i - 1))]}/readyz" || fail "dp-$i is not ready"
 done
 for u in "${dps[@]}"; do
-  # The snapshot with the key may still be on its way: a few tries.
-  for _ in $(seq 1 50); do
-    code=$(curl -s -o "$run/smoke.json" -w '%{http_code}' --max-time 10 "$u/v1/chat/completions" \
-      -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-      -d '{"model":"fast","messages":[{"role":"user","content":"Hello!"}]}' || true)
-    [ "$code" = 200 ] && break
-    sleep 0.1
-  done
-  [ "$code" = 200 ] || fail "a chat through $u answered $code: $(cat "$run/smoke.json")"
+  local_wait_chat "$u" "$key" || fail "$u is not serving"
 done
 
 # Quoted, so `set -a; source fleet.env` gives these values (the conninfo

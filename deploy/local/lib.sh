@@ -51,6 +51,22 @@ local_wait_http() { # name, url, [tries of 0.1 s, default 200]
   return 1
 }
 
+# Sends one chat (model fast) through the gateway at URL with KEY until it
+# answers 200 (the snapshot with the key may still be on its way), for at
+# most 10 s; 1 with the last answer when it never does.
+local_wait_chat() { # url, key
+  local code=000
+  for _ in $(seq 1 100); do
+    code=$(curl -s -o "$run/smoke.json" -w '%{http_code}' --max-time 5 "$1/v1/chat/completions" \
+      -H "Authorization: Bearer $2" -H 'Content-Type: application/json' \
+      -d '{"model":"fast","messages":[{"role":"user","content":"Hello!"}]}' || true)
+    [ "$code" = 200 ] && return 0
+    sleep 0.1
+  done
+  echo "a chat through $1 answered $code: $(cat "$run/smoke.json" 2>/dev/null)"
+  return 1
+}
+
 # Stops the named daemons by their recorded pids, all at once: SIGNAL to
 # each, then SIGKILL to any still there after GRACE seconds (a data plane
 # drains its open streams first).

@@ -186,16 +186,7 @@ local_start dataplane "$bin/dataplane/llmgw-dataplane" --control-plane "127.0.0.
   --ledger-spool "$run/ledger"
 local_wait_listening dataplane || fail "the data plane did not start"
 gw=http://127.0.0.1:$port
-# Served once the snapshot with the key has arrived.
-code=000
-for _ in $(seq 1 100); do
-  code=$(curl -s -o "$run/smoke.json" -w '%{http_code}' --max-time 5 "$gw/v1/chat/completions" \
-    -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-    -d '{"model":"fast","messages":[{"role":"user","content":"up.sh smoke test"}]}' || true)
-  [ "$code" = 200 ] && break
-  sleep 0.1
-done
-[ "$code" = 200 ] || fail "the gateway answered $code: $(cat "$run/smoke.json" 2>/dev/null)"
+local_wait_chat "$gw" "$key" || fail "the gateway does not serve"
 
 local_write_env "$run/demo.env" "LLMGW_BASE_URL=$gw" "LLMGW_API_KEY=$key" "LLMGW_MODEL=fast" \
   "LLMGW_ADMIN_URL=$admin" "LLMGW_ADMIN_TOKEN=$token" "LLMGW_DATABASE_URL=$db"

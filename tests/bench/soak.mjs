@@ -343,18 +343,7 @@ function scrape(port) {
 // ---------------------------------------------------------------------------
 // The traffic
 
-// mulberry32: a small seeded generator, so a mix can be replayed.
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const rand = rng(SEED);
+const rand = h.rng(SEED);
 function pick(weighted) {
   const total = weighted.reduce((a, [, w]) => a + w, 0);
   let x = rand() * total;

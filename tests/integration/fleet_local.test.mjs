@@ -42,19 +42,8 @@ function run(script) {
   return { ...r, out: `${r.stdout}${r.stderr}${r.error ? `\n${r.error.message}` : ''}` };
 }
 
-function pids() {
-  return fs.readdirSync(state).filter((f) => f.endsWith('.pid'))
-    .map((f) => ({ name: f.slice(0, -4), pid: Number(fs.readFileSync(path.join(state, f), 'utf8')) }));
-}
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const pids = () => h.pidFiles(state);
+const { alive } = h;
 
 after(async () => {
   if (env && pids().length) run(DOWN); // a failed test leaves nothing either

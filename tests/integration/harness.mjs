@@ -427,6 +427,35 @@ export async function startMock({ args = [] } = {}) {
 // The data plane
 
 /** A loopback port on which nothing listens (bound, then closed). */
+/** mulberry32: a small seeded generator (a uniform [0, 1) per call), so a
+ * run of random choices can be replayed from its seed. */
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The NAME.pid files a local script left in dir: [{name, pid}]. */
+export function pidFiles(dir) {
+  return fs.readdirSync(dir).filter((f) => f.endsWith('.pid'))
+    .map((f) => ({ name: f.slice(0, -4), pid: Number(fs.readFileSync(path.join(dir, f), 'utf8')) }));
+}
+
+/** Whether a process with this pid exists. */
+export function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function deadPort() {
   const srv = net.createServer();
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));

@@ -16,7 +16,6 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import * as h from './harness.mjs';
 
@@ -28,34 +27,13 @@ const run = h.makeTmpDir();
 let env;
 let ports;
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 function sh(args, opts = {}) {
   const r = spawnSync('bash', args, { env: { ...env, ...opts.env }, cwd: h.REPO_ROOT, encoding: 'utf8', timeout: opts.timeout ?? 120_000 });
   return { ...r, out: `${r.stdout}${r.stderr}${r.error ? `\n${r.error.message}` : ''}` };
 }
 
-function pids() {
-  return fs.readdirSync(run).filter((f) => f.endsWith('.pid'))
-    .map((f) => ({ name: f.slice(0, -4), pid: Number(fs.readFileSync(path.join(run, f), 'utf8')) }));
-}
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const pids = () => h.pidFiles(run);
+const { alive } = h;
 
 /** What `set -a; source FILE` exports, as bash sees it. */
 function sourced(file, names) {
@@ -66,7 +44,7 @@ function sourced(file, names) {
 
 before(async () => {
   h.requireBinaries([h.CONTROLPLANE_BIN, h.DATAPLANE_BIN, h.MOCK_BIN]);
-  ports = { gw: await freePort(), admin: await freePort(), grpc: await freePort(), mock: await freePort(), pg: await freePort(), tour: await freePort() };
+  ports = { gw: await h.deadPort(), admin: await h.deadPort(), grpc: await h.deadPort(), mock: await h.deadPort(), pg: await h.deadPort(), tour: await h.deadPort() };
   env = {
     ...process.env, LLMGW_RUN_DIR: run, LLMGW_BUILD_DIR: h.BUILD_DIR, LLMGW_SKIP_DEPS: '1',
     LLMGW_PORT: String(ports.gw), LLMGW_ADMIN_PORT: String(ports.admin), LLMGW_GRPC_PORT: String(ports.grpc),

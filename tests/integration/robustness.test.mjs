@@ -26,18 +26,6 @@ after(async () => {
   await h.stopAll();
 });
 
-// A small deterministic PRNG (mulberry32), so a failure can be replayed.
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Sends raw bytes on a new connection, half-closes, collects what comes
  * back until the server closes or waitMs passes. */
 function raw(bytes, waitMs = 300) {
@@ -104,7 +92,7 @@ const GOOD = JSON.stringify({
 });
 
 test('random bytes and mutated request heads never crash the gateway', { timeout: 120_000 }, async () => {
-  const rand = rng(20261129);
+  const rand = h.rng(20261129);
   const valid = request(GOOD).toString('latin1');
   for (let i = 0; i < 150; i++) {
     let bytes;
@@ -137,7 +125,7 @@ test('random bytes and mutated request heads never crash the gateway', { timeout
 });
 
 test('well-framed requests with mangled or mis-shaped JSON get 4xx JSON errors', { timeout: 120_000 }, async () => {
-  const rand = rng(42);
+  const rand = h.rng(42);
   const shapes = [
     '', '{', '[]', 'null', '"x"', '1e999', '{"model":1}', '{"model":null}', '{"model":""}',
     '{"model":["fast"]}', '{"model":"fast","stream":"yes"}', '{"model":"fast","stream":1}',
@@ -247,7 +235,7 @@ function mutate(doc, rand) {
 }
 
 test('every facade answers structurally mutated requests with a result or a 4xx', { timeout: 180_000 }, async () => {
-  const rand = rng(7);
+  const rand = h.rng(7);
   for (const [path, doc] of Object.entries(RICH)) {
     const base = await raw(request(JSON.stringify(doc), { path }), 5000);
     assert.equal(statusOf(base.text), 200, `${path}: the unmutated request: ${base.text.slice(0, 400)}`);
