@@ -17,7 +17,7 @@ total_passed=0
 total_failed=0
 summary=()
 
-# The C sources follow the checked-in .clang-format (CONVENTIONS.md).
+# The C sources follow the checked-in .clang-format.
 echo "=== format (clang-format $(clang-format --version | grep -o '[0-9][0-9.]*' | head -1))"
 # (Captured, not piped into grep: under pipefail clang-format's own failure
 # status would make a pipeline with findings read as a pass.)

@@ -1,4 +1,4 @@
-// Circuit breakers (issue 4): one per (provider, model) per data-plane
+// Circuit breakers: one per (provider, model) per data-plane
 // process. Only health-relevant failure classes move them: 10,000
 // bad_request failures leave a target's breaker closed, sustained 5xx opens
 // it (the target is skipped: the mock stops hearing from the gateway), and

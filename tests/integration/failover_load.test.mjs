@@ -1,4 +1,4 @@
-// A bounded loopback load test of failover (issue 4): two mock processes,
+// A bounded loopback load test of failover: two mock processes,
 // a primary and a backup, in one route; 3000 requests (half streaming, with
 // a small chunk delay so streams are in flight) at concurrency 32; after a
 // third of them completed the primary is SIGKILLed. Every request whose

@@ -1,4 +1,4 @@
-// No prompt, completion, tool or credential text in any log (issue 8). A
+// No prompt, completion, tool or credential text in any log. A
 // unique canary string goes everywhere a client or an operator could put
 // secret text: system, user and assistant messages, tool-call arguments,
 // tool results, tool names and descriptions, embeddings input, the model

@@ -1,4 +1,4 @@
-// GET /metrics on the data plane (issue 8): after a known set of requests
+// GET /metrics on the data plane: after a known set of requests
 // (successes streamed and not, a failover, a mid-stream error, a no-route
 // error, a breaker opening, three refusals of the quota step that a
 // snapshot file can provoke: a budget never configured, an unpriced target

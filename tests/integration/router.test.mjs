@@ -1,4 +1,4 @@
-// The honest router (issue 4), end to end: the fault matrix (every failure
+// The honest router, end to end: the fault matrix (every failure
 // class the mock can provoke x its position in a 3-entry chain x streaming
 // or not), retries and Retry-After, the failover budget, the bright line
 // (no failover after the first content event), no_route errors for every
