@@ -245,7 +245,7 @@ static const char m3_ledger[] =
     "SELECT llmgw_ledger_partition(now());\n"
     "SELECT llmgw_ledger_partition(now() + interval '1 month');\n";
 
-/* Issue 6, honest money: a price per reasoning token where a model bills
+/* A price per reasoning token where a model bills
  * reasoning apart from its other output (NULL: reasoning tokens are output
  * tokens at the output price), and what the LiteLLM import records about a
  * catalog row: who last wrote it ('admin' through the API, 'litellm' by

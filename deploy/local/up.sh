@@ -138,11 +138,12 @@ ensure() { # resource, key, JSON
   ctl "$1" get "$2" >/dev/null 2>&1 || ctl "$1" create "$3" >/dev/null || fail "cannot create $1 '$2'"
 }
 # A credential, sealed with the master key (the mock accepts any).
-seal() { # secret name, value (from stdin to llmgwctl: never an argument)
+# The value travels on stdin (printf is a builtin): never in any argv.
+seal() { # secret name, value
   if ctl secrets get "$1" >/dev/null 2>&1; then
-    jq -n --arg v "$2" '{value:$v}' | ctl secrets update "$1" - >/dev/null
+    printf '%s' "$2" | jq -Rs '{value: .}' | ctl secrets update "$1" - >/dev/null
   else
-    jq -n --arg n "$1" --arg v "$2" '{name:$n,value:$v}' | ctl secrets create - >/dev/null
+    printf '%s' "$2" | jq -Rs --arg n "$1" '{name: $n, value: .}' | ctl secrets create - >/dev/null
   fi || fail "cannot store the secret '$1'"
 }
 seal mock-key "mock-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
