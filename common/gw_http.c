@@ -1114,8 +1114,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->bev = ssl ? bufferevent_openssl_socket_new(srv->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
                                                       BEV_OPT_CLOSE_ON_FREE)
                      : NULL;
-        if (!c->bev && ssl)
-            SSL_free(ssl);
+        /* (A failed bufferevent_openssl_socket_new frees ssl itself, as
+         * BEV_OPT_CLOSE_ON_FREE asks; libevent 2.1.9 and later.) */
         if (c->bev) {
             /* A client that closes without close_notify is an EOF. */
             bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
