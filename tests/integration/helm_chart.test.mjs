@@ -338,6 +338,14 @@ test('the rendered args and env are accepted by the binaries (--check-config), w
         assert.ok(s.master_key_id, `${where}: LLMGW_MASTER_KEY reaches it`);
         assert.equal(s.fleet_token, true, `${where}: LLMGW_FLEET_TOKEN reaches it`);
         assert.equal(s.etcd_tls, !!valuesOf(c).etcd?.tlsSecret, `${where}: TLS to etcd exactly when etcd.tlsSecret is set`);
+        const adminTls = !!valuesOf(c).controlplane?.adminTLSSecret;
+        assert.equal(s.admin_tls, adminTls, `${where}: TLS on the admin port exactly when controlplane.adminTLSSecret is set`);
+        for (const p of [k.startupProbe, k.livenessProbe, k.readinessProbe]) {
+          assert.equal(p.httpGet.scheme ?? 'HTTP', adminTls ? 'HTTPS' : 'HTTP', `${where}: probes speak what the admin port speaks`);
+        }
+        const sm = rendered.get(c.name).find((o) => o.kind === 'ServiceMonitor' && o.metadata.name === w.metadata.name);
+        assert.equal(!!sm, !!valuesOf(c).metrics?.serviceMonitor?.enabled, `${where}: its ServiceMonitor`);
+        if (sm) assert.equal(sm.spec.endpoints[0].scheme ?? 'http', adminTls ? 'https' : 'http', `${where}: the scrape speaks it too`);
       } else if (k.name === 'migrate') {
         assert.equal(s.command, 'migrate');
       } else if (k.name === 'dataplane') {
