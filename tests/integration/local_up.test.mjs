@@ -57,6 +57,10 @@ before(async () => {
 
 after(() => {
   if (env && pids().length) sh([DOWN]);
+  // down.sh keeps the database for the next up.sh: this one is the test's.
+  // (As root its data may live under /var/tmp, .run/pg linking to it.)
+  const pg = path.join(run, 'pg');
+  if (fs.existsSync(pg)) fs.rmSync(fs.realpathSync(pg), { recursive: true, force: true });
   const tour = path.join(run, 'tour-mock.pid');
   if (fs.existsSync(tour)) {
     const pid = Number(fs.readFileSync(tour, 'utf8'));
