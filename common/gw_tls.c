@@ -76,12 +76,13 @@ static SSL_CTX *build(const char *cert, const char *key, char *err, size_t errle
 struct gw_tls *gw_tls_new(const char *cert_file, const char *key_file, char *err, size_t errlen)
 {
     struct gw_tls *t = calloc(1, sizeof(*t));
+    if (t)
+        pthread_mutex_init(&t->lock, NULL);
     if (!t || !(t->cert_file = strdup(cert_file)) || !(t->key_file = strdup(key_file))) {
         snprintf(err, errlen, "TLS: out of memory");
         gw_tls_free(t);
         return NULL;
     }
-    pthread_mutex_init(&t->lock, NULL);
     t->ctx = build(cert_file, key_file, err, errlen);
     if (!t->ctx) {
         gw_tls_free(t);
@@ -142,10 +143,8 @@ void gw_tls_free(struct gw_tls *t)
 {
     if (!t)
         return;
-    if (t->ctx) {
-        SSL_CTX_free(t->ctx);
-        pthread_mutex_destroy(&t->lock);
-    }
+    SSL_CTX_free(t->ctx); /* NULL is a no-op */
+    pthread_mutex_destroy(&t->lock);
     free(t->cert_file);
     free(t->key_file);
     free(t);

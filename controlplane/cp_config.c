@@ -66,6 +66,21 @@ static int parse_bool(int *out, const char *flag, const char *v)
 
 #define PROG "llmgw-controlplane"
 
+/* A secret from the environment only: NULL when unset or empty, GW_EINVAL
+ * (after a message) when shorter than CP_MIN_ADMIN_TOKEN. */
+static int env_token(const char *var, const char *example, const char **out)
+{
+    const char *v = getenv(var);
+    *out = v && *v ? v : NULL;
+    if (*out && strlen(*out) < CP_MIN_ADMIN_TOKEN) {
+        fprintf(stderr,
+                PROG ": %s must be at least %d characters (e.g. \"%s$(openssl rand -hex 24)\")\n",
+                var, CP_MIN_ADMIN_TOKEN, example);
+        return GW_EINVAL;
+    }
+    return GW_OK;
+}
+
 static int apply(void *cfg, const char *flag, const char *v)
 {
     struct cp_config *c = cfg;
@@ -194,28 +209,12 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
     c->etcd_lease_ttl_s = 5;
     c->lease_grace_s = 3600;
     c->catalog_sync_interval_s = 86400;
-    const char *tok = getenv("LLMGW_ADMIN_TOKEN");
-    c->admin_token = tok && *tok ? tok : NULL;
     /* The bootstrap token can do anything, from anywhere that reaches the
-     * admin port: one that can be guessed is refused at start. */
-    if (c->admin_token && strlen(c->admin_token) < CP_MIN_ADMIN_TOKEN) {
-        fprintf(stderr,
-                PROG ": LLMGW_ADMIN_TOKEN must be at least %d characters (e.g. "
-                     "\"llmgw-admin-$(openssl rand -hex 24)\")\n",
-                CP_MIN_ADMIN_TOKEN);
+     * admin port, and the fleet token reads every credential and writes
+     * ledger rows: one that can be guessed is refused at start. */
+    if (env_token("LLMGW_ADMIN_TOKEN", "llmgw-admin-", &c->admin_token) != GW_OK ||
+        env_token("LLMGW_FLEET_TOKEN", "llmgw-fleet-", &c->fleet_token) != GW_OK)
         return GW_EINVAL;
-    }
-    /* The fleet token lets a caller read every credential and write ledger
-     * rows: the same floor. */
-    tok = getenv("LLMGW_FLEET_TOKEN");
-    c->fleet_token = tok && *tok ? tok : NULL;
-    if (c->fleet_token && strlen(c->fleet_token) < CP_MIN_ADMIN_TOKEN) {
-        fprintf(stderr,
-                PROG ": LLMGW_FLEET_TOKEN must be at least %d characters (e.g. "
-                     "\"llmgw-fleet-$(openssl rand -hex 24)\")\n",
-                CP_MIN_ADMIN_TOKEN);
-        return GW_EINVAL;
-    }
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
         if (strcmp(argv[i], "migrate") == 0)
