@@ -304,8 +304,9 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
     const struct dp_limit *ls[DP_MAX_CHARGES];
     size_t n = 0;
     int cost_limit = 0;
-    for (size_t i = 0; i < ask->snap->nlimits; i++) {
-        const struct dp_limit *l = &ask->snap->limits[i];
+    struct gw_pmap_iter li;
+    const struct dp_limit *l;
+    for (dp_snapshot_iter(&ask->snap->limits, &li); (l = dp_snapshot_next(&li)) != NULL;) {
         if (!applies(l, k))
             continue;
         if (n == DP_MAX_CHARGES) {
@@ -313,10 +314,19 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
                         "request (remove some limits)");
             return DP_LIMITS_REFUSED;
         }
-        ls[n++] = l;
+        /* In id order, whatever order the snapshot keeps them in: the
+         * hold's items (and so its charges) come out the same on every
+         * data plane and every build. */
+        size_t at = n++;
+        while (at > 0 && strcmp(ls[at - 1]->id, l->id) > 0) {
+            ls[at] = ls[at - 1];
+            at--;
+        }
+        ls[at] = l;
         cost_limit |= l->metric == DP_LIMIT_COST;
     }
-    if (k->team_ref && k->team_ref->require_budget && !cost_limit) {
+    const struct dp_team *team = k->team ? dp_snapshot_team(ask->snap, k->team) : NULL;
+    if (team && team->require_budget && !cost_limit) {
         never_configured(r, k);
         return DP_LIMITS_REFUSED;
     }

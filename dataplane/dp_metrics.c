@@ -424,9 +424,11 @@ const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, 
         return "";
     if (!s || !provider)
         return "other";
-    for (size_t i = 0; i < s->nroutes; i++)
-        for (size_t j = 0; j < s->routes[i].nentries; j++) {
-            const struct dp_route_entry *e = &s->routes[i].entries[j];
+    struct gw_pmap_iter it;
+    const struct dp_route *r;
+    for (dp_snapshot_iter(&s->routes, &it); (r = dp_snapshot_next(&it)) != NULL;)
+        for (size_t j = 0; j < r->nentries; j++) {
+            const struct dp_route_entry *e = &r->entries[j];
             if (strcmp(e->model, model) == 0 && strcmp(e->provider->name, provider) == 0)
                 return model;
         }

@@ -222,16 +222,18 @@ static enum refusal refusal_by(const struct dp_allowlists *a, const struct dp_ro
 
 /* The key's lists, then its team's, then its project's: a target must pass
  * all three (the intersection). *who gets the principal that refused. */
-static enum refusal refusal_of(const struct dp_key *k, const struct dp_route *route,
-                               const char *provider, const char *model, struct allow *who)
+static enum refusal refusal_of(const struct dp_snapshot *s, const struct dp_key *k,
+                               const struct dp_route *route, const char *provider,
+                               const char *model, struct allow *who)
 {
     if (!k)
         return ALLOWED;
+    const struct dp_team *team = k->team ? dp_snapshot_team(s, k->team) : NULL;
+    const struct dp_project *project = k->project ? dp_snapshot_project(s, k->project) : NULL;
     const struct allow principals[] = {
         {"key", k->id, &k->allow},
-        {"team", k->team_ref ? k->team_ref->name : NULL, k->team_ref ? &k->team_ref->allow : NULL},
-        {"project", k->project_ref ? k->project_ref->name : NULL,
-         k->project_ref ? &k->project_ref->allow : NULL},
+        {"team", team ? team->name : NULL, team ? &team->allow : NULL},
+        {"project", project ? project->name : NULL, project ? &project->allow : NULL},
     };
     for (size_t i = 0; i < sizeof(principals) / sizeof(principals[0]); i++) {
         if (!principals[i].l)
@@ -244,17 +246,18 @@ static enum refusal refusal_of(const struct dp_key *k, const struct dp_route *ro
     return ALLOWED;
 }
 
-int dp_router_allows(const struct dp_key *k, const struct dp_route *route,
-                     const struct dp_provider *provider, const char *model)
+int dp_router_allows(const struct dp_snapshot *s, const struct dp_key *k,
+                     const struct dp_route *route, const struct dp_provider *provider,
+                     const char *model)
 {
     struct allow who;
-    return refusal_of(k, route, provider->name, model, &who) == ALLOWED;
+    return refusal_of(s, k, route, provider->name, model, &who) == ALLOWED;
 }
 
 static int check_allowed(const struct planner *pl, const struct slot *sl, struct dp_skip *sk)
 {
     struct allow a;
-    switch (refusal_of(pl->ctx->key, pl->route, sl->provider->name, sl->model, &a)) {
+    switch (refusal_of(pl->s, pl->ctx->key, pl->route, sl->provider->name, sl->model, &a)) {
     case ALLOWED:
         return 1;
     case NOT_ROUTE:
@@ -504,9 +507,11 @@ static void plan_bare(struct planner *pl, const char *model)
     struct dp_plan *plan = pl->plan;
     struct slot v[DP_MAX_CANDIDATES];
     size_t nv = 0;
-    for (size_t i = 0; i < s->nroutes; i++)
-        for (size_t j = 0; j < s->routes[i].nentries; j++) {
-            const struct dp_route_entry *e = &s->routes[i].entries[j];
+    struct gw_pmap_iter it;
+    const struct dp_route *r;
+    for (dp_snapshot_iter(&s->routes, &it); (r = dp_snapshot_next(&it)) != NULL;)
+        for (size_t j = 0; j < r->nentries; j++) {
+            const struct dp_route_entry *e = &r->entries[j];
             if (strcmp(e->model, model) != 0)
                 continue;
             size_t k = 0;
@@ -561,11 +566,7 @@ int dp_router_plan(const struct dp_snapshot *s, const char *selector, const stru
         plan_route(&pl);
     } else if (strchr(selector, '/')) {
         const char *slash = strchr(selector, '/');
-        const struct dp_provider *p = NULL;
-        for (size_t i = 0; i < s->nproviders && !p; i++)
-            if (strlen(s->providers[i].name) == (size_t)(slash - selector) &&
-                memcmp(s->providers[i].name, selector, (size_t)(slash - selector)) == 0)
-                p = &s->providers[i];
+        const struct dp_provider *p = dp_snapshot_provider(s, selector, (size_t)(slash - selector));
         if (p) {
             plan->via = "exact";
             struct slot sl = {p, slash + 1, NULL, 0, 0, 0};

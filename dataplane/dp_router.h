@@ -170,8 +170,9 @@ int dp_router_plan(const struct dp_snapshot *s, const char *selector, const stru
 /* Whether key k (NULL: any) may use provider/model through route (NULL:
  * by an exact or bare selector): the key's and its team's allowlists
  * alone, nothing else. */
-int dp_router_allows(const struct dp_key *k, const struct dp_route *route,
-                     const struct dp_provider *provider, const char *model);
+int dp_router_allows(const struct dp_snapshot *s, const struct dp_key *k,
+                     const struct dp_route *route, const struct dp_provider *provider,
+                     const char *model);
 
 /* The skips as a JSON array text ([{"provider","model","reason","detail"}]),
  * appended to out. 0, or the gw_buf error (out may then hold part of it). */

@@ -1,8 +1,11 @@
 /*
- * dp_snapshot's build: a document into a snapshot, section by section
- * (providers, routes, catalog, teams, projects, limits, keys), each checked against
- * what came before it. The field readers are dp_snapshot_fields.c; the
- * lookups and the published snapshot, dp_snapshot_lookup.c.
+ * dp_snapshot: the element builders. Each turns one resource of a document
+ * (a provider, a route, the catalog, a team, a project, a limit, a key)
+ * into an item of its own (dp_snapshot_int.h), checking its fields and
+ * what it names. The whole build is dp_snapshot_build.c; a delta's apply,
+ * dp_snapshot_apply.c; the field readers, dp_snapshot_fields.c; the
+ * lookups, items' lifetime and the published snapshot,
+ * dp_snapshot_lookup.c.
  */
 #include "dp_snapshot.h"
 
@@ -37,14 +40,9 @@ static const char *resolve_credential(const char *ref, const char *provider)
     return NULL;
 }
 
-static void build_provider(struct build *b, struct dp_provider *p, const json_t *o, size_t i)
+static void build_provider(struct build *b, struct dp_provider *p, const json_t *o,
+                           const char *where)
 {
-    char where[48];
-    snprintf(where, sizeof(where), "providers[%zu]", i);
-    if (!json_is_object(o)) {
-        dps_fail(b, "%s: must be an object", where);
-        return;
-    }
     p->name = dps_req_str(b, o, "name", where);
     p->driver = dps_req_str(b, o, "driver", where);
     const char *url = dps_req_str(b, o, "base_url", where);
@@ -209,15 +207,9 @@ static void build_entry(struct build *b, const struct dp_snapshot *s, struct dp_
         r->nentries++;
 }
 
-static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route *r, const json_t *o,
-                        size_t i)
+static void build_route(struct build *b, const struct dp_snapshot *s, struct dp_route *r,
+                        const json_t *o, const char *where)
 {
-    char where[48];
-    snprintf(where, sizeof(where), "routes[%zu]", i);
-    if (!json_is_object(o)) {
-        dps_fail(b, "%s: must be an object", where);
-        return;
-    }
     r->name = dps_req_str(b, o, "name", where);
     r->role = dps_opt_enum(b, o, "role", where, role_names, NULL);
     r->capability = dps_opt_enum(b, o, "capability", where, capability_names, "chat");
@@ -281,7 +273,7 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
     json_t *e;
     json_array_foreach(en, j, e)
     {
-        char ew[80];
+        char ew[160];
         snprintf(ew, sizeof(ew), "%s.entries[%zu]", where, j);
         build_entry(b, s, r, e, ew);
         if (b->failed)
@@ -293,26 +285,6 @@ static void build_route(struct build *b, struct dp_snapshot *s, struct dp_route 
         return;
     }
     r->fingerprint = route_fingerprint(r);
-}
-
-/* Roles and route names share the selector namespace; each role names one
- * route. Checked once every route is known. */
-static void check_roles(struct build *b, const struct dp_snapshot *s)
-{
-    for (size_t i = 0; i < s->nroutes && !b->failed; i++) {
-        const struct dp_route *r = &s->routes[i];
-        if (!r->role)
-            continue;
-        for (size_t k = 0; k < i && !b->failed; k++)
-            if (s->routes[k].role && strcmp(s->routes[k].role, r->role) == 0)
-                dps_fail(b,
-                         "routes[%zu].role: '%s' is already the role of route '%s' (routes[%zu])",
-                         i, r->role, s->routes[k].name, k);
-        const struct dp_route *named = dps_find_route(s, r->role);
-        if (named && !b->failed)
-            dps_fail(b, "routes[%zu].role: '%s' is also the name or an alias of route '%s'", i,
-                     r->role, named->name);
-    }
 }
 
 /* money: an integer count of picodollars, never a float. The ceiling (one
@@ -336,8 +308,9 @@ static long long opt_price(struct build *b, const json_t *o, const char *key, co
 }
 
 static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
-                                struct dp_catalog_entry *c, const json_t *o, size_t i)
+                                struct dp_catalog_entry *entries, const json_t *o, size_t i)
 {
+    struct dp_catalog_entry *c = &entries[i];
     char where[48];
     snprintf(where, sizeof(where), "catalog[%zu]", i);
     if (!json_is_object(o)) {
@@ -380,7 +353,7 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
     }
     memcpy(p->currency, cur, 4);
     for (size_t k = 0; k < i; k++) {
-        const struct dp_catalog_entry *o2 = &s->catalog[k];
+        const struct dp_catalog_entry *o2 = &entries[k];
         int same_provider = (!o2->provider && !c->provider) ||
                             (o2->provider && c->provider && !strcmp(o2->provider, c->provider));
         if (same_provider && strcmp(o2->model, c->model) == 0) {
@@ -405,14 +378,8 @@ static void build_allowlists(struct build *b, const json_t *o, const char *where
     dps_opt_str_list(b, o, "allow_models", where, &a->models, &a->nmodels);
 }
 
-static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t i)
+static void build_key(struct build *b, struct dp_key *k, const json_t *o, const char *where)
 {
-    char where[48];
-    snprintf(where, sizeof(where), "keys[%zu]", i);
-    if (!json_is_object(o)) {
-        dps_fail(b, "%s: must be an object", where);
-        return;
-    }
     k->id = dps_req_str(b, o, "id", where);
     const char *h = dps_req_str(b, o, "hash", where);
     k->status = dps_opt_str(b, o, "status", where, "active");
@@ -429,48 +396,23 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, size_t
     build_allowlists(b, o, where, &k->allow);
 }
 
-static void build_team(struct build *b, const struct dp_snapshot *s, struct dp_team *t,
-                       const json_t *o, size_t i)
+static void build_team(struct build *b, struct dp_team *t, const json_t *o, const char *where)
 {
-    char where[48];
-    snprintf(where, sizeof(where), "teams[%zu]", i);
-    if (!json_is_object(o)) {
-        dps_fail(b, "%s: must be an object", where);
-        return;
-    }
     t->name = dps_req_str(b, o, "name", where);
     if (b->failed)
         return;
-    const struct dp_team *dup = dp_snapshot_team(s, t->name); /* the ones before this */
-    if (dup) {
-        dps_fail(b, "%s.name: duplicate team '%s' (also teams[%zu])", where, t->name,
-                 (size_t)(dup - s->teams));
-        return;
-    }
     build_allowlists(b, o, where, &t->allow);
     t->require_budget = dps_opt_bool(b, o, "require_budget", where, 0);
 }
 
 static void build_project(struct build *b, const struct dp_snapshot *s, struct dp_project *p,
-                          const json_t *o, size_t i)
+                          const json_t *o, const char *where)
 {
-    char where[48];
-    snprintf(where, sizeof(where), "projects[%zu]", i);
-    if (!json_is_object(o)) {
-        dps_fail(b, "%s: must be an object", where);
-        return;
-    }
     p->name = dps_req_str(b, o, "name", where);
     p->team = dps_opt_str(b, o, "team", where, NULL);
     if (b->failed)
         return;
-    const struct dp_project *dup = dp_snapshot_project(s, p->name);
-    if (dup) {
-        dps_fail(b, "%s.name: duplicate project '%s' (also projects[%zu])", where, p->name,
-                 (size_t)(dup - s->projects));
-        return;
-    }
-    if (p->team && s->teams && !dp_snapshot_team(s, p->team)) {
+    if (p->team && (s->present & DPS_HAS_TEAMS) && !dp_snapshot_team(s, p->team)) {
         dps_fail(b, "%s.team: no team named '%s' in teams", where, p->team);
         return;
     }
@@ -480,24 +422,24 @@ static void build_project(struct build *b, const struct dp_snapshot *s, struct d
 /* A key's team and project resolved against the teams and projects lists,
  * when the snapshot has them: a key naming one the list lacks would have
  * its allowlists and budget rule silently skipped. */
-static void resolve_key(struct build *b, const struct dp_snapshot *s, struct dp_key *k, size_t i,
-                        int have_teams, int have_projects)
+void dps_check_key(struct build *b, const struct dp_snapshot *s, const struct dp_key *k,
+                   const char *where)
 {
-    if (k->team && have_teams && !(k->team_ref = dp_snapshot_team(s, k->team))) {
-        dps_fail(b, "keys[%zu].team: no team named '%s' in teams", i, k->team);
+    if (k->team && (s->present & DPS_HAS_TEAMS) && !dp_snapshot_team(s, k->team)) {
+        dps_fail(b, "%s.team: no team named '%s' in teams", where, k->team);
         return;
     }
-    if (!k->project || !have_projects)
+    if (!k->project || !(s->present & DPS_HAS_PROJECTS))
         return;
-    if (!(k->project_ref = dp_snapshot_project(s, k->project))) {
-        dps_fail(b, "keys[%zu].project: no project named '%s' in projects", i, k->project);
+    const struct dp_project *p = dp_snapshot_project(s, k->project);
+    if (!p) {
+        dps_fail(b, "%s.project: no project named '%s' in projects", where, k->project);
         return;
     }
-    const char *owner = k->project_ref->team;
+    const char *owner = p->team;
     if (owner && (!k->team || strcmp(owner, k->team) != 0))
-        dps_fail(b, "keys[%zu].project: '%s' belongs to team '%s', the key to %s%s%s", i,
-                 k->project, owner, k->team ? "'" : "", k->team ? k->team : "none",
-                 k->team ? "'" : "");
+        dps_fail(b, "%s.project: '%s' belongs to team '%s', the key to %s%s%s", where, k->project,
+                 owner, k->team ? "'" : "", k->team ? k->team : "none", k->team ? "'" : "");
 }
 
 static const char *const scope_names[] = {
@@ -537,15 +479,8 @@ static int enum_index(const char *const *names, const char *v)
 /* The admin API's bound (cp_res_limits.c). */
 #define MAX_LIMIT_AMOUNT 4000000000000000000LL
 
-static void build_limit(struct build *b, const struct dp_snapshot *s, struct dp_limit *l,
-                        const json_t *o, size_t i)
+static void build_limit(struct build *b, struct dp_limit *l, const json_t *o, const char *where)
 {
-    char where[48];
-    snprintf(where, sizeof(where), "limits[%zu]", i);
-    if (!json_is_object(o)) {
-        dps_fail(b, "%s: must be an object", where);
-        return;
-    }
     l->id = dps_req_str(b, o, "id", where);
     const char *kind = dps_opt_enum(b, o, "scope_kind", where, scope_names, NULL);
     l->scope = dps_req_str(b, o, "scope", where);
@@ -579,181 +514,124 @@ static void build_limit(struct build *b, const struct dp_snapshot *s, struct dp_
     l->worst_case = strcmp(res, "worst_case") == 0;
     l->fail_closed = strcmp(off, "fail_closed") == 0;
     l->unpriced_allow = strcmp(unp, "allow") == 0;
-    for (size_t k = 0; k < i; k++)
-        if (strcmp(s->limits[k].id, l->id) == 0) {
-            dps_fail(b, "%s.id: duplicate limit '%s' (also limits[%zu])", where, l->id, k);
-            return;
-        }
 }
 
-static const json_t *req_array(struct build *b, const json_t *root, const char *key, int required)
+/* ---- Items: one resource each, built on a pool of its own ---- */
+
+/* Pool blocks sized so most items fit their first (a route with several
+ * entries, or a provider with headers and options, takes another). */
+enum { KEY_BLOCK = 448, ITEM_BLOCK = 768, CATALOG_BLOCK = 65536 };
+
+/* Starts an item of o; its pool becomes b's. NULL when o is not an object
+ * (b failed). */
+static struct dps_item *item_begin(struct build *b, enum dps_kind kind, size_t block,
+                                   const json_t *o, const char *where)
 {
-    json_t *a = json_object_get(root, key);
-    if (!a || json_is_null(a)) {
-        if (required)
-            dps_fail(b, "%s: required, an array", key);
+    if (kind != DPS_CATALOG && !json_is_object(o)) {
+        dps_fail(b, "%s: must be an object", where);
         return NULL;
     }
-    if (!json_is_array(a)) {
-        dps_fail(b, "%s: must be an array", key);
-        return NULL;
-    }
-    return a;
-}
-
-struct dp_snapshot *dp_snapshot_build(const json_t *root, char *err, size_t errlen)
-{
-    return dp_snapshot_build_ex(root, 0, err, errlen);
-}
-
-/* The keys' hash index (dp_snapshot.h): a lookup costs one SHA-256 and a
- * probe or two however many keys there are, not a scan of them all. */
-static int index_keys(struct build *b, struct dp_snapshot *s)
-{
-    if (!s->nkeys)
-        return GW_OK;
-    size_t slots = 4;
-    while (slots < 2 * s->nkeys)
-        slots *= 2;
-    s->key_index = gw_pool_calloc(b->pool, slots * sizeof(*s->key_index));
-    if (!s->key_index) {
+    struct dps_item *it = dps_item_new(kind, block);
+    if (!it) {
         dps_fail(b, "out of memory");
-        return GW_ENOMEM;
+        return NULL;
     }
-    s->key_mask = slots - 1;
-    for (size_t i = 0; i < s->nkeys; i++) {
-        size_t at = (size_t)dps_key_slot(s->keys[i].hash) & s->key_mask;
-        while (s->key_index[at])
-            at = (at + 1) & s->key_mask;
-        s->key_index[at] = (uint32_t)i + 1;
-    }
-    return GW_OK;
+    b->pool = it->pool;
+    return it;
 }
 
-struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, char *err,
-                                         size_t errlen)
+/* Ends it with its name and text; NULL (and the item freed) when b failed. */
+static struct dps_item *item_end(struct build *b, struct dps_item *it, const json_t *o,
+                                 const char *name)
 {
-    struct build b = {.err = err, .errlen = errlen, .flags = flags};
-    if (!json_is_object(root)) {
-        snprintf(err, errlen, "snapshot: must be a JSON object");
+    b->pool = NULL;
+    if (!b->failed && dps_item_keep_src(it, o) != GW_OK)
+        dps_fail(b, "out of memory");
+    if (b->failed) {
+        dps_item_unref(it);
         return NULL;
     }
-    b.pool = gw_pool_new(16384);
-    if (!b.pool) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    struct dp_snapshot *s = gw_pool_calloc(b.pool, sizeof(*s));
-    s->pool = b.pool;
-    s->refs = 1;
-    s->source = (flags & DP_SNAPSHOT_PUSHED) ? "control_plane" : "file";
-    json_t *ver = json_object_get(root, "version");
-    if (!json_is_integer(ver) || json_integer_value(ver) < 0)
-        dps_fail(&b, "version: required, a non-negative integer");
-    else
-        s->version = json_integer_value(ver);
-    const json_t *prov = req_array(&b, root, "providers", 1);
-    const json_t *routes = req_array(&b, root, "routes", 1);
-    const json_t *keys = req_array(&b, root, "keys", 0);
-    const json_t *catalog = req_array(&b, root, "catalog", 0);
-    const json_t *teams = req_array(&b, root, "teams", 0);
-    const json_t *projects = req_array(&b, root, "projects", 0);
-    const json_t *limits = req_array(&b, root, "limits", 0);
-    const json_t *auth = json_object_get(root, "auth");
-    const char *av = json_is_null(auth) ? "keys" : json_string_value(auth);
-    if (auth && !(av && (strcmp(av, "keys") == 0 || strcmp(av, "none") == 0)))
-        dps_fail(&b, "auth: must be \"keys\" (the default: every request needs an API key) or "
-                     "\"none\" (the gateway serves anyone)");
-    s->auth_open = av && strcmp(av, "none") == 0;
-    if (!b.failed && s->auth_open && json_array_size(keys))
-        dps_fail(&b, "auth: \"none\" serves every request without a key, so keys would not be "
-                     "checked: remove the keys or the auth field");
-    if (b.failed)
-        goto bad;
-    s->providers = gw_pool_calloc(b.pool, (json_array_size(prov) + 1) * sizeof(*s->providers));
-    for (size_t i = 0; i < json_array_size(prov) && !b.failed; i++) {
-        build_provider(&b, &s->providers[i], json_array_get(prov, i), i);
-        if (!b.failed && dps_find_provider(s, s->providers[i].name, strlen(s->providers[i].name)))
-            dps_fail(&b, "providers[%zu].name: duplicate provider '%s'", i, s->providers[i].name);
-        s->nproviders = i + 1;
-    }
-    s->routes = gw_pool_calloc(b.pool, (json_array_size(routes) + 1) * sizeof(*s->routes));
-    for (size_t i = 0; i < json_array_size(routes) && !b.failed; i++) {
-        struct dp_route *r = &s->routes[i];
-        build_route(&b, s, r, json_array_get(routes, i), i);
-        if (b.failed)
-            break;
-        /* Names and aliases share one namespace: a selector is never ambiguous. */
-        if (dps_find_route(s, r->name))
-            dps_fail(&b, "routes[%zu].name: '%s' is already a route name or alias", i, r->name);
-        for (size_t j = 0; j < r->naliases && !b.failed; j++) {
-            if (dps_find_route(s, r->aliases[j]) || strcmp(r->aliases[j], r->name) == 0)
-                dps_fail(&b, "routes[%zu].aliases[%zu]: '%s' is already a route name or alias", i,
-                         j, r->aliases[j]);
-            for (size_t k = 0; k < j && !b.failed; k++)
-                if (strcmp(r->aliases[k], r->aliases[j]) == 0)
-                    dps_fail(&b, "routes[%zu].aliases[%zu]: duplicate alias '%s'", i, j,
-                             r->aliases[j]);
-        }
-        s->nroutes = i + 1;
-    }
-    check_roles(&b, s);
-    if (catalog) {
-        s->catalog = gw_pool_calloc(b.pool, (json_array_size(catalog) + 1) * sizeof(*s->catalog));
-        for (size_t i = 0; i < json_array_size(catalog) && !b.failed; i++) {
-            build_catalog_entry(&b, s, &s->catalog[i], json_array_get(catalog, i), i);
-            s->ncatalog = i + 1;
-        }
-    }
-    if (teams) {
-        s->teams = gw_pool_calloc(b.pool, (json_array_size(teams) + 1) * sizeof(*s->teams));
-        for (size_t i = 0; i < json_array_size(teams) && !b.failed; i++) {
-            build_team(&b, s, &s->teams[i], json_array_get(teams, i), i);
-            s->nteams = i + 1;
-        }
-    }
-    if (projects) {
-        s->projects =
-            gw_pool_calloc(b.pool, (json_array_size(projects) + 1) * sizeof(*s->projects));
-        for (size_t i = 0; i < json_array_size(projects) && !b.failed; i++) {
-            build_project(&b, s, &s->projects[i], json_array_get(projects, i), i);
-            s->nprojects = i + 1;
-        }
-    }
-    if (limits) {
-        s->limits = gw_pool_calloc(b.pool, (json_array_size(limits) + 1) * sizeof(*s->limits));
-        for (size_t i = 0; i < json_array_size(limits) && !b.failed; i++) {
-            build_limit(&b, s, &s->limits[i], json_array_get(limits, i), i);
-            s->nlimits = i + 1;
-        }
-    }
-    if (keys) {
-        s->keys = gw_pool_calloc(b.pool, (json_array_size(keys) + 1) * sizeof(*s->keys));
-        for (size_t i = 0; i < json_array_size(keys) && !b.failed; i++) {
-            struct dp_key *k = &s->keys[i];
-            build_key(&b, k, json_array_get(keys, i), i);
-            s->nkeys = i + 1;
-            if (!b.failed)
-                resolve_key(&b, s, k, i, teams != NULL, projects != NULL);
-        }
-    }
-    if (!b.failed && index_keys(&b, s) == GW_OK)
-        return s;
-bad:
-    dps_wipe_secrets(s);
-    gw_pool_free(b.pool);
-    return NULL;
+    it->name = name ? name : "";
+    return it;
 }
 
-struct dp_snapshot *dp_snapshot_load(const char *path, char *err, size_t errlen)
+struct dps_item *dps_build_provider(struct build *b, const json_t *o, const char *where)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        snprintf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+    struct dps_item *it = item_begin(b, DPS_PROVIDER, ITEM_BLOCK, o, where);
+    if (it)
+        build_provider(b, &it->u.provider, o, where);
+    return it ? item_end(b, it, o, it->u.provider.name) : NULL;
+}
+
+struct dps_item *dps_build_route(struct build *b, const struct dp_snapshot *s, const json_t *o,
+                                 const char *where)
+{
+    struct dps_item *it = item_begin(b, DPS_ROUTE, ITEM_BLOCK, o, where);
+    if (!it)
         return NULL;
+    struct dp_route *r = &it->u.route;
+    build_route(b, s, r, o, where);
+    /* The route points into its providers' items: it holds them. */
+    if (!b->failed && !(it->deps = gw_pool_calloc(it->pool, r->nentries * sizeof(*it->deps))))
+        dps_fail(b, "out of memory");
+    for (size_t i = 0; !b->failed && i < r->nentries; i++) {
+        struct dps_item *p = DPS_ITEM(r->entries[i].provider);
+        size_t k = 0;
+        while (k < it->ndeps && it->deps[k] != p)
+            k++;
+        if (k == it->ndeps) {
+            __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+            it->deps[it->ndeps++] = p;
+        }
     }
-    struct dp_snapshot *s = dp_snapshot_build(root, err, errlen);
-    json_decref(root);
-    return s;
+    return item_end(b, it, o, r->name);
+}
+
+struct dps_item *dps_build_catalog(struct build *b, const struct dp_snapshot *s, const json_t *a)
+{
+    struct dps_item *it = item_begin(b, DPS_CATALOG, CATALOG_BLOCK, a, "catalog");
+    if (!it)
+        return NULL;
+    size_t n = json_array_size(a);
+    it->u.catalog.entries = gw_pool_calloc(it->pool, (n + 1) * sizeof(struct dp_catalog_entry));
+    if (!it->u.catalog.entries)
+        dps_fail(b, "out of memory");
+    for (size_t i = 0; i < n && !b->failed; i++) {
+        build_catalog_entry(b, s, it->u.catalog.entries, json_array_get(a, i), i);
+        it->u.catalog.n = i + 1;
+    }
+    return item_end(b, it, a, "");
+}
+
+struct dps_item *dps_build_team(struct build *b, const json_t *o, const char *where)
+{
+    struct dps_item *it = item_begin(b, DPS_TEAM, ITEM_BLOCK, o, where);
+    if (it)
+        build_team(b, &it->u.team, o, where);
+    return it ? item_end(b, it, o, it->u.team.name) : NULL;
+}
+
+struct dps_item *dps_build_project(struct build *b, const struct dp_snapshot *s, const json_t *o,
+                                   const char *where)
+{
+    struct dps_item *it = item_begin(b, DPS_PROJECT, ITEM_BLOCK, o, where);
+    if (it)
+        build_project(b, s, &it->u.project, o, where);
+    return it ? item_end(b, it, o, it->u.project.name) : NULL;
+}
+
+struct dps_item *dps_build_limit(struct build *b, const json_t *o, const char *where)
+{
+    struct dps_item *it = item_begin(b, DPS_LIMIT, ITEM_BLOCK, o, where);
+    if (it)
+        build_limit(b, &it->u.limit, o, where);
+    return it ? item_end(b, it, o, it->u.limit.id) : NULL;
+}
+
+struct dps_item *dps_build_key(struct build *b, const json_t *o, const char *where)
+{
+    struct dps_item *it = item_begin(b, DPS_KEY, KEY_BLOCK, o, where);
+    if (it)
+        build_key(b, &it->u.key, o, where);
+    return it ? item_end(b, it, o, it->u.key.id) : NULL;
 }

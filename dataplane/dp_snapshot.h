@@ -25,7 +25,10 @@
 #include <stdint.h>
 
 #include "dp_cost.h"
+#include "gw_pmap.h"
 #include "gw_pool.h"
+
+struct dps_item;
 
 struct dp_driver;
 
@@ -152,42 +155,40 @@ struct dp_key {
     char hash[65];         /* sha256 hex of the plaintext */
     const char *status;    /* "active", "disabled", ... */
     int64_t expires_at_ms; /* Unix ms after which it is refused; 0: never */
-    const char *team;
-    const struct dp_team *team_ref;       /* the team's entry in teams[], or NULL */
-    const char *project;                  /* or NULL */
-    const struct dp_project *project_ref; /* the project's entry in projects[], or NULL */
+    const char *team;      /* or NULL; its entry: dp_snapshot_team */
+    const char *project;   /* or NULL; its entry: dp_snapshot_project */
     struct dp_allowlists allow;
 };
 
+/* The roles a route may take (dp_route.role), in this order. */
+#define DP_NROLES 4
+
+/* The collections are persistent maps (gw_pmap.h) of individually counted
+ * items (dp_snapshot_int.h): a snapshot made by dp_snapshot_apply shares
+ * every item and map node the change does not touch with the one it came
+ * from. Read them through the lookups and iterators below, never directly. */
 struct dp_snapshot {
     long long version;
     const char *source; /* "file", "control_plane" or "cache" (static strings) */
-    struct dp_provider *providers;
-    size_t nproviders;
-    struct dp_route *routes;
-    size_t nroutes;
-    struct dp_key *keys;
-    size_t nkeys;
-    /* keys by hash: open addressing over the hash's first 64 bits (a
-     * SHA-256 is uniform), key index + 1 per slot (0: empty); key_mask + 1
-     * slots, at least twice nkeys. */
-    uint32_t *key_index;
-    size_t key_mask;
-    struct dp_catalog_entry *catalog;
+    struct gw_pmap providers, routes, keys, teams, projects,
+        limits;                /* by name (keys, limits: id) */
+    struct gw_pmap selectors;  /* every route name and alias -> its route */
+    struct gw_pmap key_hashes; /* keys by hash (the first 64 bits of the SHA-256) */
+    size_t nproviders, nroutes, nkeys, nteams, nprojects, nlimits;
+    const struct dp_route *roles[DP_NROLES]; /* the route holding each role, or NULL */
+    /* The catalog: one array, replaced whole. */
+    const struct dp_catalog_entry *catalog;
     size_t ncatalog;
-    struct dp_team *teams;
-    size_t nteams;
-    struct dp_project *projects;
-    size_t nprojects;
-    struct dp_limit *limits;
-    size_t nlimits;
+    struct dps_item *catalog_item;
+    /* Which optional arrays the document had (DPS_HAS_*): a key's team is
+     * checked against the teams only when the document lists teams. */
+    unsigned present;
     /* "auth": "none" in the document: every request is served without a
      * key (the operator opened the gateway). Otherwise, the default, every
      * /v1/ request needs an active key, and none are served while the
      * snapshot has no key at all: closed by default. */
     int auth_open;
-    struct gw_pool *pool; /* owns everything above */
-    int refs;             /* atomic */
+    int refs; /* atomic */
 };
 
 /*
@@ -205,6 +206,24 @@ enum {
  * flags 0, the file rules. */
 struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, char *err,
                                          size_t errlen);
+/*
+ * Applies a delta document (docs/dataplane.md, "Deltas") to base, which it
+ * does not change: a new snapshot with one reference, equal to building
+ * base's document with the delta applied, sharing every resource the delta
+ * does not name. Costs the size of the change, not of the configuration
+ * (a provider's change or removal also re-checks the routes and catalog that
+ * name it; a team's or project's, the keys). NULL with an error naming the
+ * field ("keys['k1'].team: no team named 'x' in teams") when refused,
+ * including a base_version that is not base's version.
+ */
+struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json_t *delta,
+                                      unsigned flags, char *err, size_t errlen);
+
+/* s as a whole document (the shape dp_snapshot_build_ex takes, each
+ * resource as it was given), serialized: malloc'd, NUL-terminated, length
+ * in *len; NULL without memory. Holds credentials when s does: wipe it. */
+char *dp_snapshot_render(const struct dp_snapshot *s, size_t *len);
+
 /* Reads and builds a snapshot file. */
 struct dp_snapshot *dp_snapshot_load(const char *path, char *err, size_t errlen);
 
@@ -234,6 +253,19 @@ const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
 
 /* The snapshot format's name of one DRV_CAP_* bit ("vision"), or NULL. */
 const char *dp_snapshot_cap_name(unsigned bit);
+
+/* The provider named by the first len bytes of name, or NULL. */
+const struct dp_provider *dp_snapshot_provider(const struct dp_snapshot *s, const char *name,
+                                               size_t len);
+/* The limit with this id, or NULL. */
+const struct dp_limit *dp_snapshot_limit(const struct dp_snapshot *s, const char *id);
+
+/* Iteration over one collection, in no particular order:
+ *     struct gw_pmap_iter it;
+ *     for (dp_snapshot_iter(&s->routes, &it); (r = dp_snapshot_next(&it));)
+ * gives each route (likewise providers, keys, teams, projects, limits). */
+void dp_snapshot_iter(const struct gw_pmap *collection, struct gw_pmap_iter *it);
+const void *dp_snapshot_next(struct gw_pmap_iter *it);
 
 /* The team named name, or NULL. */
 const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *name);

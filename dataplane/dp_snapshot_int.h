@@ -8,8 +8,78 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dp_snapshot.h"
+
+/* One resource of a snapshot, counted: the maps of every snapshot holding
+ * it, and the routes pointing into it (a provider), keep it alive. */
+enum dps_kind { DPS_PROVIDER, DPS_ROUTE, DPS_KEY, DPS_TEAM, DPS_PROJECT, DPS_LIMIT, DPS_CATALOG };
+
+struct dps_item {
+    int refs; /* atomic */
+    enum dps_kind kind;
+    const char *name; /* the name (keys and limits: the id); "" for the catalog */
+    char *src;        /* the resource's JSON as given, compact: what render writes */
+    size_t srclen;
+    struct gw_pool *pool;   /* owns the item and all it points to but deps */
+    struct dps_item **deps; /* the items it points into (a route's providers) */
+    size_t ndeps;
+    union {
+        struct dp_provider provider;
+        struct dp_route route;
+        struct dp_key key;
+        struct dp_team team;
+        struct dp_project project;
+        struct dp_limit limit;
+        struct {
+            struct dp_catalog_entry *entries;
+            size_t n;
+        } catalog;
+    } u;
+};
+
+/* The item an object (&item->u.route, say) belongs to. */
+#define DPS_ITEM(obj) ((struct dps_item *)(void *)((char *)(obj)-offsetof(struct dps_item, u)))
+
+/* DP_SNAPSHOT present bits: the optional arrays the document had. */
+enum {
+    DPS_HAS_KEYS = 1,
+    DPS_HAS_CATALOG = 2,
+    DPS_HAS_TEAMS = 4,
+    DPS_HAS_PROJECTS = 8,
+    DPS_HAS_LIMITS = 16,
+};
+
+/* A name that need not end in NUL: the maps' lookup key. */
+struct dps_name {
+    const char *s;
+    size_t n;
+};
+
+extern const struct gw_pmap_ops dps_name_ops;     /* providers, routes, keys, teams, ... */
+extern const struct gw_pmap_ops dps_selector_ops; /* a route under its name and aliases */
+extern const struct gw_pmap_ops dps_hash_ops;     /* keys by hash (key: 64 hex digits) */
+
+uint64_t dps_hash_name(const char *s, size_t n);
+/* The item of collection m named name, or NULL. */
+struct dps_item *dps_get(const struct gw_pmap *m, const char *name, size_t n);
+/* m with item under its name (ops: which map), or removed: 0, -1 without
+ * memory. m's old root is released: the caller owns m alone. */
+int dps_put(struct gw_pmap *m, uint64_t hash, const void *key, struct dps_item *it,
+            const struct gw_pmap_ops *ops);
+int dps_del(struct gw_pmap *m, uint64_t hash, const void *key, const struct gw_pmap_ops *ops);
+
+/* A new item (one reference) with a pool of its own of block bytes; NULL
+ * without memory. */
+struct dps_item *dps_item_new(enum dps_kind kind, size_t block);
+void dps_item_unref(struct dps_item *it);
+/* The snapshot's empty shell (one reference), and its release. */
+struct dp_snapshot *dps_snapshot_new(void);
+void dps_snapshot_free(struct dp_snapshot *s);
+
+/* Keeps the JSON of o (compact, keys sorted) in it->src; GW_ENOMEM. */
+int dps_item_keep_src(struct dps_item *it, const json_t *o);
 
 struct build {
     struct gw_pool *pool;
@@ -41,11 +111,37 @@ void dps_opt_str_list(struct build *b, const json_t *o, const char *key, const c
 const struct dp_provider *dps_find_provider(const struct dp_snapshot *s, const char *name,
                                             size_t len);
 const struct dp_route *dps_find_route(const struct dp_snapshot *s, const char *name);
-/* The first 64 bits of a key hash (64 lowercase hex digits): its slot in
- * the snapshot's key index. */
+/* The first 64 bits of a key hash (64 lowercase hex digits): its place in
+ * the snapshot's key map. */
 uint64_t dps_key_slot(const char *hex);
-/* Zeroes the providers' credentials and header lines in place (explicit_bzero),
- * so that freeing the pool leaves none in freed memory. */
-void dps_wipe_secrets(struct dp_snapshot *s);
+/* The index of a role's name in DP_NROLES order, or -1. */
+int dps_role_index(const char *role);
+
+/* The element builders (dp_snapshot.c), shared by the whole build and the
+ * delta's apply: each makes one item (NULL when b failed), named where in
+ * errors ("keys[3]", "keys['k1']"). A route's providers and a catalog's are
+ * looked up in s; a project's team too. */
+struct dps_item *dps_build_provider(struct build *b, const json_t *o, const char *where);
+struct dps_item *dps_build_route(struct build *b, const struct dp_snapshot *s, const json_t *o,
+                                 const char *where);
+struct dps_item *dps_build_catalog(struct build *b, const struct dp_snapshot *s, const json_t *a);
+struct dps_item *dps_build_team(struct build *b, const json_t *o, const char *where);
+struct dps_item *dps_build_project(struct build *b, const struct dp_snapshot *s, const json_t *o,
+                                   const char *where);
+struct dps_item *dps_build_limit(struct build *b, const json_t *o, const char *where);
+struct dps_item *dps_build_key(struct build *b, const json_t *o, const char *where);
+/* A key's team and project against s's lists (when the document has them). */
+void dps_check_key(struct build *b, const struct dp_snapshot *s, const struct dp_key *k,
+                   const char *where);
+/* Adds a route to s: its name and aliases into the selectors (none may be
+ * taken) and its role (one route per role, and no route may be named
+ * after a role another holds). */
+void dps_add_route(struct build *b, struct dp_snapshot *s, struct dps_item *it, const char *where);
+/* Adds a key to s, by id and by hash (neither may be taken). */
+void dps_add_key(struct build *b, struct dp_snapshot *s, struct dps_item *it, const char *where);
+/* Removes the route named name (its selectors and role) from s. */
+int dps_remove_route(struct dp_snapshot *s, const char *name);
+/* s's counts from its maps. */
+void dps_count(struct dp_snapshot *s);
 
 #endif

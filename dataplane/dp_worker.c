@@ -91,11 +91,12 @@ static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s,
                          const struct dp_key *key)
 {
     json_t *data = json_array();
-    for (size_t i = 0; i < s->nroutes; i++) {
-        const struct dp_route *r = &s->routes[i];
+    struct gw_pmap_iter it;
+    const struct dp_route *r;
+    for (dp_snapshot_iter(&s->routes, &it); (r = dp_snapshot_next(&it)) != NULL;) {
         int usable = 0;
         for (size_t j = 0; j < r->nentries && !usable; j++)
-            usable = dp_router_allows(key, r, r->entries[j].provider, r->entries[j].model);
+            usable = dp_router_allows(s, key, r, r->entries[j].provider, r->entries[j].model);
         if (!usable)
             continue;
         add_model(data, r->name, "llmgw");
@@ -104,10 +105,10 @@ static void serve_models(struct gw_http_req *req, const struct dp_snapshot *s,
         if (r->role)
             add_model(data, r->role, "llmgw");
     }
-    for (size_t i = 0; i < s->nroutes; i++)
-        for (size_t j = 0; j < s->routes[i].nentries; j++) {
-            const struct dp_route_entry *e = &s->routes[i].entries[j];
-            if (!e->provider->enabled || !dp_router_allows(key, NULL, e->provider, e->model))
+    for (dp_snapshot_iter(&s->routes, &it); (r = dp_snapshot_next(&it)) != NULL;)
+        for (size_t j = 0; j < r->nentries; j++) {
+            const struct dp_route_entry *e = &r->entries[j];
+            if (!e->provider->enabled || !dp_router_allows(s, key, NULL, e->provider, e->model))
                 continue;
             char id[512];
             snprintf(id, sizeof(id), "%s/%s", e->provider->name, e->model);

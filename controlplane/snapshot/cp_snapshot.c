@@ -731,9 +731,7 @@ static void build(struct cp_snapshot *b)
     struct dp_snapshot *s = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, sizeof(err));
     if (!s)
         goto fail;
-    for (size_t i = 0; i < s->nproviders; i++)
-        if (s->providers[i].credential)
-            explicit_bzero((char *)s->providers[i].credential, strlen(s->providers[i].credential));
+    /* (Its credentials are wiped when it is freed.) */
     size_t nprov = s->nproviders, nroutes = s->nroutes, nkeys = s->nkeys;
     dp_snapshot_unref(s);
     char *text = json_dumps(doc, JSON_COMPACT);

@@ -23,10 +23,14 @@
  *    three-letter currency; teams and projects found by name; limits with
  *    distinct ids of at most 63 bytes and an amount of 1 to 4 x 10^18;
  *    keys with 64 lowercase hex digits, their team and project resolved
- *    when the snapshot lists them, each in the hash index exactly once
- *    (a power of two of slots, at least twice the keys);
+ *    when the snapshot lists them, each found by its id once;
  *  - the build is a function of the document: a second build of the same
- *    document gives the same routes' fingerprints.
+ *    document gives the same routes' fingerprints, and the snapshot's
+ *    rendered document builds into one that renders the same;
+ *  - a "delta" member of the document (the build ignores it) is applied to
+ *    the built snapshot (dp_snapshot_apply): refused with a message, or a
+ *    snapshot that passes the same checks and renders stably, the base
+ *    left as it was.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -103,7 +107,7 @@ static void check_route(const struct dp_snapshot *s, const struct dp_route *r)
     unsigned long long weight = 0;
     for (size_t k = 0; k < r->nentries; k++) {
         const struct dp_route_entry *e = &r->entries[k];
-        CHECK(e->provider >= s->providers && e->provider < s->providers + s->nproviders);
+        CHECK(dp_snapshot_provider(s, e->provider->name, strlen(e->provider->name)) == e->provider);
         CHECK(e->model && e->model[0]);
         CHECK(e->weight <= 1000000 && e->tier >= 0 && e->tier <= 9);
         CHECK(e->high_cost == 0 || e->high_cost == 1);
@@ -123,25 +127,37 @@ static void check_route(const struct dp_snapshot *s, const struct dp_route *r)
         CHECK(dp_snapshot_route(s, r->role, &via) == r && strcmp(via, "role") == 0);
 }
 
+/* doc: the document s was built from, or NULL (s came from a delta). */
 static void check_snapshot(const struct dp_snapshot *s, const json_t *doc, unsigned flags)
 {
-    CHECK(s->refs == 1 && s->pool != NULL);
-    CHECK(s->version == json_integer_value(json_object_get(doc, "version")));
-    CHECK(strcmp(s->source, (flags & DP_SNAPSHOT_PUSHED) ? "control_plane" : "file") == 0);
-    CHECK(s->nproviders == json_array_size(json_object_get(doc, "providers")));
-    for (size_t i = 0; i < s->nproviders; i++) {
-        check_provider(s, &s->providers[i], doc, flags);
-        for (size_t k = 0; k < i; k++)
-            CHECK(strcmp(s->providers[k].name, s->providers[i].name) != 0);
+    CHECK(s->refs == 1);
+    if (doc) {
+        CHECK(s->version == json_integer_value(json_object_get(doc, "version")));
+        CHECK(strcmp(s->source, (flags & DP_SNAPSHOT_PUSHED) ? "control_plane" : "file") == 0);
+        CHECK(s->nproviders == json_array_size(json_object_get(doc, "providers")));
+        CHECK(s->nroutes == json_array_size(json_object_get(doc, "routes")));
     }
-    CHECK(s->nroutes == json_array_size(json_object_get(doc, "routes")));
-    for (size_t i = 0; i < s->nroutes; i++)
-        check_route(s, &s->routes[i]);
+    struct gw_pmap_iter it;
+    size_t n = 0;
+    const struct dp_provider *p;
+    for (dp_snapshot_iter(&s->providers, &it); (p = dp_snapshot_next(&it)) != NULL; n++) {
+        if (doc)
+            check_provider(s, p, doc, flags);
+        CHECK(dp_snapshot_provider(s, p->name, strlen(p->name)) == p);
+    }
+    CHECK(n == s->nproviders);
+    n = 0;
+    const struct dp_route *r;
+    for (dp_snapshot_iter(&s->routes, &it); (r = dp_snapshot_next(&it)) != NULL; n++)
+        check_route(s, r);
+    CHECK(n == s->nroutes);
     for (size_t i = 0; i < s->ncatalog; i++) {
         const struct dp_catalog_entry *c = &s->catalog[i];
         CHECK(c->model && c->model[0]);
         const struct dp_catalog_entry *f = dp_snapshot_catalog(s, c->provider, c->model);
         CHECK(f == c); /* (provider, model) pairs are distinct */
+        if (c->provider)
+            CHECK(dp_snapshot_provider(s, c->provider, strlen(c->provider)) != NULL);
         const long long prices[] = {c->price.input,          c->price.output,
                                     c->price.cache_read,     c->price.cache_write_5m,
                                     c->price.cache_write_1h, c->price.reasoning};
@@ -150,43 +166,49 @@ static void check_snapshot(const struct dp_snapshot *s, const json_t *doc, unsig
         CHECK(strlen(c->price.currency) == 3);
         CHECK(c->context_window >= 0 && c->max_output_tokens >= 0);
     }
-    for (size_t i = 0; i < s->nteams; i++)
-        CHECK(dp_snapshot_team(s, s->teams[i].name) == &s->teams[i]);
-    for (size_t i = 0; i < s->nprojects; i++)
-        CHECK(dp_snapshot_project(s, s->projects[i].name) == &s->projects[i]);
-    for (size_t i = 0; i < s->nlimits; i++) {
-        const struct dp_limit *l = &s->limits[i];
+    const struct dp_team *t;
+    for (dp_snapshot_iter(&s->teams, &it); (t = dp_snapshot_next(&it)) != NULL;)
+        CHECK(dp_snapshot_team(s, t->name) == t);
+    const struct dp_project *pr;
+    for (dp_snapshot_iter(&s->projects, &it); (pr = dp_snapshot_next(&it)) != NULL;)
+        CHECK(dp_snapshot_project(s, pr->name) == pr);
+    const struct dp_limit *l;
+    for (dp_snapshot_iter(&s->limits, &it); (l = dp_snapshot_next(&it)) != NULL;) {
         CHECK(l->id && strlen(l->id) <= 63 && l->scope && l->currency);
         CHECK(l->amount >= 1 && l->amount <= MAX_LIMIT_AMOUNT);
-        for (size_t k = 0; k < i; k++)
-            CHECK(strcmp(s->limits[k].id, l->id) != 0);
+        CHECK(dp_snapshot_limit(s, l->id) == l);
     }
     CHECK(!s->auth_open || s->nkeys == 0);
-    if (s->nkeys) {
-        size_t slots = s->key_mask + 1;
-        CHECK(s->key_index && (slots & s->key_mask) == 0 && slots >= 2 * s->nkeys);
-        size_t *seen = calloc(s->nkeys, sizeof(*seen));
-        CHECK(seen != NULL);
-        for (size_t j = 0; j < slots; j++)
-            if (s->key_index[j]) {
-                CHECK(s->key_index[j] <= s->nkeys);
-                seen[s->key_index[j] - 1]++;
-            }
-        for (size_t i = 0; i < s->nkeys; i++)
-            CHECK(seen[i] == 1);
-        free(seen);
-    }
-    for (size_t i = 0; i < s->nkeys; i++) {
-        const struct dp_key *k = &s->keys[i];
+    n = 0;
+    const struct dp_key *k;
+    for (dp_snapshot_iter(&s->keys, &it); (k = dp_snapshot_next(&it)) != NULL; n++) {
         CHECK(k->id && k->id[0] && is_hex64(k->hash) && k->status);
         CHECK(k->expires_at_ms >= 0);
-        if (k->team_ref)
-            CHECK(k->team && strcmp(k->team_ref->name, k->team) == 0);
-        if (k->project_ref)
-            CHECK(k->project && strcmp(k->project_ref->name, k->project) == 0);
-        if (k->team && s->teams && json_object_get(doc, "teams"))
-            CHECK(k->team_ref != NULL);
+        if (k->team && doc && json_object_get(doc, "teams"))
+            CHECK(dp_snapshot_team(s, k->team) != NULL);
+        if (k->project && doc && json_object_get(doc, "projects"))
+            CHECK(dp_snapshot_project(s, k->project) != NULL);
     }
+    CHECK(n == s->nkeys);
+}
+
+/* A snapshot's rendered document builds into one that renders the same. */
+static void check_render(const struct dp_snapshot *s, unsigned flags)
+{
+    size_t len = 0, len2 = 0;
+    char *text = dp_snapshot_render(s, &len);
+    CHECK(text != NULL && strlen(text) == len);
+    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    CHECK(doc != NULL);
+    char err[512];
+    struct dp_snapshot *again = dp_snapshot_build_ex(doc, flags, err, sizeof(err));
+    CHECK(again != NULL);
+    char *text2 = dp_snapshot_render(again, &len2);
+    CHECK(text2 != NULL && len == len2 && memcmp(text, text2, len) == 0);
+    free(text);
+    free(text2);
+    json_decref(doc);
+    dp_snapshot_unref(again);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -213,9 +235,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char err2[512];
         struct dp_snapshot *again = dp_snapshot_build_ex(doc, flags, err2, sizeof(err2));
         CHECK(again != NULL && again->nroutes == s->nroutes);
-        for (size_t i = 0; i < s->nroutes; i++)
-            CHECK(again->routes[i].fingerprint == s->routes[i].fingerprint);
+        struct gw_pmap_iter it;
+        const struct dp_route *r;
+        for (dp_snapshot_iter(&s->routes, &it); (r = dp_snapshot_next(&it)) != NULL;)
+            CHECK(dp_snapshot_route(again, r->name, NULL)->fingerprint == r->fingerprint);
         dp_snapshot_unref(again);
+        check_render(s, flags);
+        /* A "delta" member (which the build ignores) is applied to it. */
+        const json_t *delta = json_object_get(doc, "delta");
+        if (delta) {
+            memset(err2, 'x', sizeof(err2));
+            struct dp_snapshot *n = dp_snapshot_apply(s, delta, flags, err2, sizeof(err2));
+            if (!n) {
+                CHECK(memchr(err2, '\0', sizeof(err2)) != NULL && err2[0] != '\0');
+            } else {
+                check_snapshot(n, NULL, flags);
+                check_render(n, flags);
+                dp_snapshot_unref(n);
+            }
+            check_snapshot(s, doc, flags); /* the base is unchanged */
+        }
         dp_snapshot_ref(s);
         dp_snapshot_unref(s);
         CHECK(s->refs == 1);

@@ -41,7 +41,8 @@ declare -A sources=(
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_money]="common/gw_money.c"
-  [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c
+  [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c dataplane/dp_snapshot_build.c
+    dataplane/dp_snapshot_apply.c common/gw_pmap.c
     dataplane/dp_snapshot_lookup.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )

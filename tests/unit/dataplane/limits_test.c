@@ -139,9 +139,11 @@ static void reset(void)
 
 static const struct dp_key *key(const char *id)
 {
-    for (size_t i = 0; i < snap->nkeys; i++)
-        if (strcmp(snap->keys[i].id, id) == 0)
-            return &snap->keys[i];
+    struct gw_pmap_iter it;
+    const struct dp_key *k;
+    for (dp_snapshot_iter(&snap->keys, &it); (k = dp_snapshot_next(&it)) != NULL;)
+        if (strcmp(k->id, id) == 0)
+            return k;
     CU_FAIL_FATAL("no such key");
     return NULL;
 }
@@ -1235,23 +1237,23 @@ static void test_snapshot_validation(void)
     /* The good document's pieces. */
     CU_ASSERT_EQUAL(snap->nteams, 3);
     CU_ASSERT_EQUAL(snap->nlimits, 7);
-    CU_ASSERT_EQUAL(snap->limits[0].unpriced_allow, 0); /* the default: refuse */
-    CU_ASSERT_EQUAL(snap->limits[6].unpriced_allow, 1);
-    const struct dp_limit *l = &snap->limits[2];
+    CU_ASSERT_EQUAL(dp_snapshot_limit(snap, "cost-t1")->unpriced_allow, 0); /* the default */
+    CU_ASSERT_EQUAL(dp_snapshot_limit(snap, "allow-kH")->unpriced_allow, 1);
+    const struct dp_limit *l = dp_snapshot_limit(snap, "tpm-kB");
     CU_ASSERT_STRING_EQUAL(l->id, "tpm-kB");
     CU_ASSERT_EQUAL(l->scope_kind, DP_LIMIT_KEY);
     CU_ASSERT_EQUAL(l->metric, DP_LIMIT_TOKENS);
     CU_ASSERT_EQUAL(l->period, DP_LIMIT_MINUTE);
     CU_ASSERT_EQUAL(l->worst_case, 1);
     CU_ASSERT_EQUAL(l->fail_closed, 1);
-    CU_ASSERT_EQUAL(snap->limits[1].worst_case, 0);
-    CU_ASSERT_EQUAL(snap->limits[1].fail_closed, 0);
-    CU_ASSERT_STRING_EQUAL(snap->limits[0].currency, "USD");
+    CU_ASSERT_EQUAL(dp_snapshot_limit(snap, "rpm-kB")->worst_case, 0);
+    CU_ASSERT_EQUAL(dp_snapshot_limit(snap, "rpm-kB")->fail_closed, 0);
+    CU_ASSERT_STRING_EQUAL(dp_snapshot_limit(snap, "cost-t1")->currency, "USD");
     const struct dp_key *k = key("kA");
-    CU_ASSERT_PTR_EQUAL(k->team_ref, &snap->teams[0]);
+    CU_ASSERT_STRING_EQUAL(k->team, "t1");
     CU_ASSERT_STRING_EQUAL(k->project, "p1");
-    CU_ASSERT_EQUAL(k->team_ref->require_budget, 1);
-    CU_ASSERT_PTR_NULL(key("kD")->team_ref);
+    CU_ASSERT_EQUAL(dp_snapshot_team(snap, k->team)->require_budget, 1);
+    CU_ASSERT_PTR_NULL(key("kD")->team);
     CU_ASSERT_EQUAL(dp_snapshot_catalog(snap, "mock", "m1")->max_output_tokens, 100);
 }
 

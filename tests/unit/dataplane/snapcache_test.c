@@ -36,10 +36,7 @@ static json_t *doc(void)
 
 static const struct dp_provider *prov(const struct dp_snapshot *s, const char *name)
 {
-    for (size_t i = 0; i < s->nproviders; i++)
-        if (strcmp(s->providers[i].name, name) == 0)
-            return &s->providers[i];
-    return NULL;
+    return dp_snapshot_provider(s, name, strlen(name));
 }
 
 static void test_file_refuses_inline_credential(void)
@@ -79,11 +76,11 @@ static void test_pushed_ignores_environment_refs(void)
     char err[256];
     struct dp_snapshot *s = dp_snapshot_build_ex(j, DP_SNAPSHOT_PUSHED, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_PTR_NULL(s->providers[0].credential);
+    CU_ASSERT_PTR_NULL(prov(s, "a")->credential);
     dp_snapshot_unref(s);
     s = dp_snapshot_build(j, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    CU_ASSERT_STRING_EQUAL(s->providers[0].credential, "from-env");
+    CU_ASSERT_STRING_EQUAL(prov(s, "a")->credential, "from-env");
     dp_snapshot_unref(s);
     json_decref(j);
 }
