@@ -230,14 +230,6 @@ int64_t dpl_waiting_need(const struct account *a)
 
 /* ---------------------------------------------------------------- request path */
 
-static int applies(const struct dp_limit *l, const struct dp_key *k)
-{
-    const char *who = l->scope_kind == DP_LIMIT_KEY    ? k->id
-                      : l->scope_kind == DP_LIMIT_TEAM ? k->team
-                                                       : k->project;
-    return who && strcmp(who, l->scope) == 0;
-}
-
 static void never_configured(struct dp_limits_refusal *r, const struct dp_key *k)
 {
     memset(r, 0, sizeof(*r));
@@ -304,26 +296,35 @@ enum dp_limits_verdict dp_limits_reserve(const struct dp_limits_ask *ask, struct
     const struct dp_limit *ls[DP_MAX_CHARGES];
     size_t n = 0;
     int cost_limit = 0;
-    struct gw_pmap_iter li;
-    const struct dp_limit *l;
-    for (dp_snapshot_iter(&ask->snap->limits, &li); (l = dp_snapshot_next(&li)) != NULL;) {
-        if (!applies(l, k))
-            continue;
-        if (n == DP_MAX_CHARGES) {
-            internal(r, "more than 8 limits apply to this key; the gateway holds at most 8 per "
-                        "request (remove some limits)");
-            return DP_LIMITS_REFUSED;
+    /* The key's own limits, its team's and its project's, from the
+     * snapshot's index by scope. */
+    const struct {
+        enum dp_limit_scope kind;
+        const char *scope;
+    } scopes[] = {{DP_LIMIT_KEY, k->id}, {DP_LIMIT_TEAM, k->team}, {DP_LIMIT_PROJECT, k->project}};
+    for (size_t si = 0; si < sizeof(scopes) / sizeof(scopes[0]); si++) {
+        const struct dp_limit *const *of = NULL;
+        size_t nof = scopes[si].scope
+                         ? dp_snapshot_limits_of(ask->snap, scopes[si].kind, scopes[si].scope, &of)
+                         : 0;
+        for (size_t li = 0; li < nof; li++) {
+            const struct dp_limit *l = of[li];
+            if (n == DP_MAX_CHARGES) {
+                internal(r, "more than 8 limits apply to this key; the gateway holds at most 8 per "
+                            "request (remove some limits)");
+                return DP_LIMITS_REFUSED;
+            }
+            /* In id order, whatever order the snapshot keeps them in: the
+             * hold's items (and so its charges) come out the same on every
+             * data plane and every build. */
+            size_t at = n++;
+            while (at > 0 && strcmp(ls[at - 1]->id, l->id) > 0) {
+                ls[at] = ls[at - 1];
+                at--;
+            }
+            ls[at] = l;
+            cost_limit |= l->metric == DP_LIMIT_COST;
         }
-        /* In id order, whatever order the snapshot keeps them in: the
-         * hold's items (and so its charges) come out the same on every
-         * data plane and every build. */
-        size_t at = n++;
-        while (at > 0 && strcmp(ls[at - 1]->id, l->id) > 0) {
-            ls[at] = ls[at - 1];
-            at--;
-        }
-        ls[at] = l;
-        cost_limit |= l->metric == DP_LIMIT_COST;
     }
     const struct dp_team *team = k->team ? dp_snapshot_team(ask->snap, k->team) : NULL;
     if (team && team->require_budget && !cost_limit) {

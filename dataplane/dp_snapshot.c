@@ -352,21 +352,6 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
         return;
     }
     memcpy(p->currency, cur, 4);
-    for (size_t k = 0; k < i; k++) {
-        const struct dp_catalog_entry *o2 = &entries[k];
-        int same_provider = (!o2->provider && !c->provider) ||
-                            (o2->provider && c->provider && !strcmp(o2->provider, c->provider));
-        if (same_provider && strcmp(o2->model, c->model) == 0) {
-            if (c->provider)
-                dps_fail(b, "%s: duplicate entry for %s/%s (also catalog[%zu])", where, c->provider,
-                         c->model, k);
-            else
-                dps_fail(b,
-                         "%s: duplicate entry for model '%s' on any provider (also catalog[%zu])",
-                         where, c->model, k);
-            return;
-        }
-    }
 }
 
 /* allow_routes, allow_providers and allow_models of a key, team or project. */
@@ -592,12 +577,40 @@ struct dps_item *dps_build_catalog(struct build *b, const struct dp_snapshot *s,
     struct dps_item *it = item_begin(b, DPS_CATALOG, CATALOG_BLOCK, a, "catalog");
     if (!it)
         return NULL;
-    size_t n = json_array_size(a);
-    it->u.catalog.entries = gw_pool_calloc(it->pool, (n + 1) * sizeof(struct dp_catalog_entry));
-    if (!it->u.catalog.entries)
+    size_t n = json_array_size(a), slots = 4;
+    while (slots < 2 * n)
+        slots *= 2;
+    struct dp_catalog_entry *e = gw_pool_calloc(it->pool, (n + 1) * sizeof(*e));
+    uint32_t *index = gw_pool_calloc(it->pool, slots * sizeof(*index));
+    it->u.catalog.entries = e;
+    it->u.catalog.index = index;
+    it->u.catalog.mask = slots - 1;
+    if (!e || !index)
         dps_fail(b, "out of memory");
     for (size_t i = 0; i < n && !b->failed; i++) {
-        build_catalog_entry(b, s, it->u.catalog.entries, json_array_get(a, i), i);
+        build_catalog_entry(b, s, e, json_array_get(a, i), i);
+        if (b->failed)
+            break;
+        /* Each (provider, model) once; found by its model's probe. */
+        size_t at = (size_t)dps_hash_name(e[i].model, strlen(e[i].model)) & (slots - 1);
+        for (; index[at]; at = (at + 1) & (slots - 1)) {
+            const struct dp_catalog_entry *o = &e[index[at] - 1];
+            int same_provider =
+                (!o->provider && !e[i].provider) ||
+                (o->provider && e[i].provider && !strcmp(o->provider, e[i].provider));
+            if (!same_provider || strcmp(o->model, e[i].model) != 0)
+                continue;
+            if (e[i].provider)
+                dps_fail(b, "catalog[%zu]: duplicate entry for %s/%s (also catalog[%u])", i,
+                         e[i].provider, e[i].model, index[at] - 1);
+            else
+                dps_fail(b,
+                         "catalog[%zu]: duplicate entry for model '%s' on any provider (also "
+                         "catalog[%u])",
+                         i, e[i].model, index[at] - 1);
+            break;
+        }
+        index[at] = (uint32_t)i + 1;
         it->u.catalog.n = i + 1;
     }
     return item_end(b, it, a, "");

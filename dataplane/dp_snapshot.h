@@ -171,9 +171,10 @@ struct dp_snapshot {
     long long version;
     const char *source; /* "file", "control_plane" or "cache" (static strings) */
     struct gw_pmap providers, routes, keys, teams, projects,
-        limits;                /* by name (keys, limits: id) */
-    struct gw_pmap selectors;  /* every route name and alias -> its route */
-    struct gw_pmap key_hashes; /* keys by hash (the first 64 bits of the SHA-256) */
+        limits;                  /* by name (keys, limits: id) */
+    struct gw_pmap selectors;    /* every route name and alias -> its route */
+    struct gw_pmap key_hashes;   /* keys by hash (the first 64 bits of the SHA-256) */
+    struct gw_pmap limit_scopes; /* the limits of each key, team and project */
     size_t nproviders, nroutes, nkeys, nteams, nprojects, nlimits;
     const struct dp_route *roles[DP_NROLES]; /* the route holding each role, or NULL */
     /* The catalog: one array, replaced whole. */
@@ -259,6 +260,10 @@ const struct dp_provider *dp_snapshot_provider(const struct dp_snapshot *s, cons
                                                size_t len);
 /* The limit with this id, or NULL. */
 const struct dp_limit *dp_snapshot_limit(const struct dp_snapshot *s, const char *id);
+/* The limits whose scope is (kind, scope): their count, the array in *out
+ * (valid while s is). */
+size_t dp_snapshot_limits_of(const struct dp_snapshot *s, enum dp_limit_scope kind,
+                             const char *scope, const struct dp_limit *const **out);
 
 /* Iteration over one collection, in no particular order:
  *     struct gw_pmap_iter it;

@@ -58,6 +58,7 @@ static struct dp_snapshot *clone(const struct dp_snapshot *base)
     gw_pmap_share(&base->teams, &s->teams);
     gw_pmap_share(&base->projects, &s->projects);
     gw_pmap_share(&base->limits, &s->limits);
+    gw_pmap_share(&base->limit_scopes, &s->limit_scopes);
     memcpy(s->roles, base->roles, sizeof(s->roles));
     if ((s->catalog_item = base->catalog_item) != NULL)
         __atomic_add_fetch(&s->catalog_item->refs, 1, __ATOMIC_RELAXED);
@@ -82,6 +83,12 @@ static void apply_named(struct build *b, struct dp_snapshot *s, const json_t *se
         if (b->failed)
             return;
         snprintf(where, sizeof(where), "%s['%.100s']", kind, name);
+        /* A limit leaves its scope's entry whether replaced or removed. */
+        struct dps_item *old = m == &s->limits ? dps_get(m, name, strlen(name)) : NULL;
+        if (old && dps_scope_remove(s, old) != GW_OK) {
+            dps_fail(b, "out of memory");
+            return;
+        }
         if (json_is_null(v)) {
             struct dps_name k = {name, strlen(name)};
             if (dps_del(m, dps_hash_name(k.s, k.n), &k, &dps_name_ops))
@@ -94,7 +101,8 @@ static void apply_named(struct build *b, struct dp_snapshot *s, const json_t *se
                                                   : dps_build_limit(b, v, where);
         if (it && !misnamed(b, it, name, where, field)) {
             struct dps_name k = {it->name, strlen(it->name)};
-            if (dps_put(m, dps_hash_name(k.s, k.n), &k, it, &dps_name_ops))
+            if (dps_put(m, dps_hash_name(k.s, k.n), &k, it, &dps_name_ops) ||
+                (m == &s->limits && dps_scope_add(s, it)))
                 dps_fail(b, "out of memory");
         }
         dps_item_unref(it);

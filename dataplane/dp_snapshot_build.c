@@ -264,6 +264,11 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
         build_named(&b, s, projects, "projects", "name", "project", &s->projects);
     if (!b.failed)
         build_named(&b, s, limits, "limits", "id", "limit", &s->limits);
+    struct gw_pmap_iter li;
+    gw_pmap_iter_init(&s->limits, &li);
+    for (struct dps_item *l; !b.failed && (l = gw_pmap_next(&li)) != NULL;)
+        if (dps_scope_add(s, l) != GW_OK)
+            dps_fail(&b, "out of memory");
     for (size_t i = 0; i < json_array_size(keys) && !b.failed; i++) {
         snprintf(where, sizeof(where), "keys[%zu]", i);
         struct dps_item *it = dps_build_key(&b, json_array_get(keys, i), where);
@@ -294,4 +299,95 @@ struct dp_snapshot *dp_snapshot_load(const char *path, char *err, size_t errlen)
     struct dp_snapshot *s = dp_snapshot_build(root, err, errlen);
     json_decref(root);
     return s;
+}
+
+/* ---- The limits by scope ---- */
+
+/* A scope's name in the index: its kind's letter, ':', the scope. */
+static char *scope_name(enum dp_limit_scope kind, const char *scope)
+{
+    size_t n = strlen(scope);
+    char *v = malloc(n + 3);
+    if (!v)
+        return NULL;
+    v[0] = kind == DP_LIMIT_KEY ? 'k' : kind == DP_LIMIT_TEAM ? 't' : 'p';
+    v[1] = ':';
+    memcpy(v + 2, scope, n + 1);
+    return v;
+}
+
+/* Puts a new entry for name holding old's limits (old may be NULL), less
+ * drop and plus add (either may be NULL); removes the entry when none are
+ * left. */
+static int scope_set(struct dp_snapshot *s, const char *name, const struct dps_item *old,
+                     const struct dps_item *drop, struct dps_item *add)
+{
+    struct dps_name k = {name, strlen(name)};
+    uint64_t h = dps_hash_name(k.s, k.n);
+    size_t n = (old ? old->ndeps : 0) + (add ? 1 : 0);
+    if (n == (drop ? 1u : 0u))
+        return dps_del(&s->limit_scopes, h, &k, &dps_name_ops);
+    struct dps_item *it = dps_item_new(DPS_SCOPE, 256);
+    char *nm = it ? gw_pool_strdup(it->pool, name) : NULL;
+    it = nm ? it : (dps_item_unref(it), NULL);
+    if (it) {
+        it->name = nm;
+        it->deps = gw_pool_calloc(it->pool, n * sizeof(*it->deps));
+        it->u.scope.limits = gw_pool_calloc(it->pool, n * sizeof(*it->u.scope.limits));
+    }
+    if (!it || !it->deps || !it->u.scope.limits) {
+        dps_item_unref(it);
+        return GW_ENOMEM;
+    }
+    for (size_t i = 0; old && i < old->ndeps; i++)
+        if (old->deps[i] != drop)
+            it->deps[it->ndeps++] = old->deps[i];
+    if (add)
+        it->deps[it->ndeps++] = add;
+    for (size_t i = 0; i < it->ndeps; i++) {
+        __atomic_add_fetch(&it->deps[i]->refs, 1, __ATOMIC_RELAXED);
+        it->u.scope.limits[i] = &it->deps[i]->u.limit;
+    }
+    it->u.scope.n = it->ndeps;
+    int rc = dps_put(&s->limit_scopes, h, &k, it, &dps_name_ops);
+    dps_item_unref(it);
+    return rc;
+}
+
+int dps_scope_add(struct dp_snapshot *s, struct dps_item *limit)
+{
+    char *name = scope_name(limit->u.limit.scope_kind, limit->u.limit.scope);
+    if (!name)
+        return GW_ENOMEM;
+    int rc = scope_set(s, name, dps_get(&s->limit_scopes, name, strlen(name)), NULL, limit);
+    free(name);
+    return rc;
+}
+
+int dps_scope_remove(struct dp_snapshot *s, const struct dps_item *limit)
+{
+    char *name = scope_name(limit->u.limit.scope_kind, limit->u.limit.scope);
+    if (!name)
+        return GW_ENOMEM;
+    struct dps_item *old = dps_get(&s->limit_scopes, name, strlen(name));
+    int rc = old ? scope_set(s, name, old, limit, NULL) : GW_OK;
+    free(name);
+    return rc;
+}
+
+size_t dp_snapshot_limits_of(const struct dp_snapshot *s, enum dp_limit_scope kind,
+                             const char *scope, const struct dp_limit *const **out)
+{
+    char stack[128], *name = stack;
+    size_t n = strlen(scope);
+    if (n + 3 > sizeof(stack) && !(name = malloc(n + 3)))
+        return 0;
+    name[0] = kind == DP_LIMIT_KEY ? 'k' : kind == DP_LIMIT_TEAM ? 't' : 'p';
+    name[1] = ':';
+    memcpy(name + 2, scope, n + 1);
+    struct dps_item *it = dps_get(&s->limit_scopes, name, n + 2);
+    if (name != stack)
+        free(name);
+    *out = it ? it->u.scope.limits : NULL;
+    return it ? it->u.scope.n : 0;
 }

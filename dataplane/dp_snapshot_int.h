@@ -14,7 +14,16 @@
 
 /* One resource of a snapshot, counted: the maps of every snapshot holding
  * it, and the routes pointing into it (a provider), keep it alive. */
-enum dps_kind { DPS_PROVIDER, DPS_ROUTE, DPS_KEY, DPS_TEAM, DPS_PROJECT, DPS_LIMIT, DPS_CATALOG };
+enum dps_kind {
+    DPS_PROVIDER,
+    DPS_ROUTE,
+    DPS_KEY,
+    DPS_TEAM,
+    DPS_PROJECT,
+    DPS_LIMIT,
+    DPS_CATALOG,
+    DPS_SCOPE, /* an index entry: the limits of one scope */
+};
 
 struct dps_item {
     int refs; /* atomic */
@@ -35,7 +44,19 @@ struct dps_item {
         struct {
             struct dp_catalog_entry *entries;
             size_t n;
+            /* By model: open addressing over the model id's hash, entry
+             * index + 1 per slot (0: empty), mask + 1 slots, at least twice
+             * n; a model's entries (one per provider, and one for any)
+             * share its probe sequence. */
+            uint32_t *index;
+            size_t mask;
         } catalog;
+        struct {
+            /* The limits of one scope ("k:<key id>", "t:<team>",
+             * "p:<project>"), each a limit item held in deps. */
+            const struct dp_limit **limits;
+            size_t n;
+        } scope;
     } u;
 };
 
@@ -139,6 +160,10 @@ void dps_check_key(struct build *b, const struct dp_snapshot *s, const struct dp
 void dps_add_route(struct build *b, struct dp_snapshot *s, struct dps_item *it, const char *where);
 /* Adds a key to s, by id and by hash (neither may be taken). */
 void dps_add_key(struct build *b, struct dp_snapshot *s, struct dps_item *it, const char *where);
+/* The scope index (s->limit_scopes): a limit added to or removed from its
+ * scope's entry. 0, or GW_ENOMEM. */
+int dps_scope_add(struct dp_snapshot *s, struct dps_item *limit);
+int dps_scope_remove(struct dp_snapshot *s, const struct dps_item *limit);
 /* Removes the route named name (its selectors and role) from s. */
 int dps_remove_route(struct dp_snapshot *s, const char *name);
 /* s's counts from its maps. */

@@ -161,6 +161,7 @@ void dps_snapshot_free(struct dp_snapshot *s)
     gw_pmap_release(&s->teams, &dps_name_ops);
     gw_pmap_release(&s->projects, &dps_name_ops);
     gw_pmap_release(&s->limits, &dps_name_ops);
+    gw_pmap_release(&s->limit_scopes, &dps_name_ops);
     dps_item_unref(s->catalog_item);
     free(s);
 }
@@ -298,8 +299,13 @@ const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
                                                    const char *provider, const char *model)
 {
     const struct dp_catalog_entry *any = NULL;
-    for (size_t i = 0; i < s->ncatalog; i++) {
-        const struct dp_catalog_entry *c = &s->catalog[i];
+    if (!s->catalog_item)
+        return NULL;
+    const uint32_t *index = s->catalog_item->u.catalog.index;
+    size_t mask = s->catalog_item->u.catalog.mask;
+    for (size_t at = (size_t)dps_hash_name(model, strlen(model)) & mask; index[at];
+         at = (at + 1) & mask) {
+        const struct dp_catalog_entry *c = &s->catalog[index[at] - 1];
         if (strcmp(c->model, model) != 0)
             continue;
         if (!c->provider) {

@@ -184,6 +184,25 @@ static void expect_same(const struct dp_snapshot *a, const struct dp_snapshot *b
     }
     for (int r = 0; r < DP_NROLES; r++)
         CU_ASSERT((a->roles[r] == NULL) == (b->roles[r] == NULL));
+    /* The index by scope holds exactly the limits naming each key. */
+    for (int i = 0; i < kind_count[KKEY]; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "k%d", i);
+        size_t want = 0;
+        struct gw_pmap_iter it;
+        const struct dp_limit *l;
+        for (dp_snapshot_iter(&a->limits, &it); (l = dp_snapshot_next(&it)) != NULL;)
+            want += strcmp(l->scope, id) == 0;
+        const struct dp_limit *const *xa, *const *xb;
+        size_t na = dp_snapshot_limits_of(a, DP_LIMIT_KEY, id, &xa);
+        size_t nb = dp_snapshot_limits_of(b, DP_LIMIT_KEY, id, &xb);
+        CU_ASSERT_EQUAL(na, want);
+        CU_ASSERT_EQUAL(nb, want);
+        for (size_t j = 0; j < na; j++) {
+            CU_ASSERT_STRING_EQUAL(xa[j]->scope, id);
+            CU_ASSERT_PTR_EQUAL(dp_snapshot_limit(a, xa[j]->id), xa[j]);
+        }
+    }
 }
 
 static void test_random_deltas_agree_with_whole_builds(void)
