@@ -43,6 +43,9 @@ struct cp_metrics {
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
     struct cp_etcd *fleet;
     struct gw_metric *fleet_state, *fleet_replicas;
+    /* What the Watches were sent (collect: what the counter already has). */
+    struct gw_metric *watch_sends;
+    struct cp_grpc_stats grpc_seen;
 };
 
 static struct cp_metrics the;
@@ -92,6 +95,12 @@ static void collect(struct gw_metrics *reg, void *arg)
         }
         gw_metric_set(m->replicas_connected, NULL, (double)connected);
         json_decref(reps);
+        struct cp_grpc_stats gs;
+        cp_grpc_stats(m->grpc, &gs);
+        const char *d[] = {"delta"}, *w[] = {"document"};
+        gw_metric_inc(m->watch_sends, d, gs.deltas_sent - m->grpc_seen.deltas_sent);
+        gw_metric_inc(m->watch_sends, w, gs.documents_sent - m->grpc_seen.documents_sent);
+        m->grpc_seen = gs;
     }
     if (m->ledger) {
         struct cp_ledger_stats st;
@@ -212,7 +221,14 @@ int cp_metrics_init(void)
     m->fleet_replicas = gw_metrics_gauge(
         r, "llmgw_cp_fleet_replicas",
         "Data planes connected anywhere in the fleet, as the fleet view knows them.", NULL);
-    if (!m->fleet_state || !m->fleet_replicas) {
+    static const char *const kind[] = {"kind", NULL};
+    m->watch_sends = gw_metrics_counter(
+        r, "llmgw_cp_watch_snapshots_sent_total",
+        "Snapshot messages sent on Watch streams, by kind (delta: only what changed, to a data "
+        "plane current at the delta's base; document: the whole document, to a new, older or "
+        "lagging one).",
+        kind);
+    if (!m->fleet_state || !m->fleet_replicas || !m->watch_sends) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -244,6 +260,11 @@ int cp_metrics_init(void)
         const char *v[] = {gresults[i]};
         gw_metric_inc(m->lease_grants, v, 0);
     }
+    static const char *const kinds[] = {"delta", "document"};
+    for (size_t i = 0; i < N(kinds); i++) {
+        const char *v[] = {kinds[i]};
+        gw_metric_inc(m->watch_sends, v, 0);
+    }
     gw_metric_set(m->snapshot_version, NULL, 0);
     gw_metric_set(m->unresolved, NULL, 0);
     gw_metric_set(m->replicas_connected, NULL, 0);
@@ -273,6 +294,7 @@ void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc 
     the.db = db;
     the.builder = b;
     the.grpc = g;
+    memset(&the.grpc_seen, 0, sizeof(the.grpc_seen)); /* g's counts are since its start */
 }
 
 void cp_metrics_fleet(struct cp_etcd *e)

@@ -125,16 +125,65 @@ static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
     return cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
 }
 
-/* On the main loop: each good build goes out to every data plane. */
+/* The last published document, the gRPC server's document source until the
+ * builder publishes deltas (then cp_snapshot_document takes its place, and
+ * publish passes the builder's base_version and delta through). Main loop
+ * only. */
+struct last_doc {
+    char *doc;
+    size_t len;
+    int64_t version;
+};
+
+static void last_doc_clear(struct last_doc *d)
+{
+    if (d->doc) {
+        explicit_bzero(d->doc, d->len); /* it holds credentials */
+        free(d->doc);
+    }
+    d->doc = NULL;
+    d->len = 0;
+}
+
+/* cp_grpc's document source: a copy (the server wipes and frees it). */
+static char *last_doc_copy(void *arg, int64_t *version, size_t *len)
+{
+    const struct last_doc *d = arg;
+    char *c = d->doc ? malloc(d->len + 1) : NULL;
+    if (!c)
+        return NULL;
+    memcpy(c, d->doc, d->len);
+    c[d->len] = '\0';
+    *version = d->version;
+    *len = d->len;
+    return c;
+}
+
+static struct last_doc last_published;
+
+/* On the main loop: each good build goes out to every data plane, as a full
+ * build (base_version 0): every Watch gets the whole document. */
 static void publish(void *arg, int64_t version, const char *doc, size_t len, int64_t built_at_ms)
 {
     struct main_ctx *m = arg;
-    if (cp_grpc_publish(m->grpc, version, doc, len, built_at_ms) != GW_OK)
+    char *copy = malloc(len + 1);
+    if (!copy) {
         gw_logf(GW_LOG_ERROR, "cannot publish the snapshot (out of memory)", "{s:I}", "version",
                 (json_int_t)version);
-    else
-        gw_logf(GW_LOG_INFO, "snapshot published", "{s:I,s:i}", "version", (json_int_t)version,
-                "bytes", (int)len);
+        return;
+    }
+    /* In place first: the publish asks the source at once for the Watches. */
+    memcpy(copy, doc, len);
+    copy[len] = '\0';
+    last_doc_clear(&last_published);
+    last_published = (struct last_doc){.doc = copy, .len = len, .version = version};
+    if (cp_grpc_publish_version(m->grpc, version, built_at_ms, 0, NULL, 0) != GW_OK) {
+        gw_logf(GW_LOG_ERROR, "cannot publish the snapshot (out of memory)", "{s:I}", "version",
+                (json_int_t)version);
+        return;
+    }
+    gw_logf(GW_LOG_INFO, "snapshot published", "{s:I,s:i}", "version", (json_int_t)version, "bytes",
+            (int)len);
 }
 
 static int migrate(struct cp_db *db)
@@ -422,6 +471,7 @@ int main(int argc, char **argv)
                                   .master_key = have_key ? &key : NULL,
                                   .publish = publish,
                                   .arg = &m};
+    cp_grpc_set_document(m.grpc, last_doc_copy, &last_published);
     struct cp_snapshot *builder = cp_snapshot_new(m.base, &so, msg, sizeof(msg));
     cp_master_key_clear(&key); /* the builder has its own copy */
     if (!builder) {
@@ -490,6 +540,7 @@ int main(int argc, char **argv)
     cp_jobs_shutdown();
     cp_snapshot_free(builder);
     cp_grpc_free(m.grpc);
+    last_doc_clear(&last_published);
     cp_ledger_free(m.ledger);
     cp_fleet_free(m.fleetview);
     cp_api_free(m.api);

@@ -20,6 +20,10 @@
 #define WATCH_METHOD "/llmgw.v1.Control/Watch"
 #define REPORT_METHOD "/llmgw.v1.Control/Report"
 #define MAX_REQUEST_BYTES (1u << 20) /* a WatchRequest or ReportMessage */
+/* The recent deltas kept packed: a Watch whose send was still in flight
+ * when up to this many were published catches up delta by delta; one
+ * further behind gets the whole document. */
+#define DELTA_RING 8
 
 enum kind { K_WATCH, K_REPORT };
 
@@ -45,10 +49,15 @@ struct stream {
     int pending; /* batches in flight */
     int closed;  /* RECV_CLOSE_ON_SERVER completed */
     int cancelled;
-    int sending;       /* a send batch is in flight (at most one) */
-    int finished;      /* status sent */
-    int half_closed;   /* a Report stream's client half-closed: finish once no send is in flight */
-    uint64_t sent_seq; /* the publish this Watch has had (0: none) */
+    int sending;     /* a send batch is in flight (at most one) */
+    int finished;    /* status sent */
+    int half_closed; /* a Report stream's client half-closed: finish once no send is in flight */
+    /* A Watch: the version last sent to it (0: none); whether it applies
+     * deltas (WatchRequest.accepts_delta); whether its next message must be
+     * the whole document (it is new, or a full build was published since). */
+    int64_t sent_version;
+    int accepts_delta;
+    int need_doc;
     grpc_byte_buffer *send_bb, *recv_bb;
     struct cp_replica *rep; /* NULL when the table was full */
     /* Under mutual TLS, the identity its client certificate carries
@@ -79,9 +88,29 @@ struct cp_grpc {
     int closing;
     int shutdown_done;
     struct gw_grpc_tag t_shutdown;
-    grpc_byte_buffer *cur; /* the packed current Snapshot; NULL before the first */
-    int64_t cur_version;
-    uint64_t cur_seq; /* counts publishes: a republished version goes out again */
+    /* The newest publish: its version and build time; pub_seq counts
+     * publishes (0: none yet). */
+    int64_t cur_version, cur_built_ms;
+    uint64_t pub_seq;
+    /* The recent deltas, each packed once into a Snapshot and sent as the
+     * same bytes to every Watch that was last sent its base; oldest
+     * overwritten first, emptied by a full build. */
+    struct {
+        int64_t base, version;
+        grpc_byte_buffer *bb; /* NULL: an empty slot */
+    } ring[DELTA_RING];
+    size_t ring_next;
+    /* The whole document, packed once (lazily: only when some Watch needs
+     * it) after publish doc_seq and shared by every Watch that needs it.
+     * It comes from the document source (cp_grpc_set_document), or from
+     * cp_grpc_publish. doc_tried: the publish after which the source was
+     * last asked, so a source that fails is asked once per publish. */
+    grpc_byte_buffer *doc;
+    int64_t doc_version;
+    uint64_t doc_seq, doc_tried;
+    char *(*document)(void *arg, int64_t *version, size_t *len);
+    void *document_arg;
+    struct cp_grpc_stats stats;
     uint64_t next_stream_id;
     int64_t refused_log_ms; /* the last "call refused" warning: one a second at most */
     struct cp_grpc_opts o;
@@ -194,18 +223,51 @@ static int start(struct stream *st, const grpc_op *ops, size_t n, struct gw_grpc
 
 static void report_finish(struct stream *st);
 
-/* Sends the current snapshot to a Watch that has not had it yet. */
+static grpc_byte_buffer *whole_document(struct cp_grpc *s, int64_t *version);
+
+/* Sends a Watch what it is missing, when no send is in flight: the delta
+ * from the version it was last sent (one of the ring's, shared bytes) when
+ * it takes deltas, else the whole document (shared too). A Watch already
+ * at or past the newest version gets nothing. Its cost does not depend on
+ * the number of Watches: nothing is packed per Watch. */
 static void watch_pump(struct stream *st)
 {
     struct cp_grpc *s = st->srv;
-    if (st->closed || st->sending || s->closing || !s->cur || st->sent_seq == s->cur_seq)
+    if (st->closed || st->sending || s->closing || !s->pub_seq)
         return;
-    st->send_bb = grpc_byte_buffer_copy(s->cur);
+    if (!st->need_doc && st->sent_version >= s->cur_version)
+        return;
+    grpc_byte_buffer *bb = NULL;
+    int64_t version = 0;
+    int delta = 0;
+    if (!st->need_doc && st->accepts_delta) {
+        for (size_t i = 0; i < DELTA_RING && !bb; i++) {
+            size_t k = (s->ring_next + DELTA_RING - 1 - i) % DELTA_RING; /* newest first */
+            if (s->ring[k].bb && s->ring[k].base == st->sent_version) {
+                bb = s->ring[k].bb;
+                version = s->ring[k].version;
+                delta = 1;
+            }
+        }
+    }
+    if (!bb) {
+        bb = whole_document(s, &version);
+        /* No document to be had (the source failed), or one no newer than
+         * what it has: the next publish tries again. */
+        if (!bb || (!st->need_doc && version <= st->sent_version))
+            return;
+    }
+    st->send_bb = grpc_byte_buffer_copy(bb); /* shares the slices: no copy of the bytes */
     grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
     op.data.send_message.send_message = st->send_bb;
     if (start(st, &op, 1, &st->t_send) == GW_OK) {
         st->sending = 1;
-        st->sent_seq = s->cur_seq;
+        st->sent_version = version;
+        st->need_doc = 0;
+        if (delta)
+            s->stats.deltas_sent++;
+        else
+            s->stats.documents_sent++;
     }
 }
 
@@ -414,8 +476,14 @@ static void stream_open(struct cp_grpc *s, enum kind kind, grpc_call *call, grpc
         }
         if (st->rep)
             st->rep->watches++;
-        gw_logf(GW_LOG_INFO, "grpc: watch opened", "{s:s,s:I}", "replica_id",
-                st->rep ? st->rep->id : "?", "have_version", (json_int_t)(w ? w->have_version : 0));
+        /* A new Watch starts with the whole document, whatever version it
+         * says it has: the version names a document, but this control
+         * plane cannot tell that the data plane's is the one it holds. */
+        st->need_doc = 1;
+        st->accepts_delta = w && w->accepts_delta;
+        gw_logf(GW_LOG_INFO, "grpc: watch opened", "{s:s,s:I,s:b}", "replica_id",
+                st->rep ? st->rep->id : "?", "have_version", (json_int_t)(w ? w->have_version : 0),
+                "accepts_delta", st->accepts_delta);
         if (w)
             protobuf_c_message_free_unpacked(&w->base, NULL);
     }
@@ -629,7 +697,8 @@ static void cleanse_free(void *p, size_t len)
 
 /* Like gw_grpc_pack, but the packed bytes (the document holds plaintext
  * provider credentials) are overwritten when the last reference to them is
- * released: by s->cur, a Watch's copy, or the transport. gRPC's own
+ * released: by the server (its shared document or delta ring), a Watch's
+ * copy, or the transport. gRPC's own
  * framing and TLS buffers are not covered. */
 static grpc_byte_buffer *pack_cleansed(const ProtobufCMessage *m)
 {
@@ -644,26 +713,146 @@ static grpc_byte_buffer *pack_cleansed(const ProtobufCMessage *m)
     return bb;
 }
 
-int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
-                    int64_t built_at_ms)
+/* A Snapshot message packed once: the whole document (delta NULL), or a
+ * delta from base. */
+static grpc_byte_buffer *pack_snapshot(int64_t version, int64_t built_at_ms, int64_t base,
+                                       const void *doc, size_t doc_len, const void *delta,
+                                       size_t delta_len)
 {
     Llmgw__V1__Snapshot m = LLMGW__V1__SNAPSHOT__INIT;
     m.version = version;
-    m.document.data = (uint8_t *)doc;
-    m.document.len = len;
     m.built_at_ms = built_at_ms;
-    grpc_byte_buffer *bb = pack_cleansed(&m.base);
+    m.base_version = base;
+    m.document.data = (uint8_t *)doc;
+    m.document.len = doc_len;
+    m.delta.data = (uint8_t *)delta;
+    m.delta.len = delta_len;
+    return pack_cleansed(&m.base);
+}
+
+static void drop_document(struct cp_grpc *s)
+{
+    if (s->doc)
+        grpc_byte_buffer_destroy(s->doc);
+    s->doc = NULL;
+}
+
+/* The whole document for Watches that need one, packed once after each
+ * publish: asked of the document source only when the first such Watch
+ * comes. NULL when there is none to be had. */
+static grpc_byte_buffer *whole_document(struct cp_grpc *s, int64_t *version)
+{
+    if (s->doc && s->doc_seq == s->pub_seq) {
+        *version = s->doc_version;
+        return s->doc;
+    }
+    if (!s->document || s->doc_tried == s->pub_seq)
+        return NULL;
+    s->doc_tried = s->pub_seq;
+    int64_t v = 0;
+    size_t len = 0;
+    char *d = s->document(s->document_arg, &v, &len);
+    if (!d) {
+        gw_logf(GW_LOG_ERROR, "grpc: no whole document to send; the watches that need one wait",
+                "{s:I}", "version", (json_int_t)s->cur_version);
+        return NULL;
+    }
+    s->stats.documents_packed++;
+    /* The source's document may be newer than the last publish (the
+     * builder runs ahead of the loop): it is sent under its own version,
+     * and the deltas up to it are skipped by the Watches that get it. */
+    grpc_byte_buffer *bb = pack_snapshot(v, s->cur_built_ms, 0, d, len, NULL, 0);
+    explicit_bzero(d, len);
+    free(d);
+    if (!bb)
+        return NULL;
+    drop_document(s);
+    s->doc = bb;
+    s->doc_version = v;
+    s->doc_seq = s->pub_seq;
+    *version = v;
+    return bb;
+}
+
+static void ring_clear(struct cp_grpc *s)
+{
+    for (size_t i = 0; i < DELTA_RING; i++) {
+        if (s->ring[i].bb)
+            grpc_byte_buffer_destroy(s->ring[i].bb);
+        s->ring[i].bb = NULL;
+    }
+}
+
+/* Makes version the newest publish and pushes to every Watch. delta_bb:
+ * the packed delta from base (ring takes it), or NULL for a full build,
+ * after which every Watch needs the whole document. */
+static void publish_version(struct cp_grpc *s, int64_t version, int64_t built_at_ms, int64_t base,
+                            grpc_byte_buffer *delta_bb)
+{
+    s->pub_seq++;
+    s->cur_version = version;
+    s->cur_built_ms = built_at_ms;
+    if (delta_bb) {
+        size_t k = s->ring_next;
+        if (s->ring[k].bb)
+            grpc_byte_buffer_destroy(s->ring[k].bb);
+        s->ring[k].base = base;
+        s->ring[k].version = version;
+        s->ring[k].bb = delta_bb;
+        s->ring_next = (k + 1) % DELTA_RING;
+    } else {
+        ring_clear(s);
+    }
+    for (struct stream *st = s->streams; st; st = st->next) {
+        if (st->kind != K_WATCH)
+            continue;
+        if (!delta_bb)
+            st->need_doc = 1;
+        watch_pump(st);
+    }
+}
+
+int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
+                    int64_t built_at_ms)
+{
+    grpc_byte_buffer *bb = pack_snapshot(version, built_at_ms, 0, doc, len, NULL, 0);
     if (!bb)
         return GW_ENOMEM;
-    if (s->cur)
-        grpc_byte_buffer_destroy(s->cur);
-    s->cur = bb;
-    s->cur_version = version;
-    s->cur_seq++;
-    for (struct stream *st = s->streams; st; st = st->next)
-        if (st->kind == K_WATCH)
-            watch_pump(st);
+    drop_document(s);
+    s->doc = bb;
+    s->doc_version = version;
+    s->doc_seq = s->pub_seq + 1; /* the publish below */
+    s->stats.documents_packed++;
+    publish_version(s, version, built_at_ms, 0, NULL);
     return GW_OK;
+}
+
+void cp_grpc_set_document(struct cp_grpc *s,
+                          char *(*document)(void *arg, int64_t *version, size_t *len), void *arg)
+{
+    s->document = document;
+    s->document_arg = arg;
+}
+
+int cp_grpc_publish_version(struct cp_grpc *s, int64_t version, int64_t built_at_ms,
+                            int64_t base_version, const void *delta, size_t delta_len)
+{
+    grpc_byte_buffer *bb = NULL;
+    if (base_version > 0 && delta) {
+        bb = pack_snapshot(version, built_at_ms, base_version, NULL, 0, delta, delta_len);
+        if (!bb)
+            return GW_ENOMEM;
+    }
+    /* The document packed for an older publish is stale now (its bytes
+     * hold credentials: let them go at once). */
+    drop_document(s);
+    publish_version(s, version, built_at_ms, base_version, bb);
+    return GW_OK;
+}
+
+void cp_grpc_stats(const struct cp_grpc *s, struct cp_grpc_stats *out)
+{
+    *out = s->stats;
 }
 
 json_t *cp_grpc_replicas(const struct cp_grpc *s)
@@ -700,8 +889,8 @@ void cp_grpc_free(struct cp_grpc *s)
     gw_grpc_loop_shutdown(s->loop);
     grpc_server_destroy(s->server);
     gw_grpc_loop_free(s->loop);
-    if (s->cur)
-        grpc_byte_buffer_destroy(s->cur);
+    drop_document(s);
+    ring_clear(s);
     cp_replicas_clear(&s->replicas);
     free(s);
 }

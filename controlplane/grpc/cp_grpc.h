@@ -2,10 +2,18 @@
  * cp_grpc: the control plane's gRPC server (service llmgw.v1.Control in
  * proto/llmgw/v1/control.proto), built on gw_grpc.
  *
- * Watch: every open Watch receives the current snapshot at once (or as soon
- * as the first one is published), then each newer one. A call has at most
- * one message in flight; while it is in flight only the newest snapshot is
- * kept pending, so a slow replica skips versions rather than queueing them.
+ * Watch: every open Watch receives the whole current document at once (or
+ * as soon as the first one is published), then each newer version. A Watch
+ * that takes deltas (WatchRequest.accepts_delta) and was last sent exactly
+ * a delta's base gets only the delta; any other (new, an older data plane,
+ * behind, or after a full build) gets the whole document. Each delta is
+ * packed once, and the whole document once per version (asked of the
+ * document source only when a Watch needs it): every Watch is sent the same
+ * shared bytes, so a publish costs O(1) per Watch. A call has at most one
+ * message in flight; when it completes the Watch gets what it is missing:
+ * the next of the recent deltas (a ring of DELTA_RING) from its version, or
+ * else the whole document, so a slow replica skips versions rather than
+ * queueing them.
  *
  * Report: each data plane streams ReportMessages. Acks record which version
  * each replica serves (cp_grpc_replicas, for the admin API's snapshot
@@ -67,12 +75,40 @@ struct cp_grpc *cp_grpc_new(struct event_base *base, const struct cp_grpc_opts *
 /* The bound port. */
 int cp_grpc_port(const struct cp_grpc *s);
 
-/* Makes (version, doc) the current snapshot and pushes it to every open
- * Watch. doc is the snapshot JSON (copied). 0, or GW_ENOMEM (the previous
- * snapshot stays current). */
+/* Where whole documents come from: document(arg, &version, &len) returns
+ * the newest good build's document (malloc'd; it holds credentials: the
+ * server wipes and frees it), its version and length, or NULL (none yet, no
+ * memory). Called on the loop, at most once per publish, and only when some
+ * Watch needs a whole document. Set once, before the first
+ * cp_grpc_publish_version (the daemon passes cp_snapshot_document). */
+void cp_grpc_set_document(struct cp_grpc *s,
+                          char *(*document)(void *arg, int64_t *version, size_t *len), void *arg);
+
+/* Publishes version: the fields of the builder's struct cp_snapshot_pub.
+ * base_version > 0 with delta (the delta JSON, delta_len bytes, copied):
+ * the change from base_version, sent to every Watch that takes deltas and
+ * was last sent base_version; the rest get the whole document. base_version
+ * 0 (delta ignored): a full build, every Watch gets the whole document.
+ * Needs the document source (cp_grpc_set_document). 0, or GW_ENOMEM
+ * (nothing published). */
+int cp_grpc_publish_version(struct cp_grpc *s, int64_t version, int64_t built_at_ms,
+                            int64_t base_version, const void *delta, size_t delta_len)
+    __attribute__((warn_unused_result));
+
+/* A full build given as its whole document (doc, copied): needs no
+ * document source. 0, or GW_ENOMEM (nothing published). */
 int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
                     int64_t built_at_ms) __attribute__((warn_unused_result));
-/* The current snapshot's version; 0 before the first publish. */
+
+/* What the Watches were sent since start: messages carrying a delta, and a
+ * whole document; and the whole documents packed (at most one per publish
+ * whatever the number of Watches). */
+struct cp_grpc_stats {
+    uint64_t deltas_sent, documents_sent, documents_packed;
+};
+void cp_grpc_stats(const struct cp_grpc *s, struct cp_grpc_stats *out);
+
+/* The newest published version; 0 before the first publish. */
 int64_t cp_grpc_version(const struct cp_grpc *s);
 
 /* {"version":N,"replicas":[{"replica_id","acked_version","acked_at_ms",
