@@ -52,6 +52,9 @@
  * state or a fleet probe ended. */
 #define SUMMARY_EVERY_MS 1000
 #define SUMMARY_MIN_GAP_MS 100
+/* The snapshot cache is written from deltas at most this often (and at
+ * exit): see cache_changed. */
+#define CACHE_EVERY_MS 5000
 
 static void session_start(struct dp_cpclient *c);
 static void summary_soon(struct dp_cpclient *c);
@@ -69,6 +72,7 @@ static uint64_t next_rand(uint64_t *x)
 
 static struct ccall *ccall_new(struct dp_cpclient *c, const char *method);
 static void ccall_maybe_free(struct ccall *k);
+static int watch_start(struct dp_cpclient *c);
 
 /* The next session goes to the next address (several --control-plane
  * addresses): a control plane that died, or cannot be reached, is left
@@ -106,9 +110,13 @@ static void ccall_maybe_free(struct ccall *k)
     if (k->pending > 0)
         return;
     struct dp_cpclient *c = k->c;
+    int reopen = 0;
     if (c->watch == k) {
         c->watch = NULL;
-        dp_metrics_controlplane_connected(0);
+        reopen = c->rewatch && c->report && !c->stopping;
+        c->rewatch = 0;
+        if (!reopen)
+            dp_metrics_controlplane_connected(0);
     }
     if (c->report == k) {
         c->report = NULL;
@@ -124,6 +132,10 @@ static void ccall_maybe_free(struct ccall *k)
         grpc_byte_buffer_destroy(k->send_bb);
     grpc_call_unref(k->call);
     free(k);
+    /* A Watch ended to ask for the whole document: another, at once, beside
+     * the same Report stream. */
+    if (reopen && watch_start(c) == GW_OK)
+        return;
     /* The other call of the session goes too; then the session restarts. */
     if (c->watch)
         grpc_call_cancel(c->watch->call, NULL);
@@ -152,7 +164,7 @@ static void on_status(void *arg, int ok)
     k->pending--;
     k->ended = 1;
     struct dp_cpclient *c = k->c;
-    if (!c->stopping) {
+    if (!c->stopping && !(k == c->watch && c->rewatch)) {
         char *d = grpc_slice_to_c_string(k->details);
         gw_logf(GW_LOG_WARN, "control plane: stream ended; reconnecting", "{s:s,s:s,s:s}", "call",
                 k == c->watch ? "Watch" : "Report", "status", gw_grpc_status_name(k->status),
@@ -427,7 +439,81 @@ static void wipe_credentials(json_t *doc)
     }
 }
 
-static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
+/* The same for a delta: its providers are an object by name. */
+static void wipe_delta_credentials(json_t *delta)
+{
+    const char *name;
+    json_t *p;
+    json_object_foreach(json_object_get(delta, "providers"), name, p)
+    {
+        json_t *cred = json_object_get(p, "credential");
+        if (json_is_string(cred))
+            explicit_bzero((char *)json_string_value(cred), json_string_length(cred));
+    }
+}
+
+/* Writes the snapshot cache from the snapshot served now, rendered back
+ * into its document (dp_snapshot_render). */
+static void cache_write(struct dp_cpclient *c)
+{
+    c->cache_dirty = 0;
+    c->cache_saved_us = gw_now_us();
+    struct dp_snapshot *s = dp_snapshot_acquire();
+    size_t len = 0;
+    char *text = s ? dp_snapshot_render(s, &len) : NULL;
+    json_t *doc = text ? json_loadb(text, len, 0, NULL) : NULL;
+    if (text) {
+        explicit_bzero(text, len);
+        free(text);
+    }
+    char err[512];
+    if (!doc)
+        gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error",
+                s ? "cannot render the snapshot (out of memory)" : "no snapshot");
+    else if (dp_snapcache_save(c->cfg->snapshot_cache, doc,
+                               c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
+                               sizeof(err)) != GW_OK)
+        gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
+    wipe_credentials(doc);
+    json_decref(doc);
+    if (s)
+        dp_snapshot_unref(s);
+}
+
+static void on_cache(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct dp_cpclient *c = arg;
+    if (c->cache_dirty)
+        cache_write(c);
+}
+
+/* A delta changed the snapshot served: the cache is written from a render
+ * of it, at most once every CACHE_EVERY_MS. Rendering and sealing costs
+ * O(configuration), the very cost deltas avoid; the cache only has to be
+ * recent enough to start from while the control plane is away, and a
+ * start from it is followed by a whole document anyway. So the first
+ * change after a quiet interval is written at once, later ones when the
+ * interval is over (the timer), and what is left at exit by on_stop. */
+static void cache_changed(struct dp_cpclient *c)
+{
+    if (!c->cfg->snapshot_cache)
+        return;
+    c->cache_dirty = 1;
+    int64_t due = c->cache_saved_us + (int64_t)CACHE_EVERY_MS * 1000, now = gw_now_us();
+    if (now >= due) {
+        evtimer_del(c->cache_ev);
+        cache_write(c);
+    } else if (!evtimer_pending(c->cache_ev, NULL)) {
+        struct timeval tv = {(time_t)((due - now) / 1000000), (suseconds_t)((due - now) % 1000000)};
+        evtimer_add(c->cache_ev, &tv);
+    }
+}
+
+/* A whole document: built and served, written to the cache at once (it is
+ * at hand, and whole documents are rare: a new Watch, a full build). */
+static void apply_document(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
 {
     json_error_t je;
     char err[512];
@@ -454,17 +540,87 @@ static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
     dp_snapshot_publish(s);
     c->served = m->version;
     c->got_snapshot = 1;
-    gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s}", "version", (json_int_t)m->version,
-            "source", "control_plane");
-    if (c->cfg->snapshot_cache &&
-        dp_snapcache_save(c->cfg->snapshot_cache, doc,
-                          c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
-                          sizeof(err)) != GW_OK)
-        gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
+    gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s,s:b}", "version", (json_int_t)m->version,
+            "source", "control_plane", "delta", 0);
+    if (c->cfg->snapshot_cache) {
+        evtimer_del(c->cache_ev);
+        c->cache_dirty = 0;
+        c->cache_saved_us = gw_now_us();
+        if (dp_snapcache_save(c->cfg->snapshot_cache, doc,
+                              c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
+                              sizeof(err)) != GW_OK)
+            gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
+    }
     wipe_credentials(doc);
     json_decref(doc);
     c->ack_pending = m->version;
     report_pump(c);
+}
+
+/* Ends the Watch and opens another at once, with the version served as
+ * have_version: the control plane answers a new Watch with the whole
+ * document. The Report stream stays. */
+static void watch_reopen(struct dp_cpclient *c)
+{
+    if (!c->watch || c->rewatch)
+        return;
+    c->rewatch = 1;
+    grpc_call_cancel(c->watch->call, NULL);
+}
+
+/* A delta: applied to the snapshot served (dp_snapshot_apply), which must
+ * be the delta's base. One that cannot be applied (another base: a
+ * version this data plane refused, say; or a result that does not build)
+ * leaves the served snapshot as it is and asks for the whole document. */
+static void apply_delta(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
+{
+    json_error_t je;
+    char err[512];
+    struct dp_snapshot *base = dp_snapshot_acquire(), *s = NULL;
+    json_t *delta =
+        json_loadb((const char *)m->delta.data, m->delta.len, JSON_REJECT_DUPLICATES, &je);
+    if (!base || base->version != m->base_version) {
+        snprintf(err, sizeof(err), "base_version %lld is not the version served, %lld",
+                 (long long)m->base_version, base ? base->version : 0LL);
+    } else if (!delta) {
+        snprintf(err, sizeof(err), "delta: not JSON (line %d column %d)", je.line, je.column);
+    } else if (json_integer_value(json_object_get(delta, "version")) != m->version ||
+               json_integer_value(json_object_get(delta, "base_version")) != m->base_version) {
+        snprintf(err, sizeof(err),
+                 "version: the delta says %lld from %lld, the message %lld from %lld",
+                 (long long)json_integer_value(json_object_get(delta, "version")),
+                 (long long)json_integer_value(json_object_get(delta, "base_version")),
+                 (long long)m->version, (long long)m->base_version);
+    } else {
+        s = dp_snapshot_apply(base, delta, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    }
+    if (base)
+        dp_snapshot_unref(base);
+    wipe_delta_credentials(delta);
+    json_decref(delta);
+    if (!s) {
+        gw_logf(GW_LOG_WARN, "pushed snapshot delta not applied; asking for the whole document",
+                "{s:I,s:I,s:I,s:s}", "version", (json_int_t)m->version, "base_version",
+                (json_int_t)m->base_version, "serving", (json_int_t)c->served, "error", err);
+        watch_reopen(c);
+        return;
+    }
+    dp_snapshot_publish(s);
+    c->served = m->version;
+    c->got_snapshot = 1;
+    gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s,s:b,s:I}", "version", (json_int_t)m->version,
+            "source", "control_plane", "delta", 1, "base_version", (json_int_t)m->base_version);
+    cache_changed(c);
+    c->ack_pending = m->version;
+    report_pump(c);
+}
+
+static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
+{
+    if (m->delta.len > 0)
+        apply_delta(c, m);
+    else
+        apply_document(c, m);
 }
 
 static void on_watch_recv(void *arg, int ok)
@@ -484,12 +640,16 @@ static void on_watch_recv(void *arg, int ok)
             /* The document's text carries the credentials too. */
             if (snap->document.data)
                 explicit_bzero(snap->document.data, snap->document.len);
+            /* So do a delta's. */
+            if (snap->delta.data)
+                explicit_bzero(snap->delta.data, snap->delta.len);
             protobuf_c_message_free_unpacked(m, NULL);
         } else {
             gw_log(GW_LOG_ERROR,
                    "pushed snapshot message does not parse; keeping the last good one", NULL);
         }
-        ccall_recv(k);
+        if (!c->rewatch)
+            ccall_recv(k);
     } else if (bb) {
         grpc_byte_buffer_destroy(bb);
     }
@@ -544,25 +704,15 @@ static struct ccall *ccall_new(struct dp_cpclient *c, const char *method)
     return k;
 }
 
-static void session_start(struct dp_cpclient *c)
+/* Starts a Watch call's request: who this replica is, the version it
+ * serves, and that it applies deltas. */
+static void watch_send_request(struct ccall *w)
 {
-    c->got_snapshot = 0;
-    c->session_up = 0;
-    c->session_at_us = gw_now_us();
-    c->watch = ccall_new(c, "/llmgw.v1.Control/Watch");
-    c->report = c->watch ? ccall_new(c, "/llmgw.v1.Control/Report") : NULL;
-    if (!c->watch || !c->report) {
-        gw_log(GW_LOG_ERROR, "control plane: cannot create a call", NULL);
-        if (c->watch)
-            grpc_call_cancel(c->watch->call, NULL);
-        else
-            maybe_restart(c);
-        return;
-    }
-    struct ccall *w = c->watch;
+    struct dp_cpclient *c = w->c;
     Llmgw__V1__WatchRequest req = LLMGW__V1__WATCH_REQUEST__INIT;
     req.replica_id = (char *)c->cfg->replica_id;
     req.have_version = c->served;
+    req.accepts_delta = 1;
     w->send_bb = gw_grpc_pack(&req.base);
     gw_grpc_tag_init(&w->t_start, on_watch_start, w);
     gw_grpc_tag_init(&w->t_recv, on_watch_recv, w);
@@ -578,6 +728,34 @@ static void session_start(struct dp_cpclient *c)
     ops[1].data.send_message.send_message = w->send_bb;
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &w->initial_md;
     (void)batch(w, ops, 4, &w->t_start);
+}
+
+/* A Watch of its own, beside the session's Report stream (watch_reopen). */
+static int watch_start(struct dp_cpclient *c)
+{
+    c->watch = ccall_new(c, "/llmgw.v1.Control/Watch");
+    if (!c->watch)
+        return GW_ENOMEM;
+    watch_send_request(c->watch);
+    return GW_OK;
+}
+
+static void session_start(struct dp_cpclient *c)
+{
+    c->got_snapshot = 0;
+    c->session_up = 0;
+    c->session_at_us = gw_now_us();
+    c->watch = ccall_new(c, "/llmgw.v1.Control/Watch");
+    c->report = c->watch ? ccall_new(c, "/llmgw.v1.Control/Report") : NULL;
+    if (!c->watch || !c->report) {
+        gw_log(GW_LOG_ERROR, "control plane: cannot create a call", NULL);
+        if (c->watch)
+            grpc_call_cancel(c->watch->call, NULL);
+        else
+            maybe_restart(c);
+        return;
+    }
+    watch_send_request(c->watch);
 
     struct ccall *r = c->report;
     /* Rows the last stream did not get acknowledged go again on this one. */
@@ -612,6 +790,9 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     evtimer_del(c->summary_ev);
     event_del(c->probe_ev);
     event_del(c->sync_ev);
+    evtimer_del(c->cache_ev);
+    if (c->cache_dirty) /* what the last deltas changed */
+        cache_write(c);
     dp_ledger_sync();
     if (c->probe)
         grpc_call_cancel(c->probe->call, NULL);
@@ -650,6 +831,8 @@ static void client_free(struct dp_cpclient *c)
         event_free(c->ledger_ev);
     if (c->sync_ev)
         event_free(c->sync_ev);
+    if (c->cache_ev)
+        event_free(c->cache_ev);
     if (c->summary_ev)
         event_free(c->summary_ev);
     if (c->summary_wake_ev)
@@ -718,7 +901,8 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
     c->probe_ev = event_new(c->base, -1, EV_PERSIST, dpc_probe_tick, c);
     c->ledger_ev = event_new(c->base, -1, 0, on_ledger, c);
     c->sync_ev = event_new(c->base, -1, EV_PERSIST, on_sync, c);
-    if (!c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev)
+    c->cache_ev = evtimer_new(c->base, on_cache, c);
+    if (!c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev || !c->cache_ev)
         goto fail;
     dp_ledger_set_notify(ledger_notify, c);
     /* Requests wait (a little) for the stream rather than meet their

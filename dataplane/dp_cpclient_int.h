@@ -85,6 +85,16 @@ struct dp_cpclient {
     int64_t summary_sent_us;      /* when the last one was harvested */
     int64_t summary_due_us;       /* when summary_ev fires */
 
+    /* The Watch is being ended to open another at once (watch_reopen): a
+     * delta could not be applied, and a new Watch gets the whole document. */
+    int rewatch;
+    /* The snapshot cache: a delta changed what it should hold (written by
+     * cache_ev, at most every CACHE_EVERY_MS, and at exit), and when it was
+     * last written (monotonic us; 0: never). */
+    struct event *cache_ev;
+    int cache_dirty;
+    int64_t cache_saved_us;
+
     /* "authorization: Bearer <LLMGW_FLEET_TOKEN>" on every call, when set. */
     grpc_metadata auth;
     int has_auth;
