@@ -281,6 +281,166 @@ describe('a data plane fed by the control plane', () => {
   });
 });
 
+// Delta Watch (proto/README.md, docs/dataplane.md "Control plane"): after
+// its first whole document a data plane is sent only what changed; older
+// watchers, new ones and those behind get whole documents; a delta that
+// does not apply makes the data plane watch again and get the whole one.
+describe('delta watch', () => {
+  let cp;
+  let gw;
+  const cache = () => path.join(dir, 'cache-delta.json');
+  const route = (order) => ({ name: 'fast', strategy: 'ordered', entries: order.map((n) => ({ provider: n, model: 'mock-gpt' })) });
+  const delta = (version, changes) => ({ version, base_version: version - 1, ...changes });
+  // The data plane's "snapshot loaded" lines from the control plane, parsed.
+  const loaded = (g, from = 0) => g.proc.stderrLines.slice(from).map(h.tryParseJson)
+    .filter((j) => j && j.msg === 'snapshot loaded' && j.source === 'control_plane');
+  const cacheVersion = () => {
+    try {
+      return JSON.parse(fs.readFileSync(cache(), 'utf8')).version;
+    } catch {
+      return undefined;
+    }
+  };
+
+  before(async () => {
+    cp = await h.startSnapshotServer({ snapshot: doc(1) });
+    // The test control plane stores no ledger row: an exit waits for none
+    // (so it comes before the cache's timer).
+    gw = await h.startGatewayCP({
+      controlPlane: cp.target, cache: cache(), cacheKey: CACHE_KEY, replicaId: 'dp-delta', args: ['--ledger-flush-timeout-ms', '0'],
+    });
+    await cp.waitAck((a) => a.replica_id === 'dp-delta' && a.version === 1, 'dp-delta acks version 1');
+  });
+
+  test('after the whole document, only deltas; acked per version; the cache follows, debounced', T, async () => {
+    assert.deepEqual(loaded(gw).map((j) => [j.version, j.delta]), [[1, false]]);
+    await cp.pushDelta(doc(2, ['beta', 'alpha']), delta(2, { routes: { fast: route(['beta', 'alpha']) } }));
+    await waitServedBy(gw, 'beta');
+    await cp.waitAck((a) => a.replica_id === 'dp-delta' && a.version === 2, 'dp-delta acks version 2');
+    // A removal: the route "local" goes.
+    const gone = doc(3, ['beta', 'alpha']);
+    gone.routes = gone.routes.filter((r) => r.name !== 'local');
+    assert.equal((await chat(gw, 'local')).status, 200);
+    await cp.pushDelta(gone, delta(3, { routes: { local: null } }));
+    await cp.waitAck((a) => a.replica_id === 'dp-delta' && a.version === 3, 'dp-delta acks version 3');
+    assert.notEqual((await chat(gw, 'local')).status, 200, 'the route a delta removed is gone');
+    assert.equal((await chat(gw)).headers['x-llmgw-provider'], 'beta');
+    assert.deepEqual(loaded(gw).map((j) => [j.version, j.delta, j.base_version]),
+      [[1, false, undefined], [2, true, 1], [3, true, 2]]);
+    const st = await cp.stats();
+    assert.equal(st.deltas_sent, 2, JSON.stringify(st));
+    assert.equal(st.documents_sent, 1, JSON.stringify(st));
+    // The cache is written from the snapshot served, not on every delta,
+    // but within its interval (5 s); sealed like any other.
+    await h.waitFor(() => cacheVersion() === 3, { timeoutMs: 10_000, what: 'the cache at version 3' });
+    const text = fs.readFileSync(cache(), 'utf8');
+    assert.ok(!text.includes(CRED_A) && !text.includes(CRED_B), 'no plaintext credential in the cache');
+    assert.equal(JSON.parse(text).llmgw_cache.credentials, 'sealed');
+    assert.ok(!JSON.parse(text).routes.some((r) => r.name === 'local'));
+  });
+
+  test('an older data plane (no accepts_delta) gets only whole documents, packed once for all', T, async () => {
+    const olds = [
+      await h.startWatchClient({ target: cp.target, replicaId: 'old-one' }),
+      await h.startWatchClient({ target: cp.target, replicaId: 'old-two' }),
+    ];
+    for (const o of olds) await h.waitFor(() => o.snapshots().some((m) => m.version === 3), { what: 'version 3 whole' });
+    const before = await cp.stats();
+    await cp.pushDelta(doc(4, ['alpha', 'beta']), delta(4, { routes: { fast: route(['alpha', 'beta']) } }));
+    await waitServedBy(gw, 'alpha');
+    for (const o of olds) {
+      await h.waitFor(() => o.snapshots().some((m) => m.version === 4), { what: 'version 4 whole' });
+      assert.ok(o.snapshots().every((m) => !m.delta && m.document_bytes > 0 && m.base_version === 0), JSON.stringify(o.snapshots()));
+    }
+    assert.equal(loaded(gw).at(-1).delta, true, 'the new data plane got it as a delta');
+    const after = await cp.stats();
+    assert.equal(after.deltas_sent - before.deltas_sent, 1, JSON.stringify([before, after]));
+    assert.equal(after.documents_sent - before.documents_sent, 2, JSON.stringify([before, after]));
+    assert.equal(after.documents_packed - before.documents_packed, 1, 'one document packed for both');
+    for (const o of olds) await o.proc.stop();
+  });
+
+  test('a restarted data plane gets a whole document, then deltas; what deltas changed is cached at exit', T, async () => {
+    // Two deltas in a row: the second one is left for the cache's timer
+    // (one write per interval), and the exit writes it.
+    await cp.pushDelta(doc(5, ['beta', 'alpha']), delta(5, { routes: { fast: route(['beta', 'alpha']) } }));
+    await cp.pushDelta(doc(6, ['alpha', 'beta']), delta(6, { routes: { fast: route(['alpha', 'beta']) } }));
+    await cp.waitAck((a) => a.replica_id === 'dp-delta' && a.version === 6);
+    await gw.proc.stop();
+    assert.equal(cacheVersion(), 6, 'written at exit');
+    gw = await h.startGatewayCP({ controlPlane: cp.target, cache: cache(), cacheKey: CACHE_KEY, replicaId: 'dp-delta' });
+    assert.equal(gw.listening.source, 'cache');
+    await h.waitFor(() => loaded(gw).length >= 1, { what: 'the whole document' });
+    await cp.pushDelta(doc(7, ['beta', 'alpha']), delta(7, { routes: { fast: route(['beta', 'alpha']) } }));
+    await waitServedBy(gw, 'beta');
+    assert.deepEqual(loaded(gw).map((j) => [j.version, j.delta]), [[6, false], [7, true]]);
+    await cp.waitAck((a) => a.replica_id === 'dp-delta' && a.version === 7);
+  });
+
+  test('a delta whose base is not the version served: the data plane watches again and recovers', T, async () => {
+    // Version 8 is refused: the data plane serves 7, while the control
+    // plane's last send to it was 8, so the delta 8 -> 9 reaches it.
+    const bad = doc(8, ['alpha']);
+    bad.routes[0].entries.push({ provider: 'nosuch', model: 'm' });
+    await cp.push(bad);
+    await h.waitFor(() => gw.proc.stderrText.includes('pushed snapshot refused'), { what: 'the refusal' });
+    const mark = gw.proc.stderrLines.length;
+    await cp.pushDelta(doc(9, ['alpha', 'beta']), delta(9, { routes: { fast: route(['alpha', 'beta']) } }));
+    await waitServedBy(gw, 'alpha');
+    const lines = gw.proc.stderrLines.slice(mark).map(h.tryParseJson).filter(Boolean);
+    const miss = lines.find((j) => j.msg === 'pushed snapshot delta not applied; asking for the whole document');
+    assert.ok(miss, gw.proc.stderrLines.slice(mark).join('\n'));
+    assert.match(miss.error, /base_version 8 is not the version served, 7/);
+    assert.deepEqual(loaded(gw, mark).map((j) => [j.version, j.delta]), [[9, false]], 'the whole document');
+    assert.ok(!lines.some((j) => j.msg === 'control plane: stream ended; reconnecting'), 'the Report stream stays');
+    await cp.waitAck((a) => a.replica_id === 'dp-delta' && a.version === 9);
+    // Then deltas again.
+    await cp.pushDelta(doc(10, ['beta', 'alpha']), delta(10, { routes: { fast: route(['beta', 'alpha']) } }));
+    await waitServedBy(gw, 'beta');
+    assert.deepEqual(loaded(gw, mark).map((j) => [j.version, j.delta]), [[9, false], [10, true]]);
+  });
+
+  test('a delta the data plane cannot apply: refused, then the whole document', T, async () => {
+    const mark = gw.proc.stderrLines.length;
+    await cp.pushDelta(doc(11, ['alpha', 'beta']), delta(11, { routes: { fast: { name: 'fast', entries: [{ provider: 'nosuch', model: 'm' }] } } }));
+    await waitServedBy(gw, 'alpha');
+    const miss = gw.proc.stderrLines.slice(mark).map(h.tryParseJson)
+      .find((j) => j && j.msg === 'pushed snapshot delta not applied; asking for the whole document');
+    assert.ok(miss, gw.proc.stderrLines.slice(mark).join('\n'));
+    assert.match(miss.error, /nosuch/);
+    assert.deepEqual(loaded(gw, mark).map((j) => [j.version, j.delta]), [[11, false]]);
+    await cp.waitAck((a) => a.replica_id === 'dp-delta' && a.version === 11);
+  });
+
+  test('a watcher whose send is in flight catches up from the recent deltas, or gets the whole document', T, async () => {
+    // A document large enough that the server's send waits for the
+    // client to read (flow control), so publishes pile up behind it.
+    const big = (version) => ({ version, padding: 'x'.repeat(8 << 20) });
+    const lag = await h.startSnapshotServer({ snapshot: big(1) });
+    const gate = path.join(h.makeTmpDir(), 'gate');
+    const w = await h.startWatchClient({ target: lag.target, acceptsDelta: true, gate });
+    for (let v = 2; v <= 4; v++) await lag.pushDelta(big(v), { version: v, base_version: v - 1 });
+    fs.writeFileSync(gate, '');
+    await h.waitFor(() => w.snapshots().some((m) => m.version === 4), { what: 'version 4' });
+    assert.deepEqual(w.snapshots().map((m) => [m.version, m.delta]), [[1, false], [2, true], [3, true], [4, true]]);
+    // Further behind than the ring of recent deltas (8): the whole document.
+    const gate2 = path.join(h.makeTmpDir(), 'gate');
+    const w2 = await h.startWatchClient({ target: lag.target, acceptsDelta: true, gate: gate2 });
+    for (let v = 5; v <= 14; v++) await lag.pushDelta(big(v), { version: v, base_version: v - 1 });
+    fs.writeFileSync(gate2, '');
+    await h.waitFor(() => w2.snapshots().some((m) => m.version === 14), { what: 'version 14' });
+    assert.deepEqual(w2.snapshots().map((m) => [m.version, m.delta]), [[4, false], [14, false]]);
+    await w.proc.stop();
+    await w2.proc.stop();
+    await lag.proc.stop();
+  });
+
+  after(async () => {
+    await gw?.proc.stop();
+    await cp?.proc.stop();
+  });
+});
+
 describe('file mode keeps its rules', () => {
   test('a snapshot file with an inline credential is refused, naming the field', T, async () => {
     const d = h.makeTmpDir();

@@ -43,6 +43,8 @@ export const CONTROLPLANE_BIN = process.env.LLMGW_CONTROLPLANE_BIN
   || path.join(BUILD_DIR, 'controlplane', 'llmgw-controlplane');
 export const SNAPSHOT_SERVER_BIN = process.env.LLMGW_SNAPSHOT_SERVER_BIN
   || path.join(BUILD_DIR, 'tests', 'cpfake', 'llmgw-snapshot-server');
+export const WATCH_CLIENT_BIN = process.env.LLMGW_WATCH_CLIENT_BIN
+  || path.join(BUILD_DIR, 'tests', 'cpfake', 'llmgw-watch-client');
 
 // Bounds. They are sanity bounds ("finished within N"), sized for an
 // AddressSanitizer build (~3x slower), never performance assertions.
@@ -576,19 +578,43 @@ export async function startGateway({
 // The test-only control plane (tests/cpfake/llmgw-snapshot-server)
 
 export class SnapshotServer {
-  constructor(proc, port, snapshotPath) {
+  constructor(proc, port, snapshotPath, deltaPath) {
     this.proc = proc;
     this.port = port;
     this.target = `127.0.0.1:${port}`;
     this.snapshotPath = snapshotPath;
+    this.deltaPath = deltaPath;
   }
 
-  /** Writes a new document (an object, or raw text) and publishes it (SIGHUP). */
+  /** Writes a new document (an object, or raw text) and publishes it (SIGHUP): a full build. */
   async push(doc) {
+    fs.rmSync(this.deltaPath, { force: true });
     fs.writeFileSync(this.snapshotPath, typeof doc === 'string' ? doc : JSON.stringify(doc));
     const n = this.published().length;
     this.proc.signal('SIGHUP');
     await waitFor(() => this.published().length > n, { what: 'the snapshot server to publish' });
+  }
+
+  /**
+   * Publishes a delta (an object with version and base_version, or raw text)
+   * whose result is doc: watchers current at its base get the delta, the
+   * others doc whole.
+   */
+  async pushDelta(doc, delta) {
+    fs.writeFileSync(this.snapshotPath, typeof doc === 'string' ? doc : JSON.stringify(doc));
+    fs.writeFileSync(this.deltaPath, typeof delta === 'string' ? delta : JSON.stringify(delta));
+    const n = this.published().length;
+    this.proc.signal('SIGHUP');
+    await waitFor(() => this.published().length > n, { what: 'the snapshot server to publish' });
+  }
+
+  /** What its watches were sent: {deltas_sent, documents_sent, documents_packed} (SIGUSR1). */
+  async stats() {
+    const n = this.proc.stdoutJson().filter((j) => j.msg === 'stats').length;
+    this.proc.signal('SIGUSR1');
+    let st;
+    await waitFor(() => (st = this.proc.stdoutJson().filter((j) => j.msg === 'stats')[n]), { what: 'the stats line' });
+    return st;
   }
 
   published() {
@@ -612,10 +638,25 @@ export class SnapshotServer {
 export async function startSnapshotServer({ snapshot, port = 0, snapshotPath, args = [] } = {}) {
   const file = snapshotPath ?? path.join(makeTmpDir(), 'pushed.json');
   if (snapshot !== undefined) fs.writeFileSync(file, JSON.stringify(snapshot));
+  const deltaFile = `${file}.delta`;
+  fs.rmSync(deltaFile, { force: true });
   const { proc, port: p } = await startListening('snapshot-server', SNAPSHOT_SERVER_BIN, [
-    '--snapshot', file, '--listen', `127.0.0.1:${port}`, ...args,
+    '--snapshot', file, '--delta', deltaFile, '--listen', `127.0.0.1:${port}`, ...args,
   ]);
-  return new SnapshotServer(proc, p, file);
+  return new SnapshotServer(proc, p, file, deltaFile);
+}
+
+/**
+ * A bare Watch client (tests/cpfake/llmgw-watch-client) on target: an
+ * older data plane unless acceptsDelta; with gate (a path), it reads
+ * nothing until that file exists. snapshots(): what it received.
+ */
+export async function startWatchClient({ target, replicaId = 'watch-client', acceptsDelta = false, gate } = {}) {
+  const a = ['--target', target, '--replica-id', replicaId];
+  if (acceptsDelta) a.push('--accepts-delta');
+  if (gate) a.push('--gate', gate);
+  const { proc } = await startListening('watch-client', WATCH_CLIENT_BIN, a);
+  return { proc, snapshots: () => proc.stdoutJson().filter((j) => j.msg === 'snapshot') };
 }
 
 /**
