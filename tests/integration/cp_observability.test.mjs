@@ -119,6 +119,10 @@ describe('control plane observability', () => {
     const { text, samples } = await scrape(cp.port);
     promtoolCheck(text);
     assert.equal(value(samples, 'llmgw_cp_replicas_connected'), 1);
+    // Its Watch began with the whole document; the delta series is there
+    // from the start (proto/README.md, Delta Watch).
+    assert.ok(value(samples, 'llmgw_cp_watch_snapshots_sent_total', { kind: 'document' }) >= 1);
+    assert.ok(value(samples, 'llmgw_cp_watch_snapshots_sent_total', { kind: 'delta' }) >= 0);
     // The credential reaches the data plane and is used (in memory only).
     const r = await h.request(dp.port, {
       headers: { authorization: `Bearer ${apiKey}` }, body: { model: 'obs', messages: [{ role: 'user', content: 'hi' }] },
