@@ -8,6 +8,13 @@
  *    in flight finish on the snapshot they started with), written to the
  *    snapshot cache (dp_snapcache: no plaintext credential on disk), and
  *    acknowledged with an Ack {version} on the Report stream;
+ *  - after the first whole document of a Watch, a control plane that knows
+ *    deltas (WatchRequest.accepts_delta, which this client sets) sends only
+ *    what changed: a delta is applied to the snapshot served
+ *    (dp_snapshot_apply), published and acknowledged the same way, and the
+ *    cache is written from it at most every few seconds and at exit; a delta
+ *    on another base, or refused, opens the Watch again (have_version: the
+ *    version served) and the control plane sends the whole document;
  *  - a document that does not build is refused: the last good snapshot keeps
  *    serving and the reason is logged (never the document);
  *  - when either call ends the session is torn down and reopened after an
