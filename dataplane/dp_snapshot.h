@@ -208,7 +208,8 @@ enum {
 struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, char *err,
                                          size_t errlen);
 /*
- * Applies a delta document (docs/dataplane.md, "Deltas") to base, which it
+ * Applies a delta document (docs/dataplane.md, "Control plane", Deltas) to
+ * base, which it
  * does not change: a new snapshot with one reference, equal to building
  * base's document with the delta applied, sharing every resource the delta
  * does not name. Costs the size of the change, not of the configuration

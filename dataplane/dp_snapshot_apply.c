@@ -1,6 +1,6 @@
 /*
  * dp_snapshot_apply: a delta document onto a snapshot (docs/dataplane.md,
- * "Deltas"), and a snapshot back into a whole document.
+ * "Control plane", Deltas), and a snapshot back into a whole document.
  *
  * The new snapshot starts as a second owner of every map of the old one
  * (gw_pmap_share) and changes only the entries the delta names, so its
