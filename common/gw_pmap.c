@@ -252,6 +252,73 @@ int gw_pmap_set(const struct gw_pmap *m, uint64_t hash, const void *key, void *v
     return 0;
 }
 
+/* set_in, changing in place the nodes only this path reaches (refs 1 all
+ * the way from an exclusively owned root); a shared node is copied as
+ * set_in does, and below it everything is. */
+static int set_owned(struct gw_pmap_node **slot, unsigned shift, uint64_t hash, const void *key,
+                     void *value, const struct gw_pmap_ops *ops, int *added)
+{
+    struct gw_pmap_node *x = *slot;
+    if (!x || x->refs != 1) {
+        struct gw_pmap_node *y = set_in(x, shift, hash, key, value, ops, added);
+        if (!y)
+            return -1;
+        node_unref(x, ops);
+        *slot = y;
+        return 0;
+    }
+    unsigned at;
+    uint32_t bit = 0;
+    if (x->collision) {
+        at = 0;
+        while (at < x->n && !ops->eq(x->e[at].p, key))
+            at++;
+    } else {
+        bit = 1u << SLOT(hash, shift);
+        at = pos_of(x->bitmap, bit);
+    }
+    int present = x->collision ? at < x->n : (x->bitmap & bit) != 0;
+    if (!present) {
+        struct gw_pmap_node *y = realloc(x, sizeof(*x) + (x->n + 1) * sizeof(struct ent));
+        if (!y)
+            return -1;
+        memmove(&y->e[at + 1], &y->e[at], (y->n - at) * sizeof(struct ent));
+        y->n++;
+        y->bitmap |= bit;
+        y->e[at] = (struct ent){hash, value, 0};
+        ops->retain(value);
+        *added = 1;
+        *slot = y;
+        return 0;
+    }
+    struct ent *e = &x->e[at];
+    if (e->child)
+        return set_owned((struct gw_pmap_node **)&e->p, shift + BITS, hash, key, value, ops, added);
+    if (x->collision || (e->hash == hash && ops->eq(e->p, key))) {
+        ops->retain(value);
+        ops->release(e->p);
+        e->p = value;
+        return 0;
+    }
+    struct gw_pmap_node *c = pair(shift + BITS, e->hash, e->p, hash, value, ops);
+    if (!c)
+        return -1;
+    ops->release(e->p); /* the pair holds it now */
+    *e = (struct ent){0, c, 1};
+    *added = 1;
+    return 0;
+}
+
+int gw_pmap_set_owned(struct gw_pmap *m, uint64_t hash, const void *key, void *value,
+                      const struct gw_pmap_ops *ops)
+{
+    int added = 0;
+    if (set_owned(&m->root, 0, hash, key, value, ops, &added))
+        return -1;
+    m->count += (size_t)added;
+    return 0;
+}
+
 /* 0: no such entry; 1: removed, *out the new node (NULL when empty); -1: no
  * memory. */
 static int del_in(const struct gw_pmap_node *x, unsigned shift, uint64_t hash, const void *key,

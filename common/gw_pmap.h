@@ -46,6 +46,14 @@ void *gw_pmap_get(const struct gw_pmap *m, uint64_t hash, const void *key,
 int gw_pmap_set(const struct gw_pmap *m, uint64_t hash, const void *key, void *value,
                 const struct gw_pmap_ops *ops, struct gw_pmap *out);
 
+/* Like gw_pmap_set, into m itself, for an owner that holds m alone (a map
+ * being built): the nodes that no other map shares are changed in place,
+ * the shared ones copied. Another map sharing m's nodes is unchanged.
+ * 0, or -1 without memory (m is then still a valid map, the entry perhaps
+ * not set). */
+int gw_pmap_set_owned(struct gw_pmap *m, uint64_t hash, const void *key, void *value,
+                      const struct gw_pmap_ops *ops);
+
 /* *out becomes m without (hash, key) (m itself, shared, when it has no such
  * entry); m is unchanged. 0, or -1 without memory. */
 int gw_pmap_del(const struct gw_pmap *m, uint64_t hash, const void *key,

@@ -73,12 +73,9 @@ struct dps_item *dps_get(const struct gw_pmap *m, const char *name, size_t n)
 int dps_put(struct gw_pmap *m, uint64_t hash, const void *key, struct dps_item *it,
             const struct gw_pmap_ops *ops)
 {
-    struct gw_pmap next;
-    if (gw_pmap_set(m, hash, key, it, ops, &next))
-        return GW_ENOMEM;
-    gw_pmap_release(m, ops);
-    *m = next;
-    return GW_OK;
+    /* The snapshot being made holds m alone: the nodes it shares with the
+     * snapshot it came from are copied, its own changed in place. */
+    return gw_pmap_set_owned(m, hash, key, it, ops) ? GW_ENOMEM : GW_OK;
 }
 
 int dps_del(struct gw_pmap *m, uint64_t hash, const void *key, const struct gw_pmap_ops *ops)

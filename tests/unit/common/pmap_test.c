@@ -164,10 +164,62 @@ static void test_share_and_empty(void)
     CU_ASSERT_EQUAL(live, 0);
 }
 
+/* A map built in place (gw_pmap_set_owned), with copies taken now and
+ * then: the copies never change, the map ends right. */
+static void owned_sequence(int bits)
+{
+    hash_bits = bits;
+    srand(11 + (unsigned)bits);
+    enum { KEEP = 6 };
+    struct version *cur = calloc(1, sizeof(*cur));
+    struct version *kept = calloc(KEEP, sizeof(*kept));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cur);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
+    int gen = 0, nkept = 0;
+    for (int step = 0; step < 5000; step++) {
+        int name = rand() % NAMES;
+        struct val *x = val_new(name, ++gen);
+        retain(x);
+        CU_ASSERT_EQUAL_FATAL(gw_pmap_set_owned(&cur->m, hash_of(name), &name, x, &ops), 0);
+        release(x);
+        cur->gen[name] = gen;
+        if (step % 331 == 0) { /* a copy shares the nodes from here on */
+            struct version *k = &kept[nkept++ % KEEP];
+            gw_pmap_release(&k->m, &ops);
+            gw_pmap_share(&cur->m, &k->m);
+            memcpy(k->gen, cur->gen, sizeof(k->gen));
+        }
+        if (step % 97 == 0)
+            for (int i = 0; i < KEEP; i++)
+                check(&kept[i]);
+    }
+    check(cur);
+    for (int i = 0; i < KEEP; i++) {
+        check(&kept[i]);
+        gw_pmap_release(&kept[i].m, &ops);
+    }
+    gw_pmap_release(&cur->m, &ops);
+    CU_ASSERT_EQUAL(live, 0);
+    free(cur);
+    free(kept);
+}
+
+static void test_owned_spread(void)
+{
+    owned_sequence(64);
+}
+
+static void test_owned_collisions(void)
+{
+    owned_sequence(6);
+}
+
 static CU_TestInfo tests[] = {
     {"random sets and deletes, older versions unchanged", test_random_spread},
     {"the same with most hashes equal (collision nodes)", test_random_collisions},
     {"share, delete the last entry, release in any order", test_share_and_empty},
+    {"built in place, copies taken meanwhile unchanged", test_owned_spread},
+    {"the same with most hashes equal", test_owned_collisions},
     CU_TEST_INFO_NULL,
 };
 
