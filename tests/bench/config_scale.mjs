@@ -40,7 +40,6 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
-import { execFileSync } from 'node:child_process';
 import * as h from '../integration/harness.mjs';
 import { Config, masterKey } from '../integration/cpconfig.mjs';
 import * as L from './scale_lib.mjs';
@@ -150,35 +149,14 @@ async function main() {
   const idleCpPerS = cps.map((_, i) => ((p1.cpu[i] - p0.cpu[i]) * 1000) / pollWall);
   const rssLoaded = procs.map((p) => L.rssKiB(p.pid));
 
-  const models = L.chatModels();
+  const write = L.writer(cp, { routes: ROUTES, providers: PROVIDERS, teams: TEAMS });
   const b0 = await L.buildStats(cp);
   const samples = [];
   let v = cfg.version();
-  let lastKey = null;
   for (let i = 0; i < WRITES; i++) {
     const s0 = sample(procs, pg);
     const tReq = performance.now();
-    let kind;
-    let r;
-    if (i % 2 === 0) {
-      if (lastKey === null) {
-        lastKey = `bench-w-${L.pad(i)}`;
-        kind = 'key create';
-        r = await cp.admin('POST', '/v1/admin/keys', { id: lastKey, team: L.teamName(i % TEAMS) });
-      } else {
-        kind = 'key delete';
-        r = await cp.admin('DELETE', `/v1/admin/keys/${lastKey}`);
-        lastKey = null;
-      }
-    } else {
-      const n = (i >> 1) % ROUTES;
-      const a = { provider: L.providerName(n % PROVIDERS), model: models[n % models.length] };
-      const b = { provider: L.providerName((n + 1) % PROVIDERS), model: models[(n + 1) % models.length] };
-      kind = 'route edit';
-      // Each route edited flips its order: odd-numbered passes put it back.
-      const flip = Math.floor((i >> 1) / ROUTES) % 2 === 0;
-      r = await cp.admin('PATCH', `/v1/admin/routes/${L.routeName(n)}`, { entries: flip ? [b, a] : [a, b] });
-    }
+    const { kind, res: r } = await write(i);
     const t0 = performance.now();
     if (r.status < 200 || r.status > 299) throw new Error(`write ${i} (${kind}): ${r.status} ${r.text}`);
     v += 1;
@@ -208,7 +186,7 @@ async function main() {
   const result = {
     bench: 'config_scale',
     at: new Date().toISOString(),
-    rev: gitRev(),
+    rev: L.gitRev(),
     machine: `${os.cpus().length} cores, ${os.cpus()[0]?.model ?? '?'}, kernel ${os.release()}`,
     build_dir: h.BUILD_DIR,
     config: { keys: KEYS, routes: ROUTES, route_entries: 2 * ROUTES, providers: PROVIDERS, teams: TEAMS, catalog_models: imp.json.imported, control_planes: CPS, data_planes: NDP },
@@ -252,24 +230,8 @@ async function main() {
   return 0;
 }
 
-function gitRev() {
-  try {
-    const rev = execFileSync('git', ['-C', h.REPO_ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['-C', h.REPO_ROOT, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim();
-    return dirty ? `${rev}+` : rev;
-  } catch {
-    return '?';
-  }
-}
-
 // The whole run is bounded: a hung step fails it instead of holding the machine.
-const MAX_S = L.envInt('SCALE_MAX_S', 3600, 60, 86400);
-const bound = setTimeout(() => {
-  console.error(`[scale] the run took longer than SCALE_MAX_S=${MAX_S} s; stopping`);
-  setTimeout(() => process.exit(1), 30_000).unref(); // the exit handler kills what is left
-  h.stopAll().catch((e) => console.error(e.message)).finally(() => process.exit(1));
-}, MAX_S * 1000);
-bound.unref();
+L.boundRun(L.envInt('SCALE_MAX_S', 3600, 60, 86400), 'scale');
 
 main().then((code) => process.exit(code), async (e) => {
   console.error(e.stack ?? String(e));

@@ -8,6 +8,15 @@
 #            runs the control-plane propagation benchmark instead
 #            (tests/bench/propagation.mjs: Postgres, llmgw-controlplane, two
 #            data planes; PROP_WRITES, PROP_GAP_MS, PROP_OUT)
+#        tests/bench/run.sh --config-scale
+#            a generated configuration at scale, writes through the admin
+#            API, propagation to three data planes, CPU and RSS per write
+#            (tests/bench/config_scale.mjs; SCALE_KEYS, SCALE_ROUTES,
+#            SCALE_PROVIDERS, SCALE_WRITES, SCALE_CPS, SCALE_OUT)
+#        tests/bench/run.sh --watchload
+#            one control plane fanning writes out to WATCHERS simulated
+#            replicas (tests/bench/watchload.mjs and llmgw-watchload, built
+#            in the build tree; WATCHERS, SCALE_KEYS, SCALE_WRITES, SCALE_OUT)
 #
 # Environment:
 #   LLMGW_BUILD_DIR      build tree (default: <repo>/build, a Release build)
@@ -45,6 +54,12 @@ set -euo pipefail
 
 if [[ ${1:-} == --propagation ]]; then
     exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/propagation.mjs"
+fi
+if [[ ${1:-} == --config-scale ]]; then
+    exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/config_scale.mjs"
+fi
+if [[ ${1:-} == --watchload ]]; then
+    exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/watchload.mjs"
 fi
 # --open-loop: the same targets at fixed request rates (tests/bench/openloop.c:
 # latency from each request's due time, so a stall cannot hide the requests

@@ -200,15 +200,68 @@ export function slope(xs, ys) {
   return den ? num / den : null;
 }
 
-/** Sum and count of the control plane's snapshot build histogram (GET /metrics). */
+/** The control plane's snapshot builds (GET /metrics): the duration histogram's sum and count, and the version of the last good one. */
 export async function buildStats(cp) {
   const r = await h.request(cp.port, { method: 'GET', path: '/metrics' });
   const get = (name) => {
     const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(r.text ?? '');
     return m ? Number(m[1]) : null;
   };
-  return { sum_s: get('llmgw_cp_snapshot_build_duration_seconds_sum'), count: get('llmgw_cp_snapshot_build_duration_seconds_count') };
+  return {
+    sum_s: get('llmgw_cp_snapshot_build_duration_seconds_sum'),
+    count: get('llmgw_cp_snapshot_build_duration_seconds_count'),
+    version: get('llmgw_cp_snapshot_version'),
+  };
 }
 
 /** Milliseconds since the epoch with sub-millisecond precision (comparable with another process's CLOCK_REALTIME). */
 export const wallMs = () => performance.timeOrigin + performance.now();
+
+/**
+ * The benchmarks' admin writes, by number i: even ones a key write (a new
+ * key, then its DELETE, so the configuration keeps its size), odd ones a
+ * route edit (PATCH entries of route (i/2) mod routes: its two entries
+ * trade places, and back on the next pass). Returns an async
+ * write(i) -> {kind, res}.
+ */
+export function writer(cp, { routes, providers, teams }) {
+  const models = chatModels();
+  let lastKey = null;
+  return async (i) => {
+    if (i % 2 === 0) {
+      if (lastKey === null) {
+        lastKey = `bench-w-${pad(i)}`;
+        return { kind: 'key create', res: await cp.admin('POST', '/v1/admin/keys', { id: lastKey, team: teamName(i % teams) }) };
+      }
+      const id = lastKey;
+      lastKey = null;
+      return { kind: 'key delete', res: await cp.admin('DELETE', `/v1/admin/keys/${id}`) };
+    }
+    const n = (i >> 1) % routes;
+    const a = { provider: providerName(n % providers), model: models[n % models.length] };
+    const b = { provider: providerName((n + 1) % providers), model: models[(n + 1) % models.length] };
+    const flip = Math.floor((i >> 1) / routes) % 2 === 0;
+    return { kind: 'route edit', res: await cp.admin('PATCH', `/v1/admin/routes/${routeName(n)}`, { entries: flip ? [b, a] : [a, b] }) };
+  };
+}
+
+/** The git revision of the tree (with "+" when it has uncommitted changes). */
+export function gitRev() {
+  try {
+    const rev = execFileSync('git', ['-C', h.REPO_ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['-C', h.REPO_ROOT, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim();
+    return dirty ? `${rev}+` : rev;
+  } catch {
+    return '?';
+  }
+}
+
+/** Bounds a whole run: after maxS seconds everything started is stopped and the process exits 1. */
+export function boundRun(maxS, tag) {
+  const t = setTimeout(() => {
+    console.error(`[${tag}] the run took longer than ${maxS} s; stopping`);
+    setTimeout(() => process.exit(1), 30_000).unref(); // the harness's exit handler kills what is left
+    h.stopAll().catch((e) => console.error(e.message)).finally(() => process.exit(1));
+  }, maxS * 1000);
+  t.unref();
+}
