@@ -33,7 +33,7 @@
 //   SCALE_TEAMS (default max(10, keys/1000)), SCALE_WRITES (default 20),
 //   SCALE_GAP_MS (default 200), SCALE_CPS (1 or 2), SCALE_OUT (also write
 //   the JSON summary there), SCALE_DEADLINE_MS (one write's bound, default
-//   60000).
+//   60000), SCALE_MAX_S (the whole run's bound, default 3600).
 // Exit status 0, or 1 when the run could not complete (a data plane not
 // serving a write within the bound, a process that died).
 
