@@ -502,6 +502,14 @@ static const char m14_admin_token_scope[] =
     "  CHECK (scope IN ('read', 'operator', 'admin'));\n"
     "ALTER TABLE admin_tokens ALTER COLUMN scope DROP DEFAULT;\n";
 
+/* The snapshot builder reads the audit rows of the versions since its last
+ * build (the writes to re-read), and the active keys by expiry (the next
+ * one, and those that expired since it last looked): neither scans a
+ * table. */
+static const char m15_snapshot_incremental[] =
+    "CREATE INDEX audit_log_config_version ON audit_log (config_version);\n"
+    "CREATE INDEX api_keys_active_expiry ON api_keys (expires_at) WHERE status = 'active';\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -517,6 +525,7 @@ const struct cp_migration cp_migrations[] = {
     {12, "ledger cost not negative", m12_ledger_cost_check},
     {13, "route max duration", m13_route_max_duration},
     {14, "admin token scope", m14_admin_token_scope},
+    {15, "snapshot builder indexes", m15_snapshot_incremental},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 
