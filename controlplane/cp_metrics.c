@@ -141,7 +141,8 @@ int cp_metrics_init(void)
     m->builds = gw_metrics_counter(r, "llmgw_cp_snapshot_builds_total",
                                    "Snapshot builds, by result (ok: a new document was handed "
                                    "out; unchanged: same document; failed: the last good one "
-                                   "stays).",
+                                   "stays; mismatch: a consistency check found the incremental "
+                                   "model differing from a full build).",
                                    result);
     m->build_duration =
         gw_metrics_histogram(r, "llmgw_cp_snapshot_build_duration_seconds",
@@ -235,7 +236,7 @@ int cp_metrics_init(void)
     }
     gw_metric_set_cap(m->replica_acked, CP_METRICS_MAX_REPLICAS);
     gw_metric_set_cap(m->admin_requests, 2000);
-    static const char *const results[] = {"ok", "unchanged", "failed"};
+    static const char *const results[] = {"ok", "unchanged", "failed", "mismatch"};
     for (size_t i = 0; i < N(results); i++) {
         const char *v[] = {results[i]};
         gw_metric_inc(m->builds, v, 0);

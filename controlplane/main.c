@@ -63,6 +63,7 @@ struct main_ctx {
     struct cp_grpc *grpc;
     struct cp_ledger *ledger;
     struct cp_fleet *fleetview;
+    struct cp_snapshot *builder;
     struct event *tick;
     struct gw_tls *admin_tls; /* NULL: the admin port is plaintext */
     int stopping;
@@ -125,65 +126,28 @@ static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
     return cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
 }
 
-/* The last published document, the gRPC server's document source until the
- * builder publishes deltas (then cp_snapshot_document takes its place, and
- * publish passes the builder's base_version and delta through). Main loop
- * only. */
-struct last_doc {
-    char *doc;
-    size_t len;
-    int64_t version;
-};
-
-static void last_doc_clear(struct last_doc *d)
-{
-    if (d->doc) {
-        explicit_bzero(d->doc, d->len); /* it holds credentials */
-        free(d->doc);
-    }
-    d->doc = NULL;
-    d->len = 0;
-}
-
-/* cp_grpc's document source: a copy (the server wipes and frees it). */
-static char *last_doc_copy(void *arg, int64_t *version, size_t *len)
-{
-    const struct last_doc *d = arg;
-    char *c = d->doc ? malloc(d->len + 1) : NULL;
-    if (!c)
-        return NULL;
-    memcpy(c, d->doc, d->len);
-    c[d->len] = '\0';
-    *version = d->version;
-    *len = d->len;
-    return c;
-}
-
-static struct last_doc last_published;
-
-/* On the main loop: each good build goes out to every data plane, as a full
- * build (base_version 0): every Watch gets the whole document. */
-static void publish(void *arg, int64_t version, const char *doc, size_t len, int64_t built_at_ms)
+/* cp_grpc's document source: the builder's newest whole document, asked
+ * for only when a Watch needs one (new, lagging, or after a full build). */
+static char *builder_document(void *arg, int64_t *version, size_t *len)
 {
     struct main_ctx *m = arg;
-    char *copy = malloc(len + 1);
-    if (!copy) {
+    return m->builder ? cp_snapshot_document(m->builder, version, len) : NULL;
+}
+
+/* On the main loop: each good build goes out to every data plane: its delta,
+ * packed once, to every Watch current at its base; the whole document to
+ * the others (a full build: to every Watch). */
+static void publish(void *arg, const struct cp_snapshot_pub *p)
+{
+    struct main_ctx *m = arg;
+    if (cp_grpc_publish_version(m->grpc, p->version, p->built_at_ms, p->base_version, p->delta,
+                                p->delta_len) != GW_OK)
         gw_logf(GW_LOG_ERROR, "cannot publish the snapshot (out of memory)", "{s:I}", "version",
-                (json_int_t)version);
-        return;
-    }
-    /* In place first: the publish asks the source at once for the Watches. */
-    memcpy(copy, doc, len);
-    copy[len] = '\0';
-    last_doc_clear(&last_published);
-    last_published = (struct last_doc){.doc = copy, .len = len, .version = version};
-    if (cp_grpc_publish_version(m->grpc, version, built_at_ms, 0, NULL, 0) != GW_OK) {
-        gw_logf(GW_LOG_ERROR, "cannot publish the snapshot (out of memory)", "{s:I}", "version",
-                (json_int_t)version);
-        return;
-    }
-    gw_logf(GW_LOG_INFO, "snapshot published", "{s:I,s:i}", "version", (json_int_t)version, "bytes",
-            (int)len);
+                (json_int_t)p->version);
+    else
+        gw_logf(GW_LOG_INFO, "snapshot published", "{s:I,s:I,s:i}", "version",
+                (json_int_t)p->version, "base_version", (json_int_t)p->base_version, "delta_bytes",
+                (int)p->delta_len);
 }
 
 static int migrate(struct cp_db *db)
@@ -471,8 +435,9 @@ int main(int argc, char **argv)
                                   .master_key = have_key ? &key : NULL,
                                   .publish = publish,
                                   .arg = &m};
-    cp_grpc_set_document(m.grpc, last_doc_copy, &last_published);
+    cp_grpc_set_document(m.grpc, builder_document, &m);
     struct cp_snapshot *builder = cp_snapshot_new(m.base, &so, msg, sizeof(msg));
+    m.builder = builder;       /* publish runs on this loop, which is not running yet */
     cp_master_key_clear(&key); /* the builder has its own copy */
     if (!builder) {
         gw_logf(GW_LOG_ERROR, "cannot start the snapshot builder", "{s:s}", "error", msg);
@@ -539,8 +504,8 @@ int main(int argc, char **argv)
     cp_etcd_free(fleet);
     cp_jobs_shutdown();
     cp_snapshot_free(builder);
+    m.builder = NULL; /* the gRPC server, freed next, may not ask it */
     cp_grpc_free(m.grpc);
-    last_doc_clear(&last_published);
     cp_ledger_free(m.ledger);
     cp_fleet_free(m.fleetview);
     cp_api_free(m.api);
