@@ -609,9 +609,14 @@ static const char SQL_PROJECTS_SOME[] = PROJECTS_FROM "WHERE name = " ANY_1;
 static const char SQL_LIMITS[] = LIMITS_FROM "ORDER BY id";
 static const char SQL_LIMITS_SOME[] = LIMITS_FROM "AND id = " ANY_1;
 /* The earliest future expiry, and the transaction's now() (Unix ms). */
-static const char SQL_EXPIRY[] =
-    "SELECT (SELECT (extract(epoch FROM min(expires_at)) * 1000)::bigint FROM api_keys WHERE "
-    "status = 'active' AND expires_at > now()), (extract(epoch FROM now()) * 1000)::bigint";
+#define EXPIRY(after)                                                                              \
+    "SELECT (SELECT (extract(epoch FROM min(expires_at)) * 1000)::bigint FROM api_keys WHERE "     \
+    "status = 'active' AND expires_at > " after "), (extract(epoch FROM now()) * 1000)::bigint"
+static const char SQL_EXPIRY[] = EXPIRY("now()");
+/* The same after the last expiry check ($1, Unix ms), not after now: a key
+ * that expired since then and is not re-read yet keeps the next expiry in
+ * the past, so the poll re-reads it. */
+static const char SQL_EXPIRY_SINCE[] = EXPIRY("to_timestamp($1::double precision / 1000)");
 /* What the writes after version $1 up to $2 touched (cp_resource_record). */
 static const char SQL_AUDIT[] =
     "SELECT config_version, resource, resource_id, action FROM audit_log WHERE config_version > "
@@ -1450,7 +1455,10 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
             goto dbfail;
     }
     step = "api_keys expiry";
-    if (!(er = query(b, SQL_EXPIRY, NULL, NULL, &dberr)))
+    char checked[24];
+    snprintf(checked, sizeof(checked), "%lld", (long long)b->expiry_checked_ms);
+    if (!(er = query(b, expiry ? SQL_EXPIRY : SQL_EXPIRY_SINCE, expiry ? NULL : checked, NULL,
+                     &dberr)))
         goto dbfail;
     step = "COMMIT";
     if (cp_db_commit(b->db, &dberr))
