@@ -89,7 +89,9 @@ struct cp_snapshot_opts {
      * a whole new document (cp_snapshot_document). A build the loop did not
      * take before the next one is merged into it (then base_version is 0).
      * The delta holds credentials: it is valid during the call only, and
-     * wiped after it. */
+     * wiped after it. The builder runs on meanwhile: cp_snapshot_document
+     * may return a newer build than p's, and then a later delta whose
+     * version is not past that document's is already in it. */
     void (*publish)(void *arg, const struct cp_snapshot_pub *p);
     void *arg;
 };

@@ -5,6 +5,7 @@
 // and the deltas it published equal a full build of the same configuration.
 
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,9 +26,10 @@ after(async () => {
 test('controlplane_snapshot_inc_test passes against PostgreSQL', { timeout: 300_000 }, () => {
   const conninfo = pg.createDatabase('snapinc');
   const r = spawnSync(INC_TEST, [], {
-    encoding: 'utf8', env: { ...process.env, LLMGW_TEST_DATABASE_URL: conninfo, LLMGW_LOG_LEVEL: 'warn' }, timeout: 280_000,
+    encoding: 'utf8', env: { ...process.env, LLMGW_TEST_DATABASE_URL: conninfo, LLMGW_LOG_LEVEL: process.env.LLMGW_LOG_LEVEL ?? 'warn' }, timeout: 280_000,
   });
   const out = `${r.stdout}\n${r.stderr}`;
+  if (process.env.LLMGW_TEST_LOG) fs.writeFileSync(process.env.LLMGW_TEST_LOG, out); // the whole run, to read
   assert.equal(r.status, 0, out.slice(-20000));
   const m = out.match(/asserts\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/);
   assert.ok(m && Number(m[4]) === 0, out.slice(-20000));
