@@ -1137,14 +1137,13 @@ static int inc_change(struct cp_snapshot *b, struct inc *c, int kind, const char
     }
     c->ch[c->nch++] = (struct change){kind, n, text, len};
     text = NULL;
-    rc = GW_OK;
+    json_decref(o); /* the delta holds it */
+    return GW_OK;
 out:
     wipe_free(text, len);
-    if (o && json_is_object(o) && kind == CP_K_PROVIDERS && rc != GW_OK) {
-        json_t *cred = json_object_get(o, "credential");
-        if (json_is_string(cred))
-            explicit_bzero((char *)json_string_value(cred), json_string_length(cred));
-    }
+    json_t *cred = json_object_get(o, "credential"); /* a provider's, not kept */
+    if (json_is_string(cred))
+        explicit_bzero((char *)json_string_value(cred), json_string_length(cred));
     json_decref(o);
     return rc;
 }
@@ -1216,8 +1215,6 @@ static int inc_rows(struct cp_snapshot *b, struct inc *c, int kind, const PGresu
             continue;
         if (kind == CP_K_ROUTES)
             json_object_set_new(c->skipped, name, json_false());
-        if (kind == CP_K_PROVIDERS)
-            json_object_set_new(c->unresolved, name, json_null());
         if (inc_change(b, c, kind, name, NULL) != GW_OK)
             goto oom;
     }

@@ -136,8 +136,14 @@ describe('control plane observability', () => {
     await cfg.api('POST', '/v1/admin/prices', { provider: 'mockp', model: 'mock-gpt', input_price: 1_000_000, output_price: 2_000_000 }, 201);
     await cfg.api('POST', '/v1/admin/limits', { id: 'obs-rpd', scope_kind: 'key', scope: 'key_obs_team', metric: 'requests', period: 'day', amount: 2 }, 201);
     await cfg.api('POST', '/v1/admin/limits', { id: 'obs-off', scope_kind: 'team', scope: 'obs-team', metric: 'cost', period: 'month', amount: 1_000_000_000_000, enabled: false }, 201);
+    // The last write (a disabled limit) changes nothing a data plane sees:
+    // no new snapshot version. Wait for the builder to have read it, then
+    // for the data plane to serve what it published.
     const v = cfg.version();
-    await h.waitFor(async () => (await readyz(dp.port)).json?.snapshot_version >= v, { what: `data plane serving version ${v}` });
+    const snap = async () => (await cp.admin('GET', '/v1/admin/snapshot')).json;
+    await h.waitFor(async () => (await snap())?.config_version >= v, { what: `the builder at configuration version ${v}` });
+    const pv = (await snap()).version;
+    await h.waitFor(async () => (await readyz(dp.port)).json?.snapshot_version >= pv, { what: `data plane serving version ${pv}` });
     const chat = () => h.request(dp.port, {
       headers: { authorization: `Bearer ${teamKey}` }, body: { model: 'obs', messages: [{ role: 'user', content: 'hi' }] },
     });
