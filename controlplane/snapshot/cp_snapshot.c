@@ -102,6 +102,7 @@ struct cp_snapshot {
     int check_due, expiry_due; /* the next build checks the model / re-reads expired keys */
     long polls;
     int64_t last_full_ms;
+    int lists_dirty; /* the status's lists are to be made again from the sets */
     /* The last good build: the model (documents and deltas are made from
      * it; under mlock, as other threads read it), the data plane's snapshot
      * of it (the next delta is validated by applying it to this one), and
@@ -819,7 +820,9 @@ static void build_done(struct cp_snapshot *b, int incremental, int changed, size
     int64_t version = b->model.version;
     b->good_unresolved = (int)json_object_size(b->unresolved);
     b->last_failed = 0;
-    status_lists(b);
+    if (b->lists_dirty)
+        status_lists(b);
+    b->lists_dirty = 0;
     pthread_mutex_lock(&b->lock);
     b->st_builds++;
     b->st_error[0] = '\0';
@@ -1031,6 +1034,7 @@ static void build_full(struct cp_snapshot *b, const char *why, int check)
     json_decref(b->skipped);
     b->skipped = skipped;
     unresolved = skipped = NULL;
+    b->lists_dirty = 1;
     gw_logf(GW_LOG_DEBUG, "full snapshot build", "{s:s}", "reason", why);
     /* "changed": how many kinds (and the catalog) differ from the model. */
     build_done(b, 0, changed, had ? (size_t)__builtin_popcount(diff) : 1, NULL, t0);
@@ -1278,17 +1282,24 @@ static void inc_status(struct cp_snapshot *b, const struct inc *c)
     json_t *v;
     json_object_foreach(c->unresolved, name, v)
     {
+        json_t *have = json_object_get(b->unresolved, name);
+        if (json_is_null(v) ? !have : json_equal(have, v))
+            continue;
         if (json_is_null(v))
             json_object_del(b->unresolved, name);
         else
             json_object_set(b->unresolved, name, v);
+        b->lists_dirty = 1;
     }
     json_object_foreach(c->skipped, name, v)
     {
+        if (json_is_true(v) == (json_object_get(b->skipped, name) != NULL))
+            continue;
         if (json_is_true(v))
             json_object_set_new(b->skipped, name, json_true());
         else
             json_object_del(b->skipped, name);
+        b->lists_dirty = 1;
     }
 }
 
@@ -1516,6 +1527,13 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
     json_object_set_new(c.delta, "base_version", json_integer(base_version));
     struct dp_snapshot *s =
         dp_snapshot_apply(b->snap, c.delta, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    if (!s && expiry && new_version == base_version) {
+        /* Keys expired and nothing was written: a change at the same
+         * version, which the validator may not take as a delta. */
+        *why = "keys expired";
+        full = 1;
+        goto out;
+    }
     if (!s)
         goto fail; /* seen_version stays: the next build reads the same writes again */
     /* A delta from version 0 would read as a whole document, and one at
