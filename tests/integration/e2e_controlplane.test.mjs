@@ -192,6 +192,29 @@ describe('control plane + two data planes', () => {
     }
   });
 
+  test('after its first whole document a data plane gets each write as a delta: the control plane sends the same delta to both', T, async () => {
+    const sent = async (kind) => {
+      const r = await h.request(cp.port, { method: 'GET', path: '/metrics' });
+      const m = r.text.match(new RegExp(`^llmgw_cp_watch_snapshots_sent_total\\{kind="${kind}"\\} (\\d+)`, 'm'));
+      return m ? Number(m[1]) : 0;
+    };
+    const deltas0 = await sent('delta');
+    const docs0 = await sent('document');
+    const marks = Object.fromEntries(Object.entries(dps).map(([id, g]) => [id, g.proc.stderrLines.length]));
+    await cfg.routeEntries('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
+    const v = cfg.version();
+    for (const g of Object.values(dps)) await waitServedBy(g, 'alpha');
+    await waitAcked(v);
+    for (const [id, g] of Object.entries(dps)) {
+      const loaded = g.proc.stderrLines.slice(marks[id]).map(h.tryParseJson)
+        .filter((j) => j && j.msg === 'snapshot loaded' && j.version === v);
+      assert.equal(loaded.length, 1, g.proc.describe());
+      assert.equal(loaded[0].delta, true, `${id} took version ${v} whole: ${JSON.stringify(loaded[0])}`);
+    }
+    assert.equal(await sent('delta') - deltas0, 2); /* one per data plane */
+    assert.equal(await sent('document') - docs0, 0);
+  });
+
   test('a route\'s fallback_timeout_ms from the admin API bounds each data plane\'s pre-content phase', T, async () => {
     await cfg.api('POST', '/v1/admin/routes', {
       name: 'bounded', fallback_timeout_ms: 400,
