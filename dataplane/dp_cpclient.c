@@ -427,32 +427,6 @@ static void summary_notify(void *arg)
 
 /* ------------------------------------------------------------ watch */
 
-/* A pushed document's inline credentials, wiped before jansson frees them. */
-static void wipe_credentials(json_t *doc)
-{
-    size_t i;
-    json_t *p;
-    json_array_foreach(json_object_get(doc, "providers"), i, p)
-    {
-        json_t *cred = json_object_get(p, "credential");
-        if (json_is_string(cred))
-            explicit_bzero((char *)json_string_value(cred), json_string_length(cred));
-    }
-}
-
-/* The same for a delta: its providers are an object by name. */
-static void wipe_delta_credentials(json_t *delta)
-{
-    const char *name;
-    json_t *p;
-    json_object_foreach(json_object_get(delta, "providers"), name, p)
-    {
-        json_t *cred = json_object_get(p, "credential");
-        if (json_is_string(cred))
-            explicit_bzero((char *)json_string_value(cred), json_string_length(cred));
-    }
-}
-
 /* Writes the snapshot cache from the snapshot served now, rendered back
  * into its document (dp_snapshot_render). */
 static void cache_write(struct dp_cpclient *c)
@@ -475,7 +449,7 @@ static void cache_write(struct dp_cpclient *c)
                                c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
                                sizeof(err)) != GW_OK)
         gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
-    wipe_credentials(doc);
+    dp_snapshot_wipe_json(doc);
     json_decref(doc);
     if (s)
         dp_snapshot_unref(s);
@@ -534,7 +508,7 @@ static void apply_document(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
     if (!s) {
         gw_logf(GW_LOG_ERROR, "pushed snapshot refused; keeping the last good one", "{s:I,s:I,s:s}",
                 "version", (json_int_t)m->version, "serving", (json_int_t)c->served, "error", err);
-        wipe_credentials(doc);
+        dp_snapshot_wipe_json(doc);
         json_decref(doc);
         return;
     }
@@ -552,7 +526,7 @@ static void apply_document(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
                               sizeof(err)) != GW_OK)
             gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
     }
-    wipe_credentials(doc);
+    dp_snapshot_wipe_json(doc);
     json_decref(doc);
     /* The parsed document was several times its text (a 100,000-key one
      * about 200 MB of JSON objects); freed, it would stay in the heap and
@@ -601,7 +575,7 @@ static void apply_delta(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
     }
     if (base)
         dp_snapshot_unref(base);
-    wipe_delta_credentials(delta);
+    dp_snapshot_wipe_json(delta);
     json_decref(delta);
     if (!s) {
         gw_logf(GW_LOG_WARN, "pushed snapshot delta not applied; asking for the whole document",

@@ -226,6 +226,11 @@ struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json
  * in *len; NULL without memory. Holds credentials when s does: wipe it. */
 char *dp_snapshot_render(const struct dp_snapshot *s, size_t *len);
 
+/* Overwrites in place (explicit_bzero) the credentials a whole document or
+ * a delta holds, its providers' "credential" strings, before jansson frees
+ * them. NULL is a no-op. */
+void dp_snapshot_wipe_json(json_t *doc);
+
 /* Reads and builds a snapshot file. */
 struct dp_snapshot *dp_snapshot_load(const char *path, char *err, size_t errlen);
 

@@ -377,6 +377,23 @@ struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json
     return s;
 }
 
+static void wipe_credential(json_t *p)
+{
+    json_t *c = json_object_get(p, "credential");
+    if (json_is_string(c))
+        explicit_bzero((char *)json_string_value(c), json_string_length(c));
+}
+
+void dp_snapshot_wipe_json(json_t *doc)
+{
+    json_t *ps = json_object_get(doc, "providers"), *p;
+    size_t i;
+    const char *name;
+    /* A whole document's providers are an array, a delta's an object. */
+    json_array_foreach(ps, i, p) wipe_credential(p);
+    json_object_foreach(ps, name, p) wipe_credential(p);
+}
+
 /* ---- Render ---- */
 
 struct out {

@@ -304,20 +304,6 @@ json_t *cp_snapshot_status(struct cp_snapshot *b)
 /* ------------------------------------------------------------------ */
 /* Hand-off to the daemon's loop */
 
-/* Overwrites the credentials of a delta's providers (jansson owns the
- * storage: they are wiped in place before it is freed). */
-static void wipe_delta(json_t *delta)
-{
-    const char *name;
-    json_t *p;
-    json_object_foreach(json_object_get(delta, "providers"), name, p)
-    {
-        json_t *c = json_object_get(p, "credential");
-        if (json_is_string(c))
-            explicit_bzero((char *)json_string_value(c), json_string_length(c));
-    }
-}
-
 static void on_ready(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -341,7 +327,7 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
     }
     b->publish(b->arg, &p);
     wipe_free(text, p.delta_len);
-    wipe_delta(delta);
+    dp_snapshot_wipe_json(delta);
     json_decref(delta);
 }
 
@@ -518,21 +504,6 @@ static int resolve_credential(struct cp_snapshot *b, json_t *p, const char *ref,
     return GW_OK;
 }
 
-/* Overwrites every "credential" string of doc's providers (jansson owns
- * the storage: it is wiped in place before the document is freed). */
-static void wipe_doc(json_t *doc)
-{
-    json_t *ps = json_object_get(doc, "providers");
-    size_t i;
-    json_t *p;
-    json_array_foreach(ps, i, p)
-    {
-        json_t *c = json_object_get(p, "credential");
-        if (json_is_string(c))
-            explicit_bzero((char *)json_string_value(c), json_string_length(c));
-    }
-}
-
 /* ------------------------------------------------------------------ */
 /* Building */
 
@@ -686,10 +657,10 @@ static void hand_over(struct cp_snapshot *b, json_t *delta, int64_t version, int
 {
     pthread_mutex_lock(&b->lock);
     if (b->has_pending && (!b->pending || !delta)) {
-        wipe_delta(b->pending);
+        dp_snapshot_wipe_json(b->pending);
         json_decref(b->pending);
         b->pending = NULL;
-        wipe_delta(delta);
+        dp_snapshot_wipe_json(delta);
         json_decref(delta);
     } else if (b->has_pending) {
         const char *k;
@@ -836,7 +807,7 @@ static void build_done(struct cp_snapshot *b, int incremental, int changed, size
     if (changed) {
         hand_over(b, delta, version, built);
     } else {
-        wipe_delta(delta);
+        dp_snapshot_wipe_json(delta);
         json_decref(delta);
     }
     size_t nprov = b->model.count[CP_K_PROVIDERS], nkeys = b->model.count[CP_K_KEYS];
@@ -1050,7 +1021,7 @@ fail:
         lose_connection(b);
 out:
     if (doc) {
-        wipe_doc(doc);
+        dp_snapshot_wipe_json(doc);
         json_decref(doc);
     }
     cp_model_clear(&m);
@@ -1094,7 +1065,7 @@ static void inc_free(struct inc *c)
         json_decref(c->names[k]);
     json_decref(c->secrets);
     json_decref(c->stale);
-    wipe_delta(c->delta);
+    dp_snapshot_wipe_json(c->delta);
     json_decref(c->delta);
     json_decref(c->unresolved);
     json_decref(c->skipped);
@@ -1918,7 +1889,7 @@ void cp_snapshot_free(struct cp_snapshot *b)
         event_base_free(b->tbase);
     if (b->ready_ev)
         event_free(b->ready_ev);
-    wipe_delta(b->pending);
+    dp_snapshot_wipe_json(b->pending);
     json_decref(b->pending);
     cache_free_all(b);
     good_free_all(b);

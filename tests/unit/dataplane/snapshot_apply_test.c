@@ -392,10 +392,35 @@ static void test_unchanged_resources_are_shared(void)
     dp_snapshot_unref(b);
 }
 
+/* A document's and a delta's credentials are zeroed in place. */
+static void test_wipe_json(void)
+{
+    json_t *doc =
+        json_loads("{\"providers\":[{\"name\":\"p\",\"credential\":\"sk-doc\"}]}", 0, NULL);
+    json_t *delta = json_loads(
+        "{\"providers\":{\"p\":{\"name\":\"p\",\"credential\":\"sk-delta\"},\"q\":null}}", 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(delta);
+    const char *a = json_string_value(
+        json_object_get(json_array_get(json_object_get(doc, "providers"), 0), "credential"));
+    const char *b = json_string_value(
+        json_object_get(json_object_get(json_object_get(delta, "providers"), "p"), "credential"));
+    dp_snapshot_wipe_json(doc);
+    dp_snapshot_wipe_json(delta);
+    dp_snapshot_wipe_json(NULL);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(a[i], 0);
+    for (int i = 0; i < 8; i++)
+        CU_ASSERT_EQUAL(b[i], 0);
+    json_decref(doc);
+    json_decref(delta);
+}
+
 static CU_TestInfo tests[] = {
     {"random deltas agree with whole builds", test_random_deltas_agree_with_whole_builds},
     {"refused deltas name the field", test_refusals_name_the_field},
     {"unchanged resources are shared, not copied", test_unchanged_resources_are_shared},
+    {"a document's and a delta's credentials are wiped in place", test_wipe_json},
     CU_TEST_INFO_NULL,
 };
 
