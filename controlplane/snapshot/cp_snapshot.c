@@ -319,11 +319,12 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
     if (!have)
         return;
     /* Serialized here: the builds made meanwhile were merged into it. */
-    char *text = delta ? json_dumps(delta, JSON_COMPACT) : NULL;
+    size_t len = 0;
+    char *text = delta ? dp_snapshot_dump(delta, JSON_COMPACT, &len) : NULL;
     if (text) {
         p.base_version = json_integer_value(json_object_get(delta, "base_version"));
         p.delta = text;
-        p.delta_len = strlen(text);
+        p.delta_len = len;
     }
     b->publish(b->arg, &p);
     wipe_free(text, p.delta_len);
@@ -668,9 +669,26 @@ static void hand_over(struct cp_snapshot *b, json_t *delta, int64_t version, int
         json_object_foreach(delta, k, v)
         {
             json_t *have = json_object_get(b->pending, k);
-            if (json_is_object(v) && json_is_object(have))
-                json_object_update(have, v);
-            else if (strcmp(k, "base_version") != 0)
+            if (json_is_object(v) && json_is_object(have)) {
+                /* A provider the newer build replaces goes with its
+                 * credential wiped (jansson frees it unwiped). */
+                if (strcmp(k, "providers") == 0) {
+                    const char *name;
+                    json_t *old;
+                    json_t *gone = json_object();
+                    json_object_foreach(have, name, old)
+                    {
+                        if (json_object_get(v, name))
+                            json_object_set(gone, name, old);
+                    }
+                    json_t *holder = json_pack("{s:o}", "providers", gone);
+                    json_object_update(have, v);
+                    dp_snapshot_wipe_json(holder);
+                    json_decref(holder);
+                } else {
+                    json_object_update(have, v);
+                }
+            } else if (strcmp(k, "base_version") != 0)
                 json_object_set(b->pending, k, v);
         }
         json_decref(delta); /* its members are the pending one's now */
@@ -1081,8 +1099,8 @@ static void inc_free(struct inc *c)
  * says exactly that; o is taken. GW_OK or GW_ENOMEM. */
 static int inc_change(struct cp_snapshot *b, struct inc *c, int kind, const char *name, json_t *o)
 {
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    size_t len = text ? strlen(text) : 0, have_len;
+    size_t len = 0, have_len;
+    char *text = o ? dp_snapshot_dump(o, JSON_COMPACT, &len) : NULL;
     const char *have = cp_model_get(&b->model, kind, name, &have_len);
     int rc = GW_ENOMEM;
     if (o && !text)
@@ -1500,7 +1518,10 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
         dp_snapshot_apply(b->snap, c.delta, DP_SNAPSHOT_PUSHED, err, sizeof(err));
     if (!s && expiry && new_version == base_version) {
         /* Keys expired and nothing was written: a change at the same
-         * version, which the validator may not take as a delta. */
+         * version, which is never a delta (a delta's version passes its
+         * base). A full build, and every data plane gets the whole
+         * document, as every write did before deltas; expiry as a
+         * versioned change would make it a delta. */
         *why = "keys expired";
         full = 1;
         goto out;
@@ -1540,8 +1561,10 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
     b->seen_version = version;
     inc_status(b, &c);
     if (rc != GW_OK) {
-        /* The model lost an entry: the next build is a full one. */
+        /* The model lost an entry: a full build next, at once (the
+         * whole document it serves meanwhile lacks that entry). */
         b->full_why = "out of memory";
+        b->dirty = 1;
     }
     /* Without a delta (expiry at the same version) the watchers get the
      * whole document. */

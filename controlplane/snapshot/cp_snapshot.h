@@ -87,7 +87,9 @@ struct cp_snapshot_opts {
     /* Called on base for each good build whose document differs from the
      * last one handed out: a delta from base_version, or (base_version 0)
      * a whole new document (cp_snapshot_document). A build the loop did not
-     * take before the next one is merged into it (then base_version is 0).
+     * take before the next one is merged into it: one delta from the
+     * earlier build's base (the later build's resources winning), or a
+     * whole document when either was whole.
      * The delta holds credentials: it is valid during the call only, and
      * wiped after it. The builder runs on meanwhile: cp_snapshot_document
      * may return a newer build than p's, and then a later delta whose
