@@ -53,13 +53,9 @@
  * state or a fleet probe ended. */
 #define SUMMARY_EVERY_MS 1000
 #define SUMMARY_MIN_GAP_MS 100
-/* The snapshot cache is written from deltas at most this often (and at
- * exit): see cache_changed. */
-#define CACHE_EVERY_MS 5000
 
 static void session_start(struct dp_cpclient *c);
 static void summary_soon(struct dp_cpclient *c);
-static void report_pump(struct dp_cpclient *c);
 
 static uint64_t next_rand(uint64_t *x)
 {
@@ -216,7 +212,7 @@ static grpc_byte_buffer *lease_out(struct dp_cpclient *c)
  * control plane takes them. One send is in flight at a time; each
  * completion pumps again, so rows recorded while a send is out go
  * together in the next. */
-static void report_pump(struct dp_cpclient *c)
+void dpc_report_pump(struct dp_cpclient *c)
 {
     struct ccall *k = c->report;
     if (!k || !k->started || k->sending || k->ended)
@@ -268,7 +264,7 @@ static void on_ledger(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    report_pump(arg);
+    dpc_report_pump(arg);
 }
 
 static void ledger_notify(void *arg)
@@ -283,7 +279,7 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     dp_ledger_sync();
-    report_pump(arg); /* dp_limits' periodic work: renewals, idle releases */
+    dpc_report_pump(arg); /* dp_limits' periodic work: renewals, idle releases */
 }
 
 static void on_report_send(void *arg, int ok)
@@ -294,7 +290,7 @@ static void on_report_send(void *arg, int ok)
     grpc_byte_buffer_destroy(k->send_bb);
     k->send_bb = NULL;
     if (ok)
-        report_pump(k->c);
+        dpc_report_pump(k->c);
     ccall_maybe_free(k);
 }
 
@@ -310,7 +306,7 @@ static void on_report_start(void *arg, int ok)
         ccall_recv(k);
         /* The control plane learns of this stream, and answers with its view. */
         summary_soon(k->c);
-        report_pump(k->c);
+        dpc_report_pump(k->c);
     }
     ccall_maybe_free(k);
 }
@@ -349,7 +345,7 @@ static void on_report_recv(void *arg, int ok)
         }
         if (ok) {
             ccall_recv(k);
-            report_pump(k->c); /* the window may have opened */
+            dpc_report_pump(k->c); /* the window may have opened */
         }
     }
     ccall_maybe_free(k);
@@ -400,7 +396,7 @@ static void on_summary(evutil_socket_t fd, short what, void *arg)
     m.outcome_summary = sum;
     c->summary_bb = gw_grpc_pack(&m.base);
     dp_outcomes_summary_free(sum);
-    report_pump(c);
+    dpc_report_pump(c);
 }
 
 /* A summary as soon as the minimum gap allows (cpclient thread). */
@@ -427,181 +423,6 @@ static void summary_notify(void *arg)
 
 /* ------------------------------------------------------------ watch */
 
-/* Writes the snapshot cache from the snapshot served now, rendered back
- * into its document (dp_snapshot_render). */
-static void cache_write(struct dp_cpclient *c)
-{
-    c->cache_dirty = 0;
-    c->cache_saved_us = gw_now_us();
-    struct dp_snapshot *s = dp_snapshot_acquire();
-    size_t len = 0;
-    char *text = s ? dp_snapshot_render(s, &len) : NULL;
-    json_t *doc = text ? json_loadb(text, len, 0, NULL) : NULL;
-    if (text) {
-        explicit_bzero(text, len);
-        free(text);
-    }
-    char err[512];
-    if (!doc)
-        gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error",
-                s ? "cannot render the snapshot (out of memory)" : "no snapshot");
-    else if (dp_snapcache_save(c->cfg->snapshot_cache, doc,
-                               c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
-                               sizeof(err)) != GW_OK)
-        gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
-    dp_snapshot_wipe_json(doc);
-    json_decref(doc);
-    if (s)
-        dp_snapshot_unref(s);
-}
-
-static void on_cache(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct dp_cpclient *c = arg;
-    if (c->cache_dirty)
-        cache_write(c);
-}
-
-/* A delta changed the snapshot served: the cache is written from a render
- * of it, at most once every CACHE_EVERY_MS. Rendering and sealing costs
- * O(configuration), the very cost deltas avoid; the cache only has to be
- * recent enough to start from while the control plane is away, and a
- * start from it is followed by a whole document anyway. So the first
- * change after a quiet interval is written at once, later ones when the
- * interval is over (the timer), and what is left at exit by on_stop. */
-static void cache_changed(struct dp_cpclient *c)
-{
-    if (!c->cfg->snapshot_cache)
-        return;
-    c->cache_dirty = 1;
-    int64_t due = c->cache_saved_us + (int64_t)CACHE_EVERY_MS * 1000, now = gw_now_us();
-    if (now >= due) {
-        evtimer_del(c->cache_ev);
-        cache_write(c);
-    } else if (!evtimer_pending(c->cache_ev, NULL)) {
-        struct timeval tv = {(time_t)((due - now) / 1000000), (suseconds_t)((due - now) % 1000000)};
-        evtimer_add(c->cache_ev, &tv);
-    }
-}
-
-/* A whole document: built and served, written to the cache at once (it is
- * at hand, and whole documents are rare: a new Watch, a full build). */
-static void apply_document(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
-{
-    json_error_t je;
-    char err[512];
-    json_t *doc =
-        json_loadb((const char *)m->document.data, m->document.len, JSON_REJECT_DUPLICATES, &je);
-    struct dp_snapshot *s = NULL;
-    if (!doc) {
-        /* The position only: the text may hold credentials. */
-        snprintf(err, sizeof(err), "document: not JSON (line %d column %d)", je.line, je.column);
-    } else if (json_integer_value(json_object_get(doc, "version")) != m->version) {
-        snprintf(err, sizeof(err), "version: the document says %lld, the message %lld",
-                 (long long)json_integer_value(json_object_get(doc, "version")),
-                 (long long)m->version);
-    } else {
-        s = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, sizeof(err));
-    }
-    if (!s) {
-        gw_logf(GW_LOG_ERROR, "pushed snapshot refused; keeping the last good one", "{s:I,s:I,s:s}",
-                "version", (json_int_t)m->version, "serving", (json_int_t)c->served, "error", err);
-        dp_snapshot_wipe_json(doc);
-        json_decref(doc);
-        return;
-    }
-    dp_snapshot_publish(s);
-    c->served = m->version;
-    c->got_snapshot = 1;
-    gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s,s:b}", "version", (json_int_t)m->version,
-            "source", "control_plane", "delta", 0);
-    if (c->cfg->snapshot_cache) {
-        evtimer_del(c->cache_ev);
-        c->cache_dirty = 0;
-        c->cache_saved_us = gw_now_us();
-        if (dp_snapcache_save(c->cfg->snapshot_cache, doc,
-                              c->cfg->has_cache_key ? c->cfg->cache_key : NULL, err,
-                              sizeof(err)) != GW_OK)
-            gw_logf(GW_LOG_ERROR, "snapshot cache not written", "{s:s}", "error", err);
-    }
-    dp_snapshot_wipe_json(doc);
-    json_decref(doc);
-    /* The parsed document was several times its text (a 100,000-key one
-     * about 200 MB of JSON objects); freed, it would stay in the heap and
-     * in RSS for good, the snapshot itself needing a fraction of it. */
-    malloc_trim(0);
-    c->ack_pending = m->version;
-    report_pump(c);
-}
-
-/* Ends the Watch and opens another at once, with the version served as
- * have_version: the control plane answers a new Watch with the whole
- * document. The Report stream stays. */
-static void watch_reopen(struct dp_cpclient *c)
-{
-    if (!c->watch || c->rewatch)
-        return;
-    c->rewatch = 1;
-    grpc_call_cancel(c->watch->call, NULL);
-}
-
-/* A delta: applied to the snapshot served (dp_snapshot_apply), which must
- * be the delta's base. One that cannot be applied (another base: a
- * version this data plane refused, say; or a result that does not build)
- * leaves the served snapshot as it is and asks for the whole document. */
-static void apply_delta(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
-{
-    json_error_t je;
-    char err[512];
-    struct dp_snapshot *base = dp_snapshot_acquire(), *s = NULL;
-    json_t *delta =
-        json_loadb((const char *)m->delta.data, m->delta.len, JSON_REJECT_DUPLICATES, &je);
-    if (!base || base->version != m->base_version) {
-        snprintf(err, sizeof(err), "base_version %lld is not the version served, %lld",
-                 (long long)m->base_version, base ? base->version : 0LL);
-    } else if (!delta) {
-        snprintf(err, sizeof(err), "delta: not JSON (line %d column %d)", je.line, je.column);
-    } else if (json_integer_value(json_object_get(delta, "version")) != m->version ||
-               json_integer_value(json_object_get(delta, "base_version")) != m->base_version) {
-        snprintf(err, sizeof(err),
-                 "version: the delta says %lld from %lld, the message %lld from %lld",
-                 (long long)json_integer_value(json_object_get(delta, "version")),
-                 (long long)json_integer_value(json_object_get(delta, "base_version")),
-                 (long long)m->version, (long long)m->base_version);
-    } else {
-        s = dp_snapshot_apply(base, delta, DP_SNAPSHOT_PUSHED, err, sizeof(err));
-    }
-    if (base)
-        dp_snapshot_unref(base);
-    dp_snapshot_wipe_json(delta);
-    json_decref(delta);
-    if (!s) {
-        gw_logf(GW_LOG_WARN, "pushed snapshot delta not applied; asking for the whole document",
-                "{s:I,s:I,s:I,s:s}", "version", (json_int_t)m->version, "base_version",
-                (json_int_t)m->base_version, "serving", (json_int_t)c->served, "error", err);
-        watch_reopen(c);
-        return;
-    }
-    dp_snapshot_publish(s);
-    c->served = m->version;
-    c->got_snapshot = 1;
-    gw_logf(GW_LOG_INFO, "snapshot loaded", "{s:I,s:s,s:b,s:I}", "version", (json_int_t)m->version,
-            "source", "control_plane", "delta", 1, "base_version", (json_int_t)m->base_version);
-    cache_changed(c);
-    c->ack_pending = m->version;
-    report_pump(c);
-}
-
-static void apply_snapshot(struct dp_cpclient *c, const Llmgw__V1__Snapshot *m)
-{
-    if (m->delta.len > 0)
-        apply_delta(c, m);
-    else
-        apply_document(c, m);
-}
-
 static void on_watch_recv(void *arg, int ok)
 {
     struct ccall *k = arg;
@@ -615,7 +436,7 @@ static void on_watch_recv(void *arg, int ok)
         grpc_byte_buffer_destroy(bb);
         if (m) {
             Llmgw__V1__Snapshot *snap = (Llmgw__V1__Snapshot *)m;
-            apply_snapshot(c, snap);
+            dpc_apply_snapshot(c, snap);
             /* The document's text carries the credentials too. */
             if (snap->document.data)
                 explicit_bzero(snap->document.data, snap->document.len);
@@ -771,7 +592,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     event_del(c->sync_ev);
     evtimer_del(c->cache_ev);
     if (c->cache_dirty) /* what the last deltas changed */
-        cache_write(c);
+        dpc_cache_write(c);
     dp_ledger_sync();
     if (c->probe)
         grpc_call_cancel(c->probe->call, NULL);
@@ -880,7 +701,7 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
     c->probe_ev = event_new(c->base, -1, EV_PERSIST, dpc_probe_tick, c);
     c->ledger_ev = event_new(c->base, -1, 0, on_ledger, c);
     c->sync_ev = event_new(c->base, -1, EV_PERSIST, on_sync, c);
-    c->cache_ev = evtimer_new(c->base, on_cache, c);
+    c->cache_ev = evtimer_new(c->base, dpc_on_cache, c);
     if (!c->stop_ev || !c->retry_ev || !c->probe_ev || !c->ledger_ev || !c->sync_ev || !c->cache_ev)
         goto fail;
     dp_ledger_set_notify(ledger_notify, c);

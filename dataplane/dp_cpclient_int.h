@@ -14,6 +14,8 @@
 #include "dp_cpclient.h"
 #include "gw_grpc.h"
 
+struct Llmgw__V1__Snapshot;
+
 #define MAX_SNAPSHOT_BYTES (64u << 20)
 #define MAX_ADDRS 16
 
@@ -115,5 +117,17 @@ static inline void dpc_auth_op(struct dp_cpclient *c, grpc_op *op)
 int dpc_split_addrs(struct dp_cpclient *c, const char *list);
 grpc_channel *dpc_channel_for(struct dp_cpclient *c, size_t i);
 void dpc_probe_tick(evutil_socket_t fd, short what, void *arg);
+
+/* The Report stream's sender (dp_cpclient.c): sends what is due (acks,
+ * ledger rows, lease messages, summaries) when no send is in flight. */
+void dpc_report_pump(struct dp_cpclient *c);
+/* A pushed Snapshot (dp_cpclient_snapshot.c): a whole document or a delta,
+ * served and acknowledged, or refused (a delta that does not apply makes
+ * the Watch open again). */
+void dpc_apply_snapshot(struct dp_cpclient *c, const struct Llmgw__V1__Snapshot *m);
+/* The snapshot cache written from the snapshot served now, and the timer
+ * that writes it after deltas (cache_ev). */
+void dpc_cache_write(struct dp_cpclient *c);
+void dpc_on_cache(evutil_socket_t fd, short what, void *arg);
 
 #endif
