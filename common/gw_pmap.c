@@ -259,7 +259,9 @@ static int set_owned(struct gw_pmap_node **slot, unsigned shift, uint64_t hash, 
                      void *value, const struct gw_pmap_ops *ops, int *added)
 {
     struct gw_pmap_node *x = *slot;
-    if (!x || x->refs != 1) {
+    /* Only this owner can bring a node's count to 1; another thread may
+     * be releasing an older map that shares it (seeing 2 costs a copy). */
+    if (!x || __atomic_load_n(&x->refs, __ATOMIC_ACQUIRE) != 1) {
         struct gw_pmap_node *y = set_in(x, shift, hash, key, value, ops, added);
         if (!y)
             return -1;

@@ -226,9 +226,15 @@ struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json
  * in *len; NULL without memory. Holds credentials when s does: wipe it. */
 char *dp_snapshot_render(const struct dp_snapshot *s, size_t *len);
 
-/* Overwrites in place (explicit_bzero) the credentials a whole document or
- * a delta holds, its providers' "credential" strings, before jansson frees
- * them. NULL is a no-op. */
+/* o serialized into a buffer of exactly its size (malloc'd, NUL-terminated,
+ * length in *len; NULL on failure). Unlike json_dumps, which grows its
+ * buffer by copies and frees them unwiped, it leaves no piece of a
+ * credential behind in freed memory. */
+char *dp_snapshot_dump(const json_t *o, size_t flags, size_t *len);
+
+/* Overwrites in place (explicit_bzero) the secrets a whole document or a
+ * delta holds, its providers' "credential" strings and header values,
+ * before jansson frees them. NULL is a no-op. */
 void dp_snapshot_wipe_json(json_t *doc);
 
 /* Reads and builds a snapshot file. */

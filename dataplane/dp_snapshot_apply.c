@@ -241,14 +241,19 @@ static void apply_keys(struct build *b, struct dp_snapshot *s, const json_t *sec
     const char *id;
     json_t *v;
     char where[160];
+    /* Every key the delta names leaves first, so that two keys trading
+     * hashes in one delta do not collide. */
     json_object_foreach((json_t *)sec, id, v)
     {
-        if (b->failed)
-            return;
         if (remove_key(s, id) != GW_OK) {
             dps_fail(b, "out of memory");
             return;
         }
+    }
+    json_object_foreach((json_t *)sec, id, v)
+    {
+        if (b->failed)
+            return;
         if (json_is_null(v))
             continue;
         snprintf(where, sizeof(where), "keys['%.100s']", id);
@@ -377,11 +382,34 @@ struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json
     return s;
 }
 
+char *dp_snapshot_dump(const json_t *o, size_t flags, size_t *len)
+{
+    size_t n = json_dumpb(o, NULL, 0, flags);
+    char *p = n ? malloc(n + 1) : NULL;
+    if (!p)
+        return NULL;
+    if (json_dumpb(o, p, n, flags) != n) {
+        explicit_bzero(p, n);
+        free(p);
+        return NULL;
+    }
+    p[n] = '\0';
+    *len = n;
+    return p;
+}
+
+static void wipe_string(json_t *v)
+{
+    if (json_is_string(v))
+        explicit_bzero((char *)json_string_value(v), json_string_length(v));
+}
+
 static void wipe_credential(json_t *p)
 {
-    json_t *c = json_object_get(p, "credential");
-    if (json_is_string(c))
-        explicit_bzero((char *)json_string_value(c), json_string_length(c));
+    wipe_string(json_object_get(p, "credential"));
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(p, "headers"), k, v) wipe_string(v);
 }
 
 void dp_snapshot_wipe_json(json_t *doc)

@@ -1,7 +1,8 @@
 /*
- * dp_snapshot's private part: what the build (dp_snapshot.c), the field
- * readers (dp_snapshot_fields.c) and the lookups (dp_snapshot_lookup.c)
- * share. Not for other modules.
+ * dp_snapshot's private part: what the element builders (dp_snapshot.c),
+ * the whole build (dp_snapshot_build.c), a delta's apply
+ * (dp_snapshot_apply.c), the field readers (dp_snapshot_fields.c) and the
+ * lookups (dp_snapshot_lookup.c) share. Not for other modules.
  */
 #ifndef DP_SNAPSHOT_INT_H
 #define DP_SNAPSHOT_INT_H

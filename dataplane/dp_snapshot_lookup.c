@@ -105,11 +105,8 @@ struct dps_item *dps_item_new(enum dps_kind kind, size_t block)
 
 int dps_item_keep_src(struct dps_item *it, const json_t *o)
 {
-    it->src = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!it->src)
-        return GW_ENOMEM;
-    it->srclen = strlen(it->src);
-    return GW_OK;
+    it->src = dp_snapshot_dump(o, JSON_COMPACT | JSON_SORT_KEYS, &it->srclen);
+    return it->src ? GW_OK : GW_ENOMEM;
 }
 
 /* A provider's secrets are zeroed in place (explicit_bzero) before its

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp_snapshot.h"
 #include "gw_error.h"
 
 const char *const cp_kind_names[CP_NKINDS] = {"providers", "routes",   "keys",
@@ -121,10 +122,9 @@ int cp_model_from_doc(struct cp_model *m, const json_t *doc)
         json_array_foreach(json_object_get(doc, cp_kind_names[k]), i, o)
         {
             const char *name = json_string_value(json_object_get(o, cp_kind_ids[k]));
-            char *text = name ? json_dumps(o, JSON_COMPACT) : NULL;
-            int rc = !name  ? GW_EINVAL
-                     : text ? cp_model_put(m, k, name, text, strlen(text))
-                            : GW_ENOMEM;
+            size_t len = 0;
+            char *text = name ? dp_snapshot_dump(o, JSON_COMPACT, &len) : NULL;
+            int rc = !name ? GW_EINVAL : text ? cp_model_put(m, k, name, text, len) : GW_ENOMEM;
             if (rc != GW_OK) {
                 cp_model_clear(m);
                 return rc;

@@ -392,6 +392,35 @@ static void test_unchanged_resources_are_shared(void)
     dp_snapshot_unref(b);
 }
 
+/* Two keys trading hashes in one delta: the whole build takes the result,
+ * so the apply does too. */
+static void test_keys_trade_hashes(void)
+{
+#define HA "0000000000000000000000000000000000000000000000000000000000000001"
+#define HB "0000000000000000000000000000000000000000000000000000000000000002"
+    json_t *doc =
+        json_loads("{\"version\":1,\"providers\":[],\"routes\":[],\"keys\":["
+                   "{\"id\":\"a\",\"hash\":\"" HA "\"},{\"id\":\"b\",\"hash\":\"" HB "\"}]}",
+                   0, NULL);
+    char err[256] = "";
+    struct dp_snapshot *s = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    json_decref(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    json_t *d = json_loads("{\"version\":2,\"base_version\":1,\"keys\":{"
+                           "\"a\":{\"id\":\"a\",\"hash\":\"" HB "\"},"
+                           "\"b\":{\"id\":\"b\",\"hash\":\"" HA "\"}}}",
+                           0, NULL);
+    struct dp_snapshot *n = dp_snapshot_apply(s, d, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    json_decref(d);
+    CU_ASSERT_PTR_NOT_NULL(n);
+    if (!n)
+        fprintf(stderr, "\n  refused: %s\n", err);
+    dp_snapshot_unref(n);
+    dp_snapshot_unref(s);
+#undef HA
+#undef HB
+}
+
 /* A document's and a delta's credentials are zeroed in place. */
 static void test_wipe_json(void)
 {
@@ -421,6 +450,7 @@ static CU_TestInfo tests[] = {
     {"refused deltas name the field", test_refusals_name_the_field},
     {"unchanged resources are shared, not copied", test_unchanged_resources_are_shared},
     {"a document's and a delta's credentials are wiped in place", test_wipe_json},
+    {"two keys trade hashes in one delta", test_keys_trade_hashes},
     CU_TEST_INFO_NULL,
 };
 
