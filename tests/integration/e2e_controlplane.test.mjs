@@ -201,17 +201,22 @@ describe('control plane + two data planes', () => {
     const deltas0 = await sent('delta');
     const docs0 = await sent('document');
     const marks = Object.fromEntries(Object.entries(dps).map(([id, g]) => [id, g.proc.stderrLines.length]));
-    await cfg.routeEntries('fast', [{ provider: 'alpha', model: 'mock-gpt' }, { provider: 'beta', model: 'mock-gpt' }]);
-    const v = cfg.version();
-    for (const g of Object.values(dps)) await waitServedBy(g, 'alpha');
-    await waitAcked(v);
-    for (const [id, g] of Object.entries(dps)) {
-      const loaded = g.proc.stderrLines.slice(marks[id]).map(h.tryParseJson)
-        .filter((j) => j && j.msg === 'snapshot loaded' && j.version === v);
-      assert.equal(loaded.length, 1, g.proc.describe());
-      assert.equal(loaded[0].delta, true, `${id} took version ${v} whole: ${JSON.stringify(loaded[0])}`);
+    /* Two writes: alpha first, then back to beta first (the later tests
+     * expect beta). */
+    for (const first of ['alpha', 'beta']) {
+      const second = first === 'alpha' ? 'beta' : 'alpha';
+      await cfg.routeEntries('fast', [{ provider: first, model: 'mock-gpt' }, { provider: second, model: 'mock-gpt' }]);
+      const v = cfg.version();
+      for (const g of Object.values(dps)) await waitServedBy(g, first);
+      await waitAcked(v);
+      for (const [id, g] of Object.entries(dps)) {
+        const loaded = g.proc.stderrLines.slice(marks[id]).map(h.tryParseJson)
+          .filter((j) => j && j.msg === 'snapshot loaded' && j.version === v);
+        assert.equal(loaded.length, 1, g.proc.describe());
+        assert.equal(loaded[0].delta, true, `${id} took version ${v} whole: ${JSON.stringify(loaded[0])}`);
+      }
     }
-    assert.equal(await sent('delta') - deltas0, 2); /* one per data plane */
+    assert.equal(await sent('delta') - deltas0, 4); /* one per data plane and write */
     assert.equal(await sent('document') - docs0, 0);
   });
 

@@ -785,8 +785,10 @@ static void test_random_writes(void)
         compare();
     }
     json_t *st = cp_snapshot_status(builder);
+    char *st_text = json_dumps(st, JSON_COMPACT);
     printf("\n%d writes, %d comparisons, %d deltas and %d whole documents published, status %s\n",
-           writes, comparisons, deltas, wholes, json_dumps(st, JSON_COMPACT));
+           writes, comparisons, deltas, wholes, st_text ? st_text : "?");
+    free(st_text);
     json_decref(st);
     /* Most changes went out as deltas. */
     CU_ASSERT(deltas > 3 * wholes);
