@@ -271,9 +271,11 @@ static void apply_keys(struct build *b, struct dp_snapshot *s, const json_t *sec
     }
 }
 
-/* What a removed provider, team or project leaves naming it. */
+/* What a removed provider, team or project leaves naming it. every: the
+ * delta brought a teams or projects list the base had none of (a file's
+ * snapshot): every project and key is checked against it. */
 static void check_references(struct build *b, const struct dp_snapshot *s, const json_t *providers,
-                             const json_t *teams, const json_t *projects)
+                             const json_t *teams, const json_t *projects, int every)
 {
     const char *name;
     json_t *v;
@@ -290,11 +292,11 @@ static void check_references(struct build *b, const struct dp_snapshot *s, const
             teams_gone |= json_is_null(v);
         }
     }
-    if (b->failed || !(teams_gone || (projects && json_object_size(projects))))
+    if (b->failed || !(every || teams_gone || (projects && json_object_size(projects))))
         return;
     struct gw_pmap_iter it;
     char where[160];
-    if (teams_gone && (s->present & DPS_HAS_TEAMS)) {
+    if ((every || teams_gone) && (s->present & DPS_HAS_TEAMS)) {
         const struct dp_project *p;
         for (dp_snapshot_iter(&s->projects, &it); !b->failed && (p = dp_snapshot_next(&it));)
             if (p->team && !dp_snapshot_team(s, p->team))
@@ -303,7 +305,7 @@ static void check_references(struct build *b, const struct dp_snapshot *s, const
     }
     const struct dp_key *k;
     for (dp_snapshot_iter(&s->keys, &it); !b->failed && (k = dp_snapshot_next(&it));) {
-        int named = (k->team && teams && json_object_get(teams, k->team)) ||
+        int named = every || (k->team && teams && json_object_get(teams, k->team)) ||
                     (k->project && projects && json_object_get(projects, k->project));
         if (!named)
             continue;
@@ -373,7 +375,8 @@ struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json
     if (!b.failed && keys)
         apply_keys(&b, s, keys);
     if (!b.failed)
-        check_references(&b, s, catalog ? NULL : providers, teams, projects);
+        check_references(&b, s, catalog ? NULL : providers, teams, projects,
+                         (s->present & ~base->present & (DPS_HAS_TEAMS | DPS_HAS_PROJECTS)) != 0);
     if (b.failed) {
         dps_snapshot_free(s);
         return NULL;
