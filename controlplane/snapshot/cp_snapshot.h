@@ -14,7 +14,7 @@
  * cp_resource_record) name what changed, and only those rows are read
  * again, in one such transaction; the change is validated by applying it
  * to the data plane's snapshot of the model (dp_snapshot_apply) and handed
- * out as a delta (the format of issue 20's spec). A version without an
+ * out as a delta (docs/dataplane.md, "Control plane": Deltas). A version without an
  * audit row (a direct SQL write), a write the builder does not know (the
  * master key's rotation) and a reconnect make a full build instead; so
  * does the slow poll every CHECK_POLLS polls (or 5 minutes), which also
