@@ -135,6 +135,8 @@ static const char *const openai_field_names[CANON_F_COUNT] = {
     [CANON_F_RESPONSE_FORMAT] = "response_format",
     [CANON_F_REASONING] = "reasoning_effort",
     [CANON_F_USER] = "user",
+    [CANON_F_SERVICE_TIER] = "service_tier",
+    [CANON_F_LOGPROBS] = "logprobs",
 };
 
 const char *canon_field_name(const struct canon_req *r, enum canon_field f)
@@ -175,6 +177,7 @@ struct canon_req *canon_req_new(json_t *body)
     r->body = body;
     r->parallel_tool_calls = -1;
     r->format_strict = -1;
+    r->top_logprobs = -1;
     return r;
 }
 
@@ -234,6 +237,9 @@ void canon_acc_free(struct canon_acc *a)
         free(a->thinks[i].signature);
     }
     free(a->thinks);
+    free(a->service_tier);
+    json_decref(a->logprobs);
+    json_decref(a->citations);
     memset(a, 0, sizeof(*a));
 }
 
@@ -276,6 +282,76 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
+static json_t *logprob_json(const struct canon_logprob *lp)
+{
+    return json_pack("{s:s%,s:f}", "token", lp->token ? lp->token : "", lp->token ? lp->len : 0,
+                     "logprob", lp->logprob);
+}
+
+json_t *canon_logprobs_json(const struct canon_logprob *lp, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        json_t *o = logprob_json(&lp[i]);
+        json_t *top = json_array();
+        for (size_t j = 0; o && top && j < lp[i].ntop; j++)
+            if (json_array_append_new(top, logprob_json(&lp[i].top[j])) != 0)
+                json_decref(top), top = NULL;
+        if (!o || !top || json_object_set_new(o, "top", top) != 0 ||
+            json_array_append_new(arr, o) != 0) {
+            if (!top || !o)
+                json_decref(top), json_decref(o);
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* The tier a START or USAGE reported, kept (the last one wins). */
+static int keep_tier(struct canon_acc *a, const char *tier)
+{
+    if (!tier)
+        return GW_OK;
+    free(a->service_tier);
+    return (a->service_tier = strdup(tier)) ? GW_OK : GW_ENOMEM;
+}
+
+static int add_chunk(struct canon_acc *a, const struct canon_event *ev)
+{
+    if (ev->nlogprobs) {
+        json_t *lp = canon_logprobs_json(ev->logprobs, ev->nlogprobs);
+        if (!lp)
+            return GW_ENOMEM;
+        if (!a->logprobs)
+            a->logprobs = lp;
+        else if (json_array_extend(a->logprobs, lp) != 0) {
+            json_decref(lp);
+            return GW_ENOMEM;
+        } else
+            json_decref(lp);
+    }
+    return append_to(a, &a->text, ev->text, ev->len);
+}
+
+static int add_citation(struct canon_acc *a, const struct canon_event *ev)
+{
+    json_t *c = ev->citation ? json_loads(ev->citation, 0, NULL) : NULL;
+    if (!json_is_object(c)) {
+        json_decref(c);
+        return GW_EINVAL;
+    }
+    if (!a->citations && !(a->citations = json_array())) {
+        json_decref(c);
+        return GW_ENOMEM;
+    }
+    size_t at = a->text ? a->text->len : 0;
+    return json_array_append_new(a->citations,
+                                 json_pack("{s:I,s:o}", "at", (json_int_t)at, "citation", c)) == 0
+               ? GW_OK
+               : GW_ENOMEM;
+}
+
 int canon_acc_add(struct canon_acc *a, const struct canon_event *ev)
 {
     switch (ev->type) {
@@ -284,9 +360,9 @@ int canon_acc_add(struct canon_acc *a, const struct canon_event *ev)
         free(a->model);
         a->response_id = dup_or_null(ev->id);
         a->model = dup_or_null(ev->name);
-        return GW_OK;
+        return keep_tier(a, ev->service_tier);
     case CANON_EV_CHUNK:
-        return append_to(a, &a->text, ev->text, ev->len);
+        return add_chunk(a, ev);
     case CANON_EV_REASONING:
         return add_reasoning(a, ev);
     case CANON_EV_TOOL_START: {
@@ -318,7 +394,9 @@ int canon_acc_add(struct canon_acc *a, const struct canon_event *ev)
         return ev->index >= 0 && (size_t)ev->index < a->ntools ? GW_OK : GW_EINVAL;
     case CANON_EV_USAGE:
         a->usage = *ev->usage;
-        return GW_OK;
+        return keep_tier(a, ev->service_tier);
+    case CANON_EV_CITATION:
+        return add_citation(a, ev);
     case CANON_EV_DONE:
         a->stop = ev->stop;
         a->done = 1;
@@ -500,6 +578,22 @@ static long long part_tokens(const struct canon_part *p)
     case CANON_PART_TOOL_RESULT:
         for (size_t i = 0; i < p->ncontent; i++)
             n += part_tokens(&p->content[i]);
+        break;
+    case CANON_PART_DOCUMENT:
+        /* Text is counted as text. A PDF page is some 1,500-3,000 tokens
+         * in 10-100 KB: a token per ~8 bytes of base64 leans high for
+         * text-heavy pages and low for scans. A URL's size is unknown. */
+        if (p->text)
+            n += (long long)strlen(p->text) / 4 + 1;
+        else if (p->data)
+            n += (long long)strlen(p->data) / 8 + 1;
+        else
+            n += 1000;
+        break;
+    case CANON_PART_AUDIO:
+        /* Audio runs at some 25-32 tokens a second; 16 kHz 16-bit WAV is
+         * 32 KB a second: a token per ~1 KB of base64. */
+        n += p->data ? (long long)strlen(p->data) / 1000 + 1 : 0;
         break;
     case CANON_PART_REDACTED_THINKING:
         break;

@@ -36,6 +36,8 @@
  *                one as early as the provider reports input usage, so a
  *                facade that must announce input tokens first (Anthropic
  *                message_start) can.
+ *   CITATION     a citation of the text block that is open (or just
+ *                ended), as the provider's JSON object; not content.
  *   DONE         terminal, with the stop reason.
  *   ERROR        terminal, with a failure class from the closed set, the
  *                upstream HTTP status (0 when none) and a message that never
@@ -162,7 +164,10 @@ enum canon_ev_type {
     CANON_EV_USAGE,
     CANON_EV_DONE,
     CANON_EV_ERROR,
+    CANON_EV_CITATION, /* a citation of the open text block (not content) */
 };
+
+struct canon_logprob;
 
 struct canon_event {
     enum canon_ev_type type;
@@ -179,6 +184,28 @@ struct canon_event {
     int status;                      /* ERROR: upstream HTTP status or 0 */
     const char *message;             /* ERROR */
     const char *retry_after;         /* ERROR: the provider's Retry-After, or NULL */
+    /* START, USAGE: the tier that served the request, in canonical words
+     * ("standard", "priority", "flex", "batch", "scale"), or NULL when the
+     * provider did not say (yet). A facade reports the last one it saw. */
+    const char *service_tier;
+    /* CHUNK: the log probabilities of the tokens of this delta, when the
+     * request asked for them and the provider gave them (else NULL / 0). */
+    const struct canon_logprob *logprobs;
+    size_t nlogprobs;
+    /* CITATION: one citation of the text delivered so far, as the
+     * provider's JSON object (Anthropic's citation shape: type,
+     * cited_text, url / document_index, ...). */
+    const char *citation;
+};
+
+/* One output token's log probability, with its most likely alternatives
+ * (top, ntop; each with ntop 0). */
+struct canon_logprob {
+    const char *token;
+    size_t len;
+    double logprob;
+    const struct canon_logprob *top;
+    size_t ntop;
 };
 
 static inline int canon_is_content(enum canon_ev_type t)
@@ -223,6 +250,8 @@ enum canon_part_type {
     CANON_PART_TOOL_RESULT, /* in a user message */
     CANON_PART_THINKING,    /* in an assistant message: reasoning to send back */
     CANON_PART_REDACTED_THINKING,
+    CANON_PART_DOCUMENT, /* in a user message (or a tool result): a file */
+    CANON_PART_AUDIO,    /* in a user message: audio input */
 };
 
 enum canon_cache { CANON_CACHE_NONE, CANON_CACHE_5M, CANON_CACHE_1H };
@@ -244,6 +273,19 @@ struct canon_part {
     size_t ncontent;
     int is_error;
     const char *signature; /* THINKING */
+    /* DOCUMENT: exactly one source:
+     *   data + media_type   base64 bytes ("application/pdf", "text/plain", ...)
+     *   url                 an http(s) URL to the file (media_type may say
+     *                       what it is, or be NULL)
+     *   text                plain text (media_type "text/plain")
+     * and, all optional: filename (OpenAI's file name), title and context
+     * (Anthropic's), citations (1: the client asked that the model may cite
+     * the document in its answer).
+     * AUDIO: data (base64) + media_type ("audio/wav", "audio/mp3"). */
+    const char *filename;
+    const char *title;
+    const char *context;
+    int citations;
     enum canon_cache cache;
 };
 
@@ -323,6 +365,21 @@ struct canon_req {
     int reasoning_off;
 
     const char *user; /* end-user id (OpenAI user, Anthropic metadata.user_id) */
+    /* OpenAI's safety_identifier (the successor of user): a stable id of the
+     * end user for the provider's abuse monitoring. Anthropic's
+     * metadata.user_id takes it when user is unset. */
+    const char *safety_identifier;
+
+    /* The processing tier asked for, in canonical words: "auto" (the
+     * provider decides), "standard", "flex", "priority", or "scale"
+     * (OpenAI's Scale Tier); NULL when unset. docs/canonical.md has each
+     * provider's word for each. */
+    const char *service_tier;
+
+    /* Log probabilities of the output tokens: logprobs (0 unset/off, 1 on)
+     * and how many alternatives per token (top_logprobs, -1 unset). */
+    int logprobs;
+    int top_logprobs;
 
     /* The lenient parse (set before parse by a caller that may pass the
      * body through unchanged): a field or content part the canonical model
@@ -362,6 +419,8 @@ enum canon_field {
     CANON_F_RESPONSE_FORMAT,
     CANON_F_REASONING,
     CANON_F_USER,
+    CANON_F_SERVICE_TIER,
+    CANON_F_LOGPROBS,
     CANON_F_COUNT
 };
 
@@ -434,10 +493,22 @@ struct canon_acc {
     enum canon_stop stop;
     int done;
     size_t max_bytes;
+    char *service_tier; /* the last one reported, or NULL */
+    /* Every CHUNK's log probabilities in order, as
+     * [{"token", "logprob", "top": [{"token", "logprob"}, ...]}, ...],
+     * or NULL when none came. */
+    json_t *logprobs;
+    /* Every CITATION in order, as [{"at": bytes of text before it,
+     * "citation": the provider's object}, ...], or NULL. */
+    json_t *citations;
 };
 
 void canon_acc_init(struct canon_acc *a, size_t max_bytes);
 void canon_acc_free(struct canon_acc *a);
+/* A CHUNK's log probabilities as the JSON array canon_acc keeps
+ * (new reference; NULL when the event has none or memory ran out). */
+json_t *canon_logprobs_json(const struct canon_logprob *lp, size_t n);
+
 /* Applies one event (not ERROR). 0 or GW_ELIMIT/GW_ENOMEM/GW_EINVAL. */
 int canon_acc_add(struct canon_acc *a, const struct canon_event *ev);
 

@@ -234,6 +234,9 @@ static int message_blocks(const struct canon_req *r, const struct canon_message 
                 b = json_pack("{s:s,s:s}", "type", "redacted_thinking", "data",
                               p->text ? p->text : "");
                 break;
+            case CANON_PART_DOCUMENT:
+            case CANON_PART_AUDIO:
+                return drv_refuse_part(r, where, p, "anthropic", err);
             }
             if (!b)
                 return err->status ? GW_EINVAL : GW_ENOMEM;

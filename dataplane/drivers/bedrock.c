@@ -241,6 +241,9 @@ static int add_part(const struct canon_req *r, const struct canon_part *p, const
         rc = push(content, json_pack("{s:{s:s}}", "reasoningContent", "redactedContent",
                                      p->text ? p->text : ""));
         break;
+    case CANON_PART_DOCUMENT:
+    case CANON_PART_AUDIO:
+        return drv_refuse_part(r, where, p, "bedrock", err);
     }
     if (rc == GW_OK && p->cache != CANON_CACHE_NONE)
         rc = push(content, cache_point(p->cache));

@@ -225,6 +225,13 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
             break;
         case CANON_PART_TOOL_RESULT:
             break; /* done above */
+        case CANON_PART_DOCUMENT:
+        case CANON_PART_AUDIO: {
+            char where[64];
+            snprintf(where, sizeof(where), "message %zu part %zu", mi, j);
+            rc = drv_refuse_part(r, where, p, "gemini", err);
+            break;
+        }
         }
     }
     if (rc != GW_OK || json_array_size(parts) == 0) {

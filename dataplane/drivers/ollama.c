@@ -171,6 +171,13 @@ static int add_message(const struct canon_req *r, json_t *msgs, size_t mi, struc
         case CANON_PART_REDACTED_THINKING:
         case CANON_PART_TOOL_RESULT:
             break;
+        case CANON_PART_DOCUMENT:
+        case CANON_PART_AUDIO: {
+            char where[64];
+            snprintf(where, sizeof(where), "message %zu part %zu", mi, j);
+            rc = drv_refuse_part(r, where, p, "ollama", err);
+            break;
+        }
         }
     }
     json_t *msg = NULL;

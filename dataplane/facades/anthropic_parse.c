@@ -35,6 +35,8 @@ static const char *const field_names[CANON_F_COUNT] = {
     [CANON_F_RESPONSE_FORMAT] = "response_format",
     [CANON_F_REASONING] = "thinking",
     [CANON_F_USER] = "metadata.user_id",
+    [CANON_F_SERVICE_TIER] = "service_tier",
+    [CANON_F_LOGPROBS] = "logprobs",
 };
 
 /* cache_control: {"type":"ephemeral"} with an optional ttl "5m" or "1h". */

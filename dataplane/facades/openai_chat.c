@@ -497,6 +497,7 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
                  "{\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
         return frame(st, out, pre, ev->text, ev->len, "}}]}", NULL);
     case CANON_EV_TOOL_END:
+    case CANON_EV_CITATION:
         return GW_OK;
     case CANON_EV_USAGE:
         st->usage = *ev->usage;

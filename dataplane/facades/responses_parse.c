@@ -51,6 +51,8 @@ static const char *const field_names[CANON_F_COUNT] = {
     [CANON_F_RESPONSE_FORMAT] = "text.format",
     [CANON_F_REASONING] = "reasoning.effort",
     [CANON_F_USER] = "user",
+    [CANON_F_SERVICE_TIER] = "service_tier",
+    [CANON_F_LOGPROBS] = "top_logprobs",
 };
 
 static const char STATELESS[] =

@@ -317,6 +317,8 @@ int fc_responses_stream_event(void *p, const struct canon_event *ev, struct gw_b
     case CANON_EV_USAGE:
         st->usage = *ev->usage;
         return GW_OK;
+    case CANON_EV_CITATION:
+        return GW_OK;
     case CANON_EV_DONE: {
         const char *why = fc_responses_incomplete_reason(ev->stop);
         if ((rc = close_item(st, out, why ? "incomplete" : "completed")))

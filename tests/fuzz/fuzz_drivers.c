@@ -220,6 +220,10 @@ static int rec_emit(void *arg, const struct canon_event *ev)
         puts0(r, "msg", ev->message);
         puts0(r, "retry", ev->retry_after);
         break;
+    case CANON_EV_CITATION:
+        CHECK(ev->citation != NULL);
+        puts0(r, "citation", ev->citation);
+        break;
     default:
         CHECK(!"an event type outside the enum");
     }

@@ -195,6 +195,13 @@ static inline int canon_record_emit(void *arg, const struct canon_event *ev)
                  ev->status);
         rec_put(r, line);
         return 1;
+    case CANON_EV_CITATION:
+        if (!ev->citation)
+            rec_put(r, "VIOLATION CITATION without its object\n");
+        rec_put(r, "CITATION ");
+        rec_put(r, ev->citation ? ev->citation : "");
+        rec_put(r, "\n");
+        break;
     }
     return r->stop_after && r->nevents >= r->stop_after;
 }
