@@ -27,6 +27,13 @@ const toolEvidence = {
   ollama: when('tools[].function', (u) => u.tools?.[0]?.function?.name === 'get_weather'),
 };
 
+/** The names of the tool calls in an answer, in order. */
+function toolCalls(client, j) {
+  if (client === 'openai') return (j?.choices?.[0]?.message?.tool_calls ?? []).map((c) => c.function?.name);
+  if (client === 'anthropic') return (j?.content ?? []).filter((c) => c.type === 'tool_use').map((c) => c.name);
+  return (j?.output ?? []).filter((o) => o.type === 'function_call').map((o) => o.name);
+}
+
 // A sampling parameter: the same name in the three client formats.
 function sampling(id, label, field, value, names) {
   return {
@@ -115,6 +122,54 @@ export default [
       responses: (b) => ({ ...b, tools: TOOLS.responses }),
     },
     evidence: toolEvidence,
+    answer: (client, driver, j) => (toolCalls(client, j).join() === 'get_weather' ? null
+      : `not one get_weather call: ${JSON.stringify(j).slice(0, 300)}`),
+  },
+  {
+    id: 'answer.parallel_calls',
+    label: 'answer: two tool calls in one turn',
+    kind: 'answer',
+    selector: (sel) => `${sel}#parallel=2`,
+    request: {
+      openai: (b) => ({ ...b, tools: [...TOOLS.openai, { type: 'function', function: { name: 'get_time', parameters: { type: 'object' } } }] }),
+      anthropic: (b) => ({ ...b, tools: [...TOOLS.anthropic, { name: 'get_time', input_schema: { type: 'object' } }] }),
+      responses: (b) => ({ ...b, tools: [...TOOLS.responses, { type: 'function', name: 'get_time', parameters: { type: 'object' } }] }),
+    },
+    mapped: 'both calls, in order',
+    answer: (client, driver, j) => (toolCalls(client, j).join() === 'get_weather,get_time' ? null
+      : `calls ${toolCalls(client, j)}: ${JSON.stringify(j).slice(0, 300)}`),
+  },
+  {
+    id: 'answer.reasoning',
+    label: 'answer: reasoning text',
+    kind: 'answer',
+    selector: (sel) => `${sel}#reasoning=3`,
+    request: { openai: (b) => b, anthropic: (b) => b, responses: (b) => b },
+    mapped: 'reasoning in the client\'s form',
+    answer: (client, driver, j) => {
+      const r = client === 'openai' ? j?.choices?.[0]?.message?.reasoning_content
+        : client === 'anthropic' ? j?.content?.find((c) => c.type === 'thinking')?.thinking
+          : deep(j?.output, (o) => o.type === 'summary_text')?.text;
+      return typeof r === 'string' && r.length > 0 ? null : `no reasoning: ${JSON.stringify(j).slice(0, 300)}`;
+    },
+  },
+  {
+    id: 'answer.max_tokens_stop',
+    label: 'answer: cut by the output cap (stop reason)',
+    kind: 'answer',
+    selector: (sel) => `${sel}#chunks=40`,
+    request: {
+      openai: (b) => ({ ...b, max_tokens: 16 }),
+      anthropic: (b) => ({ ...b, max_tokens: 16 }),
+      responses: (b) => ({ ...b, max_output_tokens: 16 }),
+    },
+    mapped: 'length / max_tokens / incomplete',
+    answer: (client, driver, j) => {
+      const why = client === 'openai' ? j?.choices?.[0]?.finish_reason
+        : client === 'anthropic' ? j?.stop_reason : j?.incomplete_details?.reason;
+      const want = { openai: 'length', anthropic: 'max_tokens', responses: 'max_output_tokens' }[client];
+      return why === want ? null : `stop reason ${why}, not ${want}`;
+    },
   },
   {
     id: 'tool_result',
