@@ -11,7 +11,9 @@
  * strict, cache_control), tool_choice (auto, any, tool, none;
  * disable_parallel_tool_use), temperature (0..1), top_p, top_k,
  * stop_sequences, stream, metadata.user_id, thinking ({type: enabled,
- * budget_tokens >= 1024} or {type: disabled}). Anything else is refused
+ * budget_tokens >= 1024} or {type: disabled}), service_tier (auto,
+ * standard_only). The tier that served is usage.service_tier (in
+ * message_start once known, message_delta and the whole body). Anything else is refused
  * with a 400 naming it: server tools (a tool "type" other than "custom"),
  * document and other block kinds, adaptive thinking, unknown members.
  *
@@ -114,6 +116,16 @@ static json_t *usage_json(const struct canon_usage *u, int cache_detail, long lo
     return o;
 }
 
+/* usage.service_tier, the tier that served, when the provider said it
+ * (canonical words are Anthropic's: standard, priority, batch; flex and
+ * scale from OpenAI upstreams as they are). Returns u. */
+static json_t *with_tier(json_t *u, const char *tier)
+{
+    if (u && tier)
+        json_object_set_new(u, "service_tier", json_string(tier));
+    return u;
+}
+
 /* ----------------------------------------------------------------- stream */
 
 enum blk { BLK_NONE, BLK_TEXT, BLK_THINKING, BLK_TOOL };
@@ -127,6 +139,7 @@ struct an_stream {
     int index;    /* the open block's index; the next is index + 1 */
     struct canon_usage usage;
     const struct fc_bill *bill;
+    char *tier; /* the served tier, once reported */
 };
 
 static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
@@ -157,6 +170,7 @@ static void stream_free(void *p)
         return;
     free(st->id);
     free(st->model);
+    free(st->tier);
     free(st);
 }
 
@@ -165,10 +179,10 @@ static int ensure_started(struct an_stream *st, struct gw_buf *out)
     if (st->started)
         return GW_OK;
     st->started = 1;
-    json_t *msg =
-        json_pack("{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}", "id", st->id, "type", "message", "role",
-                  "assistant", "model", st->model, "content", "stop_reason", "stop_sequence",
-                  "usage", usage_json(&st->usage, 1, st->usage.output > 0 ? 1 : 0));
+    json_t *msg = json_pack(
+        "{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}", "id", st->id, "type", "message", "role", "assistant",
+        "model", st->model, "content", "stop_reason", "stop_sequence", "usage",
+        with_tier(usage_json(&st->usage, 1, st->usage.output > 0 ? 1 : 0), st->tier));
     int rc =
         fc_sse_json(out, "message_start",
                     msg ? json_pack("{s:s,s:o}", "type", "message_start", "message", msg) : NULL);
@@ -250,7 +264,7 @@ static int on_done(struct an_stream *st, const struct canon_event *ev, struct gw
 {
     int rc = close_block(st, out);
     if (rc == GW_OK) {
-        json_t *u = usage_json(&st->usage, 0, st->usage.output);
+        json_t *u = with_tier(usage_json(&st->usage, 0, st->usage.output), st->tier);
         json_t *d =
             u ? json_pack("{s:s,s:{s:s,s:n},s:o}", "type", "message_delta", "delta", "stop_reason",
                           canon_stop_to_anthropic(ev->stop), "stop_sequence", "usage", u)
@@ -267,9 +281,20 @@ static int on_done(struct an_stream *st, const struct canon_event *ev, struct gw
     return rc;
 }
 
+static int keep_tier(struct an_stream *st, const char *tier)
+{
+    if (!tier || (st->tier && strcmp(st->tier, tier) == 0))
+        return GW_OK;
+    free(st->tier);
+    return (st->tier = strdup(tier)) ? GW_OK : GW_ENOMEM;
+}
+
 static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *out)
 {
     struct an_stream *st = p;
+    if ((ev->type == CANON_EV_START || ev->type == CANON_EV_USAGE) &&
+        keep_tier(st, ev->service_tier) != GW_OK)
+        return GW_ENOMEM;
     switch (ev->type) {
     case CANON_EV_START:
         if (ev->name && *ev->name && strcmp(ev->name, st->model) != 0) {
@@ -366,7 +391,7 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
         json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:n,s:o}", "id", id, "type", "message", "role",
                   "assistant", "model", ctx->model ? ctx->model : "", "content", content,
                   "stop_reason", canon_stop_to_anthropic(acc->stop), "stop_sequence", "usage",
-                  usage_json(&acc->usage, 1, acc->usage.output));
+                  with_tier(usage_json(&acc->usage, 1, acc->usage.output), acc->service_tier));
     return fc_json_append(out, doc, JSON_COMPACT);
 }
 

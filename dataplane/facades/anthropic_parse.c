@@ -8,14 +8,16 @@
 
 #include "dp_facade.h"
 #include "fc_anthropic_int.h"
+#include "fc_tier.h"
 #include "fc_util.h"
 #include "gw_error.h"
 #include "gw_json.h"
 #include "gw_pool.h"
 
 static const char *const top_keys[] = {
-    "model", "max_tokens", "messages", "system",         "tools",    "tool_choice", "temperature",
-    "top_p", "top_k",      "stream",   "stop_sequences", "metadata", "thinking",    NULL};
+    "model",          "max_tokens",  "messages", "system",       "tools",
+    "tool_choice",    "temperature", "top_p",    "top_k",        "stream",
+    "stop_sequences", "metadata",    "thinking", "service_tier", NULL};
 
 /* Refusals by drivers name the client's own fields. */
 static const char *const field_names[CANON_F_COUNT] = {
@@ -474,5 +476,5 @@ int fc_anthropic_parse(struct canon_req *r, struct canon_err *err)
     json_t *th = fc_get(b, "thinking");
     if (th && (rc = parse_thinking(r, th, err)))
         return rc;
-    return GW_OK;
+    return fc_service_tier(r, b, &fc_tier_anthropic, err);
 }

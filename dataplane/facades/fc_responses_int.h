@@ -40,6 +40,8 @@ json_t *fc_responses_response_of(const char *id, long long created, const char *
 const char *fc_responses_incomplete_reason(enum canon_stop s);
 json_t *fc_responses_message_item(const char *id, const char *status, const char *text, size_t len,
                                   int with_content);
+/* A message item's output_text logprobs become lp (stolen; NULL: kept). */
+void fc_responses_set_logprobs(json_t *item, json_t *lp);
 json_t *fc_responses_reasoning_item(const char *id, const char *text, size_t len, int with_summary,
                                     const char *sig);
 json_t *fc_responses_call_item(const char *id, const char *status, const char *call_id,

@@ -7,22 +7,26 @@
  * parallel_tool_calls, temperature, top_p, max_tokens and
  * max_completion_tokens, seed, presence_penalty, frequency_penalty, stop,
  * response_format (text, json_object, json_schema), reasoning_effort, user,
- * n (only 1), logprobs (only false). Anything else is refused with a 400
+ * safety_identifier, service_tier (auto, default, flex, priority, scale),
+ * logprobs and top_logprobs (0..20), n (only 1). Anything else is refused
+ * with a 400
  * naming it: the gateway never drops what the client asked for. In the
  * lenient parse (canon_req.lenient) such a field or content part is noted
  * in canon_req.opaque instead: an OpenAI provider gets the client's body
  * as written (the pass-through), and any other target refuses with it.
  *
  * Streams: a role chunk, then content / reasoning_content / tool_calls
- * deltas, a finish chunk, a usage chunk (choices: []) when the client asked
- * for include_usage, and "data: [DONE]". An error after the answer started
- * is an in-band {"error":{...}} event before [DONE].
+ * deltas (content with its logprobs when asked for), a finish chunk, a usage chunk (choices: [])
+ * when the client asked for include_usage, and "data: [DONE]". The tier that served (service_tier)
+ * is on every chunk from when the provider said it. An error after the answer started is an in-band
+ * {"error":{...}} event before [DONE].
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dp_facade.h"
+#include "fc_tier.h"
 #include "fc_util.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -48,6 +52,9 @@ static const char *const top_keys[] = {"model",
                                        "user",
                                        "n",
                                        "logprobs",
+                                       "top_logprobs",
+                                       "service_tier",
+                                       "safety_identifier",
                                        NULL};
 
 /* A 400 about path (plus a member suffix): "'messages[2].role' is required". */
@@ -330,6 +337,20 @@ static int parse_format(struct canon_req *r, const json_t *rf, struct canon_err 
     return GW_OK;
 }
 
+/* logprobs (a boolean) and top_logprobs (0..20, which needs logprobs). */
+static int parse_logprobs(struct canon_req *r, const json_t *b, struct canon_err *err)
+{
+    int has;
+    long long top = -1;
+    if (fc_boolean(b, "logprobs", &r->logprobs, err) ||
+        fc_integer(b, "top_logprobs", 0, 20, &top, &has, err))
+        return GW_EINVAL;
+    if (has && !r->logprobs)
+        return bad(err, "top_logprobs", "", "needs 'logprobs' true");
+    r->top_logprobs = has ? (int)top : -1;
+    return GW_OK;
+}
+
 static int parse(struct canon_req *r, struct canon_err *err)
 {
     const json_t *b = r->body;
@@ -345,13 +366,8 @@ static int parse(struct canon_req *r, struct canon_err *err)
                       "provider attempt each)");
         return GW_EINVAL;
     }
-    json_t *lp = fc_get(b, "logprobs");
-    if (lp && !json_is_false(lp)) {
-        canon_err_set(err, 400, "logprobs", "unsupported_parameter",
-                      "'logprobs' is not supported by this gateway");
-        if (fc_opaque(r, err))
-            return GW_EINVAL;
-    }
+    if (parse_logprobs(r, b, err) || fc_service_tier(r, b, &fc_tier_openai, err))
+        return GW_EINVAL;
     if (fc_boolean(b, "stream", &r->stream, err))
         return GW_EINVAL;
     json_t *so = fc_get(b, "stream_options");
@@ -391,7 +407,8 @@ static int parse(struct canon_req *r, struct canon_err *err)
         return GW_EINVAL;
     if (effort && (rc = fc_effort(r, effort, "reasoning_effort", err)))
         return rc;
-    if (fc_string(b, "user", 0, &r->user, err))
+    if (fc_string(b, "user", 0, &r->user, err) ||
+        fc_string(b, "safety_identifier", 0, &r->safety_identifier, err))
         return GW_EINVAL;
     return GW_OK;
 }
@@ -404,7 +421,40 @@ struct oc_stream {
     int include_usage;
     struct canon_usage usage;
     struct gw_buf head; /* '{"id":...,"model":...,"choices":[{"index":0,"delta":' */
+    char *rid;          /* the request id */
+    char *tier;         /* the served tier, once reported */
 };
+
+/* The head every chunk starts with, service_tier in it once known. */
+static int head_build(struct oc_stream *st, const char *tier)
+{
+    gw_buf_reset(&st->head);
+    int rc = gw_buf_appends(&st->head, "{\"id\":\"chatcmpl-");
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&st->head, st->rid);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(
+            &st->head,
+            "\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":", st->ctx.created);
+    if (rc == GW_OK)
+        rc = gw_json_escape(&st->head, st->model, strlen(st->model));
+    if (rc == GW_OK && tier)
+        rc = gw_buf_printf(&st->head, ",\"service_tier\":\"%s\"", fc_tier_served_openai(tier));
+    if (rc == GW_OK)
+        rc = gw_buf_appends(&st->head, ",\"choices\":[{\"index\":0,\"delta\":");
+    return rc;
+}
+
+/* A served tier reported (START, USAGE): the chunks from now on say it. */
+static int on_tier(struct oc_stream *st, const char *tier)
+{
+    if (!tier || (st->tier && strcmp(st->tier, tier) == 0))
+        return GW_OK;
+    free(st->tier);
+    if (!(st->tier = strdup(tier)))
+        return GW_ENOMEM;
+    return head_build(st, st->tier);
+}
 
 static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
 {
@@ -415,23 +465,13 @@ static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
     st->include_usage = r->include_usage;
     gw_buf_init(&st->head, 4096);
     st->model = strdup(ctx->model ? ctx->model : "");
+    st->rid = strdup(ctx->request_id);
     st->ctx.model = st->model;
     st->ctx.request_id = NULL;
-    int rc = gw_buf_appends(&st->head, "{\"id\":\"chatcmpl-");
-    if (rc == GW_OK)
-        rc = gw_buf_appends(&st->head, ctx->request_id);
-    if (rc == GW_OK)
-        rc = gw_buf_printf(
-            &st->head,
-            "\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":", ctx->created);
-    if (rc == GW_OK)
-        rc = gw_json_escape(&st->head, st->model ? st->model : "",
-                            st->model ? strlen(st->model) : 0);
-    if (rc == GW_OK)
-        rc = gw_buf_appends(&st->head, ",\"choices\":[{\"index\":0,\"delta\":");
-    if (rc != GW_OK || !st->model) {
+    if (!st->model || !st->rid || head_build(st, NULL) != GW_OK) {
         gw_buf_free(&st->head);
         free(st->model);
+        free(st->rid);
         free(st);
         return NULL;
     }
@@ -445,6 +485,8 @@ static void stream_free(void *p)
         return;
     gw_buf_free(&st->head);
     free(st->model);
+    free(st->rid);
+    free(st->tier);
     free(st);
 }
 
@@ -467,15 +509,32 @@ static int frame(struct oc_stream *st, struct gw_buf *out, const char *delta_pre
     return rc;
 }
 
+/* A text delta with its tokens' log probabilities beside the delta. */
+static int chunk_logprobs(struct oc_stream *st, const struct canon_event *ev, struct gw_buf *out)
+{
+    struct gw_buf suffix;
+    gw_buf_init(&suffix, 0);
+    int rc = gw_buf_appends(&suffix, "},\"logprobs\":");
+    if (rc == GW_OK)
+        rc = fc_logprobs_openai_text(&suffix, ev->logprobs, ev->nlogprobs);
+    if (rc == GW_OK)
+        rc = frame(st, out, "{\"content\":", ev->text, ev->len, suffix.data, NULL);
+    gw_buf_free(&suffix);
+    return rc;
+}
+
 static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *out)
 {
     struct oc_stream *st = p;
     char pre[96];
     switch (ev->type) {
     case CANON_EV_START:
+        if (on_tier(st, ev->service_tier) != GW_OK)
+            return GW_ENOMEM;
         return frame(st, out, "{\"role\":\"assistant\",\"content\":\"\"}", NULL, 0, "", NULL);
     case CANON_EV_CHUNK:
-        return frame(st, out, "{\"content\":", ev->text, ev->len, "}", NULL);
+        return ev->nlogprobs ? chunk_logprobs(st, ev, out)
+                             : frame(st, out, "{\"content\":", ev->text, ev->len, "}", NULL);
     case CANON_EV_REASONING:
         if (ev->len == 0 || ev->redacted) /* opaque data is not reasoning text */
             return GW_OK;
@@ -501,7 +560,7 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
         return GW_OK;
     case CANON_EV_USAGE:
         st->usage = *ev->usage;
-        return GW_OK;
+        return on_tier(st, ev->service_tier);
     case CANON_EV_DONE: {
         int rc = frame(st, out, "{}", NULL, 0, "", canon_stop_to_openai(ev->stop));
         if (rc == GW_OK && st->include_usage) {
@@ -543,6 +602,21 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
 
 /* ----------------------------------------------------------------- render */
 
+/* The choice's "},"logprobs":..." (null when none came). */
+static int render_logprobs(const struct canon_acc *acc, struct gw_buf *out)
+{
+    if (!acc->logprobs)
+        return gw_buf_appends(out, "},\"logprobs\":null");
+    json_t *lp = fc_logprobs_openai_json(acc->logprobs);
+    char *s = lp ? json_dumps(lp, JSON_COMPACT) : NULL;
+    json_decref(lp);
+    int rc = s ? gw_buf_appends(out, "},\"logprobs\":") : GW_ENOMEM;
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, s);
+    free(s);
+    return rc;
+}
+
 static int render(const struct canon_req *r, const struct fc_ctx *ctx, const struct canon_acc *acc,
                   struct gw_buf *out)
 {
@@ -558,6 +632,9 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
             out, "\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", ctx->created);
     if (rc == GW_OK)
         rc = gw_json_escape(out, model, strlen(model));
+    if (rc == GW_OK && acc->service_tier)
+        rc = gw_buf_printf(out, ",\"service_tier\":\"%s\"",
+                           fc_tier_served_openai(acc->service_tier));
     if (rc == GW_OK)
         rc = gw_buf_appends(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
                                  "\"content\":");
@@ -588,8 +665,10 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
             rc = gw_buf_appends(out, i + 1 == acc->ntools ? "}}]" : "}}");
     }
     if (rc == GW_OK)
-        rc = gw_buf_printf(out, "},\"logprobs\":null,\"finish_reason\":\"%s\"}],\"usage\":",
-                           canon_stop_to_openai(acc->stop));
+        rc = render_logprobs(acc, out);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(
+            out, ",\"finish_reason\":\"%s\"}],\"usage\":", canon_stop_to_openai(acc->stop));
     if (rc == GW_OK)
         rc = fc_openai_usage(out, &acc->usage);
     if (rc == GW_OK)

@@ -8,9 +8,12 @@
  * (flat {type:"function", name, description, parameters, strict}),
  * tool_choice, parallel_tool_calls, temperature, top_p, max_output_tokens,
  * stream, text.format (text, json_object, json_schema), reasoning.effort and
- * reasoning.summary "auto", user, safety_identifier (the end-user id, like
- * user), truncation "disabled", store false, background false, and include
- * ["reasoning.encrypted_content"].
+ * reasoning.summary "auto", user, safety_identifier (the end-user id, the
+ * successor of user), service_tier, top_logprobs, truncation "disabled",
+ * store false, background false, and include
+ * ["reasoning.encrypted_content", "message.output_text.logprobs"]. The
+ * response object says the tier that served (service_tier) when the
+ * provider did; output_text parts carry the tokens' logprobs when asked.
  *
  * The gateway stores nothing, so everything that needs server-side state is
  * refused with a message saying so: store true, previous_response_id,
@@ -56,6 +59,7 @@
 
 #include "dp_facade.h"
 #include "fc_responses_int.h"
+#include "fc_tier.h"
 #include "fc_util.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -192,6 +196,15 @@ json_t *fc_responses_message_item(const char *id, const char *status, const char
                      "assistant", "content", content);
 }
 
+void fc_responses_set_logprobs(json_t *item, json_t *lp)
+{
+    json_t *part = json_array_get(json_object_get(item, "content"), 0);
+    if (part && lp)
+        json_object_set_new(part, "logprobs", lp);
+    else
+        json_decref(lp);
+}
+
 json_t *fc_responses_reasoning_item(const char *id, const char *text, size_t len, int with_summary,
                                     const char *sig)
 {
@@ -250,9 +263,10 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
     }
     if (acc->text && acc->text->len) {
         snprintf(id, sizeof(id), "msg_%s_%zu", rid, json_array_size(output));
-        json_array_append_new(output,
-                              fc_responses_message_item(id, why ? "incomplete" : "completed",
-                                                        acc->text->data, acc->text->len, 1));
+        json_t *item = fc_responses_message_item(id, why ? "incomplete" : "completed",
+                                                 acc->text->data, acc->text->len, 1);
+        fc_responses_set_logprobs(item, fc_logprobs_responses_json(acc->logprobs));
+        json_array_append_new(output, item);
     }
     for (size_t i = 0; i < acc->ntools; i++) {
         const struct canon_acc_tool *t = &acc->tools[i];
@@ -267,6 +281,9 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
                                            why ? "incomplete" : "completed", output, &acc->usage,
                                            why, NULL, NULL);
     json_decref(echo);
+    if (doc && acc->service_tier)
+        json_object_set_new(doc, "service_tier",
+                            json_string(fc_tier_served_openai(acc->service_tier)));
     return fc_json_append(out, doc, DUMP_FLAGS);
 }
 

@@ -8,6 +8,7 @@
 
 #include "dp_facade.h"
 #include "fc_responses_int.h"
+#include "fc_tier.h"
 #include "fc_util.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -31,6 +32,8 @@ static const char *const top_keys[] = {"model",
                                        "background",
                                        "include",
                                        "truncation",
+                                       "service_tier",
+                                       "top_logprobs",
                                        NULL};
 
 /* The client's names for the canonical fields, for drivers' refusals. */
@@ -60,6 +63,31 @@ static const char STATELESS[] =
     "conversation in input (with store false or absent)";
 
 /* ------------------------------------------------------------------ parse */
+
+/* include "message.output_text.logprobs": the answer's log probabilities. */
+static int fc_responses_include_logprobs(struct canon_req *r, const json_t *v)
+{
+    if (!json_is_string(v) || strcmp(json_string_value(v), "message.output_text.logprobs") != 0)
+        return 0;
+    r->logprobs = 1;
+    return 1;
+}
+
+/* service_tier (OpenAI's words) and top_logprobs (0..20, which asks for
+ * log probabilities as the include value does). */
+static int fc_responses_tier_logprobs(struct canon_req *r, const json_t *b, struct canon_err *err)
+{
+    int has;
+    long long top;
+    if (fc_service_tier(r, b, &fc_tier_openai, err) ||
+        fc_integer(b, "top_logprobs", 0, 20, &top, &has, err))
+        return GW_EINVAL;
+    if (has) {
+        r->top_logprobs = (int)top;
+        r->logprobs = 1;
+    }
+    return GW_OK;
+}
 
 /* The role of a message item. */
 enum mrole { MR_USER, MR_ASSISTANT, MR_SYSTEM };
@@ -553,6 +581,8 @@ int fc_responses_parse(struct canon_req *r, struct canon_err *err)
             if (json_is_string(v) &&
                 strcmp(json_string_value(v), "reasoning.encrypted_content") == 0)
                 continue;
+            if (fc_responses_include_logprobs(r, v))
+                continue;
             char p[32];
             snprintf(p, sizeof(p), "include[%zu]", i);
             return fc_unsupported(err, p, "unsupported_parameter",
@@ -595,13 +625,8 @@ int fc_responses_parse(struct canon_req *r, struct canon_err *err)
     json_t *rs = fc_get(b, "reasoning");
     if (rs && (rc = parse_reasoning_opts(r, rs, err)))
         return rc;
-    const char *sid = NULL;
-    if (fc_string(b, "user", 0, &r->user, err) || fc_string(b, "safety_identifier", 0, &sid, err))
+    if (fc_string(b, "user", 0, &r->user, err) ||
+        fc_string(b, "safety_identifier", 0, &r->safety_identifier, err))
         return GW_EINVAL;
-    if (sid && r->user && strcmp(sid, r->user) != 0)
-        return fc_bad(err, "safety_identifier", "",
-                      "and 'user' both name the end user and must agree when both are sent");
-    if (!r->user)
-        r->user = sid;
-    return GW_OK;
+    return fc_responses_tier_logprobs(r, b, err);
 }

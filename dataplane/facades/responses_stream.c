@@ -9,6 +9,7 @@
 
 #include "dp_facade.h"
 #include "fc_responses_int.h"
+#include "fc_tier.h"
 #include "fc_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -39,6 +40,9 @@ struct rs_stream {
     struct gw_buf text; /* message text, reasoning text or call arguments */
     int summary_open;   /* reasoning: the summary part was announced */
     char *call_id, *name, *sig;
+    json_t *lp;      /* message: its tokens' logprobs so far, or NULL */
+    json_t *lp_next; /* the logprobs of the delta being written, or NULL */
+    char *tier;      /* the served tier, once reported */
 };
 
 static void clear_item(struct rs_stream *st)
@@ -47,6 +51,8 @@ static void clear_item(struct rs_stream *st)
     free(st->name);
     free(st->sig);
     st->call_id = st->name = st->sig = NULL;
+    json_decref(st->lp);
+    st->lp = NULL;
     gw_buf_reset(&st->text);
     st->summary_open = 0;
     st->kind = IT_NONE;
@@ -62,6 +68,7 @@ void fc_responses_stream_free(void *p)
     free(st->resp_id);
     free(st->rid);
     free(st->model);
+    free(st->tier);
     json_decref(st->echo);
     json_decref(st->output);
     free(st);
@@ -108,8 +115,18 @@ static int emit(struct rs_stream *st, struct gw_buf *out, json_t *doc)
 static json_t *stream_response(struct rs_stream *st, const char *status, json_t *output,
                                const char *incomplete, const char *code, const char *msg)
 {
-    return fc_responses_response_of(st->resp_id, st->created, st->model, st->echo, status, output,
-                                    st->usage.have ? &st->usage : NULL, incomplete, code, msg);
+    json_t *o =
+        fc_responses_response_of(st->resp_id, st->created, st->model, st->echo, status, output,
+                                 st->usage.have ? &st->usage : NULL, incomplete, code, msg);
+    if (o && st->tier)
+        json_object_set_new(o, "service_tier", json_string(fc_tier_served_openai(st->tier)));
+    return o;
+}
+
+/* The open message's logprobs so far (a new array). */
+static json_t *lp_copy(const struct rs_stream *st)
+{
+    return st->lp ? json_deep_copy(st->lp) : json_array();
 }
 
 static int start(struct rs_stream *st, struct gw_buf *out)
@@ -131,8 +148,11 @@ static int start(struct rs_stream *st, struct gw_buf *out)
 static json_t *open_item_json(struct rs_stream *st, const char *status)
 {
     switch (st->kind) {
-    case IT_MESSAGE:
-        return fc_responses_message_item(st->item_id, status, st->text.data, st->text.len, 1);
+    case IT_MESSAGE: {
+        json_t *it = fc_responses_message_item(st->item_id, status, st->text.data, st->text.len, 1);
+        fc_responses_set_logprobs(it, st->lp ? json_deep_copy(st->lp) : NULL);
+        return it;
+    }
     case IT_REASONING:
         return fc_responses_reasoning_item(st->item_id, st->text.data, st->text.len,
                                            st->summary_open, st->sig);
@@ -189,15 +209,15 @@ static int close_item(struct rs_stream *st, struct gw_buf *out, const char *stat
     case IT_MESSAGE:
         text = fc_responses_jstr(st->text.data, st->text.len);
         rc = emit(st, out,
-                  json_pack("{s:s,s:s,s:i,s:i,s:O,s:[]}", "type", "response.output_text.done",
+                  json_pack("{s:s,s:s,s:i,s:i,s:O,s:o}", "type", "response.output_text.done",
                             "item_id", id, "output_index", st->oi, "content_index", 0, "text", text,
-                            "logprobs"));
+                            "logprobs", lp_copy(st)));
         if (rc == GW_OK)
             rc = emit(st, out,
-                      json_pack("{s:s,s:s,s:i,s:i,s:{s:s,s:[],s:[],s:O}}", "type",
+                      json_pack("{s:s,s:s,s:i,s:i,s:{s:s,s:[],s:o,s:O}}", "type",
                                 "response.content_part.done", "item_id", id, "output_index", st->oi,
                                 "content_index", 0, "part", "type", "output_text", "annotations",
-                                "logprobs", "text", text));
+                                "logprobs", lp_copy(st), "text", text));
         break;
     case IT_REASONING:
         if (!st->summary_open)
@@ -250,7 +270,8 @@ static int delta(struct rs_stream *st, struct gw_buf *out, const char *type, con
     if (doc)
         json_object_set(doc, "delta", d);
     if (doc && strcmp(type, "response.output_text.delta") == 0)
-        json_object_set_new(doc, "logprobs", json_array());
+        json_object_set_new(doc, "logprobs", st->lp_next ? st->lp_next : json_array());
+    st->lp_next = NULL;
     json_decref(d);
     int rc = emit(st, out, doc);
     if (rc == GW_OK)
@@ -258,9 +279,32 @@ static int delta(struct rs_stream *st, struct gw_buf *out, const char *type, con
     return rc;
 }
 
+/* A CHUNK's logprobs: for its delta event (lp_next) and the message's. */
+static int keep_logprobs(struct rs_stream *st, const struct canon_event *ev)
+{
+    json_t *lp = fc_logprobs_responses_of(ev->logprobs, ev->nlogprobs);
+    if (!lp || (!st->lp && !(st->lp = json_array())) || json_array_extend(st->lp, lp)) {
+        json_decref(lp);
+        return GW_ENOMEM;
+    }
+    st->lp_next = lp;
+    return GW_OK;
+}
+
+static int keep_tier(struct rs_stream *st, const char *tier)
+{
+    if (!tier || (st->tier && strcmp(st->tier, tier) == 0))
+        return GW_OK;
+    free(st->tier);
+    return (st->tier = strdup(tier)) ? GW_OK : GW_ENOMEM;
+}
+
 int fc_responses_stream_event(void *p, const struct canon_event *ev, struct gw_buf *out)
 {
     struct rs_stream *st = p;
+    if ((ev->type == CANON_EV_START || ev->type == CANON_EV_USAGE) &&
+        keep_tier(st, ev->service_tier) != GW_OK)
+        return GW_ENOMEM;
     int rc = start(st, out);
     if (rc != GW_OK)
         return rc;
@@ -273,6 +317,8 @@ int fc_responses_stream_event(void *p, const struct canon_event *ev, struct gw_b
                 (rc = open_item(st, out, IT_MESSAGE, NULL, NULL)))
                 return rc;
         }
+        if (ev->nlogprobs && (rc = keep_logprobs(st, ev)))
+            return rc;
         return delta(st, out, "response.output_text.delta", "content_index", ev->text, ev->len);
     case CANON_EV_REASONING:
         if ((ev->len == 0 && !ev->signature) || ev->redacted)
