@@ -67,6 +67,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "drv_anthropic_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -418,11 +419,28 @@ static int version_headers(struct drv_request *out, const struct drv_target *t, 
     return GW_OK;
 }
 
+/* service_tier per request is "auto" or "standard_only"; no logprobs. */
+static int tier_and_logprobs(const struct canon_req *r, const char **tier, struct canon_err *err)
+{
+    static const struct drv_tier_map tiers = {
+        {"auto", "standard_only", NULL, NULL, NULL},
+        "a request to Anthropic chooses only \"auto\" or \"standard_only\"; its Priority Tier "
+        "is capacity the organisation commits to buy, which \"auto\" already uses when there is "
+        "some, and it has no flex or scale tier"};
+    if (drv_tier_word(r, "anthropic", &tiers, tier, err) != GW_OK)
+        return GW_EINVAL;
+    return drv_refuse_logprobs(r, "anthropic",
+                               "Anthropic's Messages API gives no log probabilities", err);
+}
+
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
     long long max_tokens, budget;
+    const char *tier = NULL;
     int rc = check_params(r, err);
+    if (rc == GW_OK)
+        rc = tier_and_logprobs(r, &tier, err);
     if (rc == GW_OK)
         rc = budget_and_max(t, r, &max_tokens, &budget, err);
     if (rc != GW_OK)
@@ -480,8 +498,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(
             doc, "thinking",
             json_pack("{s:s,s:I}", "type", "enabled", "budget_tokens", (json_int_t)budget));
-    if (r->user)
-        json_object_set_new(doc, "metadata", json_pack("{s:s}", "user_id", r->user));
+    if (drv_end_user(r))
+        json_object_set_new(doc, "metadata", json_pack("{s:s}", "user_id", drv_end_user(r)));
+    if (tier)
+        json_object_set_new(doc, "service_tier", json_string(tier));
     if (r->stream)
         json_object_set_new(doc, "stream", json_true());
 

@@ -9,6 +9,7 @@
 
 #include "dp_driver.h"
 #include "drv_anthropic_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -61,6 +62,13 @@ static enum canon_failure failure_of(const char *type, int status, const char *m
     return status ? canon_classify_http(status, msg, ml) : CANON_FAIL_PROVIDER_5XX;
 }
 
+/* The tier that served, from a usage object's service_tier (standard,
+ * priority, batch); NULL when it says none. */
+static const char *tier_of(const json_t *u)
+{
+    return drv_tier_served(gw_json_str(u, "service_tier"));
+}
+
 /* Applies an Anthropic usage object (fields it has replace ours) and
  * emits the result. */
 static int on_usage(struct an_parser *p, const json_t *u, const struct canon_sink *s)
@@ -96,7 +104,7 @@ static int on_usage(struct an_parser *p, const json_t *u, const struct canon_sin
         cu->cache_write_1h = 0;
     }
     cu->have = 1;
-    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = cu};
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = cu, .service_tier = tier_of(u)};
     return canon_emit(s, &ev);
 }
 
@@ -213,7 +221,8 @@ static int on_start(struct an_parser *p, const json_t *msg, const struct canon_s
     if (p->base.started)
         return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
                         "the provider started its message twice");
-    if (drv_start(&p->base, gw_json_str(msg, "id"), gw_json_str(msg, "model"), s))
+    if (drv_start_tier(&p->base, gw_json_str(msg, "id"), gw_json_str(msg, "model"),
+                       tier_of(json_object_get(msg, "usage")), s))
         return 1;
     return on_usage(p, json_object_get(msg, "usage"), s);
 }
@@ -301,7 +310,8 @@ static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct c
         drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "the provider's answer is not a message");
         return;
     }
-    if (drv_start(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"), s))
+    if (drv_start_tier(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"),
+                       tier_of(json_object_get(doc, "usage")), s))
         return;
     size_t i;
     json_t *cb;

@@ -84,6 +84,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "drv_bedrock_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -469,7 +470,7 @@ static int refuse_unsupported(const struct canon_req *r, struct canon_err *err)
                       "%s: the bedrock driver has no JSON mode; only text answers", fn);
         return GW_EINVAL;
     }
-    if (r->user && !metadata_ok(r->user)) {
+    if (drv_end_user(r) && !metadata_ok(drv_end_user(r))) {
         const char *fn = canon_field_name(r, CANON_F_USER);
         canon_err_set(err, 400, fn, "invalid_request",
                       "%s goes to Bedrock's requestMetadata, which takes at most 256 of the "
@@ -478,6 +479,22 @@ static int refuse_unsupported(const struct canon_req *r, struct canon_err *err)
         return GW_EINVAL;
     }
     return GW_OK;
+}
+
+/* serviceTier {type: default, priority, flex} ("auto": Bedrock's own
+ * default, left out); no log probabilities. */
+static int tier_and_logprobs(const struct canon_req *r, json_t *doc, struct canon_err *err)
+{
+    static const struct drv_tier_map tiers = {
+        {"", "default", "flex", "priority", NULL},
+        "Bedrock's tiers are default, priority and flex (reserved is capacity bought ahead); "
+        "OpenAI's Scale Tier has no counterpart"};
+    const char *tier;
+    if (drv_tier_word(r, "bedrock", &tiers, &tier, err) != GW_OK)
+        return GW_EINVAL;
+    if (tier && json_object_set_new(doc, "serviceTier", json_pack("{s:s}", "type", tier)))
+        return GW_ENOMEM;
+    return drv_refuse_logprobs(r, "bedrock", "the Converse API gives no log probabilities", err);
 }
 
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
@@ -496,9 +513,11 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         rc = add_tools(r, doc, err);
     if (rc == GW_OK)
         rc = add_inference(r, doc);
-    if (rc == GW_OK && r->user &&
-        json_object_set_new(doc, "requestMetadata", json_pack("{s:s}", "user", r->user)))
+    if (rc == GW_OK && drv_end_user(r) &&
+        json_object_set_new(doc, "requestMetadata", json_pack("{s:s}", "user", drv_end_user(r))))
         rc = GW_ENOMEM;
+    if (rc == GW_OK)
+        rc = tier_and_logprobs(r, doc, err);
     if (rc != GW_OK) {
         json_decref(doc);
         return rc;

@@ -10,6 +10,7 @@
 
 #include "dp_driver.h"
 #include "drv_bedrock_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_error.h"
 #include "gw_eventstream.h"
@@ -90,8 +91,12 @@ static const char *message_of(const json_t *doc)
 }
 
 /* Bedrock usage → canonical (see the header comment). */
-static int emit_usage(const json_t *u, const struct canon_sink *s)
+/* The usage of doc (a whole answer or the metadata event), with the tier
+ * that served (serviceTier.type) when Bedrock says it. */
+static int emit_usage(const json_t *doc, const struct canon_sink *s)
 {
+    const json_t *u = json_object_get(doc, "usage");
+    const char *tier = drv_tier_served(gw_json_str(json_object_get(doc, "serviceTier"), "type"));
     if (!json_is_object(u))
         return 0;
     struct canon_usage cu = {.have = 1};
@@ -124,7 +129,7 @@ static int emit_usage(const json_t *u, const struct canon_sink *s)
     } else {
         cu.cache_write_5m = cw;
     }
-    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu, .service_tier = tier};
     return canon_emit(s, &ev);
 }
 
@@ -216,7 +221,7 @@ static int on_event_msg(struct br_parser *p, const char *type, const json_t *doc
     if (strcmp(type, "messageStart") == 0)
         return emit_start(p, s);
     if (strcmp(type, "metadata") == 0) {
-        if (emit_start(p, s) || emit_usage(json_object_get(doc, "usage"), s))
+        if (emit_start(p, s) || emit_usage(doc, s))
             return 1;
         /* metadata is the last event; DONE once the stop is known. */
         return p->have_stop ? done(p, s) : 0;
@@ -382,7 +387,7 @@ static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct c
             return;
     }
     if (drv_tools_close(&p->tools, s) || take_stop(p, gw_json_str(doc, "stopReason"), s) ||
-        emit_usage(json_object_get(doc, "usage"), s))
+        emit_usage(doc, s))
         return;
     done(p, s);
 }

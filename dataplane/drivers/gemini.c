@@ -97,6 +97,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "drv_gemini_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -392,6 +393,27 @@ static char *model_url(const struct drv_target *t, const char *method)
     return u;
 }
 
+/* serviceTier (standard, flex, priority; "auto" left out: Gemini's
+ * default is standard) on the request, and responseLogprobs with logprobs
+ * (the alternatives per token) in generationConfig. */
+static int tier_and_logprobs(const struct canon_req *r, json_t *doc, json_t *gc,
+                             struct canon_err *err)
+{
+    static const struct drv_tier_map tiers = {
+        {"", "standard", "flex", "priority", NULL},
+        "Gemini's tiers are standard, flex and priority; OpenAI's Scale Tier has no counterpart"};
+    const char *tier;
+    if (drv_tier_word(r, "gemini", &tiers, &tier, err) != GW_OK)
+        return GW_EINVAL;
+    if (tier)
+        json_object_set_new(doc, "serviceTier", json_string(tier));
+    if (r->logprobs || r->top_logprobs >= 0)
+        json_object_set_new(gc, "responseLogprobs", json_true());
+    if (r->top_logprobs >= 0)
+        json_object_set_new(gc, "logprobs", json_integer(r->top_logprobs));
+    return GW_OK;
+}
+
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -448,6 +470,8 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     }
     if (rc == GW_OK) {
         json_t *gc = generation_config(t, r, err, &rc);
+        if (gc && rc == GW_OK)
+            rc = tier_and_logprobs(r, doc, gc, err);
         if (gc && json_object_size(gc))
             json_object_set_new(doc, "generationConfig", gc);
         else

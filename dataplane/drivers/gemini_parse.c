@@ -9,6 +9,7 @@
 
 #include "dp_driver.h"
 #include "drv_gemini_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -246,6 +247,9 @@ static int on_function_call(struct gem_parser *p, const json_t *fc, const struct
     return rc;
 }
 
+static int on_parts(struct gem_parser *p, const json_t *c, struct drv_logprobs *lp,
+                    const struct canon_sink *s);
+
 /* One GenerateContentResponse (a streamed chunk or the whole answer). */
 static int on_response(struct gem_parser *p, const json_t *doc, const struct canon_sink *s)
 {
@@ -268,6 +272,27 @@ static int on_response(struct gem_parser *p, const json_t *doc, const struct can
                             "the provider blocked the prompt");
         return 0;
     }
+    /* The chunk's tokens' log probabilities ride on its first text. */
+    struct drv_logprobs lp = {0};
+    if (json_is_object(json_object_get(c, "logprobsResult")) &&
+        drv_logprobs_gemini(json_object_get(c, "logprobsResult"), &lp) != GW_OK)
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+    int rc = on_parts(p, c, &lp, s);
+    drv_logprobs_free(&lp);
+    if (rc)
+        return 1;
+    const char *fr = gw_json_str(c, "finishReason");
+    if (fr) {
+        p->have_finish = 1;
+        p->stop = stop_of(fr);
+    }
+    return 0;
+}
+
+/* Candidate c's parts; lp goes with the first text that is not thought. */
+static int on_parts(struct gem_parser *p, const json_t *c, struct drv_logprobs *lp,
+                    const struct canon_sink *s)
+{
     size_t i;
     json_t *part;
     json_array_foreach(json_object_get(json_object_get(c, "content"), "parts"), i, part)
@@ -284,14 +309,14 @@ static int on_response(struct gem_parser *p, const json_t *doc, const struct can
             struct canon_event ev = {.type = thought ? CANON_EV_REASONING : CANON_EV_CHUNK,
                                      .text = text,
                                      .len = strlen(text)};
+            if (!thought && lp->n) {
+                ev.logprobs = lp->lp;
+                ev.nlogprobs = lp->n;
+                lp->n = 0;
+            }
             if (canon_emit(s, &ev))
                 return 1;
         }
-    }
-    const char *fr = gw_json_str(c, "finishReason");
-    if (fr) {
-        p->have_finish = 1;
-        p->stop = stop_of(fr);
     }
     return 0;
 }

@@ -61,6 +61,7 @@
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -222,9 +223,23 @@ static json_t *options_of(const struct canon_req *r)
     return o;
 }
 
+/* Ollama serves one tier (auto and standard need nothing) and gives no
+ * log probabilities. */
+static int tier_and_logprobs(const struct canon_req *r, struct canon_err *err)
+{
+    static const struct drv_tier_map tiers = {
+        {"", "", NULL, NULL, NULL}, "Ollama serves every request alike: it has no service tiers"};
+    const char *tier;
+    if (drv_tier_word(r, "ollama", &tiers, &tier, err) != GW_OK)
+        return GW_EINVAL;
+    return drv_refuse_logprobs(r, "ollama", "Ollama's chat API gives no log probabilities", err);
+}
+
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
+    if (tier_and_logprobs(r, err) != GW_OK)
+        return GW_EINVAL;
     if (r->tool_choice != CANON_TC_UNSET && r->tool_choice != CANON_TC_AUTO &&
         r->tool_choice != CANON_TC_NONE) {
         canon_err_set(err, 400, canon_field_name(r, CANON_F_TOOL_CHOICE), "unsupported_parameter",

@@ -7,9 +7,13 @@
  *   max_tokens_field  "max_tokens" (default) or "max_completion_tokens"
  *                     (OpenAI's reasoning models accept only the latter)
  *
- * Upstream answer: SSE chunks (delta.content, delta.reasoning_content or
- * delta.reasoning, delta.tool_calls[] by index, finish_reason, a usage
- * chunk, "data: [DONE]"), or one chat.completion JSON.
+ * Upstream request also carries service_tier (standard as "default"),
+ * safety_identifier, user, logprobs and top_logprobs as asked.
+ *
+ * Upstream answer: SSE chunks (delta.content with choices[0].logprobs,
+ * delta.reasoning_content or delta.reasoning, delta.tool_calls[] by index,
+ * finish_reason, a usage chunk, service_tier, "data: [DONE]"), or one
+ * chat.completion JSON.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +22,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "drv_openai_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -151,6 +156,25 @@ oom:
     return GW_ENOMEM;
 }
 
+/* service_tier, safety_identifier, logprobs and top_logprobs: OpenAI has
+ * each as the canonical model does (standard is "default"). */
+static int drv_openai_tier_ids(const struct canon_req *r, json_t *doc, struct canon_err *err)
+{
+    static const struct drv_tier_map tiers = {{"auto", "default", "flex", "priority", "scale"}, ""};
+    const char *tier;
+    if (drv_tier_word(r, "openai", &tiers, &tier, err) != GW_OK)
+        return GW_EINVAL;
+    if (tier)
+        json_object_set_new(doc, "service_tier", json_string(tier));
+    if (r->safety_identifier)
+        json_object_set_new(doc, "safety_identifier", json_string(r->safety_identifier));
+    if (r->logprobs)
+        json_object_set_new(doc, "logprobs", json_true());
+    if (r->top_logprobs >= 0)
+        json_object_set_new(doc, "top_logprobs", json_integer(r->top_logprobs));
+    return GW_OK;
+}
+
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -246,6 +270,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "user", json_string(r->user));
     if (r->stream)
         json_object_set_new(doc, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    if ((rc = drv_openai_tier_ids(r, doc, err)) != GW_OK) {
+        json_decref(doc);
+        return rc;
+    }
 
     out->stream = r->stream;
     return drv_json_request(out, t, drv_url(t, "/chat/completions"), doc, "Authorization: Bearer ");

@@ -11,6 +11,7 @@
 
 #include "dp_driver.h"
 #include "drv_openai_int.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -24,6 +25,7 @@ struct oa_parser {
     struct canon_usage pending_usage; /* arrived while a tool call was open */
     int have_finish;
     enum canon_stop stop;
+    const char *tier; /* the served tier (canonical, static), once said */
 };
 
 struct drv_parser *drv_openai_parser_new(int stream)
@@ -90,7 +92,7 @@ static int put_usage(struct oa_parser *p, struct canon_usage cu, const struct ca
     if (p->tools.open)
         return 0;
     p->pending_usage.have = 0;
-    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu, .service_tier = p->tier};
     return canon_emit(s, &ev);
 }
 
@@ -109,7 +111,47 @@ static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_s
 
 static int emit_start(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    return drv_start(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"), s);
+    const char *tier = drv_tier_served(gw_json_str(doc, "service_tier"));
+    if (tier)
+        p->tier = tier;
+    return drv_start_tier(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"), p->tier, s);
+}
+
+/* Text with the log probabilities of choice ch (when it has them). */
+static int emit_text_lp(struct oa_parser *p, const json_t *ch, const char *text,
+                        const struct canon_sink *s)
+{
+    json_t *content = json_object_get(json_object_get(ch, "logprobs"), "content");
+    if (!text || !*text)
+        return 0;
+    if (!json_array_size(content))
+        return drv_emit_text(s, CANON_EV_CHUNK, text);
+    struct drv_logprobs lp;
+    if (drv_logprobs_openai(content, &lp) != GW_OK)
+        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+    struct canon_event ev = {.type = CANON_EV_CHUNK,
+                             .text = text,
+                             .len = strlen(text),
+                             .logprobs = lp.lp,
+                             .nlogprobs = lp.n};
+    int rc = canon_emit(s, &ev);
+    drv_logprobs_free(&lp);
+    return rc;
+}
+
+/* A tier member read by spans: a plain short string (else *unsure). */
+static const char *span_tier(const struct gw_json_span *v, int *unsure)
+{
+    char w[16];
+    if (!v->p || gw_json_span_is_null(v->p, v->n))
+        return NULL;
+    if (v->n < 2 || v->n - 2 >= sizeof(w) || v->p[0] != '"' || memchr(v->p, '\\', v->n)) {
+        *unsure = 1;
+        return NULL;
+    }
+    memcpy(w, v->p + 1, v->n - 2);
+    w[v->n - 2] = 0;
+    return drv_tier_served(w);
 }
 
 /* An "error" member (an object with a message, or a string) fails the
@@ -140,7 +182,7 @@ static int on_chunk(struct oa_parser *p, const json_t *doc, const struct canon_s
         const char *c = gw_json_str(delta, "content");
         if (!c)
             c = gw_json_str(delta, "refusal");
-        if (c && *c && (drv_tools_close(&p->tools, s) || drv_emit_text(s, CANON_EV_CHUNK, c)))
+        if (c && *c && (drv_tools_close(&p->tools, s) || emit_text_lp(p, ch, c, s)))
             return 1;
         if (gw_json_str(delta, "refusal"))
             p->stop = CANON_STOP_REFUSAL;
@@ -185,7 +227,7 @@ static int done(struct oa_parser *p, const struct canon_sink *s)
         return 1;
     if (p->pending_usage.have) {
         struct canon_usage cu = p->pending_usage;
-        struct canon_event u = {.type = CANON_EV_USAGE, .usage = &cu};
+        struct canon_event u = {.type = CANON_EV_USAGE, .usage = &cu, .service_tier = p->tier};
         p->pending_usage.have = 0;
         if (canon_emit(s, &u))
             return 1;
@@ -283,19 +325,26 @@ static int span_usage(const struct gw_json_span *u, struct canon_usage *cu)
 static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct canon_sink *s,
                       int *stop)
 {
-    static const char *const top_keys[] = {"usage", "error", "choices", "id", "model"};
-    static const char *const ch_keys[] = {"delta", "finish_reason"};
+    static const char *const top_keys[] = {"usage", "error", "choices",
+                                           "id",    "model", "service_tier"};
+    static const char *const ch_keys[] = {"delta", "finish_reason", "logprobs"};
     static const char *const d_keys[] = {"tool_calls", "refusal",   "function_call",
                                          "content",    "reasoning", "reasoning_content"};
-    enum { T_USAGE, T_ERROR, T_CHOICES, T_ID, T_MODEL };
-    enum { C_DELTA, C_FINISH };
+    enum { T_USAGE, T_ERROR, T_CHOICES, T_ID, T_MODEL, T_TIER };
+    enum { C_DELTA, C_FINISH, C_LOGPROBS };
     enum { D_TOOLS, D_REFUSAL, D_FUNCTION, D_CONTENT, D_REASONING, D_REASONING_CONTENT };
-    struct gw_json_span t[5], c[2], dl[6];
+    struct gw_json_span t[6], c[3], dl[6];
     const char *ch, *x;
     size_t chn, xn;
     *stop = 0;
-    if (gw_json_span_doc(d, n, top_keys, 5, t) != 1 || present(&t[T_ERROR]) || !t[T_CHOICES].p)
+    if (gw_json_span_doc(d, n, top_keys, 6, t) != 1 || present(&t[T_ERROR]) || !t[T_CHOICES].p)
         return 0;
+    int tier_unsure = 0;
+    const char *tier = span_tier(&t[T_TIER], &tier_unsure);
+    if (tier_unsure)
+        return 0;
+    if (tier)
+        p->tier = tier;
     if (present(&t[T_USAGE])) {
         /* The usage chunk, with no choice beside it (the stream's last). */
         struct canon_usage cu;
@@ -307,8 +356,8 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
         return 1;
     }
     if (gw_json_span_first(t[T_CHOICES].p, t[T_CHOICES].n, &ch, &chn) != 1 ||
-        gw_json_span_members(ch, chn, ch_keys, 2, c) != 1 || !c[C_DELTA].p ||
-        c[C_DELTA].p[0] != '{' ||
+        gw_json_span_members(ch, chn, ch_keys, 3, c) != 1 || present(&c[C_LOGPROBS]) ||
+        !c[C_DELTA].p || c[C_DELTA].p[0] != '{' ||
         gw_json_span_members(c[C_DELTA].p, c[C_DELTA].n, d_keys, 6, dl) != 1 ||
         present(&dl[D_TOOLS]) || present(&dl[D_REFUSAL]) || present(&dl[D_FUNCTION]))
         return 0;
@@ -328,7 +377,7 @@ static int fast_chunk(struct oa_parser *p, const char *d, size_t n, const struct
     }
     if (unsure)
         return 0;
-    if (!p->base.started && (*stop = drv_start(&p->base, id, model, s)))
+    if (!p->base.started && (*stop = drv_start_tier(&p->base, id, model, p->tier, s)))
         return 1;
     if (rs && rlen) {
         struct canon_event ev = {.type = CANON_EV_REASONING, .text = rs, .len = rlen};
@@ -390,7 +439,7 @@ static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct c
     const char *refusal = gw_json_str(msg, "refusal");
     if (!c || !*c)
         c = refusal;
-    if (drv_emit_text(s, CANON_EV_REASONING, rs) || drv_emit_text(s, CANON_EV_CHUNK, c))
+    if (drv_emit_text(s, CANON_EV_REASONING, rs) || emit_text_lp(p, ch, c, s))
         return;
     size_t i;
     json_t *tc;
@@ -420,23 +469,26 @@ static void parse_whole(struct drv_parser *bp, const json_t *doc, const struct c
  */
 static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct canon_sink *s)
 {
-    static const char *const top_keys[] = {"usage", "error", "choices", "id", "model"};
-    static const char *const ch_keys[] = {"message", "finish_reason"};
+    static const char *const top_keys[] = {"usage", "error", "choices",
+                                           "id",    "model", "service_tier"};
+    static const char *const ch_keys[] = {"message", "finish_reason", "logprobs"};
     static const char *const m_keys[] = {"tool_calls", "refusal", "content", "reasoning",
                                          "reasoning_content"};
-    enum { T_USAGE, T_ERROR, T_CHOICES, T_ID, T_MODEL };
-    enum { C_MESSAGE, C_FINISH };
+    enum { T_USAGE, T_ERROR, T_CHOICES, T_ID, T_MODEL, T_TIER };
+    enum { C_MESSAGE, C_FINISH, C_LOGPROBS };
     enum { M_TOOLS, M_REFUSAL, M_CONTENT, M_REASONING, M_REASONING_CONTENT };
-    struct gw_json_span t[5], c[2] = {{0}}, m[5] = {{0}};
+    struct gw_json_span t[6], c[3] = {{0}}, m[5] = {{0}};
     struct canon_usage cu;
     const char *ch = NULL;
     size_t chn = 0;
-    if (gw_json_span_doc(d, n, top_keys, 5, t) != 1 || present(&t[T_ERROR]))
+    if (gw_json_span_doc(d, n, top_keys, 6, t) != 1 || present(&t[T_ERROR]))
         return 0;
     int has_ch = t[T_CHOICES].p && t[T_CHOICES].p[0] == '[' &&
                  gw_json_span_first(t[T_CHOICES].p, t[T_CHOICES].n, &ch, &chn) > 0;
-    if (has_ch && ch[0] == '{' && gw_json_span_members(ch, chn, ch_keys, 2, c) != 1)
+    if (has_ch && ch[0] == '{' && gw_json_span_members(ch, chn, ch_keys, 3, c) != 1)
         return 0;
+    if (present(&c[C_LOGPROBS]))
+        return 0; /* log probabilities: the full parser's */
     if (c[C_MESSAGE].p && c[C_MESSAGE].p[0] == '{' &&
         gw_json_span_members(c[C_MESSAGE].p, c[C_MESSAGE].n, m_keys, 5, m) != 1)
         return 0;
@@ -460,12 +512,15 @@ static int fast_whole(struct oa_parser *p, const char *d, size_t n, const struct
     enum canon_stop st = refusal ? CANON_STOP_REFUSAL : canon_stop_from_openai(fr);
     const char *id = span_text(&p->tmp5, &t[T_ID], &l, &unsure);
     const char *mo = span_text(&p->tmp4, &t[T_MODEL], &l, &unsure); /* fr is read */
+    const char *tier = span_tier(&t[T_TIER], &unsure);
     if (unsure)
         return 0;
+    if (tier)
+        p->tier = tier;
     /* Decoded strings are C strings, as jansson's are (gw_buf keeps a NUL
      * after its bytes, and gw_json_span_string refuses \u0000, as jansson
      * does). */
-    if (drv_start(&p->base, id, mo, s))
+    if (drv_start_tier(&p->base, id, mo, p->tier, s))
         return 1;
     const char *text = ct && p->tmp6.len ? ct : refusal;
     size_t tlen = ct && p->tmp6.len ? p->tmp6.len : refusal ? p->tmp3.len : 0;

@@ -49,6 +49,7 @@
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -233,6 +234,12 @@ static json_t *instructions_of(const struct canon_req *r, struct canon_err *err)
     return s;
 }
 
+/* OpenAI's tier words (standard is "default"). Log probabilities are
+ * refused: the Responses stream carries them per output_text delta, which
+ * this driver does not read yet. */
+static const struct drv_tier_map tiers = {{"auto", "default", "flex", "priority", "scale"}, ""};
+#define LOGPROBS_WHY "the gateway does not read a Responses answer's logprobs yet"
+
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -335,6 +342,16 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "include", json_pack("[s]", "reasoning.encrypted_content"));
     if (r->user)
         json_object_set_new(doc, "user", json_string(r->user));
+    if (r->safety_identifier)
+        json_object_set_new(doc, "safety_identifier", json_string(r->safety_identifier));
+    const char *tier;
+    if (drv_tier_word(r, "openai-responses", &tiers, &tier, err) != GW_OK ||
+        drv_refuse_logprobs(r, "openai-responses", LOGPROBS_WHY, err) != GW_OK) {
+        json_decref(doc);
+        return GW_EINVAL;
+    }
+    if (tier)
+        json_object_set_new(doc, "service_tier", json_string(tier));
 
     out->stream = r->stream;
     return drv_json_request(out, t, drv_url(t, "/responses"), doc, "Authorization: Bearer ");
@@ -407,13 +424,14 @@ static int fail_with(struct rp_parser *p, const json_t *e, const struct canon_si
 
 static int emit_start(struct rp_parser *p, const json_t *resp, const struct canon_sink *s)
 {
-    return drv_start(&p->base, gw_json_str(resp, "id"), gw_json_str(resp, "model"), s);
+    return drv_start_tier(&p->base, gw_json_str(resp, "id"), gw_json_str(resp, "model"),
+                          drv_tier_served(gw_json_str(resp, "service_tier")), s);
 }
 
 /* Responses usage → canonical: input_tokens_details breaks input_tokens
  * down, so input_tokens includes cached_tokens (reads) and
  * cache_write_tokens (writes, whose TTL the API does not say: 5m). */
-static int emit_usage(const json_t *u, const struct canon_sink *s)
+static int emit_usage(const json_t *u, const char *tier, const struct canon_sink *s)
 {
     if (!json_is_object(u))
         return 0;
@@ -439,7 +457,7 @@ static int emit_usage(const json_t *u, const struct canon_sink *s)
     cu.cache_write_5m = written;
     cu.output = out;
     cu.reasoning = reasoning > out ? out : reasoning;
-    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu};
+    struct canon_event ev = {.type = CANON_EV_USAGE, .usage = &cu, .service_tier = tier};
     return canon_emit(s, &ev);
 }
 
@@ -537,7 +555,8 @@ static int done(struct rp_parser *p, const json_t *resp, const struct canon_sink
 {
     if (drv_tools_close(&p->tools, s))
         return 1;
-    if (emit_usage(json_object_get(resp, "usage"), s))
+    if (emit_usage(json_object_get(resp, "usage"),
+                   drv_tier_served(gw_json_str(resp, "service_tier")), s))
         return 1;
     enum canon_stop stop = CANON_STOP_END;
     if (strcmp(gw_json_str(resp, "status") ? gw_json_str(resp, "status") : "", "incomplete") == 0) {

@@ -470,7 +470,7 @@ int fc_anthropic_parse(struct canon_req *r, struct canon_err *err)
             return fc_bad(err, "metadata", "", "must be an object");
         if (fc_only(md, keys, "metadata", err) && fc_opaque(r, err))
             return GW_EINVAL;
-        if (fc_member_string(md, "user_id", "metadata", &r->user, err))
+        if (fc_member_string(md, "user_id", "metadata", &r->safety_identifier, err))
             return GW_EINVAL;
     }
     json_t *th = fc_get(b, "thinking");

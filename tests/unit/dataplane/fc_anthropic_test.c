@@ -142,7 +142,7 @@ static void test_parse_full(void)
     CU_ASSERT_EQUAL(r->top_k, 5);
     CU_ASSERT_EQUAL_FATAL(r->nstop, 2);
     CU_ASSERT_STRING_EQUAL(r->stop[1], "END");
-    CU_ASSERT_STRING_EQUAL(r->user, "u1");
+    CU_ASSERT_STRING_EQUAL(r->safety_identifier, "u1");
     CU_ASSERT_EQUAL(r->reasoning_budget, 2048);
     CU_ASSERT_FALSE(r->reasoning_off);
     CU_ASSERT_FALSE(r->has_seed);
@@ -175,7 +175,7 @@ static void test_parse_minimal(void)
     CU_ASSERT(r->reasoning_off);
     CU_ASSERT_EQUAL(r->tool_choice, CANON_TC_AUTO);
     CU_ASSERT_EQUAL(r->parallel_tool_calls, 1);
-    CU_ASSERT_PTR_NULL(r->user);
+    CU_ASSERT_PTR_NULL(r->safety_identifier);
     canon_req_free(r);
 }
 
@@ -297,8 +297,8 @@ static void test_parse_invalid(void)
         {"{\"model\":\"m\",\"max_tokens\":5,\"stop_sequences\":\"###\",\"messages\":[{\"role\":"
          "\"user\",\"content\":\"hi\"}]}",
          "stop_sequences"},
-        {"{\"model\":\"m\",\"max_tokens\":5,\"service_tier\":\"auto\",\"messages\":[{\"role\":"
-         "\"user\",\"content\":\"hi\"}]}",
+        {"{\"model\":\"m\",\"max_tokens\":5,\"service_tier\":\"priority\",\"messages\":[{"
+         "\"role\":\"user\",\"content\":\"hi\"}]}",
          "service_tier"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {

@@ -171,7 +171,8 @@ static void test_parse_conversation(void)
     CU_ASSERT_STRING_EQUAL(r->format_name, "out");
     CU_ASSERT_EQUAL(r->format_strict, 1);
     CU_ASSERT_EQUAL(r->reasoning_off, 1);
-    CU_ASSERT_STRING_EQUAL(r->user, "sid");
+    CU_ASSERT_STRING_EQUAL(r->safety_identifier, "sid");
+    CU_ASSERT_PTR_NULL(r->user);
     canon_req_free(r);
 }
 
@@ -251,8 +252,8 @@ static void test_parse_refusals(void)
               "tools[0].parameters");
     parse_bad("{\"model\":\"m\",\"input\":\"x\",\"metadata\":{\"a\":\"b\"}}", "metadata");
     parse_bad("{\"model\":\"m\",\"input\":\"x\",\"truncation\":\"auto\"}", "truncation");
-    parse_bad("{\"model\":\"m\",\"input\":\"x\",\"user\":\"a\",\"safety_identifier\":\"b\"}",
-              "safety_identifier");
+    parse_bad("{\"model\":\"m\",\"input\":\"x\",\"service_tier\":\"standard\"}", "service_tier");
+    parse_bad("{\"model\":\"m\",\"input\":\"x\",\"top_logprobs\":21}", "top_logprobs");
 }
 
 /* ----------------------------------------------------------------- stream */

@@ -1,0 +1,166 @@
+/*
+ * drv_tier: service tiers, the end user and log probabilities on the
+ * providers' side (what each helper is: drv_tier.h).
+ */
+#include "drv_tier.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "drv_util.h"
+#include "gw_error.h"
+#include "gw_json.h"
+
+static const char *const canon_words[5] = {"auto", "standard", "flex", "priority", "scale"};
+
+int drv_tier_word(const struct canon_req *r, const char *driver, const struct drv_tier_map *m,
+                  const char **word, struct canon_err *err)
+{
+    *word = NULL;
+    if (!r->service_tier)
+        return GW_OK;
+    for (int i = 0; i < 5; i++) {
+        if (strcmp(r->service_tier, canon_words[i]) != 0)
+            continue;
+        if (m->words[i]) {
+            *word = *m->words[i] ? m->words[i] : NULL;
+            return GW_OK;
+        }
+        break;
+    }
+    const char *f = canon_field_name(r, CANON_F_SERVICE_TIER);
+    canon_err_set(err, 400, f, "unsupported_parameter",
+                  "%s \"%s\" cannot be sent to a %s provider: %s", f, r->service_tier, driver,
+                  m->why);
+    return GW_EINVAL;
+}
+
+const char *drv_tier_served(const char *s)
+{
+    static const char *const words[][2] = {
+        {"default", "standard"},  {"standard", "standard"}, {"flex", "flex"},
+        {"priority", "priority"}, {"scale", "scale"},       {"batch", "batch"},
+    };
+    for (size_t i = 0; s && i < sizeof(words) / sizeof(*words); i++)
+        if (strcmp(s, words[i][0]) == 0)
+            return words[i][1];
+    return NULL;
+}
+
+int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
+                   const struct canon_sink *s)
+{
+    if (p->started)
+        return 0;
+    p->started = 1;
+    struct canon_event ev = {.type = CANON_EV_START, .id = id, .name = name, .service_tier = tier};
+    return canon_emit(s, &ev);
+}
+
+const char *drv_end_user(const struct canon_req *r)
+{
+    return r->safety_identifier ? r->safety_identifier : r->user;
+}
+
+int drv_refuse_logprobs(const struct canon_req *r, const char *driver, const char *why,
+                        struct canon_err *err)
+{
+    if (!r->logprobs && r->top_logprobs < 0)
+        return GW_OK;
+    const char *f = canon_field_name(r, CANON_F_LOGPROBS);
+    canon_err_set(err, 400, f, "unsupported_parameter", "%s cannot be sent to a %s provider: %s", f,
+                  driver, why);
+    return GW_EINVAL;
+}
+
+/* ------------------------------------------------------------- logprobs */
+
+static void one(struct canon_logprob *lp, const json_t *o, const char *tk, const char *lk)
+{
+    json_t *t = json_object_get(o, tk);
+    lp->token = json_string_value(t) ? json_string_value(t) : "";
+    lp->len = json_string_value(t) ? json_string_length(t) : 0;
+    lp->logprob = json_number_value(json_object_get(o, lk));
+}
+
+/* n tokens, with room for ntops alternatives in all. */
+static int alloc(struct drv_logprobs *out, size_t n, size_t ntops)
+{
+    memset(out, 0, sizeof(*out));
+    if (n == 0)
+        return GW_OK;
+    out->lp = calloc(n, sizeof(*out->lp));
+    out->tops = ntops ? calloc(ntops, sizeof(*out->tops)) : NULL;
+    if (!out->lp || (ntops && !out->tops)) {
+        drv_logprobs_free(out);
+        return GW_ENOMEM;
+    }
+    out->n = n;
+    return GW_OK;
+}
+
+/* Token i's alternatives from the array alts (each {tk, lk}), into tops
+ * from *used on. */
+static void alternatives(struct drv_logprobs *out, size_t i, const json_t *alts, const char *tk,
+                         const char *lk, size_t *used)
+{
+    out->lp[i].top = out->tops ? out->tops + *used : NULL;
+    size_t j;
+    json_t *a;
+    json_array_foreach(alts, j, a)
+    {
+        if (!json_is_object(a))
+            continue;
+        one(&out->tops[*used], a, tk, lk);
+        (*used)++;
+        out->lp[i].ntop++;
+    }
+}
+
+static size_t count_alts(const json_t *arr, const char *key)
+{
+    size_t total = 0, i;
+    json_t *e;
+    json_array_foreach(arr, i, e) total += json_array_size(key ? json_object_get(e, key) : e);
+    return total;
+}
+
+int drv_logprobs_openai(const json_t *content, struct drv_logprobs *out)
+{
+    if (alloc(out, json_array_size(content), count_alts(content, "top_logprobs")) != GW_OK)
+        return GW_ENOMEM;
+    size_t i, used = 0;
+    json_t *e;
+    json_array_foreach(content, i, e)
+    {
+        one(&out->lp[i], e, "token", "logprob");
+        alternatives(out, i, json_object_get(e, "top_logprobs"), "token", "logprob", &used);
+    }
+    return GW_OK;
+}
+
+int drv_logprobs_gemini(const json_t *result, struct drv_logprobs *out)
+{
+    const json_t *chosen = json_object_get(result, "chosenCandidates");
+    const json_t *top = json_object_get(result, "topCandidates");
+    size_t ntops = 0, i;
+    json_t *e;
+    json_array_foreach(top, i, e) ntops += json_array_size(json_object_get(e, "candidates"));
+    if (alloc(out, json_array_size(chosen), ntops) != GW_OK)
+        return GW_ENOMEM;
+    size_t used = 0;
+    json_array_foreach(chosen, i, e)
+    {
+        one(&out->lp[i], e, "token", "logProbability");
+        alternatives(out, i, json_object_get(json_array_get(top, i), "candidates"), "token",
+                     "logProbability", &used);
+    }
+    return GW_OK;
+}
+
+void drv_logprobs_free(struct drv_logprobs *l)
+{
+    free(l->lp);
+    free(l->tops);
+    memset(l, 0, sizeof(*l));
+}

@@ -1,0 +1,69 @@
+/*
+ * drv_tier: the drivers' side of service tiers, the end user's identity
+ * and log probabilities (docs/canonical.md, "Service tiers", "End-user
+ * identity", "Log probabilities"): the asked tier in a provider's word or
+ * a refusal that says why, the served tier back in canonical words, and a
+ * provider's logprobs as canonical ones.
+ */
+#ifndef DRV_TIER_H
+#define DRV_TIER_H
+
+#include <jansson.h>
+
+#include "canon.h"
+#include "dp_driver.h"
+
+/* A provider's words for the canonical tiers, in the order auto, standard,
+ * flex, priority, scale: "" leaves the field out (the provider's default
+ * is that tier), NULL refuses it with why. */
+struct drv_tier_map {
+    const char *words[5];
+    const char *why; /* "... cannot be sent to a <driver> provider: <why>" */
+};
+
+/* r->service_tier in the provider's word: *word NULL when the request has
+ * none or the map says "", else the word. A tier the map refuses is a 400
+ * unsupported_parameter naming the client's field and the driver:
+ * GW_EINVAL. */
+int drv_tier_word(const struct canon_req *r, const char *driver, const struct drv_tier_map *m,
+                  const char **word, struct canon_err *err);
+
+/* A served tier in OpenAI's words (chat, Responses: "default", "flex",
+ * "priority", "scale") or Anthropic's ("standard", "priority", "batch") or
+ * Bedrock's and Gemini's ("default", "standard", "flex", "priority") as a
+ * canonical word (a static string); NULL when s is NULL or unknown. */
+const char *drv_tier_served(const char *s);
+
+/* START with the served tier (NULL: not said), once (drv_start's rule). */
+int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
+                   const struct canon_sink *s);
+
+/* The end user for a provider with one field for it (Anthropic's
+ * metadata.user_id, Bedrock's requestMetadata): safety_identifier, else
+ * user; NULL when neither. */
+const char *drv_end_user(const struct canon_req *r);
+
+/* A 400 unsupported_parameter naming the client's logprobs field, when
+ * the request asks for log probabilities a driver cannot give: GW_EINVAL;
+ * GW_OK when it does not ask. */
+int drv_refuse_logprobs(const struct canon_req *r, const char *driver, const char *why,
+                        struct canon_err *err);
+
+/* A provider's log probabilities as CHUNK logprobs: an array of n tokens
+ * (their alternatives in tops), strings borrowed from the JSON they came
+ * from. Free with drv_logprobs_free. */
+struct drv_logprobs {
+    struct canon_logprob *lp;
+    size_t n;
+    struct canon_logprob *tops;
+};
+/* OpenAI chat's choices[0].logprobs.content: [{token, logprob,
+ * top_logprobs: [{token, logprob}]}]. GW_OK (n 0 when there are none),
+ * GW_ENOMEM. */
+int drv_logprobs_openai(const json_t *content, struct drv_logprobs *out);
+/* Gemini's candidates[0].logprobsResult: chosenCandidates [{token,
+ * logProbability}], topCandidates [{candidates: [...]}] by position. */
+int drv_logprobs_gemini(const json_t *result, struct drv_logprobs *out);
+void drv_logprobs_free(struct drv_logprobs *l);
+
+#endif
