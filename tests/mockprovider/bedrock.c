@@ -167,6 +167,15 @@ static const char *converse_parse(struct mock_call *c, json_t *root)
             c->input_tokens += mock_count_words(json_string_value(text), json_string_length(text));
         }
     }
+    /* serviceTier {type}: the answer says the tier that served it. */
+    json_t *st = json_object_get(root, "serviceTier");
+    if (st != NULL) {
+        const char *ty = json_string_value(json_object_get(st, "type"));
+        if (!ty || (strcmp(ty, "default") && strcmp(ty, "priority") && strcmp(ty, "flex") &&
+                    strcmp(ty, "reserved")))
+            return "serviceTier.type: must be default, priority, flex or reserved";
+        c->tier = ty;
+    }
     json_t *inf = json_object_get(root, "inferenceConfig");
     if (inf != NULL && !json_is_object(inf))
         return "inferenceConfig: must be an object";
@@ -263,6 +272,8 @@ static int converse_body(struct mock_call *c, struct gw_buf *b)
     }
     rc |= gw_buf_printf(b, "]}},\"stopReason\":\"%s\",\"usage\":", mock_anthropic_stop_reason(c));
     rc |= append_usage(b, c, mock_call_output_tokens(c));
+    if (c->tier)
+        rc |= gw_buf_printf(b, ",\"serviceTier\":{\"type\":\"%s\"}", c->tier);
     rc |= gw_buf_printf(b, ",\"metrics\":{\"latencyMs\":%lld}}", latency_ms(c));
     return rc ? GW_ELIMIT : 0;
 }
@@ -460,6 +471,8 @@ static enum mock_frame converse_frame(struct mock_call *c, struct gw_buf *out)
             rc |= es_begin(out, "metadata", &start, &hlen);
             rc |= gw_buf_appends(out, "{\"usage\":");
             rc |= append_usage(out, c, c->billed);
+            if (c->tier)
+                rc |= gw_buf_printf(out, ",\"serviceTier\":{\"type\":\"%s\"}", c->tier);
             rc |= gw_buf_printf(out, ",\"metrics\":{\"latencyMs\":%lld}", latency_ms(c));
             c->phase = B_END;
             kind = MOCK_FRAME_POST;

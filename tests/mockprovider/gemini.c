@@ -182,6 +182,11 @@ static const char *generate_parse(struct mock_call *c, json_t *root)
         return "* GenerateContentRequest.generation_config.max_output_tokens: must be an integer";
     if (mock_json_int(gen, "topK", 0, 1 << 30, &topk) < 0)
         return "* GenerateContentRequest.generation_config.top_k: must be an integer";
+    c->logprobs = json_is_true(json_object_get(gen, "responseLogprobs"));
+    long long top = 0;
+    if (mock_json_int(gen, "logprobs", 0, 20, &top) < 0)
+        return "* GenerateContentRequest.generation_config.logprobs: must be an integer";
+    c->top_logprobs = (int)top;
     if (mock_seen_temperature(c, gen, "temperature") != 0)
         return "* GenerateContentRequest.generation_config.temperature: must be a number";
     json_t *v = json_object_get(gen, "stopSequences");
@@ -292,8 +297,12 @@ static int generate_body(struct mock_call *c, struct gw_buf *b)
         }
         rc |= gw_buf_appends(b, "],");
     }
-    rc |= gw_buf_printf(b, "\"role\":\"model\"},\"finishReason\":\"%s\",\"index\":0}]",
-                        finish_reason(c));
+    rc |= gw_buf_appends(b, "\"role\":\"model\"}");
+    if (c->logprobs && !c->f.empty && c->ntools == 0) {
+        rc |= gw_buf_appends(b, ",\"logprobsResult\":");
+        rc |= mock_append_logprobs_gemini(b, c, 0, c->ntext);
+    }
+    rc |= gw_buf_printf(b, ",\"finishReason\":\"%s\",\"index\":0}]", finish_reason(c));
     int out = mock_call_output_tokens(c);
     int thoughts = c->f.empty ? 0 : c->reasoning;
     rc |= append_usage(b, c, out - thoughts, thoughts);
@@ -319,6 +328,11 @@ static int chunk_open(struct mock_call *c, struct gw_buf *b)
 static int chunk_close(struct mock_call *c, struct gw_buf *b, int last, int answer, int thoughts)
 {
     int rc = gw_buf_appends(b, "\"role\":\"model\"}");
+    if (c->logprobs && c->lp_to > c->lp_from) {
+        rc |= gw_buf_appends(b, ",\"logprobsResult\":");
+        rc |= mock_append_logprobs_gemini(b, c, c->lp_from, c->lp_to);
+        c->lp_from = c->lp_to = 0;
+    }
     if (last)
         rc |= gw_buf_printf(b, ",\"finishReason\":\"%s\"", finish_reason(c));
     rc |= gw_buf_appends(b, ",\"index\":0}]");
@@ -368,6 +382,8 @@ static enum mock_frame generate_frame(struct mock_call *c, struct gw_buf *out)
                 c->frame_tokens = mock_tool_tokens(&c->tools[c->off]);
             } else {
                 rc |= gw_buf_appends(out, "{\"text\":\"");
+                c->lp_from = (int)c->off;
+                c->lp_to = (int)c->off + 1;
                 rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
                 rc |= gw_buf_appends(out, "\"");
                 rc |= c->off == 0 ? signature(out, c) : 0;

@@ -271,9 +271,14 @@ struct mock_call {
     long long created; /* unix seconds */
     int stream;
     int include_usage; /* OpenAI stream_options.include_usage */
-    int input_tokens;  /* total, cached ones included */
-    int cache_read;    /* portions of input_tokens */
-    int cache_write;   /* 5-minute cache writes */
+    /* service tier and log probabilities (logprobs.c) */
+    const char *tier;   /* the tier that serves, in the API's word; NULL: not said */
+    int logprobs;       /* asked for */
+    int top_logprobs;   /* alternatives per token */
+    int lp_from, lp_to; /* Gemini: the tokens of the chunk being closed */
+    int input_tokens;   /* total, cached ones included */
+    int cache_read;     /* portions of input_tokens */
+    int cache_write;    /* 5-minute cache writes */
     int cache_write_1h;
     struct mock_seen seen;
     int err_status;          /* status for a parse/auth error; 0: 400 */
@@ -355,6 +360,14 @@ char *mock_tool_args(struct gw_pool *pool, json_t *schema, size_t *len);
 /* Appends the text tokens from..to-1 (0-based) of the answer "tok1 tok2
  * ...". Plain ASCII: it needs no JSON escaping. */
 int mock_append_tokens(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
+/* The log probabilities of answer tokens [from, to) (logprobs.c), each
+ * with c->top_logprobs alternatives, deterministic: OpenAI chat's
+ * [{token, logprob, bytes, top_logprobs}] (the content array) or Gemini's
+ * logprobsResult object. */
+int mock_append_logprobs_openai(struct gw_buf *b, const struct mock_call *c, int from, int to)
+    __attribute__((warn_unused_result));
+int mock_append_logprobs_gemini(struct gw_buf *b, const struct mock_call *c, int from, int to)
+    __attribute__((warn_unused_result));
 /* The same for the reasoning text "reason1 reason2 ...". */
 int mock_append_reasoning(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
 /* The signature every mock thinking block carries (base64 of

@@ -108,6 +108,18 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
         return "temperature: must be a number";
     json_t *so = json_object_get(root, "stream_options");
     c->include_usage = json_is_true(json_object_get(so, "include_usage"));
+    /* The tier that serves: the one asked for ("auto" is the project's
+     * default, "default"); log probabilities when asked. */
+    const char *tier = json_string_value(json_object_get(root, "service_tier"));
+    if (tier && strcmp(tier, "auto") && strcmp(tier, "default") && strcmp(tier, "flex") &&
+        strcmp(tier, "priority") && strcmp(tier, "scale"))
+        return "service_tier: must be auto, default, flex, priority or scale";
+    c->tier = tier && strcmp(tier, "auto") ? tier : "default";
+    c->logprobs = json_is_true(json_object_get(root, "logprobs"));
+    long long top = 0;
+    if (mock_json_int(root, "top_logprobs", 0, 20, &top) < 0)
+        return "top_logprobs: must be an integer from 0 to 20";
+    c->top_logprobs = (int)top;
 
     mock_plan_answer(c, max);
 
@@ -165,12 +177,16 @@ static int chat_body(struct mock_call *c, struct gw_buf *b)
             rc |= mock_append_tokens(b, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"");
     }
-    rc |= gw_buf_printf(b,
-                        ",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,"
-                        "\"finish_reason\":\"%s\"}],\"usage\":",
-                        finish_name(c));
+    rc |= gw_buf_appends(b, ",\"refusal\":null,\"annotations\":[]},\"logprobs\":");
+    if (c->logprobs && c->ntools == 0 && !c->f.empty) {
+        rc |= gw_buf_appends(b, "{\"content\":");
+        rc |= mock_append_logprobs_openai(b, c, 0, c->ntext);
+        rc |= gw_buf_appends(b, "}");
+    } else
+        rc |= gw_buf_appends(b, "null");
+    rc |= gw_buf_printf(b, ",\"finish_reason\":\"%s\"}],\"usage\":", finish_name(c));
     rc |= append_usage(b, c, mock_call_output_tokens(c), c->f.empty ? 0 : c->reasoning);
-    rc |= gw_buf_appends(b, ",\"service_tier\":\"default\",\"system_fingerprint\":null}");
+    rc |= gw_buf_printf(b, ",\"service_tier\":\"%s\",\"system_fingerprint\":null}", c->tier);
     return rc ? GW_ELIMIT : 0;
 }
 
@@ -192,6 +208,7 @@ static int chunk_open(struct mock_call *c, struct gw_buf *out)
                                "\"model\":",
                                (unsigned long long)c->n, c->created);
         rc |= gw_json_escape(&p, c->model, strlen(c->model));
+        rc |= gw_buf_printf(&p, ",\"service_tier\":\"%s\"", c->tier);
         rc |= gw_buf_appends(&p,
                              c->include_usage ? ",\"usage\":null,\"choices\":[" : ",\"choices\":[");
         if (rc == 0)
@@ -310,7 +327,12 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
                 rc |= gw_buf_appends(out, "{\"index\":0,\"delta\":{\"content\":\"");
                 rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
                 rc |= gw_buf_appends(out, "\"");
-                rc |= chunk_close(out, NULL);
+                if (c->logprobs) {
+                    rc |= gw_buf_appends(out, "},\"logprobs\":{\"content\":");
+                    rc |= mock_append_logprobs_openai(out, c, (int)c->off, (int)c->off + 1);
+                    rc |= gw_buf_appends(out, "},\"finish_reason\":null}]}\n\n");
+                } else
+                    rc |= chunk_close(out, NULL);
                 c->off++;
             }
             kind = MOCK_FRAME_CONTENT;
@@ -328,6 +350,7 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
                                 "\"model\":",
                                 (unsigned long long)c->n, c->created);
             rc |= gw_json_escape(out, c->model, strlen(c->model));
+            rc |= gw_buf_printf(out, ",\"service_tier\":\"%s\"", c->tier);
             rc |= gw_buf_appends(out, ",\"choices\":[],\"usage\":");
             rc |= append_usage(out, c, c->billed, mock_call_reasoning_billed(c));
             rc |= gw_buf_appends(out, "}\n\n");
