@@ -65,7 +65,7 @@ const char *drv_end_user(const struct canon_req *r)
 int drv_refuse_logprobs(const struct canon_req *r, const char *driver, const char *why,
                         struct canon_err *err)
 {
-    if (!r->logprobs && r->top_logprobs < 0)
+    if (!r->logprobs)
         return GW_OK;
     const char *f = canon_field_name(r, CANON_F_LOGPROBS);
     canon_err_set(err, 400, f, "unsupported_parameter", "%s cannot be sent to a %s provider: %s", f,

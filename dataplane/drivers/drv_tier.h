@@ -44,8 +44,9 @@ int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const
 const char *drv_end_user(const struct canon_req *r);
 
 /* A 400 unsupported_parameter naming the client's logprobs field, when
- * the request asks for log probabilities a driver cannot give: GW_EINVAL;
- * GW_OK when it does not ask. */
+ * the request asks for log probabilities (r->logprobs: every facade sets
+ * it when the client asks, top_logprobs alone included) a driver cannot
+ * give: GW_EINVAL; GW_OK when it does not ask. */
 int drv_refuse_logprobs(const struct canon_req *r, const char *driver, const char *why,
                         struct canon_err *err);
 

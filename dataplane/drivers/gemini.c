@@ -407,9 +407,9 @@ static int tier_and_logprobs(const struct canon_req *r, json_t *doc, json_t *gc,
         return GW_EINVAL;
     if (tier)
         json_object_set_new(doc, "serviceTier", json_string(tier));
-    if (r->logprobs || r->top_logprobs >= 0)
+    if (r->logprobs)
         json_object_set_new(gc, "responseLogprobs", json_true());
-    if (r->top_logprobs >= 0)
+    if (r->logprobs && r->top_logprobs >= 0)
         json_object_set_new(gc, "logprobs", json_integer(r->top_logprobs));
     return GW_OK;
 }

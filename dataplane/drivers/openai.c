@@ -170,7 +170,7 @@ static int drv_openai_tier_ids(const struct canon_req *r, json_t *doc, struct ca
         json_object_set_new(doc, "safety_identifier", json_string(r->safety_identifier));
     if (r->logprobs)
         json_object_set_new(doc, "logprobs", json_true());
-    if (r->top_logprobs >= 0)
+    if (r->logprobs && r->top_logprobs >= 0)
         json_object_set_new(doc, "top_logprobs", json_integer(r->top_logprobs));
     return GW_OK;
 }
