@@ -40,7 +40,10 @@
  *                     an explicit budget that does not fit is refused.
  *                     Anthropic's minimum budget is 1024. reasoning_off: no
  *                     thinking member.
- *   temperature (0..1), top_p, top_k, stop_sequences, metadata.user_id, stream
+ *   temperature (0..1), top_p, top_k, stop_sequences, stream,
+ *   metadata.user_id (safety_identifier, else user), service_tier ("auto",
+ *   "standard_only"; flex, priority and scale refused: drv_tier.h), the
+ *   served tier read from usage.service_tier; log probabilities refused
  * Refused (400 naming the client's field): seed, presence_penalty,
  * frequency_penalty, response_format json_object / json_schema (no JSON mode
  * in this API version), a system message in the middle of the conversation,

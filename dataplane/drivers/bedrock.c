@@ -39,6 +39,9 @@
  * it (ttl "1h" for the one-hour tier). inferenceConfig {maxTokens,
  * temperature, topP, stopSequences}. toolConfig {tools[{toolSpec{name,
  * description, inputSchema{json}, strict}}], toolChoice auto|any|tool}.
+ * serviceTier {type: default|flex|priority} ("auto" left out, scale and
+ * log probabilities refused); requestMetadata {user: safety_identifier,
+ * else user}. The served tier is read from serviceTier.type.
  * additionalModelRequestFields carries what Converse has no field for, in
  * the shape Anthropic's models on Bedrock read (other model families may
  * refuse them):

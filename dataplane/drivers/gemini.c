@@ -36,6 +36,9 @@
  *                          ANY (required), ANY + allowedFunctionNames (named)
  *   parallel_tool_calls    Gemini has no switch: true is what it does anyway,
  *                          false is refused
+ *   service tier           serviceTier (standard, flex, priority; scale refused)
+ *   log probabilities      generationConfig responseLogprobs, logprobs; the
+ *                          answer's candidates[0].logprobsResult on CHUNKs
  *   sampling               generationConfig maxOutputTokens, temperature,
  *                          topP, topK, stopSequences, seed, presencePenalty,
  *                          frequencyPenalty

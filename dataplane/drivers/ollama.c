@@ -28,6 +28,8 @@
  *                  call what it is not offered); required or a named tool
  *                  cannot be forced and are refused
  *   parallel_tool_calls  false is refused (no switch either)
+ *   service_tier         auto and standard need nothing (one tier); flex,
+ *                        priority and scale are refused, and so are logprobs
  *   sampling       options{num_predict, temperature, top_p, top_k, stop,
  *                  seed, presence_penalty, frequency_penalty}
  *   response_format  format "json" (json_object) or the schema object

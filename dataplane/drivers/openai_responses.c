@@ -15,11 +15,14 @@
  * would default to strict, the other formats do not), tool_choice,
  * parallel_tool_calls, temperature, top_p, max_output_tokens, text.format,
  * reasoning.effort (a token budget becomes an effort as in the openai
- * driver) and user. Thinking without a signature is not sent back: the API
- * takes earlier reasoning only as its own encrypted items.
+ * driver), user, safety_identifier and service_tier (standard as
+ * "default"). Thinking without a signature is not sent back: the API
+ * takes earlier reasoning only as its own encrypted items. The served tier
+ * is read from the response object's service_tier.
  *
  * Refused (the API has no such parameters): top_k, seed, stop sequences,
- * presence_penalty and frequency_penalty, each named in the client's terms.
+ * presence_penalty and frequency_penalty, each named in the client's terms;
+ * and log probabilities, which this driver does not read yet.
  *
  * Options (snapshot providers[].options):
  *   reasoning_summary    "auto", "concise" or "detailed": asks for reasoning
