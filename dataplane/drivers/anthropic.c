@@ -40,13 +40,18 @@
  *                     an explicit budget that does not fit is refused.
  *                     Anthropic's minimum budget is 1024. reasoning_off: no
  *                     thinking member.
+ *   output_config     {format: {type: json_schema, schema}} from a json_schema
+ *                     response format (structured outputs, GA: no beta
+ *                     header); the answer is the JSON as plain text. The
+ *                     schema's name and strict flag have no field there.
  *   temperature (0..1), top_p, top_k, stop_sequences, stream,
  *   metadata.user_id (safety_identifier, else user), service_tier ("auto",
  *   "standard_only"; flex, priority and scale refused: drv_tier.h), the
  *   served tier read from usage.service_tier; log probabilities refused
  * Refused (400 naming the client's field): seed, presence_penalty,
- * frequency_penalty, response_format json_object / json_schema (no JSON mode
- * in this API version), a system message in the middle of the conversation,
+ * frequency_penalty, response_format json_object (Anthropic's structured
+ * output needs a schema, and a permissive one is not what json_object
+ * promises), a system message in the middle of the conversation,
  * temperature above 1, image detail "low" (Anthropic always looks at the
  * whole image; "auto" and "high" are what it does anyway).
  *
@@ -380,10 +385,10 @@ static int check_params(const struct canon_req *r, struct canon_err *err)
     if (r->has_frequency_penalty)
         return REFUSE(err, canon_field_name(r, CANON_F_FREQUENCY_PENALTY), fmt,
                       canon_field_name(r, CANON_F_FREQUENCY_PENALTY));
-    if (r->format == CANON_FMT_JSON_OBJECT || r->format == CANON_FMT_JSON_SCHEMA)
+    if (r->format == CANON_FMT_JSON_OBJECT)
         return REFUSE(err, canon_field_name(r, CANON_F_RESPONSE_FORMAT),
-                      "'%s' (JSON mode) is not supported by Anthropic's Messages API; ask for "
-                      "JSON in the prompt or use a tool",
+                      "'%s': the anthropic driver has JSON output only with a schema "
+                      "(json_schema); Anthropic has no schema-less JSON mode",
                       canon_field_name(r, CANON_F_RESPONSE_FORMAT));
     if (r->has_temperature && r->temperature > 1.0)
         return REFUSE(err, canon_field_name(r, CANON_F_TEMPERATURE),
@@ -505,6 +510,10 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         json_object_set_new(doc, "metadata", json_pack("{s:s}", "user_id", drv_end_user(r)));
     if (tier)
         json_object_set_new(doc, "service_tier", json_string(tier));
+    if (r->format == CANON_FMT_JSON_SCHEMA && r->format_schema)
+        json_object_set_new(doc, "output_config",
+                            json_pack("{s:{s:s,s:O}}", "format", "type", "json_schema", "schema",
+                                      r->format_schema));
     if (r->stream)
         json_object_set_new(doc, "stream", json_true());
 
@@ -580,7 +589,7 @@ static int relay_end(const struct gw_buf *held, const char *bill_json, int with_
 
 const struct dp_driver drv_anthropic = {
     .name = "anthropic",
-    .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_REASONING,
+    .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE | DRV_CAP_REASONING,
     .wire = "anthropic.messages",
     .relay_build = relay_build,
     .relay_event = relay_event,

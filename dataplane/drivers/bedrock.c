@@ -53,9 +53,13 @@
  *              budget and the model's default may not be.
  * The client's user id goes into requestMetadata {"user": ...} (recorded in
  * Bedrock's invocation logs), when it fits the characters Bedrock allows.
+ * A json_schema response format becomes outputConfig {textFormat {type
+ * json_schema, structure {jsonSchema {schema: the schema as a JSON string,
+ * name}}}} (Converse's structured output; the answer is the JSON as text).
  *
  * Refused with a 400 naming the client's field (Converse has no equivalent):
- * seed, presence_penalty, frequency_penalty, a JSON response_format,
+ * seed, presence_penalty, frequency_penalty, a json_object response_format
+ * (structured output needs a schema),
  * parallel_tool_calls false, tool_choice none while tools are given, a
  * system message in the middle of the conversation, image URLs.
  *
@@ -467,10 +471,12 @@ static int refuse_unsupported(const struct canon_req *r, struct canon_err *err)
                       "%s is not supported by Bedrock's Converse API", canon_field_name(r, f));
         return GW_EINVAL;
     }
-    if (r->format == CANON_FMT_JSON_OBJECT || r->format == CANON_FMT_JSON_SCHEMA) {
+    if (r->format == CANON_FMT_JSON_OBJECT) {
         const char *fn = canon_field_name(r, CANON_F_RESPONSE_FORMAT);
         canon_err_set(err, 400, fn, "unsupported_parameter",
-                      "%s: the bedrock driver has no JSON mode; only text answers", fn);
+                      "%s: the bedrock driver has JSON output only with a schema (json_schema); "
+                      "Converse has no schema-less JSON mode",
+                      fn);
         return GW_EINVAL;
     }
     if (drv_end_user(r) && !metadata_ok(drv_end_user(r))) {
@@ -500,6 +506,21 @@ static int tier_and_logprobs(const struct canon_req *r, json_t *doc, struct cano
     return drv_refuse_logprobs(r, "bedrock", "the Converse API gives no log probabilities", err);
 }
 
+/* A json_schema response format as Converse's structured output:
+ * outputConfig.textFormat, the schema as a JSON string. */
+static int add_output_config(const struct canon_req *r, json_t *doc)
+{
+    if (r->format != CANON_FMT_JSON_SCHEMA || !r->format_schema)
+        return GW_OK;
+    char *schema = json_dumps(r->format_schema, JSON_COMPACT);
+    json_t *oc = schema ? json_pack("{s:{s:s,s:{s:{s:s,s:s}}}}", "textFormat", "type",
+                                    "json_schema", "structure", "jsonSchema", "schema", schema,
+                                    "name", r->format_name ? r->format_name : "response")
+                        : NULL;
+    free(schema);
+    return oc && json_object_set_new(doc, "outputConfig", oc) == 0 ? GW_OK : GW_ENOMEM;
+}
+
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -516,6 +537,8 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         rc = add_tools(r, doc, err);
     if (rc == GW_OK)
         rc = add_inference(r, doc);
+    if (rc == GW_OK)
+        rc = add_output_config(r, doc);
     if (rc == GW_OK && drv_end_user(r) &&
         json_object_set_new(doc, "requestMetadata", json_pack("{s:s}", "user", drv_end_user(r))))
         rc = GW_ENOMEM;
@@ -583,7 +606,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 
 const struct dp_driver drv_bedrock = {
     .name = "bedrock",
-    .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_REASONING,
+    .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE | DRV_CAP_REASONING,
     .build_chat = build_chat,
     .parser_new = drv_bedrock_parser_new,
     .parse = drv_bedrock_parse,

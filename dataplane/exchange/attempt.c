@@ -482,6 +482,13 @@ static int build(struct dp_exchange *x, struct canon_err *err)
         rc = d->relay_build(&dt, body, len, &ed, &x->dreq, err);
     } else if (x->creq->opaque.status) {
         *err = x->creq->opaque; /* what only the client's own format can carry */
+        /* The refusal names the target that cannot take it. */
+        char msg[sizeof(err->message)];
+        if (snprintf(msg, sizeof(msg),
+                     "%s (target: provider '%s', driver '%s', which "
+                     "translates the request)",
+                     x->creq->opaque.message, x->prov->name, d->name) > 0)
+            memcpy(err->message, msg, sizeof(msg));
         rc = GW_EINVAL;
     } else {
         rc = d->build_chat(&dt, x->creq, &x->dreq, err);

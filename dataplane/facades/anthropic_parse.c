@@ -3,6 +3,7 @@
  * into a canonical request, or a 400 naming the field (what is accepted:
  * anthropic.c).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@
 static const char *const top_keys[] = {
     "model",          "max_tokens",  "messages", "system",       "tools",
     "tool_choice",    "temperature", "top_p",    "top_k",        "stream",
-    "stop_sequences", "metadata",    "thinking", "service_tier", NULL};
+    "stop_sequences", "metadata",    "thinking", "service_tier", "output_config", NULL};
 
 /* Refusals by drivers name the client's own fields. */
 static const char *const field_names[CANON_F_COUNT] = {
@@ -34,7 +35,7 @@ static const char *const field_names[CANON_F_COUNT] = {
     [CANON_F_PRESENCE_PENALTY] = "presence_penalty",
     [CANON_F_FREQUENCY_PENALTY] = "frequency_penalty",
     [CANON_F_STOP] = "stop_sequences",
-    [CANON_F_RESPONSE_FORMAT] = "response_format",
+    [CANON_F_RESPONSE_FORMAT] = "output_config.format",
     [CANON_F_REASONING] = "thinking",
     [CANON_F_USER] = "metadata.user_id",
     [CANON_F_SERVICE_TIER] = "service_tier",
@@ -345,9 +346,13 @@ static int parse_tool(struct canon_req *r, size_t i, const json_t *t, const char
     if (type && !(json_is_string(type) && strcmp(json_string_value(type), "custom") == 0)) {
         char tp[80];
         fc_anthropic_pathf(tp, sizeof(tp), "%s.type", p);
-        return fc_unsupported(err, tp, "unsupported_parameter",
-                              "server tools (a type other than \"custom\") are not supported by "
-                              "this gateway; define the tool with name and input_schema");
+        char why[256];
+        snprintf(why, sizeof(why),
+                 "server tool '%.64s' runs on Anthropic's servers: only an anthropic provider "
+                 "given the client's request as written has it; a target that translates the "
+                 "request has no server tools",
+                 json_is_string(type) ? json_string_value(type) : "?");
+        return fc_unsupported(err, tp, "unsupported_parameter", why);
     }
     static const char *const keys[] = {"type",   "name",          "description", "input_schema",
                                        "strict", "cache_control", NULL};
@@ -432,6 +437,51 @@ static int parse_thinking(struct canon_req *r, const json_t *th, struct canon_er
     return GW_OK;
 }
 
+/* output_config: format {type: json_schema, schema} (structured output)
+ * and effort (low, medium, high) are mapped; anything else under it is
+ * opaque (an anthropic provider gets it as written). */
+static int parse_output_config(struct canon_req *r, const json_t *oc, struct canon_err *err)
+{
+    if (!json_is_object(oc))
+        return fc_bad(err, "output_config", "", "must be an object");
+    static const char *const keys[] = {"format", "effort", NULL};
+    if (fc_only(oc, keys, "output_config", err) && fc_opaque(r, err))
+        return GW_EINVAL;
+    json_t *f = fc_get(oc, "format");
+    if (f && !json_is_null(f)) {
+        static const char *const fkeys[] = {"type", "schema", NULL};
+        const char *type = gw_json_str(f, "type");
+        if (!json_is_object(f) || !type)
+            return fc_bad(err, "output_config.format", ".type", "is required");
+        if (strcmp(type, "json_schema") != 0) {
+            if (fc_unsupported(err, "output_config.format.type", "unsupported_parameter",
+                               "only \"json_schema\" is mapped to other formats") &&
+                fc_opaque(r, err))
+                return GW_EINVAL;
+        } else {
+            if (fc_only(f, fkeys, "output_config.format", err) && fc_opaque(r, err))
+                return GW_EINVAL;
+            json_t *schema = fc_get(f, "schema");
+            if (!json_is_object(schema))
+                return fc_bad(err, "output_config.format", ".schema", "must be an object");
+            r->format = CANON_FMT_JSON_SCHEMA;
+            r->format_schema = schema;
+        }
+    }
+    json_t *e = fc_get(oc, "effort");
+    if (e && !json_is_null(e)) {
+        const char *v = json_string_value(e);
+        if (v && (!strcmp(v, "low") || !strcmp(v, "medium") || !strcmp(v, "high"))) {
+            r->reasoning_effort = v; /* a thinking budget, when given, wins */
+        } else if (fc_unsupported(err, "output_config.effort", "unsupported_parameter",
+                                  "only low, medium and high map to other formats' efforts") &&
+                   fc_opaque(r, err)) {
+            return GW_EINVAL;
+        }
+    }
+    return GW_OK;
+}
+
 int fc_anthropic_parse(struct canon_req *r, struct canon_err *err)
 {
     const json_t *b = r->body;
@@ -475,6 +525,9 @@ int fc_anthropic_parse(struct canon_req *r, struct canon_err *err)
     }
     json_t *th = fc_get(b, "thinking");
     if (th && (rc = parse_thinking(r, th, err)))
+        return rc;
+    json_t *oc = fc_get(b, "output_config");
+    if (oc && (rc = parse_output_config(r, oc, err)))
         return rc;
     return fc_service_tier(r, b, &fc_tier_anthropic, err);
 }

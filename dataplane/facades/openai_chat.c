@@ -354,6 +354,14 @@ static int parse_logprobs(struct canon_req *r, const json_t *b, struct canon_err
 static int parse(struct canon_req *r, struct canon_err *err)
 {
     const json_t *b = r->body;
+    json_t *ws = fc_get(b, "web_search_options");
+    if (ws && !json_is_null(ws) &&
+        fc_unsupported(err, "web_search_options", "unsupported_parameter",
+                       "web search runs on OpenAI's servers: only an openai provider given the "
+                       "client's request as written has it; a target that translates the "
+                       "request has no web search") &&
+        fc_opaque(r, err))
+        return GW_EINVAL;
     if (fc_only(b, top_keys, "", err) && fc_opaque(r, err))
         return GW_EINVAL;
     if (fc_string(b, "model", 1, &r->model, err))

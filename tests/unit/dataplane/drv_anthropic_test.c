@@ -791,8 +791,9 @@ static void test_refusals(void)
             r.format = CANON_FMT_JSON_OBJECT;
             want = "response_format";
             break;
-        case 4:
-            r.format = CANON_FMT_JSON_SCHEMA;
+        case 4: /* structured output needs a schema; json_object has none */
+            r.format = CANON_FMT_JSON_OBJECT;
+            r.format_schema = NULL;
             want = "response_format";
             break;
         case 5:
@@ -879,7 +880,22 @@ static void test_refusals(void)
     json_t *doc = build(&r, &out, &err, &rc);
     CU_ASSERT_EQUAL(rc, GW_OK);
     CU_ASSERT_PTR_NULL(jget(doc, "response_format"));
+    CU_ASSERT_PTR_NULL(jget(doc, "output_config"));
     json_decref(doc);
+    drv_request_free(&out);
+    /* json_schema: native structured output, output_config.format */
+    json_t *schema = json_pack("{s:s,s:{s:{s:s}},s:[s]}", "type", "object", "properties", "a",
+                               "type", "string", "required", "a");
+    r.format = CANON_FMT_JSON_SCHEMA;
+    r.format_name = "thing";
+    r.format_schema = schema;
+    doc = build(&r, &out, &err, &rc);
+    CU_ASSERT_EQUAL(rc, GW_OK);
+    json_t *f = json_object_get(json_object_get(doc, "output_config"), "format");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(f, "type")), "json_schema");
+    CU_ASSERT(json_equal(json_object_get(f, "schema"), schema));
+    json_decref(doc);
+    json_decref(schema);
     drv_request_free(&out);
 }
 

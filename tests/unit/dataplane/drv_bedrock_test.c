@@ -606,6 +606,36 @@ static void full_req_free(struct full_req *f)
     canon_req_free(f->r);
 }
 
+/* A json_schema response format: Converse's outputConfig.textFormat, the
+ * schema as a JSON string. */
+static void test_build_output_config(void)
+{
+    struct full_req f;
+    full_req_init(&f);
+    f.r->format = CANON_FMT_JSON_SCHEMA;
+    f.r->format_name = "weather";
+    f.r->format_schema = f.schema0;
+    json_t *opts = json_pack("{s:s}", "auth", "bearer");
+    struct dp_provider pv =
+        provider("https://bedrock-runtime.us-west-2.amazonaws.com", "key", opts);
+    struct drv_target t = {.provider = &pv, .model = "m", .request_id = "req-1"};
+    struct drv_request rq = {0};
+    struct canon_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(drv_bedrock.build_chat(&t, f.r, &rq, &err), GW_OK);
+    json_t *doc = json_loadb(rq.body, rq.body_len, 0, NULL);
+    json_t *tf = json_object_get(json_object_get(doc, "outputConfig"), "textFormat");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(tf, "type")), "json_schema");
+    json_t *js = json_object_get(json_object_get(tf, "structure"), "jsonSchema");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(js, "name")), "weather");
+    json_t *sch = json_loads(json_string_value(json_object_get(js, "schema")), 0, NULL);
+    CU_ASSERT(json_equal(sch, f.schema0));
+    json_decref(sch);
+    json_decref(doc);
+    json_decref(opts);
+    drv_request_free(&rq);
+    full_req_free(&f);
+}
+
 static void test_build_full(void)
 {
     struct full_req f;
@@ -800,8 +830,8 @@ static void test_build_refusals(void)
         case 3:
             f.r->format = CANON_FMT_JSON_OBJECT, want = "text.format";
             break;
-        case 4:
-            f.r->format = CANON_FMT_JSON_SCHEMA, want = "text.format";
+        case 4: /* structured output needs a schema */
+            f.r->format = CANON_FMT_JSON_OBJECT, want = "text.format";
             break;
         case 5:
             f.r->parallel_tool_calls = 0, want = "parallel_x";
@@ -968,6 +998,7 @@ static CU_TestInfo tests[] = {
     {"whole: Converse body", test_whole},
     {"whole: malformed bodies", test_whole_malformed},
     {"build: full request, signed", test_build_full},
+    {"build: json_schema as outputConfig", test_build_output_config},
     {"build: variants (ARN, bearer, prefix, region)", test_build_variants},
     {"build: refusals name the client field", test_build_refusals},
     {"build: misconfigured provider", test_build_misconfigured},
