@@ -63,7 +63,11 @@
  * replace the ones message_start gave (they are cumulative).
  * redacted_thinking blocks in an answer are relayed whole (REASONING with
  * redacted set); server-side blocks (server_tool_use, ...) are never asked for
- * and are skipped.
+ * and are skipped. A text block's citations (its "citations" in a whole
+ * body, citations_delta in a stream) become CITATION events, each the
+ * provider's citation object, right after the block's text (a stream's are
+ * held until content_block_stop), so a citation's offset is where the text
+ * it cites ends.
  *
  * This file builds the upstream request and holds the pass-through; the
  * answer is parsed in anthropic_parse.c.
@@ -598,6 +602,6 @@ const struct dp_driver drv_anthropic = {
     .parser_new = drv_anthropic_parser_new,
     .parse = drv_anthropic_parse,
     .finish = drv_anthropic_finish,
-    .parser_free = drv_parser_free,
+    .parser_free = drv_anthropic_parser_free,
     .classify = drv_anthropic_classify,
 };

@@ -27,12 +27,63 @@ struct an_parser {
     long long block_index;
     int have_stop;
     enum canon_stop stop;
+    /* The open text block's citations (citations_delta), emitted as
+     * CITATION events when the block ends: a citation follows the text it
+     * cites, whole or streamed. */
+    json_t *cites;
 };
 
 struct drv_parser *drv_anthropic_parser_new(int stream)
 {
     struct an_parser *p = drv_parser_new(sizeof(*p), &drv_anthropic, stream);
     return p ? &p->base : NULL;
+}
+
+void drv_anthropic_parser_free(struct drv_parser *bp)
+{
+    if (bp)
+        json_decref(((struct an_parser *)bp)->cites);
+    drv_parser_free(bp);
+}
+
+/* One CITATION per object in arr (others are skipped). */
+static int emit_citations(const json_t *arr, const struct canon_sink *s)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(arr, i, c)
+    {
+        if (!json_is_object(c))
+            continue;
+        char *txt = json_dumps(c, JSON_COMPACT);
+        if (!txt)
+            return 1;
+        struct canon_event ev = {.type = CANON_EV_CITATION, .citation = txt};
+        int rc = canon_emit(s, &ev);
+        free(txt);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The held citations of the text block that ends. */
+static int flush_citations(struct an_parser *p, const struct canon_sink *s)
+{
+    json_t *c = p->cites;
+    p->cites = NULL;
+    int rc = c ? emit_citations(c, s) : 0;
+    json_decref(c);
+    return rc;
+}
+
+static int hold_citation(struct an_parser *p, json_t *c)
+{
+    if (!json_is_object(c))
+        return 0;
+    if (!p->cites && !(p->cites = json_array()))
+        return 1;
+    return json_array_append(p->cites, c) ? 1 : 0;
 }
 
 /* An Anthropic error type (and its message) as a failure class. */
@@ -117,6 +168,8 @@ static int block_start(struct an_parser *p, long long index, const json_t *cb, i
     const char *type = gw_json_str(cb, "type");
     if (p->block == BK_TOOL && drv_tools_close(&p->tools, s))
         return 1;
+    if (flush_citations(p, s))
+        return 1;
     p->block_index = index;
     p->block = BK_SKIP;
     if (!type)
@@ -124,7 +177,15 @@ static int block_start(struct an_parser *p, long long index, const json_t *cb, i
                         "the provider sent a content block with no type");
     if (strcmp(type, "text") == 0) {
         p->block = BK_TEXT;
-        return drv_emit_text(s, CANON_EV_CHUNK, gw_json_str(cb, "text"));
+        json_t *cites = json_object_get(cb, "citations");
+        if (drv_emit_text(s, CANON_EV_CHUNK, gw_json_str(cb, "text")))
+            return 1;
+        if (whole)
+            return json_is_array(cites) ? emit_citations(cites, s) : 0;
+        size_t i;
+        json_t *c;
+        json_array_foreach(cites, i, c) if (hold_citation(p, c)) return 1;
+        return 0;
     }
     if (strcmp(type, "thinking") == 0) {
         p->block = BK_THINKING;
@@ -179,8 +240,10 @@ static int on_block_delta(struct an_parser *p, const json_t *doc, const struct c
         want = BK_THINKING;
     else if (strcmp(dt, "input_json_delta") == 0)
         want = BK_TOOL;
+    else if (strcmp(dt, "citations_delta") == 0 && p->block == BK_TEXT)
+        return hold_citation(p, json_object_get(d, "citation"));
     if (want == BK_SKIP)
-        return 0; /* citations_delta and future kinds */
+        return 0; /* future kinds */
     if (want != p->block)
         return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX,
                         "the provider sent a delta of the wrong kind for its content block");
@@ -196,7 +259,7 @@ static int on_block_delta(struct an_parser *p, const json_t *doc, const struct c
 
 static int done(struct an_parser *p, const struct canon_sink *s)
 {
-    if (drv_tools_close(&p->tools, s))
+    if (drv_tools_close(&p->tools, s) || flush_citations(p, s))
         return 1;
     p->base.terminal = 1;
     struct canon_event ev = {.type = CANON_EV_DONE, .stop = p->stop};
@@ -261,7 +324,7 @@ static int on_event(struct an_parser *p, const char *name, const json_t *doc,
                             "the provider closed a content block that is not open");
         enum block_kind k = p->block;
         p->block = BK_NONE;
-        return k == BK_TOOL ? drv_tools_close(&p->tools, s) : 0;
+        return k == BK_TOOL ? drv_tools_close(&p->tools, s) : flush_citations(p, s);
     }
     if (strcmp(type, "message_delta") == 0) {
         const char *sr = gw_json_str(json_object_get(doc, "delta"), "stop_reason");

@@ -11,6 +11,7 @@
 #include "dp_driver.h"
 
 struct drv_parser *drv_anthropic_parser_new(int stream);
+void drv_anthropic_parser_free(struct drv_parser *bp);
 int drv_anthropic_parse(struct drv_parser *bp, const char *buf, size_t len,
                         const struct canon_sink *s);
 void drv_anthropic_finish(struct drv_parser *bp, const struct canon_sink *s);

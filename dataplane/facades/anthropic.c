@@ -27,6 +27,10 @@
  *                    signature_delta, tool_use with input_json_delta; index
  *                    0, 1, ...; a new block closes the open one),
  *   message_delta   (stop_reason, cumulative usage), message_stop.
+ * Citations (CITATION, after the text they cite) are citations_delta events
+ * on the open text block; the next text opens a new block. A whole answer's
+ * text is cut into blocks at the citations' offsets, each cited block with
+ * its "citations" (the provider's objects as they came).
  * An error after the stream started is an "event: error" with
  * {"type":"error","error":{"type","message"}} and the stream then ends, as
  * Anthropic's own streams do (no message_delta or message_stop follows).
@@ -137,6 +141,7 @@ struct an_stream {
     enum blk blk; /* the open block */
     int signed_;  /* the open thinking block has its signature */
     int index;    /* the open block's index; the next is index + 1 */
+    int cited;    /* the open text block got citations: more text opens a new one */
     struct canon_usage usage;
     const struct fc_bill *bill;
     char *tier; /* the served tier, once reported */
@@ -260,6 +265,28 @@ static int on_reasoning(struct an_stream *st, const struct canon_event *ev, stru
     return rc;
 }
 
+/* A citation of the text just streamed: a citations_delta on its block
+ * (the provider's citation object as it came). */
+static int on_citation(struct an_stream *st, const struct canon_event *ev, struct gw_buf *out)
+{
+    int rc = GW_OK;
+    if (!ev->citation)
+        return GW_OK;
+    if (st->blk != BLK_TEXT)
+        rc = open_block(st, out, BLK_TEXT, json_pack("{s:s,s:s}", "type", "text", "text", ""));
+    st->cited = 1;
+    if (rc == GW_OK)
+        rc = gw_buf_printf(out,
+                           "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                           "\"index\":%d,\"delta\":{\"type\":\"citations_delta\",\"citation\":",
+                           st->index);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, ev->citation);
+    if (rc == GW_OK)
+        rc = gw_buf_appends(out, "}}\n\n");
+    return rc;
+}
+
 static int on_done(struct an_stream *st, const struct canon_event *ev, struct gw_buf *out)
 {
     int rc = close_block(st, out);
@@ -322,9 +349,13 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
         return rc;
     switch (ev->type) {
     case CANON_EV_CHUNK:
-        if (st->blk != BLK_TEXT)
+        if (st->blk != BLK_TEXT || st->cited) {
+            st->cited = 0;
             rc = open_block(st, out, BLK_TEXT, json_pack("{s:s,s:s}", "type", "text", "text", ""));
+        }
         return rc == GW_OK ? delta(st, out, "text_delta", "text", ev->text, ev->len) : rc;
+    case CANON_EV_CITATION:
+        return on_citation(st, ev, out);
     case CANON_EV_REASONING:
         return on_reasoning(st, ev, out);
     case CANON_EV_TOOL_START:
@@ -346,6 +377,36 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
 }
 
 /* ----------------------------------------------------------------- render */
+
+/* The answer's text as text blocks: one block per cited passage (the text
+ * from the previous citation's offset to this one's, with every citation at
+ * that offset), then the rest uncited. */
+static int text_blocks(const struct canon_acc *acc, json_t *content)
+{
+    const char *t = acc->text->data;
+    size_t from = 0, n = json_array_size(acc->citations);
+    json_t *blk = NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = json_array_get(acc->citations, i);
+        json_int_t at = json_integer_value(json_object_get(c, "at"));
+        if (at < (json_int_t)from || at > (json_int_t)acc->text->len)
+            continue;
+        if (!blk || (size_t)at > from) {
+            blk = json_pack("{s:s,s:s%,s:[]}", "type", "text", "text", t + from, (size_t)at - from,
+                            "citations");
+            if (!blk || json_array_append_new(content, blk))
+                return GW_ENOMEM;
+            from = (size_t)at;
+        }
+        if (json_array_append(json_object_get(blk, "citations"), json_object_get(c, "citation")))
+            return GW_ENOMEM;
+    }
+    if (from < acc->text->len &&
+        json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text", t + from,
+                                                 acc->text->len - from)))
+        return GW_ENOMEM;
+    return GW_OK;
+}
 
 static int render(const struct canon_req *r, const struct fc_ctx *ctx, const struct canon_acc *acc,
                   struct gw_buf *out)
@@ -370,9 +431,10 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
                                acc->reasoning && acc->reasoning->data ? acc->reasoning->data : "",
                                acc->reasoning ? acc->reasoning->len : 0, "signature",
                                acc->signature ? acc->signature : ""));
-    if (acc->text && acc->text->len)
-        json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text",
-                                                 acc->text->data, acc->text->len));
+    if (acc->text && acc->text->len && text_blocks(acc, content) != GW_OK) {
+        json_decref(content);
+        return GW_ENOMEM;
+    }
     for (size_t i = 0; i < acc->ntools; i++) {
         const struct canon_acc_tool *t = &acc->tools[i];
         json_t *input = json_loadb(t->args->data ? t->args->data : "", t->args->len, 0, NULL);

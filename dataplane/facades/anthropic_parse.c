@@ -15,10 +15,10 @@
 #include "gw_json.h"
 #include "gw_pool.h"
 
-static const char *const top_keys[] = {
-    "model",          "max_tokens",  "messages", "system",       "tools",
-    "tool_choice",    "temperature", "top_p",    "top_k",        "stream",
-    "stop_sequences", "metadata",    "thinking", "service_tier", "output_config", NULL};
+static const char *const top_keys[] = {"model",    "max_tokens",   "messages",       "system",
+                                       "tools",    "tool_choice",  "temperature",    "top_p",
+                                       "top_k",    "stream",       "stop_sequences", "metadata",
+                                       "thinking", "service_tier", "output_config",  NULL};
 
 /* Refusals by drivers name the client's own fields. */
 static const char *const field_names[CANON_F_COUNT] = {

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "dp_facade.h"
+#include "fc_cite.h"
 #include "fc_tier.h"
 #include "fc_util.h"
 #include "gw_error.h"
@@ -431,6 +432,9 @@ struct oc_stream {
     struct gw_buf head; /* '{"id":...,"model":...,"choices":[{"index":0,"delta":' */
     char *rid;          /* the request id */
     char *tier;         /* the served tier, once reported */
+    size_t chars;       /* characters of content sent so far */
+    size_t cite_from;   /* where the text the next citation cites starts */
+    int cited;          /* a citation came since the last text */
 };
 
 /* The head every chunk starts with, service_tier in it once known. */
@@ -462,6 +466,28 @@ static int on_tier(struct oc_stream *st, const char *tier)
     if (!(st->tier = strdup(tier)))
         return GW_ENOMEM;
     return head_build(st, st->tier);
+}
+
+/* A URL citation of the text sent since the last cited passage: a delta
+ * with the url_citation annotation (fc_cite.h); other kinds have no form. */
+static int frame(struct oc_stream *st, struct gw_buf *out, const char *delta_prefix,
+                 const char *text, size_t len, const char *delta_suffix, const char *finish);
+static int stream_citation(struct oc_stream *st, const struct canon_event *ev, struct gw_buf *out)
+{
+    json_t *c = ev->citation ? json_loads(ev->citation, 0, NULL) : NULL;
+    st->cited = 1;
+    json_t *a = fc_cite_url_annotation(c, st->cite_from, st->chars, 0);
+    json_decref(c);
+    if (!a)
+        return GW_OK;
+    json_t *d = json_pack("{s:[o]}", "annotations", a);
+    char *s = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (!s)
+        return GW_ENOMEM;
+    int rc = frame(st, out, s, NULL, 0, "", NULL);
+    free(s);
+    return rc;
 }
 
 static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
@@ -541,6 +567,9 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
             return GW_ENOMEM;
         return frame(st, out, "{\"role\":\"assistant\",\"content\":\"\"}", NULL, 0, "", NULL);
     case CANON_EV_CHUNK:
+        if (st->cited)
+            st->cite_from = st->chars, st->cited = 0;
+        st->chars += fc_cite_chars(ev->text, ev->len);
         return ev->nlogprobs ? chunk_logprobs(st, ev, out)
                              : frame(st, out, "{\"content\":", ev->text, ev->len, "}", NULL);
     case CANON_EV_REASONING:
@@ -563,8 +592,9 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
         snprintf(pre, sizeof(pre),
                  "{\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
         return frame(st, out, pre, ev->text, ev->len, "}}]}", NULL);
-    case CANON_EV_TOOL_END:
     case CANON_EV_CITATION:
+        return stream_citation(st, ev, out);
+    case CANON_EV_TOOL_END:
         return GW_OK;
     case CANON_EV_USAGE:
         st->usage = *ev->usage;
@@ -625,6 +655,25 @@ static int render_logprobs(const struct canon_acc *acc, struct gw_buf *out)
     return rc;
 }
 
+/* ,"annotations":[...] : the answer's URL citations (fc_cite.h). */
+static int render_annotations(const struct canon_acc *acc, struct gw_buf *out)
+{
+    json_t *a = fc_cite_annotations(acc, 0);
+    if (!a)
+        return GW_ENOMEM;
+    int rc = GW_OK;
+    if (json_array_size(a)) {
+        rc = gw_buf_appends(out, ",\"annotations\":");
+        if (rc == GW_OK)
+            rc = fc_json_append(out, a, JSON_COMPACT);
+        else
+            json_decref(a);
+    } else {
+        json_decref(a);
+    }
+    return rc;
+}
+
 static int render(const struct canon_req *r, const struct fc_ctx *ctx, const struct canon_acc *acc,
                   struct gw_buf *out)
 {
@@ -656,6 +705,8 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
     }
     if (rc == GW_OK)
         rc = gw_buf_appends(out, ",\"refusal\":null");
+    if (rc == GW_OK && acc->citations)
+        rc = render_annotations(acc, out);
     for (size_t i = 0; rc == GW_OK && i < acc->ntools; i++) {
         const struct canon_acc_tool *t = &acc->tools[i];
         rc = gw_buf_appends(out, i ? ",{\"id\":" : ",\"tool_calls\":[{\"id\":");

@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "dp_facade.h"
+#include "fc_cite.h"
 #include "fc_responses_int.h"
 #include "fc_tier.h"
 #include "fc_util.h"
@@ -266,6 +267,10 @@ static int render(const struct canon_req *r, const struct fc_ctx *ctx, const str
         json_t *item = fc_responses_message_item(id, why ? "incomplete" : "completed",
                                                  acc->text->data, acc->text->len, 1);
         fc_responses_set_logprobs(item, fc_logprobs_responses_json(acc->logprobs));
+        /* URL citations as output_text annotations (fc_cite.h). */
+        json_t *part = json_array_get(json_object_get(item, "content"), 0);
+        if (part && acc->citations)
+            json_object_set_new(part, "annotations", fc_cite_annotations(acc, 1));
         json_array_append_new(output, item);
     }
     for (size_t i = 0; i < acc->ntools; i++) {

@@ -189,6 +189,43 @@ static const char WHOLE_T[] = "START id=msg_01XFD model=claude-opus-4-1\n"
                               "USAGE in=40 cr=9000 cw5=200 cw1h=500 out=120 rs=0\n"
                               "DONE tool_use\n";
 
+/* Citations: a text block's citations follow its text, whole or streamed
+ * (held to content_block_stop). */
+#define CITE "{\"type\":\"web_search_result_location\",\"url\":\"https://e.x/a\",\"title\":\"A\"}"
+static const char STREAM_CITE[] =
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\","
+    "\"model\":\"c\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+    "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+    "\"delta\":{\"type\":\"text_delta\",\"text\":\"Intro. \"}}\n\n"
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,"
+    "\"content_block\":{\"type\":\"text\",\"text\":\"\",\"citations\":[]}}\n\n"
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,"
+    "\"delta\":{\"type\":\"citations_delta\",\"citation\":" CITE "}}\n\n"
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,"
+    "\"delta\":{\"type\":\"text_delta\",\"text\":\"Cited.\"}}\n\n"
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n"
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+    "\"end_turn\"},\"usage\":{\"output_tokens\":4}}\n\n"
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+static const char WHOLE_CITE[] =
+    "{\"id\":\"m\",\"type\":\"message\",\"model\":\"c\",\"content\":[{\"type\":\"text\","
+    "\"text\":\"Intro. \"},{\"type\":\"text\",\"text\":\"Cited.\",\"citations\":[" CITE
+    "]}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":3,\"output_tokens\":4}}";
+static const char CITE_T[] = "START id=m model=c\n"
+                             "USAGE in=3 cr=0 cw5=0 cw1h=0 out=1 rs=0\n"
+                             "TEXT \"Intro. \"\"Cited.\"\n"
+                             "CITATION " CITE "\n"
+                             "USAGE in=3 cr=0 cw5=0 cw1h=0 out=4 rs=0\n"
+                             "DONE end\n";
+static const char CITE_WHOLE_T[] = "START id=m model=c\n"
+                                   "TEXT \"Intro. \"\"Cited.\"\n"
+                                   "CITATION " CITE "\n"
+                                   "USAGE in=3 cr=0 cw5=0 cw1h=0 out=4 rs=0\n"
+                                   "DONE end\n";
+
 /* ------------------------------------------------------------- helpers */
 
 /* Whole, byte by byte and in random splits: all give `want`. */
@@ -901,6 +938,12 @@ static void test_refusals(void)
 
 /* ------------------------------------------------------------- classify */
 
+static void test_citations(void)
+{
+    check_all(1, STREAM_CITE, CITE_T);
+    check_all(0, WHOLE_CITE, CITE_WHOLE_T);
+}
+
 static void test_classify(void)
 {
     static const struct {
@@ -963,7 +1006,7 @@ static void test_classify(void)
             fprintf(stderr, "\ncase %zu: %s\n", i, canon_failure_name(f));
     }
     CU_ASSERT_PTR_NOT_NULL(dp_driver_find("anthropic"));
-    CU_ASSERT_EQUAL(drv_anthropic.caps & DRV_CAP_JSON_MODE, 0);
+    CU_ASSERT(drv_anthropic.caps & DRV_CAP_JSON_MODE); /* json_schema: output_config */
     CU_ASSERT(drv_anthropic.caps & DRV_CAP_REASONING);
 }
 
@@ -988,6 +1031,7 @@ static CU_TestInfo tests[] = {
     {"build: tool_choice and base_url", test_build_choices},
     {"build: thinking and max_tokens", test_build_thinking_and_max_tokens},
     {"build: refusals name the client's field", test_refusals},
+    {"citations follow the text they cite", test_citations},
     {"classify", test_classify},
     CU_TEST_INFO_NULL,
 };

@@ -981,7 +981,7 @@ static void test_registered(void)
     CU_ASSERT(drv_bedrock.caps & DRV_CAP_TOOLS);
     CU_ASSERT(drv_bedrock.caps & DRV_CAP_REASONING);
     CU_ASSERT_FALSE(drv_bedrock.caps & DRV_CAP_EMBEDDINGS);
-    CU_ASSERT_FALSE(drv_bedrock.caps & DRV_CAP_JSON_MODE);
+    CU_ASSERT(drv_bedrock.caps & DRV_CAP_JSON_MODE); /* json_schema: outputConfig */
 }
 
 static CU_TestInfo tests[] = {
