@@ -87,6 +87,39 @@ static void blocks_seen(struct mock_call *c, json_t *content, int depth)
     }
 }
 
+/* Citations, as Anthropic gives them: a document block with
+ * citations.enabled (char_location), or a web_search server tool
+ * (web_search_result_location). The mock's own hook: "[cite]" in the
+ * last message's text asks for a web citation too, so a test can get one
+ * through a translation that carries neither. */
+static void plan_citations(struct mock_call *c, json_t *root)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(root, "tools"), i, t)
+    {
+        const char *type = json_string_value(json_object_get(t, "type"));
+        if (type && strncmp(type, "web_search_", 11) == 0)
+            c->cite = MOCK_CITE_WEB;
+    }
+    json_t *msgs = json_object_get(root, "messages");
+    json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+    json_t *content = json_object_get(last, "content");
+    if (json_is_string(content) && strstr(json_string_value(content), "[cite]"))
+        c->cite = MOCK_CITE_WEB;
+    json_t *b;
+    json_array_foreach(content, i, b)
+    {
+        const char *type = json_string_value(json_object_get(b, "type"));
+        const char *text = json_string_value(json_object_get(b, "text"));
+        if (type && strcmp(type, "text") == 0 && text && strstr(text, "[cite]"))
+            c->cite = MOCK_CITE_WEB;
+        if (type && strcmp(type, "document") == 0 &&
+            json_is_true(json_object_get(json_object_get(b, "citations"), "enabled")))
+            c->cite = c->cite ? c->cite : MOCK_CITE_DOCUMENT;
+    }
+}
+
 static const char *messages_parse(struct mock_call *c, json_t *root)
 {
     json_t *messages = json_object_get(root, "messages");
@@ -115,6 +148,19 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
                      (json_is_array(system) && json_array_size(system) > 0);
 
     mock_plan_answer(c, max);
+    json_t *oc = json_object_get(root, "output_config");
+    json_t *fmt = json_object_get(oc, "format");
+    if (oc && !json_is_object(oc))
+        return "output_config: Input should be a valid dictionary";
+    if (fmt && !json_is_null(fmt)) {
+        const char *ft = json_string_value(json_object_get(fmt, "type"));
+        if (!ft || strcmp(ft, "json_schema") != 0)
+            return "output_config.format.type: Input should be 'json_schema'";
+        if (!json_is_object(json_object_get(fmt, "schema")))
+            return "output_config.format.schema: Field required";
+        mock_plan_json(c, json_object_get(fmt, "schema"));
+    }
+    plan_citations(c, root);
 
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
@@ -180,8 +226,11 @@ static int messages_body(struct mock_call *c, struct gw_buf *b)
         /* max_tokens=0 after thinking: the thinking block alone */
     } else {
         rc |= gw_buf_appends(b, "{\"type\":\"text\",\"text\":\"");
-        rc |= mock_append_tokens(b, 0, c->ntext);
-        rc |= gw_buf_appends(b, "\"}");
+        rc |= mock_append_answer(b, c, 0, c->ntext);
+        if (mock_citation_json(c))
+            rc |= gw_buf_printf(b, "\",\"citations\":[%s]}", mock_citation_json(c));
+        else
+            rc |= gw_buf_appends(b, "\"}");
     }
     rc |= gw_buf_printf(b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":",
                         mock_anthropic_stop_reason(c));
@@ -288,6 +337,14 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
             else
                 rc |= gw_buf_appends(out, "{\"type\":\"text\",\"text\":\"\"}");
             rc |= gw_buf_appends(out, "}\n\n");
+            if (c->ntools == 0 && mock_citation_json(c)) {
+                /* Like Anthropic: the citation opens the cited text. */
+                rc |= event_open(out, "content_block_delta");
+                rc |= gw_buf_printf(out,
+                                    ",\"index\":%d,\"delta\":{\"type\":\"citations_delta\","
+                                    "\"citation\":%s}}\n\n",
+                                    base, mock_citation_json(c));
+            }
             c->off = 0;
             c->phase = c->idx == 0 && base == 0 ? A_PING : A_DELTA;
             kind = c->emitted == 0 ? MOCK_FRAME_PRE : MOCK_FRAME_MID;
@@ -325,7 +382,7 @@ static enum mock_frame messages_frame(struct mock_call *c, struct gw_buf *out)
                                     ",\"index\":%d,\"delta\":{\"type\":"
                                     "\"text_delta\",\"text\":\"",
                                     base);
-                rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
+                rc |= mock_append_answer(out, c, (int)c->off, (int)c->off + 1);
                 rc |= gw_buf_appends(out, "\"}}\n\n");
                 c->off++;
             }

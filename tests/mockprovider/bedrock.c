@@ -188,6 +188,23 @@ static const char *converse_parse(struct mock_call *c, json_t *root)
     if (stops != NULL && !json_is_array(stops))
         return "inferenceConfig.stopSequences: must be an array";
     mock_plan_answer(c, max);
+    /* Structured output: outputConfig.textFormat, the schema a JSON string. */
+    json_t *tf = json_object_get(json_object_get(root, "outputConfig"), "textFormat");
+    if (tf != NULL) {
+        json_t *js = json_object_get(json_object_get(tf, "structure"), "jsonSchema");
+        const char *ft = json_string_value(json_object_get(tf, "type"));
+        json_t *schema = json_loads(json_string_value(json_object_get(js, "schema"))
+                                        ? json_string_value(json_object_get(js, "schema"))
+                                        : "",
+                                    0, NULL);
+        if (!ft || strcmp(ft, "json_schema") != 0 || !json_is_object(schema)) {
+            json_decref(schema);
+            return "outputConfig.textFormat: type must be json_schema, with "
+                   "structure.jsonSchema.schema a JSON schema as a string";
+        }
+        mock_plan_json(c, schema);
+        json_decref(schema);
+    }
 
     json_t *tc = json_object_get(root, "toolConfig");
     if (tc == NULL || json_is_null(tc))
@@ -267,7 +284,7 @@ static int converse_body(struct mock_call *c, struct gw_buf *b)
         }
     } else if (c->ntext > 0 || first) {
         rc |= gw_buf_appends(b, first ? "{\"text\":\"" : ",{\"text\":\"");
-        rc |= mock_append_tokens(b, 0, c->ntext);
+        rc |= mock_append_answer(b, c, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"}");
     }
     rc |= gw_buf_printf(b, "]}},\"stopReason\":\"%s\",\"usage\":", mock_anthropic_stop_reason(c));
@@ -410,7 +427,7 @@ static enum mock_frame converse_frame(struct mock_call *c, struct gw_buf *out)
             }
             rc |= es_begin(out, "contentBlockDelta", &start, &hlen);
             rc |= gw_buf_printf(out, "{\"contentBlockIndex\":%d,\"delta\":{\"text\":\"", base);
-            rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
+            rc |= mock_append_answer(out, c, (int)c->off, (int)c->off + 1);
             rc |= gw_buf_appends(out, "\"}");
             c->off++;
             kind = MOCK_FRAME_CONTENT;

@@ -199,6 +199,8 @@ static const char *generate_parse(struct mock_call *c, json_t *root)
     if (v != NULL && !json_is_object(v))
         return "* GenerateContentRequest.generation_config.thinking_config: must be an object";
     mock_plan_answer(c, max);
+    if (json_is_object(json_object_get(gen, "responseJsonSchema")))
+        mock_plan_json(c, json_object_get(gen, "responseJsonSchema"));
 
     json_t *tools = json_object_get(root, "tools");
     if (tools == NULL || json_is_null(tools))
@@ -290,7 +292,7 @@ static int generate_body(struct mock_call *c, struct gw_buf *b)
             }
         } else {
             rc |= gw_buf_appends(b, "{\"text\":\"");
-            rc |= mock_append_tokens(b, 0, c->ntext);
+            rc |= mock_append_answer(b, c, 0, c->ntext);
             rc |= gw_buf_appends(b, "\"");
             rc |= signature(b, c);
             rc |= gw_buf_appends(b, "}");
@@ -384,7 +386,7 @@ static enum mock_frame generate_frame(struct mock_call *c, struct gw_buf *out)
                 rc |= gw_buf_appends(out, "{\"text\":\"");
                 c->lp_from = (int)c->off;
                 c->lp_to = (int)c->off + 1;
-                rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
+                rc |= mock_append_answer(out, c, (int)c->off, (int)c->off + 1);
                 rc |= gw_buf_appends(out, "\"");
                 rc |= c->off == 0 ? signature(out, c) : 0;
                 rc |= gw_buf_appends(out, "}");

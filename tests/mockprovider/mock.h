@@ -295,6 +295,8 @@ struct mock_call {
     int ntools;
     struct mock_tool tools[MOCK_MAX_PARALLEL];
     int delay_ms;
+    const char *json_text; /* structured output: the answer's whole text (structured.c) */
+    enum { MOCK_CITE_NONE, MOCK_CITE_WEB, MOCK_CITE_DOCUMENT } cite; /* citations asked for */
 
     /* embeddings */
     int dimensions;
@@ -368,6 +370,16 @@ int mock_append_logprobs_openai(struct gw_buf *b, const struct mock_call *c, int
     __attribute__((warn_unused_result));
 int mock_append_logprobs_gemini(struct gw_buf *b, const struct mock_call *c, int from, int to)
     __attribute__((warn_unused_result));
+
+/* Structured output and citations (structured.c): mock_plan_json makes the
+ * answer the smallest JSON object with the schema's required keys (after
+ * mock_plan_answer); mock_append_answer appends text tokens from..to, or
+ * that JSON (escaped, no quotes) as token 0; mock_citation_json is the
+ * citation object (Anthropic's shape) for c->cite, or NULL. */
+void mock_plan_json(struct mock_call *c, const json_t *schema);
+int mock_append_answer(struct gw_buf *b, const struct mock_call *c, int from, int to)
+    __attribute__((warn_unused_result));
+const char *mock_citation_json(const struct mock_call *c);
 /* The same for the reasoning text "reason1 reason2 ...". */
 int mock_append_reasoning(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
 /* The signature every mock thinking block carries (base64 of

@@ -122,6 +122,14 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
     c->top_logprobs = (int)top;
 
     mock_plan_answer(c, max);
+    json_t *rf = json_object_get(root, "response_format");
+    const char *rft = json_string_value(json_object_get(rf, "type"));
+    if (rft && strcmp(rft, "json_schema") == 0) {
+        json_t *schema = json_object_get(json_object_get(rf, "json_schema"), "schema");
+        if (!json_is_object(schema))
+            return "response_format.json_schema.schema: must be an object";
+        mock_plan_json(c, schema);
+    }
 
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
@@ -174,7 +182,7 @@ static int chat_body(struct mock_call *c, struct gw_buf *b)
     } else {
         rc |= gw_buf_appends(b, "\"");
         if (!c->f.empty)
-            rc |= mock_append_tokens(b, 0, c->ntext);
+            rc |= mock_append_answer(b, c, 0, c->ntext);
         rc |= gw_buf_appends(b, "\"");
     }
     rc |= gw_buf_appends(b, ",\"refusal\":null,\"annotations\":[]},\"logprobs\":");
@@ -325,7 +333,7 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
                 }
                 rc |= chunk_open(c, out);
                 rc |= gw_buf_appends(out, "{\"index\":0,\"delta\":{\"content\":\"");
-                rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
+                rc |= mock_append_answer(out, c, (int)c->off, (int)c->off + 1);
                 rc |= gw_buf_appends(out, "\"");
                 if (c->logprobs) {
                     rc |= gw_buf_appends(out, "},\"logprobs\":{\"content\":");

@@ -144,6 +144,10 @@ static const char *responses_parse(struct mock_call *c, json_t *root)
         return "temperature: must be a number";
     st->temperature = json_object_get(root, "temperature");
     mock_plan_answer(c, max);
+    json_t *tfmt = json_object_get(json_object_get(root, "text"), "format");
+    const char *tft = json_string_value(json_object_get(tfmt, "type"));
+    if (tft && strcmp(tft, "json_schema") == 0)
+        mock_plan_json(c, json_object_get(tfmt, "schema"));
 
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
@@ -217,7 +221,7 @@ static int append_text_part(struct gw_buf *b, const struct mock_call *c, int don
     int rc = gw_buf_appends(b, "{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],"
                                "\"text\":\"");
     if (done)
-        rc |= mock_append_tokens(b, 0, c->ntext);
+        rc |= mock_append_answer(b, c, 0, c->ntext);
     rc |= gw_buf_appends(b, "\"}");
     return rc;
 }
@@ -461,7 +465,7 @@ static enum mock_frame responses_frame(struct mock_call *c, struct gw_buf *out)
                                 ",\"item_id\":\"msg_mock_%llu\",\"output_index\":%d,"
                                 "\"content_index\":0,\"delta\":\"",
                                 n, out_index(c, 0));
-            rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
+            rc |= mock_append_answer(out, c, (int)c->off, (int)c->off + 1);
             rc |= gw_buf_appends(out, "\",\"logprobs\":[]");
             rc |= event_close(out);
             c->off++;
@@ -473,7 +477,7 @@ static enum mock_frame responses_frame(struct mock_call *c, struct gw_buf *out)
                                 ",\"item_id\":\"msg_mock_%llu\",\"output_index\":%d,"
                                 "\"content_index\":0,\"text\":\"",
                                 n, out_index(c, 0));
-            rc |= mock_append_tokens(out, 0, c->ntext);
+            rc |= mock_append_answer(out, c, 0, c->ntext);
             rc |= gw_buf_appends(out, "\",\"logprobs\":[]");
             rc |= event_close(out);
             c->phase = R_PART_DONE;
