@@ -11,9 +11,11 @@
  * strict, cache_control), tool_choice (auto, any, tool, none;
  * disable_parallel_tool_use), temperature (0..1), top_p, top_k,
  * stop_sequences, stream, metadata.user_id, thinking ({type: enabled,
- * budget_tokens >= 1024} or {type: disabled}), service_tier (auto,
- * standard_only). The tier that served is usage.service_tier (in
- * message_start once known, message_delta and the whole body). Anything else is refused
+ * budget_tokens >= 1024} or {type: disabled}), output_config (format
+ * {type: json_schema, schema}: structured output; effort low / medium /
+ * high: the reasoning effort), service_tier (auto, standard_only). The tier
+ * that served is usage.service_tier (in message_start once known,
+ * message_delta and the whole body). Anything else is refused
  * with a 400 naming it: server tools (a tool "type" other than "custom"),
  * document and other block kinds, adaptive thinking, unknown members.
  *
