@@ -19,7 +19,10 @@
  * Request mapping:
  *   system            array of text blocks, cache_control from cache markers
  *                     ({"type":"ephemeral"} or {"type":"ephemeral","ttl":"1h"})
- *   messages          user: text, image (base64 or url source), tool_result
+ *   messages          user: text, image (base64 or url source), document
+ *                     (PDF as base64 or url source, text as a text source, a
+ *                     text/plain file's bytes decoded to one; title, else
+ *                     the file name; context, citations), tool_result
  *                     (tool results first, as Anthropic requires); assistant:
  *                     text, tool_use (input = the parsed arguments object),
  *                     thinking (only with its signature: Anthropic rejects an
@@ -53,7 +56,8 @@
  * output needs a schema, and a permissive one is not what json_object
  * promises), a system message in the middle of the conversation,
  * temperature above 1, image detail "low" (Anthropic always looks at the
- * whole image; "auto" and "high" are what it does anyway).
+ * whole image; "auto" and "high" are what it does anyway), audio input,
+ * documents of other media types.
  *
  * Answer: SSE events (message_start, content_block_start / _delta / _stop,
  * message_delta, message_stop, ping, error) or one "message" JSON body.
@@ -79,6 +83,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "drv_anthropic_int.h"
+#include "drv_docs.h"
 #include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
@@ -142,6 +147,50 @@ static json_t *image_block(const struct canon_req *r, const struct canon_part *p
                : json_pack("{s:s,s:s,s:s}", "type", "base64", "media_type",
                            p->media_type ? p->media_type : "", "data", p->data ? p->data : "");
     json_t *b = json_pack("{s:s,s:o}", "type", "image", "source", src);
+    set_cache(b, p->cache);
+    return b;
+}
+
+/* A document block: a PDF as base64 or by URL, text as a text source (a
+ * text/plain file sent as bytes is decoded to one: Anthropic's base64
+ * source takes PDFs only); the title (else the file name), context,
+ * citations and cache_control as Anthropic has them. */
+static json_t *document_block(const struct canon_req *r, const struct canon_part *p,
+                              const char *where, struct canon_err *err)
+{
+    json_t *src = NULL;
+    const char *mt = p->media_type;
+    if (p->text) {
+        src =
+            json_pack("{s:s,s:s,s:s}", "type", "text", "media_type", "text/plain", "data", p->text);
+    } else if (p->url) {
+        if (mt && strcmp(mt, "application/pdf") != 0) {
+            drv_refuse_doc(r, where, p, "anthropic", "it takes PDFs only by URL", err);
+            return NULL;
+        }
+        src = json_pack("{s:s,s:s}", "type", "url", "url", p->url);
+    } else if (mt && strcmp(mt, "application/pdf") == 0) {
+        src = json_pack("{s:s,s:s,s:s}", "type", "base64", "media_type", mt, "data", p->data);
+    } else if (mt && strcmp(mt, "text/plain") == 0) {
+        json_t *text = drv_b64_text(p->data);
+        if (!text) {
+            drv_refuse_doc(r, where, p, "anthropic", "the data is not base64 of UTF-8 text", err);
+            return NULL;
+        }
+        src = json_pack("{s:s,s:s,s:o}", "type", "text", "media_type", "text/plain", "data", text);
+    } else {
+        drv_refuse_doc(r, where, p, "anthropic",
+                       "it takes PDF (application/pdf) and plain text (text/plain) documents", err);
+        return NULL;
+    }
+    json_t *b = src ? json_pack("{s:s,s:o}", "type", "document", "source", src) : NULL;
+    const char *title = p->title ? p->title : p->filename;
+    if (b && title)
+        json_object_set_new(b, "title", json_string(title));
+    if (b && p->context)
+        json_object_set_new(b, "context", json_string(p->context));
+    if (b && p->citations)
+        json_object_set_new(b, "citations", json_pack("{s:b}", "enabled", 1));
     set_cache(b, p->cache);
     return b;
 }
@@ -248,6 +297,10 @@ static int message_blocks(const struct canon_req *r, const struct canon_message 
                               p->text ? p->text : "");
                 break;
             case CANON_PART_DOCUMENT:
+                if (!user)
+                    goto wrong_role;
+                b = document_block(r, p, where, err);
+                break;
             case CANON_PART_AUDIO:
                 return drv_refuse_part(r, where, p, "anthropic", err);
             }

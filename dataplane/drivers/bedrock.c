@@ -31,7 +31,10 @@
  *
  * Request body (Converse): messages[{role, content[...]}] with text, image
  * ({format png|jpeg|gif|webp, source.bytes base64}: Bedrock takes bytes, not
- * URLs), toolUse, toolResult (status "error" for an error result),
+ * URLs), document ({format pdf|csv|doc|docx|xls|xlsx|html|txt|md, name
+ * from the title or file name cut to Bedrock's characters, source.bytes or
+ * source.text, context, citations.enabled}; bytes, not URLs), toolUse,
+ * toolResult (status "error" for an error result),
  * reasoningContent (reasoningText with signature, or redactedContent);
  * consecutive messages of one role are merged into one (Converse wants the
  * roles to alternate). system[{text}]. A cache marker on a system block, a
@@ -61,7 +64,8 @@
  * seed, presence_penalty, frequency_penalty, a json_object response_format
  * (structured output needs a schema),
  * parallel_tool_calls false, tool_choice none while tools are given, a
- * system message in the middle of the conversation, image URLs.
+ * system message in the middle of the conversation, image and document
+ * URLs, other document formats, audio input.
  *
  * Upstream answer, streamed: event-stream messages (common/gw_eventstream.h)
  * whose ":event-type" is messageStart, contentBlockStart (a tool call's id
@@ -91,6 +95,7 @@
 #include "dp_driver.h"
 #include "dp_snapshot.h"
 #include "drv_bedrock_int.h"
+#include "drv_docs.h"
 #include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
@@ -165,6 +170,34 @@ static int image_block(const struct canon_req *r, const struct canon_part *p, co
     }
     return push(content,
                 json_pack("{s:{s:s,s:{s:s}}}", "image", "format", fmt, "source", "bytes", p->data));
+}
+
+/* A document block: {format, name, source {bytes} or {text}, context,
+ * citations}. Converse takes a document's bytes (or an S3 location), not
+ * an http(s) URL, and these formats only; name is required (drv_doc_name). */
+static int document_block(const struct canon_req *r, const struct canon_part *p, const char *where,
+                          json_t *content, struct canon_err *err)
+{
+    if (p->url)
+        return drv_refuse_doc(r, where, p, "bedrock",
+                              "Converse takes a document's bytes, not a URL; send it as base64",
+                              err);
+    const char *fmt = p->text ? "txt" : drv_doc_ext(p->media_type);
+    if (!fmt || strcmp(fmt, "json") == 0)
+        return drv_refuse_doc(r, where, p, "bedrock",
+                              "Converse takes pdf, csv, doc, docx, xls, xlsx, html, txt and md "
+                              "documents",
+                              err);
+    char name[208];
+    drv_doc_name(p, name, sizeof(name));
+    json_t *src =
+        p->text ? json_pack("{s:s}", "text", p->text) : json_pack("{s:s}", "bytes", p->data);
+    json_t *d = src ? json_pack("{s:s,s:s,s:o}", "format", fmt, "name", name, "source", src) : NULL;
+    if (d && p->context)
+        json_object_set_new(d, "context", json_string(p->context));
+    if (d && p->citations)
+        json_object_set_new(d, "citations", json_pack("{s:b}", "enabled", 1));
+    return push(content, d ? json_pack("{s:o}", "document", d) : NULL);
 }
 
 static int tool_result_block(const struct canon_req *r, const struct canon_part *p,
@@ -250,6 +283,8 @@ static int add_part(const struct canon_req *r, const struct canon_part *p, const
                                      p->text ? p->text : ""));
         break;
     case CANON_PART_DOCUMENT:
+        rc = document_block(r, p, where, content, err);
+        break;
     case CANON_PART_AUDIO:
         return drv_refuse_part(r, where, p, "bedrock", err);
     }

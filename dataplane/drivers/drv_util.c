@@ -153,7 +153,14 @@ json_t *drv_content(const struct canon_req *r, const struct canon_part *parts, s
                                   json_pack("{s:s,s:s}", "type", fmt->text_type, "text", p->text));
         else if (p->type == CANON_PART_IMAGE && images)
             json_array_append_new(a, fmt->image(p));
-        else {
+        else if ((p->type == CANON_PART_DOCUMENT || p->type == CANON_PART_AUDIO) && images &&
+                 fmt->media) {
+            json_t *m = fmt->media(r, where, p, err);
+            if (!m || json_array_append_new(a, m)) {
+                json_decref(a);
+                return NULL;
+            }
+        } else {
             json_decref(a);
             fmt->refuse(r, where, images, err);
             return NULL;

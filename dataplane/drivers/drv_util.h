@@ -79,11 +79,17 @@ int drv_result_text(const struct canon_part *p, const char *prefix, struct gw_bu
 struct drv_content_fmt {
     const char *text_type; /* a text part's "type": "text", "input_text" */
     json_t *(*image)(const struct canon_part *p);
+    /* A DOCUMENT or AUDIO part (user content only), or NULL with err set
+     * when the format cannot take it (NULL alone: out of memory). A format
+     * without it refuses them as neither text nor an image. */
+    json_t *(*media)(const struct canon_req *r, const char *where, const struct canon_part *p,
+                     struct canon_err *err);
     /* Sets err for a part at where that is neither (images: nor an image). */
     void (*refuse)(const struct canon_req *r, const char *where, int images, struct canon_err *err);
 };
-/* TEXT and, where images, IMAGE parts as content: a string when it is one
- * text part, else an array of {type: text_type, text} and image parts. NULL
+/* TEXT and, where images, IMAGE (and, with fmt->media, DOCUMENT and AUDIO)
+ * parts as content: a string when it is one text part, else an array of
+ * {type: text_type, text}, image and media parts. NULL
  * with err set when a part does not fit, NULL alone when out of memory. */
 json_t *drv_content(const struct canon_req *r, const struct canon_part *parts, size_t n, int images,
                     const char *where, const struct drv_content_fmt *fmt, struct canon_err *err);

@@ -11,8 +11,12 @@
  *   user / assistant       contents[] role "user" / "model"; parts text,
  *                          inlineData{mimeType,data} (base64 images only:
  *                          an image by URL would need the Files API, so it
- *                          is refused), functionCall{name,args} for the
- *                          assistant's tool calls
+ *                          is refused), documents and audio as
+ *                          inlineData (bytes; a text document as text/plain
+ *                          bytes) or fileData{mimeType,fileUri} (by URL;
+ *                          the filename is not sent, a title, context or
+ *                          citations flag is refused), functionCall{name,
+ *                          args} for the assistant's tool calls
  *   tool results           functionResponse{name, response} in a user turn.
  *                          Gemini matches results by function NAME, so the
  *                          result's call id is mapped back to the name of
@@ -99,6 +103,7 @@
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_docs.h"
 #include "drv_gemini_int.h"
 #include "drv_tier.h"
 #include "drv_util.h"
@@ -136,6 +141,31 @@ static json_t *text_part(const char *text)
 static json_t *image_part(const struct canon_part *p)
 {
     return json_pack("{s:{s:s,s:s}}", "inlineData", "mimeType", p->media_type, "data", p->data);
+}
+
+/* A document or audio as a file part: bytes as inlineData, a URL as
+ * fileData{mimeType, fileUri}, text as inlineData text/plain (Gemini reads
+ * inline text files; a text part would make the document part of the
+ * prompt). The filename is not sent (mimeType says what the file is);
+ * a title, context or citations flag has no Gemini field and is refused. */
+static json_t *media_part(const struct canon_req *r, const char *where, const struct canon_part *p,
+                          struct canon_err *err)
+{
+    if (drv_doc_members(r, where, p, 0, "gemini", err))
+        return NULL;
+    if (p->text) {
+        json_t *d = drv_b64_string(p->text);
+        return d ? json_pack("{s:{s:s,s:o}}", "inlineData", "mimeType", "text/plain", "data", d)
+                 : NULL;
+    }
+    if (p->url && !p->media_type) {
+        drv_refuse_doc(r, where, p, "gemini",
+                       "fileData needs the file's media type, which the request does not say", err);
+        return NULL;
+    }
+    if (p->url)
+        return json_pack("{s:{s:s,s:s}}", "fileData", "mimeType", p->media_type, "fileUri", p->url);
+    return image_part(p);
 }
 
 static int add_tool_result(const struct canon_req *r, json_t *parts, const struct canon_part *p,
@@ -233,7 +263,13 @@ static int add_message(const struct canon_req *r, json_t *contents, size_t mi, i
         case CANON_PART_AUDIO: {
             char where[64];
             snprintf(where, sizeof(where), "message %zu part %zu", mi, j);
-            rc = drv_refuse_part(r, where, p, "gemini", err);
+            json_t *part = NULL;
+            if (model)
+                rc = drv_refuse_message(r, mi, "Gemini takes no files in assistant messages", err);
+            else if (!(part = media_part(r, where, p, err)))
+                rc = err->status ? GW_EINVAL : GW_ENOMEM;
+            else if (json_array_append_new(parts, part))
+                rc = GW_ENOMEM;
             break;
         }
         }

@@ -10,6 +10,12 @@
  * Upstream request also carries service_tier (standard as "default"),
  * safety_identifier, user, logprobs and top_logprobs as asked.
  *
+ * Documents go as file parts ({file_data: a data: URL, filename}: the
+ * filename, else the title with its extension, else "document.<ext>");
+ * audio as input_audio (wav, mp3). Refused: documents by URL or as text
+ * (file parts take bytes), a document's context and citations flag, other
+ * audio formats.
+ *
  * Upstream answer: SSE chunks (delta.content with choices[0].logprobs,
  * delta.reasoning_content or delta.reasoning, delta.tool_calls[] by index,
  * finish_reason, a usage chunk, service_tier, "data: [DONE]"), or one
@@ -21,6 +27,7 @@
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_docs.h"
 #include "drv_openai_int.h"
 #include "drv_tier.h"
 #include "drv_util.h"
@@ -55,9 +62,40 @@ static void refuse_content(const struct canon_req *r, const char *where, int ima
                   images ? " and images" : "");
 }
 
+/* A document as a file part (bytes only: chat completions file parts take
+ * file_data or an OpenAI file id), audio as input_audio (wav or mp3). */
+static json_t *media_part(const struct canon_req *r, const char *where, const struct canon_part *p,
+                          struct canon_err *err)
+{
+    if (p->type == CANON_PART_AUDIO) {
+        const char *f = drv_audio_format(p->media_type);
+        if (!f) {
+            drv_refuse_doc(r, where, p, "openai", "its input_audio parts take wav or mp3", err);
+            return NULL;
+        }
+        return json_pack("{s:s,s:{s:s,s:s}}", "type", "input_audio", "input_audio", "data", p->data,
+                         "format", f);
+    }
+    if (!p->data) {
+        drv_refuse_doc(r, where, p, "openai",
+                       "its file parts take the file's bytes (file_data), not a URL or text", err);
+        return NULL;
+    }
+    /* A title becomes the file name when there is none (see drv_doc_filename). */
+    if (drv_doc_members(r, where, p, DRV_DOC_TITLE, "openai", err))
+        return NULL;
+    json_t *url = drv_image_url(p);
+    char *name = drv_doc_filename(p);
+    json_t *f = url && name ? json_pack("{s:o,s:s}", "file_data", url, "filename", name) : NULL;
+    if (!f)
+        json_decref(url);
+    free(name);
+    return f ? json_pack("{s:s,s:o}", "type", "file", "file", f) : NULL;
+}
+
 /* Message content: a string when it is one text part, else an array. */
 static const struct drv_content_fmt content_fmt = {
-    .text_type = "text", .image = image_part, .refuse = refuse_content};
+    .text_type = "text", .image = image_part, .media = media_part, .refuse = refuse_content};
 
 static int add_user(const struct canon_req *r, json_t *msgs, const struct canon_message *m,
                     size_t mi, struct canon_err *err)

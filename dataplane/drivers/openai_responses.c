@@ -6,7 +6,8 @@
  * https://api.openai.com/v1), Bearer auth, store false. The canonical
  * request becomes: instructions (the system text, parts joined by blank
  * lines), input items (user and system messages with input_text and
- * input_image parts; assistant text as output_text messages; tool calls as
+ * input_image parts, documents as input_file parts (file_data with a
+ * filename, or file_url); assistant text as output_text messages; tool calls as
  * function_call items; tool results as function_call_output items, an error
  * result marked "[tool error] " as the openai driver does; signed thinking
  * as reasoning items carrying the signature as encrypted_content, redacted
@@ -22,7 +23,9 @@
  *
  * Refused (the API has no such parameters): top_k, seed, stop sequences,
  * presence_penalty and frequency_penalty, each named in the client's terms;
- * and log probabilities, which this driver does not read yet.
+ * log probabilities, which this driver does not read yet, audio input and
+ * documents given as text, a document's context and its citations flag
+ * (the API has no such input).
  *
  * Options (snapshot providers[].options):
  *   reasoning_summary    "auto", "concise" or "detailed": asks for reasoning
@@ -52,6 +55,7 @@
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_docs.h"
 #include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
@@ -93,10 +97,46 @@ static void refuse_content(const struct canon_req *r, const char *where, int ima
     content_err(r, err, where, images ? "text and images" : "text");
 }
 
+/* A document as an input_file: its bytes as a data: URL with a file name,
+ * or its URL. The API takes no audio input. */
+static json_t *media_part(const struct canon_req *r, const char *where, const struct canon_part *p,
+                          struct canon_err *err)
+{
+    if (p->type == CANON_PART_AUDIO) {
+        drv_refuse_doc(r, where, p, "openai-responses", "the Responses API takes no audio input",
+                       err);
+        return NULL;
+    }
+    if (p->text) {
+        drv_refuse_doc(r, where, p, "openai-responses",
+                       "its input_file parts take the file's bytes (file_data) or a file_url, "
+                       "not text",
+                       err);
+        return NULL;
+    }
+    if (drv_doc_members(r, where, p, DRV_DOC_TITLE, "openai-responses", err))
+        return NULL;
+    json_t *f = json_pack("{s:s}", "type", "input_file");
+    if (f && p->url) {
+        json_object_set_new(f, "file_url", json_string(p->url));
+        if (p->filename)
+            json_object_set_new(f, "filename", json_string(p->filename));
+    } else if (f) {
+        char *name = drv_doc_filename(p);
+        if (!name || json_object_set_new(f, "filename", json_string(name)) ||
+            json_object_set_new(f, "file_data", drv_image_url(p))) {
+            json_decref(f);
+            f = NULL;
+        }
+        free(name);
+    }
+    return f;
+}
+
 /* Input content: a string for one text part, else input_text / input_image
- * parts. */
+ * / input_file parts. */
 static const struct drv_content_fmt content_fmt = {
-    .text_type = "input_text", .image = image_part, .refuse = refuse_content};
+    .text_type = "input_text", .image = image_part, .media = media_part, .refuse = refuse_content};
 
 static int add(json_t *input, json_t *item)
 {

@@ -4,9 +4,11 @@
  *
  * Accepted: model, max_tokens (required, >= 1), messages (user and
  * assistant; content a string or blocks: text, image with a base64 or url
- * source, tool_use, tool_result with string or block content and is_error,
- * thinking with its signature, redacted_thinking; cache_control on text,
- * image, tool_use and tool_result blocks), system (a string or text blocks
+ * source, document with a base64, url or text source (title, context,
+ * citations.enabled), tool_use, tool_result with string or block content
+ * and is_error, thinking with its signature, redacted_thinking;
+ * cache_control on text, image, document, tool_use and tool_result blocks),
+ * system (a string or text blocks
  * with cache_control), tools (custom tools: name, description, input_schema,
  * strict, cache_control), tool_choice (auto, any, tool, none;
  * disable_parallel_tool_use), temperature (0..1), top_p, top_k,
@@ -17,7 +19,8 @@
  * that served is usage.service_tier (in message_start once known,
  * message_delta and the whole body). Anything else is refused
  * with a 400 naming it: server tools (a tool "type" other than "custom"),
- * document and other block kinds, adaptive thinking, unknown members.
+ * documents with a content or file source and other block kinds, adaptive
+ * thinking, unknown members.
  *
  * Streams follow Anthropic's event sequence, each event with an "event:"
  * line and the same "type" in its data:

@@ -122,6 +122,77 @@ static int parse_image(const json_t *b, const char *p, struct canon_part *pt, st
     return parse_cache(b, p, &pt->cache, err);
 }
 
+/* A document block: a base64, url or text source (content and file
+ * sources, which only Anthropic reads, are unsupported_content: opaque in
+ * the lenient parse, so an Anthropic provider still gets them), title,
+ * context, citations.enabled, cache_control. */
+static int parse_document(const json_t *b, const char *p, struct canon_part *pt,
+                          struct canon_err *err)
+{
+    static const char *const keys[] = {"type",      "source",        "title", "context",
+                                       "citations", "cache_control", NULL};
+    if (fc_only(b, keys, p, err))
+        return GW_EINVAL;
+    json_t *src = fc_get(b, "source");
+    char sp[200];
+    fc_anthropic_pathf(sp, sizeof(sp), "%s.source", p);
+    if (!json_is_object(src))
+        return fc_bad(err, sp, "", "must be an object");
+    const char *type = gw_json_str(src, "type");
+    pt->type = CANON_PART_DOCUMENT;
+    if (type && strcmp(type, "base64") == 0) {
+        static const char *const skeys[] = {"type", "media_type", "data", NULL};
+        if (fc_only(src, skeys, sp, err))
+            return GW_EINVAL;
+        pt->media_type = gw_json_str(src, "media_type");
+        pt->data = gw_json_str(src, "data");
+        if (!pt->media_type || !*pt->media_type)
+            return fc_bad(err, sp, ".media_type", "must be a media type (application/pdf)");
+        if (!pt->data || !*pt->data)
+            return fc_bad(err, sp, ".data", "must be a non-empty base64 string");
+    } else if (type && strcmp(type, "url") == 0) {
+        static const char *const ukeys[] = {"type", "url", NULL};
+        if (fc_only(src, ukeys, sp, err))
+            return GW_EINVAL;
+        pt->url = gw_json_str(src, "url");
+        if (!pt->url || (strncmp(pt->url, "https://", 8) != 0 && strncmp(pt->url, "http://", 7)))
+            return fc_bad(err, sp, ".url", "must be an http(s) URL");
+        pt->media_type = "application/pdf"; /* Anthropic's URL documents are PDFs */
+    } else if (type && strcmp(type, "text") == 0) {
+        static const char *const tkeys[] = {"type", "media_type", "data", NULL};
+        if (fc_only(src, tkeys, sp, err))
+            return GW_EINVAL;
+        const char *mt = gw_json_str(src, "media_type");
+        if (mt && strcmp(mt, "text/plain") != 0)
+            return fc_bad(err, sp, ".media_type", "must be \"text/plain\"");
+        pt->text = gw_json_str(src, "data");
+        pt->media_type = "text/plain";
+        if (!pt->text)
+            return fc_bad(err, sp, ".data", "must be a string");
+    } else {
+        char why[160];
+        fc_anthropic_pathf(why, sizeof(why),
+                           "document source type '%.40s' is not supported by this gateway "
+                           "(base64, url and text are)",
+                           type ? type : "");
+        return fc_unsupported(err, sp, "unsupported_content", why);
+    }
+    if (fc_member_string(b, "title", p, &pt->title, err) ||
+        fc_member_string(b, "context", p, &pt->context, err))
+        return GW_EINVAL;
+    json_t *cit = fc_get(b, "citations");
+    if (cit) {
+        static const char *const ckeys[] = {"enabled", NULL};
+        char cp[220];
+        fc_anthropic_pathf(cp, sizeof(cp), "%s.citations", p);
+        if (!json_is_object(cit))
+            return fc_bad(err, cp, "", "must be an object");
+        if (fc_only(cit, ckeys, cp, err) || fc_member_bool(cit, "enabled", cp, &pt->citations, err))
+            return GW_EINVAL;
+    }
+    return parse_cache(b, p, &pt->cache, err);
+}
+
 static int parse_tool_result(struct canon_req *r, const json_t *b, const char *p,
                              struct canon_part *pt, struct canon_err *err)
 {
@@ -210,6 +281,8 @@ static int parse_block(struct canon_req *r, const json_t *b, const char *p, int 
         return parse_text(b, p, pt, err);
     if (user && strcmp(type, "image") == 0)
         return parse_image(b, p, pt, err);
+    if (user && strcmp(type, "document") == 0)
+        return parse_document(b, p, pt, err);
     if (user && strcmp(type, "tool_result") == 0)
         return parse_tool_result(r, b, p, pt, err);
     if (!user && strcmp(type, "tool_use") == 0)
@@ -294,8 +367,9 @@ static int parse_messages(struct canon_req *r, const json_t *msgs, struct canon_
                 return GW_ENOMEM;
             int rc = parse_block(r, b, bp, user, pt, err);
             if (rc == GW_EINVAL && fc_opaque(r, err) == GW_OK) {
-                /* A document, a server tool's block, a field newer than
-                 * the gateway: an Anthropic provider gets it as written. */
+                /* A document the gateway cannot carry (content or file
+                 * source), a server tool's block, a field newer than the
+                 * gateway: an Anthropic provider gets it as written. */
                 memset(pt, 0, sizeof(*pt));
                 m->nparts--;
                 continue;

@@ -1,8 +1,10 @@
 /*
  * The OpenAI chat completions facade: POST /v1/chat/completions.
  *
- * Accepted: model, messages (system/developer, user with text and image_url
- * parts, assistant with content, tool_calls and reasoning_content, tool),
+ * Accepted: model, messages (system/developer, user with text, image_url,
+ * file (file_data as a base64 data: URL, filename; a file_id is opaque:
+ * only an OpenAI provider can read it) and input_audio (wav, mp3) parts,
+ * assistant with content, tool_calls and reasoning_content, tool),
  * stream, stream_options.include_usage, tools (type function), tool_choice,
  * parallel_tool_calls, temperature, top_p, max_tokens and
  * max_completion_tokens, seed, presence_penalty, frequency_penalty, stop,
@@ -65,6 +67,53 @@ static int bad(struct canon_err *err, const char *path, const char *suffix, cons
     return GW_EINVAL;
 }
 
+/* A user message's file or input_audio part into pt (DOCUMENT, AUDIO). What
+ * cannot be translated (a file by id names a file in OpenAI's file store;
+ * bytes not given as a data: URL; an audio format other than wav and mp3)
+ * is refused as unsupported_content, which the lenient parse notes as
+ * opaque: an OpenAI provider still gets the part as the client wrote it. */
+static int parse_media(struct canon_req *r, const json_t *it, const char *p, const char *type,
+                       struct canon_part *pt, struct canon_err *err)
+{
+    char mp[160];
+    if (strcmp(type, "input_audio") == 0) {
+        json_t *a = json_object_get(it, "input_audio");
+        const char *data = gw_json_str(a, "data"), *fmt = gw_json_str(a, "format");
+        snprintf(mp, sizeof(mp), "%s.input_audio", p);
+        if (!data || !*data || !fmt)
+            return fc_unsupported(err, mp, "unsupported_content",
+                                  "input_audio must have data (base64) and format strings");
+        if (strcmp(fmt, "wav") && strcmp(fmt, "mp3"))
+            return fc_unsupported(err, mp, "unsupported_content",
+                                  "only wav and mp3 audio can be translated");
+        pt->type = CANON_PART_AUDIO;
+        pt->data = data;
+        pt->media_type = strcmp(fmt, "wav") == 0 ? "audio/wav" : "audio/mp3";
+        return GW_OK;
+    }
+    json_t *f = json_object_get(it, "file");
+    snprintf(mp, sizeof(mp), "%s.file", p);
+    if (fc_get(f, "file_id")) {
+        snprintf(mp, sizeof(mp), "%s.file.file_id", p);
+        return fc_unsupported(err, mp, "unsupported_content",
+                              "a file id names a file in OpenAI's file store, which only an "
+                              "OpenAI provider can read; send the bytes as file_data");
+    }
+    const char *url = gw_json_str(f, "file_data");
+    pt->type = CANON_PART_DOCUMENT;
+    pt->filename = gw_json_str(f, "filename");
+    int rc = url ? canon_parse_data_url(r->pool, url, &pt->media_type, &pt->data) : GW_EINVAL;
+    if (rc == GW_ENOMEM)
+        return rc;
+    if (rc) {
+        snprintf(mp, sizeof(mp), "%s.file.file_data", p);
+        return fc_unsupported(err, mp, "unsupported_content",
+                              "file_data must be a base64 data: URL (data:<media type>;base64,...) "
+                              "to be translated");
+    }
+    return GW_OK;
+}
+
 /* A content value (string or array of parts) into parts. images: whether
  * image_url parts are allowed (user messages only). */
 static int parse_content(struct canon_req *r, const json_t *c, const char *path, int images,
@@ -83,10 +132,24 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
         const char *type = gw_json_str(it, "type");
         if (!type)
             return bad(err, p, ".type", "is required");
+        if (images && (strcmp(type, "file") == 0 || strcmp(type, "input_audio") == 0)) {
+            struct canon_part *pt = fc_parts_add(r, parts, n, cap);
+            if (!pt)
+                return GW_ENOMEM;
+            int rc = parse_media(r, it, p, type, pt, err);
+            if (rc == GW_EINVAL && fc_opaque(r, err) == GW_OK) {
+                memset(pt, 0, sizeof(*pt));
+                (*n)--;
+                continue;
+            }
+            if (rc)
+                return rc;
+            continue;
+        }
         if (strcmp(type, "text") && strcmp(type, "refusal") &&
             (strcmp(type, "image_url") || !images)) {
-            /* A file, input_audio or newer part: an OpenAI provider takes
-             * it as written (the pass-through); a translation cannot. */
+            /* A newer part: an OpenAI provider takes it as written (the
+             * pass-through); a translation cannot. */
             canon_err_set(err, 400, p, "unsupported_content",
                           "'%s': content part type '%s' is not supported here", p, type);
             if (fc_opaque(r, err))

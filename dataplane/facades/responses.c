@@ -3,7 +3,8 @@
  *
  * Accepted: model, input (a string, or an array of items: messages with
  * role user/assistant/system/developer and content as a string or parts
- * input_text, input_image (user), output_text and refusal (assistant);
+ * input_text, input_image, input_file (user: file_data as a base64 data:
+ * URL with filename, or file_url), output_text and refusal (assistant);
  * function_call; function_call_output; reasoning), instructions, tools
  * (flat {type:"function", name, description, parameters, strict}),
  * tool_choice, parallel_tool_calls, temperature, top_p, max_output_tokens,
@@ -18,8 +19,8 @@
  * The gateway stores nothing, so everything that needs server-side state is
  * refused with a message saying so: store true, previous_response_id,
  * conversation, prompt, background true, item_reference items and other
- * include values. Other tool types (web_search, file_search, ...), file
- * inputs and anything else unknown are refused with a 400 naming the field:
+ * include values, file_id references. Other tool types (web_search,
+ * file_search, ...) and anything else unknown are refused with a 400 naming the field:
  * nothing the client asked for is dropped.
  *
  * Consecutive assistant-side items (assistant messages, function_call and

@@ -92,6 +92,39 @@ static int fc_responses_tier_logprobs(struct canon_req *r, const json_t *b, stru
 /* The role of a message item. */
 enum mrole { MR_USER, MR_ASSISTANT, MR_SYSTEM };
 
+/* An input_file part into a DOCUMENT: file_data (a base64 data: URL) with
+ * its filename, or file_url. A file_id is refused: the gateway stores no
+ * files, and a translation cannot read OpenAI's. */
+static int parse_file(struct canon_req *r, const json_t *it, const char *p, struct canon_part *pt,
+                      struct canon_err *err)
+{
+    char fp[192];
+    if (fc_get(it, "file_id")) {
+        snprintf(fp, sizeof(fp), "%s.file_id", p);
+        return fc_unsupported(err, fp, "unsupported_parameter",
+                              "file references are not supported (the gateway stores no files); "
+                              "send the file as file_data or file_url");
+    }
+    static const char *const k[] = {"type", "file_data", "file_url", "filename", NULL};
+    if (fc_only(it, k, p, err) || fc_member_string(it, "filename", p, &pt->filename, err))
+        return GW_EINVAL;
+    pt->type = CANON_PART_DOCUMENT;
+    const char *data = gw_json_str(it, "file_data"), *url = gw_json_str(it, "file_url");
+    if (!data == !url)
+        return fc_bad(err, p, "", "must have one of file_data and file_url");
+    if (url) {
+        if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
+            return fc_bad(err, p, ".file_url", "must be an http(s) URL");
+        pt->url = url;
+        return GW_OK;
+    }
+    int rc = canon_parse_data_url(r->pool, data, &pt->media_type, &pt->data);
+    if (rc == GW_EINVAL)
+        return fc_bad(err, p, ".file_data",
+                      "must be a base64 data: URL (data:<media type>;base64,...)");
+    return rc;
+}
+
 /* Content parts of a message item into parts. */
 static int parse_content(struct canon_req *r, const json_t *c, const char *path, enum mrole role,
                          struct canon_part **parts, size_t *n, size_t *cap, struct canon_err *err)
@@ -143,6 +176,10 @@ static int parse_content(struct canon_req *r, const json_t *c, const char *path,
                 return rc;
             if (fc_member_string(it, "detail", p, &pt->detail, err))
                 return GW_EINVAL;
+        } else if (role == MR_USER && strcmp(type, "input_file") == 0) {
+            int rc = parse_file(r, it, p, pt, err);
+            if (rc)
+                return rc;
         } else if (role == MR_ASSISTANT && strcmp(type, "output_text") == 0) {
             /* annotations and logprobs describe an earlier answer; they are
              * not instructions to the model. */
