@@ -163,7 +163,7 @@ static int parse_document(const json_t *b, const char *p, struct canon_part *pt,
         if (fc_only(src, tkeys, sp, err))
             return GW_EINVAL;
         const char *mt = gw_json_str(src, "media_type");
-        if (mt && strcmp(mt, "text/plain") != 0)
+        if (!mt || strcmp(mt, "text/plain") != 0)
             return fc_bad(err, sp, ".media_type", "must be \"text/plain\"");
         pt->text = gw_json_str(src, "data");
         pt->media_type = "text/plain";

@@ -223,7 +223,7 @@ static void test_parse_invalid(void)
         {"{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{"
          "\"type\":"
          "\"document\",\"source\":{\"type\":\"text\",\"data\":\"x\"}}]}]}",
-         "messages[0].content[0]"},
+         "messages[0].content[0].source.media_type"},
         {"{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{"
          "\"type\":"
          "\"text\",\"text\":\"a\",\"citations\":[]}]}]}",
@@ -780,7 +780,48 @@ static void test_redacted_and_blocks(void)
     canon_acc_free(&acc);
 }
 
+/* Document blocks of each source become DOCUMENT parts with their
+ * members; a content source is only an Anthropic provider's (opaque). */
+static void test_parse_documents(void)
+{
+    struct canon_err err;
+    int rc;
+    struct canon_req *r = parse_text(
+        "{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":["
+        "{\"type\":\"document\",\"source\":{\"type\":\"base64\",\"media_type\":"
+        "\"application/pdf\",\"data\":\"JVBE\"},\"title\":\"T\",\"context\":\"C\","
+        "\"citations\":{\"enabled\":true},\"cache_control\":{\"type\":\"ephemeral\"}},"
+        "{\"type\":\"document\",\"source\":{\"type\":\"url\",\"url\":\"https://x.test/a.pdf\"}},"
+        "{\"type\":\"document\",\"source\":{\"type\":\"text\",\"media_type\":\"text/plain\","
+        "\"data\":\"hello\"}}]}]}",
+        &err, &rc);
+    CU_ASSERT_EQUAL_FATAL(rc, GW_OK);
+    CU_ASSERT_EQUAL_FATAL(r->messages[0].nparts, 3);
+    const struct canon_part *p = r->messages[0].parts;
+    CU_ASSERT_EQUAL(p[0].type, CANON_PART_DOCUMENT);
+    CU_ASSERT_STRING_EQUAL(p[0].media_type, "application/pdf");
+    CU_ASSERT_STRING_EQUAL(p[0].data, "JVBE");
+    CU_ASSERT_STRING_EQUAL(p[0].title, "T");
+    CU_ASSERT_STRING_EQUAL(p[0].context, "C");
+    CU_ASSERT_EQUAL(p[0].citations, 1);
+    CU_ASSERT_EQUAL(p[0].cache, CANON_CACHE_5M);
+    CU_ASSERT_STRING_EQUAL(p[1].url, "https://x.test/a.pdf");
+    CU_ASSERT_STRING_EQUAL(p[1].media_type, "application/pdf");
+    CU_ASSERT_STRING_EQUAL(p[2].text, "hello");
+    CU_ASSERT_PTR_NULL(p[2].data);
+    canon_req_free(r);
+    r = parse_text("{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\","
+                   "\"content\":[{\"type\":\"document\",\"source\":{\"type\":\"content\","
+                   "\"content\":[]}}]}]}",
+                   &err, &rc);
+    CU_ASSERT_EQUAL(rc, GW_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.code, "unsupported_content");
+    CU_ASSERT_STRING_EQUAL(err.param, "messages[0].content[0].source");
+    canon_req_free(r);
+}
+
 static CU_TestInfo tests[] = {
+    {"parse: document blocks", test_parse_documents},
     {"redacted thinking and block boundaries", test_redacted_and_blocks},
     {"parse: a full request", test_parse_full},
     {"parse: a minimal request", test_parse_minimal},

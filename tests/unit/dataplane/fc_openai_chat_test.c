@@ -101,7 +101,7 @@ static void test_parse_refusals_name_the_field(void)
         {"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}"
          "]"
          "}]}",
-         "messages[0].content[0]", "unsupported_content"},
+         "messages[0].content[0].input_audio", "unsupported_content"},
         {"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
          "\"image_url\":{\"url\":\"file:///etc/passwd\"}}]}]}",
          "messages[0].content[0].image_url.url", "invalid_image"},
@@ -326,7 +326,51 @@ static void test_bill_text(void)
     gw_buf_free(&b);
 }
 
+/* file and input_audio parts become DOCUMENT and AUDIO; a file id (only
+ * OpenAI can read it) is refused, and under the lenient parse noted as
+ * opaque and left out. */
+static void test_parse_documents_audio(void)
+{
+    static const char body[] =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":["
+        "{\"type\":\"file\",\"file\":{\"filename\":\"a.pdf\",\"file_data\":"
+        "\"data:application/pdf;base64,JVBE\"}},"
+        "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklG\",\"format\":\"mp3\"}}]}]}";
+    struct canon_err err;
+    int rc;
+    struct canon_req *r = parse_text(body, &err, &rc);
+    CU_ASSERT_EQUAL_FATAL(rc, GW_OK);
+    CU_ASSERT_EQUAL_FATAL(r->messages[0].nparts, 2);
+    const struct canon_part *d = &r->messages[0].parts[0], *a = &r->messages[0].parts[1];
+    CU_ASSERT_EQUAL(d->type, CANON_PART_DOCUMENT);
+    CU_ASSERT_STRING_EQUAL(d->media_type, "application/pdf");
+    CU_ASSERT_STRING_EQUAL(d->data, "JVBE");
+    CU_ASSERT_STRING_EQUAL(d->filename, "a.pdf");
+    CU_ASSERT_EQUAL(a->type, CANON_PART_AUDIO);
+    CU_ASSERT_STRING_EQUAL(a->media_type, "audio/mp3");
+    CU_ASSERT_STRING_EQUAL(a->data, "UklG");
+    canon_req_free(r);
+
+    static const char by_id[] =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":["
+        "{\"type\":\"text\",\"text\":\"x\"},{\"type\":\"file\",\"file\":{\"file_id\":\"f1\"}}]}]}";
+    r = parse_text(by_id, &err, &rc);
+    CU_ASSERT_EQUAL(rc, GW_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.param, "messages[0].content[1].file.file_id");
+    CU_ASSERT_STRING_EQUAL(err.code, "unsupported_content");
+    canon_req_free(r);
+    json_t *b = json_loads(by_id, 0, NULL);
+    r = canon_req_new(b);
+    r->lenient = 1;
+    memset(&err, 0, sizeof(err));
+    CU_ASSERT_EQUAL(fc_openai_chat.parse(r, &err), GW_OK);
+    CU_ASSERT_EQUAL(r->messages[0].nparts, 1);
+    CU_ASSERT_STRING_EQUAL(r->opaque.param, "messages[0].content[1].file.file_id");
+    canon_req_free(r);
+}
+
 static CU_TestInfo tests[] = {
+    {"parse: file and input_audio parts; a file id is opaque", test_parse_documents_audio},
     {"bill: as text, as jansson renders it", test_bill_text},
     {"parse: tool call arguments are bounded in all", test_parse_bounds_arguments},
     {"parse: a full request", test_parse_full},

@@ -198,7 +198,7 @@ static void test_parse_refusals(void)
               "input[0]");
     parse_bad("{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
               "\"input_file\",\"file_id\":\"f\"}]}]}",
-              "input[0].content[0]");
+              "input[0].content[0].file_id");
     parse_bad("{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
               "\"input_image\",\"file_id\":\"f\"}]}]}",
               "input[0].content[0].file_id");
@@ -638,7 +638,33 @@ static void test_error_body(void)
     CU_ASSERT_STRING_EQUAL(F->name, "openai.responses");
 }
 
+static void test_parse_input_file(void)
+{
+    struct canon_req *r =
+        parse_ok("{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":["
+                 "{\"type\":\"input_file\",\"filename\":\"a.pdf\",\"file_data\":"
+                 "\"data:application/pdf;base64,JVBE\"},"
+                 "{\"type\":\"input_file\",\"file_url\":\"https://x.test/b.pdf\"}]}]}");
+    CU_ASSERT_EQUAL_FATAL(r->messages[0].nparts, 2);
+    const struct canon_part *d = &r->messages[0].parts[0], *u = &r->messages[0].parts[1];
+    CU_ASSERT_EQUAL(d->type, CANON_PART_DOCUMENT);
+    CU_ASSERT_STRING_EQUAL(d->media_type, "application/pdf");
+    CU_ASSERT_STRING_EQUAL(d->data, "JVBE");
+    CU_ASSERT_STRING_EQUAL(d->filename, "a.pdf");
+    CU_ASSERT_EQUAL(u->type, CANON_PART_DOCUMENT);
+    CU_ASSERT_STRING_EQUAL(u->url, "https://x.test/b.pdf");
+    CU_ASSERT_PTR_NULL(u->media_type);
+    canon_req_free(r);
+    parse_bad("{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+              "\"input_file\",\"file_data\":\"JVBE\"}]}]}",
+              "input[0].content[0].file_data");
+    parse_bad("{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+              "\"input_file\"}]}]}",
+              "input[0].content[0]");
+}
+
 static CU_TestInfo tests[] = {
+    {"parse: input_file parts", test_parse_input_file},
     {"parse: string input and settings", test_parse_string_input},
     {"parse: a tool-calling conversation", test_parse_conversation},
     {"parse: refusals name the field", test_parse_refusals},
