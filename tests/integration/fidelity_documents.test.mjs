@@ -45,9 +45,13 @@ after(async () => {
 const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
 const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
 const nonceOf = () => randomBytes(6).toString('hex');
+const opts = (nonce) => ({ headers: { 'x-request-id': `doc-${nonce}` } });
 
-/** The upstream body (parsed) the mock received whose text holds nonce. */
+/** The upstream body (parsed) the mock received whose text holds nonce;
+ * the mock's own reading of it (its usage log) counts the one file. */
 async function upstream(nonce) {
+  const seen = (await mock.usageFor(`doc-${nonce}`)).seen;
+  assert.equal(seen.files, 1, JSON.stringify(seen));
   const rec = await h.waitFor(() => {
     if (!fs.existsSync(recordPath)) return null;
     const hits = fs.readFileSync(recordPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
@@ -69,12 +73,12 @@ async function openaiChat(model, part, stream) {
   const nonce = nonceOf();
   const req = { model, max_tokens: 64, messages: [{ role: 'user', content: [{ type: 'text', text: `read this ${nonce}` }, part] }] };
   if (!stream) {
-    const r = await oai().chat.completions.create(req);
+    const r = await oai().chat.completions.create(req, opts(nonce));
     assert.ok(r.choices[0].message.content.length > 0, JSON.stringify(r));
     assert.equal(r.choices[0].finish_reason, 'stop');
     return nonce;
   }
-  const s = await oai().chat.completions.create({ ...req, stream: true });
+  const s = await oai().chat.completions.create({ ...req, stream: true }, opts(nonce));
   let text = '';
   let finish = null;
   for await (const ch of s) {
@@ -90,12 +94,12 @@ async function anthropicMsg(model, block, stream) {
   const nonce = nonceOf();
   const req = { model, max_tokens: 64, messages: [{ role: 'user', content: [{ type: 'text', text: `read this ${nonce}` }, block] }] };
   if (!stream) {
-    const r = await ant().messages.create(req);
+    const r = await ant().messages.create(req, opts(nonce));
     assert.ok(r.content.some((b) => b.type === 'text' && b.text.length > 0), JSON.stringify(r));
     assert.equal(r.stop_reason, 'end_turn');
     return nonce;
   }
-  const m = await ant().messages.stream(req).finalMessage();
+  const m = await ant().messages.stream(req, opts(nonce)).finalMessage();
   assert.ok(m.content.some((b) => b.type === 'text' && b.text.length > 0), JSON.stringify(m));
   assert.equal(m.stop_reason, 'end_turn');
   return nonce;
@@ -105,12 +109,12 @@ async function responsesCall(model, part, stream) {
   const nonce = nonceOf();
   const req = { model, max_output_tokens: 64, input: [{ role: 'user', content: [{ type: 'input_text', text: `read this ${nonce}` }, part] }] };
   if (!stream) {
-    const r = await oai().responses.create(req);
+    const r = await oai().responses.create(req, opts(nonce));
     assert.ok(r.output_text.length > 0, JSON.stringify(r));
     assert.equal(r.status, 'completed');
     return nonce;
   }
-  const s = await oai().responses.create({ ...req, stream: true });
+  const s = await oai().responses.create({ ...req, stream: true }, opts(nonce));
   let text = '';
   let done = null;
   for await (const ev of s) {

@@ -78,6 +78,8 @@ static void blocks_seen(struct mock_call *c, json_t *content, int depth)
             continue;
         if (strcmp(type, "image") == 0) {
             c->seen.images++;
+        } else if (strcmp(type, "document") == 0) {
+            c->seen.files++;
         } else if (strcmp(type, "tool_use") == 0) {
             c->seen.tool_calls++;
         } else if (strcmp(type, "tool_result") == 0) {

@@ -115,6 +115,14 @@ static const char *message_blocks(struct mock_call *c, json_t *content)
         c->input_tokens += block_words(block);
         if (json_object_get(block, "image") != NULL)
             c->seen.images++;
+        json_t *doc = json_object_get(block, "document");
+        if (doc != NULL) {
+            /* Converse requires a name and a source (ValidationException). */
+            if (!json_is_string(json_object_get(doc, "name")) ||
+                !json_is_object(json_object_get(doc, "source")))
+                return "messages.content.document: name and source are required";
+            c->seen.files++;
+        }
         if (json_object_get(block, "toolUse") != NULL)
             c->seen.tool_calls++;
         json_t *tr = json_object_get(block, "toolResult");

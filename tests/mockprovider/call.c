@@ -95,9 +95,10 @@ static int log_seen(struct gw_buf *b, const struct mock_seen *s)
 {
     int rc = gw_buf_printf(b,
                            ",\"seen\":{\"messages\":%d,\"system\":%s,\"images\":%d,"
-                           "\"tool_results\":%d,\"tool_calls\":%d,\"tools\":%d,\"max_tokens\":",
-                           s->messages, s->system ? "true" : "false", s->images, s->tool_results,
-                           s->tool_calls, s->tools);
+                           "\"files\":%d,\"tool_results\":%d,\"tool_calls\":%d,\"tools\":%d,"
+                           "\"max_tokens\":",
+                           s->messages, s->system ? "true" : "false", s->images, s->files,
+                           s->tool_results, s->tool_calls, s->tools);
     rc |= s->max_tokens >= 0 ? gw_buf_printf(b, "%lld", s->max_tokens) : gw_buf_appends(b, "null");
     rc |= gw_buf_appends(b, ",\"temperature\":");
     rc |=

@@ -93,6 +93,8 @@ static const char *content_parts(struct mock_call *c, json_t *content, int count
         if (is_image(json_object_get(part, "inlineData")) ||
             is_image(json_object_get(part, "fileData")))
             c->seen.images++;
+        else if (json_object_get(part, "inlineData") || json_object_get(part, "fileData"))
+            c->seen.files++; /* a document or audio */
         if (json_object_get(part, "functionCall") != NULL)
             c->seen.tool_calls++;
         if (json_object_get(part, "functionResponse") != NULL)

@@ -246,6 +246,7 @@ struct mock_seen {
     int messages; /* conversation turns, system messages not counted */
     int system;   /* a system prompt (field or system/developer message) */
     int images;
+    int files; /* documents and audio input (file, input_file, document, ...) */
     int tool_results;
     int tool_calls;       /* tool calls in earlier assistant turns */
     int tail_tool_result; /* the last message (or input item) carries tool results */

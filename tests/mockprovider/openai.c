@@ -80,6 +80,8 @@ static void chat_seen(struct mock_call *c, json_t *msg)
             const char *type = json_string_value(json_object_get(part, "type"));
             if (type != NULL && strcmp(type, "image_url") == 0)
                 c->seen.images++;
+            if (type != NULL && (strcmp(type, "file") == 0 || strcmp(type, "input_audio") == 0))
+                c->seen.files++;
         }
     }
 }

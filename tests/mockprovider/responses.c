@@ -82,6 +82,8 @@ static const char *input_item(struct mock_call *c, json_t *item)
             const char *pt = json_string_value(json_object_get(part, "type"));
             if (pt != NULL && strcmp(pt, "input_image") == 0)
                 c->seen.images++;
+            if (pt != NULL && strcmp(pt, "input_file") == 0)
+                c->seen.files++;
         }
     } else if (strcmp(type, "function_call") == 0) {
         if (!json_is_string(json_object_get(item, "call_id")) ||
