@@ -7,9 +7,8 @@
 #include <strings.h>
 
 #include "drv_util.h"
-#include "gw_buf.h"
 #include "gw_error.h"
-#include "gw_etcd.h"
+#include "gw_str.h"
 
 int drv_doc_members(const struct canon_req *r, const char *where, const struct canon_part *p,
                     unsigned can, const char *driver, struct canon_err *err)
@@ -125,22 +124,54 @@ const char *drv_audio_format(const char *media_type)
 
 json_t *drv_b64_string(const char *text)
 {
-    struct gw_buf b;
-    gw_buf_init(&b, 0);
-    json_t *s = NULL;
-    if (gw_etcd_b64_encode(&b, text, strlen(text)) == GW_OK)
-        s = json_stringn(b.data ? b.data : "", b.len);
-    gw_buf_free(&b);
-    return s;
+    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *t = (const unsigned char *)text;
+    size_t n = strlen(text);
+    char *s = malloc((n + 2) / 3 * 4 + 1);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)t[i] << 16 | (i + 1 < n ? (unsigned)t[i + 1] << 8 : 0) |
+                     (i + 2 < n ? t[i + 2] : 0);
+        s[o++] = B64[v >> 18 & 63];
+        s[o++] = B64[v >> 12 & 63];
+        s[o++] = i + 1 < n ? B64[v >> 6 & 63] : '=';
+        s[o++] = i + 2 < n ? B64[v & 63] : '=';
+    }
+    json_t *j = json_stringn(s, o);
+    free(s);
+    return j;
 }
 
 json_t *drv_b64_text(const char *data)
 {
-    char *d;
-    size_t n;
-    if (!data || gw_etcd_b64_decode(data, strlen(data), &d, &n) != GW_OK)
+    /* Padded standard base64 only: what a data: URL carries. */
+    size_t n = data ? strlen(data) : 0;
+    if (n == 0 || n % 4)
         return NULL;
-    json_t *s = memchr(d, '\0', n) ? NULL : json_stringn(d, n);
+    char *d = malloc(n / 4 * 3);
+    if (!d)
+        return NULL;
+    size_t o = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i += 4) {
+        int pad = (data[i + 3] == '=') + (data[i + 2] == '=' && data[i + 3] == '=');
+        if (pad && i + 4 != n)
+            bad = 1;
+        unsigned v = 0;
+        for (int k = 0; k < 4 && !bad; k++) {
+            int x = k >= 4 - pad ? 0 : gw_b64_digit((unsigned char)data[i + k]);
+            bad = x < 0;
+            v = v << 6 | (unsigned)(x < 0 ? 0 : x);
+        }
+        d[o++] = (char)(v >> 16);
+        if (pad < 2)
+            d[o++] = (char)(v >> 8);
+        if (pad < 1)
+            d[o++] = (char)v;
+    }
+    json_t *s = bad || memchr(d, '\0', o) ? NULL : json_stringn(d, o);
     free(d);
     return s;
 }

@@ -15,7 +15,8 @@
  *    messages with parts of known types whose strings are set (text for
  *    TEXT and THINKING, a URL or a media type with data for IMAGE, id, name
  *    and arguments, one JSON object, for TOOL_CALL, an id and TEXT or IMAGE
- *    content for TOOL_RESULT); system parts are TEXT; tools with valid,
+ *    content for TOOL_RESULT, one source for DOCUMENT, data and a media
+ *    type for AUDIO, neither inside a tool result); system parts are TEXT; tools with valid,
  *    distinct names (1-64 of [A-Za-z0-9_-]); a named tool choice naming one
  *    of them and a forcing one having tools; at most 16 non-empty stop
  *    sequences; a JSON-schema format with a schema object; a reasoning
@@ -133,6 +134,27 @@ static void render_part(struct gw_buf *o, const struct canon_part *p, int in_res
         }
         must(gw_buf_append(o, "}", 1));
         put(o, "id", p->id);
+        break;
+    case CANON_PART_DOCUMENT:
+        /* One source: bytes with their type, a URL, or text. */
+        CHECK(!in_result);
+        CHECK((p->data != NULL) + (p->url != NULL) + (p->text != NULL) == 1);
+        CHECK(!p->data || p->media_type);
+        CHECK(p->citations == 0 || p->citations == 1);
+        put(o, "type", p->media_type);
+        put(o, "data", p->data);
+        put(o, "url", p->url);
+        put(o, "text", p->text);
+        put(o, "file", p->filename);
+        put(o, "title", p->title);
+        put(o, "ctx", p->context);
+        must(gw_buf_printf(o, "cite%d", p->citations));
+        break;
+    case CANON_PART_AUDIO:
+        CHECK(!in_result);
+        CHECK(p->data && p->media_type);
+        put(o, "type", p->media_type);
+        put(o, "data", p->data);
         break;
     default:
         CHECK(!"a part type outside the enum");

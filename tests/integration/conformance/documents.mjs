@@ -114,7 +114,7 @@ export default [
     id: 'document.citations',
     label: 'document: citations enabled',
     request: {
-      anthropic: (base, nonce) => antUser(base, nonce, { type: 'document', source: { type: 'text', media_type: 'text/plain', data: TEXT }, title: 'Sky report', citations: { enabled: true } }),
+      anthropic: (base, nonce) => antUser(base, nonce, { type: 'document', source: { type: 'text', media_type: 'text/plain', data: TEXT }, citations: { enabled: true } }),
     },
     evidence: withEvidence((v) => v.includes('citations.enabled')),
   },
