@@ -23,7 +23,10 @@ static const char DOC[] =
     "{'version':1,"
     " 'providers':["
     "  {'name':'mock','driver':'openai','base_url':'http://m'},"
-    "  {'name':'claude','driver':'anthropic','base_url':'http://c'},"
+    "  {'name':'claude','driver':'anthropic','base_url':'http://c',"
+    /* Narrowed: the anthropic driver has json_mode (structured output);
+     * these tests need a target without it. */
+    "   'options':{'capabilities':['chat','vision','tools','reasoning']}},"
     "  {'name':'alt','driver':'openai','base_url':'http://a'},"
     "  {'name':'off','driver':'openai','base_url':'http://o','enabled':false},"
     "  {'name':'nocred','driver':'openai','base_url':'http://n',"
