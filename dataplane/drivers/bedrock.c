@@ -355,12 +355,7 @@ static int add_tools(const struct canon_req *r, json_t *doc, struct canon_err *e
 {
     const char *tc_field = canon_field_name(r, CANON_F_TOOL_CHOICE);
     if (r->parallel_tool_calls == 0) {
-        canon_err_set(err, 400, canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS),
-                      "unsupported_parameter",
-                      "%s false is not supported by Bedrock: Converse cannot forbid parallel "
-                      "tool calls",
-                      canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS));
-        return GW_EINVAL;
+        return drv_refuse_parallel_off(r, "Bedrock", "Converse has no switch for it", err);
     }
     if (!r->ntools) {
         /* No tools: "auto" and "none" are what happens anyway. */

@@ -23,8 +23,8 @@ int drv_doc_members(const struct canon_req *r, const char *where, const struct c
     if (!member)
         return GW_OK;
     canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                  "%s: a document's '%s' cannot be sent to a%s %s provider (%s)", where, member,
-                  strchr("aeio", driver[0]) ? "n" : "", driver,
+                  "%s: a document's '%s' cannot be sent to %s %s provider (%s)", where, member,
+                  drv_a(driver), driver,
                   strcmp(member, "citations") == 0 ? "it gives no citations of documents"
                                                    : "its documents have no such field");
     return GW_EINVAL;
@@ -36,8 +36,8 @@ int drv_refuse_doc(const struct canon_req *r, const char *where, const struct ca
     const char *kind = p->type == CANON_PART_AUDIO ? "audio input" : "a document";
     const char *fmt = p->text ? "text" : p->url ? "by URL" : p->media_type ? p->media_type : "file";
     canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                  "%s: %s (%s) cannot be sent to a%s %s provider: %s", where, kind, fmt,
-                  strchr("aeio", driver[0]) ? "n" : "", driver, why);
+                  "%s: %s (%s) cannot be sent to %s %s provider: %s", where, kind, fmt,
+                  drv_a(driver), driver, why);
     return GW_EINVAL;
 }
 

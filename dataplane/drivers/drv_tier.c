@@ -30,8 +30,8 @@ int drv_tier_word(const struct canon_req *r, const char *driver, const struct dr
     }
     const char *f = canon_field_name(r, CANON_F_SERVICE_TIER);
     canon_err_set(err, 400, f, "unsupported_parameter",
-                  "%s \"%s\" cannot be sent to a %s provider: %s", f, r->service_tier, driver,
-                  m->why);
+                  "%s \"%s\" cannot be sent to %s %s provider: %s", f, r->service_tier,
+                  drv_a(driver), driver, m->why);
     return GW_EINVAL;
 }
 
@@ -68,8 +68,8 @@ int drv_refuse_logprobs(const struct canon_req *r, const char *driver, const cha
     if (!r->logprobs)
         return GW_OK;
     const char *f = canon_field_name(r, CANON_F_LOGPROBS);
-    canon_err_set(err, 400, f, "unsupported_parameter", "%s cannot be sent to a %s provider: %s", f,
-                  driver, why);
+    canon_err_set(err, 400, f, "unsupported_parameter", "%s cannot be sent to %s %s provider: %s",
+                  f, drv_a(driver), driver, why);
     return GW_EINVAL;
 }
 

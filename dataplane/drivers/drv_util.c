@@ -71,14 +71,23 @@ int drv_refuse_message(const struct canon_req *r, size_t mi, const char *what,
     return GW_EINVAL;
 }
 
+int drv_refuse_parallel_off(const struct canon_req *r, const char *who, const char *why,
+                            struct canon_err *err)
+{
+    const char *f = canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS);
+    canon_err_set(err, 400, f, "unsupported_parameter",
+                  "%s asks for one tool call per turn, which %s cannot enforce: %s", f, who, why);
+    return GW_EINVAL;
+}
+
 int drv_refuse_part(const struct canon_req *r, const char *where, const struct canon_part *p,
                     const char *driver, struct canon_err *err)
 {
     const char *kind = p->type == CANON_PART_AUDIO ? "audio input" : "a document";
     const char *fmt = p->media_type ? p->media_type : p->url ? "by URL" : p->text ? "text" : "file";
     canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                  "%s: %s (%s) cannot be sent to a%s %s provider", where, kind, fmt,
-                  strchr("aeio", driver[0]) ? "n" : "", driver);
+                  "%s: %s (%s) cannot be sent to %s %s provider", where, kind, fmt, drv_a(driver),
+                  driver);
     return GW_EINVAL;
 }
 

@@ -45,6 +45,20 @@ long long drv_effort_budget(const char *effort, const struct drv_budgets *b);
 int drv_refuse_message(const struct canon_req *r, size_t mi, const char *what,
                        struct canon_err *err);
 
+/* Refuses a request for one tool call per turn (parallel_tool_calls
+ * false, Anthropic's disable_parallel_tool_use) to a provider that cannot
+ * forbid several: "<field> asks for one tool call per turn, which <who>
+ * cannot enforce: <why>". Returns GW_EINVAL. */
+int drv_refuse_parallel_off(const struct canon_req *r, const char *who, const char *why,
+                            struct canon_err *err);
+
+/* "a" or "an" before a driver's name in a refusal ("an ollama provider"). */
+static inline const char *drv_a(const char *driver)
+{
+    return driver[0] == 'a' || driver[0] == 'e' || driver[0] == 'i' || driver[0] == 'o' ? "an"
+                                                                                        : "a";
+}
+
 /* Refuses a content part (a document or audio) the provider cannot take:
  * 400 unsupported_content naming where it is, its format and the driver,
  * e.g. "message 0 part 1: a document (text/csv) cannot be sent to a

@@ -457,11 +457,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
     if (r->parallel_tool_calls == 0) {
-        canon_err_set(err, 400, canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS),
-                      "unsupported_parameter",
-                      "%s false is not supported by Gemini, which may always call several tools",
-                      canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS));
-        return GW_EINVAL;
+        return drv_refuse_parallel_off(r, "Gemini", "it may always call several tools", err);
     }
     json_t *doc = json_object();
     json_t *contents = json_array();

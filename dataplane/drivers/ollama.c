@@ -250,11 +250,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
         return GW_EINVAL;
     }
     if (r->parallel_tool_calls == 0) {
-        canon_err_set(err, 400, canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS),
-                      "unsupported_parameter",
-                      "%s false is not supported by Ollama, which may always call several tools",
-                      canon_field_name(r, CANON_F_PARALLEL_TOOL_CALLS));
-        return GW_EINVAL;
+        return drv_refuse_parallel_off(r, "Ollama", "it may always call several tools", err);
     }
     json_t *doc = json_pack("{s:s,s:b}", "model", t->model, "stream", r->stream);
     json_t *msgs = json_array();

@@ -7,6 +7,11 @@
 //   mapped   another format: the feature reached the provider in that
 //            format's form (the feature's evidence function names the form)
 //   refused  a 400 that names the field (in param, or in the message)
+//   omitted  a documented deliberate translation (docs/canonical.md): the
+//            provider has no such field and the field cannot change the
+//            answer's content (an end-user id for abuse monitoring, the
+//            standard tier of a provider with one tier); the evidence
+//            function answers "omitted: <why>" after checking it is absent
 // Anything else fails the test: a 200 whose upstream body lacks the feature
 // (dropped), a 5xx, a 400 naming nothing, an answer without what the feature
 // promises. The matrix is written as markdown and compared with the
@@ -151,6 +156,7 @@ async function cell(feature, client, driver) {
   }
   const found = ev(up.body, up.path);
   if (!found) return { fail: `${where}: dropped: the upstream body lacks it: ${up.raw.slice(0, 400)}` };
+  if (found.startsWith('omitted: ')) return { kind: 'omitted', text: found.slice(9) };
   return { kind: 'mapped', text: found };
 }
 
@@ -184,6 +190,7 @@ export function render(features, results) {
     '- **passed**: the client\'s own wire format; the body reached the provider as the client wrote it (docs/relay.md);',
     '- **mapped**: translated; what reached the provider is named (the form in the provider\'s format);',
     '- **refused**: a 400 naming the field, before anything reached the provider; the numbered message follows each table;',
+    '- **omitted**: a documented deliberate translation (docs/canonical.md): the provider has no such field, and the field cannot change the answer (an end-user id kept for abuse monitoring, the standard tier of a provider that has one tier);',
     '- **–**: the client format has no way to express the feature.',
     '',
     'No cell is a silent drop: a 200 whose upstream body lacks the feature fails the suite.',
@@ -200,6 +207,7 @@ export function render(features, results) {
         if (r.kind === 'n/a') return r.text ? `– (${escapeCell(r.text)})` : '–';
         if (r.kind === 'passed') return 'passed';
         if (r.kind === 'mapped') return `mapped: ${escapeCell(r.text)}`;
+        if (r.kind === 'omitted') return `omitted: ${escapeCell(r.text)}`;
         let i = notes.indexOf(r.text);
         if (i < 0) i = notes.push(r.text) - 1;
         return `refused [${i + 1}]`;

@@ -172,6 +172,40 @@ export default [
     },
   },
   {
+    id: 'tools.strict',
+    label: 'function tools with strict schemas',
+    request: {
+      openai: (b) => ({ ...b, tools: [{ ...TOOLS.openai[0], function: { ...TOOLS.openai[0].function, strict: true } }] }),
+      anthropic: (b) => ({ ...b, tools: [{ ...TOOLS.anthropic[0], strict: true }] }),
+      responses: (b) => ({ ...b, tools: [{ ...TOOLS.responses[0], strict: true }] }),
+    },
+    evidence: {
+      openai: when('function.strict', (u) => u.tools?.[0]?.function?.strict === true),
+      'openai-responses': when('strict', (u) => u.tools?.[0]?.strict === true),
+      anthropic: when('strict', (u) => u.tools?.[0]?.strict === true),
+      bedrock: when('toolSpec.strict', (u) => deep(u.toolConfig, (o) => o.strict === true)),
+      gemini: (u) => (deep(u, (o) => o.strict !== undefined) ? null : 'omitted: no such field (the schema is still sent)'),
+      ollama: (u) => (deep(u, (o) => o.strict !== undefined) ? null : 'omitted: no such field (the schema is still sent)'),
+    },
+  },
+  {
+    id: 'cache_control',
+    label: 'prompt-cache marker (cache_control)',
+    request: {
+      anthropic: (b, n) => ({
+        ...b, messages: [{ role: 'user', content: [{ type: 'text', text: `long context ${n}`, cache_control: { type: 'ephemeral' } }] }],
+      }),
+    },
+    evidence: {
+      anthropic: when('cache_control', (u) => deep(u, (o) => o.cache_control?.type === 'ephemeral')),
+      bedrock: when('cachePoint', (u) => deep(u, (o) => o.cachePoint !== undefined)),
+      openai: (u) => (JSON.stringify(u).includes('cache_control') ? null : 'omitted: caching is automatic'),
+      'openai-responses': (u) => (JSON.stringify(u).includes('cache_control') ? null : 'omitted: caching is automatic'),
+      gemini: (u) => (JSON.stringify(u).includes('cache_control') ? null : 'omitted: caching is automatic'),
+      ollama: (u) => (JSON.stringify(u).includes('cache_control') ? null : 'omitted: no such field'),
+    },
+  },
+  {
     id: 'tool_result',
     label: 'a tool call and its result in the history',
     request: {

@@ -33,7 +33,7 @@ export default [
     ...tier('standard', 'default', 'standard_only', ['default', 'standard_only', 'default', 'standard']),
     evidence: {
       ...tierEvidence('default', 'standard_only', 'default', 'standard'),
-      ollama: (up) => (up.service_tier === undefined ? 'one tier: nothing to send' : null),
+      ollama: (up) => (up.service_tier === undefined ? 'omitted: one tier' : null),
     },
   },
   {
@@ -49,8 +49,24 @@ export default [
       anthropic: (up) => (up.metadata?.user_id === 'sid-conf' ? 'metadata.user_id' : null),
       bedrock: (up) => (up.requestMetadata?.user === 'sid-conf' ? 'requestMetadata.user' : null),
       // Not sent by rule (docs/canonical.md, deliberate translations).
-      gemini: (up) => (JSON.stringify(up).includes('sid-conf') ? null : 'not sent (no such field)'),
-      ollama: (up) => (JSON.stringify(up).includes('sid-conf') ? null : 'not sent (no such field)'),
+      gemini: (up) => (JSON.stringify(up).includes('sid-conf') ? null : 'omitted: no such field'),
+      ollama: (up) => (JSON.stringify(up).includes('sid-conf') ? null : 'omitted: no such field'),
+    },
+  },
+  {
+    id: 'user.user',
+    label: 'end user: OpenAI user',
+    request: {
+      openai: (base) => ({ ...base, user: 'u-conf' }),
+      responses: (base) => ({ ...base, user: 'u-conf' }),
+    },
+    evidence: {
+      openai: (up) => (up.user === 'u-conf' ? 'user' : null),
+      'openai-responses': (up) => (up.user === 'u-conf' ? 'user' : null),
+      anthropic: (up) => (up.metadata?.user_id === 'u-conf' ? 'metadata.user_id' : null),
+      bedrock: (up) => (up.requestMetadata?.user === 'u-conf' ? 'requestMetadata.user' : null),
+      gemini: (up) => (JSON.stringify(up).includes('u-conf') ? null : 'omitted: no such field'),
+      ollama: (up) => (JSON.stringify(up).includes('u-conf') ? null : 'omitted: no such field'),
     },
   },
   {
@@ -64,8 +80,8 @@ export default [
       'openai-responses': (up) => (up.safety_identifier === 'uid-conf' ? 'safety_identifier' : null),
       anthropic: (up) => (up.metadata?.user_id === 'uid-conf' ? 'metadata.user_id' : null),
       bedrock: (up) => (up.requestMetadata?.user === 'uid-conf' ? 'requestMetadata.user' : null),
-      gemini: (up) => (JSON.stringify(up).includes('uid-conf') ? null : 'not sent (no such field)'),
-      ollama: (up) => (JSON.stringify(up).includes('uid-conf') ? null : 'not sent (no such field)'),
+      gemini: (up) => (JSON.stringify(up).includes('uid-conf') ? null : 'omitted: no such field'),
+      ollama: (up) => (JSON.stringify(up).includes('uid-conf') ? null : 'omitted: no such field'),
     },
   },
   {

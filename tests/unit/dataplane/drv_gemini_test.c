@@ -573,7 +573,7 @@ static void test_refusals(void)
     f.msgs[1].role = CANON_ROLE_ASSISTANT;
 
     f.r->parallel_tool_calls = 0;
-    expect_refusal(&drv_gemini, &f.t, f.r, "parallel_tool_calls", "false");
+    expect_refusal(&drv_gemini, &f.t, f.r, "parallel_tool_calls", "one tool call per turn");
     f.r->parallel_tool_calls = -1;
 
     /* The facade's own names for fields are used. */
@@ -581,7 +581,8 @@ static void test_refusals(void)
                                                          "tool_choice.disable_parallel_tool_use"};
     f.r->field_names = names;
     f.r->parallel_tool_calls = 0;
-    expect_refusal(&drv_gemini, &f.t, f.r, "tool_choice.disable_parallel_tool_use", "false");
+    expect_refusal(&drv_gemini, &f.t, f.r, "tool_choice.disable_parallel_tool_use",
+                   "one tool call per turn");
     fixture_free(&f);
 }
 

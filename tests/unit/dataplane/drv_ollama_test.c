@@ -478,7 +478,7 @@ static void test_refusals(void)
     f.r->tool_choice = CANON_TC_AUTO;
 
     f.r->parallel_tool_calls = 0;
-    expect_refusal(&drv_ollama, &f.t, f.r, "parallel_tool_calls", "false");
+    expect_refusal(&drv_ollama, &f.t, f.r, "parallel_tool_calls", "one tool call per turn");
     f.r->parallel_tool_calls = 1;
 
     f.u1[1].url = "https://example.com/cat.png";
