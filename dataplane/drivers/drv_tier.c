@@ -164,3 +164,23 @@ void drv_logprobs_free(struct drv_logprobs *l)
     free(l->tops);
     memset(l, 0, sizeof(*l));
 }
+
+int drv_emit_text_lp(struct drv_parser *p, const struct canon_sink *s, const char *text,
+                     const json_t *lp)
+{
+    if (!text || !*text)
+        return 0;
+    if (!json_array_size(lp))
+        return drv_emit_text(s, CANON_EV_CHUNK, text);
+    struct drv_logprobs l;
+    if (drv_logprobs_openai(lp, &l) != GW_OK)
+        return drv_fail(p, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
+    struct canon_event ev = {.type = CANON_EV_CHUNK,
+                             .text = text,
+                             .len = strlen(text),
+                             .logprobs = l.lp,
+                             .nlogprobs = l.n};
+    int rc = canon_emit(s, &ev);
+    drv_logprobs_free(&l);
+    return rc;
+}

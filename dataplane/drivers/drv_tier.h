@@ -67,4 +67,12 @@ int drv_logprobs_openai(const json_t *content, struct drv_logprobs *out);
 int drv_logprobs_gemini(const json_t *result, struct drv_logprobs *out);
 void drv_logprobs_free(struct drv_logprobs *l);
 
+/* A CHUNK of text (nothing when empty) with the log probabilities in lp,
+ * an array in OpenAI's shape (drv_logprobs_openai: chat's
+ * logprobs.content, or a Responses output_text's logprobs); none when lp
+ * is not a non-empty array. canon_emit's result, or drv_fail's when memory
+ * runs out. */
+int drv_emit_text_lp(struct drv_parser *p, const struct canon_sink *s, const char *text,
+                     const json_t *lp);
+
 #endif

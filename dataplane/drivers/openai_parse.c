@@ -121,22 +121,8 @@ static int emit_start(struct oa_parser *p, const json_t *doc, const struct canon
 static int emit_text_lp(struct oa_parser *p, const json_t *ch, const char *text,
                         const struct canon_sink *s)
 {
-    json_t *content = json_object_get(json_object_get(ch, "logprobs"), "content");
-    if (!text || !*text)
-        return 0;
-    if (!json_array_size(content))
-        return drv_emit_text(s, CANON_EV_CHUNK, text);
-    struct drv_logprobs lp;
-    if (drv_logprobs_openai(content, &lp) != GW_OK)
-        return drv_fail(&p->base, s, CANON_FAIL_PROVIDER_5XX, "out of memory");
-    struct canon_event ev = {.type = CANON_EV_CHUNK,
-                             .text = text,
-                             .len = strlen(text),
-                             .logprobs = lp.lp,
-                             .nlogprobs = lp.n};
-    int rc = canon_emit(s, &ev);
-    drv_logprobs_free(&lp);
-    return rc;
+    return drv_emit_text_lp(&p->base, s, text,
+                            json_object_get(json_object_get(ch, "logprobs"), "content"));
 }
 
 /* A tier member read by spans: a plain short string (else *unsure). */

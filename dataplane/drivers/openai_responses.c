@@ -19,13 +19,14 @@
  * driver), user, safety_identifier and service_tier (standard as
  * "default"). Thinking without a signature is not sent back: the API
  * takes earlier reasoning only as its own encrypted items. The served tier
- * is read from the response object's service_tier.
+ * is read from the response object's service_tier. Log probabilities:
+ * top_logprobs and include "message.output_text.logprobs"; each
+ * output_text's (or text delta's) logprobs go on its CHUNK.
  *
  * Refused (the API has no such parameters): top_k, seed, stop sequences,
  * presence_penalty and frequency_penalty, each named in the client's terms;
- * log probabilities, which this driver does not read yet, audio input and
- * documents given as text, a document's context and its citations flag
- * (the API has no such input).
+ * audio input and documents given as text, a document's context and its
+ * citations flag (the API has no such input).
  *
  * Options (snapshot providers[].options):
  *   reasoning_summary    "auto", "concise" or "detailed": asks for reasoning
@@ -277,11 +278,8 @@ static json_t *instructions_of(const struct canon_req *r, struct canon_err *err)
     return s;
 }
 
-/* OpenAI's tier words (standard is "default"). Log probabilities are
- * refused: the Responses stream carries them per output_text delta, which
- * this driver does not read yet. */
+/* OpenAI's tier words (standard is "default"). */
 static const struct drv_tier_map tiers = {{"auto", "default", "flex", "priority", "scale"}, ""};
-#define LOGPROBS_WHY "the gateway does not read a Responses answer's logprobs yet"
 
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
@@ -380,16 +378,26 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
             json_object_set_new(rs, "summary", json_string(summary));
         json_object_set_new(doc, "reasoning", rs);
     }
+    /* include: the encrypted reasoning to hand back, the text's logprobs. */
     long long enc = drv_opt_int(t, "encrypted_reasoning", -1);
-    if (enc == 1 || (enc < 0 && (effort || carries_reasoning(r))))
-        json_object_set_new(doc, "include", json_pack("[s]", "reasoning.encrypted_content"));
+    json_t *inc = json_array();
+    if (inc && (enc == 1 || (enc < 0 && (effort || carries_reasoning(r)))))
+        json_array_append_new(inc, json_string("reasoning.encrypted_content"));
+    if (inc && r->logprobs) {
+        json_array_append_new(inc, json_string("message.output_text.logprobs"));
+        json_object_set_new(doc, "top_logprobs",
+                            json_integer(r->top_logprobs > 0 ? r->top_logprobs : 0));
+    }
+    if (json_array_size(inc))
+        json_object_set_new(doc, "include", inc);
+    else
+        json_decref(inc);
     if (r->user)
         json_object_set_new(doc, "user", json_string(r->user));
     if (r->safety_identifier)
         json_object_set_new(doc, "safety_identifier", json_string(r->safety_identifier));
     const char *tier;
-    if (drv_tier_word(r, "openai-responses", &tiers, &tier, err) != GW_OK ||
-        drv_refuse_logprobs(r, "openai-responses", LOGPROBS_WHY, err) != GW_OK) {
+    if (drv_tier_word(r, "openai-responses", &tiers, &tier, err) != GW_OK) {
         json_decref(doc);
         return GW_EINVAL;
     }
@@ -504,15 +512,16 @@ static int emit_usage(const json_t *u, const char *tier, const struct canon_sink
     return canon_emit(s, &ev);
 }
 
-static int text(struct rp_parser *p, const char *t, const struct canon_sink *s)
+/* Text, with its log probabilities lp (an output_text's or a delta's
+ * "logprobs" array) when the request asked for them. */
+static int text(struct rp_parser *p, const char *t, const json_t *lp, const struct canon_sink *s)
 {
     if (!t || !*t)
         return 0;
     if (drv_tools_close(&p->tools, s))
         return 1;
     p->item_text = 1;
-    struct canon_event ev = {.type = CANON_EV_CHUNK, .text = t, .len = strlen(t)};
-    return canon_emit(s, &ev);
+    return drv_emit_text_lp(&p->base, s, t, lp);
 }
 
 /* Reasoning text from part (item, part): a blank line between parts. */
@@ -569,11 +578,12 @@ static int item_content(struct rp_parser *p, long long oi, const json_t *item,
         json_array_foreach(json_object_get(item, "content"), i, c)
         {
             const char *ct = gw_json_str(c, "type");
-            if (ct && strcmp(ct, "output_text") == 0 && text(p, gw_json_str(c, "text"), s))
+            if (ct && strcmp(ct, "output_text") == 0 &&
+                text(p, gw_json_str(c, "text"), json_object_get(c, "logprobs"), s))
                 return 1;
             if (ct && strcmp(ct, "refusal") == 0) {
                 p->refused = 1;
-                if (text(p, gw_json_str(c, "refusal"), s))
+                if (text(p, gw_json_str(c, "refusal"), NULL, s))
                     return 1;
             }
         }
@@ -642,10 +652,10 @@ static int on_event(struct rp_parser *p, const char *type, const json_t *doc,
         return done(p, resp, s);
     long long oi = index_of(doc, "output_index");
     if (strcmp(type, "response.output_text.delta") == 0)
-        return text(p, gw_json_str(doc, "delta"), s);
+        return text(p, gw_json_str(doc, "delta"), json_object_get(doc, "logprobs"), s);
     if (strcmp(type, "response.refusal.delta") == 0) {
         p->refused = 1;
-        return text(p, gw_json_str(doc, "delta"), s);
+        return text(p, gw_json_str(doc, "delta"), NULL, s);
     }
     if (strcmp(type, "response.reasoning_summary_text.delta") == 0)
         return reasoning(p, oi, index_of(doc, "summary_index"), gw_json_str(doc, "delta"), s);

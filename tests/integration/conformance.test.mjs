@@ -54,8 +54,10 @@ export const DRIVERS = [
   { name: 'ollama', sel: 'olla/mock-llama' },
 ];
 
-// The driver that speaks each client's own wire format (the pass-through).
-const SAME = { openai: 'openai', anthropic: 'anthropic', responses: 'openai-responses' };
+// The driver that speaks each client's own wire format: the pass-through
+// (docs/relay.md). A Responses client is translated even to an
+// openai-responses provider (its facade has no pass-through).
+const SAME = { openai: 'openai', anthropic: 'anthropic' };
 
 let mock;
 let gw;
@@ -187,7 +189,7 @@ export function render(features, results) {
     'feature was sent from each client format to a provider of each driver (the',
     'mock provider, which records what it receives):',
     '',
-    '- **passed**: the client\'s own wire format; the body reached the provider as the client wrote it (docs/relay.md);',
+    '- **passed**: the client\'s own wire format; the body reached the provider as the client wrote it (docs/relay.md; OpenAI chat to `openai`, Anthropic to `anthropic`: a Responses client is translated even to `openai-responses`);',
     '- **mapped**: translated; what reached the provider is named (the form in the provider\'s format);',
     '- **refused**: a 400 naming the field, before anything reached the provider; the numbered message follows each table;',
     '- **omitted**: a documented deliberate translation (docs/canonical.md): the provider has no such field, and the field cannot change the answer (an end-user id kept for abuse monitoring, the standard tier of a provider that has one tier);',

@@ -182,10 +182,21 @@ for (const stream of [false, true]) {
       assert.equal((await received(n)).top_logprobs, 2);
       check(ans.output.find((o) => o.type === 'message').content[0].logprobs);
     });
-    test('refusals: logprobs to anthropic, bedrock, ollama, openai-responses name the field', T, async () => {
+    test('OpenAI chat logprobs to openai-responses: top_logprobs + include, the text\'s logprobs back', T, async () => {
+      const { n, ans, chunks } = await chat('resp/mock-gpt', { logprobs: true, top_logprobs: 2 }, stream);
+      const up = await received(n);
+      assert.equal(up.top_logprobs, 2);
+      assert.deepEqual(up.include, ['message.output_text.logprobs']);
+      check(stream ? chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []) : ans.choices[0].logprobs.content);
+    });
+    test('Responses top_logprobs + include to openai-responses: output_text logprobs', T, async () => {
+      const { n, ans } = await responses('resp/mock-gpt', { top_logprobs: 2, include: ['message.output_text.logprobs'] }, stream);
+      assert.equal((await received(n)).top_logprobs, 2);
+      check(ans.output.find((o) => o.type === 'message').content[0].logprobs);
+    });
+    test('refusals: logprobs to anthropic, bedrock, ollama name the field', T, async () => {
       for (const [m, d] of [['claude/mock-claude', 'anthropic'], ['bed/mock-claude', 'bedrock'], ['olla/mock-llama', 'ollama']])
         await refused(chat(m, { logprobs: true }, stream), 'logprobs', d);
-      await refused(responses('resp/mock-gpt', { top_logprobs: 1 }, stream), 'top_logprobs', 'openai-responses');
     });
   });
 }

@@ -110,6 +110,21 @@ static const char *responses_parse(struct mock_call *c, json_t *root)
         return "mock: out of memory";
     c->api_state = st;
 
+    /* Log probabilities: top_logprobs (0..20) and the include that asks
+     * for them on the text (as the real API: without the include, none). */
+    long long top = 0;
+    if (mock_json_int(root, "top_logprobs", 0, 20, &top) < 0)
+        return "top_logprobs: must be an integer from 0 to 20";
+    c->top_logprobs = (int)top;
+    size_t ii;
+    json_t *inc;
+    json_array_foreach(json_object_get(root, "include"), ii, inc)
+    {
+        if (json_is_string(inc) &&
+            strcmp(json_string_value(inc), "message.output_text.logprobs") == 0)
+            c->logprobs = 1;
+    }
+
     json_t *input = json_object_get(root, "input");
     if (json_is_string(input)) {
         c->seen.messages = 1;
@@ -218,10 +233,20 @@ static int append_reasoning_item(struct gw_buf *b, const struct mock_call *c, in
     return rc;
 }
 
+/* ,"logprobs":[...] of the answer's tokens [from, to) when asked, else []. */
+static int append_logprobs(struct gw_buf *b, const struct mock_call *c, int from, int to)
+{
+    int rc = gw_buf_appends(b, ",\"logprobs\":");
+    if (c->logprobs && !c->json_text)
+        return rc | mock_append_logprobs_openai(b, c, from, to);
+    return rc | gw_buf_appends(b, "[]");
+}
+
 static int append_text_part(struct gw_buf *b, const struct mock_call *c, int done)
 {
-    int rc = gw_buf_appends(b, "{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],"
-                               "\"text\":\"");
+    int rc = gw_buf_appends(b, "{\"type\":\"output_text\",\"annotations\":[]");
+    rc |= append_logprobs(b, c, 0, done ? c->ntext : 0);
+    rc |= gw_buf_appends(b, ",\"text\":\"");
     if (done)
         rc |= mock_append_answer(b, c, 0, c->ntext);
     rc |= gw_buf_appends(b, "\"}");
@@ -468,7 +493,8 @@ static enum mock_frame responses_frame(struct mock_call *c, struct gw_buf *out)
                                 "\"content_index\":0,\"delta\":\"",
                                 n, out_index(c, 0));
             rc |= mock_append_answer(out, c, (int)c->off, (int)c->off + 1);
-            rc |= gw_buf_appends(out, "\",\"logprobs\":[]");
+            rc |= gw_buf_appends(out, "\"");
+            rc |= append_logprobs(out, c, (int)c->off, (int)c->off + 1);
             rc |= event_close(out);
             c->off++;
             kind = MOCK_FRAME_CONTENT;
@@ -480,7 +506,8 @@ static enum mock_frame responses_frame(struct mock_call *c, struct gw_buf *out)
                                 "\"content_index\":0,\"text\":\"",
                                 n, out_index(c, 0));
             rc |= mock_append_answer(out, c, 0, c->ntext);
-            rc |= gw_buf_appends(out, "\",\"logprobs\":[]");
+            rc |= gw_buf_appends(out, "\"");
+            rc |= append_logprobs(out, c, 0, c->ntext);
             rc |= event_close(out);
             c->phase = R_PART_DONE;
             break;

@@ -97,7 +97,10 @@ export default [
         up.generationConfig?.responseLogprobs === true && up.generationConfig?.logprobs === 2
           ? 'generationConfig.responseLogprobs, logprobs 2'
           : null,
-      'openai-responses': () => null,
+      'openai-responses': (up) =>
+        up.top_logprobs === 2 && up.include?.includes('message.output_text.logprobs')
+          ? 'top_logprobs 2, include message.output_text.logprobs'
+          : null,
       anthropic: () => null,
       bedrock: () => null,
       ollama: () => null,
