@@ -79,17 +79,31 @@ static int parse_text(const json_t *b, const char *p, struct canon_part *pt, str
     return parse_cache(b, p, &pt->cache, err);
 }
 
+/* An image or document block's members (only keys) and its source object,
+ * whose path goes to sp and type to *type; NULL after the 400. */
+static const json_t *block_source(const json_t *b, const char *p, const char *const *keys, char *sp,
+                                  size_t n, const char **type, struct canon_err *err)
+{
+    if (fc_only(b, keys, p, err))
+        return NULL;
+    json_t *src = fc_get(b, "source");
+    fc_anthropic_pathf(sp, n, "%s.source", p);
+    if (!json_is_object(src)) {
+        fc_bad(err, sp, "", "must be an object");
+        return NULL;
+    }
+    *type = gw_json_str(src, "type");
+    return src;
+}
+
 static int parse_image(const json_t *b, const char *p, struct canon_part *pt, struct canon_err *err)
 {
     static const char *const keys[] = {"type", "source", "cache_control", NULL};
-    if (fc_only(b, keys, p, err))
-        return GW_EINVAL;
-    json_t *src = fc_get(b, "source");
     char sp[200];
-    fc_anthropic_pathf(sp, sizeof(sp), "%s.source", p);
-    if (!json_is_object(src))
-        return fc_bad(err, sp, "", "must be an object");
-    const char *type = gw_json_str(src, "type");
+    const char *type;
+    const json_t *src = block_source(b, p, keys, sp, sizeof(sp), &type, err);
+    if (!src)
+        return GW_EINVAL;
     pt->type = CANON_PART_IMAGE;
     if (type && strcmp(type, "base64") == 0) {
         static const char *const skeys[] = {"type", "media_type", "data", NULL};
@@ -131,14 +145,11 @@ static int parse_document(const json_t *b, const char *p, struct canon_part *pt,
 {
     static const char *const keys[] = {"type",      "source",        "title", "context",
                                        "citations", "cache_control", NULL};
-    if (fc_only(b, keys, p, err))
-        return GW_EINVAL;
-    json_t *src = fc_get(b, "source");
     char sp[200];
-    fc_anthropic_pathf(sp, sizeof(sp), "%s.source", p);
-    if (!json_is_object(src))
-        return fc_bad(err, sp, "", "must be an object");
-    const char *type = gw_json_str(src, "type");
+    const char *type;
+    const json_t *src = block_source(b, p, keys, sp, sizeof(sp), &type, err);
+    if (!src)
+        return GW_EINVAL;
     pt->type = CANON_PART_DOCUMENT;
     if (type && strcmp(type, "base64") == 0) {
         static const char *const skeys[] = {"type", "media_type", "data", NULL};

@@ -84,28 +84,6 @@ static int on_tier(struct oc_stream *st, const char *tier)
     return head_build(st, st->tier);
 }
 
-/* A URL citation of the text sent since the last cited passage: a delta
- * with the url_citation annotation (fc_cite.h); other kinds have no form. */
-static int frame(struct oc_stream *st, struct gw_buf *out, const char *delta_prefix,
-                 const char *text, size_t len, const char *delta_suffix, const char *finish);
-static int stream_citation(struct oc_stream *st, const struct canon_event *ev, struct gw_buf *out)
-{
-    json_t *c = ev->citation ? json_loads(ev->citation, 0, NULL) : NULL;
-    st->cited = 1;
-    json_t *a = fc_cite_url_annotation(c, st->cite_from, st->chars, 0);
-    json_decref(c);
-    if (!a)
-        return GW_OK;
-    json_t *d = json_pack("{s:[o]}", "annotations", a);
-    char *s = d ? json_dumps(d, JSON_COMPACT) : NULL;
-    json_decref(d);
-    if (!s)
-        return GW_ENOMEM;
-    int rc = frame(st, out, s, NULL, 0, "", NULL);
-    free(s);
-    return rc;
-}
-
 static void *stream_new(const struct canon_req *r, const struct fc_ctx *ctx)
 {
     struct oc_stream *st = calloc(1, sizeof(*st));
@@ -159,6 +137,29 @@ static int frame(struct oc_stream *st, struct gw_buf *out, const char *delta_pre
     return rc;
 }
 
+/* A chunk whose delta is the JSON d (taken). */
+static int frame_json(struct oc_stream *st, struct gw_buf *out, json_t *d)
+{
+    char *s = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (!s)
+        return GW_ENOMEM;
+    int rc = frame(st, out, s, NULL, 0, "", NULL);
+    free(s);
+    return rc;
+}
+
+/* A URL citation of the text sent since the last cited passage: a delta
+ * with the url_citation annotation (fc_cite.h); other kinds have no form. */
+static int stream_citation(struct oc_stream *st, const struct canon_event *ev, struct gw_buf *out)
+{
+    json_t *c = ev->citation ? json_loads(ev->citation, 0, NULL) : NULL;
+    st->cited = 1;
+    json_t *a = fc_cite_url_annotation(c, st->cite_from, st->chars, 0);
+    json_decref(c);
+    return a ? frame_json(st, out, json_pack("{s:[o]}", "annotations", a)) : GW_OK;
+}
+
 /* A text delta with its tokens' log probabilities beside the delta. */
 static int chunk_logprobs(struct oc_stream *st, const struct canon_event *ev, struct gw_buf *out)
 {
@@ -192,18 +193,11 @@ static int stream_event(void *p, const struct canon_event *ev, struct gw_buf *ou
         if (ev->len == 0 || ev->redacted) /* opaque data is not reasoning text */
             return GW_OK;
         return frame(st, out, "{\"reasoning_content\":", ev->text, ev->len, "}", NULL);
-    case CANON_EV_TOOL_START: {
-        json_t *d =
-            json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", ev->index, "id",
-                      ev->id, "type", "function", "function", "name", ev->name, "arguments", "");
-        char *s = d ? json_dumps(d, JSON_COMPACT) : NULL;
-        json_decref(d);
-        if (!s)
-            return GW_ENOMEM;
-        int rc = frame(st, out, s, NULL, 0, "", NULL);
-        free(s);
-        return rc;
-    }
+    case CANON_EV_TOOL_START:
+        return frame_json(st, out,
+                          json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index",
+                                    ev->index, "id", ev->id, "type", "function", "function", "name",
+                                    ev->name, "arguments", ""));
     case CANON_EV_TOOL_DELTA:
         snprintf(pre, sizeof(pre),
                  "{\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dp_facade.h"
+#include "fc_cite.h"
 #include "fc_responses_int.h"
 #include "fc_tier.h"
 #include "fc_util.h"
@@ -43,6 +44,12 @@ struct rs_stream {
     json_t *lp;      /* message: its tokens' logprobs so far, or NULL */
     json_t *lp_next; /* the logprobs of the delta being written, or NULL */
     char *tier;      /* the served tier, once reported */
+    /* message: its URL citations as annotations (fc_cite.h), or NULL; the
+     * characters of text so far, where the next citation's text starts,
+     * and whether a citation came since the last text */
+    json_t *annots;
+    size_t chars, cite_from;
+    int cited;
 };
 
 static void clear_item(struct rs_stream *st)
@@ -53,6 +60,10 @@ static void clear_item(struct rs_stream *st)
     st->call_id = st->name = st->sig = NULL;
     json_decref(st->lp);
     st->lp = NULL;
+    json_decref(st->annots);
+    st->annots = NULL;
+    st->chars = st->cite_from = 0;
+    st->cited = 0;
     gw_buf_reset(&st->text);
     st->summary_open = 0;
     st->kind = IT_NONE;
@@ -129,6 +140,12 @@ static json_t *lp_copy(const struct rs_stream *st)
     return st->lp ? json_deep_copy(st->lp) : json_array();
 }
 
+/* The open message's annotations so far (a new array). */
+static json_t *annots_copy(const struct rs_stream *st)
+{
+    return st->annots ? json_deep_copy(st->annots) : json_array();
+}
+
 static int start(struct rs_stream *st, struct gw_buf *out)
 {
     if (st->started)
@@ -151,6 +168,9 @@ static json_t *open_item_json(struct rs_stream *st, const char *status)
     case IT_MESSAGE: {
         json_t *it = fc_responses_message_item(st->item_id, status, st->text.data, st->text.len, 1);
         fc_responses_set_logprobs(it, st->lp ? json_deep_copy(st->lp) : NULL);
+        json_t *part = json_array_get(json_object_get(it, "content"), 0);
+        if (part && st->annots)
+            json_object_set_new(part, "annotations", annots_copy(st));
         return it;
     }
     case IT_REASONING:
@@ -214,10 +234,10 @@ static int close_item(struct rs_stream *st, struct gw_buf *out, const char *stat
                             "logprobs", lp_copy(st)));
         if (rc == GW_OK)
             rc = emit(st, out,
-                      json_pack("{s:s,s:s,s:i,s:i,s:{s:s,s:[],s:o,s:O}}", "type",
+                      json_pack("{s:s,s:s,s:i,s:i,s:{s:s,s:o,s:o,s:O}}", "type",
                                 "response.content_part.done", "item_id", id, "output_index", st->oi,
                                 "content_index", 0, "part", "type", "output_text", "annotations",
-                                "logprobs", lp_copy(st), "text", text));
+                                annots_copy(st), "logprobs", lp_copy(st), "text", text));
         break;
     case IT_REASONING:
         if (!st->summary_open)
@@ -299,6 +319,28 @@ static int keep_tier(struct rs_stream *st, const char *tier)
     return (st->tier = strdup(tier)) ? GW_OK : GW_ENOMEM;
 }
 
+/* A URL citation of the message's text since the last cited passage:
+ * response.output_text.annotation.added, and the annotation kept for the
+ * part's done events (fc_cite.h; other kinds have no Responses form). */
+static int stream_citation(struct rs_stream *st, const struct canon_event *ev, struct gw_buf *out)
+{
+    json_t *c = ev->citation ? json_loads(ev->citation, 0, NULL) : NULL;
+    st->cited = 1;
+    json_t *a = fc_cite_url_annotation(c, st->cite_from, st->chars, 1);
+    json_decref(c);
+    if (!a)
+        return GW_OK;
+    if ((!st->annots && !(st->annots = json_array())) || json_array_append(st->annots, a)) {
+        json_decref(a);
+        return GW_ENOMEM;
+    }
+    return emit(st, out,
+                json_pack("{s:s,s:s,s:i,s:i,s:I,s:o}", "type",
+                          "response.output_text.annotation.added", "item_id", st->item_id,
+                          "output_index", st->oi, "content_index", 0, "annotation_index",
+                          (json_int_t)json_array_size(st->annots) - 1, "annotation", a));
+}
+
 int fc_responses_stream_event(void *p, const struct canon_event *ev, struct gw_buf *out)
 {
     struct rs_stream *st = p;
@@ -319,6 +361,9 @@ int fc_responses_stream_event(void *p, const struct canon_event *ev, struct gw_b
         }
         if (ev->nlogprobs && (rc = keep_logprobs(st, ev)))
             return rc;
+        if (st->cited)
+            st->cite_from = st->chars, st->cited = 0;
+        st->chars += fc_cite_chars(ev->text, ev->len);
         return delta(st, out, "response.output_text.delta", "content_index", ev->text, ev->len);
     case CANON_EV_REASONING:
         if ((ev->len == 0 && !ev->signature) || ev->redacted)
@@ -364,7 +409,7 @@ int fc_responses_stream_event(void *p, const struct canon_event *ev, struct gw_b
         st->usage = *ev->usage;
         return GW_OK;
     case CANON_EV_CITATION:
-        return GW_OK;
+        return st->kind == IT_MESSAGE ? stream_citation(st, ev, out) : GW_OK;
     case CANON_EV_DONE: {
         const char *why = fc_responses_incomplete_reason(ev->stop);
         if ((rc = close_item(st, out, why ? "incomplete" : "completed")))

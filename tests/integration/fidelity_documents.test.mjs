@@ -52,14 +52,7 @@ const opts = (nonce) => ({ headers: { 'x-request-id': `doc-${nonce}` } });
 async function upstream(nonce) {
   const seen = (await mock.usageFor(`doc-${nonce}`)).seen;
   assert.equal(seen.files, 1, JSON.stringify(seen));
-  const rec = await h.waitFor(() => {
-    if (!fs.existsSync(recordPath)) return null;
-    const hits = fs.readFileSync(recordPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-      .filter((r) => r.body.includes(nonce));
-    assert.ok(hits.length <= 1, `${hits.length} upstream bodies carry ${nonce}`);
-    return hits[0] ?? null;
-  }, { what: `the upstream body carrying ${nonce}` });
-  return JSON.parse(rec.body);
+  return JSON.parse((await h.recorded(recordPath, nonce)).body);
 }
 
 async function nothingSent(nonce) {

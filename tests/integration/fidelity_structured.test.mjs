@@ -3,7 +3,6 @@
 // and not. Each test asserts what reached the mock provider (its recorded
 // body) and what the client got back (docs/canonical.md has the rules).
 
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -41,14 +40,7 @@ after(async () => {
 
 /** The upstream body (parsed) that carries nonce. */
 async function received(nonce) {
-  const hit = await h.waitFor(() => {
-    if (!fs.existsSync(recordPath)) return null;
-    const hits = fs.readFileSync(recordPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-      .filter((r) => r.body.includes(nonce));
-    assert.ok(hits.length <= 1, `${hits.length} upstream bodies carry ${nonce}`);
-    return hits[0] ?? null;
-  }, { what: `the upstream body carrying ${nonce}` });
-  return JSON.parse(hit.body);
+  return JSON.parse((await h.recorded(recordPath, nonce)).body);
 }
 
 const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
@@ -139,6 +131,25 @@ for (const stream of [false, true]) {
       assert.equal(ann.length, 1, JSON.stringify(ann));
       assert.equal(ann[0].type, 'url_citation');
       assert.deepEqual(ann[0].url_citation, { url: 'https://example.com/mock', title: 'Mock source', start_index: 0, end_index: [...text].length });
+    });
+
+    test('Responses client on an anthropic provider: url_citation annotations on output_text', T, async () => {
+      const nonce = h.randomId('cr');
+      const req = { model: 'claude/mock-claude', input: `[cite] ${nonce}`, max_output_tokens: 32 };
+      let resp;
+      const added = [];
+      if (!stream) {
+        resp = await oai().responses.create(req);
+      } else {
+        for await (const e of await oai().responses.create({ ...req, stream: true })) {
+          if (e.type === 'response.output_text.annotation.added') added.push(e.annotation);
+          if (e.type === 'response.completed') resp = e.response;
+        }
+      }
+      const part = resp.output.find((o) => o.type === 'message').content[0];
+      const want = { type: 'url_citation', url: 'https://example.com/mock', title: 'Mock source', start_index: 0, end_index: [...part.text].length };
+      assert.deepEqual(part.annotations, [want]);
+      if (stream) assert.deepEqual(added, [want]);
     });
   });
 

@@ -5,7 +5,6 @@
 // tier in the client's shape, the mock's logprobs), and the refusals (a
 // 400 naming the client's field and the target).
 
-import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
@@ -40,12 +39,7 @@ const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRe
 const nonce = () => randomBytes(6).toString('hex');
 
 async function received(n) {
-  return h.waitFor(() => {
-    if (!fs.existsSync(recordPath)) return null;
-    const hits = fs.readFileSync(recordPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-      .filter((r) => r.body.includes(n));
-    return hits.length ? JSON.parse(hits[hits.length - 1].body) : null;
-  }, { what: `the upstream body carrying ${n}` });
+  return JSON.parse((await h.recorded(recordPath, n)).body);
 }
 
 async function chat(model, extra, stream) {

@@ -416,6 +416,19 @@ export class Mock {
   }
 }
 
+/** The one request the mock recorded (--record-bodies FILE) whose body
+ * holds nonce, as {path, body} with the body's text as received; waits
+ * for it, and fails when more than one carries the nonce. */
+export async function recorded(recordPath, nonce) {
+  return waitFor(() => {
+    if (!fs.existsSync(recordPath)) return null;
+    const hits = fs.readFileSync(recordPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+      .filter((r) => r.body.includes(nonce));
+    assert.ok(hits.length <= 1, `${hits.length} upstream bodies carry ${nonce}`);
+    return hits[0] ?? null;
+  }, { what: `the upstream body carrying ${nonce}` });
+}
+
 export async function startMock({ args = [] } = {}) {
   const dir = makeTmpDir();
   const usageLog = path.join(dir, 'usage.jsonl');

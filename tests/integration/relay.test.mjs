@@ -51,13 +51,7 @@ after(async () => {
 
 /** The body the mock received whose text holds nonce (there is exactly one). */
 async function received(nonce) {
-  return h.waitFor(() => {
-    if (!fs.existsSync(recordPath)) return null;
-    const hits = fs.readFileSync(recordPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-      .filter((r) => r.body.includes(nonce));
-    assert.ok(hits.length <= 1, `${hits.length} upstream bodies carry ${nonce}`);
-    return hits[0] ?? null;
-  }, { what: `the upstream body carrying ${nonce}` });
+  return h.recorded(recordPath, nonce);
 }
 
 // A request body as raw text, so that its bytes (number spellings, escapes,
