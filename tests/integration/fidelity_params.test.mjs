@@ -223,3 +223,63 @@ for (const stream of [false, true]) {
     });
   });
 }
+
+// Thinking from an earlier turn, with its signature, in a tool loop: carried
+// to the targets that need it back (Bedrock's reasoningContent, Responses'
+// reasoning item), not sent where the API takes no reasoning back (OpenAI
+// chat), and for Gemini the documented thought-signature sentinel on the
+// replayed call (docs/canonical.md).
+const SIG = Buffer.from('sig-of-turn-1').toString('base64');
+function thinkingLoop(n) {
+  return {
+    tools: ANT_TOOLS,
+    thinking: { type: 'enabled', budget_tokens: 1024 },
+    max_tokens: 2048,
+    messages: [
+      { role: 'user', content: `weather ${n}` },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: 'the tool knows', signature: SIG },
+          { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } },
+        ],
+      },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny' }] },
+    ],
+  };
+}
+
+for (const stream of [false, true]) {
+  describe(`thinking across turns from an Anthropic client (${stream ? 'streamed' : 'whole'})`, () => {
+    const cases = [
+      ['bed/mock-claude', (u) => {
+        const rc = u.messages[1].content.find((b) => b.reasoningContent)?.reasoningContent;
+        assert.deepEqual(rc, { reasoningText: { text: 'the tool knows', signature: SIG } });
+      }],
+      ['resp/mock-gpt', (u) => {
+        const it = u.input.find((i) => i.type === 'reasoning');
+        assert.equal(it?.encrypted_content, SIG, JSON.stringify(u.input));
+      }],
+      ['mock/mock-gpt', (u) => {
+        assert.ok(!JSON.stringify(u).includes('the tool knows'), 'no reasoning replayed to chat completions');
+        assert.equal(u.messages[1].tool_calls[0].function.name, 'get_weather');
+      }],
+      // A Gemini 3 model refuses a replayed call without a thought signature.
+      ['gem/gemini-3-pro-preview', (u) => {
+        const fc = u.contents[1].parts.find((p) => p.functionCall);
+        assert.equal(fc.functionCall.name, 'get_weather');
+        assert.equal(fc.thoughtSignature, 'skip_thought_signature_validator');
+        assert.ok(!JSON.stringify(u).includes('the tool knows'));
+      }],
+    ];
+    for (const [model, check] of cases) {
+      test(`signed thinking and a tool call, then its result, to ${model}`, T, async () => {
+        const n = randomBytes(6).toString('hex');
+        const req = { model, ...thinkingLoop(n) };
+        const m = stream ? await ant().messages.stream(req).finalMessage() : await ant().messages.create(req);
+        check(await upstream(n));
+        assert.ok(m.content.some((b) => b.type === 'text' && b.text.length > 0), JSON.stringify(m.content));
+      });
+    }
+  });
+}
