@@ -624,3 +624,15 @@ long long canon_estimate_tokens(const struct canon_req *r)
     }
     return n;
 }
+
+const char *canon_tier_served(const char *s)
+{
+    static const char *const words[][2] = {
+        {"default", "standard"},  {"standard", "standard"}, {"flex", "flex"},
+        {"priority", "priority"}, {"scale", "scale"},       {"batch", "batch"},
+    };
+    for (size_t i = 0; s && i < sizeof(words) / sizeof(*words); i++)
+        if (strcmp(s, words[i][0]) == 0)
+            return words[i][1];
+    return NULL;
+}

@@ -233,6 +233,12 @@ int canon_emit(const struct canon_sink *s, const struct canon_event *ev);
 int canon_emit_error(const struct canon_sink *s, enum canon_failure f, int status,
                      const char *message);
 
+/* A served tier in OpenAI's words (chat, Responses: "default", "flex",
+ * "priority", "scale") or Anthropic's ("standard", "priority", "batch") or
+ * Bedrock's and Gemini's ("default", "standard", "flex", "priority") as a
+ * canonical word (a static string); NULL when s is NULL or unknown. */
+const char *canon_tier_served(const char *s);
+
 /* ---------------------------------------------------------------- request */
 
 enum canon_role {

@@ -141,6 +141,11 @@ struct dp_driver {
      * header (Google's RetryInfo), as whole seconds into out. 0 when found,
      * else nonzero. NULL: providers that only use the header. */
     int (*retry_after)(const char *body, size_t len, char *out, size_t outlen);
+    /* The response header that names the tier that served (Gemini's
+     * x-gemini-service-tier), for providers that say it only there; the
+     * exchange puts it on START when the answer's body says none. NULL:
+     * none. */
+    const char *tier_header;
 
     /* Embeddings, when DRV_CAP_EMBEDDINGS. */
     int (*build_embed)(const struct drv_target *t, const struct canon_embed_req *r,

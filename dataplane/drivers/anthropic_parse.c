@@ -117,7 +117,7 @@ static enum canon_failure failure_of(const char *type, int status, const char *m
  * priority, batch); NULL when it says none. */
 static const char *tier_of(const json_t *u)
 {
-    return drv_tier_served(gw_json_str(u, "service_tier"));
+    return canon_tier_served(gw_json_str(u, "service_tier"));
 }
 
 /* Applies an Anthropic usage object (fields it has replace ours) and

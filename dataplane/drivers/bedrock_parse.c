@@ -96,7 +96,7 @@ static const char *message_of(const json_t *doc)
 static int emit_usage(const json_t *doc, const struct canon_sink *s)
 {
     const json_t *u = json_object_get(doc, "usage");
-    const char *tier = drv_tier_served(gw_json_str(json_object_get(doc, "serviceTier"), "type"));
+    const char *tier = canon_tier_served(gw_json_str(json_object_get(doc, "serviceTier"), "type"));
     if (!json_is_object(u))
         return 0;
     struct canon_usage cu = {.have = 1};

@@ -35,18 +35,6 @@ int drv_tier_word(const struct canon_req *r, const char *driver, const struct dr
     return GW_EINVAL;
 }
 
-const char *drv_tier_served(const char *s)
-{
-    static const char *const words[][2] = {
-        {"default", "standard"},  {"standard", "standard"}, {"flex", "flex"},
-        {"priority", "priority"}, {"scale", "scale"},       {"batch", "batch"},
-    };
-    for (size_t i = 0; s && i < sizeof(words) / sizeof(*words); i++)
-        if (strcmp(s, words[i][0]) == 0)
-            return words[i][1];
-    return NULL;
-}
-
 int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
                    const struct canon_sink *s)
 {

@@ -28,12 +28,6 @@ struct drv_tier_map {
 int drv_tier_word(const struct canon_req *r, const char *driver, const struct drv_tier_map *m,
                   const char **word, struct canon_err *err);
 
-/* A served tier in OpenAI's words (chat, Responses: "default", "flex",
- * "priority", "scale") or Anthropic's ("standard", "priority", "batch") or
- * Bedrock's and Gemini's ("default", "standard", "flex", "priority") as a
- * canonical word (a static string); NULL when s is NULL or unknown. */
-const char *drv_tier_served(const char *s);
-
 /* START with the served tier (NULL: not said), once (drv_start's rule). */
 int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
                    const struct canon_sink *s);

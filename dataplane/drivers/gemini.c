@@ -40,7 +40,9 @@
  *                          ANY (required), ANY + allowedFunctionNames (named)
  *   parallel_tool_calls    Gemini has no switch: true is what it does anyway,
  *                          false is refused
- *   service tier           serviceTier (standard, flex, priority; scale refused)
+ *   service tier           serviceTier (standard, flex, priority; scale refused);
+ *                          the tier that served is in the answer's
+ *                          x-gemini-service-tier header (tier_header)
  *   log probabilities      generationConfig responseLogprobs, logprobs; the
  *                          answer's candidates[0].logprobsResult on CHUNKs
  *   sampling               generationConfig maxOutputTokens, temperature,
@@ -571,6 +573,7 @@ const struct dp_driver drv_gemini = {
     .parser_free = drv_parser_free,
     .classify = drv_gemini_classify,
     .retry_after = drv_gemini_retry_after,
+    .tier_header = "x-gemini-service-tier",
     .build_embed = build_embed,
     .parse_embed = parse_embed,
 };

@@ -111,7 +111,7 @@ static int emit_usage(struct oa_parser *p, const json_t *u, const struct canon_s
 
 static int emit_start(struct oa_parser *p, const json_t *doc, const struct canon_sink *s)
 {
-    const char *tier = drv_tier_served(gw_json_str(doc, "service_tier"));
+    const char *tier = canon_tier_served(gw_json_str(doc, "service_tier"));
     if (tier)
         p->tier = tier;
     return drv_start_tier(&p->base, gw_json_str(doc, "id"), gw_json_str(doc, "model"), p->tier, s);
@@ -137,7 +137,7 @@ static const char *span_tier(const struct gw_json_span *v, int *unsure)
     }
     memcpy(w, v->p + 1, v->n - 2);
     w[v->n - 2] = 0;
-    return drv_tier_served(w);
+    return canon_tier_served(w);
 }
 
 /* An "error" member (an object with a message, or a string) fails the

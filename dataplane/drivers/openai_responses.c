@@ -476,7 +476,7 @@ static int fail_with(struct rp_parser *p, const json_t *e, const struct canon_si
 static int emit_start(struct rp_parser *p, const json_t *resp, const struct canon_sink *s)
 {
     return drv_start_tier(&p->base, gw_json_str(resp, "id"), gw_json_str(resp, "model"),
-                          drv_tier_served(gw_json_str(resp, "service_tier")), s);
+                          canon_tier_served(gw_json_str(resp, "service_tier")), s);
 }
 
 /* Responses usage → canonical: input_tokens_details breaks input_tokens
@@ -609,7 +609,7 @@ static int done(struct rp_parser *p, const json_t *resp, const struct canon_sink
     if (drv_tools_close(&p->tools, s))
         return 1;
     if (emit_usage(json_object_get(resp, "usage"),
-                   drv_tier_served(gw_json_str(resp, "service_tier")), s))
+                   canon_tier_served(gw_json_str(resp, "service_tier")), s))
         return 1;
     enum canon_stop stop = CANON_STOP_END;
     if (strcmp(gw_json_str(resp, "status") ? gw_json_str(resp, "status") : "", "incomplete") == 0) {

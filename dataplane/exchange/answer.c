@@ -291,6 +291,13 @@ int x_on_event(void *arg, const struct canon_event *ev)
     struct dp_exchange *x = arg;
     if (x->terminal)
         return 1;
+    struct canon_event with_tier;
+    if (ev->type == CANON_EV_START && !ev->service_tier && x->hdr_tier) {
+        /* The tier a header named (dp_driver.tier_header). */
+        with_tier = *ev;
+        with_tier.service_tier = x->hdr_tier;
+        ev = &with_tier;
+    }
     if (ev->type == CANON_EV_ERROR) {
         if (x->finishing && x->nevents == 0 && ev->failure == CANON_FAIL_NETWORK) {
             /* A success status and a body that ended cleanly with nothing

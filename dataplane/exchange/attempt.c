@@ -5,6 +5,7 @@
  * wait. When the transfer is over its record is written (record.c) and
  * the decision (dp_decide.h) picks what follows.
  */
+#include <ctype.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,20 @@ static void on_header(const char *buf, size_t n, void *arg)
             st = st * 10 + (*d - '0');
         x->status = st;
         x->retry_after[0] = '\0';
+        x->hdr_tier = NULL;
+        return;
+    }
+    const char *th = x->prov->drv->tier_header;
+    size_t tl = th ? strlen(th) : 0;
+    if (tl && n > tl + 1 && strncasecmp(buf, th, tl) == 0 && buf[tl] == ':') {
+        char v[16];
+        size_t i = tl + 1, k = 0;
+        while (i < n && (buf[i] == ' ' || buf[i] == '\t'))
+            i++;
+        while (i < n && k + 1 < sizeof(v) && buf[i] > ' ')
+            v[k++] = (char)tolower((unsigned char)buf[i++]);
+        v[k] = '\0';
+        x->hdr_tier = canon_tier_served(v); /* a static word, or NULL */
         return;
     }
     if (n > 12 && strncasecmp(buf, "retry-after:", 12) == 0) {

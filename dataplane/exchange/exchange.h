@@ -164,7 +164,8 @@ struct dp_exchange {
     int fleet_probe;        /* admitted as the fleet view's probe (dp_fleet) */
     int status;             /* upstream HTTP status */
     char retry_after[32];
-    struct gw_buf coll; /* error bodies; embeddings answers */
+    const char *hdr_tier; /* the served tier from dp_driver.tier_header (canonical), or NULL */
+    struct gw_buf coll;   /* error bodies; embeddings answers */
     int paused;
     int nevents;   /* events the driver emitted */
     int finishing; /* inside the driver's finish() after a clean end */

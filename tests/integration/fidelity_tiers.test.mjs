@@ -94,9 +94,16 @@ for (const stream of [false, true]) {
       if (stream) assert.equal(chunks.at(-1).service_tier, 'default');
       else assert.equal(ans.service_tier, 'default');
     });
-    test('OpenAI chat priority to gemini: serviceTier priority', T, async () => {
-      const { n } = await chat('gem/mock-gemini', { service_tier: 'priority' }, stream);
+    test('OpenAI chat priority to gemini: serviceTier priority, the header\'s tier reported', T, async () => {
+      const { n, ans, chunks } = await chat('gem/mock-gemini', { service_tier: 'priority' }, stream);
       assert.equal((await received(n)).serviceTier, 'priority');
+      if (stream) assert.ok(chunks.every((c) => c.service_tier === 'priority'), JSON.stringify(chunks.map((c) => c.service_tier)));
+      else assert.equal(ans.service_tier, 'priority');
+    });
+    test('Anthropic standard_only to gemini: serviceTier standard, usage.service_tier standard', T, async () => {
+      const r = await messages('gem/mock-gemini', { service_tier: 'standard_only' }, stream);
+      assert.equal((await received(r.n)).serviceTier, 'standard');
+      assert.equal(r.ans.usage.service_tier, 'standard', JSON.stringify(r.ans.usage));
     });
     test('OpenAI chat "default" to anthropic: standard_only, usage tier back as default', T, async () => {
       const { n, ans, chunks } = await chat('claude/mock-claude', { service_tier: 'default' }, stream);

@@ -143,6 +143,15 @@ static const char *generate_parse(struct mock_call *c, json_t *root)
         if (!c->sse)
             c->stream_type = "application/json; charset=UTF-8";
     }
+    /* The tier asked for serves, and is said in a header only, as the
+     * real API does (x-gemini-service-tier). */
+    json_t *tier = json_object_get(root, "serviceTier");
+    if (tier != NULL) {
+        const char *t = json_string_value(tier);
+        if (t == NULL || (strcmp(t, "standard") && strcmp(t, "flex") && strcmp(t, "priority")))
+            return "* GenerateContentRequest.service_tier: must be standard, flex or priority";
+        (void)gw_http_add_header(c->req, "x-gemini-service-tier", t);
+    }
     json_t *contents = json_object_get(root, "contents");
     if (!json_is_array(contents) || json_array_size(contents) == 0)
         return "* GenerateContentRequest.contents: contents is not specified";
