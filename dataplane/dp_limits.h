@@ -206,9 +206,13 @@ void dp_limits_end(struct dp_limits_hold *h);
 int dp_limits_refusal_json(const struct dp_limits_refusal *r, struct gw_buf *out);
 
 /* An upper bound on a chat request's input tokens: no token is shorter
- * than a byte, so the body's length bounds its text, and each image adds
- * at most DP_LIMITS_IMAGE_TOKENS. */
+ * than a byte, so the body's length bounds its text (and a document or
+ * audio sent as bytes), each image adds at most DP_LIMITS_IMAGE_TOKENS,
+ * and each document sent by URL, whose size the body does not show, at most
+ * DP_LIMITS_URL_DOCUMENT_TOKENS (a 100-page PDF, the most Anthropic reads,
+ * at some 3,000 tokens a page). */
 #define DP_LIMITS_IMAGE_TOKENS 10000
+#define DP_LIMITS_URL_DOCUMENT_TOKENS 300000
 int64_t dp_limits_input_bound(const struct canon_req *r, size_t body_len);
 
 /* A target's prices for reservations, picodollars per token, from

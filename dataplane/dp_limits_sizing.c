@@ -169,24 +169,27 @@ int64_t dp_limits_cost_bound(const struct dp_price *p, const struct canon_usage 
     return c;
 }
 
-static int64_t part_images(const struct canon_part *p, size_t n)
+/* What the body's bytes do not bound: each image, each document by URL. */
+static int64_t part_extra(const struct canon_part *p, size_t n)
 {
     int64_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i].type == CANON_PART_IMAGE)
-            k++;
+            k = dpl_add_sat(k, DP_LIMITS_IMAGE_TOKENS);
+        else if (p[i].type == CANON_PART_DOCUMENT && p[i].url)
+            k = dpl_add_sat(k, DP_LIMITS_URL_DOCUMENT_TOKENS);
         else if (p[i].type == CANON_PART_TOOL_RESULT)
-            k += part_images(p[i].content, p[i].ncontent);
+            k = dpl_add_sat(k, part_extra(p[i].content, p[i].ncontent));
     }
     return k;
 }
 
 int64_t dp_limits_input_bound(const struct canon_req *r, size_t body_len)
 {
-    int64_t images = 0;
+    int64_t extra = 0;
     for (size_t i = 0; i < r->nmessages; i++)
-        images += part_images(r->messages[i].parts, r->messages[i].nparts);
-    return dpl_add_sat((int64_t)body_len, dpl_mul_sat(images, DP_LIMITS_IMAGE_TOKENS));
+        extra = dpl_add_sat(extra, part_extra(r->messages[i].parts, r->messages[i].nparts));
+    return dpl_add_sat((int64_t)body_len, extra);
 }
 
 static int cache_mark(enum canon_cache c)

@@ -305,6 +305,25 @@ static void test_output_estimates(void)
     CU_ASSERT_EQUAL(output_estimate(dpl_target_hash("p", "m2"), 0, 0), DEFAULT_OUTPUT_ESTIMATE);
 }
 
+/* The input bound: the body's bytes, and what they do not show (an image,
+ * a document by URL, also inside a tool result). */
+static void test_input_bound(void)
+{
+    struct canon_part inner[] = {{.type = CANON_PART_IMAGE, .data = "AAAA"}};
+    struct canon_part parts[] = {
+        {.type = CANON_PART_TEXT, .text = "hi"},
+        {.type = CANON_PART_DOCUMENT, .media_type = "application/pdf", .data = "JVBERi0="},
+        {.type = CANON_PART_DOCUMENT, .url = "https://example.com/a.pdf"},
+        {.type = CANON_PART_TOOL_RESULT, .content = inner, .ncontent = 1},
+    };
+    struct canon_message m = {.role = CANON_ROLE_USER, .parts = parts, .nparts = 4};
+    struct canon_req r = {.messages = &m, .nmessages = 1};
+    CU_ASSERT_EQUAL(dp_limits_input_bound(&r, 500),
+                    500 + DP_LIMITS_URL_DOCUMENT_TOKENS + DP_LIMITS_IMAGE_TOKENS);
+    m.nparts = 2; /* text and a document's bytes: the body bounds them */
+    CU_ASSERT_EQUAL(dp_limits_input_bound(&r, 500), 500);
+}
+
 static void test_no_limits_and_never_configured(void)
 {
     reset();
@@ -1260,6 +1279,7 @@ static void test_snapshot_validation(void)
 static CU_TestInfo tests[] = {
     {"UTC windows: minute, day, month", test_windows},
     {"output estimates learn answers' length and share of max_tokens", test_output_estimates},
+    {"the input bound counts images and documents by URL", test_input_bound},
     {"no limits; a team that requires a budget and has none", test_no_limits_and_never_configured},
     {"no control plane: fail_closed refuses, fail_open goes", test_no_control_plane},
     {"wait for a lease, charge per attempt, true up at the end",
