@@ -104,6 +104,14 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
     if (think != NULL && !json_is_null(think) && !json_is_boolean(think) && !json_is_string(think))
         return "invalid think value: expected a boolean or \"low\", \"medium\", \"high\"";
     mock_plan_answer(c, max);
+    /* Structured output: a schema's smallest object; "json" an object. */
+    if (json_is_object(format)) {
+        mock_plan_json(c, format);
+    } else if (json_is_string(format) && strcmp(json_string_value(format), "json") == 0) {
+        json_t *any = json_pack("{s:s}", "type", "object");
+        mock_plan_json(c, any);
+        json_decref(any);
+    }
 
     json_t *tools = json_object_get(root, "tools");
     if (tools != NULL && !json_is_array(tools) && !json_is_null(tools))
@@ -163,7 +171,7 @@ static int chat_body(struct mock_call *c, struct gw_buf *b)
     int rc = line_open(b, c);
     rc |= gw_buf_appends(b, "\"content\":\"");
     if (!c->f.empty && c->ntools == 0)
-        rc |= mock_append_tokens(b, 0, c->ntext);
+        rc |= mock_append_answer(b, c, 0, c->ntext);
     rc |= gw_buf_appends(b, "\"");
     if (!c->f.empty && c->reasoning > 0) {
         rc |= gw_buf_appends(b, ",\"thinking\":\"");
@@ -218,7 +226,7 @@ static enum mock_frame chat_frame(struct mock_call *c, struct gw_buf *out)
                 c->frame_tokens = mock_tool_tokens(&c->tools[c->off]);
             } else {
                 rc |= gw_buf_appends(out, "\"content\":\"");
-                rc |= mock_append_tokens(out, (int)c->off, (int)c->off + 1);
+                rc |= mock_append_answer(out, c, (int)c->off, (int)c->off + 1);
                 rc |= gw_buf_appends(out, "\"");
             }
             rc |= gw_buf_appends(out, "},\"done\":false}\n");

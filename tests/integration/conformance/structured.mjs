@@ -79,7 +79,7 @@ export default [
       responses: (base) => ({ ...base, text: { format: { type: 'json_schema', name: 'city', schema: SCHEMA, strict: true } } }),
     },
     evidence: schemaForm,
-    answer: (clientFormat, driver, json) => (driver === 'ollama' ? null : jsonAnswer(clientFormat, driver, json)),
+    answer: jsonAnswer,
   },
   {
     id: 'format.json_object',
