@@ -57,6 +57,8 @@ static void hw_flush(struct hw *h)
 
 static void hw_raw(struct hw *h, const void *p, size_t n)
 {
+    if (n == 0)
+        return;
     if (n > sizeof(h->buf) - h->n) {
         hw_flush(h);
         if (n > sizeof(h->buf)) {
