@@ -109,190 +109,74 @@ static void fx_free(struct fx *f)
 }
 
 /* Changes one field of the fixture: case i of N_MUTATIONS. */
+#define M(n, change)                                                                               \
+    case n:                                                                                        \
+        change;                                                                                    \
+        break
 static void mutate(struct fx *f, int i)
 {
     struct canon_req *r = &f->r;
     switch (i) {
-    case 0:
-        f->w.scope = DP_CACHE_SCOPE_KEY;
-        break;
-    case 1:
-        f->w.scope_id = "team-2";
-        break;
-    case 2:
-        f->w.route = "chat2";
-        break;
-    case 3:
-        f->w.route_fp = "fp-2";
-        break;
-    case 4:
-        f->w.provider = "azure";
-        break;
-    case 5:
-        f->w.model = "gpt-y";
-        break;
-    case 6:
-        f->sys[0].text = "be long";
-        break;
-    case 7:
-        r->nsystem = 0;
-        break;
-    case 8:
-        f->user[0].text = "hellO";
-        break;
-    case 9:
-        f->msgs[0].role = CANON_ROLE_SYSTEM;
-        break;
-    case 10:
-        f->user[1].data = "iVBORw1";
-        break;
-    case 11:
-        f->user[1].detail = "high";
-        break;
-    case 12:
-        f->user[1].media_type = "image/jpeg";
-        break;
-    case 13:
-        f->user[2].url = "https://example.com/b.pdf";
-        break;
-    case 14:
-        f->user[2].title = "B";
-        break;
-    case 15:
-        f->user[2].context = "other";
-        break;
-    case 16:
-        f->user[2].citations = 0;
-        break;
-    case 17:
-        f->user[2].filename = "b.pdf";
-        break;
-    case 18:
-        f->user[3].data = "UklGS";
-        break;
-    case 19:
-        f->asst[0].signature = "s2";
-        break;
-    case 20:
-        f->asst[0].text = "hmmm";
-        break;
-    case 21:
-        f->asst[1].text = "opaquE";
-        break;
-    case 22:
-        f->asst[2].id = "call_2";
-        break;
-    case 23:
-        f->asst[2].name = "forecast";
-        break;
-    case 24:
-        f->asst[2].arguments = "{\"c\":2}";
-        break;
-    case 25:
-        f->res[0].id = "call_9";
-        break;
-    case 26:
-        f->res[0].is_error = 1;
-        break;
-    case 27:
-        f->res_content[0].text = "rainy";
-        break;
-    case 28:
-        f->msgs[1].nparts = 2;
-        break;
-    case 29:
-        f->tools[0].name = "forecast";
-        break;
-    case 30:
-        f->tools[0].description = NULL;
-        break;
-    case 31:
-        json_object_set_new(f->params, "additionalProperties", json_false());
-        break;
-    case 32:
-        f->tools[0].strict = 1;
-        break;
-    case 33:
-        r->tool_choice = CANON_TC_REQUIRED;
-        break;
-    case 34:
-        r->tool_choice_name = "other";
-        break;
-    case 35:
-        r->parallel_tool_calls = 0;
-        break;
-    case 36:
-        r->has_temperature = 0;
-        break;
-    case 37:
-        r->top_p = 0.8;
-        break;
-    case 38:
-        r->top_k = 41;
-        break;
-    case 39:
-        r->max_tokens = 257;
-        break;
-    case 40:
-        r->has_seed = 0;
-        break;
-    case 41:
-        r->seed = 8;
-        break;
-    case 42:
-        r->presence_penalty = 0.3;
-        break;
-    case 43:
-        r->frequency_penalty = 0.4;
-        break;
-    case 44:
-        f->stop[1] = "STOp";
-        break;
-    case 45:
-        r->nstop = 1;
-        break;
-    case 46:
-        r->format = CANON_FMT_JSON_OBJECT;
-        break;
-    case 47:
-        r->format_name = "answer2";
-        break;
-    case 48:
-        json_object_set_new(f->schema, "title", json_string("x"));
-        break;
-    case 49:
-        r->format_strict = 0;
-        break;
-    case 50:
-        r->reasoning_effort = "high";
-        break;
-    case 51:
-        r->reasoning_budget = 2048;
-        break;
-    case 52:
-        r->reasoning_off = 1;
-        break;
-    case 53:
-        r->service_tier = "flex";
-        break;
-    case 54:
-        f->sys[0].cache = CANON_CACHE_5M;
-        break;
-    case 55:
-        f->tools[0].cache = CANON_CACHE_1H;
-        break;
-    case 56:
-        r->ntools = 0;
-        break;
-    case 57:
-        f->user[0].type = CANON_PART_THINKING;
-        break;
-    case 58:
-        r->has_top_p = 0;
-        break;
-    case 59:
-        f->w.scope = DP_CACHE_SCOPE_GLOBAL;
-        break;
+        M(0, f->w.scope = DP_CACHE_SCOPE_KEY);
+        M(1, f->w.scope_id = "team-2");
+        M(2, f->w.route = "chat2");
+        M(3, f->w.route_fp = "fp-2");
+        M(4, f->w.provider = "azure");
+        M(5, f->w.model = "gpt-y");
+        M(6, f->sys[0].text = "be long");
+        M(7, r->nsystem = 0);
+        M(8, f->user[0].text = "hellO");
+        M(9, f->msgs[0].role = CANON_ROLE_SYSTEM);
+        M(10, f->user[1].data = "iVBORw1");
+        M(11, f->user[1].detail = "high");
+        M(12, f->user[1].media_type = "image/jpeg");
+        M(13, f->user[2].url = "https://example.com/b.pdf");
+        M(14, f->user[2].title = "B");
+        M(15, f->user[2].context = "other");
+        M(16, f->user[2].citations = 0);
+        M(17, f->user[2].filename = "b.pdf");
+        M(18, f->user[3].data = "UklGS");
+        M(19, f->asst[0].signature = "s2");
+        M(20, f->asst[0].text = "hmmm");
+        M(21, f->asst[1].text = "opaquE");
+        M(22, f->asst[2].id = "call_2");
+        M(23, f->asst[2].name = "forecast");
+        M(24, f->asst[2].arguments = "{\"c\":2}");
+        M(25, f->res[0].id = "call_9");
+        M(26, f->res[0].is_error = 1);
+        M(27, f->res_content[0].text = "rainy");
+        M(28, f->msgs[1].nparts = 2);
+        M(29, f->tools[0].name = "forecast");
+        M(30, f->tools[0].description = NULL);
+        M(31, json_object_set_new(f->params, "additionalProperties", json_false()));
+        M(32, f->tools[0].strict = 1);
+        M(33, r->tool_choice = CANON_TC_REQUIRED);
+        M(34, r->tool_choice_name = "other");
+        M(35, r->parallel_tool_calls = 0);
+        M(36, r->has_temperature = 0);
+        M(37, r->top_p = 0.8);
+        M(38, r->top_k = 41);
+        M(39, r->max_tokens = 257);
+        M(40, r->has_seed = 0);
+        M(41, r->seed = 8);
+        M(42, r->presence_penalty = 0.3);
+        M(43, r->frequency_penalty = 0.4);
+        M(44, f->stop[1] = "STOp");
+        M(45, r->nstop = 1);
+        M(46, r->format = CANON_FMT_JSON_OBJECT);
+        M(47, r->format_name = "answer2");
+        M(48, json_object_set_new(f->schema, "title", json_string("x")));
+        M(49, r->format_strict = 0);
+        M(50, r->reasoning_effort = "high");
+        M(51, r->reasoning_budget = 2048);
+        M(52, r->reasoning_off = 1);
+        M(53, r->service_tier = "flex");
+        M(54, f->sys[0].cache = CANON_CACHE_5M);
+        M(55, f->tools[0].cache = CANON_CACHE_1H);
+        M(56, r->ntools = 0);
+        M(57, f->user[0].type = CANON_PART_THINKING);
+        M(58, r->has_top_p = 0);
+        M(59, f->w.scope = DP_CACHE_SCOPE_GLOBAL);
     }
 }
 #define N_MUTATIONS 60
