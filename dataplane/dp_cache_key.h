@@ -51,9 +51,7 @@
 #include <stddef.h>
 
 #include "canon.h"
-
-/* The key's size: a SHA-256. */
-#define DP_CACHE_KEY_BYTES 32
+#include "dp_cache.h" /* DP_CACHE_KEY_BYTES: the key's size, a SHA-256 */
 
 /* Whom a cached answer is shared with. */
 enum dp_cache_scope {
