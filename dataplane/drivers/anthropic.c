@@ -302,7 +302,8 @@ static int message_blocks(const struct canon_req *r, const struct canon_message 
                 b = document_block(r, p, where, err);
                 break;
             case CANON_PART_AUDIO:
-                return drv_refuse_part(r, where, p, "anthropic", err);
+                return drv_refuse_doc(r, where, p, "anthropic",
+                                      "the Messages API takes no audio input", err);
             }
             if (!b)
                 return err->status ? GW_EINVAL : GW_ENOMEM;

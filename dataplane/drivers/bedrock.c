@@ -286,7 +286,7 @@ static int add_part(const struct canon_req *r, const struct canon_part *p, const
         rc = document_block(r, p, where, content, err);
         break;
     case CANON_PART_AUDIO:
-        return drv_refuse_part(r, where, p, "bedrock", err);
+        return drv_refuse_doc(r, where, p, "bedrock", "Converse takes no audio input", err);
     }
     if (rc == GW_OK && p->cache != CANON_CACHE_NONE)
         rc = push(content, cache_point(p->cache));

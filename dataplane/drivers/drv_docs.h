@@ -27,8 +27,9 @@ enum {
 int drv_doc_members(const struct canon_req *r, const char *where, const struct canon_part *p,
                     unsigned can, const char *driver, struct canon_err *err);
 
-/* drv_refuse_part with the reason: "<where>: a document (<format>) cannot
- * be sent to a <driver> provider: <why>". GW_EINVAL. */
+/* Refuses a document or audio part the provider cannot take: 400
+ * unsupported_content, "<where>: a document (<format>) cannot be sent to
+ * a <driver> provider: <why>" (or "audio input (...)"). GW_EINVAL. */
 int drv_refuse_doc(const struct canon_req *r, const char *where, const struct canon_part *p,
                    const char *driver, const char *why, struct canon_err *err);
 

@@ -80,17 +80,6 @@ int drv_refuse_parallel_off(const struct canon_req *r, const char *who, const ch
     return GW_EINVAL;
 }
 
-int drv_refuse_part(const struct canon_req *r, const char *where, const struct canon_part *p,
-                    const char *driver, struct canon_err *err)
-{
-    const char *kind = p->type == CANON_PART_AUDIO ? "audio input" : "a document";
-    const char *fmt = p->media_type ? p->media_type : p->url ? "by URL" : p->text ? "text" : "file";
-    canon_err_set(err, 400, canon_field_name(r, CANON_F_MESSAGES), "unsupported_content",
-                  "%s: %s (%s) cannot be sent to %s %s provider", where, kind, fmt, drv_a(driver),
-                  driver);
-    return GW_EINVAL;
-}
-
 const char *drv_result_name(const struct canon_req *r, size_t mi, const struct canon_part *p,
                             const char *why, struct canon_err *err)
 {

@@ -59,13 +59,6 @@ static inline const char *drv_a(const char *driver)
                                                                                         : "a";
 }
 
-/* Refuses a content part (a document or audio) the provider cannot take:
- * 400 unsupported_content naming where it is, its format and the driver,
- * e.g. "message 0 part 1: a document (text/csv) cannot be sent to a
- * gemini provider". Returns GW_EINVAL. */
-int drv_refuse_part(const struct canon_req *r, const char *where, const struct canon_part *p,
-                    const char *driver, struct canon_err *err);
-
 /* The name of the call that tool result p in message mi answers, for
  * providers that match results to calls by name: the latest tool call with
  * p's id in an assistant message before mi. NULL when there is none, with

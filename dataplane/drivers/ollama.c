@@ -63,6 +63,7 @@
 
 #include "dp_driver.h"
 #include "dp_snapshot.h"
+#include "drv_docs.h"
 #include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
@@ -178,7 +179,8 @@ static int add_message(const struct canon_req *r, json_t *msgs, size_t mi, struc
         case CANON_PART_AUDIO: {
             char where[64];
             snprintf(where, sizeof(where), "message %zu part %zu", mi, j);
-            rc = drv_refuse_part(r, where, p, "ollama", err);
+            rc = drv_refuse_doc(r, where, p, "ollama", "its chat API takes text and images only",
+                                err);
             break;
         }
         }
