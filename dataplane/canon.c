@@ -636,3 +636,6 @@ const char *canon_tier_served(const char *s)
             return words[i][1];
     return NULL;
 }
+
+const char *const canon_tier_words[CANON_TIER_COUNT] = {"auto", "standard", "flex", "priority",
+                                                        "scale"};

@@ -239,6 +239,12 @@ int canon_emit_error(const struct canon_sink *s, enum canon_failure f, int statu
  * canonical word (a static string); NULL when s is NULL or unknown. */
 const char *canon_tier_served(const char *s);
 
+/* The canonical words a request may ask for (canon_req.service_tier), in
+ * this order: auto, standard, flex, priority, scale. Facades and drivers
+ * index their own words by it. */
+#define CANON_TIER_COUNT 5
+extern const char *const canon_tier_words[CANON_TIER_COUNT];
+
 /* ---------------------------------------------------------------- request */
 
 enum canon_role {

@@ -11,16 +11,14 @@
 #include "gw_error.h"
 #include "gw_json.h"
 
-static const char *const canon_words[5] = {"auto", "standard", "flex", "priority", "scale"};
-
 int drv_tier_word(const struct canon_req *r, const char *driver, const struct drv_tier_map *m,
                   const char **word, struct canon_err *err)
 {
     *word = NULL;
     if (!r->service_tier)
         return GW_OK;
-    for (int i = 0; i < 5; i++) {
-        if (strcmp(r->service_tier, canon_words[i]) != 0)
+    for (int i = 0; i < CANON_TIER_COUNT; i++) {
+        if (strcmp(r->service_tier, canon_tier_words[i]) != 0)
             continue;
         if (m->words[i]) {
             *word = *m->words[i] ? m->words[i] : NULL;
@@ -33,16 +31,6 @@ int drv_tier_word(const struct canon_req *r, const char *driver, const struct dr
                   "%s \"%s\" cannot be sent to %s %s provider: %s", f, r->service_tier,
                   drv_a(driver), driver, m->why);
     return GW_EINVAL;
-}
-
-int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
-                   const struct canon_sink *s)
-{
-    if (p->started)
-        return 0;
-    p->started = 1;
-    struct canon_event ev = {.type = CANON_EV_START, .id = id, .name = name, .service_tier = tier};
-    return canon_emit(s, &ev);
 }
 
 const char *drv_end_user(const struct canon_req *r)

@@ -17,7 +17,7 @@
  * flex, priority, scale: "" leaves the field out (the provider's default
  * is that tier), NULL refuses it with why. */
 struct drv_tier_map {
-    const char *words[5];
+    const char *words[CANON_TIER_COUNT];
     const char *why; /* "... cannot be sent to a <driver> provider: <why>" */
 };
 
@@ -27,10 +27,6 @@ struct drv_tier_map {
  * GW_EINVAL. */
 int drv_tier_word(const struct canon_req *r, const char *driver, const struct drv_tier_map *m,
                   const char **word, struct canon_err *err);
-
-/* START with the served tier (NULL: not said), once (drv_start's rule). */
-int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
-                   const struct canon_sink *s);
 
 /* The end user for a provider with one field for it (Anthropic's
  * metadata.user_id, Bedrock's requestMetadata): safety_identifier, else

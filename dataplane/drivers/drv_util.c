@@ -303,13 +303,19 @@ int drv_fail(struct drv_parser *p, const struct canon_sink *s, enum canon_failur
     return 1;
 }
 
-int drv_start(struct drv_parser *p, const char *id, const char *name, const struct canon_sink *s)
+int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
+                   const struct canon_sink *s)
 {
     if (p->started)
         return 0;
     p->started = 1;
-    struct canon_event ev = {.type = CANON_EV_START, .id = id, .name = name};
+    struct canon_event ev = {.type = CANON_EV_START, .id = id, .name = name, .service_tier = tier};
     return canon_emit(s, &ev);
+}
+
+int drv_start(struct drv_parser *p, const char *id, const char *name, const struct canon_sink *s)
+{
+    return drv_start_tier(p, id, name, NULL, s);
 }
 
 /* A piece of a whole body. */

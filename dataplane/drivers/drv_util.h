@@ -155,6 +155,9 @@ int drv_fail(struct drv_parser *p, const struct canon_sink *s, enum canon_failur
 /* START with the provider's id and model (either may be NULL), once: 0
  * when it went out before, else canon_emit's answer. */
 int drv_start(struct drv_parser *p, const char *id, const char *name, const struct canon_sink *s);
+/* START with the served tier (NULL: not said), once (drv_start's rule). */
+int drv_start_tier(struct drv_parser *p, const char *id, const char *name, const char *tier,
+                   const struct canon_sink *s);
 
 /* A driver's parse: nothing after a terminal event (1); a stream's bytes go
  * to stream_fn; a whole body is kept in p->body until finish (a body past

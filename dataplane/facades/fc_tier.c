@@ -12,8 +12,6 @@
 #include "gw_error.h"
 #include "gw_json.h"
 
-static const char *const canon_words[5] = {"auto", "standard", "flex", "priority", "scale"};
-
 const struct fc_tier_words fc_tier_openai = {
     {"auto", "default", "flex", "priority", "scale"},
     "\"auto\", \"default\", \"flex\", \"priority\" or \"scale\""};
@@ -27,9 +25,9 @@ int fc_service_tier(struct canon_req *r, const json_t *body, const struct fc_tie
     if (!v)
         return GW_OK;
     const char *s = json_string_value(v);
-    for (int i = 0; s && i < 5; i++)
+    for (int i = 0; s && i < CANON_TIER_COUNT; i++)
         if (w->words[i] && strcmp(s, w->words[i]) == 0) {
-            r->service_tier = canon_words[i];
+            r->service_tier = canon_tier_words[i];
             return GW_OK;
         }
     canon_err_set(err, 400, "service_tier", "invalid_request", "'service_tier' must be %s",

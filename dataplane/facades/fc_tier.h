@@ -16,7 +16,7 @@
  * one at the same place of canon ("auto", "standard", "flex", "priority",
  * "scale"); NULL: the client's format has no word for it. */
 struct fc_tier_words {
-    const char *words[5];
+    const char *words[CANON_TIER_COUNT];
     const char *list; /* for the message: "\"auto\", \"default\", ..." */
 };
 extern const struct fc_tier_words fc_tier_openai;    /* chat and Responses */
