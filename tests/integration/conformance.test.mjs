@@ -5,7 +5,8 @@
 // the bodies it receives). Each cell is one of:
 //   passed   the client's own wire format: the body went through as written
 //   mapped   another format: the feature reached the provider in that
-//            format's form (the feature's evidence function names the form)
+//            format's form (the feature's evidence function, given the body
+//            the mock recorded, its path and the cell's nonce, names the form)
 //   refused  a 400 that names the field (in param, or in the message)
 //   omitted  a documented deliberate translation (docs/canonical.md): the
 //            provider has no such field and the field cannot change the
@@ -61,14 +62,12 @@ const SAME = { openai: 'openai', anthropic: 'anthropic' };
 
 let mock;
 let gw;
-let recordPath;
 let records = [];
 let recordsRead = 0;
 
 before(async () => {
   h.requireBinaries();
-  recordPath = path.join(h.makeTmpDir(), 'bodies.jsonl');
-  mock = await h.startMock({ args: ['--record-bodies', recordPath] });
+  mock = await h.startMock({ record: true });
   gw = await h.startGateway({ mock, extraProviders: h.driverProviders(mock) });
 });
 
@@ -91,10 +90,12 @@ async function loadFeatures() {
   return all;
 }
 
-/** The recorded upstream request whose body carries nonce, or null. */
+/** The recorded upstream request whose body carries nonce, or null. The
+ * record is read incrementally (h.recorded re-reads the whole file, which
+ * over some 800 cells would be quadratic). */
 function upstreamOf(nonce) {
-  if (fs.existsSync(recordPath)) {
-    const text = fs.readFileSync(recordPath, 'utf8');
+  if (fs.existsSync(mock.recordPath)) {
+    const text = fs.readFileSync(mock.recordPath, 'utf8');
     const lines = text.slice(recordsRead).split('\n');
     const last = lines.pop(); // '' or a line still being written
     recordsRead = text.length - last.length;
@@ -156,7 +157,7 @@ async function cell(feature, client, driver) {
     if (feature.kind === 'answer') return { kind: 'mapped', text: feature.mapped };
     return { fail: `${where}: 200, and the feature has no evidence function for ${driver.name}` };
   }
-  const found = ev(up.body, up.path);
+  const found = ev(up.body, up.path, nonce);
   if (!found) return { fail: `${where}: dropped: the upstream body lacks it: ${up.raw.slice(0, 400)}` };
   if (found.startsWith('omitted: ')) return { kind: 'omitted', text: found.slice(9) };
   return { kind: 'mapped', text: found };

@@ -5,12 +5,9 @@
 // client got; each refusal is a 400 naming the target and the format.
 
 import fs from 'node:fs';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-import Anthropic from '@anthropic-ai/sdk';
 import * as h from './harness.mjs';
 import { PDF, WAV, PDF_URL, TEXT, mediaPart } from './conformance/documents.mjs';
 
@@ -29,12 +26,10 @@ const TARGETS = {
 
 let mock;
 let gw;
-let recordPath;
 
 before(async () => {
   h.requireBinaries();
-  recordPath = path.join(h.makeTmpDir(), 'bodies.jsonl');
-  mock = await h.startMock({ args: ['--record-bodies', recordPath] });
+  mock = await h.startMock({ record: true });
   gw = await h.startGateway({ mock, extraProviders: h.driverProviders(mock) });
 });
 
@@ -42,8 +37,8 @@ after(async () => {
   await h.stopAll();
 });
 
-const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
-const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
+const oai = () => h.openaiClient(gw);
+const ant = () => h.anthropicClient(gw);
 const nonceOf = () => randomBytes(6).toString('hex');
 const opts = (nonce) => ({ headers: { 'x-request-id': `doc-${nonce}` } });
 
@@ -52,12 +47,12 @@ const opts = (nonce) => ({ headers: { 'x-request-id': `doc-${nonce}` } });
 async function upstream(nonce) {
   const seen = (await mock.usageFor(`doc-${nonce}`)).seen;
   assert.equal(seen.files, 1, JSON.stringify(seen));
-  return JSON.parse((await h.recorded(recordPath, nonce)).body);
+  return mock.recorded(nonce);
 }
 
 async function nothingSent(nonce) {
   await h.sleep(100);
-  assert.ok(!fs.existsSync(recordPath) || !fs.readFileSync(recordPath, 'utf8').includes(nonce), 'a body reached the provider');
+  assert.ok(!fs.existsSync(mock.recordPath) || !fs.readFileSync(mock.recordPath, 'utf8').includes(nonce), 'a body reached the provider');
 }
 
 // --------------------------------------------------------------- clients

@@ -5,12 +5,9 @@
 // back in the client's shape, and the refusals (a 400 naming the client's
 // field and the target).
 
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-import Anthropic from '@anthropic-ai/sdk';
 import * as h from './harness.mjs';
 
 const T = { timeout: 60_000 };
@@ -26,12 +23,10 @@ const ANT_TOOLS = [
 
 let mock;
 let gw;
-let recordPath;
 
 before(async () => {
   h.requireBinaries();
-  recordPath = path.join(h.makeTmpDir(), 'bodies.jsonl');
-  mock = await h.startMock({ args: ['--record-bodies', recordPath] });
+  mock = await h.startMock({ record: true });
   gw = await h.startGateway({ mock, extraProviders: h.driverProviders(mock) });
 });
 
@@ -39,9 +34,9 @@ after(async () => {
   await h.stopAll();
 });
 
-const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
-const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
-const upstream = async (n) => JSON.parse((await h.recorded(recordPath, n)).body);
+const oai = () => h.openaiClient(gw);
+const ant = () => h.anthropicClient(gw);
+const upstream = async (n) => mock.recorded(n);
 
 /** An OpenAI chat request through the SDK: {n, calls, text, finish}. */
 async function chat(model, extra, stream) {

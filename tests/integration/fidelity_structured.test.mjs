@@ -3,11 +3,8 @@
 // and not. Each test asserts what reached the mock provider (its recorded
 // body) and what the client got back (docs/canonical.md has the rules).
 
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-import Anthropic from '@anthropic-ai/sdk';
 import * as h from './harness.mjs';
 
 const T = { timeout: 60_000 };
@@ -21,12 +18,10 @@ const WANT = { city: 'x', days: 0 }; // the mock's smallest object with the requ
 
 let mock;
 let gw;
-let recordPath;
 
 before(async () => {
   h.requireBinaries();
-  recordPath = path.join(h.makeTmpDir(), 'bodies.jsonl');
-  mock = await h.startMock({ args: ['--record-bodies', recordPath] });
+  mock = await h.startMock({ record: true });
   const provs = h.driverProviders(mock);
   const claude = provs.find((p) => p.name === 'claude');
   // An anthropic provider that translates even an Anthropic client's request.
@@ -40,11 +35,11 @@ after(async () => {
 
 /** The upstream body (parsed) that carries nonce. */
 async function received(nonce) {
-  return JSON.parse((await h.recorded(recordPath, nonce)).body);
+  return mock.recorded(nonce);
 }
 
-const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
-const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
+const oai = () => h.openaiClient(gw);
+const ant = () => h.anthropicClient(gw);
 
 async function oaiText(req, stream) {
   if (!stream) return (await oai().chat.completions.create(req)).choices[0].message.content;

@@ -5,23 +5,18 @@
 // tier in the client's shape, the mock's logprobs), and the refusals (a
 // 400 naming the client's field and the target).
 
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-import Anthropic from '@anthropic-ai/sdk';
 import * as h from './harness.mjs';
 
 const T = { timeout: 60_000 };
 let mock;
 let gw;
-let recordPath;
 
 before(async () => {
   h.requireBinaries();
-  recordPath = path.join(h.makeTmpDir(), 'bodies.jsonl');
-  mock = await h.startMock({ args: ['--record-bodies', recordPath] });
+  mock = await h.startMock({ record: true });
   const translated = {
     name: 'oait', driver: 'openai', base_url: mock.v1, credential_ref: 'env:MOCK_API_KEY',
     headers: {}, enabled: true, first_byte_timeout_ms: 60000, idle_timeout_ms: 60000,
@@ -34,12 +29,12 @@ after(async () => {
   await h.stopAll();
 });
 
-const oai = () => new OpenAI({ baseURL: gw.v1, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
-const ant = () => new Anthropic({ baseURL: gw.url, apiKey: h.DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
+const oai = () => h.openaiClient(gw);
+const ant = () => h.anthropicClient(gw);
 const nonce = () => randomBytes(6).toString('hex');
 
 async function received(n) {
-  return JSON.parse((await h.recorded(recordPath, n)).body);
+  return mock.recorded(n);
 }
 
 async function chat(model, extra, stream) {

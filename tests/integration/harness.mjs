@@ -29,6 +29,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(HERE, '..', '..');
@@ -393,6 +395,12 @@ export class Mock {
     });
   }
 
+  /** The one recorded request whose body holds nonce (startMock({record})):
+   * its body, parsed. */
+  async recorded(nonce) {
+    return JSON.parse((await recorded(this.recordPath, nonce)).body);
+  }
+
   /** Polls the usage log until a line matches pred; returns it. */
   async waitForUsage(pred, { timeoutMs = 10_000, what = 'a usage log line' } = {}) {
     try {
@@ -416,6 +424,14 @@ export class Mock {
   }
 }
 
+/** The official SDKs' clients on a gateway, the demo key, no retries. */
+export function openaiClient(gw) {
+  return new OpenAI({ baseURL: gw.v1, apiKey: DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
+}
+export function anthropicClient(gw) {
+  return new Anthropic({ baseURL: gw.url, apiKey: DEMO_API_KEY, maxRetries: 0, timeout: 30_000 });
+}
+
 /** The one request the mock recorded (--record-bodies FILE) whose body
  * holds nonce, as {path, body} with the body's text as received; waits
  * for it, and fails when more than one carries the nonce. */
@@ -429,13 +445,19 @@ export async function recorded(recordPath, nonce) {
   }, { what: `the upstream body carrying ${nonce}` });
 }
 
-export async function startMock({ args = [] } = {}) {
+/** record: the mock records every request body (--record-bodies) in
+ * mock.recordPath, and mock.recorded(nonce) finds one. */
+export async function startMock({ args = [], record = false } = {}) {
   const dir = makeTmpDir();
   const usageLog = path.join(dir, 'usage.jsonl');
+  const recordPath = record ? path.join(dir, 'bodies.jsonl') : null;
   const { proc, port } = await startListening('mockprovider', MOCK_BIN, [
-    '--listen', '127.0.0.1:0', '--usage-log', usageLog, ...args,
+    '--listen', '127.0.0.1:0', '--usage-log', usageLog,
+    ...(recordPath ? ['--record-bodies', recordPath] : []), ...args,
   ]);
-  return new Mock(proc, port, usageLog);
+  const m = new Mock(proc, port, usageLog);
+  m.recordPath = recordPath;
+  return m;
 }
 
 // ---------------------------------------------------------------------------

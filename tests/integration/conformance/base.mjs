@@ -60,8 +60,9 @@ export default [
     id: 'text',
     label: 'text message',
     request: { openai: (b) => b, anthropic: (b) => b, responses: (b) => b },
+    // The client's text, whole, as one string of the provider's body.
     evidence: Object.fromEntries(['openai', 'openai-responses', 'anthropic', 'gemini', 'bedrock', 'ollama']
-      .map((d) => [d, when('text', (u) => deep(u, (o) => typeof o.text === 'string' || typeof o.content === 'string' || typeof o.input === 'string'))])),
+      .map((d) => [d, (u, p, nonce) => (deep(u, (o) => Object.values(o).includes(`hi ${nonce}`)) ? 'text' : null)])),
   },
   {
     id: 'system',

@@ -24,7 +24,7 @@ const tier = (id, openaiWord, anthropicClientWord, words) => ({
 
 const lpItem = (lp) => Array.isArray(lp) && lp.length > 0 && typeof lp[0].token === 'string' && typeof lp[0].logprob === 'number';
 
-const features = [
+export default [
   tier('flex', 'flex', null, ['flex', null, 'flex', 'flex']),
   tier('priority', 'priority', null, ['priority', null, 'priority', 'priority']),
   // standard: ollama has one tier, so nothing is sent and nothing is dropped;
@@ -116,25 +116,22 @@ const features = [
       return null;
     },
   },
+  // The tier that served, reported back in the client's shape.
+  {
+    id: 'answer.service_tier',
+    label: 'answer: the tier that served',
+    kind: 'answer',
+    request: {
+      openai: (base) => ({ ...base, service_tier: 'default' }),
+      responses: (base) => ({ ...base, service_tier: 'default' }),
+      anthropic: (base) => ({ ...base, service_tier: 'standard_only' }),
+    },
+    skip: { ollama: 'Ollama has one tier and names none' },
+    mapped: 'reported',
+    answer: (client, driver, j) => {
+      const got = client === 'anthropic' ? j?.usage?.service_tier : j?.service_tier;
+      const want = client === 'anthropic' ? 'standard' : 'default';
+      return got === want ? null : `tier ${got}, not ${want}`;
+    },
+  },
 ];
-
-// The tier that served, reported back in the client's shape.
-features.push({
-  id: 'answer.service_tier',
-  label: 'answer: the tier that served',
-  kind: 'answer',
-  request: {
-    openai: (base) => ({ ...base, service_tier: 'default' }),
-    responses: (base) => ({ ...base, service_tier: 'default' }),
-    anthropic: (base) => ({ ...base, service_tier: 'standard_only' }),
-  },
-  skip: { ollama: 'Ollama has one tier and names none' },
-  mapped: 'reported',
-  answer: (client, driver, j) => {
-    const got = client === 'anthropic' ? j?.usage?.service_tier : j?.service_tier;
-    const want = client === 'anthropic' ? 'standard' : 'default';
-    return got === want ? null : `tier ${got}, not ${want}`;
-  },
-});
-
-export default features;
