@@ -11,6 +11,8 @@
 #include "gw_error.h"
 #include "gw_json.h"
 
+const struct drv_tier_map drv_tier_openai = {{"auto", "default", "flex", "priority", "scale"}, ""};
+
 int drv_tier_word(const struct canon_req *r, const char *driver, const struct drv_tier_map *m,
                   const char **word, struct canon_err *err)
 {

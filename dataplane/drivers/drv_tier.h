@@ -21,6 +21,10 @@ struct drv_tier_map {
     const char *why; /* "... cannot be sent to a <driver> provider: <why>" */
 };
 
+/* OpenAI's words (chat completions and Responses), the canonical model's
+ * own but standard, which is "default". */
+extern const struct drv_tier_map drv_tier_openai;
+
 /* r->service_tier in the provider's word: *word NULL when the request has
  * none or the map says "", else the word. A tier the map refuses is a 400
  * unsupported_parameter naming the client's field and the driver:

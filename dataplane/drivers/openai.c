@@ -198,9 +198,8 @@ oom:
  * each as the canonical model does (standard is "default"). */
 static int drv_openai_tier_ids(const struct canon_req *r, json_t *doc, struct canon_err *err)
 {
-    static const struct drv_tier_map tiers = {{"auto", "default", "flex", "priority", "scale"}, ""};
     const char *tier;
-    if (drv_tier_word(r, "openai", &tiers, &tier, err) != GW_OK)
+    if (drv_tier_word(r, "openai", &drv_tier_openai, &tier, err) != GW_OK)
         return GW_EINVAL;
     if (tier)
         json_object_set_new(doc, "service_tier", json_string(tier));

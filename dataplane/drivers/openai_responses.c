@@ -278,9 +278,6 @@ static json_t *instructions_of(const struct canon_req *r, struct canon_err *err)
     return s;
 }
 
-/* OpenAI's tier words (standard is "default"). */
-static const struct drv_tier_map tiers = {{"auto", "default", "flex", "priority", "scale"}, ""};
-
 static int build_chat(const struct drv_target *t, const struct canon_req *r,
                       struct drv_request *out, struct canon_err *err)
 {
@@ -397,7 +394,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     if (r->safety_identifier)
         json_object_set_new(doc, "safety_identifier", json_string(r->safety_identifier));
     const char *tier;
-    if (drv_tier_word(r, "openai-responses", &tiers, &tier, err) != GW_OK) {
+    if (drv_tier_word(r, "openai-responses", &drv_tier_openai, &tier, err) != GW_OK) {
         json_decref(doc);
         return GW_EINVAL;
     }
