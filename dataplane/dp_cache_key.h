@@ -52,14 +52,7 @@
 
 #include "canon.h"
 #include "dp_cache.h" /* DP_CACHE_KEY_BYTES: the key's size, a SHA-256 */
-
-/* Whom a cached answer is shared with. */
-enum dp_cache_scope {
-    DP_CACHE_SCOPE_GLOBAL, /* every caller (id ignored) */
-    DP_CACHE_SCOPE_TEAM,
-    DP_CACHE_SCOPE_KEY,
-    DP_CACHE_SCOPE_PROJECT,
-};
+#include "dp_snapshot.h" /* enum dp_cache_scope */
 
 /* Where a request goes, as the key sees it. Strings may be NULL (told from
  * ""); route_fp is any byte string that changes when the route is edited. */

@@ -46,6 +46,12 @@ struct dp_ledger_row {
     int stream;
     int has_cost;        /* 0: no price was known: cost NULL, never zero */
     int usage_estimated; /* the tokens are the gateway's estimate (an answer cut early) */
+    /* Served from the response cache (docs/cache.md): no upstream call;
+     * cost 0, tokens 0, and what the original attempt cost as saved
+     * (has_saved 0: its cost was unknown). */
+    int cache_hit;
+    int has_saved;
+    int64_t saved_picodollars;
     int64_t input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
         output_tokens, reasoning_tokens;
     int64_t latency_ms, ttfb_ms, ttfc_ms; /* -1: no byte / no content came */

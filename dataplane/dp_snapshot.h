@@ -65,6 +65,26 @@ enum dp_strategy {
     DP_STRATEGY_WEIGHTED, /* the primary drawn by weight, deterministic per request id */
 };
 
+/* Whom a cached answer is shared with (docs/cache.md). */
+enum dp_cache_scope {
+    DP_CACHE_SCOPE_GLOBAL, /* every caller of the route */
+    DP_CACHE_SCOPE_TEAM,   /* the key's team (the default; a key without one: itself) */
+    DP_CACHE_SCOPE_KEY,
+    DP_CACHE_SCOPE_PROJECT, /* the key's project (a key without one: itself) */
+};
+
+/* The longest a cached answer may be kept (s): 30 days. */
+#define DP_CACHE_MAX_TTL_S 2592000L
+
+/* A route's response cache (docs/cache.md): off unless ttl_s > 0. */
+struct dp_route_cache {
+    long ttl_s; /* 0: off; else 1..DP_CACHE_MAX_TTL_S */
+    enum dp_cache_scope scope;
+    /* A request without a temperature counts as deterministic (the
+     * operator says the route's models are, at their defaults). */
+    int deterministic;
+};
+
 struct dp_route {
     const char *name;
     const char **aliases;
@@ -83,6 +103,11 @@ struct dp_route {
      * the provider sends (a provider that pings forever holds nothing
      * longer); ms, 1 to DP_MAX_DURATION_MS; 0: DP_DEFAULT_DURATION_MS. */
     long max_duration_ms;
+    struct dp_route_cache cache;
+    /* Changes with any edit of the route, cache settings and timeouts
+     * included (FNV-1a 64 of its canonical JSON): part of every cache key,
+     * so an edited route never serves an answer cached before the edit. */
+    uint64_t content_fp;
 };
 
 /* The longest failover budget a request or a route may set (ms). */
@@ -120,6 +145,11 @@ struct dp_team {
     const char *name;
     struct dp_allowlists allow;
     int require_budget; /* a key with no cost limit applying is refused */
+    /* The response cache for the team's keys, over the route's setting
+     * when has_cache_ttl: 0 off; > 0 on, with this TTL (s), on any route
+     * (the route's scope and deterministic mark still apply). */
+    int has_cache_ttl;
+    long cache_ttl_s;
 };
 
 /* A project (of a team): the allowlists every key of the project is
@@ -158,6 +188,9 @@ struct dp_key {
     const char *team;      /* or NULL; its entry: dp_snapshot_team */
     const char *project;   /* or NULL; its entry: dp_snapshot_project */
     struct dp_allowlists allow;
+    /* As dp_team's, and it wins over the team's. */
+    int has_cache_ttl;
+    long cache_ttl_s;
 };
 
 /* The roles a route may take (dp_route.role), in this order. */
