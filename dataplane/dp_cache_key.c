@@ -125,7 +125,7 @@ static void hw_json(struct hw *h, const json_t *j)
     free(s);
 }
 
-static int hw_begin(struct hw *h, const char *domain, const struct dp_cache_where *w)
+static int hw_begin(struct hw *h, const char *domain)
 {
     pthread_once(&sha256_once, sha256_fetch);
     memset(h, 0, sizeof(*h));
@@ -136,12 +136,6 @@ static int hw_begin(struct hw *h, const char *domain, const struct dp_cache_wher
         return GW_ENOMEM;
     }
     hw_str(h, domain);
-    hw_int(h, w->scope);
-    hw_str(h, w->scope == DP_CACHE_SCOPE_GLOBAL ? NULL : w->scope_id);
-    hw_str(h, w->route);
-    hw_bytes(h, w->route_fp, w->route_fp ? w->route_fp_len : 0);
-    hw_str(h, w->provider);
-    hw_str(h, w->model);
     return GW_OK;
 }
 
@@ -186,11 +180,10 @@ static void hw_parts(struct hw *h, const struct canon_part *p, size_t n, int dep
     }
 }
 
-int dp_cache_key(const struct dp_cache_where *w, const struct canon_req *r,
-                 unsigned char out[DP_CACHE_KEY_BYTES])
+int dp_cache_digest(const struct canon_req *r, unsigned char out[DP_CACHE_KEY_BYTES])
 {
     struct hw h;
-    int rc = hw_begin(&h, "llmgw cache chat v1", w);
+    int rc = hw_begin(&h, "llmgw cache chat v1");
     if (rc != GW_OK)
         return rc;
     hw_parts(&h, r->system, r->nsystem, 0);
@@ -242,11 +235,10 @@ int dp_cache_key(const struct dp_cache_where *w, const struct canon_req *r,
     return hw_end(&h, out);
 }
 
-int dp_cache_key_embed(const struct dp_cache_where *w, const struct canon_embed_req *r,
-                       unsigned char out[DP_CACHE_KEY_BYTES])
+int dp_cache_digest_embed(const struct canon_embed_req *r, unsigned char out[DP_CACHE_KEY_BYTES])
 {
     struct hw h;
-    int rc = hw_begin(&h, "llmgw cache embed v1", w);
+    int rc = hw_begin(&h, "llmgw cache embed v1");
     if (rc != GW_OK)
         return rc;
     hw_u64(&h, r->inputs ? r->ninputs : 0);
@@ -257,10 +249,43 @@ int dp_cache_key_embed(const struct dp_cache_where *w, const struct canon_embed_
     return hw_end(&h, out);
 }
 
+int dp_cache_key_at(const struct dp_cache_where *w, const unsigned char digest[DP_CACHE_KEY_BYTES],
+                    unsigned char out[DP_CACHE_KEY_BYTES])
+{
+    struct hw h;
+    int rc = hw_begin(&h, "llmgw cache key v1");
+    if (rc != GW_OK)
+        return rc;
+    hw_int(&h, w->scope);
+    hw_str(&h, w->scope == DP_CACHE_SCOPE_GLOBAL ? NULL : w->scope_id);
+    hw_str(&h, w->route);
+    hw_bytes(&h, w->route_fp, w->route_fp ? w->route_fp_len : 0);
+    hw_str(&h, w->provider);
+    hw_str(&h, w->model);
+    hw_bytes(&h, digest, DP_CACHE_KEY_BYTES);
+    return hw_end(&h, out);
+}
+
+int dp_cache_key(const struct dp_cache_where *w, const struct canon_req *r,
+                 unsigned char out[DP_CACHE_KEY_BYTES])
+{
+    unsigned char d[DP_CACHE_KEY_BYTES];
+    int rc = dp_cache_digest(r, d);
+    return rc != GW_OK ? rc : dp_cache_key_at(w, d, out);
+}
+
+int dp_cache_key_embed(const struct dp_cache_where *w, const struct canon_embed_req *r,
+                       unsigned char out[DP_CACHE_KEY_BYTES])
+{
+    unsigned char d[DP_CACHE_KEY_BYTES];
+    int rc = dp_cache_digest_embed(r, d);
+    return rc != GW_OK ? rc : dp_cache_key_at(w, d, out);
+}
+
 /* ---------------------------------------------------------------- blob */
 
 #define BLOB_MAGIC "LGWC"
-#define BLOB_VERSION 1
+#define BLOB_VERSION 2
 #define BLOB_NULL 0xffffffffu
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
@@ -307,10 +332,14 @@ static int put_buf(struct gw_buf *b, const struct gw_buf *v)
     return put_mem(b, v && v->data ? v->data : "", v && v->data ? v->len : 0);
 }
 
-static int encode(const struct canon_acc *a, struct gw_buf *b)
+static int encode(const struct canon_acc *a, const struct dp_cache_meta *m, struct gw_buf *b)
 {
     int rc = gw_buf_append(b, BLOB_MAGIC, 4);
     rc = rc ? rc : put_u8(b, BLOB_VERSION);
+    rc = rc ? rc : put_le(b, (uint64_t)m->created_ms, 8);
+    rc = rc ? rc : put_le(b, (uint64_t)m->cost_picodollars, 8);
+    rc = rc ? rc : put_u8(b, m->has_cost != 0);
+    rc = rc ? rc : put_str(b, m->currency);
     rc = rc ? rc : put_str(b, a->model);
     rc = rc ? rc : put_str(b, a->service_tier);
     rc = rc ? rc : put_u8(b, a->stop);
@@ -346,15 +375,17 @@ static int encode(const struct canon_acc *a, struct gw_buf *b)
     return rc ? rc : put_le(b, fnv1a((const unsigned char *)b->data, b->len), 8);
 }
 
-int dp_cache_encode(const struct canon_acc *acc, size_t max, unsigned char **blob, size_t *len)
+int dp_cache_encode(const struct canon_acc *acc, const struct dp_cache_meta *meta, size_t max,
+                    unsigned char **blob, size_t *len)
 {
+    static const struct dp_cache_meta none;
     *blob = NULL;
     *len = 0;
     if (!acc->done || acc->logprobs)
         return GW_EINVAL;
     struct gw_buf b;
     gw_buf_init(&b, max);
-    int rc = encode(acc, &b);
+    int rc = encode(acc, meta ? meta : &none, &b);
     if (rc != GW_OK) {
         gw_buf_free(&b);
         return rc;
@@ -428,9 +459,28 @@ static int cstr(const struct sv *v, char **out)
 /* Walks the blob (after its checksum was checked); with s NULL only
  * checks it, else emits it. Returns 0, GW_EINVAL (malformed), GW_ENOMEM
  * or GW_ECLOSED (the sink stopped). */
+/* The meta-data at the blob's start (after magic and version). */
+static void get_meta(struct rd *r, struct dp_cache_meta *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->created_ms = (int64_t)get_le(r, 8);
+    m->cost_picodollars = (int64_t)get_le(r, 8);
+    unsigned has = (unsigned)get_le(r, 1);
+    struct sv cur = get_str(r);
+    if (has > 1 || cur.len >= sizeof(m->currency)) {
+        r->bad = 1;
+        return;
+    }
+    m->has_cost = (int)has;
+    if (cur.p)
+        memcpy(m->currency, cur.p, cur.len);
+}
+
 static int walk(const unsigned char *blob, size_t len, const struct canon_sink *s)
 {
     struct rd r = {blob + 5, len - 5 - 8, 0};
+    struct dp_cache_meta meta;
+    get_meta(&r, &meta);
     struct sv model = get_str(&r), tier = get_str(&r);
     unsigned stop = (unsigned)get_le(&r, 1);
     unsigned have = (unsigned)get_le(&r, 1);
@@ -558,14 +608,29 @@ static int walk(const unsigned char *blob, size_t len, const struct canon_sink *
     return rc;
 }
 
-int dp_cache_replay(const unsigned char *blob, size_t len, const struct canon_sink *s)
+/* The blob's frame: magic, version and checksum. */
+static int framed(const unsigned char *blob, size_t len)
 {
     if (!blob || len < 5 + 8 || memcmp(blob, BLOB_MAGIC, 4) != 0 || blob[4] != BLOB_VERSION)
-        return GW_EINVAL;
+        return 0;
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++)
         sum |= (uint64_t)blob[len - 8 + (size_t)i] << (8 * i);
-    if (sum != fnv1a(blob, len - 8))
+    return sum == fnv1a(blob, len - 8);
+}
+
+int dp_cache_meta_read(const unsigned char *blob, size_t len, struct dp_cache_meta *m)
+{
+    if (!framed(blob, len))
+        return GW_EINVAL;
+    struct rd r = {blob + 5, len - 5 - 8, 0};
+    get_meta(&r, m);
+    return r.bad ? GW_EINVAL : GW_OK;
+}
+
+int dp_cache_replay(const unsigned char *blob, size_t len, const struct canon_sink *s)
+{
+    if (!framed(blob, len))
         return GW_EINVAL;
     int rc = walk(blob, len, NULL);
     return rc != GW_OK ? rc : walk(blob, len, s);

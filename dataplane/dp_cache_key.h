@@ -26,9 +26,11 @@
  * safety_identifier: the scope is the tenancy boundary) and the facade's
  * field names.
  *
- * The blob (version 1), little-endian, every length bounded by the blob:
+ * The blob (version 2), little-endian, every length bounded by the blob:
  *
- *   "LGWC" u8 version=1
+ *   "LGWC" u8 version=2
+ *   i64 created_ms, i64 cost_picodollars,    (struct dp_cache_meta: what
+ *   u8 has_cost, str currency                 the original answer cost)
  *   str model, str service_tier              (str: u32 len + bytes;
  *   u8 stop                                   len 0xffffffff is NULL)
  *   u8 usage.have, 6 x i64 usage              (input, cache_read,
@@ -51,7 +53,7 @@
 #include <stddef.h>
 
 #include "canon.h"
-#include "dp_cache.h" /* DP_CACHE_KEY_BYTES: the key's size, a SHA-256 */
+#include "dp_cache.h"    /* DP_CACHE_KEY_BYTES: the key's size, a SHA-256 */
 #include "dp_snapshot.h" /* enum dp_cache_scope */
 
 /* Where a request goes, as the key sees it. Strings may be NULL (told from
@@ -73,8 +75,18 @@ struct dp_cache_where {
  * parse left something out of r (the key could not see it). */
 int dp_cache_cacheable(const struct canon_req *r, int route_deterministic, const char **why);
 
-/* The key of r sent to w into out. 0, GW_ENOMEM, or GW_EINVAL (a tool's
- * parameters or the format schema cannot be serialized). */
+/* The key in two steps, so a request planned over several targets hashes
+ * its content once: the digest of what is asked (no scope, route or
+ * target), then the key of that digest sent to w. */
+int dp_cache_digest(const struct canon_req *r, unsigned char out[DP_CACHE_KEY_BYTES])
+    __attribute__((warn_unused_result));
+int dp_cache_digest_embed(const struct canon_embed_req *r, unsigned char out[DP_CACHE_KEY_BYTES])
+    __attribute__((warn_unused_result));
+int dp_cache_key_at(const struct dp_cache_where *w, const unsigned char digest[DP_CACHE_KEY_BYTES],
+                    unsigned char out[DP_CACHE_KEY_BYTES]) __attribute__((warn_unused_result));
+
+/* The key of r sent to w into out (the digest, then dp_cache_key_at). 0, GW_ENOMEM, or GW_EINVAL (a
+ * tool's parameters or the format schema cannot be serialized). */
 int dp_cache_key(const struct dp_cache_where *w, const struct canon_req *r,
                  unsigned char out[DP_CACHE_KEY_BYTES]) __attribute__((warn_unused_result));
 /* The key of an embeddings request (a key of its own domain: never equal to
@@ -82,14 +94,28 @@ int dp_cache_key(const struct dp_cache_where *w, const struct canon_req *r,
 int dp_cache_key_embed(const struct dp_cache_where *w, const struct canon_embed_req *r,
                        unsigned char out[DP_CACHE_KEY_BYTES]) __attribute__((warn_unused_result));
 
-/* The answer in acc (done: DONE was applied) as a blob of at most max bytes
- * (0: no bound but the format's), malloc'd into *blob / *len, owned by the
- * caller. The upstream response id is not kept: a replay is a new
- * response, and its START carries no id (facades mint one). GW_EINVAL when
- * acc is not done or carries log probabilities (never cacheable),
- * GW_ELIMIT past max, GW_ENOMEM. On failure *blob is NULL. */
-int dp_cache_encode(const struct canon_acc *acc, size_t max, unsigned char **blob, size_t *len)
+/* What a blob says of the answer besides its events: when it was made
+ * (wall-clock ms, for Age) and what its attempt cost (for the ledger's
+ * saved cost). */
+struct dp_cache_meta {
+    int64_t created_ms;
+    int64_t cost_picodollars;
+    int has_cost;
+    char currency[4];
+};
+
+/* The meta-data of a blob, after checking its frame and checksum: 0 or
+ * GW_EINVAL. */
+int dp_cache_meta_read(const unsigned char *blob, size_t len, struct dp_cache_meta *m)
     __attribute__((warn_unused_result));
+
+/* The answer in acc (done: DONE was applied), with meta (NULL: zeros), as a blob of at most max
+ * bytes (0: no bound but the format's), malloc'd into *blob / *len, owned by the caller. The
+ * upstream response id is not kept: a replay is a new response, and its START carries no id
+ * (facades mint one). GW_EINVAL when acc is not done or carries log probabilities (never
+ * cacheable), GW_ELIMIT past max, GW_ENOMEM. On failure *blob is NULL. */
+int dp_cache_encode(const struct canon_acc *acc, const struct dp_cache_meta *meta, size_t max,
+                    unsigned char **blob, size_t *len) __attribute__((warn_unused_result));
 
 /* Emits the answer in blob as canonical events to s: START (model, tier),
  * USAGE (when any), each reasoning block (text, then its signature; a

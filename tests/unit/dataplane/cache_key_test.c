@@ -438,7 +438,7 @@ static unsigned char *round_trip(const struct canon_event *evs, size_t n, const 
     struct canon_acc orig;
     feed(&orig, evs, n);
     unsigned char *blob = NULL;
-    CU_ASSERT_EQUAL_FATAL(dp_cache_encode(&orig, 0, &blob, len), GW_OK);
+    CU_ASSERT_EQUAL_FATAL(dp_cache_encode(&orig, NULL, 0, &blob, len), GW_OK);
     struct both b = {.bad = 0};
     canon_record_init(&b.rec);
     canon_acc_init(&b.acc, 0);
@@ -568,21 +568,21 @@ static void test_encode_refuses(void)
     unsigned char *blob = (unsigned char *)"x";
     size_t len = 9;
     feed(&a, FULL, NFULL - 1); /* no DONE */
-    CU_ASSERT_EQUAL(dp_cache_encode(&a, 0, &blob, &len), GW_EINVAL);
+    CU_ASSERT_EQUAL(dp_cache_encode(&a, NULL, 0, &blob, &len), GW_EINVAL);
     CU_ASSERT_PTR_NULL(blob);
     CU_ASSERT_EQUAL(len, 0);
     canon_acc_free(&a);
     feed(&a, FULL, NFULL);
-    CU_ASSERT_EQUAL(dp_cache_encode(&a, 64, &blob, &len), GW_ELIMIT);
+    CU_ASSERT_EQUAL(dp_cache_encode(&a, NULL, 64, &blob, &len), GW_ELIMIT);
     CU_ASSERT_PTR_NULL(blob);
-    CU_ASSERT_EQUAL(dp_cache_encode(&a, 0, &blob, &len), GW_OK);
+    CU_ASSERT_EQUAL(dp_cache_encode(&a, NULL, 0, &blob, &len), GW_OK);
     size_t whole = len;
     free(blob);
-    CU_ASSERT_EQUAL(dp_cache_encode(&a, whole, &blob, &len), GW_OK);
+    CU_ASSERT_EQUAL(dp_cache_encode(&a, NULL, whole, &blob, &len), GW_OK);
     free(blob);
-    CU_ASSERT_EQUAL(dp_cache_encode(&a, whole - 1, &blob, &len), GW_ELIMIT);
+    CU_ASSERT_EQUAL(dp_cache_encode(&a, NULL, whole - 1, &blob, &len), GW_ELIMIT);
     a.logprobs = json_array(); /* never cacheable */
-    CU_ASSERT_EQUAL(dp_cache_encode(&a, 0, &blob, &len), GW_EINVAL);
+    CU_ASSERT_EQUAL(dp_cache_encode(&a, NULL, 0, &blob, &len), GW_EINVAL);
     canon_acc_free(&a);
 }
 
@@ -706,6 +706,51 @@ static void test_sink_stops(void)
     free(blob);
 }
 
+/* The meta-data survives the blob; the two-step key equals the one-step
+ * key, and the target is in it. */
+static void test_meta_and_digest(void)
+{
+    struct canon_acc a;
+    canon_acc_init(&a, 0);
+    struct canon_event evs[] = {{.type = CANON_EV_START, .name = "m"},
+                                {.type = CANON_EV_CHUNK, .text = "hi", .len = 2},
+                                {.type = CANON_EV_DONE}};
+    for (size_t i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(canon_acc_add(&a, &evs[i]), GW_OK);
+    struct dp_cache_meta m = {.created_ms = 1764800000123LL,
+                              .cost_picodollars = 4200000,
+                              .has_cost = 1,
+                              .currency = "EUR"},
+                         back;
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(dp_cache_encode(&a, &m, 0, &blob, &len), GW_OK);
+    CU_ASSERT_EQUAL(dp_cache_meta_read(blob, len, &back), GW_OK);
+    CU_ASSERT_EQUAL(back.created_ms, m.created_ms);
+    CU_ASSERT_EQUAL(back.cost_picodollars, m.cost_picodollars);
+    CU_ASSERT_EQUAL(back.has_cost, 1);
+    CU_ASSERT_STRING_EQUAL(back.currency, "EUR");
+    blob[6] ^= 1; /* inside created_ms: the checksum refuses it */
+    CU_ASSERT_EQUAL(dp_cache_meta_read(blob, len, &back), GW_EINVAL);
+    free(blob);
+    canon_acc_free(&a);
+
+    struct canon_req r = {0};
+    struct dp_cache_where w = {.scope = DP_CACHE_SCOPE_TEAM,
+                               .scope_id = "t",
+                               .route = "r",
+                               .provider = "p",
+                               .model = "m1"};
+    unsigned char d[DP_CACHE_KEY_BYTES], k1[DP_CACHE_KEY_BYTES], k2[DP_CACHE_KEY_BYTES];
+    CU_ASSERT_EQUAL(dp_cache_key(&w, &r, k1), GW_OK);
+    CU_ASSERT_EQUAL(dp_cache_digest(&r, d), GW_OK);
+    CU_ASSERT_EQUAL(dp_cache_key_at(&w, d, k2), GW_OK);
+    CU_ASSERT_EQUAL(memcmp(k1, k2, sizeof(k1)), 0);
+    w.model = "m2";
+    CU_ASSERT_EQUAL(dp_cache_key_at(&w, d, k2), GW_OK);
+    CU_ASSERT_NOT_EQUAL(memcmp(k1, k2, sizeof(k1)), 0);
+}
+
 static CU_TestInfo tests[] = {
     {"the key: a change of any one field changes it", test_key_table},
     {"the key: delivery, selector and end user are not in it", test_key_ignores},
@@ -719,6 +764,7 @@ static CU_TestInfo tests[] = {
     {"a truncated or damaged blob is refused", test_damaged_blob},
     {"lengths that lie under a good checksum", test_lying_lengths},
     {"a sink that stops stops the replay", test_sink_stops},
+    {"the blob keeps its meta; the key is the digest at a target", test_meta_and_digest},
     CU_TEST_INFO_NULL,
 };
 
