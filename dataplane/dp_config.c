@@ -21,6 +21,7 @@ static const char usage[] =
     "                       [--drain-delay-ms N]\n"
     "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
+    "                       [--cache-max-mb N] [--cache-max-entry-kb N]\n"
     "                       [--ledger-spool DIR] [--ledger-spool-max-mb N] "
     "[--ledger-flush-timeout-ms N]\n"
     "                       [--check-config]\n"
@@ -153,6 +154,14 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 0, 600 * 1000, &n))
             return GW_EINVAL;
         c->ledger_flush_timeout_ms = (long)n;
+    } else if (strcmp(flag, "--cache-max-mb") == 0) {
+        if (gw_flags_num(PROG, flag, v, 0, 1LL << 20, &n))
+            return GW_EINVAL;
+        c->cache_max_bytes = (size_t)n << 20;
+    } else if (strcmp(flag, "--cache-max-entry-kb") == 0) {
+        if (gw_flags_num(PROG, flag, v, 1, 1LL << 20, &n))
+            return GW_EINVAL;
+        c->cache_max_entry_bytes = (size_t)n << 10;
     } else if (strcmp(flag, "--access-log") == 0)
         c->access_log = v;
     else if (strcmp(flag, "--check-config") == 0)
@@ -192,6 +201,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_LEDGER_SPOOL", "--ledger-spool"},
         {"LLMGW_LEDGER_SPOOL_MAX_MB", "--ledger-spool-max-mb"},
         {"LLMGW_LEDGER_FLUSH_TIMEOUT_MS", "--ledger-flush-timeout-ms"},
+        {"LLMGW_CACHE_MAX_MB", "--cache-max-mb"},
+        {"LLMGW_CACHE_MAX_ENTRY_KB", "--cache-max-entry-kb"},
     };
     memset(c, 0, sizeof(*c));
     memcpy(c->host, "127.0.0.1", 10);
@@ -208,6 +219,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->snapshot_cache_max_age_ms = 7LL * 24 * 3600 * 1000;
     c->ledger_spool_max_bytes = (size_t)256 << 20;
     c->ledger_flush_timeout_ms = 5000;
+    c->cache_max_bytes = (size_t)64 << 20;
+    c->cache_max_entry_bytes = (size_t)1 << 20;
     static const char *const switches[] = {"--check-config", NULL};
     struct gw_flags f = {.prog = PROG,
                          .usage = usage,

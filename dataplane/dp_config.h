@@ -34,6 +34,9 @@ struct dp_config {
     const char *access_log;
     long retry_base_ms;   /* first retry's backoff; doubles per retry, jittered */
     long breaker_open_ms; /* a breaker's first open interval */
+    /* The response cache (docs/cache.md): its whole size (0: off) and its
+     * largest entry. */
+    size_t cache_max_bytes, cache_max_entry_bytes;
 
     /* The ledger's spool (docs/ledger.md): rows not yet acknowledged by the
      * control plane, on disk. NULL: held in memory only (lost on restart). */

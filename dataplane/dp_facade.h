@@ -28,6 +28,11 @@ struct fc_bill {
     long long cost_picodollars;
     int has_cost; /* 0: no price is known: the cost is null, never 0 */
     const char *currency;
+    /* Served from the response cache: cost 0, and what the original
+     * attempt cost (has_saved 0: unknown). */
+    int cache_hit;
+    int has_saved;
+    long long saved_picodollars;
 };
 
 struct fc_ctx {

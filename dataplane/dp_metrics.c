@@ -1,9 +1,12 @@
 #include "dp_metrics.h"
 
+#include "dp_cache.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #include "canon.h"
+#include "dp_cache.h"
 #include "dp_ledger.h"
 #include "dp_limits.h"
 #include "dp_snapshot.h"
@@ -37,6 +40,11 @@ struct dp_metrics {
     struct gw_metric *ledger_pending, *ledger_spooled, *ledger_spool_bytes, *ledger_dropped;
     uint64_t ledger_dropped_seen; /* collect: what the counter already has */
     struct gw_metric *fleet_state, *conns_refused;
+    /* the response cache (docs/cache.md) */
+    struct dp_cache *rcache; /* NULL: off */
+    struct gw_metric *rc_requests, *rc_joined, *rc_evictions, *rc_expired, *rc_too_large;
+    struct gw_metric *rc_bytes, *rc_entries, *rc_flights;
+    uint64_t rc_evictions_seen, rc_expired_seen, rc_too_large_seen;
 };
 
 static struct dp_metrics the;
@@ -74,6 +82,25 @@ static void collect(struct gw_metrics *reg, void *arg)
     }
     if (at)
         gw_metric_set(m->snapshot_age, NULL, (double)(gw_wall_ms() - at) / 1000.0);
+    if (m->rcache) {
+        struct dp_cache_stats cs;
+        dp_cache_stats(m->rcache, &cs);
+        gw_metric_set(m->rc_bytes, NULL, (double)cs.bytes);
+        gw_metric_set(m->rc_entries, NULL, (double)cs.entries);
+        gw_metric_set(m->rc_flights, NULL, (double)cs.flights);
+        /* The store counts; the counters take what is new since. */
+        struct {
+            struct gw_metric *c;
+            uint64_t now, *seen;
+        } d[] = {{m->rc_evictions, cs.evictions, &m->rc_evictions_seen},
+                 {m->rc_expired, cs.expired, &m->rc_expired_seen},
+                 {m->rc_too_large, cs.rejected_too_large, &m->rc_too_large_seen}};
+        for (size_t i = 0; i < N(d); i++)
+            if (d[i].now > *d[i].seen) {
+                gw_metric_inc(d[i].c, NULL, d[i].now - *d[i].seen);
+                *d[i].seen = d[i].now;
+            }
+    }
     struct dp_ledger_stats ls;
     dp_ledger_stats(&ls);
     gw_metric_set(m->ledger_pending, NULL, (double)ls.pending_rows);
@@ -136,8 +163,32 @@ int dp_metrics_init(void)
     m->cache_hits = gw_metrics_counter(
         r, "llmgw_cache_hits_total",
         "Attempts whose usage reports prompt-cache reads (the provider's prompt cache hit; "
-        "llmgw keeps no response cache).",
+        "llmgw's own response cache is llmgw_response_cache_*).",
         rpm);
+    static const char *const rcres[] = {"route", "result", NULL};
+    m->rc_requests = gw_metrics_counter(
+        r, "llmgw_response_cache_requests_total",
+        "Requests on routes with the response cache on, by result: hit (answered from the "
+        "cache), miss (went upstream), bypass (not cacheable, or the client said no-cache).",
+        rcres);
+    m->rc_joined = gw_metrics_counter(
+        r, "llmgw_response_cache_joined_total",
+        "Requests that waited for an identical request already upstream (single flight).", route);
+    m->rc_evictions = gw_metrics_counter(r, "llmgw_response_cache_evictions_total",
+                                         "Entries evicted to stay under --cache-max-mb.", NULL);
+    m->rc_expired = gw_metrics_counter(r, "llmgw_response_cache_expired_total",
+                                       "Entries found past their TTL and removed.", NULL);
+    m->rc_too_large =
+        gw_metrics_counter(r, "llmgw_response_cache_too_large_total",
+                           "Answers not stored for their size (--cache-max-entry-kb).", NULL);
+    m->rc_bytes =
+        gw_metrics_gauge(r, "llmgw_response_cache_bytes",
+                         "Bytes the response cache holds, entry overhead included.", NULL);
+    m->rc_entries = gw_metrics_gauge(r, "llmgw_response_cache_entries",
+                                     "Entries the response cache holds.", NULL);
+    m->rc_flights =
+        gw_metrics_gauge(r, "llmgw_response_cache_flights",
+                         "Answers being fetched with identical requests waiting.", NULL);
     m->tokens = gw_metrics_counter(r, "llmgw_tokens_total",
                                    "Tokens reported by providers, by normalized type.", tok);
     m->breaker_state =
@@ -198,7 +249,9 @@ int dp_metrics_init(void)
         "Requests the quota step refused (budgets and rate limits), by cause and by the "
         "limit's metric and period.",
         refusal);
-    if (!m->cache_hits || !m->limit_refusals || !m->cost || !m->unpriced || !m->ledger_pending ||
+    if (!m->rc_requests || !m->rc_joined || !m->rc_evictions || !m->rc_expired ||
+        !m->rc_too_large || !m->rc_bytes || !m->rc_entries || !m->rc_flights || !m->cache_hits ||
+        !m->limit_refusals || !m->cost || !m->unpriced || !m->ledger_pending ||
         !m->ledger_spooled || !m->ledger_spool_bytes || !m->ledger_dropped || !m->cp_connected ||
         !m->duration || !m->ttft || !m->tpot || !m->token_usage || !m->requests || !m->attempts ||
         !m->failovers || !m->retries || !m->tokens || !m->breaker_state ||
@@ -313,6 +366,28 @@ void dp_metrics_failover(const char *route)
         return;
     const char *v[] = {nz(route)};
     gw_metric_inc(M->failovers, v, 1);
+}
+
+void dp_metrics_set_cache(struct dp_cache *c)
+{
+    if (M)
+        M->rcache = c;
+}
+
+void dp_metrics_cache(const char *route, const char *result)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route), result};
+    gw_metric_inc(M->rc_requests, v, 1);
+}
+
+void dp_metrics_cache_joined(const char *route)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route)};
+    gw_metric_inc(M->rc_joined, v, 1);
 }
 
 void dp_metrics_limit_refusal(const struct dp_limits_refusal *r)

@@ -55,6 +55,12 @@ void dp_metrics_cost(const struct dp_metrics_target *t, const char *currency, in
  * target, then every 1000th, so an unpriced model cannot flood the log. */
 void dp_metrics_unpriced(const struct dp_metrics_target *t, const char *why);
 void dp_metrics_failover(const char *route);
+/* The response cache: the process's (its stats are read at each scrape),
+ * a request's result ("hit", "miss", "bypass"), a wait joined. */
+struct dp_cache;
+void dp_metrics_set_cache(struct dp_cache *c);
+void dp_metrics_cache(const char *route, const char *result);
+void dp_metrics_cache_joined(const char *route);
 /* A refusal of the quota step (dp_limits_reserve, docs/budgets.md):
  * llmgw_limit_refusals_total{cause,metric,period}. cause is the refusal's
  * code (budget_exceeded, rate_limited, budget_unallocated,

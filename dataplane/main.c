@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "dp_breaker.h"
+#include "dp_cache.h"
 #include "dp_config.h"
 #include "dp_cpclient.h"
 #include "dp_ledger.h"
@@ -301,6 +302,18 @@ int main(int argc, char **argv)
     /* Each state change is logged (as by default), sets the gauges and goes
      * to the control plane in the next outcome summary (the fleet view). */
     dp_breakers_on_change(breakers, on_breaker_change, NULL);
+    /* One response cache for the process, shared by every worker (sharded
+     * locks); off with --cache-max-mb 0, and used only by routes that turn
+     * it on. */
+    struct dp_cache *cache = NULL;
+    if (m.cfg.cache_max_bytes) {
+        struct dp_cache_cfg cc = {.max_bytes = m.cfg.cache_max_bytes,
+                                  .max_entry_bytes =
+                                      m.cfg.cache_max_entry_bytes + DP_CACHE_ENTRY_OVERHEAD};
+        if (!(cache = dp_cache_new(&cc)))
+            return 1;
+        dp_metrics_set_cache(cache);
+    }
     int port = m.cfg.port;
     for (int i = 0; i < m.nworkers; i++) {
         /* The first socket resolves port 0; the rest join it. */
@@ -315,6 +328,8 @@ int main(int argc, char **argv)
             return 1;
         }
         m.workers[i].loop.breakers = breakers;
+        m.workers[i].loop.cache = cache;
+        m.workers[i].loop.cache_max_entry = m.cfg.cache_max_entry_bytes;
     }
     for (int i = 0; i < m.nworkers; i++)
         if (dp_worker_start(&m.workers[i]) != GW_OK) {
@@ -348,6 +363,8 @@ int main(int argc, char **argv)
         dp_worker_destroy(&m.workers[i]);
     free(m.workers);
     dp_breakers_free(breakers);
+    dp_metrics_set_cache(NULL);
+    dp_cache_free(cache);
     event_free(term);
     event_free(intr);
     event_free(hup);

@@ -30,8 +30,9 @@
 /* ---------------------------------------------------------------- phases */
 
 static const char *const phase_names[] = {
-    [XP_ADMIT] = "admit",   [XP_PLAN] = "plan", [XP_RESERVE] = "reserve", [XP_ATTEMPT] = "attempt",
-    [XP_ANSWER] = "answer", [XP_WAIT] = "wait", [XP_DONE] = "done",
+    [XP_ADMIT] = "admit", [XP_PLAN] = "plan",       [XP_RESERVE] = "reserve",
+    [XP_CACHE] = "cache", [XP_ATTEMPT] = "attempt", [XP_ANSWER] = "answer",
+    [XP_WAIT] = "wait",   [XP_DONE] = "done",
 };
 
 #define TO(p) (1u << (p))
@@ -40,7 +41,9 @@ static const char *const phase_names[] = {
 static const unsigned next_phases[] = {
     [XP_ADMIT] = TO(XP_PLAN) | TO(XP_DONE),
     [XP_PLAN] = TO(XP_RESERVE) | TO(XP_DONE),
-    [XP_RESERVE] = TO(XP_ATTEMPT) | TO(XP_DONE),
+    [XP_RESERVE] = TO(XP_CACHE) | TO(XP_DONE),
+    /* A hit's replay crosses the bright line without an attempt. */
+    [XP_CACHE] = TO(XP_ATTEMPT) | TO(XP_ANSWER) | TO(XP_DONE),
     [XP_ATTEMPT] = TO(XP_ANSWER) | TO(XP_WAIT) | TO(XP_DONE),
     [XP_ANSWER] = TO(XP_DONE),
     [XP_WAIT] = TO(XP_ATTEMPT) | TO(XP_DONE),
@@ -81,6 +84,8 @@ uint64_t dp_xloop_rand(struct dp_xloop *l)
 void x_free(struct dp_exchange *x)
 {
     x_set_phase(x, XP_DONE);
+    /* A flight this request leads is abandoned, a wait left. */
+    x_cache_free(x);
     /* The quota step's end: unused reservations go back (a wait is
      * canceled). Every attempt's charges were taken by then. */
     dp_limits_end(x->hold);

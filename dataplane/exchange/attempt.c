@@ -292,7 +292,11 @@ void x_on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct dp_exchange *x = arg;
-    x->wd_at = 0; /* the timer is no longer pending */
+    x->wd_at = 0;               /* the timer is no longer pending */
+    if (x->phase == XP_CACHE) { /* a wait for an identical request's answer */
+        x_cache_timeout(x);
+        return;
+    }
     if (x->phase == XP_WAIT && x->wait_from) {
         x->backoff_us += gw_now_us() - x->wait_from;
         x->wait_from = 0;
@@ -395,13 +399,18 @@ static int start_upstream(struct dp_exchange *x)
 
 /* Forgets the previous attempt's partial answer: nothing of it reached
  * the client (it failed before its first content event). */
-static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
+void x_set_target(struct dp_exchange *x, const struct dp_candidate *c)
 {
     x->prov = c->provider;
     x->model = c->model;
+    x->mmodel = c->entry ? c->model : dp_metrics_model(x->snap, c->provider->name, c->model);
+}
+
+static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
+{
+    x_set_target(x, c);
     x->relay = NULL;
     gw_buf_reset(&x->relay_held);
-    x->mmodel = c->entry ? c->model : dp_metrics_model(x->snap, c->provider->name, c->model);
     x->status = 0;
     x->retry_after[0] = '\0';
     x->probe = 0;
@@ -468,17 +477,22 @@ static const char *relay_body(struct dp_exchange *x, size_t *len, struct canon_e
     return x->relay_body;
 }
 
-/* The driver's upstream request for the current candidate. */
-static int build(struct dp_exchange *x, struct canon_err *err)
+void x_name_attempt(struct dp_exchange *x)
 {
-    /* The attempt's id goes upstream as its x-request-id: the provider's
-     * own log then names the ledger row. */
     if (x->id_salt)
         snprintf(x->attempt_id, sizeof(x->attempt_id), "%.128s~%08x.%d", x->request_id, x->id_salt,
                  x->nattempts + 1);
     else
         snprintf(x->attempt_id, sizeof(x->attempt_id), "%.149s.%d", x->request_id,
                  x->nattempts + 1);
+}
+
+/* The driver's upstream request for the current candidate. */
+static int build(struct dp_exchange *x, struct canon_err *err)
+{
+    /* The attempt's id goes upstream as its x-request-id: the provider's
+     * own log then names the ledger row. */
+    x_name_attempt(x);
     struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->attempt_id};
     const struct dp_driver *d = x->prov->drv;
     if (x->kind == KIND_EMBED) {

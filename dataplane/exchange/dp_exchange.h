@@ -8,6 +8,9 @@
  *   plan     the router orders the candidates             (plan.c)
  *   reserve  every limit of the key reserves the request's need, or the
  *            request is refused having consumed nothing   (plan.c)
+ *   cache    a deterministic request on a route with the response cache
+ *            on is answered from it, or waits for an identical request
+ *            already upstream, or goes on and stores its answer (cache.c)
  *   attempt  a candidate's driver builds the upstream request and gw_upc
  *            sends it; its answer arrives as canonical events, or as the
  *            provider's own bytes on the pass-through     (attempt.c)
@@ -32,6 +35,7 @@
 
 struct event_base;
 struct gw_upc;
+struct dp_cache;
 struct dp_breakers;
 struct dp_snapshot;
 struct dp_key;
@@ -45,6 +49,8 @@ struct dp_xloop {
     struct event_base *base;
     struct gw_upc *upc;            /* the loop's upstream client (gw_upc.h) */
     struct dp_breakers *breakers;  /* the process's, shared by every loop */
+    struct dp_cache *cache;        /* the process's response cache, or NULL (off) */
+    size_t cache_max_entry;        /* its largest entry (bytes of a blob) */
     long retry_base_ms;            /* the backoff's first step */
     uint64_t rng;                  /* a seeded xorshift state, nonzero */
     struct dp_exchange *exchanges; /* in flight, for drain and shutdown */

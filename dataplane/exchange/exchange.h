@@ -39,6 +39,8 @@ struct event;
 struct gw_sse_event;
 struct dp_metrics_target;
 struct dp_limits_hold;
+struct dp_cache_meta;
+struct xcache;
 
 enum xkind { KIND_CHAT, KIND_EMBED };
 
@@ -47,6 +49,7 @@ enum xphase {
     XP_ADMIT,   /* the body and headers are being read */
     XP_PLAN,    /* the router orders the candidates */
     XP_RESERVE, /* the limits reserve the request's need (may wait for a grant) */
+    XP_CACHE,   /* the response cache is looked up (may wait for an identical request) */
     XP_ATTEMPT, /* an upstream transfer in flight, before its first content */
     XP_ANSWER,  /* the transfer in flight owns the answer (the bright line is crossed) */
     XP_WAIT,    /* between attempts: a backoff, or the next candidate's turn */
@@ -204,6 +207,10 @@ struct dp_exchange {
     int final_status;
     const char *outcome;
     const char *error_class;
+
+    /* the response cache (cache.c) */
+    struct xcache *cache; /* NULL: the request does not use it */
+    int cache_hit;        /* the answer is a cached one: no upstream call */
 };
 
 /* admit.c: the lifetime */
@@ -220,8 +227,21 @@ void x_set_failure(struct dp_exchange *x, const char *outcome, const char *cls);
 int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n);
 void x_reserve(struct dp_exchange *x);
 
+/* cache.c */
+void x_cache_phase(struct dp_exchange *x);
+void x_cache_timeout(struct dp_exchange *x);
+void x_cache_store(struct dp_exchange *x);
+int x_cache_accumulates(const struct dp_exchange *x);
+void x_cache_give_up_store(struct dp_exchange *x);
+const struct dp_cache_meta *x_cache_meta(const struct dp_exchange *x); /* a hit's, or NULL */
+void x_cache_free(struct dp_exchange *x);
+
 /* attempt.c */
 void x_start_attempt(struct dp_exchange *x);
+/* The attempt's target is candidate c (its provider, model, metric label). */
+void x_set_target(struct dp_exchange *x, const struct dp_candidate *c);
+/* The attempt's id (x->attempt_id) for attempt x->nattempts + 1. */
+void x_name_attempt(struct dp_exchange *x);
 void x_attempt_over(struct dp_exchange *x);
 void x_release_upstream(struct dp_exchange *x);
 void x_on_timer(evutil_socket_t fd, short what, void *arg);
@@ -247,6 +267,7 @@ const struct dp_facade *x_facade(const struct dp_exchange *x);
 struct xfail *x_fails(struct dp_exchange *x); /* NULL: out of memory */
 void x_price(struct dp_exchange *x);
 void x_record_attempt(struct dp_exchange *x, int64_t end);
+void x_record_hit(struct dp_exchange *x); /* a cached answer's ledger row and charges */
 void x_remember(struct dp_exchange *x, enum canon_failure f, int status, int refused);
 int x_attempts_json(const struct dp_exchange *x, struct gw_buf *o);
 void x_add_cost_headers(struct gw_http_req *req, struct dp_exchange *x);

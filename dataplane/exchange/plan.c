@@ -154,7 +154,7 @@ static void on_reserved(void *arg, const struct dp_limits_refusal *r)
         x_end(x);
         return;
     }
-    x_start_attempt(x);
+    x_cache_phase(x);
 }
 
 /* The quota step, after routing and before the first dispatch: every limit
@@ -206,5 +206,5 @@ void x_reserve(struct dp_exchange *x)
         x->out_cap = out_cap;
     }
     if (v == DP_LIMITS_GO)
-        x_start_attempt(x);
+        x_cache_phase(x);
 }

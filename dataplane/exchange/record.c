@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dp_breaker.h"
+#include "dp_cache_key.h"
 #include "dp_cost.h"
 #include "dp_fleet.h"
 #include "dp_ledger.h"
@@ -200,6 +201,17 @@ void x_price(struct dp_exchange *x)
     if (x->priced || !x->prov)
         return;
     x->priced = 1;
+    const struct dp_cache_meta *hit = x_cache_meta(x);
+    if (hit) { /* no upstream call: nothing to pay, and what was saved */
+        x->bill = (struct fc_bill){.set = 1,
+                                   .ledger_id = dp_ledger_enabled() ? x->attempt_id : NULL,
+                                   .has_cost = 1,
+                                   .currency = hit->currency[0] ? hit->currency : "USD",
+                                   .cache_hit = 1,
+                                   .has_saved = hit->has_cost,
+                                   .saved_picodollars = hit->cost_picodollars};
+        return;
+    }
     const struct canon_usage *u = &x->usage;
     const struct dp_price *p = dp_snapshot_price(x->snap, x->prov->name, x->model);
     int64_t cost = 0;
@@ -249,12 +261,17 @@ static int64_t ms_since(int64_t from, int64_t to)
 static void charge_and_ledger(struct dp_exchange *x, const struct attempt_rec *a)
 {
     /* What the attempt took from each limit: counted here, whether or not
-     * a ledger takes the row, so the request's end trues up its leases. */
+     * a ledger takes the row, so the request's end trues up its leases. A
+     * cached answer took no tokens and cost nothing: it counts as a
+     * request only. */
+    static const struct canon_usage none;
+    const struct canon_usage *u = x->cache_hit ? &none : &x->usage;
     struct dp_charge charges[DP_MAX_CHARGES];
     int usd = x->bill.currency && strcmp(x->bill.currency, "USD") == 0; /* budgets are USD */
-    size_t ncharges = dp_limits_charges(
-        x->hold, x->nattempts, &x->usage, x->bill.cost_picodollars, x->bill.has_cost && usd,
-        dp_snapshot_price(x->snap, x->prov->name, x->model), charges, DP_MAX_CHARGES);
+    size_t ncharges = dp_limits_charges(x->hold, x->cache_hit ? 1 : x->nattempts, u,
+                                        x->bill.cost_picodollars, x->bill.has_cost && usd,
+                                        dp_snapshot_price(x->snap, x->prov->name, x->model),
+                                        charges, DP_MAX_CHARGES);
     if (!dp_ledger_enabled())
         return;
     struct dp_ledger_row *r = calloc(1, sizeof(*r));
@@ -281,18 +298,21 @@ static void charge_and_ledger(struct dp_exchange *x, const struct attempt_rec *a
                : x->verdict == V_CANCELED ? "canceled"
                                           : NULL);
     copy_field(r->currency, sizeof(r->currency), x->bill.currency);
-    r->attempt = x->nattempts;
-    r->status = x->status;
+    r->attempt = x->cache_hit ? 1 : x->nattempts;
+    r->status = x->cache_hit ? x->final_status : x->status;
+    r->cache_hit = x->cache_hit;
+    r->has_saved = x->cache_hit && x->bill.has_saved;
+    r->saved_picodollars = r->has_saved ? x->bill.saved_picodollars : 0;
     r->stream = x->client_stream;
     r->has_cost = x->bill.has_cost;
     r->usage_estimated = x->usage_estimated;
     r->cost_picodollars = x->bill.cost_picodollars;
-    r->input_tokens = x->usage.input;
-    r->cache_read_tokens = x->usage.cache_read;
-    r->cache_write_5m_tokens = x->usage.cache_write_5m;
-    r->cache_write_1h_tokens = x->usage.cache_write_1h;
-    r->output_tokens = x->usage.output;
-    r->reasoning_tokens = x->usage.reasoning;
+    r->input_tokens = u->input;
+    r->cache_read_tokens = u->cache_read;
+    r->cache_write_5m_tokens = u->cache_write_5m;
+    r->cache_write_1h_tokens = u->cache_write_1h;
+    r->output_tokens = u->output;
+    r->reasoning_tokens = u->reasoning;
     r->latency_ms = ms_since(x->ta0, a->end);
     r->ttfb_ms = x->t_first_byte ? ms_since(x->ta0, x->t_first_byte) : -1;
     r->ttfc_ms = x->t_first_content ? ms_since(x->ta0, x->t_first_content) : -1;
@@ -395,6 +415,8 @@ void x_log_request(struct dp_exchange *x)
         rc = field_bool(o, "usage_estimated", 1);
     if (rc == GW_OK && x->have_stop)
         rc = field_str(o, "stop_reason", canon_stop_name(x->stop));
+    if (rc == GW_OK && x->cache_hit) /* its tokens are the original's */
+        rc = field_str(o, "cache", "hit");
     if (rc == GW_OK)
         rc = field_str(o, "outcome", x->outcome ? x->outcome : "ok");
     if (rc == GW_OK && x->error_class)
@@ -521,4 +543,14 @@ void x_record_attempt(struct dp_exchange *x, int64_t end)
     log_attempt(x, &a);
     charge_and_ledger(x, &a);
     dp_metrics_attempt(&a.mt, a.verdict, a.failure_class, &x->usage);
+}
+
+/* A cached answer's record: no breaker, fleet or attempt metrics (no
+ * provider was asked); its ledger row (cost 0, the saved cost) and its
+ * charge on the limits (the request, nothing else). */
+void x_record_hit(struct dp_exchange *x)
+{
+    x_price(x);
+    struct attempt_rec a = {.verdict = verdict_names[x->verdict], .end = gw_now_us()};
+    charge_and_ledger(x, &a);
 }

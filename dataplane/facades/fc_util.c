@@ -496,6 +496,11 @@ int fc_bill_text(const struct fc_bill *b, struct gw_buf *out)
         rc = gw_buf_appends(out, ",\"ledger_id\":");
     if (rc == GW_OK && b->ledger_id)
         rc = gw_json_escape(out, b->ledger_id, strlen(b->ledger_id));
+    if (rc == GW_OK && b->cache_hit)
+        rc = gw_buf_appends(out, ",\"cache\":\"hit\",\"saved_picodollars\":");
+    if (rc == GW_OK && b->cache_hit)
+        rc = b->has_saved ? gw_buf_append_int(out, b->saved_picodollars)
+                          : gw_buf_appends(out, "null");
     return rc == GW_OK ? gw_buf_appends(out, "}") : rc;
 }
 
