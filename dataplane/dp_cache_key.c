@@ -332,14 +332,22 @@ static int put_buf(struct gw_buf *b, const struct gw_buf *v)
     return put_mem(b, v && v->data ? v->data : "", v && v->data ? v->len : 0);
 }
 
+static int put_meta(struct gw_buf *b, const struct dp_cache_meta *m)
+{
+    static const struct dp_cache_meta none;
+    if (!m)
+        m = &none;
+    int rc = put_le(b, (uint64_t)m->created_ms, 8);
+    rc = rc ? rc : put_le(b, (uint64_t)m->cost_picodollars, 8);
+    rc = rc ? rc : put_u8(b, m->has_cost != 0);
+    return rc ? rc : put_str(b, m->currency);
+}
+
 static int encode(const struct canon_acc *a, const struct dp_cache_meta *m, struct gw_buf *b)
 {
     int rc = gw_buf_append(b, BLOB_MAGIC, 4);
     rc = rc ? rc : put_u8(b, BLOB_VERSION);
-    rc = rc ? rc : put_le(b, (uint64_t)m->created_ms, 8);
-    rc = rc ? rc : put_le(b, (uint64_t)m->cost_picodollars, 8);
-    rc = rc ? rc : put_u8(b, m->has_cost != 0);
-    rc = rc ? rc : put_str(b, m->currency);
+    rc = rc ? rc : put_meta(b, m);
     rc = rc ? rc : put_str(b, a->model);
     rc = rc ? rc : put_str(b, a->service_tier);
     rc = rc ? rc : put_u8(b, a->stop);
@@ -378,14 +386,13 @@ static int encode(const struct canon_acc *a, const struct dp_cache_meta *m, stru
 int dp_cache_encode(const struct canon_acc *acc, const struct dp_cache_meta *meta, size_t max,
                     unsigned char **blob, size_t *len)
 {
-    static const struct dp_cache_meta none;
     *blob = NULL;
     *len = 0;
     if (!acc->done || acc->logprobs)
         return GW_EINVAL;
     struct gw_buf b;
     gw_buf_init(&b, max);
-    int rc = encode(acc, meta ? meta : &none, &b);
+    int rc = encode(acc, meta, &b);
     if (rc != GW_OK) {
         gw_buf_free(&b);
         return rc;
@@ -608,10 +615,13 @@ static int walk(const unsigned char *blob, size_t len, const struct canon_sink *
     return rc;
 }
 
-/* The blob's frame: magic, version and checksum. */
-static int framed(const unsigned char *blob, size_t len)
+/* The blob's frame: its magic and version, and its checksum. */
+#define BODY_MAGIC "LGWB"
+#define BODY_VERSION 1
+
+static int framed(const unsigned char *blob, size_t len, const char *magic, unsigned version)
 {
-    if (!blob || len < 5 + 8 || memcmp(blob, BLOB_MAGIC, 4) != 0 || blob[4] != BLOB_VERSION)
+    if (!blob || len < 5 + 8 || memcmp(blob, magic, 4) != 0 || blob[4] != version)
         return 0;
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++)
@@ -621,16 +631,53 @@ static int framed(const unsigned char *blob, size_t len)
 
 int dp_cache_meta_read(const unsigned char *blob, size_t len, struct dp_cache_meta *m)
 {
-    if (!framed(blob, len))
+    if (!framed(blob, len, BLOB_MAGIC, BLOB_VERSION) &&
+        !framed(blob, len, BODY_MAGIC, BODY_VERSION))
         return GW_EINVAL;
     struct rd r = {blob + 5, len - 5 - 8, 0};
     get_meta(&r, m);
     return r.bad ? GW_EINVAL : GW_OK;
 }
 
+int dp_cache_encode_body(const void *body, size_t n, const struct dp_cache_meta *meta, size_t max,
+                         unsigned char **blob, size_t *len)
+{
+    *blob = NULL;
+    *len = 0;
+    struct gw_buf b;
+    gw_buf_init(&b, max);
+    int rc = gw_buf_append(&b, BODY_MAGIC, 4);
+    rc = rc ? rc : put_u8(&b, BODY_VERSION);
+    rc = rc ? rc : put_meta(&b, meta);
+    rc = rc ? rc : put_mem(&b, body, n);
+    rc = rc ? rc : put_le(&b, fnv1a((const unsigned char *)b.data, b.len), 8);
+    if (rc != GW_OK) {
+        gw_buf_free(&b);
+        return rc;
+    }
+    *blob = (unsigned char *)b.data;
+    *len = b.len;
+    return GW_OK;
+}
+
+int dp_cache_body(const unsigned char *blob, size_t len, const char **body, size_t *n)
+{
+    if (!framed(blob, len, BODY_MAGIC, BODY_VERSION))
+        return GW_EINVAL;
+    struct rd r = {blob + 5, len - 5 - 8, 0};
+    struct dp_cache_meta m;
+    get_meta(&r, &m);
+    struct sv v = get_str(&r);
+    if (r.bad || !v.p || r.left != 0)
+        return GW_EINVAL;
+    *body = v.p;
+    *n = v.len;
+    return GW_OK;
+}
+
 int dp_cache_replay(const unsigned char *blob, size_t len, const struct canon_sink *s)
 {
-    if (!framed(blob, len))
+    if (!framed(blob, len, BLOB_MAGIC, BLOB_VERSION))
         return GW_EINVAL;
     int rc = walk(blob, len, NULL);
     return rc != GW_OK ? rc : walk(blob, len, s);

@@ -104,8 +104,8 @@ struct dp_cache_meta {
     char currency[4];
 };
 
-/* The meta-data of a blob, after checking its frame and checksum: 0 or
- * GW_EINVAL. */
+/* The meta-data of a blob (either kind), after checking its frame and
+ * checksum: 0 or GW_EINVAL. */
 int dp_cache_meta_read(const unsigned char *blob, size_t len, struct dp_cache_meta *m)
     __attribute__((warn_unused_result));
 
@@ -116,6 +116,16 @@ int dp_cache_meta_read(const unsigned char *blob, size_t len, struct dp_cache_me
  * cacheable), GW_ELIMIT past max, GW_ENOMEM. On failure *blob is NULL. */
 int dp_cache_encode(const struct canon_acc *acc, const struct dp_cache_meta *meta, size_t max,
                     unsigned char **blob, size_t *len) __attribute__((warn_unused_result));
+
+/* An answer kept as the client's bytes (embeddings: their rendering is
+ * fixed by the request, base64 or not, which is in the key): the blob
+ * "LGWB" u8 version=1, the meta as above, str body, u64 FNV-1a. */
+int dp_cache_encode_body(const void *body, size_t n, const struct dp_cache_meta *meta, size_t max,
+                         unsigned char **blob, size_t *len) __attribute__((warn_unused_result));
+/* The body of such a blob (pointing into it), after checking it whole: 0
+ * or GW_EINVAL. */
+int dp_cache_body(const unsigned char *blob, size_t len, const char **body, size_t *n)
+    __attribute__((warn_unused_result));
 
 /* Emits the answer in blob as canonical events to s: START (model, tier),
  * USAGE (when any), each reasoning block (text, then its signature; a

@@ -133,6 +133,13 @@ static int commit_answer(struct dp_exchange *x)
     return gw_http_start(x->req, 200, "text/event-stream; charset=utf-8");
 }
 
+/* A whole (embeddings) answer crosses the bright line: nothing goes out
+ * yet. */
+void x_commit(struct dp_exchange *x)
+{
+    (void)commit_answer(x);
+}
+
 /* ---------------------------------------------------------------- events */
 
 static struct fc_ctx make_ctx(struct dp_exchange *x)
@@ -429,7 +436,7 @@ void x_finish_embed(struct dp_exchange *x)
         return;
     }
     x->terminal = 1;
-    (void)commit_answer(x); /* a whole body: nothing goes out yet */
+    x_commit(x);
     x->usage = e.usage;
     canon_usage_clamp(&x->usage);
     gw_buf_reset(&x->out);
@@ -439,6 +446,13 @@ void x_finish_embed(struct dp_exchange *x)
         x_internal_failure(x, "could not build the answer");
         return;
     }
+    x_price(x);
+    x_cache_store(x); /* x->out: the whole answer */
+    x_answer_whole(x, x->out.data, x->out.len);
+}
+
+void x_answer_whole(struct dp_exchange *x, const char *body, size_t len)
+{
     x->verdict = V_OK;
     struct gw_http_req *req = x->req;
     x->req = NULL;
@@ -446,5 +460,5 @@ void x_finish_embed(struct dp_exchange *x)
     x->final_status = 200;
     add_answer_headers(req, x);
     x_add_cost_headers(req, x);
-    gw_http_respond(req, 200, "application/json", x->out.data, x->out.len);
+    gw_http_respond(req, 200, "application/json", body, len);
 }

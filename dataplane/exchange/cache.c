@@ -135,9 +135,12 @@ static int serve(struct dp_exchange *x, struct dp_cache_entry *e, size_t ci)
     size_t len;
     const unsigned char *blob = dp_cache_entry_data(e, &len);
     struct xcache *xc = x->cache;
-    /* Checked whole (a NULL sink) before anything is said to the client. */
+    /* Checked whole before anything is said to the client. */
+    const char *body = NULL;
+    size_t blen = 0;
     if (dp_cache_meta_read(blob, len, &xc->meta) != GW_OK ||
-        dp_cache_replay(blob, len, NULL) != GW_OK) {
+        (x->kind == KIND_CHAT ? dp_cache_replay(blob, len, NULL)
+                              : dp_cache_body(blob, len, &body, &blen)) != GW_OK) {
         gw_logf(GW_LOG_ERROR, "cache: an entry failed its checks; not served", "{s:s}",
                 "request_id", x->request_id);
         return GW_EINVAL;
@@ -152,9 +155,13 @@ static int serve(struct dp_exchange *x, struct dp_cache_entry *e, size_t ci)
     int64_t a = (x->at_ms - xc->meta.created_ms) / 1000;
     snprintf(age, sizeof(age), "%lld", (long long)(a > 0 ? a : 0));
     (void)gw_http_add_header(x->req, "age", age);
-    /* GW_ECLOSED: the sink stopped before DONE (the client is gone). */
-    if (dp_cache_replay(blob, len, &x->sink) != GW_OK && x->verdict == V_NONE)
+    if (x->kind == KIND_EMBED) {
+        x_commit(x);
+        x_answer_whole(x, body, blen);
+    } else if (dp_cache_replay(blob, len, &x->sink) != GW_OK && x->verdict == V_NONE) {
+        /* GW_ECLOSED: the sink stopped before DONE (the client is gone). */
         x->verdict = V_CANCELED;
+    }
     x_record_hit(x);
     x_end(x);
     return GW_OK;
@@ -255,14 +262,16 @@ void x_cache_timeout(struct dp_exchange *x)
 /* Whether and how the request uses the cache; NULL when it does not. */
 static struct xcache *setup(struct dp_exchange *x)
 {
-    if (!x->l->cache || x->kind != KIND_CHAT || !x->plan.route || !x->creq)
+    if (!x->l->cache || !x->plan.route || !x->plan.ncands || (x->kind == KIND_CHAT && !x->creq))
         return NULL;
     long ttl = ttl_for(x);
     if (ttl <= 0)
         return NULL;
     int wants = client_wants(x);
     const char *why = NULL;
-    if (wants < 0 || !dp_cache_cacheable(x->creq, x->plan.route->cache.deterministic, &why)) {
+    /* Embeddings are deterministic. */
+    if (wants < 0 || (x->kind == KIND_CHAT &&
+                      !dp_cache_cacheable(x->creq, x->plan.route->cache.deterministic, &why))) {
         say(x, "bypass");
         return NULL;
     }
@@ -275,7 +284,8 @@ static struct xcache *setup(struct dp_exchange *x)
     xc->storing = 1;
     xc->w.cb = on_filled;
     xc->w.arg = xc;
-    if (dp_cache_digest(x->creq, xc->digest) != GW_OK ||
+    if ((x->kind == KIND_CHAT ? dp_cache_digest(x->creq, xc->digest)
+                              : dp_cache_digest_embed(&x->ereq, xc->digest)) != GW_OK ||
         !(xc->wake = event_new(x->l->base, -1, 0, on_woken, xc))) {
         xcache_release(xc);
         return NULL;
@@ -329,8 +339,9 @@ void x_cache_phase(struct dp_exchange *x)
 
 /* --------------------------------------------------------------- store */
 
-/* The current attempt's answer is whole (V_OK, DONE applied to x->acc):
- * stored under its target's key, and given to the flight's waiters. */
+/* The current attempt's answer is whole: a chat answer in x->acc (DONE
+ * applied), an embeddings answer as its body in x->out. Stored under its
+ * target's key, and given to the flight's waiters. */
 void x_cache_store(struct dp_exchange *x)
 {
     struct xcache *xc = x->cache;
@@ -346,8 +357,11 @@ void x_cache_store(struct dp_exchange *x)
     size_t len = 0;
     unsigned char k[DP_CACHE_KEY_BYTES];
     int64_t now = gw_now_us();
-    if (dp_cache_encode(&x->acc, &m, x->l->cache_max_entry, &blob, &len) == GW_OK &&
-        key_of(x, &x->plan.cands[x->ci], k) == GW_OK) {
+    size_t max = x->l->cache_max_entry;
+    int rc = x->kind == KIND_CHAT
+                 ? dp_cache_encode(&x->acc, &m, max, &blob, &len)
+                 : dp_cache_encode_body(x->out.data, x->out.len, &m, max, &blob, &len);
+    if (rc == GW_OK && key_of(x, &x->plan.cands[x->ci], k) == GW_OK) {
         if (xc->leader && memcmp(k, xc->lead_key, sizeof(k)) == 0) {
             xc->leader = 0;
             (void)dp_cache_fill(c, k, blob, len, now + xc->ttl_us, now);

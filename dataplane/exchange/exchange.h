@@ -259,6 +259,10 @@ void x_reply_error(struct dp_exchange *x, int status, const char *param, const c
                    const char *msg);
 void x_give_up(struct dp_exchange *x);
 void x_finish_embed(struct dp_exchange *x);
+void x_commit(struct dp_exchange *x); /* a whole answer's bright line */
+/* A whole answer's body goes out (embeddings, a cached one): V_OK, with
+ * the target's and the cost's headers. */
+void x_answer_whole(struct dp_exchange *x, const char *body, size_t len);
 int x_flush_out(struct dp_exchange *x);
 void x_finish_stream(struct dp_exchange *x, int rc);
 const struct dp_facade *x_facade(const struct dp_exchange *x);
