@@ -471,11 +471,10 @@ json_t *fc_bill_json(const struct fc_bill *b)
 {
     if (!b || !b->set)
         return NULL;
-    json_t *o = json_pack("{s:o,s:s}", "cost_picodollars",
-                          b->has_cost ? json_integer((json_int_t)b->cost_picodollars) : json_null(),
-                          "currency", b->currency ? b->currency : "USD");
-    if (o && b->ledger_id)
-        json_object_set_new(o, "ledger_id", json_string(b->ledger_id));
+    struct gw_buf t;
+    gw_buf_init(&t, 0);
+    json_t *o = fc_bill_text(b, &t) == GW_OK ? json_loadb(t.data, t.len, 0, NULL) : NULL;
+    gw_buf_free(&t);
     return o;
 }
 

@@ -77,6 +77,7 @@ function streamed(text) {
   return {
     content: data.map((c) => c.choices?.[0]?.delta?.content ?? '').join(''),
     usage: data.findLast((c) => c.usage)?.usage,
+    bill: data.findLast((c) => c.llmgw)?.llmgw,
     done: text.includes('data: [DONE]'),
   };
 }
@@ -149,6 +150,11 @@ describe('hits and misses', () => {
     assert.equal(b.usage.completion_tokens, a.usage.completion_tokens);
     assert.equal(b.usage.prompt_tokens, a.usage.prompt_tokens);
     assert.ok(b.done, 'the replay ends with [DONE]');
+    // The gateway's bill: flagged, nothing paid, what the original cost.
+    assert.equal(a.bill.cache, undefined);
+    assert.equal(b.bill.cache, 'hit');
+    assert.equal(b.bill.cost_picodollars, 0);
+    assert.ok('saved_picodollars' in b.bill);
     assert.equal(upstreamCalls(nonce), 1);
   });
 
