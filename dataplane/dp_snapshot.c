@@ -207,6 +207,51 @@ static void build_entry(struct build *b, const struct dp_snapshot *s, struct dp_
         r->nentries++;
 }
 
+static int enum_index(const char *const *names, const char *v);
+
+static const char *const cache_scope_names[] = {[DP_CACHE_SCOPE_GLOBAL] = "global",
+                                                [DP_CACHE_SCOPE_TEAM] = "team",
+                                                [DP_CACHE_SCOPE_KEY] = "key",
+                                                [DP_CACHE_SCOPE_PROJECT] = "project",
+                                                NULL};
+
+/* A route's "cache" object (docs/cache.md): absent or null, off; else
+ * ttl_s (required), scope and deterministic, and no other member. */
+static void build_route_cache(struct build *b, struct dp_route_cache *c, const json_t *o,
+                              const char *where)
+{
+    const json_t *v = json_object_get(o, "cache");
+    if (!v || json_is_null(v))
+        return;
+    char cw[200];
+    snprintf(cw, sizeof(cw), "%s.cache", where);
+    if (!json_is_object(v)) {
+        dps_fail(b, "%s: must be an object (ttl_s, scope, deterministic) or null", cw);
+        return;
+    }
+    const char *k;
+    const json_t *m;
+    json_object_foreach((json_t *)v, k, m)
+    {
+        if (strcmp(k, "ttl_s") && strcmp(k, "scope") && strcmp(k, "deterministic")) {
+            dps_fail(b, "%s.%.64s: unknown member (ttl_s, scope, deterministic)", cw, k);
+            return;
+        }
+    }
+    if (!json_object_get(v, "ttl_s") || json_is_null(json_object_get(v, "ttl_s"))) {
+        dps_fail(b, "%s.ttl_s: required, an integer from 1 to %ld (s)", cw, DP_CACHE_MAX_TTL_S);
+        return;
+    }
+    long ttl = (long)dps_opt_int(b, v, "ttl_s", cw, 1, DP_CACHE_MAX_TTL_S, 0, " (s)");
+    const char *scope = dps_opt_enum(b, v, "scope", cw, cache_scope_names, "team");
+    int det = dps_opt_bool(b, v, "deterministic", cw, 0);
+    if (b->failed)
+        return;
+    c->ttl_s = ttl;
+    c->scope = (enum dp_cache_scope)enum_index(cache_scope_names, scope);
+    c->deterministic = det;
+}
+
 static void build_route(struct build *b, const struct dp_snapshot *s, struct dp_route *r,
                         const json_t *o, const char *where)
 {
@@ -300,6 +345,7 @@ static void build_route(struct build *b, const struct dp_snapshot *s, struct dp_
         return;
     }
     r->fingerprint = route_fingerprint(r);
+    build_route_cache(b, &r->cache, o, where);
 }
 
 /* money: an integer count of picodollars, never a float. The ceiling (one
@@ -378,6 +424,21 @@ static void build_allowlists(struct build *b, const json_t *o, const char *where
     dps_opt_str_list(b, o, "allow_models", where, &a->models, &a->nmodels);
 }
 
+/* A key's or team's "cache_ttl_s": absent or null, the route decides
+ * (*has 0); 0, off for it; N, on with TTL N on every route. */
+static void opt_cache_ttl(struct build *b, const json_t *o, const char *where, int *has, long *ttl)
+{
+    const json_t *v = json_object_get(o, "cache_ttl_s");
+    if (!v || json_is_null(v))
+        return;
+    long t = (long)dps_opt_int(b, o, "cache_ttl_s", where, 0, DP_CACHE_MAX_TTL_S, 0,
+                               " (s; 0: off, null: the route's setting)");
+    if (b->failed)
+        return;
+    *has = 1;
+    *ttl = t;
+}
+
 static void build_key(struct build *b, struct dp_key *k, const json_t *o, const char *where)
 {
     k->id = dps_req_str(b, o, "id", where);
@@ -394,6 +455,7 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, const 
     }
     memcpy(k->hash, h, 65);
     build_allowlists(b, o, where, &k->allow);
+    opt_cache_ttl(b, o, where, &k->has_cache_ttl, &k->cache_ttl_s);
 }
 
 static void build_team(struct build *b, struct dp_team *t, const json_t *o, const char *where)
@@ -403,6 +465,7 @@ static void build_team(struct build *b, struct dp_team *t, const json_t *o, cons
         return;
     build_allowlists(b, o, where, &t->allow);
     t->require_budget = dps_opt_bool(b, o, "require_budget", where, 0);
+    opt_cache_ttl(b, o, where, &t->has_cache_ttl, &t->cache_ttl_s);
 }
 
 static void build_project(struct build *b, const struct dp_snapshot *s, struct dp_project *p,
@@ -584,7 +647,12 @@ struct dps_item *dps_build_route(struct build *b, const struct dp_snapshot *s, c
             it->deps[it->ndeps++] = p;
         }
     }
-    return item_end(b, it, o, r->name);
+    it = item_end(b, it, o, r->name);
+    /* The route's text as kept (compact, keys sorted): any edit of it,
+     * cache settings and timeouts included, changes the cache's keys. */
+    if (it)
+        it->u.route.content_fp = gw_fnv1a(GW_FNV1A_INIT, it->src, it->srclen);
+    return it;
 }
 
 struct dps_item *dps_build_catalog(struct build *b, const struct dp_snapshot *s, const json_t *a)

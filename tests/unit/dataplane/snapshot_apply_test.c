@@ -68,6 +68,13 @@ static json_t *random_resource(int k, int i)
             json_object_set_new(o, "role", json_string(rnd(2) ? "default" : "summarize"));
         if (rnd(3) == 0)
             json_object_set_new(o, "strategy", json_string("weighted"));
+        if (rnd(3) == 0) {
+            int ttl = 1 + (int)rnd(600);
+            const char *scope = rnd(2) ? "team" : "key";
+            json_object_set_new(o, "cache",
+                                json_pack("{s:i,s:s,s:b}", "ttl_s", ttl, "scope", scope,
+                                          "deterministic", (int)rnd(2)));
+        }
         break;
     }
     case KKEY: {
@@ -85,10 +92,14 @@ static json_t *random_resource(int k, int i)
         }
         if (rnd(4) == 0)
             json_object_set_new(o, "allow_routes", json_pack("[s]", "r1"));
+        if (rnd(4) == 0)
+            json_object_set_new(o, "cache_ttl_s", json_integer(rnd(3) * 60));
         break;
     }
     case KTEAM:
         json_object_set_new(o, "require_budget", json_boolean(rnd(2)));
+        if (rnd(2))
+            json_object_set_new(o, "cache_ttl_s", rnd(2) ? json_null() : json_integer(rnd(100)));
         break;
     case KPROJ:
         if (rnd(2)) {
@@ -163,8 +174,11 @@ static void expect_same(const struct dp_snapshot *a, const struct dp_snapshot *b
         const struct dp_key *ka = dp_snapshot_find_key(a, plain, strlen(plain));
         const struct dp_key *kb = dp_snapshot_find_key(b, plain, strlen(plain));
         CU_ASSERT((ka == NULL) == (kb == NULL));
-        if (ka && kb)
+        if (ka && kb) {
             CU_ASSERT_STRING_EQUAL(ka->id, kb->id);
+            CU_ASSERT_EQUAL(ka->has_cache_ttl, kb->has_cache_ttl);
+            CU_ASSERT_EQUAL(ka->cache_ttl_s, kb->cache_ttl_s);
+        }
     }
     for (int i = 0; i < 30; i++) {
         char sel[32];
@@ -175,6 +189,10 @@ static void expect_same(const struct dp_snapshot *a, const struct dp_snapshot *b
         if (ra && rb) {
             CU_ASSERT_STRING_EQUAL(ra->name, rb->name);
             CU_ASSERT_EQUAL(ra->fingerprint, rb->fingerprint);
+            CU_ASSERT_EQUAL(ra->content_fp, rb->content_fp);
+            CU_ASSERT_EQUAL(ra->cache.ttl_s, rb->cache.ttl_s);
+            CU_ASSERT_EQUAL(ra->cache.scope, rb->cache.scope);
+            CU_ASSERT_EQUAL(ra->cache.deterministic, rb->cache.deterministic);
             /* Entries point into this snapshot's own providers. */
             for (size_t j = 0; j < ra->nentries; j++)
                 CU_ASSERT_PTR_EQUAL(ra->entries[j].provider,
@@ -184,6 +202,16 @@ static void expect_same(const struct dp_snapshot *a, const struct dp_snapshot *b
     }
     for (int r = 0; r < DP_NROLES; r++)
         CU_ASSERT((a->roles[r] == NULL) == (b->roles[r] == NULL));
+    for (int i = 0; i < kind_count[KTEAM]; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "t%d", i);
+        const struct dp_team *tea = dp_snapshot_team(a, name), *teb = dp_snapshot_team(b, name);
+        CU_ASSERT((tea == NULL) == (teb == NULL));
+        if (tea && teb) {
+            CU_ASSERT_EQUAL(tea->has_cache_ttl, teb->has_cache_ttl);
+            CU_ASSERT_EQUAL(tea->cache_ttl_s, teb->cache_ttl_s);
+        }
+    }
     /* The index by scope holds exactly the limits naming each key. */
     for (int i = 0; i < kind_count[KKEY]; i++) {
         char id[32];
@@ -392,6 +420,143 @@ static void test_unchanged_resources_are_shared(void)
     dp_snapshot_unref(b);
 }
 
+static struct dp_snapshot *apply_text(const struct dp_snapshot *base, const char *delta)
+{
+    char err[256] = "";
+    json_t *d = json_loads(delta, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    struct dp_snapshot *n = dp_snapshot_apply(base, d, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    json_decref(d);
+    if (!n)
+        fprintf(stderr, "\n  refused: %s\n", err);
+    return n;
+}
+
+/* A route's content_fp (and its cache settings) through deltas: kept by
+ * an apply that touches other resources (a key, a team, another route,
+ * the provider it names: that one builds the route again from its
+ * text), changed by an apply that edits it, and the same as a whole
+ * build of the same route gives. */
+static void test_content_fp_across_applies(void)
+{
+#define RT_R(extra) "{\"name\":\"r\"," extra "\"entries\":[{\"provider\":\"p\",\"model\":\"m\"}]}"
+    json_t *doc = json_loads(
+        "{\"version\":1,\"providers\":[{\"name\":\"p\",\"driver\":\"openai\",\"base_url\":"
+        "\"http://h\"}],\"routes\":[" RT_R(
+            "\"cache\":{\"ttl_s\":60,\"scope\":\"key\"},") ","
+                                                           "{\"name\":\"s\",\"entries\":[{"
+                                                           "\"provider\":\"p\",\"model\":\"m\"}]}],"
+                                                           "\"keys\":[],\"teams\":[{\"name\":\"t\"}"
+                                                           "]}",
+        0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    char err[256] = "";
+    struct dp_snapshot *a = dp_snapshot_build_ex(doc, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+    json_decref(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    const struct dp_route *ra = dp_snapshot_route(a, "r", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ra);
+    uint64_t fp = ra->content_fp;
+    CU_ASSERT_EQUAL(ra->cache.ttl_s, 60);
+    CU_ASSERT_EQUAL(ra->cache.scope, DP_CACHE_SCOPE_KEY);
+
+    /* Another resource each time: r's content_fp stays. */
+    struct dp_snapshot *b =
+        apply_text(a, "{\"version\":2,\"base_version\":1,\"keys\":{\"k\":{\"id\":\"k\","
+                      "\"cache_ttl_s\":0,\"hash\":\"" /* sha256("x") */
+                      "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881\"}},"
+                      "\"teams\":{\"t\":{\"name\":\"t\",\"cache_ttl_s\":120}},"
+                      "\"routes\":{\"s\":{\"name\":\"s\",\"cache\":{\"ttl_s\":5},"
+                      "\"entries\":[{\"provider\":\"p\",\"model\":\"m2\"}]}}}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(dp_snapshot_route(b, "r", NULL)->content_fp, fp);
+    CU_ASSERT_NOT_EQUAL(dp_snapshot_route(b, "s", NULL)->content_fp,
+                        dp_snapshot_route(a, "s", NULL)->content_fp);
+    CU_ASSERT_EQUAL(dp_snapshot_route(b, "s", NULL)->cache.ttl_s, 5);
+    CU_ASSERT_EQUAL(dp_snapshot_team(b, "t")->has_cache_ttl, 1);
+    CU_ASSERT_EQUAL(dp_snapshot_team(b, "t")->cache_ttl_s, 120);
+    const struct dp_key *k = dp_snapshot_find_key(b, "x", 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+    CU_ASSERT_EQUAL(k->has_cache_ttl, 1);
+    CU_ASSERT_EQUAL(k->cache_ttl_s, 0);
+
+    /* The provider r names changes: r is built again, its text unchanged. */
+    struct dp_snapshot *c = apply_text(
+        b, "{\"version\":3,\"base_version\":2,\"providers\":{\"p\":{\"name\":\"p\",\"driver\":"
+           "\"openai\",\"base_url\":\"http://h2\"}}}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_EQUAL(dp_snapshot_route(c, "r", NULL), dp_snapshot_route(b, "r", NULL));
+    CU_ASSERT_EQUAL(dp_snapshot_route(c, "r", NULL)->content_fp, fp);
+    CU_ASSERT_EQUAL(dp_snapshot_route(c, "r", NULL)->cache.ttl_s, 60);
+
+    /* Each edit of r changes it, and agrees with a whole build of r. */
+    static const char *const edits[] = {
+        RT_R("\"cache\":{\"ttl_s\":61,\"scope\":\"key\"},"),
+        RT_R("\"cache\":{\"ttl_s\":60,\"scope\":\"team\"},"),
+        RT_R("\"cache\":{\"ttl_s\":60,\"scope\":\"key\",\"deterministic\":true},"),
+        RT_R("\"cache\":null,"),
+        RT_R(""),
+        RT_R("\"cache\":{\"ttl_s\":60,\"scope\":\"key\"},\"max_duration_ms\":5000,"),
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60,\"scope\":\"key\"},"
+        "\"entries\":[{\"provider\":\"p\",\"model\":\"m\",\"weight\":3}]}",
+    };
+    for (size_t i = 0; i < sizeof(edits) / sizeof(*edits); i++) {
+        char delta[512];
+        snprintf(delta, sizeof(delta), "{\"version\":4,\"base_version\":3,\"routes\":{\"r\":%s}}",
+                 edits[i]);
+        struct dp_snapshot *d = apply_text(c, delta);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+        const struct dp_route *rd = dp_snapshot_route(d, "r", NULL);
+        CU_ASSERT_NOT_EQUAL(rd->content_fp, fp);
+        char whole[768];
+        snprintf(whole, sizeof(whole),
+                 "{\"version\":4,\"providers\":[{\"name\":\"p\",\"driver\":\"openai\","
+                 "\"base_url\":\"http://h2\"}],\"routes\":[%s]}",
+                 edits[i]);
+        json_t *wd = json_loads(whole, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(wd);
+        struct dp_snapshot *w = dp_snapshot_build_ex(wd, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+        json_decref(wd);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        const struct dp_route *rw = dp_snapshot_route(w, "r", NULL);
+        CU_ASSERT_EQUAL(rd->content_fp, rw->content_fp);
+        CU_ASSERT_EQUAL(rd->cache.ttl_s, rw->cache.ttl_s);
+        CU_ASSERT_EQUAL(rd->cache.scope, rw->cache.scope);
+        CU_ASSERT_EQUAL(rd->cache.deterministic, rw->cache.deterministic);
+        dp_snapshot_unref(w);
+        dp_snapshot_unref(d);
+    }
+    /* A bad cache member in a delta is refused, naming it. */
+    static const struct {
+        const char *delta, *err;
+    } bad[] = {
+        {"{\"version\":4,\"base_version\":3,\"routes\":{\"r\":" RT_R(
+             "\"cache\":{\"ttl_s\":60,\"scope\":\"org\"},") "}}",
+         "routes['r'].cache.scope: must be one of global, team, key, project"},
+        {"{\"version\":4,\"base_version\":3,\"routes\":{\"r\":" RT_R(
+             "\"cache\":{\"ttl_s\":0},") "}}",
+         "routes['r'].cache.ttl_s: must be an integer from 1 to 2592000 (s)"},
+        {"{\"version\":4,\"base_version\":3,\"teams\":{\"t\":{\"name\":\"t\",\"cache_ttl_s\":-5}}}",
+         "teams['t'].cache_ttl_s: must be an integer from 0 to 2592000"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        json_t *d = json_loads(bad[i].delta, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+        err[0] = '\0';
+        struct dp_snapshot *n = dp_snapshot_apply(c, d, DP_SNAPSHOT_PUSHED, err, sizeof(err));
+        json_decref(d);
+        CU_ASSERT_PTR_NULL(n);
+        if (!strstr(err, bad[i].err))
+            fprintf(stderr, "\n  case %zu: got '%s'\n", i, err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].err));
+        dp_snapshot_unref(n);
+    }
+    dp_snapshot_unref(c);
+    dp_snapshot_unref(b);
+    dp_snapshot_unref(a);
+#undef RT_R
+}
+
 /* Two keys trading hashes in one delta: the whole build takes the result,
  * so the apply does too. */
 static void test_keys_trade_hashes(void)
@@ -451,6 +616,7 @@ static CU_TestInfo tests[] = {
     {"unchanged resources are shared, not copied", test_unchanged_resources_are_shared},
     {"a document's and a delta's credentials are wiped in place", test_wipe_json},
     {"two keys trade hashes in one delta", test_keys_trade_hashes},
+    {"a route's content_fp and cache settings through deltas", test_content_fp_across_applies},
     CU_TEST_INFO_NULL,
 };
 

@@ -142,6 +142,8 @@ static void test_validation_names_the_field(void)
 
 #define HASH64 "0000000000000000000000000000000000000000000000000000000000000000"
 #define HASH64B "0000000000000000000000000000000000000000000000000000000000000001"
+#define HASH64C "0000000000000000000000000000000000000000000000000000000000000002"
+#define HASH64D "0000000000000000000000000000000000000000000000000000000000000003"
 #define ROUTES_DOC(routes, extra)                                                                  \
     "{\"version\":1,\"providers\":[" P ",{\"name\":\"q\",\"driver\":\"openai\","                   \
     "\"base_url\":\"http://h\"}],\"routes\":[" routes "]" extra "}"
@@ -335,6 +337,193 @@ static void test_fingerprint_follows_content(void)
             fprintf(stderr, "\n  same fingerprint after an edit: %s\n", edits[i]);
             CU_FAIL("an edit left the fingerprint unchanged");
         }
+}
+
+/* A route's cache object, and the keys' and teams' TTL overrides
+ * (docs/cache.md): parsed with their defaults, absent means off / the
+ * route's setting. */
+static void test_cache_fields(void)
+{
+    char err[256] = "";
+    struct dp_snapshot *s = build(
+        ROUTES_DOC("{\"name\":\"c\",\"cache\":{\"ttl_s\":300,\"scope\":\"project\","
+                   "\"deterministic\":true},\"entries\":[" E(
+                       "p", "m") "]},"
+                                 "{\"name\":\"d\",\"cache\":{\"ttl_s\":2592000},\"entries\":[" E(
+                                     "p", "m") "]},"
+                                               "{\"name\":\"n\",\"cache\":null,\"entries\":[" E(
+                                                   "p", "m") "]},"
+                                                             "{\"name\":\"o\",\"entries\":[" E(
+                                                                 "p", "m") "]}",
+                   ",\"teams\":[{\"name\":\"t0\",\"cache_ttl_s\":0},{\"name\":\"t1\","
+                   "\"cache_ttl_s\":60},{\"name\":\"t2\",\"cache_ttl_s\":null},{\"name\":\"t3\"}],"
+                   "\"keys\":[{\"id\":\"a\",\"hash\":\"" HASH64 "\",\"cache_ttl_s\":0},"
+                   "{\"id\":\"b\",\"hash\":\"" HASH64B "\",\"cache_ttl_s\":2592000},"
+                   "{\"id\":\"c\",\"hash\":\"" HASH64C "\",\"cache_ttl_s\":null},"
+                   "{\"id\":\"d\",\"hash\":\"" HASH64D "\"}]"),
+        err, sizeof(err));
+    if (!s)
+        fprintf(stderr, "\n  refused: %s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const struct dp_route *c = dp_snapshot_route(s, "c", NULL);
+    const struct dp_route *d = dp_snapshot_route(s, "d", NULL);
+    const struct dp_route *n = dp_snapshot_route(s, "n", NULL);
+    const struct dp_route *o = dp_snapshot_route(s, "o", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(c->cache.ttl_s, 300);
+    CU_ASSERT_EQUAL(c->cache.scope, DP_CACHE_SCOPE_PROJECT);
+    CU_ASSERT_EQUAL(c->cache.deterministic, 1);
+    /* Defaults: scope team, not deterministic. */
+    CU_ASSERT_EQUAL(d->cache.ttl_s, DP_CACHE_MAX_TTL_S);
+    CU_ASSERT_EQUAL(d->cache.scope, DP_CACHE_SCOPE_TEAM);
+    CU_ASSERT_EQUAL(d->cache.deterministic, 0);
+    /* null and absent: off. */
+    CU_ASSERT_EQUAL(n->cache.ttl_s, 0);
+    CU_ASSERT_EQUAL(o->cache.ttl_s, 0);
+    /* Every route has a content fingerprint, each its own. */
+    CU_ASSERT_NOT_EQUAL(c->content_fp, 0);
+    CU_ASSERT_NOT_EQUAL(c->content_fp, d->content_fp);
+    CU_ASSERT_NOT_EQUAL(n->content_fp, o->content_fp);
+    static const struct {
+        const char *name;
+        int has;
+        long ttl;
+    } teams[] = {{"t0", 1, 0}, {"t1", 1, 60}, {"t2", 0, 0}, {"t3", 0, 0}};
+    for (size_t i = 0; i < sizeof(teams) / sizeof(*teams); i++) {
+        const struct dp_team *t = dp_snapshot_team(s, teams[i].name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        CU_ASSERT_EQUAL(t->has_cache_ttl, teams[i].has);
+        CU_ASSERT_EQUAL(t->cache_ttl_s, teams[i].ttl);
+    }
+    struct gw_pmap_iter it;
+    const struct dp_key *k;
+    int seen = 0;
+    for (dp_snapshot_iter(&s->keys, &it); (k = dp_snapshot_next(&it)) != NULL; seen++) {
+        int has = k->id[0] == 'a' || k->id[0] == 'b';
+        CU_ASSERT_EQUAL(k->has_cache_ttl, has);
+        CU_ASSERT_EQUAL(k->cache_ttl_s, k->id[0] == 'b' ? DP_CACHE_MAX_TTL_S : 0);
+    }
+    CU_ASSERT_EQUAL(seen, 4);
+
+    /* The render writes the members back: built again from it, the same
+     * settings and the same fingerprints. */
+    size_t len = 0;
+    char *text = dp_snapshot_render(s, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"cache\":{\"deterministic\":true,\"scope\":\"project\","
+                                        "\"ttl_s\":300}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"cache_ttl_s\":60"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"cache_ttl_s\":2592000"));
+    struct dp_snapshot *again = build(text, err, sizeof(err));
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(again);
+    const struct dp_route *c2 = dp_snapshot_route(again, "c", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+    CU_ASSERT_EQUAL(c2->content_fp, c->content_fp);
+    CU_ASSERT_EQUAL(c2->cache.ttl_s, 300);
+    CU_ASSERT_EQUAL(c2->cache.scope, DP_CACHE_SCOPE_PROJECT);
+    CU_ASSERT_EQUAL(c2->cache.deterministic, 1);
+    CU_ASSERT_EQUAL(dp_snapshot_route(again, "n", NULL)->content_fp, n->content_fp);
+    CU_ASSERT_EQUAL(dp_snapshot_team(again, "t1")->cache_ttl_s, 60);
+    CU_ASSERT_EQUAL(dp_snapshot_team(again, "t0")->has_cache_ttl, 1);
+    CU_ASSERT_EQUAL(dp_snapshot_team(again, "t3")->has_cache_ttl, 0);
+    dp_snapshot_unref(again);
+    dp_snapshot_unref(s);
+}
+
+#define CR(cache) "{\"name\":\"r\",\"cache\":" cache ",\"entries\":[" E("p", "m") "]}"
+
+static void test_cache_fields_validated(void)
+{
+    expect_error(ROUTES_DOC(CR("300"), ""), "routes[0].cache: must be an object");
+    expect_error(ROUTES_DOC(CR("[]"), ""), "routes[0].cache: must be an object");
+    expect_error(ROUTES_DOC(CR("{}"), ""), "routes[0].cache.ttl_s: required");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":null}"), ""), "routes[0].cache.ttl_s: required");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":0}"), ""),
+                 "routes[0].cache.ttl_s: must be an integer from 1 to 2592000");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":2592001}"), ""),
+                 "routes[0].cache.ttl_s: must be an integer from 1 to 2592000");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":\"60\"}"), ""),
+                 "routes[0].cache.ttl_s: must be an integer");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":1.5}"), ""),
+                 "routes[0].cache.ttl_s: must be an integer");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":60,\"scope\":\"world\"}"), ""),
+                 "routes[0].cache.scope: must be one of global, team, key, project");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":60,\"scope\":1}"), ""),
+                 "routes[0].cache.scope: must be a string");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":60,\"deterministic\":\"yes\"}"), ""),
+                 "routes[0].cache.deterministic: must be a boolean");
+    expect_error(ROUTES_DOC(CR("{\"ttl_s\":60,\"ttl\":5}"), ""),
+                 "routes[0].cache.ttl: unknown member");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"keys\":[{\"id\":\"k\",\"hash\":\"" HASH64
+                                       "\",\"cache_ttl_s\":-1}]"),
+                 "keys[0].cache_ttl_s: must be an integer from 0 to 2592000");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"keys\":[{\"id\":\"k\",\"hash\":\"" HASH64
+                                       "\",\"cache_ttl_s\":\"60\"}]"),
+                 "keys[0].cache_ttl_s: must be an integer from 0 to 2592000");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"teams\":[{\"name\":\"t\",\"cache_ttl_s\":2592001}]"),
+                 "teams[0].cache_ttl_s: must be an integer from 0 to 2592000");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"teams\":[{\"name\":\"t\",\"cache_ttl_s\":true}]"),
+                 "teams[0].cache_ttl_s: must be an integer from 0 to 2592000");
+}
+
+/* The content fingerprint of route "r" built from this route document. */
+static uint64_t content_fp_of(const char *route)
+{
+    char doc[1024], err[256] = "";
+    snprintf(doc, sizeof(doc), ROUTES_DOC("%s", ""), route);
+    struct dp_snapshot *s = build(doc, err, sizeof(err));
+    if (!s)
+        fprintf(stderr, "\n  refused: %s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    struct gw_pmap_iter it;
+    dp_snapshot_iter(&s->routes, &it);
+    const struct dp_route *r = dp_snapshot_next(&it); /* the only one */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    uint64_t fp = r->content_fp;
+    dp_snapshot_unref(s);
+    return fp;
+}
+
+/* content_fp follows every member of the route (the routing fingerprint
+ * leaves out aliases, roles, timeouts and the cache settings), and only
+ * its content: the same route written in another order or spacing keeps it. */
+static void test_content_fp_follows_every_member(void)
+{
+#define BASE_ENTRIES "\"entries\":[" E("p", "m") "," E("q", "n") "]"
+    uint64_t base = content_fp_of("{\"name\":\"r\",\"cache\":{\"ttl_s\":60}," BASE_ENTRIES "}");
+    CU_ASSERT_EQUAL(base, content_fp_of("{ \"cache\" : { \"ttl_s\" : 60 } , " BASE_ENTRIES
+                                        ", \"name\" : \"r\" }"));
+    static const char *const edits[] = {
+        "{\"name\":\"r\"," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":null," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":61}," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60,\"scope\":\"team\"}," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60,\"scope\":\"global\"}," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60,\"deterministic\":true}," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"aliases\":[\"x\"]," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"role\":\"summarize\"," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"max_duration_ms\":1000," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"fallback_timeout_ms\":1000," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"strategy\":\"price\"," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"capability\":\"vision\"," BASE_ENTRIES "}",
+        "{\"name\":\"r2\",\"cache\":{\"ttl_s\":60}," BASE_ENTRIES "}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"entries\":[" E("q", "n") "," E("p", "m") "]}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"entries\":[" E("p", "m") "]}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"entries\":[" E(
+            "p", "m") ",{\"provider\":\"q\",\"model\":\"n\",\"weight\":2}]}",
+        "{\"name\":\"r\",\"cache\":{\"ttl_s\":60},\"entries\":[" E(
+            "p", "m") ",{\"provider\":\"q\",\"model\":\"n\",\"tier\":1}]}",
+    };
+    for (size_t i = 0; i < sizeof(edits) / sizeof(*edits); i++)
+        if (content_fp_of(edits[i]) == base) {
+            fprintf(stderr, "\n  same content_fp after an edit: %s\n", edits[i]);
+            CU_FAIL("an edit left content_fp unchanged");
+        }
+#undef BASE_ENTRIES
 }
 
 static void test_catalog(void)
@@ -607,6 +796,10 @@ static CU_TestInfo tests[] = {
     {"catalog: a provider's own entry first, then any provider's", test_catalog},
     {"key allowlists", test_key_allowlists},
     {"router fields are validated, naming the field", test_router_fields_validated},
+    {"cache: a route's settings and the key and team TTLs, rendered back", test_cache_fields},
+    {"cache: bad values are refused, naming the field", test_cache_fields_validated},
+    {"a route's content_fp follows every member, not the spelling",
+     test_content_fp_follows_every_member},
     CU_TEST_INFO_NULL,
 };
 
