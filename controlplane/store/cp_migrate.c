@@ -510,6 +510,26 @@ static const char m15_snapshot_incremental[] =
     "CREATE INDEX audit_log_config_version ON audit_log (config_version);\n"
     "CREATE INDEX api_keys_active_expiry ON api_keys (expires_at) WHERE status = 'active';\n";
 
+/* The response cache (docs/cache.md). A route's settings: on when
+ * cache_ttl_s is set (the data plane's bound, 30 days), whom an answer is
+ * shared with, and whether a request without a temperature counts as
+ * deterministic. A key's and a team's cache_ttl_s override the routes'
+ * (NULL: follow the route, 0: off). A ledger row served from the cache
+ * says so, with what the original attempt cost (NULL: unknown, or not a
+ * hit); its own cost and tokens are 0. */
+static const char m16_response_cache[] =
+    "ALTER TABLE routes ADD COLUMN cache_ttl_s integer\n"
+    "    CHECK (cache_ttl_s BETWEEN 1 AND 2592000),\n"
+    "  ADD COLUMN cache_scope text NOT NULL DEFAULT 'team'\n"
+    "    CHECK (cache_scope IN ('team', 'key', 'project', 'global')),\n"
+    "  ADD COLUMN cache_deterministic boolean NOT NULL DEFAULT false;\n"
+    "ALTER TABLE api_keys ADD COLUMN cache_ttl_s integer\n"
+    "  CHECK (cache_ttl_s BETWEEN 0 AND 2592000);\n"
+    "ALTER TABLE teams ADD COLUMN cache_ttl_s integer\n"
+    "  CHECK (cache_ttl_s BETWEEN 0 AND 2592000);\n"
+    "ALTER TABLE ledger ADD COLUMN cache_hit boolean NOT NULL DEFAULT false,\n"
+    "  ADD COLUMN saved_picodollars bigint CHECK (saved_picodollars >= 0);\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -526,6 +546,7 @@ const struct cp_migration cp_migrations[] = {
     {13, "route max duration", m13_route_max_duration},
     {14, "admin token scope", m14_admin_token_scope},
     {15, "snapshot builder indexes", m15_snapshot_incremental},
+    {16, "response cache", m16_response_cache},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 
