@@ -127,6 +127,9 @@ static unsigned char *pack_row(const struct dp_ledger_row *r, size_t *len)
     m.api = nz(r->api);
     m.stream = r->stream != 0;
     m.usage_estimated = r->usage_estimated != 0;
+    m.cache_hit = r->cache_hit != 0;
+    m.has_saved = r->cache_hit && r->has_saved;
+    m.saved_picodollars = m.has_saved ? r->saved_picodollars : 0;
     size_t n = r->ncharges < DP_MAX_CHARGES ? r->ncharges : DP_MAX_CHARGES;
     for (size_t i = 0; i < n; i++) {
         llmgw__v1__charge__init(&ch[i]);

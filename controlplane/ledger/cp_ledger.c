@@ -242,8 +242,14 @@ static int row_line(struct gw_buf *b, const Llmgw__V1__LedgerRow *r, const char 
         rc = copy_escaped(b, j.data, j.len);
     gw_buf_free(&j);
     if (rc == GW_OK)
-        rc = gw_buf_append(b, r->usage_estimated ? "\tt\n" : "\tf\n", 3);
-    return rc;
+        rc = gw_buf_append(b, r->usage_estimated ? "\tt\t" : "\tf\t", 3);
+    /* A cache hit: what it saved, NULL when unknown (or not a hit). */
+    if (rc == GW_OK)
+        rc = gw_buf_append(b, r->cache_hit ? "t\t" : "f\t", 2);
+    if (rc == GW_OK)
+        rc = r->cache_hit && r->has_saved ? gw_buf_append_int(b, (long long)r->saved_picodollars)
+                                          : gw_buf_append(b, "\\N", 2);
+    return rc == GW_OK ? gw_buf_append(b, "\n", 1) : rc;
 }
 
 #define MAX_TOKENS 1000000000000LL
@@ -271,6 +277,8 @@ static const char *row_problem(const Llmgw__V1__LedgerRow *r)
         return "token counts out of range (at most 10^12 each)";
     if (r->has_cost && r->cost_picodollars < 0)
         return "a cost must not be negative";
+    if (r->cache_hit && r->has_saved && r->saved_picodollars < 0)
+        return "a saved cost must not be negative";
     if (r->currency && *r->currency && strlen(r->currency) != 3)
         return "currency must be three letters";
     return NULL;
@@ -307,6 +315,12 @@ static char *row_json(const Llmgw__V1__LedgerRow *r, const char *replica)
         (json_int_t)r->snapshot_version, "charges", charges ? charges : json_array());
     if (o && r->usage_estimated)
         json_object_set_new(o, "usage_estimated", json_true());
+    if (o && r->cache_hit) {
+        json_object_set_new(o, "cache_hit", json_true());
+        json_object_set_new(o, "saved_picodollars",
+                            r->has_saved ? json_integer((json_int_t)r->saved_picodollars)
+                                         : json_null());
+    }
     if (!o)
         return NULL;
     char *s = json_dumps(o, JSON_COMPACT);
@@ -597,7 +611,7 @@ static int ensure_partition(struct cp_ledger *l, int64_t month, struct cp_db_err
     "model, selector, session, agent, purpose, api, stream, input_tokens, cache_read_tokens, "     \
     "cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, reasoning_tokens, latency_ms, "  \
     "ttfb_ms, ttfc_ms, status, failure_class, cost_picodollars, currency, snapshot_version, "      \
-    "charges, usage_estimated"
+    "charges, usage_estimated, cache_hit, saved_picodollars"
 static const char SQL_STAGE[] =
     "CREATE TEMP TABLE IF NOT EXISTS ledger_in (at_ms bigint, attempt_id text, request_id text, "
     "attempt int, replica text, key_id text, team text, project text, route text, provider text, "
@@ -605,22 +619,23 @@ static const char SQL_STAGE[] =
     "input_tokens bigint, cache_read_tokens bigint, cache_write_5m_tokens bigint, "
     "cache_write_1h_tokens bigint, output_tokens bigint, reasoning_tokens bigint, latency_ms "
     "bigint, ttfb_ms bigint, ttfc_ms bigint, status int, failure_class text, cost_picodollars "
-    "bigint, currency text, snapshot_version bigint, charges jsonb, usage_estimated boolean) "
-    "ON COMMIT DELETE ROWS";
+    "bigint, currency text, snapshot_version bigint, charges jsonb, usage_estimated boolean, "
+    "cache_hit boolean, saved_picodollars bigint) ON COMMIT DELETE ROWS";
 static const char SQL_COPY[] = "COPY ledger_in (" STAGE_COLUMNS ") FROM STDIN";
 static const char SQL_INSERT[] =
     "WITH ins AS (INSERT INTO ledger (at, attempt_id, request_id, attempt, replica, key_id, team, "
     "project, route, provider, model, selector, session, agent, purpose, api, stream, "
     "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
     "output_tokens, reasoning_tokens, latency_ms, ttfb_ms, ttfc_ms, status, failure_class, "
-    "cost_picodollars, currency, snapshot_version, charges, usage_estimated) "
+    "cost_picodollars, currency, snapshot_version, charges, usage_estimated, cache_hit, "
+    "saved_picodollars) "
     "SELECT timestamptz 'epoch' + at_ms * interval '1 millisecond', attempt_id, "
     "coalesce(request_id, ''), attempt, coalesce(replica, ''), key_id, team, project, route, "
     "provider, model, selector, session, agent, purpose, api, stream, input_tokens, "
     "cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, "
     "reasoning_tokens, latency_ms, nullif(ttfb_ms, -1), nullif(ttfc_ms, -1), status, "
-    "failure_class, cost_picodollars, currency, snapshot_version, charges, usage_estimated "
-    "FROM ledger_in "
+    "failure_class, cost_picodollars, currency, snapshot_version, charges, usage_estimated, "
+    "cache_hit, saved_picodollars FROM ledger_in "
     "ON CONFLICT (attempt_id, at) DO NOTHING RETURNING team, route, currency, cost_picodollars) "
     "SELECT count(*), coalesce(team, ''), coalesce(route, ''), coalesce(currency, ''), "
     "coalesce(sum(cost_picodollars), 0) FROM ins GROUP BY 2, 3, 4";

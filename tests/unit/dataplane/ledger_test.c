@@ -129,8 +129,60 @@ static void test_single_batch_window_ack(void)
     CU_ASSERT_EQUAL(st.inflight_rows, 0);
 }
 
+/* A cache hit's row carries the flag and the saved cost; has_saved says
+ * the saved cost is known, and only a hit saves anything. */
+static void test_cache_hit_fields(void)
+{
+    static const struct {
+        int hit, has_saved;
+        int64_t saved;
+        int want_has;
+        int64_t want_saved;
+    } rows[] = {
+        {1, 1, 123456789012345LL, 1, 123456789012345LL},
+        {1, 0, 777, 0, 0}, /* the original's cost was unknown */
+        {0, 1, 555, 0, 0}, /* not a hit: nothing saved */
+        {0, 0, 0, 0, 0},
+    };
+    size_t n = sizeof(rows) / sizeof(rows[0]);
+    for (size_t i = 0; i < n; i++) {
+        struct dp_ledger_row r;
+        memset(&r, 0, sizeof(r));
+        snprintf(r.request_id, sizeof(r.request_id), "hit-%zu", i);
+        snprintf(r.attempt_id, sizeof(r.attempt_id), "hit-%zu.1", i);
+        snprintf(r.provider, sizeof(r.provider), "mock");
+        snprintf(r.model, sizeof(r.model), "m1");
+        r.attempt = 1;
+        r.status = 200;
+        r.at_ms = 1767225600000LL;
+        r.cache_hit = rows[i].hit;
+        r.has_saved = rows[i].has_saved;
+        r.saved_picodollars = rows[i].saved;
+        CU_ASSERT_EQUAL(dp_ledger_record(&r), GW_OK);
+    }
+    int k;
+    Llmgw__V1__ReportMessage *m = next(2048, 100, &k);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(k, (int)n);
+    uint64_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        const Llmgw__V1__LedgerRow *r = row_at(m, i);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_EQUAL(r->cache_hit, rows[i].hit);
+        CU_ASSERT_EQUAL(r->has_saved, rows[i].want_has);
+        CU_ASSERT_EQUAL(r->saved_picodollars, rows[i].want_saved);
+        last = r->seq;
+    }
+    llmgw__v1__report_message__free_unpacked(m, NULL);
+    dp_ledger_acked(last);
+    struct dp_ledger_stats st;
+    dp_ledger_stats(&st);
+    CU_ASSERT_EQUAL(st.pending_rows, 0);
+}
+
 static CU_TestInfo tests[] = {
     {"one row, batches, the window, the ack, a new stream", test_single_batch_window_ack},
+    {"a cache hit's flag and saved cost", test_cache_hit_fields},
     CU_TEST_INFO_NULL,
 };
 
