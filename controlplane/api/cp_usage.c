@@ -8,6 +8,10 @@
  *              agent, purpose, day (UTC); currency is always a group: sums
  *              never mix currencies
  *
+ * A group's cache_hits counts its rows served from the response cache
+ * (cost and tokens 0), saved_picodollars sums what their originals cost
+ * (a hit whose original cost was unknown adds nothing).
+ *
  * Every sum is exact: the database sums bigints as numerics, and a sum past
  * int64 picodollars is refused (422), never wrapped. totals (one per
  * currency) are the sums of the groups' figures, so they equal the sum of
@@ -56,6 +60,8 @@ static const char *const sums[] = {
     "cost_picodollars",
     "unpriced_attempts",
     "estimated_attempts",
+    "cache_hits",
+    "saved_picodollars",
 };
 #define NSUMS (sizeof(sums) / sizeof(sums[0]))
 
@@ -174,7 +180,9 @@ void cp_usage_handle(struct cp_call *c, struct cp_db *db)
              "sum(output_tokens)::text, sum(reasoning_tokens)::text, "
              "coalesce(sum(cost_picodollars), 0)::text, "
              "count(*) FILTER (WHERE cost_picodollars IS NULL)::text, "
-             "count(*) FILTER (WHERE usage_estimated)::text "
+             "count(*) FILTER (WHERE usage_estimated)::text, "
+             "count(*) FILTER (WHERE cache_hit)::text, "
+             "coalesce(sum(saved_picodollars) FILTER (WHERE cache_hit), 0)::text "
              "FROM ledger WHERE at >= coalesce(nullif($1, '')::timestamptz, now() - interval "
              "'30 days') AND at < coalesce(nullif($2, '')::timestamptz, now()) "
              "GROUP BY %scurrency ORDER BY %scurrency LIMIT %d",
@@ -266,7 +274,8 @@ void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db)
         "provider, model, selector, agent, purpose, api, stream, status, failure_class, "
         "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
         "output_tokens, reasoning_tokens, cost_picodollars, currency, usage_estimated, "
-        "latency_ms, ttfb_ms, ttfc_ms, snapshot_version FROM ledger WHERE request_id = $1) r",
+        "cache_hit, saved_picodollars, latency_ms, ttfb_ms, ttfc_ms, snapshot_version FROM ledger "
+        "WHERE request_id = $1) r",
         1, p, &err);
     if (!r)
         return cp_call_db_error(c, &err);
