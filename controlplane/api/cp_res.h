@@ -25,6 +25,14 @@ extern const struct cp_resource cp_res_projects;
         .name = "allow_models", .type = CP_T_STRLIST, .flags = CP_F_NULLABLE                       \
     }
 
+/* A key's and a team's response-cache override (docs/cache.md): null
+ * follows the routes, 0 turns the cache off, 1 to 2592000 (the data
+ * plane's bound, 30 days) turns it on with that TTL on every route. */
+#define CP_RES_CACHE_TTL_FIELD                                                                     \
+    {                                                                                              \
+        .name = "cache_ttl_s", .type = CP_T_INT, .flags = CP_F_NULLABLE, .min = 0, .max = 2592000  \
+    }
+
 /* 0 when table has a row whose name is v (a string, or JSON null: no
  * reference); else a 400 dangling_reference naming field (or a 503). */
 int cp_res_check_ref(struct cp_call *c, const char *table, const char *what, const char *field,

@@ -167,6 +167,7 @@ static const struct cp_field key_fields[] = {
      .flags = CP_F_NULLABLE | CP_F_NAME,
      .check = check_project},
     CP_RES_ALLOWLIST_FIELDS,
+    CP_RES_CACHE_TTL_FIELD,
 };
 
 const struct cp_resource cp_res_keys = {

@@ -1,13 +1,14 @@
 /*
  * /v1/admin/routes: a route and its entries as one object,
  *
- *   {name, aliases, role, capability, strategy,
+ *   {name, aliases, role, capability, strategy, fallback_timeout_ms,
+ *    max_duration_ms, cache: {ttl_s, scope, deterministic} or null,
  *    entries: [{provider, model, weight, high_cost, tier}]}
  *
  * stored in routes and route_entries by one transaction (an edit replaces
- * the entries). The rules are the data plane's snapshot loader's
- * (docs/dataplane.md, "Snapshot file"), checked here so a route the API
- * accepts is one every data plane loads.
+ * the entries; one that carries cache replaces it whole). The rules are
+ * the data plane's snapshot loader's (docs/dataplane.md, "Snapshot file"),
+ * checked here so a route the API accepts is one every data plane loads.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,78 @@
 static const char *const roles[] = {"default", "summarize", "embedding", "vision", NULL};
 static const char *const capabilities[] = {"chat", "embeddings", "vision", NULL};
 static const char *const strategies[] = {"ordered", "price", "latency", "auto", "weighted", NULL};
+
+static const char *const cache_scopes[] = {"team", "key", "project", "global", NULL};
+
+/* The data plane's bound on a cached answer's life (DP_CACHE_MAX_TTL_S). */
+#define MAX_CACHE_TTL_S 2592000
+
+static int cache_field(struct cp_verr *e, const char *m, const char *code, const char *rule)
+{
+    char param[64];
+    snprintf(param, sizeof(param), "cache.%.40s", m);
+    return cp_verr_set(e, 400, code, param, "%s: %s", param, rule);
+}
+
+/* The response cache (docs/cache.md): null (off), or {ttl_s (required),
+ * scope, deterministic}, nothing else: the data plane's rules. */
+static int check_cache(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e)
+{
+    (void)c;
+    (void)field;
+    if (json_is_null(v))
+        return GW_OK;
+    const char *k;
+    json_t *m;
+    json_object_foreach((json_t *)v, k, m)
+    {
+        if (strcmp(k, "ttl_s") && strcmp(k, "scope") && strcmp(k, "deterministic"))
+            return cache_field(e, k, "unknown_field",
+                               "unknown field for a route's cache (ttl_s, scope, deterministic)");
+    }
+    json_t *ttl = json_object_get(v, "ttl_s");
+    json_t *scope = json_object_get(v, "scope");
+    json_t *det = json_object_get(v, "deterministic");
+    if (!ttl || json_is_null(ttl))
+        return cache_field(e, "ttl_s", "missing_field",
+                           "is required: how long an answer is kept, 1 to 2592000 (s); "
+                           "\"cache\": null turns the cache off");
+    if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+        json_integer_value(ttl) > MAX_CACHE_TTL_S)
+        return cache_field(e, "ttl_s", json_is_integer(ttl) ? "invalid_value" : "invalid_type",
+                           "must be an integer from 1 to 2592000 (s)");
+    if (scope && !json_is_null(scope)) {
+        const char *const *sc = cache_scopes;
+        while (*sc && !(json_is_string(scope) && strcmp(*sc, json_string_value(scope)) == 0))
+            sc++;
+        if (!*sc)
+            return cache_field(e, "scope", json_is_string(scope) ? "invalid_value" : "invalid_type",
+                               "must be one of team, key, project, global");
+    }
+    if (det && !json_is_null(det) && !json_is_boolean(det))
+        return cache_field(e, "deterministic", "invalid_type", "must be true or false");
+    return GW_OK;
+}
+
+/* The cache's columns from the object (checked): cache_ttl_s NULL when
+ * off, the scope and the mark with their defaults. */
+static int prepare_route(struct cp_call *c, json_t *obj, const json_t *before, struct cp_verr *e)
+{
+    (void)c;
+    (void)before;
+    (void)e;
+    json_t *v = json_object_get(obj, "cache");
+    int on = json_is_object(v);
+    json_t *scope = on ? json_object_get(v, "scope") : NULL;
+    json_t *det = on ? json_object_get(v, "deterministic") : NULL;
+    json_object_set_new(obj, "cache_ttl_s",
+                        on ? json_integer(json_integer_value(json_object_get(v, "ttl_s")))
+                           : json_null());
+    json_object_set_new(obj, "cache_scope",
+                        json_string(json_is_string(scope) ? json_string_value(scope) : "team"));
+    json_object_set_new(obj, "cache_deterministic", json_boolean(json_is_true(det)));
+    return GW_OK;
+}
 
 static int check_aliases(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e)
 {
@@ -290,6 +363,16 @@ static const struct cp_field route_fields[] = {
      .flags = CP_F_NULLABLE,
      .min = 1,
      .max = 86400000},
+    /* The response cache: null (off) or {ttl_s, scope, deterministic},
+     * stored in the three columns below (prepare_route) and shown as one
+     * object again (extra_sql). */
+    {.name = "cache",
+     .type = CP_T_OBJECT,
+     .flags = CP_F_VIRTUAL | CP_F_NULLABLE,
+     .check = check_cache},
+    {.name = "cache_ttl_s", .type = CP_T_INT, .flags = CP_F_HIDDEN | CP_F_NULLABLE},
+    {.name = "cache_scope", .type = CP_T_STRING, .flags = CP_F_HIDDEN},
+    {.name = "cache_deterministic", .type = CP_T_BOOL, .flags = CP_F_HIDDEN},
     {.name = "entries",
      .type = CP_T_ARRAY,
      .flags = CP_F_VIRTUAL | CP_F_REQUIRED,
@@ -303,10 +386,13 @@ const struct cp_resource cp_res_routes = {
     .fields = route_fields,
     .nfields = sizeof(route_fields) / sizeof(route_fields[0]),
     .check = check_route,
+    .prepare = prepare_route,
     .after_write = write_entries,
     .write_lock = CP_ROUTES_LOCK_KEY,
     .extra_sql = "jsonb_build_object('entries', (SELECT coalesce(jsonb_agg(jsonb_build_object("
                  "'provider', e.provider, 'model', e.model, 'weight', e.weight, 'high_cost', "
                  "e.high_cost, 'tier', e.tier) ORDER BY e.position), '[]'::jsonb) "
-                 "FROM route_entries e WHERE e.route = t.name))",
+                 "FROM route_entries e WHERE e.route = t.name), 'cache', CASE WHEN t.cache_ttl_s "
+                 "IS NULL THEN NULL ELSE jsonb_build_object('ttl_s', t.cache_ttl_s, 'scope', "
+                 "t.cache_scope, 'deterministic', t.cache_deterministic) END)",
 };

@@ -47,7 +47,10 @@ enum cp_ftype {
 #define CP_F_NULLABLE 0x2u /* null is a value (SQL NULL) */
 #define CP_F_NAME 0x4u     /* 1-128 characters, no '/', no whitespace or control bytes */
 #define CP_F_KEY 0x8u      /* the row's key: set on create, never changed */
-#define CP_F_HIDDEN 0x10u  /* secret material: never returned, never audited */
+#define CP_F_HIDDEN                                                                                \
+    0x10u /* secret material, or a column a prepare hook derives from a                            \
+             virtual field (shown through extra_sql): never in a body,                             \
+             never returned as itself, never audited */
 #define CP_F_SERVER                                                                                \
     0x20u /* set by the server only: shown, ignored in a body, written                             \
              only when a prepare hook puts it in the object */

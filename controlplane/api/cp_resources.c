@@ -185,12 +185,14 @@ static const struct cp_resource providers = {
 /* A team's allowlists intersect with each of its keys' (docs/budgets.md):
  * null allows anything, [] nothing. require_budget: a key of the team with
  * no cost limit applying to it (its own, the team's or its project's) is
- * refused (402 budget_not_configured). */
+ * refused (402 budget_not_configured). cache_ttl_s: the response cache for
+ * the team's keys (a key's own wins). */
 static const struct cp_field team_fields[] = {
     {.name = "name", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
     {.name = "description", .type = CP_T_STRING, .def = "\"\"", .max = 1024},
     CP_RES_ALLOWLIST_FIELDS,
     {.name = "require_budget", .type = CP_T_BOOL, .def = "false"},
+    CP_RES_CACHE_TTL_FIELD,
 };
 
 int cp_res_in_use(struct cp_call *c, const char *sql, const char *what, const char *key,

@@ -535,23 +535,36 @@ static const char SQL_SECRETS[] =
                  "NULL)";
 static const char SQL_SECRETS_SOME[] =
     SECRETS_FROM "WHERE name IN (SELECT credential_ref FROM providers WHERE " PROVIDERS_SOME ")";
-#define ROUTES_FROM                                                                                \
-    "SELECT r.name, json_build_object('name', r.name, 'aliases', r.aliases, 'role', r.role, "      \
+/* A route carries "cache" only when its cache is on (cache_ttl_s set):
+ * a route without one is the same object it was before the cache. */
+#define ROUTE_MEMBERS                                                                              \
+    "'name', r.name, 'aliases', r.aliases, 'role', r.role, "                                       \
     "'capability', r.capability, 'strategy', r.strategy, 'fallback_timeout_ms', "                  \
     "r.fallback_timeout_ms, 'max_duration_ms', r.max_duration_ms, 'entries', coalesce((SELECT "    \
     "json_agg(json_build_object('provider', e.provider, 'model', e.model, 'weight', e.weight, "    \
     "'high_cost', e.high_cost, 'tier', e.tier) ORDER BY e.position) FROM route_entries e WHERE "   \
-    "e.route = r.name), '[]'::json))::text FROM routes r "
+    "e.route = r.name), '[]'::json)"
+#define ROUTES_FROM                                                                                \
+    "SELECT r.name, CASE WHEN r.cache_ttl_s IS NULL THEN json_build_object(" ROUTE_MEMBERS         \
+    ") ELSE json_build_object(" ROUTE_MEMBERS ", 'cache', json_build_object('ttl_s', "             \
+    "r.cache_ttl_s, 'scope', r.cache_scope, 'deterministic', r.cache_deterministic)) END::text "   \
+    "FROM routes r "
 static const char SQL_ROUTES[] = ROUTES_FROM "ORDER BY r.name";
 static const char SQL_ROUTES_SOME[] = ROUTES_FROM "WHERE r.name = " ANY_1;
 /* A key past its expires_at goes out as status "expired": the data plane
  * serves only "active" keys. */
-#define KEYS_FROM                                                                                  \
-    "SELECT json_build_object('id', id, 'hash', hash, 'status', CASE WHEN status = 'active' AND "  \
+/* A key and a team carry "cache_ttl_s" only when it is set (null: the
+ * routes decide, the same as absent). */
+#define KEY_MEMBERS                                                                                \
+    "'id', id, 'hash', hash, 'status', CASE WHEN status = 'active' AND "                           \
     "expires_at IS NOT NULL AND expires_at <= now() THEN 'expired' ELSE status END, "              \
     "'expires_at_ms', (extract(epoch FROM expires_at) * 1000)::bigint, 'team', team, 'project', "  \
     "project, 'allow_routes', allow_routes, 'allow_providers', allow_providers, 'allow_models', "  \
-    "allow_models)::text FROM api_keys "
+    "allow_models"
+#define KEYS_FROM                                                                                  \
+    "SELECT CASE WHEN cache_ttl_s IS NULL THEN json_build_object(" KEY_MEMBERS                     \
+    ") ELSE json_build_object(" KEY_MEMBERS ", 'cache_ttl_s', cache_ttl_s) END::text "             \
+    "FROM api_keys "
 static const char SQL_KEYS[] = KEYS_FROM "ORDER BY id";
 static const char SQL_KEYS_SOME[] = KEYS_FROM "WHERE id = " ANY_1;
 /* The active keys that expired after $1 (Unix ms), up to now: the only ones
@@ -561,9 +574,12 @@ static const char SQL_KEYS_EXPIRED[] =
               "1000) AND expires_at <= now()";
 /* Teams carry the allowlists their keys' intersect with, and whether a
  * budget is required (docs/budgets.md). */
+#define TEAM_MEMBERS                                                                               \
+    "'name', name, 'allow_routes', allow_routes, 'allow_providers', "                              \
+    "allow_providers, 'allow_models', allow_models, 'require_budget', require_budget"
 #define TEAMS_FROM                                                                                 \
-    "SELECT json_build_object('name', name, 'allow_routes', allow_routes, 'allow_providers', "     \
-    "allow_providers, 'allow_models', allow_models, 'require_budget', require_budget)::text "      \
+    "SELECT CASE WHEN cache_ttl_s IS NULL THEN json_build_object(" TEAM_MEMBERS                    \
+    ") ELSE json_build_object(" TEAM_MEMBERS ", 'cache_ttl_s', cache_ttl_s) END::text "            \
     "FROM teams "
 static const char SQL_TEAMS[] = TEAMS_FROM "ORDER BY name";
 static const char SQL_TEAMS_SOME[] = TEAMS_FROM "WHERE name = " ANY_1;

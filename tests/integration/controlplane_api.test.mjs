@@ -394,6 +394,169 @@ describe('keys and admin tokens', () => {
   });
 });
 
+// The response cache's settings (issue 22, docs/cache.md): a route's cache
+// object, a key's and a team's cache_ttl_s. What reaches a data plane's
+// snapshot is checked end to end in e2e_controlplane.test.mjs.
+describe('response cache settings', () => {
+  const e1 = [{ provider: 'rp1', model: 'm1' }];
+  const cacheCols = (name) => pg.sql(`SELECT coalesce(cache_ttl_s::text, 'null') || ' ' || cache_scope || ' ' || cache_deterministic::text FROM routes WHERE name = '${name}'`);
+
+  test('a route\'s cache: created, read, patched, replaced, turned off; stored in three columns, shown as one object', T, async () => {
+    const c = await cp.admin('POST', '/v1/admin/routes', { name: 'cached', cache: { ttl_s: 300 }, entries: e1 });
+    assert.equal(c.status, 201, c.text);
+    assert.deepEqual(c.json.cache, { ttl_s: 300, scope: 'team', deterministic: false }, 'defaults filled');
+    for (const k of ['cache_ttl_s', 'cache_scope', 'cache_deterministic']) assert.ok(!(k in c.json), `${k} is not a member of its own`);
+    assert.equal(cacheCols('cached'), '300 team false');
+    const g = await cp.admin('GET', '/v1/admin/routes/cached');
+    assert.deepEqual(g.json.cache, { ttl_s: 300, scope: 'team', deterministic: false });
+    assert.deepEqual((await cp.admin('GET', '/v1/admin/routes')).json.data.find((r) => r.name === 'cached').cache, g.json.cache);
+    // A PATCH without cache keeps it; one with cache replaces it whole.
+    let p = await cp.admin('PATCH', '/v1/admin/routes/cached', { aliases: ['cached-too'] });
+    assert.equal(p.status, 200, p.text);
+    assert.deepEqual(p.json.cache, { ttl_s: 300, scope: 'team', deterministic: false });
+    p = await cp.admin('PATCH', '/v1/admin/routes/cached', { cache: { ttl_s: 2592000, scope: 'global', deterministic: true } });
+    assert.equal(p.status, 200, p.text);
+    assert.deepEqual(p.json.cache, { ttl_s: 2592000, scope: 'global', deterministic: true });
+    assert.equal(cacheCols('cached'), '2592000 global true');
+    p = await cp.admin('PATCH', '/v1/admin/routes/cached', { cache: { ttl_s: 1, scope: 'key' } });
+    assert.deepEqual(p.json.cache, { ttl_s: 1, scope: 'key', deterministic: false });
+    p = await cp.admin('PATCH', '/v1/admin/routes/cached', { cache: { ttl_s: 60, scope: 'project', deterministic: false } });
+    assert.deepEqual(p.json.cache, { ttl_s: 60, scope: 'project', deterministic: false });
+    // The audit rows carry it before and after.
+    const [audit] = (await cp.admin('GET', '/v1/admin/audit?limit=1')).json.data;
+    assert.deepEqual(audit.before.cache, { ttl_s: 1, scope: 'key', deterministic: false });
+    assert.deepEqual(audit.after.cache, { ttl_s: 60, scope: 'project', deterministic: false });
+    // null turns it off (the scope and mark go back to their defaults).
+    p = await cp.admin('PATCH', '/v1/admin/routes/cached', { cache: null });
+    assert.equal(p.status, 200, p.text);
+    assert.equal(p.json.cache, null);
+    assert.equal(cacheCols('cached'), 'null team false');
+    // A PUT without cache is a route without one.
+    p = await cp.admin('PUT', '/v1/admin/routes/cached', { cache: { ttl_s: 5 }, entries: e1 });
+    assert.deepEqual(p.json.cache, { ttl_s: 5, scope: 'team', deterministic: false });
+    p = await cp.admin('PUT', '/v1/admin/routes/cached', { entries: e1 });
+    assert.equal(p.json.cache, null);
+    assert.equal(cacheCols('cached'), 'null team false');
+    const off = await cp.admin('POST', '/v1/admin/routes', { name: 'uncached', entries: e1 });
+    assert.equal(off.status, 201, off.text);
+    assert.equal(off.json.cache, null, 'off unless asked for');
+    assert.equal(cacheCols('uncached'), 'null team false');
+  });
+
+  test('a route\'s cache: each bad value a 400 naming the field, nothing written', T, async () => {
+    const cases = [
+      [{ cache: 300 }, 'invalid_type', 'cache'],
+      [{ cache: [60] }, 'invalid_type', 'cache'],
+      [{ cache: {} }, 'missing_field', 'cache.ttl_s'],
+      [{ cache: { ttl_s: null } }, 'missing_field', 'cache.ttl_s'],
+      [{ cache: { ttl_s: 0 } }, 'invalid_value', 'cache.ttl_s'],
+      [{ cache: { ttl_s: -1 } }, 'invalid_value', 'cache.ttl_s'],
+      [{ cache: { ttl_s: 2592001 } }, 'invalid_value', 'cache.ttl_s'],
+      [{ cache: { ttl_s: '60' } }, 'invalid_type', 'cache.ttl_s'],
+      [{ cache: { ttl_s: 1.5 } }, 'invalid_type', 'cache.ttl_s'],
+      [{ cache: { ttl_s: 60, scope: 'org' } }, 'invalid_value', 'cache.scope'],
+      [{ cache: { ttl_s: 60, scope: 3 } }, 'invalid_type', 'cache.scope'],
+      [{ cache: { ttl_s: 60, deterministic: 'yes' } }, 'invalid_type', 'cache.deterministic'],
+      [{ cache: { ttl_s: 60, ttl: 5 } }, 'unknown_field', 'cache.ttl'],
+      [{ cache_ttl_s: 60 }, 'unknown_field', 'cache_ttl_s'],
+      [{ cache_scope: 'key' }, 'unknown_field', 'cache_scope'],
+      [{ cache_deterministic: true }, 'unknown_field', 'cache_deterministic'],
+    ];
+    for (const [extra, code, param] of cases) {
+      const e = h.assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'badcache', entries: e1, ...extra }), 400, code, param);
+      assert.ok(e.message.startsWith(param), `message names the field: ${e.message}`);
+    }
+    assert.equal((await cp.admin('GET', '/v1/admin/routes/badcache')).status, 404);
+    // On an existing route: refused, the route as it was.
+    assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'keepcache', cache: { ttl_s: 90, scope: 'key' }, entries: e1 })).status, 201);
+    h.assertError(await cp.admin('PATCH', '/v1/admin/routes/keepcache', { cache: { ttl_s: 90, scope: 'everyone' } }), 400, 'invalid_value', 'cache.scope');
+    h.assertError(await cp.admin('PUT', '/v1/admin/routes/keepcache', { cache: { scope: 'key' }, entries: e1 }), 400, 'missing_field', 'cache.ttl_s');
+    assert.deepEqual((await cp.admin('GET', '/v1/admin/routes/keepcache')).json.cache, { ttl_s: 90, scope: 'key', deterministic: false });
+    assert.equal(cacheCols('keepcache'), '90 key false');
+  });
+
+  for (const [kind, table, keyOf] of [['teams', 'teams', (j) => j.name], ['keys', 'api_keys', (j) => j.id]]) {
+    test(`${kind}: cache_ttl_s null, 0 or a TTL; round trip; bad values a 400 naming it`, T, async () => {
+      const col = (k) => pg.sql(`SELECT coalesce(cache_ttl_s::text, 'null') FROM ${table} WHERE ${kind === 'teams' ? 'name' : 'id'} = '${k}'`);
+      const body = (extra) => (kind === 'teams' ? { name: `cache-team-${extra.tag}`, ...extra.b } : { id: `cache-key-${extra.tag}`, ...extra.b });
+      const c = await cp.admin('POST', `/v1/admin/${kind}`, body({ tag: 'a', b: {} }));
+      assert.equal(c.status, 201, c.text);
+      if (c.json.key) SECRET_VALUES.push(c.json.key);
+      const k = keyOf(c.json);
+      assert.equal(c.json.cache_ttl_s, null, 'absent: follow the routes');
+      assert.equal(col(k), 'null');
+      for (const v of [0, 1, 3600, 2592000, null]) {
+        const u = await cp.admin('PATCH', `/v1/admin/${kind}/${k}`, { cache_ttl_s: v });
+        assert.equal(u.status, 200, u.text);
+        assert.equal(u.json.cache_ttl_s, v);
+        assert.equal(col(k), v === null ? 'null' : String(v));
+        assert.equal((await cp.admin('GET', `/v1/admin/${kind}/${k}`)).json.cache_ttl_s, v);
+      }
+      const z = await cp.admin('POST', `/v1/admin/${kind}`, body({ tag: 'b', b: { cache_ttl_s: 0 } }));
+      assert.equal(z.status, 201, z.text);
+      if (z.json.key) SECRET_VALUES.push(z.json.key);
+      assert.equal(z.json.cache_ttl_s, 0, '0: off for it');
+      // Another PATCH keeps it.
+      const kz = keyOf(z.json);
+      assert.equal((await cp.admin('PATCH', `/v1/admin/${kind}/${kz}`, kind === 'teams' ? { description: 'x' } : { name: 'x' })).json.cache_ttl_s, 0);
+      for (const [v, code] of [[-1, 'invalid_value'], [2592001, 'invalid_value'], ['60', 'invalid_type'], [1.5, 'invalid_type'], [true, 'invalid_type'], [{}, 'invalid_type']]) {
+        const e = h.assertError(await cp.admin('POST', `/v1/admin/${kind}`, body({ tag: 'bad', b: { cache_ttl_s: v } })), 400, code, 'cache_ttl_s');
+        assert.match(e.message, /^cache_ttl_s: must be an integer from 0 to 2592000/);
+        h.assertError(await cp.admin('PATCH', `/v1/admin/${kind}/${kz}`, { cache_ttl_s: v }), 400, code, 'cache_ttl_s');
+      }
+      assert.equal(col(kz), '0', 'refused writes changed nothing');
+      assert.equal(pg.sql(`SELECT count(*) FROM ${table} WHERE ${kind === 'teams' ? 'name' : 'id'} LIKE 'cache-%-bad'`), '0');
+    });
+  }
+
+  test('/v1/admin/usage: cache_hits and saved_picodollars per group and in the totals; /v1/admin/ledger shows them per row', T, async () => {
+    // Rows as the ledger writer stores them (a data plane's hits: tokens
+    // and cost 0, the saved cost beside; NULL when the original's was
+    // unknown). Big figures: the sums must be exact past 2^53.
+    const row = (id, route, cost, hit, saved, tokens = 0) => `(now() - interval '1 minute', 'uc-${id}', 'uc-req-${id}', 1, 'test', 'ucteam', '${route}', 'p', 'm', 1, 200, 1, ${cost}, ${hit}, ${saved}, ${tokens})`;
+    pg.sql(`SELECT llmgw_ledger_partition(now()); INSERT INTO ledger (at, attempt_id, request_id, attempt, replica, team,
+      route, provider, model, latency_ms, status, snapshot_version, cost_picodollars, cache_hit, saved_picodollars, input_tokens) VALUES
+      ${[row(1, 'uc-a', 9000000000000001n, false, 'NULL', 100), row(2, 'uc-a', 0, true, 9000000000000001n),
+    row(3, 'uc-a', 0, true, 'NULL'), row(4, 'uc-a', 0, true, 7), row(5, 'uc-b', 5, false, 'NULL', 3)].join(',\n')}`);
+    // The table's own checks.
+    assert.throws(() => pg.sql(`INSERT INTO ledger (at, attempt_id, request_id, attempt, replica, provider, model, latency_ms, status,
+      snapshot_version, cache_hit, saved_picodollars) VALUES (now(), 'uc-neg', 'uc-neg', 1, 't', 'p', 'm', 1, 200, 1, true, -1)`), /saved_picodollars/);
+    assert.equal(pg.sql("SELECT cache_hit::text || coalesce(saved_picodollars::text, 'null') FROM ledger WHERE attempt_id = 'uc-1'"), 'falsenull', 'the defaults');
+    const r = await cp.admin('GET', '/v1/admin/usage?group_by=route');
+    assert.equal(r.status, 200, r.text);
+    // JSON.parse loses precision past 2^53: read the exact figures from the text.
+    const a = r.json.groups.find((g) => g.route === 'uc-a');
+    const b = r.json.groups.find((g) => g.route === 'uc-b');
+    assert.ok(a && b, r.text);
+    assert.equal(a.attempts, 4);
+    assert.equal(a.cache_hits, 3);
+    assert.equal(a.input_tokens, 100, 'hits add no tokens');
+    assert.match(r.text, /"saved_picodollars":\s*9000000000000008\b/, 'the saved sum, exact');
+    assert.match(r.text, /"cost_picodollars":\s*9000000000000001\b/, 'the cost sum, exact: hits cost 0');
+    assert.equal(b.cache_hits, 0);
+    assert.equal(b.saved_picodollars, 0);
+    const [tot] = r.json.totals;
+    assert.equal(tot.cache_hits, r.json.groups.reduce((n, g) => n + g.cache_hits, 0));
+    const byTeam = await cp.admin('GET', '/v1/admin/usage?group_by=team');
+    const t = byTeam.json.groups.find((g) => g.team === 'ucteam');
+    assert.equal(t.cache_hits, 3);
+    assert.equal(t.attempts, 5);
+    // One request's rows.
+    const l = await cp.admin('GET', '/v1/admin/ledger?request_id=uc-req-2');
+    assert.equal(l.status, 200, l.text);
+    assert.equal(l.json.data.length, 1);
+    assert.equal(l.json.data[0].cache_hit, true);
+    assert.match(l.text, /"saved_picodollars":\s*9000000000000001\b/);
+    const l3 = (await cp.admin('GET', '/v1/admin/ledger?request_id=uc-req-3')).json.data[0];
+    assert.equal(l3.cache_hit, true);
+    assert.equal(l3.saved_picodollars, null, 'unknown, not 0');
+    const l1 = (await cp.admin('GET', '/v1/admin/ledger?request_id=uc-req-1')).json.data[0];
+    assert.equal(l1.cache_hit, false);
+    assert.equal(l1.saved_picodollars, null);
+    pg.sql("DELETE FROM ledger WHERE attempt_id LIKE 'uc-%'");
+  });
+});
+
 describe('prices and catalog', () => {
   before(async () => {
     await provider(cp, 'pp');

@@ -449,6 +449,47 @@ describe('control plane + two data planes', () => {
     assert.equal(cached.keys[0].hash, h.sha256hex(apiKey));
     assert.equal(cached.keys[0].status, 'active');
   });
+
+  test('the response cache settings from the admin API reach a data plane\'s snapshot, only where set', T, async () => {
+    const cacheFile = (v) => h.waitFor(() => {
+      try {
+        const j = JSON.parse(fs.readFileSync(path.join(dir, 'dp-b.cache.json'), 'utf8'));
+        return j.version >= v ? j : null;
+      } catch {
+        return null;
+      }
+    }, { timeoutMs: 20_000, what: `dp-b's cache file on version ${v}` });
+    await cfg.api('POST', '/v1/admin/teams', { name: 'cache-team', cache_ttl_s: 0 }, 201);
+    await cfg.api('POST', '/v1/admin/teams', { name: 'plain-team' }, 201);
+    await cfg.api('POST', '/v1/admin/routes', {
+      name: 'cached', cache: { ttl_s: 600, scope: 'key', deterministic: true },
+      entries: [{ provider: 'alpha', model: 'mock-gpt' }],
+    }, 201);
+    await cfg.api('PATCH', '/v1/admin/keys/key_e2e', { team: 'cache-team', cache_ttl_s: 120 }, 200);
+    const v = cfg.version();
+    await waitAcked(v);
+    let doc = await cacheFile(v);
+    const route = (d, n) => d.routes.find((r) => r.name === n);
+    assert.deepEqual(route(doc, 'cached').cache, { ttl_s: 600, scope: 'key', deterministic: true });
+    assert.ok(!('cache' in route(doc, 'fast')), 'a route without a cache carries no member');
+    const team = (d, n) => d.teams.find((t) => t.name === n);
+    assert.equal(team(doc, 'cache-team').cache_ttl_s, 0, '0 (off) is carried');
+    assert.ok(!('cache_ttl_s' in team(doc, 'plain-team')), 'null is left out');
+    assert.equal(doc.keys[0].cache_ttl_s, 120);
+    // The route still serves (the data plane took the document).
+    for (const g of Object.values(dps)) assert.equal((await chat(g, 'cached')).status, 200);
+    // Turned off again: the members leave the snapshot.
+    await cfg.api('PATCH', '/v1/admin/routes/cached', { cache: null }, 200);
+    await cfg.api('PATCH', '/v1/admin/keys/key_e2e', { team: null, cache_ttl_s: null }, 200);
+    await cfg.api('DELETE', '/v1/admin/teams/cache-team', undefined, 204);
+    await cfg.api('DELETE', '/v1/admin/teams/plain-team', undefined, 204);
+    const v2 = cfg.version();
+    await waitAcked(v2);
+    doc = await cacheFile(v2);
+    assert.ok(!('cache' in route(doc, 'cached')), JSON.stringify(route(doc, 'cached')));
+    assert.ok(!('cache_ttl_s' in doc.keys[0]), JSON.stringify(doc.keys[0]));
+    assert.equal(doc.keys.length, 1);
+  });
 });
 
 describe('TLS between the planes (a second control-plane replica on the same database)', () => {

@@ -466,12 +466,19 @@ static void w_route(void)
         return;
     }
     static const char *const strategies[] = {"ordered", "price", "latency", "auto"};
+    static const char *const cache_ttls[] = {"NULL", "NULL", "60", "2592000"};
+    static const char *const cache_scopes[] = {"team", "key", "project", "global"};
+    unsigned alias = pick(2), strategy = pick(4);
+    const char *ttl = cache_ttls[pick(4)], *scope = cache_scopes[pick(4)];
+    const char *det = pick(2) ? "true" : "false";
     int off = snprintf(q, sizeof(q),
-                       "INSERT INTO routes (name, aliases, strategy) VALUES ('%s', "
-                       "ARRAY['%s-a%u'], '%s') ON CONFLICT (name) DO UPDATE SET aliases = "
-                       "EXCLUDED.aliases, strategy = EXCLUDED.strategy, version = "
-                       "routes.version + 1; DELETE FROM route_entries WHERE route = '%s'",
-                       name, name, pick(2), strategies[pick(4)], name);
+                       "INSERT INTO routes (name, aliases, strategy, cache_ttl_s, cache_scope, "
+                       "cache_deterministic) VALUES ('%s', ARRAY['%s-a%u'], '%s', %s, '%s', %s) "
+                       "ON CONFLICT (name) DO UPDATE SET aliases = EXCLUDED.aliases, strategy = "
+                       "EXCLUDED.strategy, cache_ttl_s = EXCLUDED.cache_ttl_s, cache_scope = "
+                       "EXCLUDED.cache_scope, cache_deterministic = EXCLUDED.cache_deterministic, "
+                       "version = routes.version + 1; DELETE FROM route_entries WHERE route = '%s'",
+                       name, name, alias, strategies[strategy], ttl, scope, det, name);
     unsigned n = pick(4), pos = 0;
     for (unsigned i = 0; i < n; i++) {
         char p[16];
@@ -503,11 +510,15 @@ static void w_team(void)
         write_rec("teams", "delete", name, q);
         return;
     }
+    static const char *const cache_ttls[] = {"NULL", "0", "120"};
+    const char *allow = pick(2) ? "NULL" : "ARRAY['r1']";
+    const char *budget = pick(2) ? "true" : "false";
     snprintf(q, sizeof(q),
-             "INSERT INTO teams (name, allow_routes, require_budget) VALUES ('%s', %s, %s) ON "
-             "CONFLICT (name) DO UPDATE SET allow_routes = EXCLUDED.allow_routes, require_budget "
-             "= EXCLUDED.require_budget, version = teams.version + 1",
-             name, pick(2) ? "NULL" : "ARRAY['r1']", pick(2) ? "true" : "false");
+             "INSERT INTO teams (name, allow_routes, require_budget, cache_ttl_s) VALUES ('%s', "
+             "%s, %s, %s) ON CONFLICT (name) DO UPDATE SET allow_routes = EXCLUDED.allow_routes, "
+             "require_budget = EXCLUDED.require_budget, cache_ttl_s = EXCLUDED.cache_ttl_s, "
+             "version = teams.version + 1",
+             name, allow, budget, cache_ttls[pick(3)]);
     write_rec("teams", had ? "update" : "create", name, q);
 }
 
@@ -567,14 +578,17 @@ static void w_key(void)
     for (int i = 0; i < 64; i++)
         hash[i] = "0123456789abcdef"[pick(16)];
     hash[64] = '\0';
+    static const char *const cache_ttls[] = {"NULL", "NULL", "0", "30"};
+    const char *status = statuses[pick(4)], *expires = expiry[pick(5)];
+    const char *allow = pick(2) ? "NULL" : "ARRAY['r0', 'r2']";
     snprintf(q, sizeof(q),
              "INSERT INTO api_keys (id, prefix, hash, status, expires_at, team, project, "
-             "allow_routes) VALUES ('%s', 'llmgw_', '%s', '%s', %s, %s, %s, %s) ON CONFLICT (id) "
-             "DO UPDATE SET status = EXCLUDED.status, expires_at = EXCLUDED.expires_at, team = "
-             "EXCLUDED.team, project = EXCLUDED.project, allow_routes = EXCLUDED.allow_routes, "
-             "version = api_keys.version + 1",
-             id, hash, statuses[pick(4)], expiry[pick(5)], team, project,
-             pick(2) ? "NULL" : "ARRAY['r0', 'r2']");
+             "allow_routes, cache_ttl_s) VALUES ('%s', 'llmgw_', '%s', '%s', %s, %s, %s, %s, %s) "
+             "ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, expires_at = "
+             "EXCLUDED.expires_at, team = EXCLUDED.team, project = EXCLUDED.project, allow_routes "
+             "= EXCLUDED.allow_routes, cache_ttl_s = EXCLUDED.cache_ttl_s, version = "
+             "api_keys.version + 1",
+             id, hash, status, expires, team, project, allow, cache_ttls[pick(4)]);
     write_rec("keys", had ? "update" : "create", id, q);
 }
 
