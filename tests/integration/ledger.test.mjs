@@ -66,7 +66,8 @@ function ledgerRows(where = 'true') {
   const out = pg.sql(`SELECT coalesce(json_agg(l ORDER BY attempt_id), '[]') FROM (SELECT attempt_id, request_id,
     attempt, replica, key_id, route, provider, model, selector, session, agent, purpose, api, stream,
     input_tokens, output_tokens, reasoning_tokens, cache_read_tokens, status, failure_class,
-    cost_picodollars::text AS cost, currency, snapshot_version, usage_estimated FROM ledger WHERE ${where}) l`);
+    cost_picodollars::text AS cost, currency, snapshot_version, usage_estimated, cache_hit,
+    saved_picodollars::text AS saved FROM ledger WHERE ${where}) l`);
   return JSON.parse(out);
 }
 
@@ -153,6 +154,8 @@ describe('ledger', () => {
     assert.deepEqual([row.session, row.agent, row.purpose], ['sess-1', 'plan\\ner', 'unit"test']);
     assert.equal(row.status, 200);
     assert.equal(row.failure_class, null);
+    // An upstream attempt is no cache hit and saved nothing (NULL, not 0).
+    assert.deepEqual([row.cache_hit, row.saved], [false, null]);
     const line = usageLines().find((l) => l.x_request_id === id);
     assert.ok(line, 'the provider saw the attempt id');
     assert.equal(line.usage.input_tokens, row.input_tokens);
