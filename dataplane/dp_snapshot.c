@@ -269,21 +269,6 @@ static void build_route(struct build *b, const struct dp_snapshot *s, struct dp_
                                                DP_MAX_FALLBACK_TIMEOUT_MS, 0, " (ms)");
     r->max_duration_ms =
         (long)dps_opt_int(b, o, "max_duration_ms", where, 1, DP_MAX_DURATION_MS, 0, " (ms)");
-    { /* TEMP */
-        json_t *c = json_object_get(o, "cache");
-        if (json_is_object(c)) {
-            r->cache.ttl_s = (long)json_integer_value(json_object_get(c, "ttl_s"));
-            r->cache.deterministic = json_is_true(json_object_get(c, "deterministic"));
-            const char *sc = json_string_value(json_object_get(c, "scope"));
-            r->cache.scope = !sc || !strcmp(sc, "team") ? DP_CACHE_SCOPE_TEAM
-                             : !strcmp(sc, "key")       ? DP_CACHE_SCOPE_KEY
-                             : !strcmp(sc, "global")    ? DP_CACHE_SCOPE_GLOBAL
-                                                        : DP_CACHE_SCOPE_PROJECT;
-        }
-        char *t = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-        r->content_fp = t ? strlen(t) * 1315423911u : 0;
-        free(t);
-    }
     if (b->failed)
         return;
     if (strchr(r->name, '/')) {
