@@ -44,7 +44,7 @@ struct dp_metrics {
     struct dp_cache *rcache; /* NULL: off */
     struct gw_metric *rc_requests, *rc_joined, *rc_evictions, *rc_expired, *rc_too_large;
     struct gw_metric *rc_bytes, *rc_entries, *rc_flights;
-    uint64_t rc_evictions_seen, rc_expired_seen, rc_too_large_seen;
+    uint64_t rc_evictions_seen, rc_expired_seen;
 };
 
 static struct dp_metrics the;
@@ -93,8 +93,7 @@ static void collect(struct gw_metrics *reg, void *arg)
             struct gw_metric *c;
             uint64_t now, *seen;
         } d[] = {{m->rc_evictions, cs.evictions, &m->rc_evictions_seen},
-                 {m->rc_expired, cs.expired, &m->rc_expired_seen},
-                 {m->rc_too_large, cs.rejected_too_large, &m->rc_too_large_seen}};
+                 {m->rc_expired, cs.expired, &m->rc_expired_seen}};
         for (size_t i = 0; i < N(d); i++)
             if (d[i].now > *d[i].seen) {
                 gw_metric_inc(d[i].c, NULL, d[i].now - *d[i].seen);
@@ -380,6 +379,12 @@ void dp_metrics_cache(const char *route, const char *result)
         return;
     const char *v[] = {nz(route), result};
     gw_metric_inc(M->rc_requests, v, 1);
+}
+
+void dp_metrics_cache_too_large(void)
+{
+    if (M)
+        gw_metric_inc(M->rc_too_large, NULL, 1);
 }
 
 void dp_metrics_cache_joined(const char *route)

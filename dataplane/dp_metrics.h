@@ -61,6 +61,7 @@ struct dp_cache;
 void dp_metrics_set_cache(struct dp_cache *c);
 void dp_metrics_cache(const char *route, const char *result);
 void dp_metrics_cache_joined(const char *route);
+void dp_metrics_cache_too_large(void); /* an answer not kept for its size */
 /* A refusal of the quota step (dp_limits_reserve, docs/budgets.md):
  * llmgw_limit_refusals_total{cause,metric,period}. cause is the refusal's
  * code (budget_exceeded, rate_limited, budget_unallocated,

@@ -209,11 +209,10 @@ static void build_entry(struct build *b, const struct dp_snapshot *s, struct dp_
 
 static int enum_index(const char *const *names, const char *v);
 
-static const char *const cache_scope_names[] = {[DP_CACHE_SCOPE_GLOBAL] = "global",
-                                                [DP_CACHE_SCOPE_TEAM] = "team",
+static const char *const cache_scope_names[] = {[DP_CACHE_SCOPE_TEAM] = "team",
                                                 [DP_CACHE_SCOPE_KEY] = "key",
                                                 [DP_CACHE_SCOPE_PROJECT] = "project",
-                                                NULL};
+                                                [DP_CACHE_SCOPE_GLOBAL] = "global", NULL};
 
 /* A route's "cache" object (docs/cache.md): absent or null, off; else
  * ttl_s (required), scope and deterministic, and no other member. */

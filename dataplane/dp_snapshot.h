@@ -67,10 +67,12 @@ enum dp_strategy {
 
 /* Whom a cached answer is shared with (docs/cache.md). */
 enum dp_cache_scope {
-    DP_CACHE_SCOPE_GLOBAL, /* every caller of the route */
-    DP_CACHE_SCOPE_TEAM,   /* the key's team (the default; a key without one: itself) */
+    /* The zero value, so a route without cache settings (turned on for a
+     * key or team by their cache_ttl_s) never shares beyond the team. */
+    DP_CACHE_SCOPE_TEAM, /* the key's team (the default; a key without one: itself) */
     DP_CACHE_SCOPE_KEY,
     DP_CACHE_SCOPE_PROJECT, /* the key's project (a key without one: itself) */
+    DP_CACHE_SCOPE_GLOBAL,  /* every caller of the route */
 };
 
 /* The longest a cached answer may be kept (s): 30 days. */

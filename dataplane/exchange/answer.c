@@ -328,9 +328,12 @@ int x_on_event(void *arg, const struct canon_event *ev)
     } else if (canon_is_content(ev->type))
         x->out_bytes += (int64_t)ev->len + (ev->name ? (int64_t)strlen(ev->name) : 0);
     /* A stream or a relay keeps the answer for the response cache too. */
-    if (x_cache_accumulates(x) &&
-        (x->out_bytes > (int64_t)x->l->cache_max_entry || canon_acc_add(&x->acc, ev) != GW_OK))
-        x_cache_give_up_store(x);
+    if (x_cache_accumulates(x)) {
+        if (x->out_bytes > (int64_t)x->l->cache_max_entry)
+            x_cache_give_up_store(x, 1);
+        else if (canon_acc_add(&x->acc, ev) != GW_OK)
+            x_cache_give_up_store(x, 0);
+    }
     if (ev->type == CANON_EV_DONE) {
         x_price(x); /* the usage is final: the stream's last event carries the cost */
         finish_answer(x, ev);

@@ -364,11 +364,13 @@ void x_cache_store(struct dp_exchange *x)
     if (rc == GW_OK && key_of(x, &x->plan.cands[x->ci], k) == GW_OK) {
         if (xc->leader && memcmp(k, xc->lead_key, sizeof(k)) == 0) {
             xc->leader = 0;
-            (void)dp_cache_fill(c, k, blob, len, now + xc->ttl_us, now);
+            rc = dp_cache_fill(c, k, blob, len, now + xc->ttl_us, now);
         } else {
-            (void)dp_cache_put(c, k, blob, len, now + xc->ttl_us, now);
+            rc = dp_cache_put(c, k, blob, len, now + xc->ttl_us, now);
         }
     }
+    if (rc == GW_ELIMIT) /* the blob past the largest entry, or the store's bound */
+        dp_metrics_cache_too_large();
     free(blob);
     if (xc->leader) { /* another target answered, or it could not be kept */
         xc->leader = 0;
@@ -384,13 +386,15 @@ int x_cache_accumulates(const struct dp_exchange *x)
     return xc && xc->storing && !x->cache_hit && (x->client_stream || x->relay);
 }
 
-/* The answer will not be kept (past the largest entry): the flight's
- * waiters need not wait for its end. */
-void x_cache_give_up_store(struct dp_exchange *x)
+/* The answer will not be kept (too_large: past the largest entry): the
+ * flight's waiters need not wait for its end. */
+void x_cache_give_up_store(struct dp_exchange *x, int too_large)
 {
     struct xcache *xc = x->cache;
     if (!xc)
         return;
+    if (too_large && xc->storing)
+        dp_metrics_cache_too_large();
     xc->storing = 0;
     if (xc->leader) {
         xc->leader = 0;

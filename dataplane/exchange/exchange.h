@@ -232,7 +232,7 @@ void x_cache_phase(struct dp_exchange *x);
 void x_cache_timeout(struct dp_exchange *x);
 void x_cache_store(struct dp_exchange *x);
 int x_cache_accumulates(const struct dp_exchange *x);
-void x_cache_give_up_store(struct dp_exchange *x);
+void x_cache_give_up_store(struct dp_exchange *x, int too_large);
 const struct dp_cache_meta *x_cache_meta(const struct dp_exchange *x); /* a hit's, or NULL */
 void x_cache_free(struct dp_exchange *x);
 

@@ -16,6 +16,9 @@ import { metricValue, promtoolCheck, scrapeMetrics } from './exposition.mjs';
 const T = { timeout: 60_000 };
 const OTHER_KEY = `llmgw-other-${randomBytes(12).toString('hex')}`;
 const MATE_KEY = `llmgw-mate-${randomBytes(12).toString('hex')}`;
+const NOCACHE_KEY = `llmgw-nocache-${randomBytes(12).toString('hex')}`;
+const TEAMCACHE_KEY = `llmgw-teamcache-${randomBytes(12).toString('hex')}`;
+const TEAMCACHE2_KEY = `llmgw-teamcache2-${randomBytes(12).toString('hex')}`;
 
 let mock;
 let gw;
@@ -45,7 +48,12 @@ function snapshot(version = 1, cachedTtl = 60) {
   s.keys.push(
     { id: 'key_other', hash: h.sha256hex(OTHER_KEY), status: 'active', team: 'other' },
     { id: 'key_mate', hash: h.sha256hex(MATE_KEY), status: 'active', team: 'demo' },
+    // Overrides: this key never caches; the team 'cachy' caches everywhere.
+    { id: 'key_nocache', hash: h.sha256hex(NOCACHE_KEY), status: 'active', team: 'demo', cache_ttl_s: 0 },
+    { id: 'key_teamcache', hash: h.sha256hex(TEAMCACHE_KEY), status: 'active', team: 'cachy' },
+    { id: 'key_teamcache2', hash: h.sha256hex(TEAMCACHE2_KEY), status: 'active', team: 'cachy2' },
   );
+  s.teams = [{ name: 'demo' }, { name: 'other' }, { name: 'cachy', cache_ttl_s: 60 }, { name: 'cachy2', cache_ttl_s: 60 }];
   return s;
 }
 
@@ -286,6 +294,21 @@ describe('scope, time and size', () => {
     assert.equal((await chat(gw, ask('global', g), { key: OTHER_KEY })).headers.get('x-llmgw-cache'), 'hit');
   });
 
+  test('overrides: a key with cache_ttl_s 0 never caches; a team with a TTL caches on a route without one', T, async () => {
+    const nonce = h.randomId('nocache');
+    for (let i = 0; i < 2; i++)
+      assert.equal((await chat(gw, ask('cached', nonce), { key: NOCACHE_KEY })).headers.get('x-llmgw-cache'), null);
+    assert.equal(upstreamCalls(nonce), 2);
+    const team = h.randomId('teamcache');
+    assert.equal((await chat(gw, ask('plain', team), { key: TEAMCACHE_KEY })).headers.get('x-llmgw-cache'), 'miss');
+    assert.equal((await chat(gw, ask('plain', team), { key: TEAMCACHE_KEY })).headers.get('x-llmgw-cache'), 'hit');
+    assert.equal((await chat(gw, ask('plain', team))).headers.get('x-llmgw-cache'), null, 'the route alone has none');
+    // The route has no scope of its own: the team's, never global.
+    assert.equal((await chat(gw, ask('plain', team), { key: TEAMCACHE2_KEY })).headers.get('x-llmgw-cache'), 'miss',
+      'another team with a TTL of its own does not see it');
+    assert.equal(upstreamCalls(team), 3);
+  });
+
   test('TTL: an entry past its TTL is a miss again', T, async () => {
     const nonce = h.randomId('ttl');
     assert.equal((await chat(gw, ask('short', nonce))).headers.get('x-llmgw-cache'), 'miss');
@@ -327,8 +350,13 @@ describe('scope, time and size', () => {
     // Past --cache-max-entry-kb (64): answered, never stored.
     const huge = h.randomId('huge');
     const b = ask('huge', huge);
+    const before = metricValue((await scrapeMetrics(small.port)).samples, 'llmgw_response_cache_too_large_total');
     for (let i = 0; i < 2; i++) assert.equal((await chat(small, b)).status, 200);
-    assert.equal(upstreamCalls(huge), 2);
+    const streamed2 = await chat(small, { ...b, stream: true });
+    assert.match(streamed2.text, /\[DONE\]/);
+    assert.equal(upstreamCalls(huge), 3);
+    const afterN = metricValue((await scrapeMetrics(small.port)).samples, 'llmgw_response_cache_too_large_total');
+    assert.equal(afterN - before, 3, 'each counted as too large (whole and streamed)');
   });
 });
 

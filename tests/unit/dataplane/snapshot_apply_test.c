@@ -532,7 +532,7 @@ static void test_content_fp_across_applies(void)
     } bad[] = {
         {"{\"version\":4,\"base_version\":3,\"routes\":{\"r\":" RT_R(
              "\"cache\":{\"ttl_s\":60,\"scope\":\"org\"},") "}}",
-         "routes['r'].cache.scope: must be one of global, team, key, project"},
+         "routes['r'].cache.scope: must be one of team, key, project, global"},
         {"{\"version\":4,\"base_version\":3,\"routes\":{\"r\":" RT_R(
              "\"cache\":{\"ttl_s\":0},") "}}",
          "routes['r'].cache.ttl_s: must be an integer from 1 to 2592000 (s)"},

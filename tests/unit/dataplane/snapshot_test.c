@@ -451,7 +451,7 @@ static void test_cache_fields_validated(void)
     expect_error(ROUTES_DOC(CR("{\"ttl_s\":1.5}"), ""),
                  "routes[0].cache.ttl_s: must be an integer");
     expect_error(ROUTES_DOC(CR("{\"ttl_s\":60,\"scope\":\"world\"}"), ""),
-                 "routes[0].cache.scope: must be one of global, team, key, project");
+                 "routes[0].cache.scope: must be one of team, key, project, global");
     expect_error(ROUTES_DOC(CR("{\"ttl_s\":60,\"scope\":1}"), ""),
                  "routes[0].cache.scope: must be a string");
     expect_error(ROUTES_DOC(CR("{\"ttl_s\":60,\"deterministic\":\"yes\"}"), ""),
