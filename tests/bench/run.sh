@@ -17,6 +17,13 @@
 #            one control plane fanning writes out to WATCHERS simulated
 #            replicas (tests/bench/watchload.mjs and llmgw-watchload, built
 #            in the build tree; WATCHERS, SCALE_KEYS, SCALE_WRITES, SCALE_OUT)
+#        tests/bench/run.sh --cache
+#            the response cache (tests/bench/cache.mjs): cold and warm
+#            passes of CACHE_PROMPTS distinct prompts against an instant and
+#            a slow mock, then one cached prompt's throughput on llmgw
+#            against nginx -> mock (BENCH_WORKERS, BENCH_CONNS,
+#            BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_OUT, CACHE_*:
+#            see the script's head)
 #
 # Environment:
 #   LLMGW_BUILD_DIR      build tree (default: <repo>/build, a Release build)
@@ -60,6 +67,9 @@ if [[ ${1:-} == --config-scale ]]; then
 fi
 if [[ ${1:-} == --watchload ]]; then
     exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/watchload.mjs"
+fi
+if [[ ${1:-} == --cache ]]; then
+    exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/cache.mjs"
 fi
 # --open-loop: the same targets at fixed request rates (tests/bench/openloop.c:
 # latency from each request's due time, so a stall cannot hide the requests
