@@ -89,7 +89,9 @@ if [ $mode = file ]; then
     routes: [
       {name:"fast", aliases:["default"], capability:"chat", strategy:"ordered",
        entries:[{provider:"mock", model:"mock-gpt"}, {provider:"mock-anthropic", model:"mock-claude"}]},
-      {name:"smart", capability:"chat", strategy:"ordered", entries:$smart}
+      {name:"smart", capability:"chat", strategy:"ordered", entries:$smart},
+      {name:"cached", capability:"chat", strategy:"ordered",
+       entries:[{provider:"mock", model:"mock-gpt"}], cache:{ttl_s:3600}}
     ],
     keys: [{id:"key_demo", hash:$hash, status:"active", team:"demo"}]
   }' >"$run/snapshot.json"
@@ -109,6 +111,7 @@ Try it:
   curl -s http://127.0.0.1:$port/v1/chat/completions -H "Authorization: Bearer $key" \\
     -H 'Content-Type: application/json' \\
     -d '{"model":"fast","messages":[{"role":"user","content":"Hello!"}]}'
+  (model "cached", with "temperature":0, twice: the second answer says x-llmgw-cache: hit)
 
 Stop it: deploy/local/down.sh
 MSG
@@ -165,6 +168,8 @@ if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
 fi
 ensure routes fast '{"name":"fast","aliases":["default"],"capability":"chat","strategy":"ordered","entries":[{"provider":"mock","model":"mock-gpt"},{"provider":"mock-anthropic","model":"mock-claude"}]}'
 ensure routes smart "{\"name\":\"smart\",\"capability\":\"chat\",\"strategy\":\"ordered\",\"entries\":$smart}"
+# The response cache, on for one route (docs/cache.md): ask twice, the second is a hit.
+ensure routes cached '{"name":"cached","capability":"chat","strategy":"ordered","entries":[{"provider":"mock","model":"mock-gpt"}],"cache":{"ttl_s":3600}}'
 ensure teams demo '{"name":"demo"}'
 # The API key: its plaintext is answered once, at creation, and kept here.
 key_id=$(cat "$run/api.key.id" 2>/dev/null || true)
@@ -206,6 +211,10 @@ Try it:
   tools/llmgwctl routes list
   tools/llmgwctl ledger \$(awk 'tolower(\$1)=="x-request-id:"{print \$2}' /tmp/llmgw-headers | tr -d '\\r')
   tools/llmgwctl usage --group-by key,route
+
+The response cache (route 'cached'): the same question twice, the second is a hit:
+  for i in 1 2; do curl -s -o /dev/null -D- \$LLMGW_BASE_URL/v1/chat/completions -H "Authorization: Bearer \$LLMGW_API_KEY" \\
+    -H 'Content-Type: application/json' -d '{"model":"cached","temperature":0,"messages":[{"role":"user","content":"Hello!"}]}' | grep -i x-llmgw-cache; done
 
 Stop it: deploy/local/down.sh   (up.sh --fresh starts from an empty database)
 MSG

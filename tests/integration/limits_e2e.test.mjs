@@ -283,6 +283,42 @@ describe('what is reserved is what can be spent', () => {
     assert.equal(r.json.error.limit.state, 'unpriced', r.text);
   });
 
+  test('a cached answer: the requests limit counts it, the budget is not charged, its ledger row saves the cost', T, async () => {
+    await cfg.api('POST', '/v1/admin/routes', {
+      name: 'cachedr', capability: 'chat', strategy: 'ordered', entries: [{ provider: 'alpha', model: 'mock-gpt' }],
+      cache: { ttl_s: 600 },
+    }, 201);
+    await key('k-cache');
+    await limit({ id: 'cache-cost', scope_kind: 'key', scope: 'k-cache', metric: 'cost', period: 'day', amount: 1_000_000_000_000 });
+    await limit({ id: 'cache-tok', scope_kind: 'key', scope: 'k-cache', metric: 'tokens', period: 'day', amount: 1_000_000 });
+    await limit({ id: 'cache-req', scope_kind: 'key', scope: 'k-cache', metric: 'requests', period: 'minute', amount: 5 });
+    await propagated();
+    const ask = () => h.request(dps[0].port, {
+      headers: { authorization: `Bearer ${keys['k-cache']}` },
+      body: { model: 'cachedr', temperature: 0, max_tokens: 8, messages: [{ role: 'user', content: 'cache and budgets' }] },
+    });
+    const results = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await ask();
+      assert.equal(r.status, 200, r.text);
+      results.push(r.headers['x-llmgw-cache']);
+    }
+    assert.deepEqual(results, ['miss', 'hit', 'hit', 'hit', 'hit']);
+    // The sixth is a hit too, but past the requests limit: refused.
+    assertRefusal(await ask(), 429, 'rate_limited');
+    await settledSpent(pg, 'cache-cost', 'k-cache', 5);
+    const [missCost, missTokens, hits, saved, hitCost, hitTokens] = pg.sql(
+      "SELECT (SELECT cost_picodollars || ',' || (input_tokens + output_tokens) FROM ledger WHERE key_id = 'k-cache' AND NOT cache_hit) || ',' || "
+      + "count(*) || ',' || sum(saved_picodollars) || ',' || sum(cost_picodollars) || ',' || sum(input_tokens + output_tokens) "
+      + "FROM ledger WHERE key_id = 'k-cache' AND cache_hit").split(',').map(Number);
+    assert.ok(missCost > 0 && missTokens > 0);
+    assert.deepEqual([hits, saved, hitCost, hitTokens], [4, 4 * missCost, 0, 0]);
+    const spent = (id) => Number(pg.sql(`SELECT coalesce(sum(spent), 0) FROM limit_windows WHERE limit_id = '${id}'`));
+    assert.equal(spent('cache-cost'), missCost, 'the budget is charged the miss only');
+    assert.equal(spent('cache-tok'), missTokens, 'the tokens limit too');
+    assert.equal(spent('cache-req'), 5, 'every request counts');
+  });
+
   test('a data plane that stops settles its leases: what it gave back and charged', T, async () => {
     const dp = await h.startGatewayCP({ controlPlane: `127.0.0.1:${grpcPort}`, replicaId: 'dp-settle' });
     await key('k-settle');

@@ -99,6 +99,54 @@ describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
     }
   });
 
+  test('the cache demo runs as printed; a hit\'s ledger row costs 0 and records what it saved', T, async () => {
+    const e = { LLMGW_ADMIN_URL: `http://127.0.0.1:${ports.admin}`, LLMGW_ADMIN_TOKEN: fs.readFileSync(path.join(run, 'admin.token'), 'utf8').trim() };
+    // The two lines up.sh printed, run as printed (demo.env sourced).
+    const up = sh([UP]);
+    assert.equal(up.status, 0, up.out);
+    const lines = up.stdout.split('\n');
+    const at = lines.findIndex((l) => l.includes('for i in 1 2; do curl'));
+    assert.ok(at > 0, `the cache demo in up.sh's output:\n${up.stdout}`);
+    const demo = `set -a; source "${run}/demo.env"; set +a\n${lines.slice(at, at + 2).join('\n')}`;
+    const r = sh(['-e', '-c', demo]);
+    assert.equal(r.status, 0, r.out);
+    assert.deepEqual(r.stdout.trim().split('\n').map((l) => l.trim().toLowerCase()),
+      ['x-llmgw-cache: miss', 'x-llmgw-cache: hit']);
+    // The money: a miss and a hit of a new question, their ledger rows.
+    const ask = async () => {
+      const res = await fetch(`http://127.0.0.1:${ports.gw}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'cached', temperature: 0, messages: [{ role: 'user', content: `ledger ${run}` }] }),
+      });
+      await res.text();
+      return { id: res.headers.get('x-request-id'), cache: res.headers.get('x-llmgw-cache'), cost: res.headers.get('x-llmgw-cost-picodollars') };
+    };
+    const miss = await ask();
+    const hit = await ask();
+    assert.deepEqual([miss.cache, hit.cache], ['miss', 'hit']);
+    assert.equal(hit.cost, '0');
+    const row = async (id) => h.waitFor(() => {
+      const l = sh([CTL, 'ledger', id], { env: e });
+      const rows = l.status === 0 ? JSON.parse(l.stdout).data : [];
+      return rows.length ? rows : null;
+    }, { timeoutMs: 20_000, what: `the ledger rows of ${id}` });
+    const [m] = await row(miss.id);
+    const hitRows = await row(hit.id);
+    assert.equal(hitRows.length, 1, 'one row for a hit');
+    assert.equal(m.cache_hit, false);
+    assert.ok(m.cost_picodollars > 0, 'the mock is priced');
+    assert.equal(hitRows[0].cache_hit, true);
+    assert.equal(hitRows[0].cost_picodollars, 0);
+    assert.equal(hitRows[0].input_tokens + hitRows[0].output_tokens, 0);
+    assert.equal(hitRows[0].saved_picodollars, m.cost_picodollars);
+    const usage = sh([CTL, 'usage', '--group-by', 'route'], { env: e });
+    assert.equal(usage.status, 0, usage.out);
+    const g = JSON.parse(usage.stdout).groups.find((x) => x.route === 'cached');
+    assert.ok(g && g.cache_hits >= 2, usage.stdout);
+    assert.ok(BigInt(g.saved_picodollars) > BigInt(m.cost_picodollars), usage.stdout); // both hits
+  });
+
   test('the README tour runs as printed, and each step shows what it says', T, () => {
     const readme = fs.readFileSync(path.join(h.REPO_ROOT, 'README.md'), 'utf8');
     const block = /<!-- tour:begin -->\n```sh\n([\s\S]*?)```\n<!-- tour:end -->/.exec(readme);
