@@ -212,7 +212,8 @@ static int enum_index(const char *const *names, const char *v);
 static const char *const cache_scope_names[] = {[DP_CACHE_SCOPE_TEAM] = "team",
                                                 [DP_CACHE_SCOPE_KEY] = "key",
                                                 [DP_CACHE_SCOPE_PROJECT] = "project",
-                                                [DP_CACHE_SCOPE_GLOBAL] = "global", NULL};
+                                                [DP_CACHE_SCOPE_GLOBAL] = "global",
+                                                NULL};
 
 /* A route's "cache" object (docs/cache.md): absent or null, off; else
  * ttl_s (required), scope and deterministic, and no other member. */
