@@ -143,6 +143,28 @@ describe('hits and misses', () => {
     assert.equal(upstreamCalls(nonce), 1);
   });
 
+  test('Responses (stateless): a miss, then a hit with the same output text, streamed too', T, async () => {
+    const nonce = h.randomId('resp');
+    const client = h.openaiClient(gw);
+    const req = { model: 'cached', temperature: 0, store: false, input: `cache test ${nonce}` };
+    const a = await client.responses.create(req).withResponse();
+    const b = await client.responses.create(req).withResponse();
+    assert.equal(a.response.headers.get('x-llmgw-cache'), 'miss');
+    assert.equal(b.response.headers.get('x-llmgw-cache'), 'hit');
+    assert.ok(a.data.output_text.length > 0);
+    assert.equal(b.data.output_text, a.data.output_text);
+    assert.equal(b.data.status, 'completed');
+    let text = '';
+    let completed = false;
+    for await (const ev of await client.responses.create({ ...req, stream: true })) {
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+      if (ev.type === 'response.completed') completed = true;
+    }
+    assert.equal(text, a.data.output_text);
+    assert.ok(completed, 'the replayed stream ends with response.completed');
+    assert.equal(upstreamCalls(nonce), 1);
+  });
+
   test('streamed replay: the same content and usage as the live stream, and its end', T, async () => {
     const nonce = h.randomId('stream');
     const body = ask('cached', nonce, { stream: true, stream_options: { include_usage: true } });
