@@ -162,6 +162,7 @@ static const char *messages_parse(struct mock_call *c, json_t *root)
             return "output_config.format.schema: Field required";
         mock_plan_json(c, json_object_get(fmt, "schema"));
     }
+    mock_plan_role(c, system, messages);
     plan_citations(c, root);
 
     json_t *tools = json_object_get(root, "tools");

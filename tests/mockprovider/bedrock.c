@@ -213,6 +213,7 @@ static const char *converse_parse(struct mock_call *c, json_t *root)
         mock_plan_json(c, schema);
         json_decref(schema);
     }
+    mock_plan_role(c, system, messages);
 
     json_t *tc = json_object_get(root, "toolConfig");
     if (tc == NULL || json_is_null(tc))

@@ -212,6 +212,7 @@ static const char *generate_parse(struct mock_call *c, json_t *root)
     mock_plan_answer(c, max);
     if (json_is_object(json_object_get(gen, "responseJsonSchema")))
         mock_plan_json(c, json_object_get(gen, "responseJsonSchema"));
+    mock_plan_role(c, sys, contents);
 
     json_t *tools = json_object_get(root, "tools");
     if (tools == NULL || json_is_null(tools))

@@ -381,6 +381,13 @@ void mock_plan_json(struct mock_call *c, const json_t *schema);
 int mock_append_answer(struct gw_buf *b, const struct mock_call *c, int from, int to)
     __attribute__((warn_unused_result));
 const char *mock_citation_json(const struct mock_call *c);
+/* The gateway's own calls (roles.c): when the system prompt (system, or
+ * when NULL the first system/developer message of the conversation, a
+ * message list) starts with "llmgw prompt-injection classifier" or "llmgw
+ * answer judge", the answer becomes the verdict or the score the markers in
+ * the request's text ask for, as one text token (after mock_plan_answer
+ * and mock_plan_json; docs/mockprovider.md, Guardrails). */
+void mock_plan_role(struct mock_call *c, json_t *system, json_t *conversation);
 /* The same for the reasoning text "reason1 reason2 ...". */
 int mock_append_reasoning(struct gw_buf *b, int from, int to) __attribute__((warn_unused_result));
 /* The signature every mock thinking block carries (base64 of

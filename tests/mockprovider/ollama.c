@@ -112,6 +112,7 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
         mock_plan_json(c, any);
         json_decref(any);
     }
+    mock_plan_role(c, NULL, messages);
 
     json_t *tools = json_object_get(root, "tools");
     if (tools != NULL && !json_is_array(tools) && !json_is_null(tools))

@@ -132,6 +132,7 @@ static const char *chat_parse(struct mock_call *c, json_t *root)
             return "response_format.json_schema.schema: must be an object";
         mock_plan_json(c, schema);
     }
+    mock_plan_role(c, NULL, messages);
 
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");

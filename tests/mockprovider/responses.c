@@ -165,6 +165,7 @@ static const char *responses_parse(struct mock_call *c, json_t *root)
     const char *tft = json_string_value(json_object_get(tfmt, "type"));
     if (tft && strcmp(tft, "json_schema") == 0)
         mock_plan_json(c, json_object_get(tfmt, "schema"));
+    mock_plan_role(c, json_is_string(instructions) ? instructions : NULL, input);
 
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
