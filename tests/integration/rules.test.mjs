@@ -6,8 +6,9 @@
 // alerts need a control plane, the control plane's own alerts (stale
 // build, Postgres down) wait their time, and the money alerts (unpriced
 // usage, the ledger spool growing, rows dropped, sustained ledger insert
-// errors, rows rejected, a budget nearly spent) fire where they should and
-// only there. Also: the Grafana dashboard is valid JSON whose every panel
+// errors, rows rejected, a budget nearly spent) and the guardrail alerts (a
+// route's judge score dropping, the judge queue dropping) fire where they
+// should and only there. Also: the Grafana dashboard is valid JSON whose every panel
 // has a query, a panel reading a metric no code emits yet says which issue
 // brings it (and only such a panel), and the alert rules read only metrics
 // the code emits. promtool comes with the Debian package prometheus
