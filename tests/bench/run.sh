@@ -24,6 +24,12 @@
 #            against nginx -> mock (BENCH_WORKERS, BENCH_CONNS,
 #            BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_OUT, CACHE_*:
 #            see the script's head)
+#        tests/bench/run.sh --judge
+#            the LLM-as-judge (tests/bench/judge.mjs): the client's latency
+#            with the judge sampling every request against the same route
+#            sampling none, open loop at JUDGE_RATE, legs interleaved, and
+#            the judge's counts from /metrics (BENCH_WORKERS, BENCH_ROUNDS,
+#            BENCH_WARMUP, BENCH_OUT, JUDGE_*: see the script's head)
 #
 # Environment:
 #   LLMGW_BUILD_DIR      build tree (default: <repo>/build, a Release build)
@@ -70,6 +76,9 @@ if [[ ${1:-} == --watchload ]]; then
 fi
 if [[ ${1:-} == --cache ]]; then
     exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/cache.mjs"
+fi
+if [[ ${1:-} == --judge ]]; then
+    exec node "$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/judge.mjs"
 fi
 # --open-loop: the same targets at fixed request rates (tests/bench/openloop.c:
 # latency from each request's due time, so a stall cannot hide the requests
