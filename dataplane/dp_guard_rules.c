@@ -1,0 +1,874 @@
+/*
+ * dp_guard_rules: the prompt-injection rules, compiled, and the scan of a
+ * text against them (dp_guard_rules.h says what is matched and how). The
+ * normalizer is two linear passes over one buffer: the first folds each
+ * code point and writes words separated by one "gap" byte each (the width,
+ * in code points, of the separators it stands for, 1 to 31: bytes that the
+ * folded text never holds); the second joins runs of spaced-out letters,
+ * in place (it never writes past what it has read), turns every gap into
+ * one space and pads the ends.
+ */
+#include "dp_guard_rules.h"
+
+#include <pthread.h>
+#include <regex.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_buf.h"
+#include "gw_error.h"
+#include "gw_str.h"
+
+/* common/guard_rules.json, written into a C array at build time
+ * (dataplane/CMakeLists.txt, controlplane/embed.cmake). */
+extern const char dp_guard_rules_json[];
+extern const size_t dp_guard_rules_json_len;
+
+#define MIN_BLOB 24       /* base64 symbols in a run worth decoding */
+#define MAX_DECODED 65536 /* bytes decoded from one text's blobs, in all */
+#define MAX_EXPANDED 4096 /* an expression's size once {m,n}, *, + and ? are expanded */
+#define MAX_NESTING 64    /* parentheses in an expression */
+#define MAX_GAP 31        /* the widest gap the first pass records */
+#define STACK_NORM 4096   /* a text this short is normalized on the stack */
+#define RE_FLAGS (REG_EXTENDED | REG_ICASE | REG_NOSUB | REG_NEWLINE)
+
+struct rule {
+    char *id;
+    enum dp_guard_severity severity;
+    int is_regex;
+    char *needle; /* a phrase's normalized form, " word word " */
+    size_t needle_len;
+    regex_t re; /* an expression's, compiled when is_regex */
+};
+
+struct dp_guard_rules {
+    size_t n;
+    struct rule *rules; /* in the array's order */
+    size_t *order;      /* indexes by severity, highest first, else in the array's order */
+};
+
+const char *dp_guard_severity_name(enum dp_guard_severity s)
+{
+    return s == DP_GUARD_HIGH ? "high" : s == DP_GUARD_MEDIUM ? "medium" : "low";
+}
+
+int dp_guard_severity_parse(const char *s)
+{
+    if (!s)
+        return -1;
+    if (!strcmp(s, "low"))
+        return DP_GUARD_LOW;
+    if (!strcmp(s, "medium"))
+        return DP_GUARD_MEDIUM;
+    if (!strcmp(s, "high"))
+        return DP_GUARD_HIGH;
+    return -1;
+}
+
+/* ---- folding ---------------------------------------------------------- */
+
+#define FOLD_DROP (-1) /* invisible: as if it were not there */
+#define FOLD_SEP 0     /* separates words */
+#define BAD_CP 0xFFFFFFFFu
+
+static inline char ascii_fold(unsigned char c)
+{
+    if (c >= 'a' && c <= 'z')
+        return (char)c;
+    if (c >= 'A' && c <= 'Z')
+        return (char)(c + ('a' - 'A'));
+    if (c >= '0' && c <= '9')
+        return (char)c;
+    return 0;
+}
+
+/* U+00C0..U+00FF and U+0100..U+017F to their base letters. A space is a
+ * separator (the multiplication and division signs); a capital stands for
+ * two letters: A "ae", T "th", S "ss", I "ij", O "oe". */
+static const char latin1[] = "aaaaaaAceeeeiiiidnooooo ouuuuyTS"
+                             "aaaaaaAceeeeiiiidnooooo ouuuuyTy";
+static const char latin_ext_a[] = "aaaaaaccccccccddddeeeeeeeeeegggggggghhhhiiiiiiiiiiIIjjkkk"
+                                  "llllllllllnnnnnnnnnooooooOOrrrrrrssssssssttttttuuuuuuuuuuu"
+                                  "uwwyyyzzzzzzs";
+_Static_assert(sizeof(latin1) == 64 + 1, "latin1: U+00C0..U+00FF");
+_Static_assert(sizeof(latin_ext_a) == 128 + 1, "latin_ext_a: U+0100..U+017F");
+
+/* Letters from other blocks that pass for ASCII ones, sorted by code point. */
+static const struct {
+    uint32_t cp;
+    char c;
+} lookalikes[] = {
+    {0x00AA, 'a'}, {0x00B2, '2'},  {0x00B3, '3'},  {0x00B9, '1'}, {0x00BA, 'o'}, {0x0251, 'a'},
+    {0x0261, 'g'}, {0x0269, 'i'},  {0x0386, 'a'},  {0x0388, 'e'}, {0x0389, 'h'}, {0x038A, 'i'},
+    {0x038C, 'o'}, {0x038E, 'y'},  {0x0391, 'a'},  {0x0392, 'b'}, {0x0395, 'e'}, {0x0396, 'z'},
+    {0x0397, 'h'}, {0x0399, 'i'},  {0x039A, 'k'},  {0x039C, 'm'}, {0x039D, 'n'}, {0x039F, 'o'},
+    {0x03A1, 'p'}, {0x03A4, 't'},  {0x03A5, 'y'},  {0x03A7, 'x'}, {0x03AA, 'i'}, {0x03AB, 'y'},
+    {0x03AC, 'a'}, {0x03AD, 'e'},  {0x03AF, 'i'},  {0x03B1, 'a'}, {0x03B5, 'e'}, {0x03B9, 'i'},
+    {0x03BA, 'k'}, {0x03BD, 'v'},  {0x03BF, 'o'},  {0x03C1, 'p'}, {0x03C4, 't'}, {0x03C5, 'u'},
+    {0x03C7, 'x'}, {0x03CA, 'i'},  {0x03CB, 'u'},  {0x03CC, 'o'}, {0x03CD, 'u'}, {0x03F2, 'c'},
+    {0x03F3, 'j'}, {0x03F9, 'c'},  {0x0400, 'e'},  {0x0401, 'e'}, {0x0405, 's'}, {0x0406, 'i'},
+    {0x0407, 'i'}, {0x0408, 'j'},  {0x0410, 'a'},  {0x0412, 'b'}, {0x0415, 'e'}, {0x041A, 'k'},
+    {0x041C, 'm'}, {0x041D, 'h'},  {0x041E, 'o'},  {0x0420, 'p'}, {0x0421, 'c'}, {0x0422, 't'},
+    {0x0423, 'y'}, {0x0425, 'x'},  {0x0430, 'a'},  {0x0435, 'e'}, {0x043E, 'o'}, {0x0440, 'p'},
+    {0x0441, 'c'}, {0x0443, 'y'},  {0x0445, 'x'},  {0x0450, 'e'}, {0x0451, 'e'}, {0x0455, 's'},
+    {0x0456, 'i'}, {0x0457, 'i'},  {0x0458, 'j'},  {0x04AE, 'y'}, {0x04AF, 'y'}, {0x04BA, 'h'},
+    {0x04BB, 'h'}, {0x04C0, 'l'},  {0x04CF, 'l'},  {0x0500, 'd'}, {0x0501, 'd'}, {0x051A, 'q'},
+    {0x051B, 'q'}, {0x051C, 'w'},  {0x051D, 'w'},  {0x2102, 'c'}, {0x210A, 'g'}, {0x210B, 'h'},
+    {0x210C, 'h'}, {0x210D, 'h'},  {0x210E, 'h'},  {0x2110, 'i'}, {0x2111, 'i'}, {0x2112, 'l'},
+    {0x2113, 'l'}, {0x2115, 'n'},  {0x2119, 'p'},  {0x211A, 'q'}, {0x211B, 'r'}, {0x211C, 'r'},
+    {0x211D, 'r'}, {0x2124, 'z'},  {0x2128, 'z'},  {0x212A, 'k'}, {0x212C, 'b'}, {0x212D, 'c'},
+    {0x212F, 'e'}, {0x2130, 'e'},  {0x2131, 'f'},  {0x2133, 'm'}, {0x2134, 'o'}, {0x2139, 'i'},
+    {0x24EA, '0'}, {0x1D6A4, 'i'}, {0x1D6A5, 'j'},
+};
+
+/* Invisible characters, as inclusive ranges sorted by code point. */
+static const struct {
+    uint32_t lo, hi;
+} invisible[] = {
+    {0x00AD, 0x00AD},   /* soft hyphen */
+    {0x0300, 0x036F},   /* combining diacritical marks (and the grapheme joiner) */
+    {0x061C, 0x061C},   /* Arabic letter mark */
+    {0x115F, 0x1160},   /* Hangul fillers */
+    {0x17B4, 0x17B5},   /* Khmer inherent vowels */
+    {0x180B, 0x180F},   /* Mongolian variation selectors, vowel separator */
+    {0x1AB0, 0x1AFF},   /* combining marks, extended */
+    {0x1DC0, 0x1DFF},   /* combining marks, supplement */
+    {0x200B, 0x200F},   /* zero-width space, (non-)joiner, direction marks */
+    {0x202A, 0x202E},   /* bidirectional embeddings and overrides */
+    {0x2060, 0x206F},   /* word joiner, invisible operators, isolates */
+    {0x20D0, 0x20FF},   /* combining marks for symbols */
+    {0x3164, 0x3164},   /* Hangul filler */
+    {0xFE00, 0xFE0F},   /* variation selectors */
+    {0xFE20, 0xFE2F},   /* combining half marks */
+    {0xFEFF, 0xFEFF},   /* zero-width no-break space (BOM) */
+    {0xFFA0, 0xFFA0},   /* half-width Hangul filler */
+    {0x1D173, 0x1D17A}, /* musical formatting */
+    {0xE0000, 0xE007F}, /* tags */
+    {0xE0100, 0xE01EF}, /* variation selectors, supplement */
+};
+
+static int is_invisible(uint32_t cp)
+{
+    size_t lo = 0, hi = sizeof(invisible) / sizeof(*invisible);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < invisible[mid].lo)
+            hi = mid;
+        else if (cp > invisible[mid].hi)
+            lo = mid + 1;
+        else
+            return 1;
+    }
+    return 0;
+}
+
+static char lookalike(uint32_t cp)
+{
+    size_t lo = 0, hi = sizeof(lookalikes) / sizeof(*lookalikes);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < lookalikes[mid].cp)
+            hi = mid;
+        else if (cp > lookalikes[mid].cp)
+            lo = mid + 1;
+        else
+            return lookalikes[mid].c;
+    }
+    return 0;
+}
+
+/* A letter from a table above: its one or two letters in out. */
+static int table_letter(char t, char out[2])
+{
+    static const char *const pairs[] = {"ae", "th", "ss", "ij", "oe"};
+    static const char caps[] = "ATSIO";
+    if (t == ' ')
+        return FOLD_SEP;
+    const char *p = strchr(caps, t);
+    if (p && *p) {
+        memcpy(out, pairs[p - caps], 2);
+        return 2;
+    }
+    out[0] = t;
+    return 1;
+}
+
+/* What one code point above ASCII becomes: FOLD_DROP, FOLD_SEP, or one or
+ * two ASCII letters or digits in out (their count). */
+static int fold_cp(uint32_t cp, char out[2])
+{
+    if (cp >= 0xC0 && cp <= 0xFF)
+        return table_letter(latin1[cp - 0xC0], out);
+    if (cp >= 0x100 && cp <= 0x17F)
+        return table_letter(latin_ext_a[cp - 0x100], out);
+    if (cp >= 0xFF01 && cp <= 0xFF5E) { /* full-width ASCII */
+        out[0] = ascii_fold((unsigned char)(cp - 0xFEE0));
+        return out[0] ? 1 : FOLD_SEP;
+    }
+    if (cp >= 0x1D400 && cp <= 0x1D6A3) { /* 13 mathematical alphabets of 52 */
+        uint32_t k = (cp - 0x1D400) % 52;
+        out[0] = (char)('a' + (k < 26 ? k : k - 26));
+        return 1;
+    }
+    if (cp >= 0x1D7CE && cp <= 0x1D7FF) { /* mathematical digits, 5 sets */
+        out[0] = (char)('0' + (cp - 0x1D7CE) % 10);
+        return 1;
+    }
+    /* Parenthesized, circled (capital, small), squared, negative circled,
+     * negative squared and regional-indicator letters: runs of 26. */
+    static const uint32_t runs26[] = {0x249C, 0x24B6, 0x24D0, 0x1F130, 0x1F150, 0x1F170, 0x1F1E6};
+    for (size_t i = 0; i < sizeof(runs26) / sizeof(*runs26); i++)
+        if (cp >= runs26[i] && cp < runs26[i] + 26) {
+            out[0] = (char)('a' + (cp - runs26[i]));
+            return 1;
+        }
+    if (cp >= 0x2460 && cp <= 0x2468) { /* circled 1..9 */
+        out[0] = (char)('1' + (cp - 0x2460));
+        return 1;
+    }
+    if ((out[0] = lookalike(cp)) != 0)
+        return 1;
+    return is_invisible(cp) ? FOLD_DROP : FOLD_SEP;
+}
+
+/* One UTF-8 sequence at s (n > 0 bytes): the bytes it takes and *cp, or 1
+ * and BAD_CP for a byte that does not start a well-formed one (overlong
+ * forms, surrogates and code points past U+10FFFF included). */
+static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t v, min;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2, v = c & 0x1F, min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3, v = c & 0x0F, min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4, v = c & 0x07, min = 0x10000;
+    } else {
+        *cp = BAD_CP;
+        return 1;
+    }
+    if (n < len) {
+        *cp = BAD_CP;
+        return 1;
+    }
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80) {
+            *cp = BAD_CP;
+            return 1;
+        }
+        v = v << 6 | (s[k] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+        *cp = BAD_CP;
+        return 1;
+    }
+    *cp = v;
+    return len;
+}
+
+/* ---- normalizing -------------------------------------------------------- */
+
+/* The first pass: words of folded letters at d[1..], one gap byte between
+ * two words, nothing before the first or after the last. Returns the end.
+ * Every input byte gives at most one output byte, so d needs n + 1. */
+static size_t fold_text(const unsigned char *s, size_t n, char *d)
+{
+    size_t w = 1;
+    unsigned gap = 0;
+    int any = 0;
+    for (size_t i = 0; i < n;) {
+        char f[2];
+        int k;
+        if (s[i] < 0x80) {
+            f[0] = ascii_fold(s[i++]);
+            k = f[0] ? 1 : FOLD_SEP;
+        } else {
+            uint32_t cp;
+            i += utf8_next(s + i, n - i, &cp);
+            k = cp == BAD_CP ? FOLD_SEP : fold_cp(cp, f);
+        }
+        if (k == FOLD_DROP)
+            continue;
+        if (k == FOLD_SEP) {
+            if (gap < MAX_GAP)
+                gap++;
+            continue;
+        }
+        if (gap && any)
+            d[w++] = (char)gap;
+        gap = 0;
+        any = 1;
+        d[w++] = f[0];
+        if (k == 2)
+            d[w++] = f[1];
+    }
+    return w;
+}
+
+static inline int is_gap(char c)
+{
+    return c > 0 && c <= MAX_GAP;
+}
+
+/* The length of the word at d[r..end). */
+static inline size_t word_len(const char *d, size_t r, size_t end)
+{
+    size_t k = r;
+    while (k < end && !is_gap(d[k]))
+        k++;
+    return k - r;
+}
+
+/* The second pass, in place over fold_text's output d[1..end): spaced-out
+ * letters joined, gaps made spaces, a space at each end. Returns the
+ * length (at most end + 1). Writing never overtakes reading: w <= r holds
+ * before each word is copied, and a run of letters writes at most two
+ * bytes (a space and a letter) for every two it reads. */
+static size_t join_and_pad(char *d, size_t end)
+{
+    size_t r = 1, w = 0;
+    d[w++] = ' ';
+    while (r < end) {
+        if (w > 1)
+            d[w++] = ' ';
+        size_t len = word_len(d, r, end);
+        if (len != 1) {
+            memmove(d + w, d + r, len);
+            w += len, r += len;
+        } else {
+            /* A run of one-letter words: d[r], d[r+2], ..., d[last]. */
+            size_t last = r, count = 1;
+            char narrowest = MAX_GAP + 1;
+            while (last + 2 < end && word_len(d, last + 2, end) == 1) {
+                if (d[last + 1] < narrowest)
+                    narrowest = d[last + 1];
+                last += 2, count++;
+            }
+            for (size_t p = r; p <= last; p += 2) {
+                char c = d[p], gap = p > r ? d[p - 1] : 0;
+                if (p > r && (count < 3 || gap != narrowest))
+                    d[w++] = ' ';
+                d[w++] = c;
+            }
+            r = last + 1;
+        }
+        if (r < end)
+            r++; /* the gap after the word */
+    }
+    if (w > 1)
+        d[w++] = ' ';
+    d[w] = 0;
+    return w;
+}
+
+/* The normalized form of n bytes at s into d (room for n + 3 bytes: the
+ * form is at most n + 2, and a NUL). Returns its length. */
+static size_t normalize_into(const char *s, size_t n, char *d)
+{
+    size_t end = n ? fold_text((const unsigned char *)s, n, d) : 1;
+    return join_and_pad(d, end);
+}
+
+int dp_guard_normalize(const char *text, size_t len, struct gw_buf *out)
+{
+    if (len > SIZE_MAX - 3)
+        return GW_EINVAL;
+    char *d = malloc(len + 3);
+    if (!d)
+        return GW_ENOMEM;
+    size_t n = normalize_into(text, len, d);
+    int rc = gw_buf_append(out, d, n);
+    free(d);
+    return rc;
+}
+
+/* ---- compiling ---------------------------------------------------------- */
+
+/* The size of an expression's parse tree once glibc has expanded its
+ * repetitions (roughly: a bounded repetition copies its operand), so that
+ * "((a{0,100}){0,100}){0,100}" is refused before regcomp builds a million
+ * nodes and every scan walks them. Returns 0, or -1 past MAX_EXPANDED or
+ * MAX_NESTING. Malformed expressions are regcomp's to refuse. */
+static int expanded_size(const char *p, size_t n)
+{
+    size_t cur[MAX_NESTING + 1], alt[MAX_NESTING + 1], depth = 0, last = 0;
+    cur[0] = alt[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t times = 0;
+        switch (p[i]) {
+        case '(':
+            if (depth == MAX_NESTING)
+                return -1;
+            depth++;
+            cur[depth] = alt[depth] = 0;
+            last = 0;
+            continue;
+        case ')':
+            if (depth == 0) {
+                last = 1; /* unmatched: regcomp's to judge */
+                break;
+            }
+            last = cur[depth] + alt[depth] + 1;
+            depth--;
+            cur[depth] += last;
+            goto check;
+        case '|':
+            alt[depth] += cur[depth];
+            cur[depth] = 0;
+            last = 0;
+            continue;
+        case '[':
+            /* A bracket expression is one node: skip to its ']' (a ']'
+             * first, after an optional '^', is a member; so are the
+             * brackets of [:class:], [=x=] and [.x.]). */
+            i++;
+            if (i < n && p[i] == '^')
+                i++;
+            if (i < n && p[i] == ']')
+                i++;
+            while (i < n && p[i] != ']') {
+                if (p[i] == '[' && i + 1 < n && strchr(":=.", p[i + 1]) && p[i + 1]) {
+                    char close = p[i + 1];
+                    i += 2;
+                    while (i + 1 < n && !(p[i] == close && p[i + 1] == ']'))
+                        i++;
+                    i++;
+                }
+                i++;
+            }
+            last = 1;
+            break;
+        case '\\':
+            i++;
+            last = 1;
+            break;
+        case '*':
+        case '+':
+        case '?':
+            times = 2;
+            break;
+        case '{': {
+            size_t j = i + 1, lo = 0, hi = 0;
+            int digits = 0, comma = 0, hidigits = 0;
+            while (j < n && p[j] >= '0' && p[j] <= '9' && lo <= 100000)
+                lo = lo * 10 + (size_t)(p[j++] - '0'), digits++;
+            if (j < n && p[j] == ',') {
+                comma = 1, j++;
+                while (j < n && p[j] >= '0' && p[j] <= '9' && hi <= 100000)
+                    hi = hi * 10 + (size_t)(p[j++] - '0'), hidigits++;
+            }
+            if (j < n && p[j] == '}' && (digits || hidigits)) {
+                times = comma ? (hidigits ? hi : lo + 1) : lo;
+                if (times < 1)
+                    times = 1;
+                i = j;
+                break;
+            }
+            last = 1; /* a '{' that opens no bound is itself */
+            break;
+        }
+        default:
+            last = 1;
+            break;
+        }
+        if (times) {
+            /* The operand (last) is already counted once; times - 1 more. */
+            if (last && times - 1 > (MAX_EXPANDED + 1) / last)
+                return -1;
+            cur[depth] += last * (times - 1);
+            last *= times;
+        } else {
+            cur[depth] += last;
+        }
+    check:
+        if (cur[depth] + alt[depth] > MAX_EXPANDED || last > MAX_EXPANDED)
+            return -1;
+    }
+    return 0;
+}
+
+/* The check of one rule's pattern, and the compiled rule: 0, or -1 with a
+ * message (no field name) in err. */
+static int compile_pattern(struct rule *u, int is_regex, const char *pattern, char *err,
+                           size_t errlen)
+{
+    size_t n = strlen(pattern);
+    if (n == 0 || n > DP_GUARD_MAX_PATTERN) {
+        snprintf(err, errlen, "must be 1 to %d bytes", DP_GUARD_MAX_PATTERN);
+        return -1;
+    }
+    if (!is_regex) {
+        char *d = malloc(n + 3);
+        if (!d) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        size_t len = normalize_into(pattern, n, d);
+        if (len < 3) {
+            free(d);
+            snprintf(err, errlen, "a phrase needs a letter or a digit");
+            return -1;
+        }
+        if (u) {
+            u->needle = d, u->needle_len = len;
+        } else {
+            free(d);
+        }
+        return 0;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        if (pattern[i] == '\\') {
+            if (pattern[i + 1] >= '1' && pattern[i + 1] <= '9') {
+                snprintf(err, errlen, "may not hold a back-reference (\\%c)", pattern[i + 1]);
+                return -1;
+            }
+            i++; /* an escaped character, "\\\\" too */
+        }
+    if (expanded_size(pattern, n) < 0) {
+        snprintf(err, errlen, "too large once its repetitions are expanded (at most %d nodes)",
+                 MAX_EXPANDED);
+        return -1;
+    }
+    regex_t re;
+    int rc = regcomp(&re, pattern, RE_FLAGS);
+    if (rc != 0) {
+        char msg[128];
+        regerror(rc, &re, msg, sizeof(msg));
+        snprintf(err, errlen, "does not compile: %s", msg);
+        return -1;
+    }
+    if (u)
+        u->re = re;
+    else
+        regfree(&re);
+    return 0;
+}
+
+int dp_guard_pattern_check(const char *kind, const char *pattern, char *err, size_t errlen)
+{
+    int is_regex = kind && !strcmp(kind, "regex");
+    if (!is_regex && !(kind && !strcmp(kind, "phrase"))) {
+        snprintf(err, errlen, "kind must be \"phrase\" or \"regex\"");
+        return -1;
+    }
+    if (!pattern) {
+        snprintf(err, errlen, "required, a string");
+        return -1;
+    }
+    return compile_pattern(NULL, is_regex, pattern, err, errlen);
+}
+
+static int valid_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > 63)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i && (c == '_' || c == '-'));
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static void rule_free(struct rule *u)
+{
+    free(u->id);
+    free(u->needle);
+    if (u->is_regex)
+        regfree(&u->re);
+}
+
+void dp_guard_rules_free(struct dp_guard_rules *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        rule_free(&r->rules[i]);
+    free(r->rules);
+    free(r->order);
+    free(r);
+}
+
+size_t dp_guard_rules_count(const struct dp_guard_rules *r)
+{
+    return r ? r->n : 0;
+}
+
+/* One element of the array into *u (zeroed): 0, or -1 with the message. */
+static int compile_rule(const json_t *o, size_t i, const struct dp_guard_rules *r, struct rule *u,
+                        char *err, size_t errlen)
+{
+    if (!json_is_object(o)) {
+        snprintf(err, errlen, "guard_rules[%zu]: must be an object", i);
+        return -1;
+    }
+    const json_t *v = json_object_get(o, "id");
+    if (!json_is_string(v) || !valid_id(json_string_value(v))) {
+        snprintf(err, errlen, "guard_rules[%zu].id: required, [a-z0-9][a-z0-9_-]{0,62}", i);
+        return -1;
+    }
+    const char *id = json_string_value(v);
+    for (size_t k = 0; k < i; k++)
+        if (!strcmp(r->rules[k].id, id)) {
+            snprintf(err, errlen, "guard_rules[%zu].id: '%s' is also guard_rules[%zu]", i, id, k);
+            return -1;
+        }
+    v = json_object_get(o, "severity");
+    int sev = dp_guard_severity_parse(json_is_string(v) ? json_string_value(v) : NULL);
+    if (sev < 0) {
+        snprintf(err, errlen,
+                 "guard_rules[%zu].severity: required, low, medium or high (rule '%s')", i, id);
+        return -1;
+    }
+    v = json_object_get(o, "description");
+    if (v && !json_is_string(v) && !json_is_null(v)) {
+        snprintf(err, errlen, "guard_rules[%zu].description: must be a string (rule '%s')", i, id);
+        return -1;
+    }
+    v = json_object_get(o, "kind");
+    const char *kind = json_is_string(v) ? json_string_value(v) : "";
+    int is_regex = !strcmp(kind, "regex");
+    if (!is_regex && strcmp(kind, "phrase")) {
+        snprintf(err, errlen, "guard_rules[%zu].kind: required, phrase or regex (rule '%s')", i,
+                 id);
+        return -1;
+    }
+    v = json_object_get(o, "pattern");
+    if (!json_is_string(v)) {
+        snprintf(err, errlen, "guard_rules[%zu].pattern: required, a string (rule '%s')", i, id);
+        return -1;
+    }
+    if (strlen(json_string_value(v)) != json_string_length(v)) {
+        snprintf(err, errlen, "guard_rules[%zu].pattern: may not hold a NUL (rule '%s')", i, id);
+        return -1;
+    }
+    char why[200];
+    if (compile_pattern(u, is_regex, json_string_value(v), why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "guard_rules[%zu].pattern: %s (rule '%s')", i, why, id);
+        return -1;
+    }
+    u->is_regex = is_regex;
+    u->severity = (enum dp_guard_severity)sev;
+    if (!(u->id = strdup(id))) {
+        u->is_regex ? regfree(&u->re) : free(u->needle);
+        u->needle = NULL, u->is_regex = 0;
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+struct dp_guard_rules *dp_guard_rules_compile(const json_t *arr, char *err, size_t errlen)
+{
+    if (!json_is_array(arr)) {
+        snprintf(err, errlen, "guard_rules: must be an array");
+        return NULL;
+    }
+    size_t n = json_array_size(arr);
+    struct dp_guard_rules *r = calloc(1, sizeof(*r));
+    if (!r || !(r->rules = calloc(n ? n : 1, sizeof(*r->rules))) ||
+        !(r->order = calloc(n ? n : 1, sizeof(*r->order)))) {
+        dp_guard_rules_free(r);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (compile_rule(json_array_get(arr, i), i, r, &r->rules[i], err, errlen) < 0) {
+            dp_guard_rules_free(r);
+            return NULL;
+        }
+        r->n++;
+    }
+    size_t k = 0;
+    for (int s = DP_GUARD_HIGH; s >= DP_GUARD_LOW; s--)
+        for (size_t i = 0; i < n; i++)
+            if ((int)r->rules[i].severity == s)
+                r->order[k++] = i;
+    return r;
+}
+
+static struct dp_guard_rules *defaults;
+static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
+
+static void defaults_init(void)
+{
+    json_t *doc =
+        json_loadb(dp_guard_rules_json, dp_guard_rules_json_len, JSON_REJECT_DUPLICATES, NULL);
+    char err[256];
+    defaults = dp_guard_rules_compile(json_object_get(doc, "rules"), err, sizeof(err));
+    json_decref(doc);
+}
+
+const struct dp_guard_rules *dp_guard_rules_default(void)
+{
+    pthread_once(&defaults_once, defaults_init);
+    return defaults;
+}
+
+const char *dp_guard_rules_default_json(size_t *len)
+{
+    if (len)
+        *len = dp_guard_rules_json_len;
+    return dp_guard_rules_json;
+}
+
+/* ---- scanning ----------------------------------------------------------- */
+
+static inline int b64_value(unsigned char c)
+{
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return gw_b64_digit(c);
+}
+
+/* Mostly printable UTF-8: at least nine code points in ten are neither
+ * control characters nor bytes outside a well-formed sequence. */
+static int mostly_printable(const unsigned char *s, size_t n)
+{
+    size_t total = 0, bad = 0;
+    for (size_t i = 0; i < n; total++) {
+        uint32_t cp = s[i];
+        if (cp < 0x80)
+            i++;
+        else
+            i += utf8_next(s + i, n - i, &cp);
+        if (cp == BAD_CP || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') ||
+            (cp >= 0x7F && cp < 0xA0))
+            bad++;
+    }
+    return total > 0 && bad * 10 <= total;
+}
+
+/* The decoded base64 blobs of a text, each normalized, one after another
+ * with a newline between them (which no expression's '.' or [^...] crosses,
+ * as they are compiled with REG_NEWLINE, and no phrase holds). */
+struct blobs {
+    unsigned char *dec; /* one blob's decoded bytes */
+    char *text;
+    size_t len, cap, decoded;
+};
+
+/* Finds, decodes and normalizes the blobs in the n bytes at s into *b:
+ * 0 (b->text NULL when there are none), or GW_ENOMEM. */
+static int find_blobs(const unsigned char *s, size_t n, struct blobs *b)
+{
+    int kept = 0;
+    size_t i = 0;
+    while (i < n && kept < DP_GUARD_MAX_BLOBS) {
+        if (b64_value(s[i]) < 0) {
+            i++;
+            continue;
+        }
+        size_t start = i, symbols = 0;
+        for (;;) {
+            while (i < n && b64_value(s[i]) >= 0)
+                i++, symbols++;
+            /* A line break after whole quanta, then more symbols: wrapped. */
+            size_t j = i;
+            if (j < n && s[j] == '\r')
+                j++;
+            if (j < n && s[j] == '\n')
+                j++;
+            if (j == i || symbols % 4 || j == n || b64_value(s[j]) < 0)
+                break;
+            i = j;
+        }
+        size_t stop = i;
+        for (int pad = 0; pad < 2 && i < n && s[i] == '='; pad++)
+            i++;
+        if (symbols < MIN_BLOB)
+            continue;
+        size_t room = symbols / 4 * 3 + 3;
+        if (b->decoded + room > MAX_DECODED)
+            break;
+        if (!b->text) {
+            b->cap = n / 4 * 3 + 3 + DP_GUARD_MAX_BLOBS * 4 + 1;
+            b->dec = malloc(n / 4 * 3 + 3);
+            b->text = malloc(b->cap);
+            if (!b->dec || !b->text)
+                return GW_ENOMEM;
+        }
+        size_t o = 0;
+        uint32_t acc = 0;
+        int bits = 0;
+        for (size_t k = start; k < stop; k++) {
+            int v = b64_value(s[k]);
+            if (v < 0)
+                continue; /* a line break */
+            acc = acc << 6 | (uint32_t)v;
+            bits += 6;
+            if (bits >= 8) {
+                bits -= 8;
+                b->dec[o++] = (unsigned char)(acc >> bits);
+                acc &= (1u << bits) - 1;
+            }
+        }
+        b->decoded += o;
+        if (!mostly_printable(b->dec, o))
+            continue;
+        kept++;
+        /* normalize_into writes o + 3 at most; the NUL's place takes the
+         * newline. b->cap holds every blob: sum(o) <= n * 3 / 4. */
+        b->len += normalize_into((const char *)b->dec, o, b->text + b->len);
+        b->text[b->len++] = '\n';
+        b->text[b->len] = 0;
+    }
+    return 0;
+}
+
+/* 1 when the rule matches the NUL-terminated t of n bytes, 0 when not,
+ * GW_ENOMEM when the matcher runs out of memory. */
+static int rule_match(const struct rule *u, const char *t, size_t n)
+{
+    if (!u->is_regex)
+        return memmem(t, n, u->needle, u->needle_len) != NULL;
+    int rc = regexec(&u->re, t, 0, NULL, 0);
+    return rc == 0 ? 1 : rc == REG_NOMATCH ? 0 : GW_ENOMEM;
+}
+
+int dp_guard_scan(const struct dp_guard_rules *r, const char *text, size_t len,
+                  struct dp_guard_match *m)
+{
+    if (!r || !r->n)
+        return 0;
+    if (!text)
+        len = 0;
+    if (len > DP_GUARD_MAX_SCAN)
+        len = DP_GUARD_MAX_SCAN;
+    char small[STACK_NORM];
+    char *norm = len + 3 <= sizeof(small) ? small : malloc(len + 3);
+    if (!norm)
+        return GW_ENOMEM;
+    size_t nlen = normalize_into(text, len, norm);
+    struct blobs b = {0};
+    int rc = find_blobs((const unsigned char *)text, len, &b);
+    for (size_t k = 0; rc == 0 && k < r->n; k++) {
+        const struct rule *u = &r->rules[r->order[k]];
+        int hit = rule_match(u, norm, nlen), via = 0;
+        if (hit == 0 && b.len) {
+            hit = rule_match(u, b.text, b.len);
+            via = 1;
+        }
+        if (hit < 0) {
+            rc = hit;
+        } else if (hit) {
+            m->rule_id = u->id;
+            m->severity = u->severity;
+            m->via_base64 = via;
+            rc = 1;
+        }
+    }
+    free(b.dec);
+    free(b.text);
+    if (norm != small)
+        free(norm);
+    return rc;
+}
