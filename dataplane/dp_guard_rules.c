@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <regex.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,21 +33,37 @@ extern const size_t dp_guard_rules_json_len;
 #define MAX_NESTING 64    /* parentheses in an expression */
 #define MAX_GAP 31        /* the widest gap the first pass records */
 #define STACK_NORM 4096   /* a text this short is normalized on the stack */
-#define RE_FLAGS (REG_EXTENDED | REG_ICASE | REG_NOSUB | REG_NEWLINE)
+#define RE_FLAGS (REG_EXTENDED | REG_NOSUB | REG_NEWLINE) /* REG_ICASE: re_flags() */
+#define COPIES 8 /* copies of the combined expression, for threads in parallel */
 
 struct rule {
     char *id;
     enum dp_guard_severity severity;
     int is_regex;
-    char *needle; /* a phrase's normalized form, " word word " */
+    int flags;      /* an expression's regcomp flags */
+    int combinable; /* 1: part of the combined expression (below) */
+    char *needle;   /* a phrase's normalized form, " word word " */
     size_t needle_len;
     regex_t re; /* an expression's, compiled when is_regex */
 };
 
+/*
+ * Most texts match no rule, so a scan first runs one expression that is
+ * every rule's alternated, "(rule 1)|(rule 2)|...", which glibc's matcher
+ * runs in about the time of one rule; only when it matches are the rules
+ * run one by one, to name the match. glibc serializes the threads that run
+ * one compiled expression (its matcher state has a lock), so the combined
+ * one has COPIES copies, each thread using one (the first compiled with
+ * the set, the others when a thread first needs them, published with a
+ * compare-and-swap): the one part of a set that changes after it is made.
+ */
 struct dp_guard_rules {
     size_t n;
     struct rule *rules; /* in the array's order */
     size_t *order;      /* indexes by severity, highest first, else in the array's order */
+    char *any_src;      /* the combined expression; NULL: none (every rule runs) */
+    int any_flags;
+    _Atomic(regex_t *) any[COPIES];
 };
 
 const char *dp_guard_severity_name(enum dp_guard_severity s)
@@ -323,6 +340,58 @@ static inline size_t word_len(const char *d, size_t r, size_t end)
     return k - r;
 }
 
+#define JOINED 0x7F /* a gap decided to join two letters (decide_run) */
+
+/* 1 when the letter at p, in the run of letters d[r], d[r+2], ..., d[last],
+ * is a word of its own so far (no joined gap on either side). */
+static inline int single(const char *d, size_t r, size_t last, size_t p)
+{
+    return (p == r || d[p - 1] != JOINED) && (p == last || d[p + 1] != JOINED);
+}
+
+/*
+ * Which gaps of a run of one-letter words (d[r], d[r+2], ..., d[last],
+ * gaps between) join letters: in each stretch of at least three letters
+ * that are still words of their own, the narrowest gaps join, then the
+ * same again in what is left, so "i  g  n  o  r  e  a l l" (two spaces,
+ * one) gives "all" and then "ignore". A gap left undecided separates words
+ * (it becomes ' '). Each round settles at least the narrowest width of
+ * every stretch, and what is left of a stretch has only wider gaps, so
+ * there are at most MAX_GAP rounds over the run.
+ */
+static void decide_run(char *d, size_t r, size_t last)
+{
+    for (int undecided = 1; undecided;) {
+        undecided = 0;
+        for (size_t p = r; p <= last;) {
+            if (!single(d, r, last, p)) {
+                if (p < last && is_gap(d[p + 1]))
+                    d[p + 1] = ' '; /* next to a word: wider than what joined it */
+                p += 2;
+                continue;
+            }
+            size_t q = p;
+            while (q < last && is_gap(d[q + 1]) && single(d, r, last, q + 2))
+                q += 2;
+            char narrowest = MAX_GAP + 1;
+            for (size_t k = p + 1; k < q; k += 2)
+                if (d[k] < narrowest)
+                    narrowest = d[k];
+            for (size_t k = p + 1; k < q; k += 2) {
+                if (q - p < 4)
+                    d[k] = ' '; /* two letters are no spelled-out word */
+                else if (d[k] == narrowest)
+                    d[k] = JOINED;
+                else
+                    undecided = 1;
+            }
+            if (q < last && is_gap(d[q + 1]))
+                d[q + 1] = ' '; /* the next letter is part of a word */
+            p = q + 2;
+        }
+    }
+}
+
 /* The second pass, in place over fold_text's output d[1..end): spaced-out
  * letters joined, gaps made spaces, a space at each end. Returns the
  * length (at most end + 1). Writing never overtakes reading: w <= r holds
@@ -341,16 +410,13 @@ static size_t join_and_pad(char *d, size_t end)
             w += len, r += len;
         } else {
             /* A run of one-letter words: d[r], d[r+2], ..., d[last]. */
-            size_t last = r, count = 1;
-            char narrowest = MAX_GAP + 1;
-            while (last + 2 < end && word_len(d, last + 2, end) == 1) {
-                if (d[last + 1] < narrowest)
-                    narrowest = d[last + 1];
-                last += 2, count++;
-            }
+            size_t last = r;
+            while (last + 2 < end && word_len(d, last + 2, end) == 1)
+                last += 2;
+            decide_run(d, r, last);
             for (size_t p = r; p <= last; p += 2) {
-                char c = d[p], gap = p > r ? d[p - 1] : 0;
-                if (p > r && (count < 3 || gap != narrowest))
+                char c = d[p], gap = p > r ? d[p - 1] : JOINED;
+                if (gap != JOINED)
                     d[w++] = ' ';
                 d[w++] = c;
             }
@@ -391,11 +457,14 @@ int dp_guard_normalize(const char *text, size_t len, struct gw_buf *out)
 /* The size of an expression's parse tree once glibc has expanded its
  * repetitions (roughly: a bounded repetition copies its operand), so that
  * "((a{0,100}){0,100}){0,100}" is refused before regcomp builds a million
- * nodes and every scan walks them. Returns 0, or -1 past MAX_EXPANDED or
+ * nodes and every scan walks them. Returns 0; 1 when a ')' closes nothing
+ * (glibc reads it as itself, so the expression cannot be put in
+ * parentheses: it stays out of the combined one); -1 past MAX_EXPANDED or
  * MAX_NESTING. Malformed expressions are regcomp's to refuse. */
 static int expanded_size(const char *p, size_t n)
 {
     size_t cur[MAX_NESTING + 1], alt[MAX_NESTING + 1], depth = 0, last = 0;
+    int unmatched = 0;
     cur[0] = alt[0] = 0;
     for (size_t i = 0; i < n; i++) {
         size_t times = 0;
@@ -409,7 +478,8 @@ static int expanded_size(const char *p, size_t n)
             continue;
         case ')':
             if (depth == 0) {
-                last = 1; /* unmatched: regcomp's to judge */
+                last = 1;
+                unmatched = 1;
                 break;
             }
             last = cur[depth] + alt[depth] + 1;
@@ -488,7 +558,19 @@ static int expanded_size(const char *p, size_t n)
         if (cur[depth] + alt[depth] > MAX_EXPANDED || last > MAX_EXPANDED)
             return -1;
     }
-    return 0;
+    return unmatched;
+}
+
+/* REG_ICASE only where it changes something: the normalized text has no
+ * capitals, so an expression without one (nor "[:upper:]", which under
+ * REG_ICASE matches small letters too) matches it the same without, and
+ * glibc's matcher runs about twice as fast. */
+static int re_flags(const char *p)
+{
+    for (const char *c = p; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            return RE_FLAGS | REG_ICASE;
+    return strstr(p, "[:upper:]") ? RE_FLAGS | REG_ICASE : RE_FLAGS;
 }
 
 /* The check of one rule's pattern, and the compiled rule: 0, or -1 with a
@@ -515,6 +597,7 @@ static int compile_pattern(struct rule *u, int is_regex, const char *pattern, ch
         }
         if (u) {
             u->needle = d, u->needle_len = len;
+            u->combinable = 1;
         } else {
             free(d);
         }
@@ -528,23 +611,28 @@ static int compile_pattern(struct rule *u, int is_regex, const char *pattern, ch
             }
             i++; /* an escaped character, "\\\\" too */
         }
-    if (expanded_size(pattern, n) < 0) {
+    int size = expanded_size(pattern, n);
+    if (size < 0) {
         snprintf(err, errlen, "too large once its repetitions are expanded (at most %d nodes)",
                  MAX_EXPANDED);
         return -1;
     }
     regex_t re;
-    int rc = regcomp(&re, pattern, RE_FLAGS);
+    int flags = re_flags(pattern);
+    int rc = regcomp(&re, pattern, flags);
     if (rc != 0) {
         char msg[128];
         regerror(rc, &re, msg, sizeof(msg));
         snprintf(err, errlen, "does not compile: %s", msg);
         return -1;
     }
-    if (u)
+    if (u) {
         u->re = re;
-    else
+        u->flags = flags;
+        u->combinable = size == 0;
+    } else {
         regfree(&re);
+    }
     return 0;
 }
 
@@ -592,6 +680,14 @@ void dp_guard_rules_free(struct dp_guard_rules *r)
         rule_free(&r->rules[i]);
     free(r->rules);
     free(r->order);
+    for (size_t k = 0; k < COPIES; k++) {
+        regex_t *re = atomic_load(&r->any[k]);
+        if (re) {
+            regfree(re);
+            free(re);
+        }
+    }
+    free(r->any_src);
     free(r);
 }
 
@@ -664,6 +760,46 @@ static int compile_rule(const json_t *o, size_t i, const struct dp_guard_rules *
     return 0;
 }
 
+/* The combined expression of r's rules (arr's, compiled): its source and
+ * first copy. 0, also when it does not compile (then every rule runs on
+ * its own), or -1 when out of memory. */
+static int combine(struct dp_guard_rules *r, const json_t *arr)
+{
+    struct gw_buf src;
+    gw_buf_init(&src, 0);
+    int flags = RE_FLAGS;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct rule *u = &r->rules[i];
+        if (!u->combinable)
+            continue;
+        const char *p = u->is_regex
+                            ? json_string_value(json_object_get(json_array_get(arr, i), "pattern"))
+                            : u->needle;
+        if (gw_buf_appends(&src, src.len ? "|(" : "(") || gw_buf_appends(&src, p) ||
+            gw_buf_appends(&src, ")")) {
+            gw_buf_free(&src);
+            return -1;
+        }
+        flags |= u->is_regex ? u->flags : 0;
+    }
+    if (!src.len)
+        return 0;
+    regex_t *re = malloc(sizeof(*re));
+    if (!re) {
+        gw_buf_free(&src);
+        return -1;
+    }
+    if (regcomp(re, src.data, flags) != 0) {
+        free(re);
+        gw_buf_free(&src);
+        return 0;
+    }
+    r->any_src = src.data;
+    r->any_flags = flags;
+    atomic_store(&r->any[0], re);
+    return 0;
+}
+
 struct dp_guard_rules *dp_guard_rules_compile(const json_t *arr, char *err, size_t errlen)
 {
     if (!json_is_array(arr)) {
@@ -690,6 +826,11 @@ struct dp_guard_rules *dp_guard_rules_compile(const json_t *arr, char *err, size
         for (size_t i = 0; i < n; i++)
             if ((int)r->rules[i].severity == s)
                 r->order[k++] = i;
+    if (combine(r, arr) < 0) {
+        dp_guard_rules_free(r);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     return r;
 }
 
@@ -824,6 +965,42 @@ static int find_blobs(const unsigned char *s, size_t n, struct blobs *b)
     return 0;
 }
 
+/* This thread's copy of the combined expression; NULL when r has none. */
+static regex_t *combined(const struct dp_guard_rules *r)
+{
+    static atomic_uint slots;
+    static __thread unsigned slot; /* 0: none yet */
+    if (!r->any_src)
+        return NULL;
+    if (!slot)
+        slot = atomic_fetch_add(&slots, 1) % COPIES + 1;
+    /* The copies are the one part of the set that changes (above). */
+    _Atomic(regex_t *) *at = (_Atomic(regex_t *) *)&r->any[slot - 1];
+    regex_t *re = atomic_load_explicit(at, memory_order_acquire);
+    if (re)
+        return re;
+    re = malloc(sizeof(*re));
+    if (!re || regcomp(re, r->any_src, r->any_flags) != 0) {
+        free(re);
+        return atomic_load_explicit((_Atomic(regex_t *) *)&r->any[0], memory_order_acquire);
+    }
+    regex_t *had = NULL;
+    if (!atomic_compare_exchange_strong_explicit(at, &had, re, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        regfree(re);
+        free(re);
+        return had;
+    }
+    return re;
+}
+
+/* 0 when the combined expression says no rule it holds matches t, else 1
+ * (a match, or the matcher's failure: then the rules say). */
+static int maybe(const regex_t *any, const char *t)
+{
+    return regexec(any, t, 0, NULL, 0) != REG_NOMATCH;
+}
+
 /* 1 when the rule matches the NUL-terminated t of n bytes, 0 when not,
  * GW_ENOMEM when the matcher runs out of memory. */
 static int rule_match(const struct rule *u, const char *t, size_t n)
@@ -850,10 +1027,15 @@ int dp_guard_scan(const struct dp_guard_rules *r, const char *text, size_t len,
     size_t nlen = normalize_into(text, len, norm);
     struct blobs b = {0};
     int rc = find_blobs((const unsigned char *)text, len, &b);
+    /* Whether a combined rule may match the text, and the blobs. */
+    const regex_t *any = rc == 0 ? combined(r) : NULL;
+    int in_text = !any || maybe(any, norm), in_blobs = b.len && (!any || maybe(any, b.text));
     for (size_t k = 0; rc == 0 && k < r->n; k++) {
         const struct rule *u = &r->rules[r->order[k]];
-        int hit = rule_match(u, norm, nlen), via = 0;
-        if (hit == 0 && b.len) {
+        int text_too = in_text || !any || !u->combinable;
+        int blobs_too = b.len && (in_blobs || !any || !u->combinable);
+        int hit = text_too ? rule_match(u, norm, nlen) : 0, via = 0;
+        if (hit == 0 && blobs_too) {
             hit = rule_match(u, b.text, b.len);
             via = 1;
         }
