@@ -68,6 +68,7 @@ struct header {
 };
 
 struct conn;
+struct local;
 
 struct gw_http_req {
     struct conn *conn; /* NULL once the client connection is gone */
@@ -94,6 +95,7 @@ struct gw_http_req {
     size_t low_water;
     struct gw_buf extra; /* response headers added by the owner */
     char peer[INET6_ADDRSTRLEN];
+    struct local *local; /* a local request (gw_http_local_new), else NULL */
 };
 
 struct conn {
@@ -649,12 +651,147 @@ static void end_request(struct gw_http_req *r, int abort_conn)
         bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
 }
 
+/* ---------------------------------------------------------------- local */
+
+/* A local request's answer, collected (gw_http.h). */
+struct local {
+    struct event *ev; /* delivers the answer on a later turn of the loop */
+    gw_http_answer_cb cb;
+    void *arg;
+    struct gw_buf body; /* bounded by max_answer */
+    int status;
+    int aborted, overflow;
+    int canceled; /* the maker left: freed when the owner ends it */
+    int ended;    /* the owner ended it: the answer is on its way */
+};
+
+static void local_free(struct gw_http_req *r)
+{
+    struct local *l = r->local;
+    if (l->ev)
+        event_free(l->ev);
+    gw_buf_free(&l->body);
+    free(l);
+    req_free(r);
+}
+
+static void local_deliver(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_http_req *r = arg;
+    struct local *l = r->local;
+    struct gw_http_answer a = {.status = l->status,
+                               .aborted = l->aborted,
+                               .overflow = l->overflow,
+                               .body = l->body.data ? l->body.data : "",
+                               .len = l->body.len,
+                               .headers = r->extra.data ? r->extra.data : "",
+                               .headers_len = r->extra.len};
+    l->cb(&a, l->arg);
+    local_free(r);
+}
+
+/* Appends to the collected body; past the bound the answer is cut there
+ * and every later write fails, as to a client that left. */
+static int local_append(struct gw_http_req *r, const void *data, size_t len)
+{
+    struct local *l = r->local;
+    if (l->overflow || r->gone)
+        return GW_ECLOSED;
+    if (gw_buf_append(&l->body, data, len) != GW_OK) {
+        l->overflow = 1;
+        return GW_ECLOSED;
+    }
+    return GW_OK;
+}
+
+static void local_end(struct gw_http_req *r, int aborted)
+{
+    struct local *l = r->local;
+    if (l->canceled) {
+        local_free(r);
+        return;
+    }
+    l->ended = 1;
+    l->aborted |= aborted || l->overflow;
+    event_active(l->ev, EV_TIMEOUT, 1);
+}
+
+struct gw_http_req *gw_http_local_new(struct event_base *base, const char *method, const char *path,
+                                      const char *const *headers, const char *body, size_t len,
+                                      size_t max_answer, gw_http_answer_cb on_answer, void *arg)
+{
+    struct gw_pool *pool = gw_pool_new(4096);
+    struct gw_http_req *r = pool ? gw_pool_calloc(pool, sizeof(*r)) : NULL;
+    struct local *l = r ? calloc(1, sizeof(*l)) : NULL;
+    if (!l) {
+        gw_pool_free(pool);
+        return NULL;
+    }
+    r->pool = pool;
+    r->local = l;
+    gw_buf_init(&r->extra, 16384);
+    gw_buf_init(&l->body, max_answer);
+    l->cb = on_answer;
+    l->arg = arg;
+    l->ev = event_new(base, -1, 0, local_deliver, r);
+    r->method = gw_pool_strdup(pool, method);
+    r->path = gw_pool_strdup(pool, path);
+    r->query = gw_pool_strdup(pool, "");
+    r->body = gw_pool_strndup(pool, body ? body : "", len);
+    r->body_len = len;
+    r->start_us = gw_now_us();
+    r->keepalive = 1;
+    snprintf(r->peer, sizeof(r->peer), "local");
+    int ok = l->ev && r->method && r->path && r->query && r->body;
+    for (size_t i = 0; ok && headers && headers[i] && headers[i + 1]; i += 2) {
+        if (r->nhdrs == MAX_HEADERS) {
+            ok = 0;
+            break;
+        }
+        r->hdrs[r->nhdrs].name = gw_pool_strdup(pool, headers[i]);
+        r->hdrs[r->nhdrs].value = gw_pool_strdup(pool, headers[i + 1]);
+        ok = r->hdrs[r->nhdrs].name && r->hdrs[r->nhdrs].value;
+        r->nhdrs++;
+    }
+    if (!ok) {
+        local_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void gw_http_local_cancel(struct gw_http_req *r)
+{
+    struct local *l = r->local;
+    if (l->ended) { /* answered, not yet delivered: dropped */
+        local_free(r);
+        return;
+    }
+    l->canceled = 1;
+    r->gone = 1;
+    gw_http_req_cb cb = r->close_cb;
+    r->close_cb = NULL;
+    if (cb)
+        cb(r, r->close_arg); /* the owner ends it: freed then */
+}
+
 void gw_http_respond(struct gw_http_req *r, int status, const char *ctype, const char *body,
                      size_t len)
 {
     /* Answering a request whose chunked response already started is a
      * caller bug: the only safe end is to cut the connection. */
     int misuse = r->started && !r->gone;
+    if (r->local) {
+        if (!r->started) {
+            r->local->status = status;
+            r->started = 1;
+            (void)local_append(r, body, len);
+        }
+        local_end(r, misuse);
+        return;
+    }
     if (r->conn && !r->gone && !r->started) {
         int rc = write_head(r, status, ctype, (long long)len);
         struct iovec iov[2] = {{r->conn->head.data, r->conn->head.len}, {(void *)body, len}};
@@ -667,6 +804,11 @@ void gw_http_respond(struct gw_http_req *r, int status, const char *ctype, const
 
 int gw_http_start(struct gw_http_req *r, int status, const char *ctype)
 {
+    if (r->local && !r->gone && !r->started) {
+        r->local->status = status;
+        r->started = 1;
+        return GW_OK;
+    }
     if (!r->conn || r->gone)
         return GW_ECLOSED;
     if (r->started)
@@ -729,6 +871,8 @@ static int chunk_iov(struct gw_http_req *r, const void *data, size_t len, struct
 
 int gw_http_write(struct gw_http_req *r, const void *data, size_t len)
 {
+    if (r->local)
+        return !r->started ? GW_EINVAL : local_append(r, data, len);
     if (!r->conn || r->gone)
         return GW_ECLOSED;
     if (!r->started)
@@ -764,6 +908,12 @@ void gw_http_on_drain(struct gw_http_req *r, size_t low_water, gw_http_req_cb cb
 int gw_http_finish_with(struct gw_http_req *r, const void *data, size_t len)
 {
     int rc = GW_OK;
+    if (r->local) {
+        if (r->started)
+            rc = local_append(r, data, len);
+        local_end(r, !r->started || rc != GW_OK);
+        return rc;
+    }
     if (r->conn && !r->gone && r->started) {
         struct iovec iov[4];
         char size[2 * sizeof(size_t) + 2];
@@ -784,6 +934,10 @@ void gw_http_finish(struct gw_http_req *r)
 
 void gw_http_abort(struct gw_http_req *r)
 {
+    if (r->local) {
+        local_end(r, 1);
+        return;
+    }
     end_request(r, 1);
 }
 

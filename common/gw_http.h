@@ -186,4 +186,36 @@ int gw_http_started(const struct gw_http_req *req);
 
 const char *gw_http_reason(int status);
 
+/* ---- local requests ----
+ *
+ * A request made inside the process, with no connection: an owner (the
+ * data plane's exchange, say) serves it with the same calls as any other,
+ * and the answer is collected and handed to on_answer on a later turn of
+ * the loop, never from inside the owner's call. The gateway's own calls
+ * (its guard's classifier, its judge) are made this way, so they take the
+ * same path as a client's: routing, failover, limits, ledger. */
+
+struct gw_http_answer {
+    int status;       /* 0 when aborted before any head */
+    int aborted;      /* cut (gw_http_abort, or a stream without its end) */
+    int overflow;     /* the body passed max_answer: cut there */
+    const char *body; /* NUL-terminated */
+    size_t len;
+    const char *headers; /* the owner's headers, "name: value\r\n" lines */
+    size_t headers_len;
+};
+typedef void (*gw_http_answer_cb)(const struct gw_http_answer *a, void *arg);
+
+/* headers: name, value pairs, NULL-terminated (copied, as are the rest).
+ * on_answer runs exactly once unless gw_http_local_cancel comes first.
+ * NULL when out of memory. */
+struct gw_http_req *gw_http_local_new(struct event_base *base, const char *method, const char *path,
+                                      const char *const *headers, const char *body, size_t len,
+                                      size_t max_answer, gw_http_answer_cb on_answer, void *arg);
+/* The maker no longer wants the answer (a timeout, its own end): as a
+ * client that leaves, the owner's close callback runs now (the owner then
+ * ends the request as usual), and on_answer never runs. Not from inside
+ * on_answer. */
+void gw_http_local_cancel(struct gw_http_req *req);
+
 #endif

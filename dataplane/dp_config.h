@@ -37,6 +37,9 @@ struct dp_config {
     /* The response cache (docs/cache.md): its whole size (0: off) and its
      * largest entry. */
     size_t cache_max_bytes, cache_max_entry_bytes;
+    /* Sampled answers waiting for their judge (docs/guardrails.md), across
+     * the workers; past it a sample is dropped and counted. 0: no judge. */
+    size_t judge_queue;
 
     /* The ledger's spool (docs/ledger.md): rows not yet acknowledged by the
      * control plane, on disk. NULL: held in memory only (lost on restart). */

@@ -46,14 +46,21 @@
 #define MAX_ROW_BYTES (64u << 10)
 #define NO_SEGMENT UINT32_MAX
 static const unsigned char magic[4] = {'L', 'G', 'R', '1'};
+/* A judgement's record (dp_ledger_record_judgement): the same framing. */
+static const unsigned char magic_judgement[4] = {'L', 'G', 'J', '1'};
+
+/* What an entry holds: a ledger row, or a judgement riding the same
+ * sequence (its seq field and its place in a ReportMessage differ). */
+enum entry_kind { E_ROW, E_JUDGEMENT };
 
 struct entry {
     struct entry *next;
     uint64_t seq; /* on the current stream; 0: not sent on it */
     uint32_t seg; /* its segment's id, or NO_SEGMENT (not on disk) */
     uint32_t len; /* of data */
-    char attempt_id[176];
-    unsigned char data[]; /* the packed LedgerRow, seq unset */
+    enum entry_kind kind;
+    char attempt_id[176]; /* a judgement's: the judged request's id */
+    unsigned char data[]; /* the packed LedgerRow (or Judgement), seq unset */
 };
 
 struct seg {
@@ -251,7 +258,7 @@ static uint32_t get32(const unsigned char *p)
 }
 
 /* Appends one record to the newest segment; its id, or NO_SEGMENT. */
-static uint32_t seg_append(const unsigned char *data, size_t len)
+static uint32_t seg_append(enum entry_kind kind, const unsigned char *data, size_t len)
 {
     if (L.fd >= 0 && L.nsegs && L.segs[L.nsegs - 1].bytes >= SEGMENT_BYTES)
         seg_close_current();
@@ -262,7 +269,7 @@ static uint32_t seg_append(const unsigned char *data, size_t len)
     unsigned char *rec = malloc(RECORD_HEAD + len);
     if (!rec)
         return NO_SEGMENT;
-    memcpy(rec, magic, 4);
+    memcpy(rec, kind == E_JUDGEMENT ? magic_judgement : magic, 4);
     put32(rec + 4, (uint32_t)len);
     put32(rec + 8, gw_es_crc32(0, data, len));
     memcpy(rec + RECORD_HEAD, data, len);
@@ -304,15 +311,25 @@ static void enqueue(struct entry *e)
     L.rows++;
 }
 
-static struct entry *entry_new(const unsigned char *data, size_t len)
+static struct entry *entry_new(enum entry_kind kind, const unsigned char *data, size_t len)
 {
     struct entry *e = malloc(sizeof(*e) + len);
     if (!e)
         return NULL;
     memset(e, 0, sizeof(*e));
+    e->kind = kind;
     e->len = (uint32_t)len;
     memcpy(e->data, data, len);
     /* The attempt id, for the log of a row that is dropped or replayed. */
+    if (kind == E_JUDGEMENT) {
+        Llmgw__V1__Judgement *j = llmgw__v1__judgement__unpack(NULL, len, data);
+        if (j) {
+            snprintf(e->attempt_id, sizeof(e->attempt_id), "%s",
+                     j->request_id ? j->request_id : "");
+            llmgw__v1__judgement__free_unpacked(j, NULL);
+        }
+        return e;
+    }
     Llmgw__V1__LedgerRow *m = llmgw__v1__ledger_row__unpack(NULL, len, data);
     if (m) {
         snprintf(e->attempt_id, sizeof(e->attempt_id), "%s", m->attempt_id ? m->attempt_id : "");
@@ -342,12 +359,13 @@ static void load_segment(uint32_t id)
     int torn = 0;
     while (buf && fread(head, 1, RECORD_HEAD, f) == RECORD_HEAD) {
         uint32_t len = get32(head + 4);
-        if (memcmp(head, magic, 4) != 0 || len == 0 || len > MAX_ROW_BYTES ||
+        int judgement = memcmp(head, magic_judgement, 4) == 0;
+        if ((!judgement && memcmp(head, magic, 4) != 0) || len == 0 || len > MAX_ROW_BYTES ||
             fread(buf, 1, len, f) != len || gw_es_crc32(0, buf, len) != get32(head + 8)) {
             torn = 1;
             break;
         }
-        struct entry *e = entry_new(buf, len);
+        struct entry *e = entry_new(judgement ? E_JUDGEMENT : E_ROW, buf, len);
         if (!e)
             break;
         e->seg = id;
@@ -443,12 +461,10 @@ void dp_ledger_set_notify(void (*fn)(void *), void *arg)
     pthread_mutex_unlock(&L.mu);
 }
 
-int dp_ledger_record(const struct dp_ledger_row *r)
+/* Queues one packed entry (spooled unless memory_only); then wakes the
+ * sender. GW_ELIMIT when the spool is full (dropped, counted). */
+static int queue_entry(enum entry_kind kind, const unsigned char *data, size_t len, int memory_only)
 {
-    size_t len;
-    unsigned char *data = pack_row(r, &len);
-    if (!data)
-        return GW_ENOMEM;
     pthread_mutex_lock(&L.mu);
     int rc = GW_OK;
     size_t need = RECORD_HEAD + len;
@@ -458,12 +474,12 @@ int dp_ledger_record(const struct dp_ledger_row *r)
         rc = GW_ELIMIT;
         L.st.dropped_rows++;
     } else {
-        struct entry *e = entry_new(data, len);
+        struct entry *e = entry_new(kind, data, len);
         if (!e) {
             rc = GW_ENOMEM;
             L.st.dropped_rows++;
         } else {
-            e->seg = L.dir[0] ? seg_append(data, len) : NO_SEGMENT;
+            e->seg = L.dir[0] && !memory_only ? seg_append(kind, data, len) : NO_SEGMENT;
             L.bytes += need;
             enqueue(e);
             L.st.recorded_rows++;
@@ -474,9 +490,19 @@ int dp_ledger_record(const struct dp_ledger_row *r)
     void (*fn)(void *) = L.notify;
     void *arg = L.notify_arg;
     pthread_mutex_unlock(&L.mu);
-    free(data);
     if (rc == GW_OK && fn)
         fn(arg);
+    return rc;
+}
+
+int dp_ledger_record(const struct dp_ledger_row *r)
+{
+    size_t len;
+    unsigned char *data = pack_row(r, &len);
+    if (!data)
+        return GW_ENOMEM;
+    int rc = queue_entry(E_ROW, data, len, 0);
+    free(data);
     if (rc != GW_OK && rc != GW_EINVAL)
         /* Nothing of the prompt: the row's identity and its money, so the
          * loss is on record and can be billed by hand. */
@@ -485,6 +511,45 @@ int dp_ledger_record(const struct dp_ledger_row *r)
                 r->key_id, "provider", r->provider, "model", r->model, "input_tokens",
                 (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens,
                 "cost_picodollars", (json_int_t)r->cost_picodollars, "has_cost", r->has_cost);
+    return rc;
+}
+
+int dp_ledger_record_judgement(const struct dp_judgement *j)
+{
+    Llmgw__V1__Judgement m = LLMGW__V1__JUDGEMENT__INIT;
+    m.request_id = nz(j->request_id);
+    m.attempt_id = nz(j->attempt_id);
+    m.judge_request_id = nz(j->judge_request_id);
+    m.route = nz(j->route);
+    m.provider = nz(j->provider);
+    m.model = nz(j->model);
+    m.key_id = nz(j->key_id);
+    m.team = nz(j->team);
+    m.project = nz(j->project);
+    m.judge_route = nz(j->judge_route);
+    m.score = j->score;
+    m.scale_min = j->scale_min;
+    m.scale_max = j->scale_max;
+    m.pass = j->pass != 0;
+    m.label = nz(j->label);
+    m.at_ms = j->at_ms;
+    m.snapshot_version = j->snapshot_version;
+    m.prompt_text = nz(j->prompt_text ? j->prompt_text : "");
+    m.answer_text = nz(j->answer_text ? j->answer_text : "");
+    size_t len = llmgw__v1__judgement__get_packed_size(&m);
+    if (len > MAX_ROW_BYTES)
+        return GW_ELIMIT;
+    unsigned char *data = malloc(len ? len : 1);
+    if (!data)
+        return GW_ENOMEM;
+    llmgw__v1__judgement__pack(&m, data);
+    /* Kept text never goes to the spool's files: it is stored only
+     * encrypted, by the control plane. */
+    int rc = queue_entry(E_JUDGEMENT, data, len, j->prompt_text || j->answer_text);
+    free(data);
+    if (rc != GW_OK && rc != GW_EINVAL)
+        gw_logf(GW_LOG_ERROR, "ledger: judgement dropped (spool full)", "{s:s,s:s}", "request_id",
+                j->request_id, "route", j->route);
     return rc;
 }
 
@@ -503,12 +568,12 @@ void dp_ledger_stream_reset(void)
  * the control plane takes messages up to 1 MiB). */
 #define BATCH_MAX_BYTES (256u * 1024)
 
-/* LedgerRow { <row>, 32: seq } of e: its length, and its bytes at out
- * (when not NULL). */
+/* LedgerRow { <row>, 32: seq } (a Judgement: 19: seq) of e: its length,
+ * and its bytes at out (when not NULL). */
 static size_t row_frame(const struct entry *e, unsigned char *out)
 {
     unsigned char seqf[24];
-    size_t seqn = gw_pb_field_varint(seqf, 32, e->seq);
+    size_t seqn = gw_pb_field_varint(seqf, e->kind == E_JUDGEMENT ? 19 : 32, e->seq);
     if (out) {
         memcpy(out, e->data, e->len);
         memcpy(out + e->len, seqf, seqn);
@@ -532,7 +597,13 @@ int dp_ledger_next(const char *replica_id, size_t window, size_t max_rows, unsig
     struct entry *e = first;
     uint64_t seq = L.next_seq;
     size_t lim = max_rows > 1 ? max_rows : 1;
+    enum entry_kind last = E_ROW;
     for (; e && k < lim && L.inflight + k < window; e = e->next, k++) {
+        /* A batch is rows, then judgements (they travel in two lists: the
+         * seqs must rise across them as they do on the wire). */
+        if (e->kind == E_ROW && last == E_JUDGEMENT)
+            break;
+        last = e->kind;
         e->seq = seq + k;
         size_t f = row_frame(e, NULL) + 12; /* with its field header, at most */
         if (k && rows_len + f > BATCH_MAX_BYTES) {
@@ -554,19 +625,20 @@ int dp_ledger_next(const char *replica_id, size_t window, size_t max_rows, unsig
     size_t n = gw_pb_field_len(m, 1, rlen);
     memcpy(m + n, replica_id, rlen);
     n += rlen;
+    /* A judgement is ReportMessage field 11, or LedgerBatch field 2. */
     if (k == 1) {
-        n += gw_pb_field_len(m + n, 3, row_frame(first, NULL));
+        n += gw_pb_field_len(m + n, first->kind == E_JUDGEMENT ? 11 : 3, row_frame(first, NULL));
         n += row_frame(first, m + n);
     } else {
         size_t inner = 0;
         for (struct entry *x = first; x != e; x = x->next) {
             unsigned char hd[12];
             size_t f = row_frame(x, NULL);
-            inner += gw_pb_field_len(hd, 1, f) + f;
+            inner += gw_pb_field_len(hd, x->kind == E_JUDGEMENT ? 2 : 1, f) + f;
         }
         n += gw_pb_field_len(m + n, 7, inner);
         for (struct entry *x = first; x != e; x = x->next) {
-            n += gw_pb_field_len(m + n, 1, row_frame(x, NULL));
+            n += gw_pb_field_len(m + n, x->kind == E_JUDGEMENT ? 2 : 1, row_frame(x, NULL));
             n += row_frame(x, m + n);
         }
     }

@@ -62,6 +62,30 @@ struct dp_ledger_row {
     size_t ncharges;
 };
 
+/* A judged answer's score (docs/guardrails.md): it rides the same queue,
+ * spool and sequence as the rows, as a Judgement. */
+struct dp_judgement {
+    char request_id[160];       /* the judged request */
+    char attempt_id[176];       /* its answer's ledger row */
+    char judge_request_id[176]; /* the judge's own call */
+    char route[128];
+    char provider[128];
+    char model[257];
+    char key_id[128];
+    char team[128];
+    char project[128];
+    char judge_route[128];
+    int32_t score, scale_min, scale_max;
+    int pass;
+    char label[65];
+    int64_t at_ms;
+    int64_t snapshot_version;
+    /* The route keeps text (judge.keep_text): sent to be stored encrypted,
+     * held in memory only (never in the spool's files); else NULL. */
+    const char *prompt_text;
+    const char *answer_text;
+};
+
 struct dp_ledger_stats {
     uint64_t recorded_rows; /* since start */
     uint64_t acked_rows;    /* acknowledged stored by the control plane */
@@ -89,6 +113,9 @@ void dp_ledger_set_notify(void (*fn)(void *), void *arg);
 /* Any thread: packs the row, appends it to the spool and queues it.
  * GW_ELIMIT when the spool is full (dropped), GW_EINVAL before init. */
 int dp_ledger_record(const struct dp_ledger_row *r);
+
+/* Any thread: queues a judgement as dp_ledger_record does a row. */
+int dp_ledger_record_judgement(const struct dp_judgement *j);
 
 /* The sender's side (one thread). A new Report stream starts over: every
  * held row is unsent and seqs count from 1 again. */

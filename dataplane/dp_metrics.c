@@ -45,7 +45,13 @@ struct dp_metrics {
     struct gw_metric *rc_requests, *rc_joined, *rc_evictions, *rc_expired, *rc_too_large;
     struct gw_metric *rc_bytes, *rc_entries, *rc_flights;
     uint64_t rc_evictions_seen, rc_expired_seen;
+    /* the guard and the judge (docs/guardrails.md) */
+    struct gw_metric *guard_checks, *guard_matches, *guard_classifier;
+    struct gw_metric *judge, *judge_queue, *judge_score, *judge_pass;
 };
+
+/* A judge's score, normalized to 0..1 over its rubric's scale. */
+static const double SCORE01[] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
 
 static struct dp_metrics the;
 static struct dp_metrics *M; /* NULL until dp_metrics_init */
@@ -188,6 +194,35 @@ int dp_metrics_init(void)
     m->rc_flights =
         gw_metrics_gauge(r, "llmgw_response_cache_flights",
                          "Answers being fetched with identical requests waiting.", NULL);
+    static const char *const gact[] = {"route", "action", NULL};
+    static const char *const grule[] = {"route", "rule", "action", NULL};
+    static const char *const gres[] = {"route", "result", NULL};
+    static const char *const gpass[] = {"route", "pass", NULL};
+    m->guard_checks = gw_metrics_counter(
+        r, "llmgw_guard_checks_total",
+        "Requests the prompt-injection guard read, by what it did: pass, log (served, "
+        "recorded), block, error (the classifier failed and the request was served).",
+        gact);
+    m->guard_matches = gw_metrics_counter(
+        r, "llmgw_guard_matches_total",
+        "Guard findings by rule (a rule id, or classifier) and the action taken.", grule);
+    m->guard_classifier = gw_metrics_counter(
+        r, "llmgw_guard_classifier_total",
+        "Classifier verdicts: safe, injection, error (no usable verdict), timeout.", gres);
+    m->judge = gw_metrics_counter(
+        r, "llmgw_judge_total",
+        "Answers sampled for the judge, and what became of them: sampled, dropped (the queue "
+        "was full, or the answer too long), scored, invalid (no usable score), failed.",
+        gres);
+    m->judge_queue = gw_metrics_gauge(r, "llmgw_judge_queue_depth",
+                                      "Sampled answers waiting for, or with, their judge.", NULL);
+    m->judge_score = gw_metrics_histogram(
+        r, "llmgw_judge_score",
+        "Judge scores, normalized to 0..1 over the rubric's scale (_sum / _count: the mean).",
+        route, SCORE01, N(SCORE01));
+    m->judge_pass =
+        gw_metrics_counter(r, "llmgw_judge_pass_total",
+                           "Judged answers by whether they reached the rubric's pass_min.", gpass);
     m->tokens = gw_metrics_counter(r, "llmgw_tokens_total",
                                    "Tokens reported by providers, by normalized type.", tok);
     m->breaker_state =
@@ -385,6 +420,54 @@ void dp_metrics_cache_too_large(void)
 {
     if (M)
         gw_metric_inc(M->rc_too_large, NULL, 1);
+}
+
+void dp_metrics_guard(const char *route, const char *action)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route), action};
+    gw_metric_inc(M->guard_checks, v, 1);
+}
+
+void dp_metrics_guard_match(const char *route, const char *rule, const char *action)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route), rule, action};
+    gw_metric_inc(M->guard_matches, v, 1);
+}
+
+void dp_metrics_guard_classifier(const char *route, const char *result)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route), result};
+    gw_metric_inc(M->guard_classifier, v, 1);
+}
+
+void dp_metrics_judge(const char *route, const char *result)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route), result};
+    gw_metric_inc(M->judge, v, 1);
+}
+
+void dp_metrics_judge_queue(int delta)
+{
+    if (M)
+        gw_gauge_add(gw_metric_series(M->judge_queue, NULL), delta);
+}
+
+void dp_metrics_judge_score(const char *route, double normalized, int pass)
+{
+    if (!M)
+        return;
+    const char *v[] = {nz(route)};
+    gw_metric_observe(M->judge_score, v, normalized);
+    const char *p[] = {nz(route), pass ? "true" : "false"};
+    gw_metric_inc(M->judge_pass, p, 1);
 }
 
 void dp_metrics_cache_joined(const char *route)

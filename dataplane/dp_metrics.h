@@ -62,6 +62,14 @@ void dp_metrics_set_cache(struct dp_cache *c);
 void dp_metrics_cache(const char *route, const char *result);
 void dp_metrics_cache_joined(const char *route);
 void dp_metrics_cache_too_large(void); /* an answer not kept for its size */
+
+/* The guard and the judge (docs/guardrails.md). */
+void dp_metrics_guard(const char *route, const char *action);
+void dp_metrics_guard_match(const char *route, const char *rule, const char *action);
+void dp_metrics_guard_classifier(const char *route, const char *result);
+void dp_metrics_judge(const char *route, const char *result);
+void dp_metrics_judge_queue(int delta);
+void dp_metrics_judge_score(const char *route, double normalized, int pass);
 /* A refusal of the quota step (dp_limits_reserve, docs/budgets.md):
  * llmgw_limit_refusals_total{cause,metric,period}. cause is the refusal's
  * code (budget_exceeded, rate_limited, budget_unallocated,

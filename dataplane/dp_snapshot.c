@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dp_driver.h"
+#include "dp_guard_rules.h"
 #include "dp_router.h"
 #include "dp_snapshot_int.h"
 #include "gw_error.h"
@@ -252,6 +253,169 @@ static void build_route_cache(struct build *b, struct dp_route_cache *c, const j
     c->deterministic = det;
 }
 
+static const char *const guard_policy_names[] = {
+    [DP_GUARD_OFF] = "off", [DP_GUARD_LOG] = "log", [DP_GUARD_BLOCK] = "block", NULL};
+static const char *const severity_names[] = {
+    [DP_GUARD_LOW] = "low", [DP_GUARD_MEDIUM] = "medium", [DP_GUARD_HIGH] = "high", NULL};
+
+/* Fails when o has a member not in names (NULL-terminated). */
+static int only_members(struct build *b, const json_t *o, const char *where,
+                        const char *const *names, const char *list)
+{
+    const char *k;
+    const json_t *m;
+    json_object_foreach((json_t *)o, k, m)
+    {
+        const char *const *n = names;
+        while (*n && strcmp(*n, k))
+            n++;
+        if (!*n) {
+            dps_fail(b, "%s.%.64s: unknown member (%s)", where, k, list);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A route's "guard" object (docs/guardrails.md): absent or null, off. */
+static void build_route_guard(struct build *b, struct dp_route_guard *g, const json_t *o,
+                              const char *where)
+{
+    const json_t *v = json_object_get(o, "guard");
+    g->inspect = DP_GUARD_INSPECT_LAST_USER;
+    g->rules = 1;
+    g->classifier_timeout_ms = 2000;
+    if (!v || json_is_null(v))
+        return;
+    char gw[200];
+    snprintf(gw, sizeof(gw), "%s.guard", where);
+    static const char *const members[] = {"policy",       "inspect",    "rules",
+                                          "min_severity", "classifier", NULL};
+    if (!json_is_object(v)) {
+        dps_fail(b,
+                 "%s: must be an object (policy, inspect, rules, min_severity, classifier)"
+                 " or null",
+                 gw);
+        return;
+    }
+    if (!only_members(b, v, gw, members, "policy, inspect, rules, min_severity, classifier"))
+        return;
+    if (!json_is_string(json_object_get(v, "policy"))) {
+        dps_fail(b, "%s.policy: required, one of off, log, block", gw);
+        return;
+    }
+    const char *pol = dps_opt_enum(b, v, "policy", gw, guard_policy_names, "off");
+    const char *sev = dps_opt_enum(b, v, "min_severity", gw, severity_names, "low");
+    g->rules = dps_opt_bool(b, v, "rules", gw, 1);
+    const json_t *in = json_object_get(v, "inspect");
+    if (in && !json_is_null(in)) {
+        static const char *const what[] = {"last_user", "user", "tool", "system"};
+        if (!json_is_array(in) || json_array_size(in) == 0) {
+            dps_fail(b, "%s.inspect: must be a non-empty array of last_user, user, tool, system",
+                     gw);
+            return;
+        }
+        g->inspect = 0;
+        size_t i;
+        const json_t *e;
+        json_array_foreach(in, i, e)
+        {
+            const char *w = json_string_value(e);
+            size_t k = 0;
+            while (w && k < 4 && strcmp(what[k], w))
+                k++;
+            if (!w || k == 4) {
+                dps_fail(b, "%s.inspect[%zu]: must be one of last_user, user, tool, system", gw, i);
+                return;
+            }
+            g->inspect |= 1u << k;
+        }
+    }
+    const json_t *c = json_object_get(v, "classifier");
+    if (c && !json_is_null(c)) {
+        char cw[240];
+        snprintf(cw, sizeof(cw), "%s.classifier", gw);
+        static const char *const cm[] = {"route", "timeout_ms", "on_error", NULL};
+        static const char *const on_error[] = {"fail_open", "fail_closed", NULL};
+        if (!json_is_object(c)) {
+            dps_fail(b, "%s: must be an object (route, timeout_ms, on_error) or null", cw);
+            return;
+        }
+        if (!only_members(b, c, cw, cm, "route, timeout_ms, on_error"))
+            return;
+        g->classifier = dps_req_str(b, c, "route", cw);
+        g->classifier_timeout_ms =
+            (long)dps_opt_int(b, c, "timeout_ms", cw, 1, DP_GUARD_MAX_CLASSIFIER_MS, 2000, " (ms)");
+        const char *oe = dps_opt_enum(b, c, "on_error", cw, on_error, "fail_open");
+        g->fail_closed = oe && strcmp(oe, "fail_closed") == 0;
+    }
+    if (b->failed)
+        return;
+    g->set = 1;
+    g->policy = (enum dp_guard_policy)enum_index(guard_policy_names, pol);
+    g->min_severity = enum_index(severity_names, sev);
+}
+
+/* A route's "judge" object (docs/guardrails.md): absent or null, off. */
+static void build_route_judge(struct build *b, struct dp_route_judge *j, const json_t *o,
+                              const char *where)
+{
+    const json_t *v = json_object_get(o, "judge");
+    if (!v || json_is_null(v))
+        return;
+    char jw[200];
+    snprintf(jw, sizeof(jw), "%s.judge", where);
+    static const char *const members[] = {"sample_rate", "route", "rubric", "keep_text", NULL};
+    if (!json_is_object(v)) {
+        dps_fail(b, "%s: must be an object (sample_rate, route, rubric, keep_text) or null", jw);
+        return;
+    }
+    if (!only_members(b, v, jw, members, "sample_rate, route, rubric, keep_text"))
+        return;
+    const json_t *rate = json_object_get(v, "sample_rate");
+    if (!json_is_number(rate) || json_number_value(rate) < 0 || json_number_value(rate) > 1) {
+        dps_fail(b, "%s.sample_rate: required, a number from 0 to 1", jw);
+        return;
+    }
+    const char *route = dps_req_str(b, v, "route", jw);
+    j->keep_text = dps_opt_bool(b, v, "keep_text", jw, 0);
+    const json_t *ru = json_object_get(v, "rubric");
+    char rw[240];
+    snprintf(rw, sizeof(rw), "%s.rubric", jw);
+    static const char *const rm[] = {"template", "scale_min", "scale_max", "pass_min", NULL};
+    if (b->failed)
+        return;
+    if (!json_is_object(ru)) {
+        dps_fail(b, "%s: required, an object (template, scale_min, scale_max, pass_min)", rw);
+        return;
+    }
+    if (!only_members(b, ru, rw, rm, "template, scale_min, scale_max, pass_min"))
+        return;
+    const char *t = dps_req_str(b, ru, "template", rw);
+    if (b->failed)
+        return;
+    if (strlen(t) > DP_JUDGE_MAX_TEMPLATE || !strstr(t, "{{prompt}}") || !strstr(t, "{{answer}}")) {
+        dps_fail(b, "%s.template: must hold {{prompt}} and {{answer}}, in at most %d bytes", rw,
+                 DP_JUDGE_MAX_TEMPLATE);
+        return;
+    }
+    int lo = (int)dps_opt_int(b, ru, "scale_min", rw, -100, 100, 1, "");
+    int hi = (int)dps_opt_int(b, ru, "scale_max", rw, -100, 100, 5, "");
+    if (!b->failed && hi <= lo) {
+        dps_fail(b, "%s.scale_max: must be above scale_min (%d)", rw, lo);
+        return;
+    }
+    int pass = (int)dps_opt_int(b, ru, "pass_min", rw, lo, hi, hi, " (within the scale)");
+    if (b->failed)
+        return;
+    j->sample_rate = json_number_value(rate);
+    j->route = route;
+    j->rubric = t;
+    j->scale_min = lo;
+    j->scale_max = hi;
+    j->pass_min = pass;
+}
+
 static void build_route(struct build *b, const struct dp_snapshot *s, struct dp_route *r,
                         const json_t *o, const char *where)
 {
@@ -331,6 +495,8 @@ static void build_route(struct build *b, const struct dp_snapshot *s, struct dp_
     }
     r->fingerprint = route_fingerprint(r);
     build_route_cache(b, &r->cache, o, where);
+    build_route_guard(b, &r->guard, o, where);
+    build_route_judge(b, &r->judge, o, where);
 }
 
 /* money: an integer count of picodollars, never a float. The ceiling (one
@@ -424,6 +590,20 @@ static void opt_cache_ttl(struct build *b, const json_t *o, const char *where, i
     *ttl = t;
 }
 
+/* A key's or team's "guard_policy": absent or null, the route decides. */
+static void opt_guard_policy(struct build *b, const json_t *o, const char *where, int *has,
+                             enum dp_guard_policy *p)
+{
+    const json_t *v = json_object_get(o, "guard_policy");
+    if (!v || json_is_null(v))
+        return;
+    const char *name = dps_opt_enum(b, o, "guard_policy", where, guard_policy_names, NULL);
+    if (b->failed || !name)
+        return;
+    *has = 1;
+    *p = (enum dp_guard_policy)enum_index(guard_policy_names, name);
+}
+
 static void build_key(struct build *b, struct dp_key *k, const json_t *o, const char *where)
 {
     k->id = dps_req_str(b, o, "id", where);
@@ -441,6 +621,7 @@ static void build_key(struct build *b, struct dp_key *k, const json_t *o, const 
     memcpy(k->hash, h, 65);
     build_allowlists(b, o, where, &k->allow);
     opt_cache_ttl(b, o, where, &k->has_cache_ttl, &k->cache_ttl_s);
+    opt_guard_policy(b, o, where, &k->has_guard_policy, &k->guard_policy);
 }
 
 static void build_team(struct build *b, struct dp_team *t, const json_t *o, const char *where)
@@ -451,6 +632,7 @@ static void build_team(struct build *b, struct dp_team *t, const json_t *o, cons
     build_allowlists(b, o, where, &t->allow);
     t->require_budget = dps_opt_bool(b, o, "require_budget", where, 0);
     opt_cache_ttl(b, o, where, &t->has_cache_ttl, &t->cache_ttl_s);
+    opt_guard_policy(b, o, where, &t->has_guard_policy, &t->guard_policy);
 }
 
 static void build_project(struct build *b, const struct dp_snapshot *s, struct dp_project *p,
@@ -575,7 +757,7 @@ enum { KEY_BLOCK = 448, ITEM_BLOCK = 768, CATALOG_BLOCK = 65536 };
 static struct dps_item *item_begin(struct build *b, enum dps_kind kind, size_t block,
                                    const json_t *o, const char *where)
 {
-    if (kind != DPS_CATALOG && !json_is_object(o)) {
+    if (kind != DPS_CATALOG && kind != DPS_GUARD_RULES && !json_is_object(o)) {
         dps_fail(b, "%s: must be an object", where);
         return NULL;
     }
@@ -638,6 +820,32 @@ struct dps_item *dps_build_route(struct build *b, const struct dp_snapshot *s, c
     if (it)
         it->u.route.content_fp = gw_fnv1a(GW_FNV1A_INIT, it->src, it->srclen);
     return it;
+}
+
+static void free_guard_rules(void *rules)
+{
+    dp_guard_rules_free(rules);
+}
+
+struct dps_item *dps_build_guard_rules(struct build *b, const json_t *a)
+{
+    if (!json_is_array(a)) {
+        dps_fail(b, "guard_rules: must be an array (the whole set)");
+        return NULL;
+    }
+    struct dps_item *it = item_begin(b, DPS_GUARD_RULES, 1024, a, "guard_rules");
+    if (!it)
+        return NULL;
+    char msg[400];
+    struct dp_guard_rules *r = dp_guard_rules_compile(a, msg, sizeof(msg));
+    if (!r)
+        dps_fail(b, "%s", msg);
+    else if (gw_pool_cleanup(it->pool, free_guard_rules, r) != GW_OK) {
+        dp_guard_rules_free(r);
+        dps_fail(b, "out of memory");
+    } else
+        it->u.guard.rules = r;
+    return item_end(b, it, a, "");
 }
 
 struct dps_item *dps_build_catalog(struct build *b, const struct dp_snapshot *s, const json_t *a)

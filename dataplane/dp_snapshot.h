@@ -87,6 +87,37 @@ struct dp_route_cache {
     int deterministic;
 };
 
+/* The prompt-injection guard (docs/guardrails.md). */
+enum dp_guard_policy { DP_GUARD_OFF, DP_GUARD_LOG, DP_GUARD_BLOCK };
+/* What the guard reads of a request (a set). */
+#define DP_GUARD_INSPECT_LAST_USER 1u /* the latest user turn */
+#define DP_GUARD_INSPECT_USER 2u      /* every user turn */
+#define DP_GUARD_INSPECT_TOOL 4u      /* tool results (indirect injection) */
+#define DP_GUARD_INSPECT_SYSTEM 8u    /* system prompts the client supplied */
+/* The longest a classifier may take (ms). */
+#define DP_GUARD_MAX_CLASSIFIER_MS 60000L
+
+struct dp_route_guard {
+    int set; /* the route has a "guard" object */
+    enum dp_guard_policy policy;
+    unsigned inspect;       /* DP_GUARD_INSPECT_* */
+    int rules;              /* the snapshot's rules apply */
+    int min_severity;       /* enum dp_guard_severity: a rule below it only logs */
+    const char *classifier; /* a route's name, or NULL: no classifier */
+    long classifier_timeout_ms;
+    int fail_closed; /* a classifier that fails blocks (policy block), else serves */
+};
+
+/* A route's judge (docs/guardrails.md): off unless sample_rate > 0. */
+#define DP_JUDGE_MAX_TEMPLATE 8192
+struct dp_route_judge {
+    double sample_rate; /* 0..1 */
+    const char *route;
+    const char *rubric; /* with {{prompt}} and {{answer}} */
+    int scale_min, scale_max, pass_min;
+    int keep_text;
+};
+
 struct dp_route {
     const char *name;
     const char **aliases;
@@ -106,6 +137,8 @@ struct dp_route {
      * longer); ms, 1 to DP_MAX_DURATION_MS; 0: DP_DEFAULT_DURATION_MS. */
     long max_duration_ms;
     struct dp_route_cache cache;
+    struct dp_route_guard guard;
+    struct dp_route_judge judge;
     /* Changes with any edit of the route, cache settings and timeouts
      * included (FNV-1a 64 of its canonical JSON): part of every cache key,
      * so an edited route never serves an answer cached before the edit. */
@@ -152,6 +185,9 @@ struct dp_team {
      * (the route's scope and deterministic mark still apply). */
     int has_cache_ttl;
     long cache_ttl_s;
+    /* The guard's policy for the team's keys, over the route's. */
+    int has_guard_policy;
+    enum dp_guard_policy guard_policy;
 };
 
 /* A project (of a team): the allowlists every key of the project is
@@ -190,9 +226,11 @@ struct dp_key {
     const char *team;      /* or NULL; its entry: dp_snapshot_team */
     const char *project;   /* or NULL; its entry: dp_snapshot_project */
     struct dp_allowlists allow;
-    /* As dp_team's, and it wins over the team's. */
+    /* As dp_team's, and they win over the team's. */
     int has_cache_ttl;
     long cache_ttl_s;
+    int has_guard_policy;
+    enum dp_guard_policy guard_policy;
 };
 
 /* The roles a route may take (dp_route.role), in this order. */
@@ -202,6 +240,7 @@ struct dp_key {
  * items (dp_snapshot_int.h): a snapshot made by dp_snapshot_apply shares
  * every item and map node the change does not touch with the one it came
  * from. Read them through the lookups and iterators below, never directly. */
+struct dp_guard_rules;
 struct dp_snapshot {
     long long version;
     const char *source; /* "file", "control_plane" or "cache" (static strings) */
@@ -224,8 +263,16 @@ struct dp_snapshot {
      * /v1/ request needs an active key, and none are served while the
      * snapshot has no key at all: closed by default. */
     int auth_open;
+    /* The prompt-injection rules ("guard_rules", replaced whole), or NULL:
+     * the document has none, and the built-in defaults apply
+     * (dp_snapshot_guard_rules). */
+    const struct dp_guard_rules *guard_rules;
+    struct dps_item *guard_rules_item;
     int refs; /* atomic */
 };
+
+/* The guard's rules in force: the document's, else the defaults. */
+const struct dp_guard_rules *dp_snapshot_guard_rules(const struct dp_snapshot *s);
 
 /*
  * Builds a snapshot from JSON. On failure returns NULL and writes a message

@@ -64,6 +64,9 @@ static struct dp_snapshot *clone(const struct dp_snapshot *base)
         __atomic_add_fetch(&s->catalog_item->refs, 1, __ATOMIC_RELAXED);
     s->catalog = base->catalog;
     s->ncatalog = base->ncatalog;
+    if ((s->guard_rules_item = base->guard_rules_item) != NULL)
+        __atomic_add_fetch(&s->guard_rules_item->refs, 1, __ATOMIC_RELAXED);
+    s->guard_rules = base->guard_rules;
     s->present = base->present;
     s->auth_open = base->auth_open;
     s->source = base->source;
@@ -342,6 +345,7 @@ struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json
     const json_t *catalog = json_object_get(delta, "catalog");
     if (catalog && !json_is_array(catalog))
         dps_fail(&b, "catalog: must be an array (the whole catalog)");
+    const json_t *guard_rules = json_object_get(delta, "guard_rules");
     if (b.failed)
         return NULL;
     struct dp_snapshot *s = clone(base);
@@ -364,6 +368,14 @@ struct dp_snapshot *dp_snapshot_apply(const struct dp_snapshot *base, const json
             s->catalog_item = c;
             s->catalog = c->u.catalog.entries;
             s->ncatalog = c->u.catalog.n;
+        }
+    }
+    if (!b.failed && guard_rules) { /* the whole set, as the catalog */
+        struct dps_item *g = dps_build_guard_rules(&b, guard_rules);
+        if (g) {
+            dps_item_unref(s->guard_rules_item);
+            s->guard_rules_item = g;
+            s->guard_rules = g->u.guard.rules;
         }
     }
     if (!b.failed && teams)
@@ -495,6 +507,10 @@ char *dp_snapshot_render(const struct dp_snapshot *s, size_t *len)
     if (s->catalog_item) {
         put(&o, ",\"catalog\":", 11);
         put(&o, s->catalog_item->src, s->catalog_item->srclen);
+    }
+    if (s->guard_rules_item) {
+        put(&o, ",\"guard_rules\":", 15);
+        put(&o, s->guard_rules_item->src, s->guard_rules_item->srclen);
     }
     if (s->auth_open)
         put(&o, ",\"auth\":\"none\"", 14);

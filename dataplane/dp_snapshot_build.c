@@ -226,6 +226,7 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
     const json_t *teams = req_array(&b, root, "teams", 0);
     const json_t *projects = req_array(&b, root, "projects", 0);
     const json_t *limits = req_array(&b, root, "limits", 0);
+    const json_t *guard_rules = req_array(&b, root, "guard_rules", 0);
     const json_t *auth = json_object_get(root, "auth");
     const char *av = json_is_null(auth) ? "keys" : json_string_value(auth);
     if (auth && !(av && (strcmp(av, "keys") == 0 || strcmp(av, "none") == 0)))
@@ -258,6 +259,8 @@ struct dp_snapshot *dp_snapshot_build_ex(const json_t *root, unsigned flags, cha
         s->catalog = s->catalog_item->u.catalog.entries;
         s->ncatalog = s->catalog_item->u.catalog.n;
     }
+    if (guard_rules && !b.failed && (s->guard_rules_item = dps_build_guard_rules(&b, guard_rules)))
+        s->guard_rules = s->guard_rules_item->u.guard.rules;
     if (!b.failed)
         build_named(&b, s, teams, "teams", "name", "team", &s->teams);
     if (!b.failed)

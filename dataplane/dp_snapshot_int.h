@@ -23,7 +23,8 @@ enum dps_kind {
     DPS_PROJECT,
     DPS_LIMIT,
     DPS_CATALOG,
-    DPS_SCOPE, /* an index entry: the limits of one scope */
+    DPS_SCOPE,       /* an index entry: the limits of one scope */
+    DPS_GUARD_RULES, /* the guard's rules, compiled (replaced whole) */
 };
 
 struct dps_item {
@@ -52,6 +53,9 @@ struct dps_item {
             uint32_t *index;
             size_t mask;
         } catalog;
+        struct {
+            struct dp_guard_rules *rules; /* freed with the item's pool */
+        } guard;
         struct {
             /* The limits of one scope ("k:<key id>", "t:<team>",
              * "p:<project>"), each a limit item held in deps. */
@@ -147,6 +151,8 @@ struct dps_item *dps_build_provider(struct build *b, const json_t *o, const char
 struct dps_item *dps_build_route(struct build *b, const struct dp_snapshot *s, const json_t *o,
                                  const char *where);
 struct dps_item *dps_build_catalog(struct build *b, const struct dp_snapshot *s, const json_t *a);
+/* "guard_rules": the whole array, compiled (dp_guard_rules.h). */
+struct dps_item *dps_build_guard_rules(struct build *b, const json_t *a);
 struct dps_item *dps_build_team(struct build *b, const json_t *o, const char *where);
 struct dps_item *dps_build_project(struct build *b, const struct dp_snapshot *s, const json_t *o,
                                    const char *where);

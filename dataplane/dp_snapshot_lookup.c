@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dp_guard_rules.h"
 #include "dp_snapshot_int.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
@@ -157,6 +158,7 @@ void dps_snapshot_free(struct dp_snapshot *s)
     gw_pmap_release(&s->limits, &dps_name_ops);
     gw_pmap_release(&s->limit_scopes, &dps_name_ops);
     dps_item_unref(s->catalog_item);
+    dps_item_unref(s->guard_rules_item);
     free(s);
 }
 
@@ -350,4 +352,9 @@ uint64_t dps_key_slot(const char *hex)
         v = v << 4 | (uint64_t)(d < 0 ? 0 : d);
     }
     return v;
+}
+
+const struct dp_guard_rules *dp_snapshot_guard_rules(const struct dp_snapshot *s)
+{
+    return s->guard_rules ? s->guard_rules : dp_guard_rules_default();
 }

@@ -330,6 +330,10 @@ int main(int argc, char **argv)
         m.workers[i].loop.breakers = breakers;
         m.workers[i].loop.cache = cache;
         m.workers[i].loop.cache_max_entry = m.cfg.cache_max_entry_bytes;
+        /* The judge's queue, split between the workers (at least one each). */
+        m.workers[i].loop.judge_queue_max =
+            m.cfg.judge_queue ? (m.cfg.judge_queue + (size_t)m.nworkers - 1) / (size_t)m.nworkers
+                              : 0;
     }
     for (int i = 0; i < m.nworkers; i++)
         if (dp_worker_start(&m.workers[i]) != GW_OK) {

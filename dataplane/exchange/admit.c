@@ -30,9 +30,9 @@
 /* ---------------------------------------------------------------- phases */
 
 static const char *const phase_names[] = {
-    [XP_ADMIT] = "admit", [XP_PLAN] = "plan",       [XP_RESERVE] = "reserve",
-    [XP_CACHE] = "cache", [XP_ATTEMPT] = "attempt", [XP_ANSWER] = "answer",
-    [XP_WAIT] = "wait",   [XP_DONE] = "done",
+    [XP_ADMIT] = "admit",     [XP_PLAN] = "plan",   [XP_GUARD] = "guard",
+    [XP_RESERVE] = "reserve", [XP_CACHE] = "cache", [XP_ATTEMPT] = "attempt",
+    [XP_ANSWER] = "answer",   [XP_WAIT] = "wait",   [XP_DONE] = "done",
 };
 
 #define TO(p) (1u << (p))
@@ -40,7 +40,8 @@ static const char *const phase_names[] = {
  * phase may end (the client left, the gateway stopped, a refusal). */
 static const unsigned next_phases[] = {
     [XP_ADMIT] = TO(XP_PLAN) | TO(XP_DONE),
-    [XP_PLAN] = TO(XP_RESERVE) | TO(XP_DONE),
+    [XP_PLAN] = TO(XP_GUARD) | TO(XP_RESERVE) | TO(XP_DONE),
+    [XP_GUARD] = TO(XP_RESERVE) | TO(XP_DONE),
     [XP_RESERVE] = TO(XP_CACHE) | TO(XP_DONE),
     /* A hit's replay crosses the bright line without an attempt. */
     [XP_CACHE] = TO(XP_ATTEMPT) | TO(XP_ANSWER) | TO(XP_DONE),
@@ -84,6 +85,9 @@ uint64_t dp_xloop_rand(struct dp_xloop *l)
 void x_free(struct dp_exchange *x)
 {
     x_set_phase(x, XP_DONE);
+    /* A classifier still asked is given up; a judge's sample goes. */
+    x_guard_free(x);
+    x_judge_free(x);
     /* A flight this request leads is abandoned, a wait left. */
     x_cache_free(x);
     /* The quota step's end: unused reservations go back (a wait is
@@ -125,6 +129,7 @@ void x_free(struct dp_exchange *x)
 void x_end(struct dp_exchange *x)
 {
     x_log_request(x);
+    x_judge_submit(x);
     x_free(x);
 }
 
@@ -165,6 +170,7 @@ static void shutdown_one(struct dp_exchange *x)
 
 void dp_exchange_shutdown_all(struct dp_xloop *l)
 {
+    x_judges_shutdown(l); /* its calls first: they are the loop's own */
     while (l->exchanges)
         shutdown_one(l->exchanges);
 }
@@ -392,11 +398,12 @@ static void route_and_start(struct dp_exchange *x, const char *selector, const s
     }
     set_budget(x);
     gw_http_req_on_close(x->req, on_client_close, x);
-    x_reserve(x);
+    x_guard(x);
 }
 
-void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
-                      const struct dp_key *key, const char *request_id, const struct dp_facade *fc)
+static void chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
+                 const struct dp_key *key, const char *request_id, const struct dp_facade *fc,
+                 int internal)
 {
     json_t *root = load_body(req, fc, request_id);
     if (!root) {
@@ -412,6 +419,7 @@ void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_sna
         return;
     }
     x->creq = cr;
+    x->internal = internal;
     /* A facade whose format a driver speaks parses leniently: what only
      * that format carries goes to such a target untouched (build). */
     cr->lenient = fc->wire != NULL;
@@ -435,6 +443,18 @@ void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_sna
     struct dp_needs n;
     dp_needs_of(cr, &n);
     route_and_start(x, cr->model, &n);
+}
+
+void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
+                      const struct dp_key *key, const char *request_id, const struct dp_facade *fc)
+{
+    chat(l, req, snap, key, request_id, fc, 0);
+}
+
+void dp_exchange_internal(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
+                          const struct dp_key *key, const char *request_id)
+{
+    chat(l, req, snap, key, request_id, &fc_openai_chat, 1);
 }
 
 void dp_exchange_embed(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,

@@ -327,12 +327,22 @@ int x_on_event(void *arg, const struct canon_event *ev)
         canon_usage_clamp(&x->usage);
     } else if (canon_is_content(ev->type))
         x->out_bytes += (int64_t)ev->len + (ev->name ? (int64_t)strlen(ev->name) : 0);
-    /* A stream or a relay keeps the answer for the response cache too. */
-    if (x_cache_accumulates(x)) {
-        if (x->out_bytes > (int64_t)x->l->cache_max_entry)
-            x_cache_give_up_store(x, 1);
-        else if (canon_acc_add(&x->acc, ev) != GW_OK)
+    /* A stream or a relay keeps the answer for the response cache and
+     * the judge too, each within its bound. */
+    int for_cache = x_cache_accumulates(x), for_judge = x_judge_accumulates(x);
+    if (for_cache && x->out_bytes > (int64_t)x->l->cache_max_entry) {
+        x_cache_give_up_store(x, 1);
+        for_cache = 0;
+    }
+    if (for_judge && x->out_bytes > (int64_t)X_JUDGE_MAX_ANSWER) {
+        x_judge_give_up(x);
+        for_judge = 0;
+    }
+    if ((for_cache || for_judge) && canon_acc_add(&x->acc, ev) != GW_OK) {
+        if (for_cache)
             x_cache_give_up_store(x, 0);
+        if (for_judge)
+            x_judge_give_up(x);
     }
     if (ev->type == CANON_EV_DONE) {
         x_price(x); /* the usage is final: the stream's last event carries the cost */

@@ -42,6 +42,7 @@ struct dp_key;
 struct dp_exchange;
 struct dp_facade;
 struct gw_http_req;
+struct xjudges;
 
 /* What the exchanges of one event loop share, owned by the loop's thread:
  * its owner (a worker) fills it and never looks inside an exchange. */
@@ -51,6 +52,8 @@ struct dp_xloop {
     struct dp_breakers *breakers;  /* the process's, shared by every loop */
     struct dp_cache *cache;        /* the process's response cache, or NULL (off) */
     size_t cache_max_entry;        /* its largest entry (bytes of a blob) */
+    size_t judge_queue_max;        /* sampled answers waiting for the judge; 0: no judge */
+    struct xjudges *judges;        /* the loop's judge queue (judge.c), made at first use */
     long retry_base_ms;            /* the backoff's first step */
     uint64_t rng;                  /* a seeded xorshift state, nonzero */
     struct dp_exchange *exchanges; /* in flight, for drain and shutdown */
@@ -66,6 +69,13 @@ void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_sna
                       const struct dp_key *key, const char *request_id, const struct dp_facade *fc);
 void dp_exchange_embed(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
                        const struct dp_key *key, const char *request_id);
+/* The gateway's own call (its guard's classifier, its judge: subcall.c)
+ * on a local request (gw_http_local_new): an OpenAI chat request, served
+ * as a client's is but for the guard, the judge and the key's allowlists
+ * (the operator named the route); key is the one whose request caused it
+ * (its limits, its ledger attribution). */
+void dp_exchange_internal(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
+                          const struct dp_key *key, const char *request_id);
 /* POST /v1/messages/count_tokens: parsed with fc (max_tokens may be
  * absent) and answered at once with an estimate, marked as one. */
 void dp_exchange_count_tokens(struct gw_http_req *req, struct dp_snapshot *snap,

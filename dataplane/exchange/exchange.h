@@ -41,6 +41,9 @@ struct dp_metrics_target;
 struct dp_limits_hold;
 struct dp_cache_meta;
 struct xcache;
+struct xguard;
+struct xjudge;
+struct xsub;
 
 enum xkind { KIND_CHAT, KIND_EMBED };
 
@@ -48,6 +51,7 @@ enum xkind { KIND_CHAT, KIND_EMBED };
 enum xphase {
     XP_ADMIT,   /* the body and headers are being read */
     XP_PLAN,    /* the router orders the candidates */
+    XP_GUARD,   /* the prompt-injection guard reads the request (may wait for its classifier) */
     XP_RESERVE, /* the limits reserve the request's need (may wait for a grant) */
     XP_CACHE,   /* the response cache is looked up (may wait for an identical request) */
     XP_ATTEMPT, /* an upstream transfer in flight, before its first content */
@@ -211,6 +215,11 @@ struct dp_exchange {
     /* the response cache (cache.c) */
     struct xcache *cache; /* NULL: the request does not use it */
     int cache_hit;        /* the answer is a cached one: no upstream call */
+
+    /* the guard and the judge (guard.c, judge.c) */
+    int internal;         /* the gateway's own call (subcall.c): neither applies */
+    struct xguard *guard; /* while the classifier is asked, else NULL */
+    struct xjudge *judge; /* sampled for the judge, else NULL */
 };
 
 /* admit.c: the lifetime */
@@ -226,6 +235,45 @@ void x_set_failure(struct dp_exchange *x, const char *outcome, const char *cls);
  * frees x. */
 int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n);
 void x_reserve(struct dp_exchange *x);
+
+/* guard.c: after the plan, before the reservation; goes on to x_reserve
+ * or ends the request (blocked). */
+void x_guard(struct dp_exchange *x);
+void x_guard_free(struct dp_exchange *x);
+
+/* judge.c: an answer longer than this is not judged */
+#define X_JUDGE_MAX_ANSWER (64u << 10)
+void x_judge_sample(struct dp_exchange *x); /* at the guard: this request is judged, or not */
+int x_judge_accumulates(const struct dp_exchange *x);
+void x_judge_give_up(struct dp_exchange *x);
+void x_judge_submit(struct dp_exchange *x); /* at its end: a whole answer goes to the queue */
+void x_judge_free(struct dp_exchange *x);
+void x_judges_shutdown(struct dp_xloop *l);
+
+/* subcall.c: the gateway's own calls */
+struct xsub_call {
+    const char *route;
+    const char *request_id;
+    const char *purpose; /* "guard", "judge": the ledger's purpose */
+    const char *system;
+    const char *user;
+    long max_tokens;
+    long timeout_ms; /* the whole call's budget */
+};
+struct xsub_result {
+    int ok;          /* content holds the answer's text */
+    int timed_out;   /* the budget ran out */
+    int status;      /* the answer's HTTP status (0: none) */
+    char *content;   /* the cb's to read, freed after it */
+    const char *why; /* not ok: what went wrong (no text of the call) */
+};
+typedef void (*xsub_cb)(void *arg, const struct xsub_result *r);
+/* Starts the call; cb runs once, on a later turn of the loop, unless
+ * x_sub_cancel comes first. snap is borrowed (the call takes a reference).
+ * NULL when out of memory. */
+struct xsub *x_sub_start(struct dp_xloop *l, struct dp_snapshot *snap, const struct dp_key *key,
+                         const struct xsub_call *c, xsub_cb cb, void *arg);
+void x_sub_cancel(struct xsub *s);
 
 /* cache.c */
 void x_cache_phase(struct dp_exchange *x);

@@ -51,7 +51,9 @@ int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n
                     "provider/model)");
         return 1;
     }
-    struct dp_route_ctx ctx = {.key = x->key,
+    /* The gateway's own call goes where the operator said, whatever the
+     * key's allowlists (its limits still apply: x_reserve). */
+    struct dp_route_ctx ctx = {.key = x->internal ? NULL : x->key,
                                .request_id = x->request_id,
                                .session = x->session[0] ? x->session : NULL,
                                .affinity = x->affinity,

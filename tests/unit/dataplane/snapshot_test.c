@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dp_driver.h"
+#include "dp_guard_rules.h"
 #include "dp_snapshot.h"
 #include "dp_snapshot_int.h"
 #include "gw_crypto.h"
@@ -470,6 +471,157 @@ static void test_cache_fields_validated(void)
                  "teams[0].cache_ttl_s: must be an integer from 0 to 2592000");
 }
 
+#define GR(guard) "{\"name\":\"r\",\"guard\":" guard ",\"entries\":[" E("p", "m") "]}"
+#define JR(judge) "{\"name\":\"r\",\"judge\":" judge ",\"entries\":[" E("p", "m") "]}"
+#define RUBRIC "{\"template\":\"{{prompt}} {{answer}}\"}"
+
+/* A route's guard and judge, the keys' and teams' guard policies, and the
+ * snapshot's rules (docs/guardrails.md): parsed with their defaults; the
+ * rules replace the built-in ones, and render back. */
+static void test_guard_fields(void)
+{
+    char err[256] = "";
+    struct dp_snapshot *s = build(
+        ROUTES_DOC(
+            GR("{\"policy\":\"block\",\"inspect\":[\"user\",\"tool\"],"
+               "\"min_severity\":\"medium\",\"classifier\":{\"route\":\"c\","
+               "\"timeout_ms\":900,\"on_error\":\"fail_closed\"}}") ","
+                                                                    "{\"name\":\"j\",\"judge\":{"
+                                                                    "\"sample_rate\":0.25,"
+                                                                    "\"route\":\"c\","
+                                                                    "\"rubric\":{\"template\":\"{{"
+                                                                    "prompt}}/"
+                                                                    "{{answer}}\",\"scale_min\":0,"
+                                                                    "\"scale_max\":10,\"pass_min\":"
+                                                                    "7},\"keep_text\":true},"
+                                                                    "\"entries\":[" E(
+                                                                        "p", "m") "]},"
+                                                                                  "{\"name\":\"c\","
+                                                                                  "\"entries\":[" E(
+                                                                                      "p",
+                                                                                      "m") "]}",
+            ",\"guard_rules\":[{\"id\":\"x\",\"severity\":\"low\",\"kind\":"
+            "\"phrase\",\"pattern\":\"open sesame\"}],"
+            "\"teams\":[{\"name\":\"t\",\"guard_policy\":\"log\"}],"
+            "\"keys\":[{\"id\":\"a\",\"hash\":\"" HASH64 "\",\"guard_policy\":\"off\"},"
+            "{\"id\":\"b\",\"hash\":\"" HASH64B "\"}]"),
+        err, sizeof(err));
+    if (!s)
+        fprintf(stderr, "\n  refused: %s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const struct dp_route *r = dp_snapshot_route(s, "r", NULL);
+    const struct dp_route *j = dp_snapshot_route(s, "j", NULL);
+    const struct dp_route *c = dp_snapshot_route(s, "c", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(r->guard.set, 1);
+    CU_ASSERT_EQUAL(r->guard.policy, DP_GUARD_BLOCK);
+    CU_ASSERT_EQUAL(r->guard.inspect, DP_GUARD_INSPECT_USER | DP_GUARD_INSPECT_TOOL);
+    CU_ASSERT_EQUAL(r->guard.rules, 1);
+    CU_ASSERT_EQUAL(r->guard.min_severity, DP_GUARD_MEDIUM);
+    CU_ASSERT_STRING_EQUAL(r->guard.classifier, "c");
+    CU_ASSERT_EQUAL(r->guard.classifier_timeout_ms, 900);
+    CU_ASSERT_EQUAL(r->guard.fail_closed, 1);
+    /* Defaults: no guard, and a judge off. */
+    CU_ASSERT_EQUAL(c->guard.set, 0);
+    CU_ASSERT_EQUAL(c->guard.inspect, DP_GUARD_INSPECT_LAST_USER);
+    CU_ASSERT_PTR_NULL(c->guard.classifier);
+    CU_ASSERT_EQUAL(c->judge.sample_rate, 0);
+    CU_ASSERT_EQUAL(j->judge.sample_rate, 0.25);
+    CU_ASSERT_STRING_EQUAL(j->judge.route, "c");
+    CU_ASSERT_STRING_EQUAL(j->judge.rubric, "{{prompt}}/{{answer}}");
+    CU_ASSERT_EQUAL(j->judge.scale_min, 0);
+    CU_ASSERT_EQUAL(j->judge.scale_max, 10);
+    CU_ASSERT_EQUAL(j->judge.pass_min, 7);
+    CU_ASSERT_EQUAL(j->judge.keep_text, 1);
+    const struct dp_team *t = dp_snapshot_team(s, "t");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(t->has_guard_policy, 1);
+    CU_ASSERT_EQUAL(t->guard_policy, DP_GUARD_LOG);
+    struct gw_pmap_iter it;
+    const struct dp_key *k;
+    for (dp_snapshot_iter(&s->keys, &it); (k = dp_snapshot_next(&it)) != NULL;) {
+        CU_ASSERT_EQUAL(k->has_guard_policy, k->id[0] == 'a');
+        CU_ASSERT_EQUAL(k->guard_policy, DP_GUARD_OFF);
+    }
+    /* The document's one rule, not the defaults. */
+    CU_ASSERT_EQUAL(dp_guard_rules_count(dp_snapshot_guard_rules(s)), 1);
+    struct dp_guard_match m;
+    CU_ASSERT_EQUAL(dp_guard_scan(dp_snapshot_guard_rules(s), "Open, SESAME!", 13, &m), 1);
+    CU_ASSERT_STRING_EQUAL(m.rule_id, "x");
+    size_t len = 0;
+    char *text = dp_snapshot_render(s, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"guard_rules\":[{"));
+    struct dp_snapshot *again = build(text, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(again);
+    CU_ASSERT_EQUAL(dp_guard_rules_count(dp_snapshot_guard_rules(again)), 1);
+    CU_ASSERT_EQUAL(dp_snapshot_route(again, "j", NULL)->judge.pass_min, 7);
+    dp_snapshot_unref(again);
+    free(text);
+    dp_snapshot_unref(s);
+    /* Without guard_rules: the built-in defaults. */
+    s = build(ROUTES_DOC(ONE_ROUTE, ""), err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_EQUAL(dp_snapshot_guard_rules(s), dp_guard_rules_default());
+    CU_ASSERT(dp_guard_rules_count(dp_snapshot_guard_rules(s)) >= 12);
+    dp_snapshot_unref(s);
+}
+
+static void test_guard_fields_validated(void)
+{
+    expect_error(ROUTES_DOC(GR("\"block\""), ""), "routes[0].guard: must be an object");
+    expect_error(ROUTES_DOC(GR("{}"), ""), "routes[0].guard.policy: required");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"deny\"}"), ""),
+                 "routes[0].guard.policy: must be one of off, log, block");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"log\",\"inspect\":[]}"), ""),
+                 "routes[0].guard.inspect: must be a non-empty array");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"log\",\"inspect\":[\"assistant\"]}"), ""),
+                 "routes[0].guard.inspect[0]: must be one of last_user, user, tool, system");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"log\",\"min_severity\":\"huge\"}"), ""),
+                 "routes[0].guard.min_severity: must be one of low, medium, high");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"log\",\"classifier\":{}}"), ""),
+                 "routes[0].guard.classifier.route: required");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"log\",\"classifier\":{\"route\":\"c\","
+                               "\"timeout_ms\":60001}}"),
+                            ""),
+                 "routes[0].guard.classifier.timeout_ms: must be an integer from 1 to 60000");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"log\",\"classifier\":{\"route\":\"c\","
+                               "\"on_error\":\"retry\"}}"),
+                            ""),
+                 "routes[0].guard.classifier.on_error: must be one of fail_open, fail_closed");
+    expect_error(ROUTES_DOC(GR("{\"policy\":\"log\",\"extra\":1}"), ""),
+                 "routes[0].guard.extra: unknown member");
+    expect_error(ROUTES_DOC(JR("{\"route\":\"c\",\"rubric\":" RUBRIC "}"), ""),
+                 "routes[0].judge.sample_rate: required, a number from 0 to 1");
+    expect_error(ROUTES_DOC(JR("{\"sample_rate\":1.5,\"route\":\"c\",\"rubric\":" RUBRIC "}"), ""),
+                 "routes[0].judge.sample_rate: required, a number from 0 to 1");
+    expect_error(ROUTES_DOC(JR("{\"sample_rate\":1,\"rubric\":" RUBRIC "}"), ""),
+                 "routes[0].judge.route: required");
+    expect_error(ROUTES_DOC(JR("{\"sample_rate\":1,\"route\":\"c\"}"), ""),
+                 "routes[0].judge.rubric: required");
+    expect_error(ROUTES_DOC(JR("{\"sample_rate\":1,\"route\":\"c\",\"rubric\":{\"template\":"
+                               "\"{{prompt}} only\"}}"),
+                            ""),
+                 "routes[0].judge.rubric.template: must hold {{prompt}} and {{answer}}");
+    expect_error(ROUTES_DOC(JR("{\"sample_rate\":1,\"route\":\"c\",\"rubric\":{\"template\":"
+                               "\"{{prompt}} {{answer}}\",\"scale_min\":5,\"scale_max\":5}}"),
+                            ""),
+                 "routes[0].judge.rubric.scale_max: must be above scale_min (5)");
+    expect_error(ROUTES_DOC(JR("{\"sample_rate\":1,\"route\":\"c\",\"rubric\":{\"template\":"
+                               "\"{{prompt}} {{answer}}\",\"pass_min\":9}}"),
+                            ""),
+                 "routes[0].judge.rubric.pass_min: must be an integer from 1 to 5");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"keys\":[{\"id\":\"k\",\"hash\":\"" HASH64
+                                       "\",\"guard_policy\":\"maybe\"}]"),
+                 "keys[0].guard_policy: must be one of off, log, block");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"guard_rules\":{}"), "guard_rules: must be an array");
+    expect_error(ROUTES_DOC(ONE_ROUTE, ",\"guard_rules\":[{\"id\":\"x\",\"severity\":\"low\","
+                                       "\"kind\":\"regex\",\"pattern\":\"(a\"}]"),
+                 "guard_rules[0].pattern");
+}
+
 /* The content fingerprint of route "r" built from this route document. */
 static uint64_t content_fp_of(const char *route)
 {
@@ -798,6 +950,9 @@ static CU_TestInfo tests[] = {
     {"router fields are validated, naming the field", test_router_fields_validated},
     {"cache: a route's settings and the key and team TTLs, rendered back", test_cache_fields},
     {"cache: bad values are refused, naming the field", test_cache_fields_validated},
+    {"guard and judge: parsed with their defaults, the rules replace the built-in ones",
+     test_guard_fields},
+    {"guard and judge: bad values are refused, naming the field", test_guard_fields_validated},
     {"a route's content_fp follows every member, not the spelling",
      test_content_fp_follows_every_member},
     CU_TEST_INFO_NULL,
