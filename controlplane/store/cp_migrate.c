@@ -530,6 +530,45 @@ static const char m16_response_cache[] =
     "ALTER TABLE ledger ADD COLUMN cache_hit boolean NOT NULL DEFAULT false,\n"
     "  ADD COLUMN saved_picodollars bigint CHECK (saved_picodollars >= 0);\n";
 
+/* Judgements (docs/ledger.md, "Judgements"): a sampled answer's score from
+ * its route's judge, one per judged request, sent by the data planes on the
+ * Report stream and stored by the ledger writer idempotently by request_id.
+ * prompt_enc and answer_enc are the text a route chose to keep, sealed
+ * like secrets (cp_secrets, AAD "judgement/<request_id>#prompt" or
+ * "#answer") under the master key master_key_id names; NULL when nothing
+ * was kept. */
+static const char m18_judgements[] =
+    "CREATE TABLE judgements (\n"
+    "  request_id text PRIMARY KEY CHECK (request_id <> ''),\n"
+    "  attempt_id text,\n"
+    "  judge_request_id text,\n"
+    "  route text,\n"
+    "  provider text,\n"
+    "  model text,\n"
+    "  key_id text,\n"
+    "  team text,\n"
+    "  project text,\n"
+    "  judge_route text,\n"
+    "  score integer NOT NULL,\n"
+    "  scale_min integer NOT NULL,\n"
+    "  scale_max integer NOT NULL,\n"
+    "  pass boolean NOT NULL,\n"
+    "  label text,\n"
+    "  at timestamptz NOT NULL,\n"
+    "  snapshot_version bigint NOT NULL DEFAULT 0,\n"
+    "  replica text NOT NULL DEFAULT '',\n"
+    "  prompt_enc bytea,\n"
+    "  answer_enc bytea,\n"
+    "  master_key_id text,\n"
+    "  created_at timestamptz NOT NULL DEFAULT now(),\n"
+    "  CONSTRAINT judgements_scale CHECK (scale_min < scale_max\n"
+    "    AND score BETWEEN scale_min AND scale_max),\n"
+    "  CONSTRAINT judgements_sealed CHECK ((prompt_enc IS NULL AND answer_enc IS NULL)\n"
+    "    OR master_key_id IS NOT NULL));\n"
+    "CREATE INDEX judgements_route_at ON judgements (route, at);\n"
+    "CREATE INDEX judgements_model_at ON judgements (model, at);\n"
+    "CREATE INDEX judgements_at ON judgements (at);\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -547,6 +586,7 @@ const struct cp_migration cp_migrations[] = {
     {14, "admin token scope", m14_admin_token_scope},
     {15, "snapshot builder indexes", m15_snapshot_incremental},
     {16, "response cache", m16_response_cache},
+    {18, "judgements", m18_judgements},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 
