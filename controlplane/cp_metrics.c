@@ -33,7 +33,7 @@ struct cp_metrics {
     struct cp_snapshot *builder;
     struct cp_grpc *grpc;
     struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue, *ledger_cost, *lease_grants;
-    struct gw_metric *ledger_msgs;
+    struct gw_metric *ledger_msgs, *judgements, *judgement_texts_dropped;
     /* What a team spent, per route (a private family), and every limit's
      * amount and spend: the business's figures, for an admin token only. */
     struct gw_buf limits_text; /* the limits' gauges, as last read */
@@ -111,9 +111,18 @@ static void collect(struct gw_metrics *reg, void *arg)
         const char *rej[] = {"rejected"};
         gw_metric_inc(m->ledger_rows, rej, st.rejected - m->ledger_seen.rejected);
         gw_metric_inc(m->ledger_errors, NULL, st.errors - m->ledger_seen.errors);
-        const char *one[] = {"ledger_row"}, *many[] = {"ledger_batch"};
+        const char *one[] = {"ledger_row"}, *many[] = {"ledger_batch"}, *jm[] = {"judgement"};
         gw_metric_inc(m->ledger_msgs, one, st.row_msgs - m->ledger_seen.row_msgs);
         gw_metric_inc(m->ledger_msgs, many, st.batch_msgs - m->ledger_seen.batch_msgs);
+        gw_metric_inc(m->ledger_msgs, jm, st.judgement_msgs - m->ledger_seen.judgement_msgs);
+        gw_metric_inc(m->judgements, ins,
+                      st.judgements_inserted - m->ledger_seen.judgements_inserted);
+        gw_metric_inc(m->judgements, dup,
+                      st.judgements_duplicate - m->ledger_seen.judgements_duplicate);
+        gw_metric_inc(m->judgements, rej,
+                      st.judgements_rejected - m->ledger_seen.judgements_rejected);
+        gw_metric_inc(m->judgement_texts_dropped, NULL,
+                      st.judgement_texts_dropped - m->ledger_seen.judgement_texts_dropped);
         gw_metric_set(m->ledger_queue, NULL, (double)st.queued);
         m->ledger_seen = st;
     }
@@ -182,9 +191,20 @@ int cp_metrics_init(void)
     static const char *const body[] = {"body", NULL};
     m->ledger_msgs = gw_metrics_counter(
         r, "llmgw_cp_ledger_messages_total",
-        "Report messages that carried ledger rows, by body (ledger_row: one row; ledger_batch: "
-        "several, from data planes that learned this control plane takes them).",
+        "Report messages that carried ledger rows or judgements, by body (ledger_row: one row; "
+        "ledger_batch: several, from data planes that learned this control plane takes them, "
+        "and their judgements; judgement: one judgement).",
         body);
+    m->judgements = gw_metrics_counter(
+        r, "llmgw_cp_judgements_total",
+        "Judgements (sampled answers' scores) the ledger writer handled, by result (inserted; "
+        "duplicate: already stored, a replay; rejected: refused, logged by request id).",
+        result);
+    m->judgement_texts_dropped = gw_metrics_counter(
+        r, "llmgw_cp_judgement_texts_dropped_total",
+        "Judgements whose route keeps the judged text, stored without it because "
+        "LLMGW_MASTER_KEY is not set.",
+        NULL);
     static const char *const team_route[] = {"team", "route", "currency", NULL};
     m->ledger_cost = gw_metrics_counter(
         r, "llmgw_cp_ledger_cost_picodollars_total",
@@ -206,10 +226,10 @@ int cp_metrics_init(void)
                                      "result (ok, failed).",
                                      jobres);
     if (!m->ledger_cost || !m->lease_grants || !m->leader || !m->job_runs || !m->ledger_rows ||
-        !m->ledger_msgs || !m->ledger_errors || !m->ledger_queue || !m->admin_requests ||
-        !m->admin_duration || !m->builds || !m->build_duration || !m->snapshot_version ||
-        !m->last_success_age || !m->unresolved || !m->replicas_connected || !m->replica_acked ||
-        !m->postgres_up || !m->audit_rows) {
+        !m->ledger_msgs || !m->judgements || !m->judgement_texts_dropped || !m->ledger_errors ||
+        !m->ledger_queue || !m->admin_requests || !m->admin_duration || !m->builds ||
+        !m->build_duration || !m->snapshot_version || !m->last_success_age || !m->unresolved ||
+        !m->replicas_connected || !m->replica_acked || !m->postgres_up || !m->audit_rows) {
         gw_metrics_free(m->reg);
         m->reg = NULL;
         return GW_ENOMEM;
@@ -246,9 +266,11 @@ int cp_metrics_init(void)
     for (size_t i = 0; i < N(lresults); i++) {
         const char *v[] = {lresults[i]};
         gw_metric_inc(m->ledger_rows, v, 0);
+        gw_metric_inc(m->judgements, v, 0);
     }
+    gw_metric_inc(m->judgement_texts_dropped, NULL, 0);
     gw_metric_inc(m->ledger_errors, NULL, 0);
-    static const char *const bodies[] = {"ledger_row", "ledger_batch"};
+    static const char *const bodies[] = {"ledger_row", "ledger_batch", "judgement"};
     for (size_t i = 0; i < N(bodies); i++) {
         const char *v[] = {bodies[i]};
         gw_metric_inc(m->ledger_msgs, v, 0);

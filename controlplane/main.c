@@ -116,7 +116,7 @@ static int fleet_report(struct main_ctx *m, uint64_t stream_id, const char *repl
 }
 
 /* On the main loop: Report messages that need the database go to the
- * ledger writer (rows, lease requests and releases). */
+ * ledger writer (rows, judgements, lease requests and releases). */
 static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
                      const Llmgw__V1__ReportMessage *msg)
 {
@@ -429,6 +429,8 @@ int main(int argc, char **argv)
     cp_leases_set_grace_ms(cfg.lease_grace_s * 1000);
     cp_ledger_set_leases(m.ledger, &(struct cp_ledger_leases){.grant = cp_leases_ledger_grant,
                                                               .release = cp_leases_release});
+    /* The text a judge route keeps is sealed like secrets (its own copy). */
+    cp_ledger_set_master_key(m.ledger, have_key ? &key : NULL);
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,
                                   .secret_cache_ttl_ms = cfg.secret_cache_ttl_ms,

@@ -11,7 +11,9 @@
 
 #include "cp_db.h"
 #include "cp_grpc.h"
+#include "cp_judgement.h"
 #include "cp_metrics.h"
+#include "cp_secrets.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -29,20 +31,25 @@
  * per row many times. A data plane keeps its rows until they are stored. */
 #define LINGER_MS 10
 
-enum kind { IT_ROW, IT_LEASE_REQ, IT_LEASE_REL };
+/* Rows and judgements share the writer's queue, its transactions and the
+ * stream's seq sequence; lease messages go ahead of them. */
+enum kind { IT_ROW, IT_JUDGE, IT_LEASE_REQ, IT_LEASE_REL };
 
 struct item {
     struct item *next;
     enum kind kind;
     uint64_t stream;
-    uint64_t seq;  /* IT_ROW: its seq on the stream */
+    uint64_t seq;  /* IT_ROW, IT_JUDGE: its seq on the stream */
     int64_t month; /* IT_ROW: at_ms of its month's first instant (partition) */
     char *line;    /* IT_ROW: the row as a line of COPY text for ledger_in */
     size_t line_len;
-    const char *reject; /* IT_ROW: why it goes to ledger_rejects at once (its data), or NULL */
-    int reject_stored;  /* IT_ROW: it is in ledger_rejects */
-    unsigned char *pb;  /* the message packed: a LedgerRow (for ledger_rejects), a lease one */
+    /* Why it is refused at once (its data), or NULL: a row goes to
+     * ledger_rejects, a judgement to the log (reject_judgement). */
+    const char *reject;
+    int reject_stored; /* it is in ledger_rejects (or logged) */
+    unsigned char *pb; /* the message packed: a LedgerRow (for ledger_rejects), a lease one */
     size_t pblen;
+    struct cp_judgement *jg; /* IT_JUDGE: the row, its kept text sealed */
     char replica[128];
 };
 
@@ -69,6 +76,10 @@ struct cp_ledger {
     struct result *rhead, *rtail;
     struct cp_ledger_leases leases;
     struct cp_ledger_stats st;
+    /* Main loop only: seals the text a judgement keeps (cp_judgement). */
+    struct cp_master_key key;
+    int have_key;
+    int text_warned; /* "text not kept: no master key" logged once */
     /* writer thread only */
     struct cp_db *db;
     int64_t months[64]; /* partitions known to exist */
@@ -369,6 +380,37 @@ static struct item *row_item(uint64_t stream_id, const char *replica_id,
     return it;
 }
 
+/* A judgement, its kept text sealed now (main loop): no plaintext waits in
+ * the queue. One the table would refuse is marked (it->reject) to be
+ * logged and acknowledged, like a row, without stalling its stream. */
+static struct item *judge_item(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
+                               const Llmgw__V1__Judgement *j)
+{
+    struct item *it = j ? item_new(stream_id, replica_id, IT_JUDGE) : NULL;
+    if (!it)
+        return NULL;
+    it->seq = j->seq;
+    int dropped = 0;
+    it->jg = cp_judgement_new(j, it->replica, l->have_key ? &l->key : NULL, &it->reject, &dropped);
+    if (!it->jg) {
+        free(it);
+        return NULL;
+    }
+    if (dropped) {
+        pthread_mutex_lock(&l->mu);
+        l->st.judgement_texts_dropped++;
+        pthread_mutex_unlock(&l->mu);
+        if (!l->text_warned) {
+            l->text_warned = 1;
+            gw_log(GW_LOG_WARN,
+                   "judgements: a route keeps judged text, but LLMGW_MASTER_KEY is not set: "
+                   "the text is not stored (scores are)",
+                   NULL);
+        }
+    }
+    return it;
+}
+
 static struct item *lease_msg_item(uint64_t stream_id, const char *replica_id,
                                    const Llmgw__V1__ReportMessage *m)
 {
@@ -386,17 +428,25 @@ static struct item *lease_msg_item(uint64_t stream_id, const char *replica_id,
     return it;
 }
 
-/* Queues the list of items (all rows, or one lease message) for the
- * writer; batch: they came in a LedgerBatch. */
-static void enqueue(struct cp_ledger *l, struct item *first, struct item *last, size_t n, int batch)
+static int is_lease(const struct item *it)
+{
+    return it->kind == IT_LEASE_REQ || it->kind == IT_LEASE_REL;
+}
+
+/* Queues the list of items (rows and judgements, or one lease message)
+ * for the writer; body: the Report message's. */
+static void enqueue(struct cp_ledger *l, struct item *first, struct item *last, size_t n,
+                    Llmgw__V1__ReportMessage__BodyCase body)
 {
     pthread_mutex_lock(&l->mu);
     int wake = 1;
-    if (first->kind == IT_ROW && batch)
+    if (body == LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_BATCH)
         l->st.batch_msgs++;
-    else if (first->kind == IT_ROW)
+    else if (body == LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_ROW)
         l->st.row_msgs++;
-    if (first->kind != IT_ROW) {
+    else if (body == LLMGW__V1__REPORT_MESSAGE__BODY_JUDGEMENT)
+        l->st.judgement_msgs++;
+    if (is_lease(first)) {
         if (l->ltail)
             l->ltail->next = first;
         else
@@ -433,10 +483,17 @@ int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replic
         first = last = row_item(stream_id, replica_id, m->ledger_row);
         n = 1;
         break;
-    case LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_BATCH:
-        /* All of the batch or none: an ack covers rows by seq. */
-        for (size_t i = 0; m->ledger_batch && i < m->ledger_batch->n_rows; i++) {
-            struct item *it = row_item(stream_id, replica_id, m->ledger_batch->rows[i]);
+    case LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_BATCH: {
+        /* All of the batch or none: an ack covers rows by seq. Its
+         * judgements come after its rows (their seqs follow the rows'). */
+        const Llmgw__V1__LedgerBatch *b = m->ledger_batch;
+        size_t nrows = b ? b->n_rows : 0, total = b ? b->n_rows + b->n_judgements : 0;
+        if (total == 0)
+            return GW_OK;
+        for (size_t i = 0; i < total; i++) {
+            struct item *it = i < nrows
+                                  ? row_item(stream_id, replica_id, b->rows[i])
+                                  : judge_item(l, stream_id, replica_id, b->judgements[i - nrows]);
             if (!it) {
                 free_items(first);
                 first = NULL;
@@ -449,8 +506,11 @@ int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replic
             last = it;
             n++;
         }
-        if (!m->ledger_batch || m->ledger_batch->n_rows == 0)
-            return GW_OK;
+        break;
+    }
+    case LLMGW__V1__REPORT_MESSAGE__BODY_JUDGEMENT:
+        first = last = judge_item(l, stream_id, replica_id, m->judgement);
+        n = 1;
         break;
     case LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_REQUEST:
     case LLMGW__V1__REPORT_MESSAGE__BODY_LEASE_RELEASE:
@@ -464,7 +524,7 @@ int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replic
         gw_log(GW_LOG_ERROR, "ledger: out of memory; the data plane sends the message again", NULL);
         return GW_ENOMEM;
     }
-    enqueue(l, first, last, n, m->body_case == LLMGW__V1__REPORT_MESSAGE__BODY_LEDGER_BATCH);
+    enqueue(l, first, last, n, m->body_case);
     return GW_OK;
 }
 
@@ -658,17 +718,29 @@ static void count_cost(const PGresult *r)
     }
 }
 
-/* Inserts rows [a, b) (IT_ROW items) in one transaction. */
-static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size_t *inserted,
-                       size_t *nrows, struct cp_db_err *err)
+/* What a run stored: rows and judgements sent, and of them the new ones
+ * (the rest were stored before: replays). */
+struct stored {
+    size_t rows, rows_new, judgements, judgements_new;
+};
+
+/* Inserts the rows and judgements of [a, b) in one transaction: the rows
+ * through COPY and one INSERT, each judgement with an INSERT of its own
+ * (judgements are a sample of the requests). */
+static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, struct stored *st,
+                       struct cp_db_err *err)
 {
     struct gw_buf data;
     gw_buf_init(&data, 0);
-    size_t n = 0;
-    *inserted = *nrows = 0;
+    size_t n = 0, nj = 0;
+    memset(st, 0, sizeof(*st));
     for (struct item *it = a; it != b; it = it->next) {
         if (it->reject)
             continue;
+        if (it->kind == IT_JUDGE) {
+            nj++;
+            continue;
+        }
         if (gw_buf_append(&data, it->line, it->line_len) != GW_OK) {
             gw_buf_free(&data);
             snprintf(err->message, sizeof(err->message), "out of memory");
@@ -676,44 +748,70 @@ static int insert_rows(struct cp_ledger *l, struct item *a, struct item *b, size
         }
         n++;
     }
-    if (n == 0)
+    if (n == 0 && nj == 0)
         return GW_OK;
     int rc = cp_db_begin(l->db, err);
     for (struct item *it = a; rc == GW_OK && it != b; it = it->next)
-        if (!it->reject)
+        if (!it->reject && it->kind == IT_ROW)
             rc = ensure_partition(l, it->month, err);
-    if (rc == GW_OK)
+    if (rc == GW_OK && n)
         rc = cp_db_cmd(l->db, SQL_STAGE, 0, NULL, err);
-    if (rc == GW_OK)
+    if (rc == GW_OK && n)
         rc = cp_db_copy_in(l->db, SQL_COPY, data.data, data.len, err);
     PGresult *r = NULL;
-    if (rc == GW_OK) {
+    if (rc == GW_OK && n) {
         r = cp_db_exec(l->db, NULL, SQL_INSERT, 0, NULL, err);
         rc = r ? GW_OK : GW_EIO;
     }
-    if (rc == GW_OK) {
-        for (int i = 0; i < PQntuples(r); i++)
-            *inserted += (size_t)strtoull(PQgetvalue(r, i, 0), NULL, 10);
-        rc = cp_db_commit(l->db, err);
+    for (int i = 0; rc == GW_OK && r && i < PQntuples(r); i++)
+        st->rows_new += (size_t)strtoull(PQgetvalue(r, i, 0), NULL, 10);
+    for (struct item *it = a; rc == GW_OK && it != b; it = it->next) {
+        if (it->reject || it->kind != IT_JUDGE)
+            continue;
+        int fresh = 0;
+        rc = cp_judgement_insert(l->db, it->jg, &fresh, err);
+        st->judgements_new += (size_t)fresh;
     }
     if (rc == GW_OK)
+        rc = cp_db_commit(l->db, err);
+    if (rc == GW_OK && r)
         count_cost(r);
     if (r)
         PQclear(r);
     if (rc != GW_OK) {
         cp_db_rollback(l->db);
         l->nmonths = 0; /* a partition created in the rolled-back transaction is gone */
+        st->rows_new = st->judgements_new = 0;
     }
-    *nrows = n;
+    st->rows = n;
+    st->judgements = nj;
     gw_buf_free(&data);
     return rc;
 }
 
+/* A judgement the table refuses: logged by request id (never its text)
+ * and counted, then acknowledged. Unlike a row it carries no money, and
+ * sending it again cannot help. */
+static void reject_judgement(struct cp_ledger *l, struct item *it, const char *sqlstate,
+                             const char *why)
+{
+    gw_logf(GW_LOG_ERROR, "judgements: judgement refused; not stored", "{s:s,s:s,s:s,s:s}",
+            "replica_id", it->replica, "request_id", cp_judgement_request_id(it->jg), "sqlstate",
+            sqlstate, "error", why);
+    pthread_mutex_lock(&l->mu);
+    l->st.judgements_rejected++;
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* Stores a row the ledger refused in ledger_rejects, whole, with the
- * reason. */
+ * reason (a judgement: reject_judgement). */
 static int reject_row(struct cp_ledger *l, struct item *it, const char *sqlstate, const char *why,
                       struct cp_db_err *err)
 {
+    if (it->kind == IT_JUDGE) {
+        reject_judgement(l, it, sqlstate, why);
+        return GW_OK;
+    }
     Llmgw__V1__LedgerRow *r = llmgw__v1__ledger_row__unpack(NULL, it->pblen, it->pb);
     char *json = r ? row_json(r, it->replica) : NULL;
     if (r)
@@ -770,16 +868,18 @@ static void flush_rows(struct cp_ledger *l, struct item *a, struct item *b)
     long backoff = BACKOFF_MIN_MS;
     for (;;) {
         struct cp_db_err err = {0};
-        size_t ins = 0, n = 0;
+        struct stored done = {0};
         int rc = db_ready(l, &err);
         if (rc == GW_OK)
             rc = store_rejects(l, a, b, &err);
         if (rc == GW_OK)
-            rc = insert_rows(l, a, b, &ins, &n, &err);
+            rc = insert_rows(l, a, b, &done, &err);
         if (rc == GW_OK) {
             pthread_mutex_lock(&l->mu);
-            l->st.inserted += ins;
-            l->st.duplicates += n - ins;
+            l->st.inserted += done.rows_new;
+            l->st.duplicates += done.rows - done.rows_new;
+            l->st.judgements_inserted += done.judgements_new;
+            l->st.judgements_duplicate += done.judgements - done.judgements_new;
             l->st.db_up = 1;
             pthread_mutex_unlock(&l->mu);
             break;
@@ -866,6 +966,7 @@ static void free_items(struct item *it)
         struct item *nx = it->next;
         free(it->line);
         free(it->pb);
+        cp_judgement_free(it->jg);
         free(it);
         it = nx;
     }
@@ -979,6 +1080,14 @@ struct cp_ledger *cp_ledger_new(struct event_base *base, const char *conninfo, s
     return l;
 }
 
+void cp_ledger_set_master_key(struct cp_ledger *l, const struct cp_master_key *key)
+{
+    cp_master_key_clear(&l->key);
+    l->have_key = key != NULL;
+    if (key)
+        l->key = *key;
+}
+
 void cp_ledger_set_leases(struct cp_ledger *l, const struct cp_ledger_leases *h)
 {
     pthread_mutex_lock(&l->mu);
@@ -1017,6 +1126,7 @@ void cp_ledger_free(struct cp_ledger *l)
         cp_db_free(l->db);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
+    cp_master_key_clear(&l->key);
     free(l->conninfo);
     free(l);
 }

@@ -14,6 +14,12 @@
  * (cp_leases.h). Results (the highest stored seq per stream, lease grants)
  * come back to the main loop, which replies on the stream.
  *
+ * Judgements (a sampled answer's score, cp_judgement.h) ride with the rows:
+ * one alone in a Report message or after the rows of a LedgerBatch, each
+ * with a seq from the rows' sequence; they are queued, inserted (ON
+ * CONFLICT (request_id) DO NOTHING) in the same transaction as the rows
+ * of their run, and acknowledged by the same cumulative ack.
+ *
  * While PostgreSQL is down the batch is retried with backoff; nothing is
  * acknowledged, and each data plane holds its rows (bounded by its send
  * window) and its spool. A row the database refuses (its data, or a month
@@ -33,6 +39,7 @@ struct Llmgw__V1__ReportMessage;
 struct Llmgw__V1__LeaseRequest;
 struct Llmgw__V1__LeaseRelease;
 struct Llmgw__V1__LeaseGrant;
+struct cp_master_key;
 
 struct cp_ledger;
 
@@ -45,11 +52,15 @@ void cp_ledger_free(struct cp_ledger *l);
 /* The rows a LedgerBatch may carry (cp_grpc_opts.ledger_batch_max). */
 #define CP_LEDGER_BATCH_MAX 256
 
-/* Main loop: a Report message (cp_grpc_opts.on_report). Rows (one, or a
- * LedgerBatch's) and lease messages are queued; anything else is
- * ignored. GW_ENOMEM when a row or
- * lease message could not be queued: the caller ends the stream, so a
- * later cumulative ack cannot cover it. */
+/* The master key that seals the text a judgement keeps (copied; NULL:
+ * none, and such text is not stored). Main loop, before the first
+ * message. */
+void cp_ledger_set_master_key(struct cp_ledger *l, const struct cp_master_key *key);
+
+/* Main loop: a Report message (cp_grpc_opts.on_report). Rows and
+ * judgements (one, or a LedgerBatch's) and lease messages are queued;
+ * anything else is ignored. GW_ENOMEM when one could not be queued: the
+ * caller ends the stream, so a later cumulative ack cannot cover it. */
 int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replica_id,
                      const struct Llmgw__V1__ReportMessage *m);
 
@@ -65,13 +76,18 @@ struct cp_ledger_leases {
 void cp_ledger_set_leases(struct cp_ledger *l, const struct cp_ledger_leases *h);
 
 struct cp_ledger_stats {
-    uint64_t inserted;   /* rows stored */
-    uint64_t duplicates; /* rows that were already stored (replays) */
-    uint64_t errors;     /* failed batches (each retried) */
-    uint64_t rejected;   /* rows put in ledger_rejects */
-    uint64_t row_msgs;   /* Report messages with one LedgerRow */
-    uint64_t batch_msgs; /* Report messages with a LedgerBatch */
-    size_t queued;       /* items waiting for the writer (rows, lease messages) */
+    uint64_t inserted;                /* rows stored */
+    uint64_t duplicates;              /* rows that were already stored (replays) */
+    uint64_t errors;                  /* failed batches (each retried) */
+    uint64_t rejected;                /* rows put in ledger_rejects */
+    uint64_t row_msgs;                /* Report messages with one LedgerRow */
+    uint64_t batch_msgs;              /* Report messages with a LedgerBatch */
+    uint64_t judgement_msgs;          /* Report messages with one Judgement */
+    uint64_t judgements_inserted;     /* judgements stored */
+    uint64_t judgements_duplicate;    /* already stored (replays) */
+    uint64_t judgements_rejected;     /* refused (logged by request id, acknowledged) */
+    uint64_t judgement_texts_dropped; /* kept text not stored: no master key */
+    size_t queued; /* items waiting for the writer (rows, judgements, lease messages) */
     int db_up;
 };
 void cp_ledger_stats(struct cp_ledger *l, struct cp_ledger_stats *st);
