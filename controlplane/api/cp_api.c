@@ -11,6 +11,7 @@
 #include "cp_catalog_api.h"
 #include "cp_db.h"
 #include "cp_health.h"
+#include "cp_judgements_api.h"
 #include "cp_metrics.h"
 #include "cp_migrate.h"
 #include "cp_resource.h"
@@ -293,6 +294,10 @@ static const char *admin_label(const char *rest)
     static const char *const fixed[] = {"audit", "health", "ledger", "snapshot", "usage"};
     if (strcmp(rest, "catalog/import") == 0)
         return "catalog_import";
+    if (strcmp(rest, "judgements") == 0)
+        return "judgements";
+    if (strcmp(rest, "judgements/summary") == 0)
+        return "judgements_summary";
     for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
         if (!slash && strlen(fixed[i]) == seg && strncmp(fixed[i], rest, seg) == 0)
             return fixed[i];
@@ -361,6 +366,10 @@ static void route(struct cp_api *api, struct cp_call *c)
         return cp_usage_handle(c, api->db);
     if (seg == 6 && strncmp(rest, "ledger", 6) == 0 && !slash)
         return cp_usage_ledger_handle(c, api->db);
+    if (strcmp(rest, "judgements") == 0)
+        return cp_judgements_list(c, api->db);
+    if (strcmp(rest, "judgements/summary") == 0)
+        return cp_judgements_summary(c, api->db);
     /* Not a catalog row (their keys are numbers): the LiteLLM import. */
     if (strcmp(rest, "catalog/import") == 0)
         return cp_catalog_api_import(c, api->curl);
