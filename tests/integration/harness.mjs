@@ -47,6 +47,8 @@ export const SNAPSHOT_SERVER_BIN = process.env.LLMGW_SNAPSHOT_SERVER_BIN
   || path.join(BUILD_DIR, 'tests', 'cpfake', 'llmgw-snapshot-server');
 export const WATCH_CLIENT_BIN = process.env.LLMGW_WATCH_CLIENT_BIN
   || path.join(BUILD_DIR, 'tests', 'cpfake', 'llmgw-watch-client');
+export const REPORT_CLIENT_BIN = process.env.LLMGW_REPORT_CLIENT_BIN
+  || path.join(BUILD_DIR, 'tests', 'cpfake', 'llmgw-report-client');
 
 // Bounds. They are sanity bounds ("finished within N"), sized for an
 // AddressSanitizer build (~3x slower), never performance assertions.
@@ -692,6 +694,30 @@ export async function startWatchClient({ target, replicaId = 'watch-client', acc
   if (gate) a.push('--gate', gate);
   const { proc } = await startListening('watch-client', WATCH_CLIENT_BIN, a);
   return { proc, snapshots: () => proc.stdoutJson().filter((j) => j.msg === 'snapshot') };
+}
+
+/**
+ * Sends messages (ReportMessages as JSON, in the proto's field names) on
+ * one Report stream to target with tests/cpfake/llmgw-report-client, which
+ * waits for acked_through to reach their highest seq. Resolves with
+ * {code, acked, replies, proc} once it exited (code 0: every seq acked).
+ */
+export async function runReportClient({ target, messages, replicaId = 'report-client', waitMs = 10_000 }) {
+  const file = path.join(makeTmpDir(), 'messages.json');
+  fs.writeFileSync(file, JSON.stringify(messages));
+  const proc = new ManagedProcess('report-client', REPORT_CLIENT_BIN, [
+    '--target', target, '--messages', file, '--replica-id', replicaId, '--wait-ms', String(waitMs),
+  ]);
+  proc.exitExpected = true; // a one-shot command
+  proc.nonZeroExitExpected = true; // the caller checks the status
+  await proc.waitExit(waitMs + 10_000);
+  const out = proc.stdoutJson();
+  return {
+    code: proc.exitInfo.code,
+    acked: out.find((j) => j.msg === 'done')?.acked_through,
+    replies: out.filter((j) => j.msg === 'reply'),
+    proc,
+  };
 }
 
 /**
