@@ -180,11 +180,13 @@ static int rotate(struct cp_db *db)
         cp_master_key_clear(&old_key);
         return 1;
     }
-    int done, skipped;
-    int rc = cp_rotate_master_key(db, &old_key, &new_key, &done, &skipped, msg, sizeof(msg));
+    int done, skipped, judgements;
+    int rc = cp_rotate_master_key(db, &old_key, &new_key, &done, &skipped, &judgements, msg,
+                                  sizeof(msg));
     if (rc == GW_OK)
-        gw_logf(GW_LOG_INFO, "master key rotated", "{s:s,s:s,s:i,s:i}", "old_key_id", old_key.id,
-                "new_key_id", new_key.id, "rewrapped", done, "already_rotated", skipped);
+        gw_logf(GW_LOG_INFO, "master key rotated", "{s:s,s:s,s:i,s:i,s:i}", "old_key_id",
+                old_key.id, "new_key_id", new_key.id, "rewrapped", done, "already_rotated", skipped,
+                "judgements_rewrapped", judgements);
     else
         gw_logf(GW_LOG_ERROR, "rotation failed, nothing changed", "{s:s}", "error", msg);
     cp_master_key_clear(&old_key);

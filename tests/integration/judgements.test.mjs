@@ -387,6 +387,29 @@ describe('metrics and the canary', () => {
   });
 });
 
+describe('master-key rotation', () => {
+  test('rotate-master-key rewraps the kept text with the secrets; the old key no longer opens it', T, async () => {
+    const KEY2 = masterKey();
+    const env = { ...process.env, LLMGW_DATABASE_URL: pg.conninfo, LLMGW_MASTER_KEY: KEY.hex, LLMGW_NEW_MASTER_KEY: KEY2.hex };
+    const rot = new h.ManagedProcess('rotate', h.CONTROLPLANE_BIN, ['rotate-master-key'], { env });
+    rot.exitExpected = true;
+    await rot.waitExit(30_000);
+    assert.equal(rot.exitInfo.code, 0, rot.describe());
+    const done = [...rot.stdoutLines, ...rot.stderrLines].map(h.tryParseJson).find((j) => j?.msg === 'master key rotated');
+    assert.equal(done.judgements_rewrapped, 2, rot.describe());
+    assert.equal(pg.sql('SELECT string_agg(DISTINCT master_key_id, \',\') FROM judgements'), KEY2.id);
+    assert.equal(open(KEY2, 'judgement/req-a#answer', sqlBytes("SELECT answer_enc FROM judgements WHERE request_id = 'req-a'")), ANSWER);
+    // The running control plane still holds the old key: the row says so.
+    const [stale] = await list('?request_id=req-a&include_text=true');
+    assert.ok(!('prompt_text' in stale));
+    assert.match(stale.text_error, /does not open/);
+    const cp3 = await h.startControlPlane({ pg, env: { LLMGW_MASTER_KEY: KEY2.hex } });
+    const [fresh] = await list('?request_id=req-c&include_text=true', cp3);
+    assert.equal(fresh.prompt_text, PROMPT);
+    assert.ok(!lines(cp3).some((l) => l.includes(CANARY)) && !lines({ proc: rot }).some((l) => l.includes(CANARY)));
+  });
+});
+
 /** Groups equal to want: the same members, numbers within 1e-9. */
 function sameGroups(got, want) {
   assert.equal(got.length, want.length, JSON.stringify(got));
