@@ -285,12 +285,14 @@ static void block(struct dp_exchange *x, const struct finding *f, enum dp_guard_
 }
 
 /* A finding under the policy: recorded; blocked (the request ends: 1) or
- * served (0). */
+ * served (0). counted: the request's check was counted already (a rule's
+ * finding before the classifier's). */
 static int act(struct dp_exchange *x, const struct finding *f, enum dp_guard_policy policy,
-               int enforce)
+               int enforce, int counted)
 {
     const char *action = policy == DP_GUARD_BLOCK && enforce ? "block" : "log";
-    dp_metrics_guard(route_name(x), action);
+    if (!counted || strcmp(action, "block") == 0)
+        dp_metrics_guard(route_name(x), action);
     dp_metrics_guard_match(route_name(x), f->rule, action);
     audit(x, f, action, policy);
     if (strcmp(action, "block") == 0) {
@@ -336,7 +338,7 @@ static void classified(struct dp_exchange *x, const struct dp_route_guard *g, in
                 v, "why", r->why ? r->why : "");
     struct finding f = {.rule = "classifier", .reason = v};
     if (strcmp(v, "injection") == 0 || (strcmp(v, "safe") != 0 && g->fail_closed)) {
-        if (act(x, &f, g->policy, 1))
+        if (act(x, &f, g->policy, 1, counted))
             return;
     } else if (strcmp(v, "safe") != 0) { /* fails open: served, and said */
         if (!counted)
@@ -394,7 +396,7 @@ void x_guard(struct dp_exchange *x)
                                 .where = s.where,
                                 .via_base64 = s.best.via_base64};
             /* Below the route's min_severity a finding is only logged. */
-            if (act(x, &f, g.policy, (int)s.best.severity >= g.min_severity))
+            if (act(x, &f, g.policy, (int)s.best.severity >= g.min_severity, 0))
                 return;
             counted = 1;
             if (!g.classifier) {
