@@ -530,6 +530,49 @@ static const char m16_response_cache[] =
     "ALTER TABLE ledger ADD COLUMN cache_hit boolean NOT NULL DEFAULT false,\n"
     "  ADD COLUMN saved_picodollars bigint CHECK (saved_picodollars >= 0);\n";
 
+/* Guardrails (docs/guardrails.md). The prompt-injection rules as data:
+ * each one an id, a severity, a description, and a phrase or a POSIX
+ * extended regular expression matched against the normalized text (the
+ * admin API checks that a regex compiles and holds no back-reference). A
+ * disabled rule stays in the table and out of the snapshot. The table is
+ * seeded once, here, from common/guard_rules.json as compiled in (m17_seed
+ * with it as $1): deleting or disabling a default is the operator's right,
+ * and a later release's defaults do not come back on their own. A route's
+ * guard and judge settings are one jsonb object each (NULL: off), checked
+ * by the admin API (cp_res_routes.c); a key's and a team's guard_policy
+ * overrides the route's (NULL: the route's). */
+static const char m17_guard[] =
+    "CREATE TABLE guard_rules (\n"
+    "  id text PRIMARY KEY CHECK (id ~ '^[a-z0-9][a-z0-9_-]{0,62}$'),\n"
+    "  severity text NOT NULL CHECK (severity IN ('low', 'medium', 'high')),\n"
+    "  description text NOT NULL DEFAULT '' CHECK (octet_length(description) <= 500),\n"
+    "  kind text NOT NULL CHECK (kind IN ('phrase', 'regex')),\n"
+    "  pattern text NOT NULL CHECK (octet_length(pattern) BETWEEN 1 AND 1024),\n"
+    "  enabled boolean NOT NULL DEFAULT true,\n" STAMPS ");\n"
+    "ALTER TABLE routes ADD COLUMN guard jsonb CHECK (jsonb_typeof(guard) = 'object'),\n"
+    "  ADD COLUMN judge jsonb CHECK (jsonb_typeof(judge) = 'object');\n"
+    "ALTER TABLE api_keys ADD COLUMN guard_policy text\n"
+    "  CHECK (guard_policy IN ('off', 'log', 'block'));\n"
+    "ALTER TABLE teams ADD COLUMN guard_policy text\n"
+    "  CHECK (guard_policy IN ('off', 'log', 'block'));\n";
+static const char m17_seed[] =
+    "INSERT INTO guard_rules (id, severity, description, kind, pattern)\n"
+    "SELECT r->>'id', r->>'severity', coalesce(r->>'description', ''), r->>'kind', "
+    "r->>'pattern'\n"
+    "FROM jsonb_array_elements($1::jsonb -> 'rules') AS r";
+
+/* common/guard_rules.json, embedded at build time (controlplane/embed.cmake). */
+extern const char cp_guard_rules_json[];
+
+/* Data a migration loads once its statements ran, in its transaction: sql
+ * with param as $1 (data compiled in, too big or too structured for the
+ * migration's text). */
+static const struct {
+    int version;
+    const char *sql;
+    const char *param;
+} seeds[] = {{17, m17_seed, cp_guard_rules_json}};
+
 /* Judgements (docs/ledger.md, "Judgements"): a sampled answer's score from
  * its route's judge, one per judged request, sent by the data planes on the
  * Report stream and stored by the ledger writer idempotently by request_id.
@@ -586,6 +629,7 @@ const struct cp_migration cp_migrations[] = {
     {14, "admin token scope", m14_admin_token_scope},
     {15, "snapshot builder indexes", m15_snapshot_incremental},
     {16, "response cache", m16_response_cache},
+    {17, "guard", m17_guard},
     {18, "judgements", m18_judgements},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
@@ -643,6 +687,16 @@ static int apply_one(struct cp_db *db, const struct cp_migration *m, int *applie
         return GW_EIO;
     }
     PQclear(r);
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        const char *seed[] = {seeds[i].param};
+        if (seeds[i].version != m->version || !cp_db_cmd(db, seeds[i].sql, 1, seed, err))
+            continue;
+        char msg[sizeof(err->message)];
+        snprintf(msg, sizeof(msg), "%s", err->message);
+        snprintf(err->message, sizeof(err->message), "migration %d (%s), its seed: %.400s",
+                 m->version, m->name, msg);
+        goto fail;
+    }
     if (cp_db_cmd(db, "INSERT INTO schema_migrations (version) VALUES ($1)", 1, p, err) ||
         cp_db_commit(db, err))
         goto fail;
