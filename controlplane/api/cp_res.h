@@ -15,6 +15,7 @@ extern const struct cp_resource cp_res_prices;
 extern const struct cp_resource cp_res_catalog;
 extern const struct cp_resource cp_res_limits;
 extern const struct cp_resource cp_res_projects;
+extern const struct cp_resource cp_res_guard_rules;
 
 /* The allowlists a key, a team and a project each carry (docs/router.md):
  * null allows anything, [] nothing; a target must pass all three. */
@@ -32,6 +33,29 @@ extern const struct cp_resource cp_res_projects;
     {                                                                                              \
         .name = "cache_ttl_s", .type = CP_T_INT, .flags = CP_F_NULLABLE, .min = 0, .max = 2592000  \
     }
+
+/* A key's and a team's guard policy (docs/guardrails.md): null follows the
+ * route's guard; off, log or block wins over it (a key's over its team's). */
+#define CP_RES_GUARD_POLICY_FIELD                                                                  \
+    {                                                                                              \
+        .name = "guard_policy", .type = CP_T_STRING, .flags = CP_F_NULLABLE,                       \
+        .choices = (const char *const[]){"off", "log", "block", NULL},                             \
+        .rule = "one of off, log, block (or null: the route's)"                                    \
+    }
+
+/* A route's guard and judge (cp_res_guard.c): the field checks (the
+ * members' shapes, each refusal naming its member, e.g.
+ * "guard.classifier.timeout_ms"); the routes they name, checked against
+ * the table once the route's name is known (the object check); a delete's
+ * guard (409 while another route names the route); and the stored forms,
+ * every default filled in (new references; JSON null when v is not an
+ * object). */
+int cp_res_check_guard(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e);
+int cp_res_check_judge(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e);
+int cp_res_guard_refs(struct cp_call *c, const json_t *route, struct cp_verr *e);
+int cp_res_guard_route_in_use(struct cp_call *c, const char *key, struct cp_verr *e);
+json_t *cp_res_guard_normalize(const json_t *v);
+json_t *cp_res_judge_normalize(const json_t *v);
 
 /* 0 when table has a row whose name is v (a string, or JSON null: no
  * reference); else a 400 dangling_reference naming field (or a 503). */

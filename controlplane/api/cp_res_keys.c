@@ -168,6 +168,7 @@ static const struct cp_field key_fields[] = {
      .check = check_project},
     CP_RES_ALLOWLIST_FIELDS,
     CP_RES_CACHE_TTL_FIELD,
+    CP_RES_GUARD_POLICY_FIELD,
 };
 
 const struct cp_resource cp_res_keys = {

@@ -3,10 +3,13 @@
  *
  *   {name, aliases, role, capability, strategy, fallback_timeout_ms,
  *    max_duration_ms, cache: {ttl_s, scope, deterministic} or null,
+ *    guard: {...} or null, judge: {...} or null,
  *    entries: [{provider, model, weight, high_cost, tier}]}
  *
  * stored in routes and route_entries by one transaction (an edit replaces
- * the entries; one that carries cache replaces it whole). The rules are
+ * the entries; one that carries cache, guard or judge replaces it whole;
+ * guard and judge are checked and stored, defaults filled, by
+ * cp_res_guard.c). The rules are
  * the data plane's snapshot loader's (docs/dataplane.md, "Snapshot file"),
  * checked here so a route the API accepts is one every data plane loads.
  */
@@ -81,12 +84,12 @@ static int check_cache(struct cp_call *c, const char *field, const json_t *v, st
 }
 
 /* The cache's columns from the object (checked): cache_ttl_s NULL when
- * off, the scope and the mark with their defaults. */
+ * off, the scope and the mark with their defaults; guard and judge with
+ * theirs. */
 static int prepare_route(struct cp_call *c, json_t *obj, const json_t *before, struct cp_verr *e)
 {
     (void)c;
     (void)before;
-    (void)e;
     json_t *v = json_object_get(obj, "cache");
     int on = json_is_object(v);
     json_t *scope = on ? json_object_get(v, "scope") : NULL;
@@ -97,6 +100,11 @@ static int prepare_route(struct cp_call *c, json_t *obj, const json_t *before, s
     json_object_set_new(obj, "cache_scope",
                         json_string(json_is_string(scope) ? json_string_value(scope) : "team"));
     json_object_set_new(obj, "cache_deterministic", json_boolean(json_is_true(det)));
+    json_t *guard = cp_res_guard_normalize(json_object_get(obj, "guard"));
+    json_t *judge = cp_res_judge_normalize(json_object_get(obj, "judge"));
+    if (!guard || !judge || json_object_set_new(obj, "guard", guard) ||
+        json_object_set_new(obj, "judge", judge))
+        return cp_verr_set(e, 500, "internal", NULL, "out of memory");
     return GW_OK;
 }
 
@@ -290,6 +298,9 @@ static int check_route(struct cp_call *c, const json_t *obj, struct cp_verr *e)
                            "%s: '%s' is a role held by a route; a role may not also be a route "
                            "name or alias",
                            strcmp(hit, name) == 0 ? "name" : "aliases", hit);
+    /* A guard's classifier and a judge name another chat route. */
+    if (cp_res_guard_refs(c, obj, e))
+        return GW_EINVAL;
     if (!rl)
         return GW_OK;
     r = cp_db_exec(c->db, c->pool,
@@ -373,6 +384,10 @@ static const struct cp_field route_fields[] = {
     {.name = "cache_ttl_s", .type = CP_T_INT, .flags = CP_F_HIDDEN | CP_F_NULLABLE},
     {.name = "cache_scope", .type = CP_T_STRING, .flags = CP_F_HIDDEN},
     {.name = "cache_deterministic", .type = CP_T_BOOL, .flags = CP_F_HIDDEN},
+    /* The prompt-injection guard and the answer judge (docs/guardrails.md):
+     * null (off) or an object, stored with its defaults filled in. */
+    {.name = "guard", .type = CP_T_OBJECT, .flags = CP_F_NULLABLE, .check = cp_res_check_guard},
+    {.name = "judge", .type = CP_T_OBJECT, .flags = CP_F_NULLABLE, .check = cp_res_check_judge},
     {.name = "entries",
      .type = CP_T_ARRAY,
      .flags = CP_F_VIRTUAL | CP_F_REQUIRED,
@@ -386,6 +401,7 @@ const struct cp_resource cp_res_routes = {
     .fields = route_fields,
     .nfields = sizeof(route_fields) / sizeof(route_fields[0]),
     .check = check_route,
+    .before_delete = cp_res_guard_route_in_use,
     .prepare = prepare_route,
     .after_write = write_entries,
     .write_lock = CP_ROUTES_LOCK_KEY,

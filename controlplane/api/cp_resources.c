@@ -186,13 +186,15 @@ static const struct cp_resource providers = {
  * null allows anything, [] nothing. require_budget: a key of the team with
  * no cost limit applying to it (its own, the team's or its project's) is
  * refused (402 budget_not_configured). cache_ttl_s: the response cache for
- * the team's keys (a key's own wins). */
+ * the team's keys (a key's own wins); guard_policy: the prompt-injection
+ * guard's for them (the same). */
 static const struct cp_field team_fields[] = {
     {.name = "name", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
     {.name = "description", .type = CP_T_STRING, .def = "\"\"", .max = 1024},
     CP_RES_ALLOWLIST_FIELDS,
     {.name = "require_budget", .type = CP_T_BOOL, .def = "false"},
     CP_RES_CACHE_TTL_FIELD,
+    CP_RES_GUARD_POLICY_FIELD,
 };
 
 int cp_res_in_use(struct cp_call *c, const char *sql, const char *what, const char *key,
@@ -230,5 +232,6 @@ static const struct cp_resource teams = {
 };
 
 const struct cp_resource *const cp_resources[] = {
-    &providers,      &cp_res_secrets,      &cp_res_routes,   &cp_res_keys,   &teams, &cp_res_prices,
-    &cp_res_catalog, &cp_res_admin_tokens, &cp_res_projects, &cp_res_limits, NULL};
+    &providers,       &cp_res_secrets, &cp_res_routes,      &cp_res_keys,
+    &teams,           &cp_res_prices,  &cp_res_catalog,     &cp_res_admin_tokens,
+    &cp_res_projects, &cp_res_limits,  &cp_res_guard_rules, NULL};
