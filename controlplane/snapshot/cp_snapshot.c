@@ -535,8 +535,14 @@ static const char SQL_SECRETS[] =
                  "NULL)";
 static const char SQL_SECRETS_SOME[] =
     SECRETS_FROM "WHERE name IN (SELECT credential_ref FROM providers WHERE " PROVIDERS_SOME ")";
-/* A route carries "cache" only when its cache is on (cache_ttl_s set):
- * a route without one is the same object it was before the cache. */
+/* The object text obj with the member name: expr (json or jsonb) appended
+ * when expr is not NULL: an optional member, without a CASE per
+ * combination of the optional members present. */
+#define PLUS_MEMBER(name, expr) " || coalesce(',\"" name "\":' || (" expr ")::text, '')"
+#define WITH_MEMBERS(obj, members) "left(" obj ", -1)" members " || '}'"
+/* A route carries "cache" only when its cache is on (cache_ttl_s set), and
+ * "guard" and "judge" only when set (docs/guardrails.md): a route without
+ * them is the same object it was before them. */
 #define ROUTE_MEMBERS                                                                              \
     "'name', r.name, 'aliases', r.aliases, 'role', r.role, "                                       \
     "'capability', r.capability, 'strategy', r.strategy, 'fallback_timeout_ms', "                  \
@@ -544,27 +550,29 @@ static const char SQL_SECRETS_SOME[] =
     "json_agg(json_build_object('provider', e.provider, 'model', e.model, 'weight', e.weight, "    \
     "'high_cost', e.high_cost, 'tier', e.tier) ORDER BY e.position) FROM route_entries e WHERE "   \
     "e.route = r.name), '[]'::json)"
-#define ROUTES_FROM                                                                                \
-    "SELECT r.name, CASE WHEN r.cache_ttl_s IS NULL THEN json_build_object(" ROUTE_MEMBERS         \
+#define ROUTE_OBJECT                                                                               \
+    "CASE WHEN r.cache_ttl_s IS NULL THEN json_build_object(" ROUTE_MEMBERS                        \
     ") ELSE json_build_object(" ROUTE_MEMBERS ", 'cache', json_build_object('ttl_s', "             \
-    "r.cache_ttl_s, 'scope', r.cache_scope, 'deterministic', r.cache_deterministic)) END::text "   \
-    "FROM routes r "
+    "r.cache_ttl_s, 'scope', r.cache_scope, 'deterministic', r.cache_deterministic)) END::text"
+#define ROUTE_OPTIONAL PLUS_MEMBER("guard", "r.guard") PLUS_MEMBER("judge", "r.judge")
+#define ROUTES_FROM "SELECT r.name, " WITH_MEMBERS(ROUTE_OBJECT, ROUTE_OPTIONAL) " FROM routes r "
 static const char SQL_ROUTES[] = ROUTES_FROM "ORDER BY r.name";
 static const char SQL_ROUTES_SOME[] = ROUTES_FROM "WHERE r.name = " ANY_1;
 /* A key past its expires_at goes out as status "expired": the data plane
  * serves only "active" keys. */
-/* A key and a team carry "cache_ttl_s" only when it is set (null: the
- * routes decide, the same as absent). */
+/* A key and a team carry "cache_ttl_s" and "guard_policy" only when set
+ * (null: the routes decide, the same as absent). */
 #define KEY_MEMBERS                                                                                \
     "'id', id, 'hash', hash, 'status', CASE WHEN status = 'active' AND "                           \
     "expires_at IS NOT NULL AND expires_at <= now() THEN 'expired' ELSE status END, "              \
     "'expires_at_ms', (extract(epoch FROM expires_at) * 1000)::bigint, 'team', team, 'project', "  \
     "project, 'allow_routes', allow_routes, 'allow_providers', allow_providers, 'allow_models', "  \
     "allow_models"
-#define KEYS_FROM                                                                                  \
-    "SELECT CASE WHEN cache_ttl_s IS NULL THEN json_build_object(" KEY_MEMBERS                     \
-    ") ELSE json_build_object(" KEY_MEMBERS ", 'cache_ttl_s', cache_ttl_s) END::text "             \
-    "FROM api_keys "
+#define KEY_OBJECT                                                                                 \
+    "CASE WHEN cache_ttl_s IS NULL THEN json_build_object(" KEY_MEMBERS                            \
+    ") ELSE json_build_object(" KEY_MEMBERS ", 'cache_ttl_s', cache_ttl_s) END::text"
+#define GUARD_POLICY PLUS_MEMBER("guard_policy", "to_json(guard_policy)")
+#define KEYS_FROM "SELECT " WITH_MEMBERS(KEY_OBJECT, GUARD_POLICY) " FROM api_keys "
 static const char SQL_KEYS[] = KEYS_FROM "ORDER BY id";
 static const char SQL_KEYS_SOME[] = KEYS_FROM "WHERE id = " ANY_1;
 /* The active keys that expired after $1 (Unix ms), up to now: the only ones
@@ -577,10 +585,10 @@ static const char SQL_KEYS_EXPIRED[] =
 #define TEAM_MEMBERS                                                                               \
     "'name', name, 'allow_routes', allow_routes, 'allow_providers', "                              \
     "allow_providers, 'allow_models', allow_models, 'require_budget', require_budget"
-#define TEAMS_FROM                                                                                 \
-    "SELECT CASE WHEN cache_ttl_s IS NULL THEN json_build_object(" TEAM_MEMBERS                    \
-    ") ELSE json_build_object(" TEAM_MEMBERS ", 'cache_ttl_s', cache_ttl_s) END::text "            \
-    "FROM teams "
+#define TEAM_OBJECT                                                                                \
+    "CASE WHEN cache_ttl_s IS NULL THEN json_build_object(" TEAM_MEMBERS                           \
+    ") ELSE json_build_object(" TEAM_MEMBERS ", 'cache_ttl_s', cache_ttl_s) END::text"
+#define TEAMS_FROM "SELECT " WITH_MEMBERS(TEAM_OBJECT, GUARD_POLICY) " FROM teams "
 static const char SQL_TEAMS[] = TEAMS_FROM "ORDER BY name";
 static const char SQL_TEAMS_SOME[] = TEAMS_FROM "WHERE name = " ANY_1;
 /* Projects carry allowlists too: a key's target must pass its own, its
@@ -597,6 +605,12 @@ static const char SQL_PROJECTS_SOME[] = PROJECTS_FROM "WHERE name = " ANY_1;
     "offline, 'unpriced', unpriced, 'currency', currency)::text FROM limits WHERE enabled "
 static const char SQL_LIMITS[] = LIMITS_FROM "ORDER BY id";
 static const char SQL_LIMITS_SOME[] = LIMITS_FROM "AND id = " ANY_1;
+/* The enabled guard rules (docs/guardrails.md), one array, in byte order
+ * of their ids (strcmp's, whatever the database's collation). */
+static const char SQL_GUARD_RULES[] =
+    "SELECT coalesce(json_agg(json_build_object('id', id, 'severity', severity, 'description', "
+    "description, 'kind', kind, 'pattern', pattern) ORDER BY id COLLATE \"C\"), '[]'::json)::text "
+    "FROM guard_rules WHERE enabled";
 /* The earliest future expiry, and the transaction's now() (Unix ms). */
 #define EXPIRY(after)                                                                              \
     "SELECT (SELECT (extract(epoch FROM min(expires_at)) * 1000)::bigint FROM api_keys WHERE "     \
@@ -895,7 +909,7 @@ static void build_full(struct cp_snapshot *b, const char *why, int check)
 {
     int64_t t0 = gw_now_us();
     struct cp_db_err dberr;
-    enum { NQUERIES = 10 };
+    enum { NQUERIES = 11 };
     PGresult *res[NQUERIES] = {0};
     json_t *doc = NULL;
     json_t *unresolved = json_object(), *skipped = json_object();
@@ -916,10 +930,11 @@ static void build_full(struct cp_snapshot *b, const char *why, int check)
                                               SQL_TEAMS,
                                               SQL_LIMITS,
                                               SQL_PROJECTS,
-                                              SQL_EXPIRY};
+                                              SQL_EXPIRY,
+                                              SQL_GUARD_RULES};
     static const char *const steps[NQUERIES] = {
-        "config_state",  "providers", "secrets", "routes",   "api_keys",
-        "model_catalog", "teams",     "limits",  "projects", "api_keys expiry"};
+        "config_state", "providers", "secrets",  "routes",          "api_keys",   "model_catalog",
+        "teams",        "limits",    "projects", "api_keys expiry", "guard_rules"};
     for (int i = 0; i < NQUERIES; i++) {
         step = steps[i];
         res[i] = cp_db_exec(b->db, NULL, sql[i], 0, NULL, &dberr);
@@ -940,6 +955,16 @@ static void build_full(struct cp_snapshot *b, const char *why, int check)
     doc = json_pack("{s:I,s:[],s:[],s:[],s:[],s:[],s:[],s:[]}", "version", (json_int_t)version,
                     "providers", "routes", "keys", "catalog", "teams", "limits", "projects");
     if (!doc || !unresolved || !skipped) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    json_t *rules = json_loads(cp_db_value(res[10]) ? cp_db_value(res[10]) : "", 0, NULL);
+    if (!json_is_array(rules)) {
+        json_decref(rules);
+        snprintf(err, sizeof(err), "the guard rules did not render as a JSON array");
+        goto fail;
+    }
+    if (json_object_set_new(doc, "guard_rules", rules)) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
@@ -1084,6 +1109,7 @@ struct inc {
     json_t *secrets;          /* secrets written: their providers are re-read */
     json_t *stale;            /* external refs whose cached value expired: likewise */
     int catalog;              /* the catalog is re-read */
+    int guard_rules;          /* the guard rules are re-read */
     json_t *delta;
     json_t *unresolved; /* provider -> record, or null: resolved now */
     json_t *skipped;    /* route -> true (skipped now) or false (not any more) */
@@ -1091,6 +1117,8 @@ struct inc {
     size_t nch, cap;
     char *catalog_text;
     size_t catalog_len;
+    char *rules_text; /* the guard rules, when they changed */
+    size_t rules_len;
 };
 
 static void inc_free(struct inc *c)
@@ -1109,6 +1137,7 @@ static void inc_free(struct inc *c)
     }
     free(c->ch);
     wipe_free(c->catalog_text, c->catalog_len);
+    wipe_free(c->rules_text, c->rules_len);
 }
 
 /* Records that kind's name becomes o (NULL: goes) unless the model already
@@ -1279,6 +1308,30 @@ static int inc_providers(struct cp_snapshot *b, struct inc *c, const PGresult *r
     return rc;
 }
 
+/* The guard rules re-read (SQL_GUARD_RULES's row) into the delta, whole,
+ * when they differ from the model's. */
+static int inc_guard_rules(struct cp_snapshot *b, struct inc *c, const PGresult *r, char *err,
+                           size_t errlen)
+{
+    json_t *rules = json_loads(cp_db_value(r) ? cp_db_value(r) : "", 0, NULL);
+    char *text = json_is_array(rules) ? json_dumps(rules, JSON_COMPACT) : NULL;
+    if (!text) {
+        json_decref(rules);
+        snprintf(err, errlen, "the guard rules did not render as a JSON array");
+        return GW_EINVAL;
+    }
+    const char *have = b->model.guard_rules ? b->model.guard_rules : "[]";
+    if (strcmp(text, have) == 0) {
+        free(text);
+        json_decref(rules);
+        return GW_OK;
+    }
+    c->rules_text = text;
+    c->rules_len = strlen(text);
+    json_object_set_new(c->delta, "guard_rules", rules);
+    return GW_OK;
+}
+
 /* The status's sets (unresolved credentials, skipped routes) follow what
  * the build re-read. */
 static void inc_status(struct cp_snapshot *b, const struct inc *c)
@@ -1337,6 +1390,8 @@ static const char *inc_classify(struct inc *c, const PGresult *r, int64_t from, 
             json_object_set_new(c->secrets, id, json_true());
         } else if (strcmp(res, "prices") == 0 || strcmp(res, "catalog") == 0) {
             c->catalog = 1;
+        } else if (strcmp(res, "guard-rules") == 0) {
+            c->guard_rules = 1;
         } else if (strcmp(res, "admin-tokens") != 0) {
             return "a write to a resource the builder does not know";
         }
@@ -1363,7 +1418,7 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
     struct cp_db_err dberr;
     struct inc c = {0};
     PGresult *vr = NULL, *ar = NULL, *er = NULL, *rr[CP_NKINDS] = {0}, *sr = NULL, *cr = NULL,
-             *xr = NULL;
+             *xr = NULL, *gr = NULL;
     char err[512] = "";
     const char *step = "BEGIN";
     int full = 0;
@@ -1467,6 +1522,11 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
         if (!(cr = query(b, SQL_CATALOG, NULL, NULL, &dberr)))
             goto dbfail;
     }
+    if (c.guard_rules) {
+        step = "guard_rules";
+        if (!(gr = query(b, SQL_GUARD_RULES, NULL, NULL, &dberr)))
+            goto dbfail;
+    }
     step = "api_keys expiry";
     char checked[24];
     snprintf(checked, sizeof(checked), "%lld", (long long)b->expiry_checked_ms);
@@ -1516,7 +1576,12 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
         }
     }
 
-    size_t nchanged = c.nch + (c.catalog_text ? 1 : 0);
+    /* The guard rules go whole, like the catalog: a delta's "guard_rules"
+     * is the new array. */
+    if (gr && inc_guard_rules(b, &c, gr, err, sizeof(err)))
+        goto fail;
+
+    size_t nchanged = c.nch + (c.catalog_text ? 1 : 0) + (c.rules_text ? 1 : 0);
     if (nchanged == 0) {
         b->seen_version = version;
         /* Nothing the data planes see changed (an admin token, a secret no
@@ -1568,6 +1633,10 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
         cp_model_set_catalog(&b->model, c.catalog_text, c.catalog_len);
         c.catalog_text = NULL;
     }
+    if (c.rules_text) {
+        cp_model_set_guard_rules(&b->model, c.rules_text, c.rules_len);
+        c.rules_text = NULL;
+    }
     b->model.version = new_version;
     pthread_mutex_unlock(&b->mlock);
     /* A provider's credential is wiped when the last snapshot holding its
@@ -1607,6 +1676,7 @@ out:
     PQclear(sr);
     PQclear(cr);
     PQclear(xr);
+    PQclear(gr);
     for (int k = 0; k < CP_NKINDS; k++)
         PQclear(rr[k]);
     return full;

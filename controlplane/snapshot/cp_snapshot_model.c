@@ -50,6 +50,7 @@ void cp_model_clear(struct cp_model *m)
     for (int k = 0; k < CP_NKINDS; k++)
         tdestroy(m->root[k], entry_free);
     wipe_free(m->catalog, m->catalog_len);
+    wipe_free(m->guard_rules, m->guard_rules_len);
     cp_model_init(m);
 }
 
@@ -114,6 +115,13 @@ void cp_model_set_catalog(struct cp_model *m, char *text, size_t len)
     m->catalog_len = len;
 }
 
+void cp_model_set_guard_rules(struct cp_model *m, char *text, size_t len)
+{
+    wipe_free(m->guard_rules, m->guard_rules_len);
+    m->guard_rules = text;
+    m->guard_rules_len = len;
+}
+
 int cp_model_from_doc(struct cp_model *m, const json_t *doc)
 {
     for (int k = 0; k < CP_NKINDS; k++) {
@@ -139,6 +147,15 @@ int cp_model_from_doc(struct cp_model *m, const json_t *doc)
             return GW_ENOMEM;
         }
         cp_model_set_catalog(m, text, strlen(text));
+    }
+    json_t *rules = json_object_get(doc, "guard_rules");
+    if (rules) {
+        char *text = json_dumps(rules, JSON_COMPACT);
+        if (!text) {
+            cp_model_clear(m);
+            return GW_ENOMEM;
+        }
+        cp_model_set_guard_rules(m, text, strlen(text));
     }
     json_t *v = json_object_get(doc, "version");
     m->version = json_is_integer(v) ? json_integer_value(v) : 0;
@@ -168,7 +185,11 @@ unsigned cp_model_diff(const struct cp_model *a, const struct cp_model *b)
     unsigned diff = 0;
     const char *ca = a->catalog ? a->catalog : "[]", *cb = b->catalog ? b->catalog : "[]";
     if (strcmp(ca, cb) != 0)
-        diff |= 1u << CP_NKINDS;
+        diff |= 1u << CP_DIFF_CATALOG;
+    const char *ga = a->guard_rules ? a->guard_rules : "[]";
+    const char *gb = b->guard_rules ? b->guard_rules : "[]";
+    if (strcmp(ga, gb) != 0)
+        diff |= 1u << CP_DIFF_GUARD_RULES;
     for (int k = 0; k < CP_NKINDS; k++) {
         struct equal_walk w = {b, k, a->count[k] == b->count[k]};
         twalk_r(a->root[k], equal_visit, &w);
@@ -200,8 +221,10 @@ char *cp_model_document(const struct cp_model *m, size_t *len)
 {
     const char *cat = m->catalog ? m->catalog : "[]";
     size_t catlen = m->catalog ? m->catalog_len : 2;
+    const char *rules = m->guard_rules ? m->guard_rules : "[]";
+    size_t ruleslen = m->guard_rules ? m->guard_rules_len : 2;
     /* Every entry's text and a comma, each kind's member, the version. */
-    size_t n = m->bytes + catlen + 64, nentries = 0;
+    size_t n = m->bytes + catlen + ruleslen + 96, nentries = 0;
     for (int k = 0; k < CP_NKINDS; k++) {
         nentries += m->count[k];
         n += strlen(cp_kind_names[k]) + 8;
@@ -223,6 +246,10 @@ char *cp_model_document(const struct cp_model *m, size_t *len)
     w.p += 11;
     memcpy(w.p, cat, catlen);
     w.p += catlen;
+    memcpy(w.p, ",\"guard_rules\":", 15);
+    w.p += 15;
+    memcpy(w.p, rules, ruleslen);
+    w.p += ruleslen;
     *w.p++ = '}';
     *w.p = '\0';
     *len = (size_t)(w.p - doc);

@@ -3,8 +3,8 @@
  * (cp_snapshot.c), kept so that a write costs what it changed, not what the
  * configuration holds. Per kind of resource a map from name (or id) to that
  * resource's object, serialized exactly as the full document carries it,
- * plus the catalog array (serialized whole: it changes whole) and the
- * version. The whole document is assembled from these texts on demand,
+ * plus the catalog and guard_rules arrays (each serialized whole: each
+ * changes whole) and the version. The whole document is assembled from these texts on demand,
  * without parsing or serializing anything.
  *
  * Entries are kept in strcmp order of their names, in balanced trees
@@ -33,6 +33,8 @@ struct cp_model {
     size_t bytes;  /* the entries' names and texts, for sizing the document */
     char *catalog; /* the catalog array, serialized; NULL: "[]" */
     size_t catalog_len;
+    char *guard_rules; /* the guard_rules array, serialized; NULL: "[]" */
+    size_t guard_rules_len;
     int64_t version; /* the document's "version"; -1: no build yet */
 };
 
@@ -49,14 +51,19 @@ int cp_model_put(struct cp_model *m, int kind, const char *name, char *text, siz
 void cp_model_del(struct cp_model *m, int kind, const char *name);
 /* Replaces the catalog text (taken over). */
 void cp_model_set_catalog(struct cp_model *m, char *text, size_t len);
+/* Replaces the guard_rules text (taken over). */
+void cp_model_set_guard_rules(struct cp_model *m, char *text, size_t len);
 
 /* Fills the empty m from a whole document (the full build's), each object
  * serialized once. GW_OK, GW_EINVAL (an object without its name) or
  * GW_ENOMEM; m is left empty on failure. */
 int cp_model_from_doc(struct cp_model *m, const json_t *doc);
 
-/* Where a and b differ (versions aside): bit k for kind k, bit CP_NKINDS
- * for the catalog; 0 when they hold the same document. */
+/* Where a and b differ (versions aside): bit k for kind k, bit
+ * CP_DIFF_CATALOG for the catalog, CP_DIFF_GUARD_RULES for the guard
+ * rules; 0 when they hold the same document. */
+#define CP_DIFF_CATALOG CP_NKINDS
+#define CP_DIFF_GUARD_RULES (CP_NKINDS + 1)
 unsigned cp_model_diff(const struct cp_model *a, const struct cp_model *b);
 
 /* The whole document (malloc'd, NUL-terminated, holds credentials), its
