@@ -4,7 +4,7 @@
  * version (no accepts_delta), or one that lags.
  *
  *   llmgw-watch-client --target HOST:PORT [--replica-id ID] [--accepts-delta]
- *       [--gate FILE]
+ *       [--gate FILE] [--dump DIR]
  *
  * Plaintext only. Prints {"msg":"listening","port":N} (the target's port)
  * once the call is open, so the harness can wait for it, then one line per message received:
@@ -12,7 +12,9 @@
  * "delta_bytes"}, and {"msg":"ended","status"} when the call ends. With
  * --gate it reads nothing until FILE exists: its messages wait in the
  * transport's flow control and the server's send stays in flight (a
- * watcher that lags). SIGTERM ends it.
+ * watcher that lags). With --dump, each document received is written to
+ * DIR/<version>.json and each delta to DIR/<version>.delta.json (for tests
+ * that read what the control plane sent). SIGTERM ends it.
  */
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -30,6 +32,18 @@
 
 static grpc_completion_queue *cq;
 
+/* Writes n bytes to dir/<version><suffix> (a temporary name, then renamed:
+ * a reader never sees half a file). */
+static void dump(const char *dir, int64_t version, const char *suffix, const void *p, size_t n)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof(path), "%s/%lld%s", dir, (long long)version, suffix);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0 || rename(tmp, path) != 0)
+        fprintf(stderr, "llmgw-watch-client: cannot write %s\n", path);
+}
+
 /* Runs one batch to its completion: its success. */
 static int run(grpc_call *call, const grpc_op *ops, size_t n, void *tag)
 {
@@ -41,7 +55,7 @@ static int run(grpc_call *call, const grpc_op *ops, size_t n, void *tag)
 
 int main(int argc, char **argv)
 {
-    const char *target = NULL, *replica = "watch-client", *gate = NULL;
+    const char *target = NULL, *replica = "watch-client", *gate = NULL, *dir = NULL;
     int delta = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--target") == 0 && i + 1 < argc)
@@ -50,6 +64,8 @@ int main(int argc, char **argv)
             replica = argv[++i];
         else if (strcmp(argv[i], "--gate") == 0 && i + 1 < argc)
             gate = argv[++i];
+        else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
+            dir = argv[++i];
         else if (strcmp(argv[i], "--accepts-delta") == 0)
             delta = 1;
         else
@@ -57,7 +73,7 @@ int main(int argc, char **argv)
     }
     if (!target) {
         fprintf(stderr, "usage: llmgw-watch-client --target HOST:PORT [--replica-id ID] "
-                        "[--accepts-delta] [--gate FILE]\n");
+                        "[--accepts-delta] [--gate FILE] [--dump DIR]\n");
         return 2;
     }
     grpc_init();
@@ -113,6 +129,10 @@ int main(int argc, char **argv)
                                     (json_int_t)m->base_version, "delta", m->delta.len > 0,
                                     "document_bytes", (json_int_t)m->document.len, "delta_bytes",
                                     (json_int_t)m->delta.len));
+        if (dir && m->document.len)
+            dump(dir, m->version, ".json", m->document.data, m->document.len);
+        if (dir && m->delta.len)
+            dump(dir, m->version, ".delta.json", m->delta.data, m->delta.len);
         protobuf_c_message_free_unpacked(&m->base, NULL);
     }
     grpc_status_code status = GRPC_STATUS_UNKNOWN;

@@ -686,12 +686,15 @@ export async function startSnapshotServer({ snapshot, port = 0, snapshotPath, ar
 /**
  * A bare Watch client (tests/cpfake/llmgw-watch-client) on target: an
  * older data plane unless acceptsDelta; with gate (a path), it reads
- * nothing until that file exists. snapshots(): what it received.
+ * nothing until that file exists; with dump (a directory), it writes each
+ * document it gets to <version>.json there, each delta to
+ * <version>.delta.json. snapshots(): what it received.
  */
-export async function startWatchClient({ target, replicaId = 'watch-client', acceptsDelta = false, gate } = {}) {
+export async function startWatchClient({ target, replicaId = 'watch-client', acceptsDelta = false, gate, dump } = {}) {
   const a = ['--target', target, '--replica-id', replicaId];
   if (acceptsDelta) a.push('--accepts-delta');
   if (gate) a.push('--gate', gate);
+  if (dump) a.push('--dump', dump);
   const { proc } = await startListening('watch-client', WATCH_CLIENT_BIN, a);
   return { proc, snapshots: () => proc.stdoutJson().filter((j) => j.msg === 'snapshot') };
 }
