@@ -179,6 +179,9 @@ static void apply(const json_t *delta)
     }
     if (json_object_get(delta, "catalog"))
         json_object_set(mirror, "catalog", json_object_get(delta, "catalog"));
+    /* The guard rules come whole, as the catalog does. */
+    if (json_object_get(delta, "guard_rules"))
+        json_object_set(mirror, "guard_rules", json_object_get(delta, "guard_rules"));
     json_object_set(mirror, "version", json_object_get(delta, "version"));
 }
 
@@ -298,7 +301,7 @@ static void no_expiry_near(void)
 static int comparisons;
 
 /* What differs between two documents: the objects of each kind that are
- * not in both alike, and the catalogs. */
+ * not in both alike, the catalogs and the guard rules. */
 static void show_diff(const json_t *inc, const json_t *full)
 {
     for (size_t k = 0; k < sizeof(kinds) / sizeof(*kinds); k++) {
@@ -327,10 +330,14 @@ static void show_diff(const json_t *inc, const json_t *full)
         json_decref(by[0]);
         json_decref(by[1]);
     }
-    if (!json_equal(json_object_get(inc, "catalog"), json_object_get(full, "catalog"))) {
-        char *x = json_dumps(json_object_get(inc, "catalog"), JSON_COMPACT),
-             *y = json_dumps(json_object_get(full, "catalog"), JSON_COMPACT);
-        fprintf(stderr, "catalog in the incremental model: %s\nin the full build: %s\n", x, y);
+    static const char *const wholes_[] = {"catalog", "guard_rules"};
+    for (size_t k = 0; k < sizeof(wholes_) / sizeof(*wholes_); k++) {
+        if (json_equal(json_object_get(inc, wholes_[k]), json_object_get(full, wholes_[k])))
+            continue;
+        char *x = json_dumps(json_object_get(inc, wholes_[k]), JSON_COMPACT),
+             *y = json_dumps(json_object_get(full, wholes_[k]), JSON_COMPACT);
+        fprintf(stderr, "%s in the incremental model: %s\nin the full build: %s\n", wholes_[k], x,
+                y);
         free(x);
         free(y);
     }
@@ -404,6 +411,7 @@ static void compare(void)
 #define NTEAM 3
 #define NPROJ 3
 #define NLIMIT 4
+#define NRULE 4
 
 static void w_secret(void)
 {
@@ -468,17 +476,44 @@ static void w_route(void)
     static const char *const strategies[] = {"ordered", "price", "latency", "auto"};
     static const char *const cache_ttls[] = {"NULL", "NULL", "60", "2592000"};
     static const char *const cache_scopes[] = {"team", "key", "project", "global"};
+    /* The columns as the admin API stores them (defaults filled); the
+     * builder carries them as they are, only when set. */
+    /* The classifier and judge name another route (it may not exist: a
+     * data plane counts that as the classifier's or the judge's failure). */
+    char other[16], guard[320] = "NULL", judge[320] = "NULL";
+    unsigned me = (unsigned)atoi(name + 1);
+    snprintf(other, sizeof(other), "r%u", (me + 1 + pick(NROUTE - 1)) % NROUTE);
+    unsigned g = pick(4), jd = pick(3);
+    if (g == 2)
+        snprintf(guard, sizeof(guard),
+                 "'{\"policy\": \"block\", \"inspect\": [\"last_user\"], \"rules\": true, "
+                 "\"min_severity\": \"low\", \"classifier\": null}'");
+    else if (g == 3)
+        snprintf(guard, sizeof(guard),
+                 "'{\"policy\": \"log\", \"inspect\": [\"user\", \"tool\"], \"rules\": false, "
+                 "\"min_severity\": \"high\", \"classifier\": {\"route\": \"%s\", "
+                 "\"timeout_ms\": 2000, \"on_error\": \"fail_closed\"}}'",
+                 other);
+    if (jd == 2)
+        snprintf(judge, sizeof(judge),
+                 "'{\"sample_rate\": 0.25, \"route\": \"%s\", \"rubric\": {\"template\": "
+                 "\"{{prompt}} {{answer}}\", \"scale_min\": 1, \"scale_max\": 5, \"pass_min\": "
+                 "4}, \"keep_text\": false}'",
+                 other);
     unsigned alias = pick(2), strategy = pick(4);
     const char *ttl = cache_ttls[pick(4)], *scope = cache_scopes[pick(4)];
     const char *det = pick(2) ? "true" : "false";
-    int off = snprintf(q, sizeof(q),
-                       "INSERT INTO routes (name, aliases, strategy, cache_ttl_s, cache_scope, "
-                       "cache_deterministic) VALUES ('%s', ARRAY['%s-a%u'], '%s', %s, '%s', %s) "
-                       "ON CONFLICT (name) DO UPDATE SET aliases = EXCLUDED.aliases, strategy = "
-                       "EXCLUDED.strategy, cache_ttl_s = EXCLUDED.cache_ttl_s, cache_scope = "
-                       "EXCLUDED.cache_scope, cache_deterministic = EXCLUDED.cache_deterministic, "
-                       "version = routes.version + 1; DELETE FROM route_entries WHERE route = '%s'",
-                       name, name, alias, strategies[strategy], ttl, scope, det, name);
+    int off =
+        snprintf(q, sizeof(q),
+                 "INSERT INTO routes (name, aliases, strategy, cache_ttl_s, cache_scope, "
+                 "cache_deterministic, guard, judge) VALUES ('%s', ARRAY['%s-a%u'], '%s', "
+                 "%s, '%s', %s, %s, %s) ON CONFLICT (name) DO UPDATE SET aliases = "
+                 "EXCLUDED.aliases, strategy = EXCLUDED.strategy, cache_ttl_s = "
+                 "EXCLUDED.cache_ttl_s, cache_scope = EXCLUDED.cache_scope, "
+                 "cache_deterministic = EXCLUDED.cache_deterministic, guard = "
+                 "EXCLUDED.guard, judge = EXCLUDED.judge, version = routes.version + 1; "
+                 "DELETE FROM route_entries WHERE route = '%s'",
+                 name, name, alias, strategies[strategy], ttl, scope, det, guard, judge, name);
     unsigned n = pick(4), pos = 0;
     for (unsigned i = 0; i < n; i++) {
         char p[16];
@@ -511,14 +546,17 @@ static void w_team(void)
         return;
     }
     static const char *const cache_ttls[] = {"NULL", "0", "120"};
+    static const char *const policies[] = {"NULL", "NULL", "'off'", "'log'", "'block'"};
     const char *allow = pick(2) ? "NULL" : "ARRAY['r1']";
     const char *budget = pick(2) ? "true" : "false";
+    const char *ttl = cache_ttls[pick(3)];
     snprintf(q, sizeof(q),
-             "INSERT INTO teams (name, allow_routes, require_budget, cache_ttl_s) VALUES ('%s', "
-             "%s, %s, %s) ON CONFLICT (name) DO UPDATE SET allow_routes = EXCLUDED.allow_routes, "
-             "require_budget = EXCLUDED.require_budget, cache_ttl_s = EXCLUDED.cache_ttl_s, "
-             "version = teams.version + 1",
-             name, allow, budget, cache_ttls[pick(3)]);
+             "INSERT INTO teams (name, allow_routes, require_budget, cache_ttl_s, guard_policy) "
+             "VALUES ('%s', %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET allow_routes = "
+             "EXCLUDED.allow_routes, require_budget = EXCLUDED.require_budget, cache_ttl_s = "
+             "EXCLUDED.cache_ttl_s, guard_policy = EXCLUDED.guard_policy, version = teams.version "
+             "+ 1",
+             name, allow, budget, ttl, policies[pick(5)]);
     write_rec("teams", had ? "update" : "create", name, q);
 }
 
@@ -579,16 +617,18 @@ static void w_key(void)
         hash[i] = "0123456789abcdef"[pick(16)];
     hash[64] = '\0';
     static const char *const cache_ttls[] = {"NULL", "NULL", "0", "30"};
+    static const char *const policies[] = {"NULL", "NULL", "'off'", "'log'", "'block'"};
     const char *status = statuses[pick(4)], *expires = expiry[pick(5)];
     const char *allow = pick(2) ? "NULL" : "ARRAY['r0', 'r2']";
+    const char *ttl = cache_ttls[pick(4)];
     snprintf(q, sizeof(q),
              "INSERT INTO api_keys (id, prefix, hash, status, expires_at, team, project, "
-             "allow_routes, cache_ttl_s) VALUES ('%s', 'llmgw_', '%s', '%s', %s, %s, %s, %s, %s) "
-             "ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, expires_at = "
-             "EXCLUDED.expires_at, team = EXCLUDED.team, project = EXCLUDED.project, allow_routes "
-             "= EXCLUDED.allow_routes, cache_ttl_s = EXCLUDED.cache_ttl_s, version = "
-             "api_keys.version + 1",
-             id, hash, status, expires, team, project, allow, cache_ttls[pick(4)]);
+             "allow_routes, cache_ttl_s, guard_policy) VALUES ('%s', 'llmgw_', '%s', '%s', %s, %s, "
+             "%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, expires_at "
+             "= EXCLUDED.expires_at, team = EXCLUDED.team, project = EXCLUDED.project, "
+             "allow_routes = EXCLUDED.allow_routes, cache_ttl_s = EXCLUDED.cache_ttl_s, "
+             "guard_policy = EXCLUDED.guard_policy, version = api_keys.version + 1",
+             id, hash, status, expires, team, project, allow, ttl, policies[pick(5)]);
     write_rec("keys", had ? "update" : "create", id, q);
 }
 
@@ -608,6 +648,43 @@ static void w_limit(void)
              "amount = EXCLUDED.amount, enabled = EXCLUDED.enabled, version = limits.version + 1",
              id, pick(NTEAM), 1 + pick(100), pick(4) ? "true" : "false");
     write_rec("limits", had ? "update" : "create", id, q);
+}
+
+/* The seeded defaults too: g0.. are new ids, and now and then a default is
+ * disabled, enabled or deleted (its row comes back as a g-rule never). */
+static void w_guard_rule(void)
+{
+    char id[16], q[1024];
+    snprintf(id, sizeof(id), "g%u", pick(NRULE));
+    int had = exists("guard_rules", "id", id);
+    if (pick(5) == 0) {
+        /* A default: disabled or enabled (a write a snapshot sees), or an
+         * edit of a disabled one (one it does not). */
+        static const char *const ids[] = {"ignore-previous-instructions", "special-mode"};
+        const char *d = ids[pick(2)];
+        if (!exists("guard_rules", "id", d))
+            return;
+        snprintf(q, sizeof(q),
+                 "UPDATE guard_rules SET enabled = %s, description = description || '.', version "
+                 "= version + 1 WHERE id = '%s'",
+                 pick(2) ? "true" : "false", d);
+        write_rec("guard-rules", "update", d, q);
+        return;
+    }
+    if (had && pick(4) == 0) {
+        snprintf(q, sizeof(q), "DELETE FROM guard_rules WHERE id = '%s'", id);
+        write_rec("guard-rules", "delete", id, q);
+        return;
+    }
+    static const char *const severities[] = {"low", "medium", "high"};
+    snprintf(q, sizeof(q),
+             "INSERT INTO guard_rules (id, severity, kind, pattern, enabled) VALUES ('%s', '%s', "
+             "'%s', ' word%u ', %s) ON CONFLICT (id) DO UPDATE SET severity = EXCLUDED.severity, "
+             "kind = EXCLUDED.kind, pattern = EXCLUDED.pattern, enabled = EXCLUDED.enabled, "
+             "version = guard_rules.version + 1",
+             id, severities[pick(3)], pick(2) ? "phrase" : "regex", pick(5),
+             pick(3) ? "true" : "false");
+    write_rec("guard-rules", had ? "update" : "create", id, q);
 }
 
 static void w_price(void)
@@ -779,13 +856,54 @@ static void test_scripted(void)
     CU_ASSERT_EQUAL(deltas + wholes, before); /* nothing published */
     write_bare("UPDATE teams SET require_budget = true WHERE name = 'x-team'");
     compare();
+    /* Guard rules: a new one, disabled (it leaves the snapshot), edited
+     * while disabled (nothing published), enabled, deleted. */
+    write_rec("guard-rules", "create", "x-rule",
+              "INSERT INTO guard_rules (id, severity, kind, pattern) VALUES ('x-rule', 'high', "
+              "'phrase', 'open sesame')");
+    compare();
+    write_rec("guard-rules", "update", "x-rule",
+              "UPDATE guard_rules SET enabled = false WHERE id = 'x-rule'");
+    compare();
+    before = deltas + wholes;
+    write_rec("guard-rules", "update", "x-rule",
+              "UPDATE guard_rules SET pattern = 'open barley' WHERE id = 'x-rule'");
+    compare();
+    CU_ASSERT_EQUAL(deltas + wholes, before); /* nothing published */
+    write_rec("guard-rules", "update", "x-rule",
+              "UPDATE guard_rules SET enabled = true WHERE id = 'x-rule'");
+    compare();
+    write_rec("guard-rules", "delete", "x-rule", "DELETE FROM guard_rules WHERE id = 'x-rule'");
+    compare();
+    /* A route's guard and judge, a key's guard_policy. */
+    write_rec("routes", "create", "x-guarded",
+              "INSERT INTO routes (name, guard, judge) VALUES ('x-guarded', '{\"policy\": "
+              "\"block\", \"inspect\": [\"last_user\"], \"rules\": true, \"min_severity\": "
+              "\"low\", \"classifier\": null}', '{\"sample_rate\": 1.0, \"route\": \"gone\", "
+              "\"rubric\": {\"template\": \"{{prompt}} {{answer}}\", \"scale_min\": 1, "
+              "\"scale_max\": 5, \"pass_min\": 5}, \"keep_text\": false}'); INSERT INTO "
+              "route_entries (route, position, provider, model) VALUES ('x-guarded', 0, 'x-p2', "
+              "'m')");
+    write_rec("keys", "create", "x-gkey",
+              "INSERT INTO api_keys (id, prefix, hash, guard_policy) VALUES ('x-gkey', 'llmgw_', "
+              "repeat('ef', 32), 'block')");
+    compare();
+    write_rec("routes", "update", "x-guarded",
+              "UPDATE routes SET guard = NULL WHERE name = 'x-guarded'");
+    write_rec("keys", "update", "x-gkey",
+              "UPDATE api_keys SET guard_policy = NULL WHERE id = 'x-gkey'");
+    compare();
+    write_rec("routes", "delete", "x-guarded", "DELETE FROM routes WHERE name = 'x-guarded'");
+    write_rec("keys", "delete", "x-gkey", "DELETE FROM api_keys WHERE id = 'x-gkey'");
+    compare();
 }
 
 static void test_random_writes(void)
 {
-    void (*const ops[])(void) = {
-        w_provider, w_provider, w_secret, w_secret,  w_route, w_route, w_route,   w_key,
-        w_key,      w_key,      w_team,   w_project, w_limit, w_price, w_catalog, w_admin_token};
+    void (*const ops[])(void) = {w_provider,    w_provider,   w_secret,    w_secret, w_route,
+                                 w_route,       w_route,      w_key,       w_key,    w_key,
+                                 w_team,        w_project,    w_limit,     w_price,  w_catalog,
+                                 w_admin_token, w_guard_rule, w_guard_rule};
     CU_ASSERT_PTR_NOT_NULL_FATAL(builder);
     int writes = 0;
     for (int round = 0; round < 40; round++) {
