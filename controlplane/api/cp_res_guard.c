@@ -15,7 +15,8 @@
  * accepts must load in every data plane, or no snapshot would build. A
  * classifier or judge route must exist, be a chat route and not be the
  * route itself when the route is written, and a route another one names
- * cannot be deleted (409 in_use); one that dangles anyway (SQL) still
+ * cannot be deleted (409 in_use) nor turned into an embeddings route; one
+ * that dangles anyway (SQL) still
  * builds: the data plane counts an unknown classifier route as a
  * classifier error, an unknown judge route as a judge failure.
  */
@@ -386,6 +387,22 @@ static int check_ref(struct cp_call *c, const char *self, const json_t *route, c
     return GW_OK;
 }
 
+/* The routes (other than name) whose guard classifier or judge is name, as
+ * "a, b" in the request's pool; NULL for none, or after filling e (503). */
+static const char *referrers(struct cp_call *c, const char *name, struct cp_verr *e)
+{
+    struct cp_db_err err;
+    const char *p[] = {name};
+    PGresult *r = cp_db_exec(c->db, c->pool,
+                             "SELECT string_agg(name, ', ' ORDER BY name) FROM routes WHERE name "
+                             "<> $1 AND (guard->'classifier'->>'route' = $1 OR judge->>'route' = "
+                             "$1)",
+                             1, p, &err);
+    if (!r)
+        cp_verr_set(e, 503, "database_unavailable", NULL, "cannot check routes: %s", err.message);
+    return r ? cp_db_value(r) : NULL;
+}
+
 int cp_res_guard_refs(struct cp_call *c, const json_t *route, struct cp_verr *e)
 {
     const char *self = json_string_value(json_object_get(route, "name"));
@@ -397,28 +414,29 @@ int cp_res_guard_refs(struct cp_call *c, const json_t *route, struct cp_verr *e)
     if (json_is_object(judge) &&
         check_ref(c, self, json_object_get(judge, "route"), "judge.route", e))
         return GW_EINVAL;
-    return GW_OK;
+    /* A classifier or judge route stays a chat route. */
+    if (strcmp(json_string_value(json_object_get(route, "capability")), "embeddings") != 0)
+        return GW_OK;
+    e->status = 0;
+    const char *users = referrers(c, self, e);
+    if (users)
+        return cp_verr_set(e, 400, "invalid_value", "capability",
+                           "capability: route '%s' is the guard classifier or the judge of "
+                           "route(s) %s, which need a chat route",
+                           self, users);
+    return e->status ? GW_EINVAL : GW_OK;
 }
 
 int cp_res_guard_route_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
 {
-    struct cp_db_err err;
-    const char *p[] = {key};
-    PGresult *r = cp_db_exec(c->db, c->pool,
-                             "SELECT string_agg(name, ', ' ORDER BY name) FROM routes WHERE name "
-                             "<> $1 AND (guard->'classifier'->>'route' = $1 OR judge->>'route' = "
-                             "$1)",
-                             1, p, &err);
-    if (!r)
-        return cp_verr_set(e, 503, "database_unavailable", NULL, "cannot check routes: %s",
-                           err.message);
-    const char *users = cp_db_value(r);
+    e->status = 0;
+    const char *users = referrers(c, key, e);
     if (users)
         return cp_verr_set(e, 409, "in_use", NULL,
                            "route '%s' is the guard classifier or the judge of route(s) %s; "
                            "change their guard or judge first",
                            key, users);
-    return GW_OK;
+    return e->status ? GW_EINVAL : GW_OK;
 }
 
 /* o's member name if given, else def (a new reference either way). */

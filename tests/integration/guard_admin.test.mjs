@@ -319,6 +319,10 @@ describe('route guard and judge, key and team guard_policy', () => {
     const e2 = h.assertError(await cp.admin('DELETE', '/v1/admin/routes/classifier'), 409, 'in_use');
     assert.match(e2.message, /guarded/);
     assert.equal((await cp.admin('GET', '/v1/admin/routes/judge')).status, 200);
+    // Nor can it stop serving chat.
+    const c = h.assertError(await cp.admin('PATCH', '/v1/admin/routes/judge', { capability: 'embeddings' }), 400, 'invalid_value', 'capability');
+    assert.match(c.message, /guarded/);
+    assert.equal((await cp.admin('GET', '/v1/admin/routes/judge')).json.capability, 'chat');
     // A route's own settings never hold it (it cannot name itself anyway);
     // unreferenced, it goes.
     assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'spare', entries: [{ provider: 'gp', model: 'm' }], judge: { sample_rate: 0.1, route: 'judge', rubric: { template: TEMPLATE } } })).status, 201);
