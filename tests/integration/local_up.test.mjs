@@ -99,6 +99,30 @@ describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
     }
   });
 
+  test('the guardrails demo runs as printed: a block, an answer, its judgement', T, async () => {
+    const up = sh([UP]);
+    assert.equal(up.status, 0, up.out);
+    const lines = up.stdout.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('Guardrails (route'));
+    assert.ok(at > 0, `the guardrails demo in up.sh's output:\n${up.stdout}`);
+    const run1 = (from, n) => {
+      const r = sh(['-e', '-c', `set -a; source "${run}/demo.env"; set +a\n${lines.slice(from, from + n).join('\n')}`]);
+      assert.equal(r.status, 0, r.out);
+      return JSON.parse(r.stdout);
+    };
+    const blocked = run1(at + 2, 2);
+    assert.equal(blocked.error.code, 'prompt_blocked');
+    assert.match(blocked.error.guard.rule, /^(ignore-previous-instructions|reveal-system-prompt)$/);
+    const served = run1(at + 4, 2);
+    assert.ok(served.choices[0].message.content.length > 0);
+    // Newest first: the served answer's (the blocked one was never judged).
+    const judged = await h.waitFor(() => run1(at + 6, 1).judgements[0] ?? null,
+      { timeoutMs: 20_000, what: 'a judgement of the guarded route' });
+    assert.equal(judged.route, 'guarded');
+    assert.equal(judged.score, 4);
+    assert.equal(judged.pass, true);
+  });
+
   test('the cache demo runs as printed; a hit\'s ledger row costs 0 and records what it saved', T, async () => {
     const e = { LLMGW_ADMIN_URL: `http://127.0.0.1:${ports.admin}`, LLMGW_ADMIN_TOKEN: fs.readFileSync(path.join(run, 'admin.token'), 'utf8').trim() };
     // The two lines up.sh printed, run as printed (demo.env sourced).
@@ -202,6 +226,7 @@ describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
       openapi: null, // openapi.yaml: the document itself, public
       audit: ['audit', '5'], health: ['health'], snapshot: ['snapshot'], usage: ['usage', '--group-by', 'route,day'],
       ledger: ['ledger', 'req_nothing_here'],
+      judgements: ['judgements', '--route', 'guarded', '--limit', '5'],
     };
     let n = 0;
     for (const res of tops) {
