@@ -51,7 +51,8 @@ struct rule {
  * Most texts match no rule, so a scan first runs one expression that is
  * every rule's alternated, "(rule 1)|(rule 2)|...", which glibc's matcher
  * runs in about the time of one rule; only when it matches are the rules
- * run one by one, to name the match. glibc serializes the threads that run
+ * run one by one, to name the match (rules that cannot be put in it, see
+ * expression_shape, always run on their own). glibc serializes the threads that run
  * one compiled expression (its matcher state has a lock), so the combined
  * one has COPIES copies, each thread using one (the first compiled with
  * the set, the others when a thread first needs them, published with a
@@ -454,42 +455,63 @@ int dp_guard_normalize(const char *text, size_t len, struct gw_buf *out)
 
 /* ---- compiling ---------------------------------------------------------- */
 
-/* The size of an expression's parse tree once glibc has expanded its
- * repetitions (roughly: a bounded repetition copies its operand), so that
- * "((a{0,100}){0,100}){0,100}" is refused before regcomp builds a million
- * nodes and every scan walks them. Returns 0; 1 when a ')' closes nothing
- * (glibc reads it as itself, so the expression cannot be put in
- * parentheses: it stays out of the combined one); -1 past MAX_EXPANDED or
- * MAX_NESTING. Malformed expressions are regcomp's to refuse. */
-static int expanded_size(const char *p, size_t n)
+#define SHAPE_UNMATCHED 1 /* a ')' closes nothing */
+#define SHAPE_RUNAWAY 2   /* an unbounded repetition of something not literal */
+
+/*
+ * What regcomp and glibc's matcher will make of an expression, read ahead
+ * of them (malformed expressions are regcomp's to refuse):
+ *  - its size once the repetitions are expanded (roughly: a bounded one
+ *    copies its operand), so that "((a{0,100}){0,100}){0,100}" is refused
+ *    before regcomp builds a million nodes and every scan walks them: -1
+ *    past MAX_EXPANDED or MAX_NESTING;
+ *  - SHAPE_UNMATCHED: a ')' that closes nothing, which glibc reads as
+ *    itself, so the expression cannot be put in parentheses (it stays out
+ *    of the combined one; it can never match a normalized text anyway);
+ *  - SHAPE_RUNAWAY: an unbounded repetition (*, +, {m,}) of an operand
+ *    holding anything but literal characters (".*", "[a-z]+", "\w+",
+ *    "( [a-z]+)*"). glibc tries an unanchored expression from every place
+ *    it could start, each try running as far as it can, so such an
+ *    expression takes time quadratic in a hostile text (" ignore .*
+ *    instructions " over 64 KiB of " ignore": 2.3 s). Such a rule is run on
+ *    its own as "^.*(rule)", which glibc matches in one pass (6 ms there),
+ *    though about four times slower on ordinary text than the rule itself.
+ * Returns the SHAPE_ flags, or -1.
+ */
+static int expression_shape(const char *p, size_t n)
 {
     size_t cur[MAX_NESTING + 1], alt[MAX_NESTING + 1], depth = 0, last = 0;
-    int unmatched = 0;
+    int wide[MAX_NESTING + 1], last_wide = 0, shape = 0;
     cur[0] = alt[0] = 0;
+    wide[0] = 0;
     for (size_t i = 0; i < n; i++) {
         size_t times = 0;
+        int unbounded = 0;
         switch (p[i]) {
         case '(':
             if (depth == MAX_NESTING)
                 return -1;
             depth++;
             cur[depth] = alt[depth] = 0;
-            last = 0;
+            wide[depth] = 0;
+            last = 0, last_wide = 0;
             continue;
         case ')':
             if (depth == 0) {
-                last = 1;
-                unmatched = 1;
+                last = 1, last_wide = 0;
+                shape |= SHAPE_UNMATCHED;
                 break;
             }
             last = cur[depth] + alt[depth] + 1;
+            last_wide = wide[depth];
             depth--;
             cur[depth] += last;
+            wide[depth] |= last_wide;
             goto check;
         case '|':
             alt[depth] += cur[depth];
             cur[depth] = 0;
-            last = 0;
+            last = 0, last_wide = 0;
             continue;
         case '[':
             /* A bracket expression is one node: skip to its ']' (a ']'
@@ -510,14 +532,21 @@ static int expanded_size(const char *p, size_t n)
                 }
                 i++;
             }
-            last = 1;
+            last = 1, last_wide = 1;
+            break;
+        case '.':
+            last = 1, last_wide = 1;
             break;
         case '\\':
             i++;
             last = 1;
+            last_wide = i < n && strchr("wWsS", p[i]) && p[i];
             break;
         case '*':
         case '+':
+            unbounded = 1;
+            times = 2;
+            break;
         case '?':
             times = 2;
             break;
@@ -535,16 +564,19 @@ static int expanded_size(const char *p, size_t n)
                 times = comma ? (hidigits ? hi : lo + 1) : lo;
                 if (times < 1)
                     times = 1;
+                unbounded = comma && !hidigits;
                 i = j;
                 break;
             }
-            last = 1; /* a '{' that opens no bound is itself */
+            last = 1, last_wide = 0; /* a '{' that opens no bound is itself */
             break;
         }
         default:
-            last = 1;
+            last = 1, last_wide = 0;
             break;
         }
+        if (unbounded && last_wide)
+            shape |= SHAPE_RUNAWAY;
         if (times) {
             /* The operand (last) is already counted once; times - 1 more. */
             if (last && times - 1 > (MAX_EXPANDED + 1) / last)
@@ -553,22 +585,26 @@ static int expanded_size(const char *p, size_t n)
             last *= times;
         } else {
             cur[depth] += last;
+            wide[depth] |= last_wide;
         }
     check:
         if (cur[depth] + alt[depth] > MAX_EXPANDED || last > MAX_EXPANDED)
             return -1;
     }
-    return unmatched;
+    return shape;
 }
 
 /* REG_ICASE only where it changes something: the normalized text has no
- * capitals, so an expression without one (nor "[:upper:]", which under
- * REG_ICASE matches small letters too) matches it the same without, and
- * glibc's matcher runs about twice as fast. */
+ * capitals, so an expression without one matches it the same without,
+ * and glibc's matcher runs about twice as fast. Kept for "[:upper:]"
+ * (under REG_ICASE it matches small letters too) and for a backslash
+ * before a letter (glibc's "\t" matches a 't' only without REG_ICASE, and
+ * its \w, \b and the like are its own). */
 static int re_flags(const char *p)
 {
     for (const char *c = p; *c; c++)
-        if (*c >= 'A' && *c <= 'Z')
+        if ((*c >= 'A' && *c <= 'Z') ||
+            (*c == '\\' && ((c[1] >= 'a' && c[1] <= 'z') || (c[1] >= 'A' && c[1] <= 'Z'))))
             return RE_FLAGS | REG_ICASE;
     return strstr(p, "[:upper:]") ? RE_FLAGS | REG_ICASE : RE_FLAGS;
 }
@@ -611,28 +647,45 @@ static int compile_pattern(struct rule *u, int is_regex, const char *pattern, ch
             }
             i++; /* an escaped character, "\\\\" too */
         }
-    int size = expanded_size(pattern, n);
-    if (size < 0) {
+    int shape = expression_shape(pattern, n);
+    if (shape < 0) {
         snprintf(err, errlen, "too large once its repetitions are expanded (at most %d nodes)",
                  MAX_EXPANDED);
         return -1;
     }
+    /* Whether it compiles is regcomp's word with the flags the admin API
+     * checks it with; what runs is compiled below, with the scan's flags. */
     regex_t re;
-    int flags = re_flags(pattern);
-    int rc = regcomp(&re, pattern, flags);
+    int rc = regcomp(&re, pattern, REG_EXTENDED | REG_ICASE | REG_NOSUB);
     if (rc != 0) {
         char msg[128];
         regerror(rc, &re, msg, sizeof(msg));
         snprintf(err, errlen, "does not compile: %s", msg);
         return -1;
     }
-    if (u) {
-        u->re = re;
-        u->flags = flags;
-        u->combinable = size == 0;
-    } else {
-        regfree(&re);
+    regfree(&re);
+    if (!u)
+        return 0;
+    int flags = re_flags(pattern);
+    rc = -1;
+    if (shape == SHAPE_RUNAWAY) {
+        /* Matched in one pass (expression_shape); as it is if that fails. */
+        char *once = malloc(n + 8);
+        if (once) {
+            snprintf(once, n + 8, "^.*(%s)", pattern);
+            rc = regcomp(&re, once, flags);
+            free(once);
+        }
     }
+    if (rc != 0 && (rc = regcomp(&re, pattern, flags)) != 0) {
+        char msg[128];
+        regerror(rc, &re, msg, sizeof(msg));
+        snprintf(err, errlen, "does not compile: %s", msg);
+        return -1;
+    }
+    u->re = re;
+    u->flags = flags;
+    u->combinable = shape == 0;
     return 0;
 }
 

@@ -29,19 +29,28 @@
  * Base64: every run of at least 24 base64 symbols (standard or URL-safe,
  * '=' padding optional; a run may go on across line breaks when the line
  * holds whole quanta, as MIME wraps it) in the original text that decodes
- * to mostly printable UTF-8 is decoded, normalized and matched as well:
- * one level (a blob inside a blob is not decoded), at most
- * DP_GUARD_MAX_BLOBS runs tried per text.
+ * to mostly printable UTF-8 (nine code points in ten) is decoded,
+ * normalized and matched as well: one level (a blob inside a blob is not
+ * decoded), at most DP_GUARD_MAX_BLOBS blobs per text (the first ones).
  *
  * Bounds: a scan reads at most the first DP_GUARD_MAX_SCAN bytes of a text;
  * what lies past them is not scanned (the caller knows the length and may
- * say so). Each rule's expression is run once on the normalized text and
- * once on the decoded blobs (when there are any); the work is linear in the
- * text for phrases and as glibc's matcher makes it for expressions.
+ * say so). The text is normalized once; one expression made of every rule
+ * runs on it (and once on the decoded blobs, when there are any), and only
+ * when that matches do the rules run one by one, to name the match. An
+ * expression is at most 1 KiB and 4096 nodes once its repetitions are
+ * expanded; one with an unbounded repetition of anything but literal
+ * characters (".*", "[a-z]+") runs on its own, in a form glibc matches in
+ * one pass (an unanchored search retries from every place a match could
+ * start, quadratic in the text for such an expression), slower than the
+ * others on ordinary text: bounded repetitions ({0,80}) are the fast way
+ * to write "a few words".
  *
- * Threads: a compiled set is immutable and may be scanned from any number
- * of threads at once (glibc serializes the threads on each expression's
- * matcher state).
+ * Threads: a compiled set may be scanned from any number of threads at
+ * once. It is immutable but for copies of the combined expression, made
+ * the first time a thread needs one (up to 8, because glibc serializes the
+ * threads that run one compiled expression); the first copy is made with
+ * the set.
  */
 #ifndef DP_GUARD_RULES_H
 #define DP_GUARD_RULES_H
