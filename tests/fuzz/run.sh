@@ -2,7 +2,7 @@
 # Builds every libFuzzer target in tests/fuzz/ with clang
 # (-fsanitize=fuzzer,address,undefined) against the common/ and dataplane/
 # sources and pkg-config packages it needs (the maps below), and runs each
-# in turn for a bounded time (ten targets: 200 s at the default). Exits
+# in turn for a bounded time (eleven targets: 220 s at the default). Exits
 # non-zero when a target fails to build or finds a crash, a sanitizer report
 # or a failed check; the input that did it is kept in the artifacts
 # directory for replay:
@@ -36,6 +36,7 @@ declare -A sources=(
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
   [fuzz_facades]="dataplane/canon.c $(cd "$root" && echo dataplane/facades/*.c) common/gw_buf.c
     common/gw_json.c common/gw_str.c common/gw_error.c common/gw_pool.c"
+  [fuzz_guard_rules]="common/gw_buf.c"
   [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
   [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c common/gw_tls.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
@@ -45,6 +46,11 @@ declare -A sources=(
     dataplane/dp_snapshot_apply.c common/gw_pmap.c
     dataplane/dp_snapshot_lookup.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
+)
+# Files a target has compiled in, as the build embeds them (NAME=file, with
+# controlplane/embed.cmake): generated into $out/ before the target builds.
+declare -A embeds=(
+  [fuzz_guard_rules]="dp_guard_rules_json=common/guard_rules.json"
 )
 declare -A packages=(
   [fuzz_drivers]="libcurl openssl"
@@ -74,9 +80,16 @@ for t in "${targets[@]}"; do
     read -r -a pcflags <<<"$(pkg-config --cflags ${packages[$t]})"
     read -r -a plibs <<<"$(pkg-config --libs ${packages[$t]})"
   fi
+  gen=()
+  for e in ${embeds[$t]:-}; do
+    cmake -DIN="$root/${e#*=}" -DOUT="$out/${e%%=*}.c" -DNAME="${e%%=*}" \
+      -P "$root/controlplane/embed.cmake"
+    gen+=("$out/${e%%=*}.c")
+  done
   echo "fuzz: building $t"
   "$cc" "${cflags[@]}" ${jcflags[@]+"${jcflags[@]}"} ${pcflags[@]+"${pcflags[@]}"} -o "$out/$t" \
-    "$root/tests/fuzz/$t.c" "${srcs[@]/#/$root/}" ${jlibs[@]+"${jlibs[@]}"} ${plibs[@]+"${plibs[@]}"}
+    "$root/tests/fuzz/$t.c" "${srcs[@]/#/$root/}" ${gen[@]+"${gen[@]}"} ${jlibs[@]+"${jlibs[@]}"} \
+    ${plibs[@]+"${plibs[@]}"}
   mkdir -p "$out/corpus/$t"
   seeds=()
   [ -d "$root/tests/fuzz/corpus/$t" ] && seeds=("$root/tests/fuzz/corpus/$t")
