@@ -87,8 +87,9 @@ int dp_guard_severity_parse(const char *s)
 
 /* ---- folding ---------------------------------------------------------- */
 
-#define FOLD_DROP (-1) /* invisible: as if it were not there */
-#define FOLD_SEP 0     /* separates words */
+#define FOLD_DROP (-1)   /* invisible: as if it were not there */
+#define FOLD_HIDDEN (-2) /* invisible too, or (in the second form) a separator */
+#define FOLD_SEP 0       /* separates words */
 #define BAD_CP 0xFFFFFFFFu
 
 static inline char ascii_fold(unsigned char c)
@@ -141,33 +142,39 @@ static const struct {
     {0x24EA, '0'}, {0x1D6A4, 'i'}, {0x1D6A5, 'j'},
 };
 
-/* Invisible characters, as inclusive ranges sorted by code point. */
+/* Invisible characters, as inclusive ranges sorted by code point: marks
+ * that belong to the letter before them (FOLD_DROP), and format characters
+ * that stand between letters unseen (FOLD_HIDDEN). */
 static const struct {
     uint32_t lo, hi;
+    int fold;
 } invisible[] = {
-    {0x00AD, 0x00AD},   /* soft hyphen */
-    {0x0300, 0x036F},   /* combining diacritical marks (and the grapheme joiner) */
-    {0x061C, 0x061C},   /* Arabic letter mark */
-    {0x115F, 0x1160},   /* Hangul fillers */
-    {0x17B4, 0x17B5},   /* Khmer inherent vowels */
-    {0x180B, 0x180F},   /* Mongolian variation selectors, vowel separator */
-    {0x1AB0, 0x1AFF},   /* combining marks, extended */
-    {0x1DC0, 0x1DFF},   /* combining marks, supplement */
-    {0x200B, 0x200F},   /* zero-width space, (non-)joiner, direction marks */
-    {0x202A, 0x202E},   /* bidirectional embeddings and overrides */
-    {0x2060, 0x206F},   /* word joiner, invisible operators, isolates */
-    {0x20D0, 0x20FF},   /* combining marks for symbols */
-    {0x3164, 0x3164},   /* Hangul filler */
-    {0xFE00, 0xFE0F},   /* variation selectors */
-    {0xFE20, 0xFE2F},   /* combining half marks */
-    {0xFEFF, 0xFEFF},   /* zero-width no-break space (BOM) */
-    {0xFFA0, 0xFFA0},   /* half-width Hangul filler */
-    {0x1D173, 0x1D17A}, /* musical formatting */
-    {0xE0000, 0xE007F}, /* tags */
-    {0xE0100, 0xE01EF}, /* variation selectors, supplement */
+    {0x00AD, 0x00AD, FOLD_HIDDEN},   /* soft hyphen */
+    {0x0300, 0x036F, FOLD_DROP},     /* combining diacritical marks, grapheme joiner */
+    {0x061C, 0x061C, FOLD_HIDDEN},   /* Arabic letter mark */
+    {0x115F, 0x1160, FOLD_HIDDEN},   /* Hangul fillers */
+    {0x17B4, 0x17B5, FOLD_HIDDEN},   /* Khmer inherent vowels */
+    {0x180B, 0x180D, FOLD_DROP},     /* Mongolian variation selectors */
+    {0x180E, 0x180E, FOLD_HIDDEN},   /* Mongolian vowel separator */
+    {0x180F, 0x180F, FOLD_DROP},     /* Mongolian variation selector */
+    {0x1AB0, 0x1AFF, FOLD_DROP},     /* combining marks, extended */
+    {0x1DC0, 0x1DFF, FOLD_DROP},     /* combining marks, supplement */
+    {0x200B, 0x200F, FOLD_HIDDEN},   /* zero-width space, (non-)joiner, direction marks */
+    {0x202A, 0x202E, FOLD_HIDDEN},   /* bidirectional embeddings and overrides */
+    {0x2060, 0x206F, FOLD_HIDDEN},   /* word joiner, invisible operators, isolates */
+    {0x20D0, 0x20FF, FOLD_DROP},     /* combining marks for symbols */
+    {0x3164, 0x3164, FOLD_HIDDEN},   /* Hangul filler */
+    {0xFE00, 0xFE0F, FOLD_DROP},     /* variation selectors */
+    {0xFE20, 0xFE2F, FOLD_DROP},     /* combining half marks */
+    {0xFEFF, 0xFEFF, FOLD_HIDDEN},   /* zero-width no-break space (BOM) */
+    {0xFFA0, 0xFFA0, FOLD_HIDDEN},   /* half-width Hangul filler */
+    {0x1D173, 0x1D17A, FOLD_HIDDEN}, /* musical formatting */
+    {0xE0000, 0xE007F, FOLD_HIDDEN}, /* tags */
+    {0xE0100, 0xE01EF, FOLD_DROP},   /* variation selectors, supplement */
 };
 
-static int is_invisible(uint32_t cp)
+/* FOLD_DROP or FOLD_HIDDEN for an invisible character, else FOLD_SEP. */
+static int invisible_fold(uint32_t cp)
 {
     size_t lo = 0, hi = sizeof(invisible) / sizeof(*invisible);
     while (lo < hi) {
@@ -177,9 +184,9 @@ static int is_invisible(uint32_t cp)
         else if (cp > invisible[mid].hi)
             lo = mid + 1;
         else
-            return 1;
+            return invisible[mid].fold;
     }
-    return 0;
+    return FOLD_SEP;
 }
 
 static char lookalike(uint32_t cp)
@@ -213,7 +220,7 @@ static int table_letter(char t, char out[2])
     return 1;
 }
 
-/* What one code point above ASCII becomes: FOLD_DROP, FOLD_SEP, or one or
+/* What one code point above ASCII becomes: FOLD_DROP, FOLD_HIDDEN, FOLD_SEP, or one or
  * two ASCII letters or digits in out (their count). */
 static int fold_cp(uint32_t cp, char out[2])
 {
@@ -248,7 +255,7 @@ static int fold_cp(uint32_t cp, char out[2])
     }
     if ((out[0] = lookalike(cp)) != 0)
         return 1;
-    return is_invisible(cp) ? FOLD_DROP : FOLD_SEP;
+    return invisible_fold(cp);
 }
 
 /* One UTF-8 sequence at s (n > 0 bytes): the bytes it takes and *cp, or 1
@@ -292,8 +299,10 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 
 /* The first pass: words of folded letters at d[1..], one gap byte between
  * two words, nothing before the first or after the last. Returns the end.
- * Every input byte gives at most one output byte, so d needs n + 1. */
-static size_t fold_text(const unsigned char *s, size_t n, char *d)
+ * Every input byte gives at most one output byte, so d needs n + 1.
+ * Format characters (FOLD_HIDDEN) vanish, or with hidden_sep separate
+ * words; *hidden (when not NULL) is set to 1 when there was one. */
+static size_t fold_text(const unsigned char *s, size_t n, char *d, int hidden_sep, int *hidden)
 {
     size_t w = 1;
     unsigned gap = 0;
@@ -308,6 +317,11 @@ static size_t fold_text(const unsigned char *s, size_t n, char *d)
             uint32_t cp;
             i += utf8_next(s + i, n - i, &cp);
             k = cp == BAD_CP ? FOLD_SEP : fold_cp(cp, f);
+        }
+        if (k == FOLD_HIDDEN) {
+            if (hidden)
+                *hidden = 1;
+            k = hidden_sep ? FOLD_SEP : FOLD_DROP;
         }
         if (k == FOLD_DROP)
             continue;
@@ -433,11 +447,20 @@ static size_t join_and_pad(char *d, size_t end)
 }
 
 /* The normalized form of n bytes at s into d (room for n + 3 bytes: the
- * form is at most n + 2, and a NUL). Returns its length. */
+ * form is at most n + 2, and a NUL). Returns its length. The second form
+ * (hidden_sep) takes format characters for separators, not for nothing:
+ * "ignore<U+200B>all" is "ignoreall" in the first and "ignore all" in the
+ * second, which the scan matches as well when *hidden says there were any
+ * (so that zero-width spaces between words hide nothing either). */
+static size_t normalize_form(const char *s, size_t n, char *d, int hidden_sep, int *hidden)
+{
+    size_t end = n ? fold_text((const unsigned char *)s, n, d, hidden_sep, hidden) : 1;
+    return join_and_pad(d, end);
+}
+
 static size_t normalize_into(const char *s, size_t n, char *d)
 {
-    size_t end = n ? fold_text((const unsigned char *)s, n, d) : 1;
-    return join_and_pad(d, end);
+    return normalize_form(s, n, d, 0, NULL);
 }
 
 int dp_guard_normalize(const char *text, size_t len, struct gw_buf *out)
@@ -594,19 +617,21 @@ static int expression_shape(const char *p, size_t n)
     return shape;
 }
 
-/* REG_ICASE only where it changes something: the normalized text has no
- * capitals, so an expression without one matches it the same without,
- * and glibc's matcher runs about twice as fast. Kept for "[:upper:]"
- * (under REG_ICASE it matches small letters too) and for a backslash
- * before a letter (glibc's "\t" matches a 't' only without REG_ICASE, and
- * its \w, \b and the like are its own). */
+/* REG_ICASE only where it could change something: the normalized text has
+ * no capitals, so an expression of small letters, digits, spaces and
+ * operators matches it the same without, and glibc's matcher runs about
+ * twice as fast. glibc folds to capitals under REG_ICASE, text and
+ * expression alike, which changes more than capitals: a bracket's range
+ * ("[r-^]" compiles only with it, "[_-z]" only without) and an escaped
+ * letter ("\t" matches a 't' only without). So it stays for an expression
+ * with a capital, a bracket or a backslash before a letter. */
 static int re_flags(const char *p)
 {
     for (const char *c = p; *c; c++)
-        if ((*c >= 'A' && *c <= 'Z') ||
+        if ((*c >= 'A' && *c <= 'Z') || *c == '[' ||
             (*c == '\\' && ((c[1] >= 'a' && c[1] <= 'z') || (c[1] >= 'A' && c[1] <= 'Z'))))
             return RE_FLAGS | REG_ICASE;
-    return strstr(p, "[:upper:]") ? RE_FLAGS | REG_ICASE : RE_FLAGS;
+    return RE_FLAGS;
 }
 
 /* The check of one rule's pattern, and the compiled rule: 0, or -1 with a
@@ -677,7 +702,11 @@ static int compile_pattern(struct rule *u, int is_regex, const char *pattern, ch
             free(once);
         }
     }
-    if (rc != 0 && (rc = regcomp(&re, pattern, flags)) != 0) {
+    if (rc != 0)
+        rc = regcomp(&re, pattern, flags);
+    if (rc != 0 && !(flags & REG_ICASE)) /* not expected: as it was checked */
+        rc = regcomp(&re, pattern, flags |= REG_ICASE);
+    if (rc != 0) {
         char msg[128];
         regerror(rc, &re, msg, sizeof(msg));
         snprintf(err, errlen, "does not compile: %s", msg);
@@ -1064,6 +1093,14 @@ static int rule_match(const struct rule *u, const char *t, size_t n)
     return rc == 0 ? 1 : rc == REG_NOMATCH ? 0 : GW_ENOMEM;
 }
 
+/* One form of a text the rules are matched against. */
+struct form {
+    const char *t;
+    size_t n;
+    int maybe; /* the combined expression matched it (or there is none) */
+    int via_base64;
+};
+
 int dp_guard_scan(const struct dp_guard_rules *r, const char *text, size_t len,
                   struct dp_guard_match *m)
 {
@@ -1074,35 +1111,47 @@ int dp_guard_scan(const struct dp_guard_rules *r, const char *text, size_t len,
     if (len > DP_GUARD_MAX_SCAN)
         len = DP_GUARD_MAX_SCAN;
     char small[STACK_NORM];
-    char *norm = len + 3 <= sizeof(small) ? small : malloc(len + 3);
+    char *norm = len + 3 <= sizeof(small) ? small : malloc(len + 3), *alt = NULL;
     if (!norm)
         return GW_ENOMEM;
-    size_t nlen = normalize_into(text, len, norm);
+    int hidden = 0, rc = 0;
+    struct form forms[3];
+    size_t nforms = 0;
+    forms[nforms++] = (struct form){norm, normalize_form(text, len, norm, 0, &hidden), 1, 0};
+    if (hidden) {
+        if (!(alt = malloc(len + 3)))
+            rc = GW_ENOMEM;
+        else
+            forms[nforms++] = (struct form){alt, normalize_form(text, len, alt, 1, NULL), 1, 0};
+    }
     struct blobs b = {0};
-    int rc = find_blobs((const unsigned char *)text, len, &b);
-    /* Whether a combined rule may match the text, and the blobs. */
+    if (rc == 0)
+        rc = find_blobs((const unsigned char *)text, len, &b);
+    if (b.len)
+        forms[nforms++] = (struct form){b.text, b.len, 1, 1};
+    /* Which forms a rule in the combined expression may match. */
     const regex_t *any = rc == 0 ? combined(r) : NULL;
-    int in_text = !any || maybe(any, norm), in_blobs = b.len && (!any || maybe(any, b.text));
+    for (size_t f = 0; any && f < nforms; f++)
+        forms[f].maybe = maybe(any, forms[f].t);
     for (size_t k = 0; rc == 0 && k < r->n; k++) {
         const struct rule *u = &r->rules[r->order[k]];
-        int text_too = in_text || !any || !u->combinable;
-        int blobs_too = b.len && (in_blobs || !any || !u->combinable);
-        int hit = text_too ? rule_match(u, norm, nlen) : 0, via = 0;
-        if (hit == 0 && blobs_too) {
-            hit = rule_match(u, b.text, b.len);
-            via = 1;
-        }
-        if (hit < 0) {
-            rc = hit;
-        } else if (hit) {
-            m->rule_id = u->id;
-            m->severity = u->severity;
-            m->via_base64 = via;
-            rc = 1;
+        for (size_t f = 0; rc == 0 && f < nforms; f++) {
+            if (any && u->combinable && !forms[f].maybe)
+                continue;
+            int hit = rule_match(u, forms[f].t, forms[f].n);
+            if (hit < 0) {
+                rc = hit;
+            } else if (hit) {
+                m->rule_id = u->id;
+                m->severity = u->severity;
+                m->via_base64 = forms[f].via_base64;
+                rc = 1;
+            }
         }
     }
     free(b.dec);
     free(b.text);
+    free(alt);
     if (norm != small)
         free(norm);
     return rc;

@@ -14,13 +14,17 @@
  *    regional-indicator letters;
  *  - invisible characters are removed: zero-width spaces and joiners,
  *    bidirectional controls, the soft hyphen, variation selectors, tag
- *    characters, combining marks;
+ *    characters, combining marks ("ig<U+200B>nore" is "ignore"); a text
+ *    that has format characters (all of these but the marks and variation
+ *    selectors) is also matched in a second form where they separate words
+ *    ("ignore<U+200B>all" is "ignoreall" in the first, "ignore all" in it;
+ *    a text that uses them both ways at once escapes both forms);
  *  - every run of anything else (punctuation, spaces, other scripts,
  *    emoji, bytes that are not UTF-8) becomes one space;
  *  - letters spaced out one by one ("i g n o r e", "i.g.n.o.r.e": a run of
  *    at least three one-character words) are joined into a word; where
  *    the gaps in such a run differ ("i g n o r e  a l l"), the narrowest
- *    joins letters and the wider ones separate words;
+ *    join letters first, then the narrowest of what is left, and so on;
  *  - the result is padded with a space at each end: " ignore all ".
  * A "phrase" rule matches when its own normalized form (" ignore your
  * programming ") occurs in it; a "regex" rule is a POSIX extended regular
