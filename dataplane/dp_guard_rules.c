@@ -94,11 +94,10 @@ int dp_guard_severity_parse(const char *s)
 
 static inline char ascii_fold(unsigned char c)
 {
-    if (c >= 'a' && c <= 'z')
-        return (char)c;
-    if (c >= 'A' && c <= 'Z')
-        return (char)(c + ('a' - 'A'));
-    if (c >= '0' && c <= '9')
+    unsigned char small = c | 0x20;
+    if ((unsigned)(small - 'a') < 26)
+        return (char)small;
+    if ((unsigned)(c - '0') < 10)
         return (char)c;
     return 0;
 }
@@ -308,16 +307,25 @@ static size_t fold_text(const unsigned char *s, size_t n, char *d, int hidden_se
     unsigned gap = 0;
     int any = 0;
     for (size_t i = 0; i < n;) {
-        char f[2];
-        int k;
-        if (s[i] < 0x80) {
-            f[0] = ascii_fold(s[i++]);
-            k = f[0] ? 1 : FOLD_SEP;
-        } else {
-            uint32_t cp;
-            i += utf8_next(s + i, n - i, &cp);
-            k = cp == BAD_CP ? FOLD_SEP : fold_cp(cp, f);
+        /* ASCII, most of most texts, in a loop of its own. */
+        for (; i < n && s[i] < 0x80; i++) {
+            char a = ascii_fold(s[i]);
+            if (!a) {
+                gap += gap < MAX_GAP;
+                continue;
+            }
+            if (gap && any)
+                d[w++] = (char)gap;
+            gap = 0;
+            any = 1;
+            d[w++] = a;
         }
+        if (i == n)
+            break;
+        char f[2];
+        uint32_t cp;
+        i += utf8_next(s + i, n - i, &cp);
+        int k = cp == BAD_CP ? FOLD_SEP : fold_cp(cp, f);
         if (k == FOLD_HIDDEN) {
             if (hidden)
                 *hidden = 1;
@@ -943,6 +951,16 @@ const char *dp_guard_rules_default_json(size_t *len)
 
 /* ---- scanning ----------------------------------------------------------- */
 
+/* Whether c is a base64 symbol (either alphabet), as one bit of a map: the
+ * test the run finder makes on every byte of the text. */
+static inline int is_b64(unsigned char c)
+{
+    static const uint64_t map[2] = {1ull << '+' | 1ull << '-' | 1ull << '/' | 0x3FFull << '0',
+                                    0x3FFFFFFull << ('A' - 64) | 1ull << ('_' - 64) |
+                                        0x3FFFFFFull << ('a' - 64)};
+    return c < 128 && (map[c >> 6] >> (c & 63) & 1);
+}
+
 static inline int b64_value(unsigned char c)
 {
     if (c == '-')
@@ -986,21 +1004,23 @@ static int find_blobs(const unsigned char *s, size_t n, struct blobs *b)
     int kept = 0;
     size_t i = 0;
     while (i < n && kept < DP_GUARD_MAX_BLOBS) {
-        if (b64_value(s[i]) < 0) {
+        if (!is_b64(s[i])) {
             i++;
             continue;
         }
         size_t start = i, symbols = 0;
         for (;;) {
-            while (i < n && b64_value(s[i]) >= 0)
-                i++, symbols++;
+            size_t from = i;
+            while (i < n && is_b64(s[i]))
+                i++;
+            symbols += i - from;
             /* A line break after whole quanta, then more symbols: wrapped. */
             size_t j = i;
             if (j < n && s[j] == '\r')
                 j++;
             if (j < n && s[j] == '\n')
                 j++;
-            if (j == i || symbols % 4 || j == n || b64_value(s[j]) < 0)
+            if (j == i || symbols % 4 || j == n || !is_b64(s[j]))
                 break;
             i = j;
         }
