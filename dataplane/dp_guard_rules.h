@@ -55,6 +55,12 @@
  * the first time a thread needs one (up to 8, because glibc serializes the
  * threads that run one compiled expression); the first copy is made with
  * the set.
+ *
+ * Memory: glibc's matcher keeps the states it builds in each compiled
+ * expression for the set's lifetime, so a set grows with the variety of
+ * texts it has seen, ever more slowly: the defaults, about 0.8 MB compiled,
+ * held 12 MB more after 20,000 texts made of their own words and 16 MB
+ * after 100,000 (a few hundred KB after ordinary or random text).
  */
 #ifndef DP_GUARD_RULES_H
 #define DP_GUARD_RULES_H
@@ -68,7 +74,7 @@ struct dp_guard_rules;
 enum dp_guard_severity { DP_GUARD_LOW, DP_GUARD_MEDIUM, DP_GUARD_HIGH };
 
 #define DP_GUARD_MAX_SCAN ((size_t)64 * 1024) /* bytes of each text scanned */
-#define DP_GUARD_MAX_BLOBS 16                 /* base64 runs decoded per text */
+#define DP_GUARD_MAX_BLOBS 16                 /* base64 blobs matched per text */
 #define DP_GUARD_MAX_PATTERN 1024             /* bytes of a rule's pattern */
 
 /* "low", "medium", "high"; and back (-1 for anything else). */
@@ -81,7 +87,9 @@ int dp_guard_severity_parse(const char *s);
  * ignored, so the file's "example" and "near_miss" may stay). The id is
  * [a-z0-9][a-z0-9_-]{0,62}, unique in the array; the pattern 1 to
  * DP_GUARD_MAX_PATTERN bytes: a phrase with some letter or digit, an
- * expression that compiles and holds no back-reference. The caller owns
+ * expression that compiles (regcomp with REG_EXTENDED | REG_ICASE |
+ * REG_NOSUB), holds no back-reference and is at most 4096 nodes once its
+ * repetitions are expanded ("(a{0,100}){0,100}" is not). The caller owns
  * the result (dp_guard_rules_free); arr is not kept. NULL on failure, with
  * a message in err naming the rule and the field, e.g.
  * "guard_rules[3].pattern: does not compile: Unmatched ( or \( (rule 'x')".
