@@ -21,7 +21,8 @@ static const char usage[] =
     "                       [--drain-delay-ms N]\n"
     "                       [--access-log FILE|-]\n"
     "                       [--retry-base-ms N] [--breaker-open-ms N]\n"
-    "                       [--cache-max-mb N] [--cache-max-entry-kb N] [--judge-queue N]\n"
+    "                       [--cache-max-mb N] [--cache-max-entry-kb N]\n"
+    "                       [--judge-queue N] [--judge-concurrency N]\n"
     "                       [--ledger-spool DIR] [--ledger-spool-max-mb N] "
     "[--ledger-flush-timeout-ms N]\n"
     "                       [--check-config]\n"
@@ -166,6 +167,10 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 0, 1000000, &n))
             return GW_EINVAL;
         c->judge_queue = (size_t)n;
+    } else if (strcmp(flag, "--judge-concurrency") == 0) {
+        if (gw_flags_num(PROG, flag, v, 1, 10000, &n))
+            return GW_EINVAL;
+        c->judge_concurrency = (size_t)n;
     } else if (strcmp(flag, "--access-log") == 0)
         c->access_log = v;
     else if (strcmp(flag, "--check-config") == 0)
@@ -208,6 +213,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_CACHE_MAX_MB", "--cache-max-mb"},
         {"LLMGW_CACHE_MAX_ENTRY_KB", "--cache-max-entry-kb"},
         {"LLMGW_JUDGE_QUEUE", "--judge-queue"},
+        {"LLMGW_JUDGE_CONCURRENCY", "--judge-concurrency"},
     };
     memset(c, 0, sizeof(*c));
     memcpy(c->host, "127.0.0.1", 10);
@@ -227,6 +233,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     c->cache_max_bytes = (size_t)64 << 20;
     c->cache_max_entry_bytes = (size_t)1 << 20;
     c->judge_queue = 1000;
+    c->judge_concurrency = 16;
     static const char *const switches[] = {"--check-config", NULL};
     struct gw_flags f = {.prog = PROG,
                          .usage = usage,

@@ -40,6 +40,8 @@ struct dp_config {
     /* Sampled answers waiting for their judge (docs/guardrails.md), across
      * the workers; past it a sample is dropped and counted. 0: no judge. */
     size_t judge_queue;
+    /* Judge calls in flight at once, across the workers (at least one each). */
+    size_t judge_concurrency;
 
     /* The ledger's spool (docs/ledger.md): rows not yet acknowledged by the
      * control plane, on disk. NULL: held in memory only (lost on restart). */

@@ -334,6 +334,8 @@ int main(int argc, char **argv)
         m.workers[i].loop.judge_queue_max =
             m.cfg.judge_queue ? (m.cfg.judge_queue + (size_t)m.nworkers - 1) / (size_t)m.nworkers
                               : 0;
+        m.workers[i].loop.judge_concurrency =
+            (m.cfg.judge_concurrency + (size_t)m.nworkers - 1) / (size_t)m.nworkers;
     }
     for (int i = 0; i < m.nworkers; i++)
         if (dp_worker_start(&m.workers[i]) != GW_OK) {

@@ -53,6 +53,7 @@ struct dp_xloop {
     struct dp_cache *cache;        /* the process's response cache, or NULL (off) */
     size_t cache_max_entry;        /* its largest entry (bytes of a blob) */
     size_t judge_queue_max;        /* sampled answers waiting for the judge; 0: no judge */
+    size_t judge_concurrency;      /* judge calls in flight at once (at least 1) */
     struct xjudges *judges;        /* the loop's judge queue (judge.c), made at first use */
     long retry_base_ms;            /* the backoff's first step */
     uint64_t rng;                  /* a seeded xorshift state, nonzero */

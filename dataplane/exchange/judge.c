@@ -30,8 +30,7 @@
  * answer is not judged (dropped), a longer conversation keeps its end. */
 #define JUDGE_MAX_PROMPT (32u << 10)
 #define JUDGE_MAX_ANSWER X_JUDGE_MAX_ANSWER
-/* Judge calls in flight per loop, and how long one may take. */
-#define JUDGE_CONCURRENCY 2
+/* How long a judge call may take. */
 #define JUDGE_TIMEOUT_MS 60000L
 
 /* A sampled request's part. */
@@ -299,7 +298,8 @@ static void pump(struct xjudges *q)
 {
     /* on_judged may run inside start (no call could be made): its kick
      * comes back here on the next turn. */
-    while (q->head && q->nrunning < JUDGE_CONCURRENCY) {
+    size_t most = q->l->judge_concurrency ? q->l->judge_concurrency : 1;
+    while (q->head && q->nrunning < most) {
         struct jjob *b = q->head;
         q->head = b->next;
         if (!q->head)

@@ -33,7 +33,7 @@ const RUBRIC = {
 
 let mock;
 let gw;
-let tiny; // a gateway with a judge queue of 2 and one thread
+let tiny; // a gateway with one thread, a judge queue of 2 and 2 judge calls at once
 
 const route = (name, model, extra = {}) => ({
   name, capability: 'chat', strategy: 'ordered', entries: [{ provider: 'mock', model }], ...extra,
@@ -118,7 +118,7 @@ before(async () => {
   h.requireBinaries();
   mock = await h.startMock({ record: true });
   gw = await h.startGateway({ mock, snapshot: snapshot() });
-  tiny = await h.startGateway({ mock, snapshot: snapshot(), threads: 1, args: ['--judge-queue', '2'] });
+  tiny = await h.startGateway({ mock, snapshot: snapshot(), threads: 1, args: ['--judge-queue', '2', '--judge-concurrency', '2'] });
 });
 
 after(async () => {
