@@ -538,7 +538,7 @@ int dp_ledger_record_judgement(const struct dp_judgement *j)
     m.answer_text = nz(j->answer_text ? j->answer_text : "");
     size_t len = llmgw__v1__judgement__get_packed_size(&m);
     if (len > MAX_ROW_BYTES)
-        return GW_ELIMIT;
+        return GW_ERANGE; /* larger than a record may be (its text) */
     unsigned char *data = malloc(len ? len : 1);
     if (!data)
         return GW_ENOMEM;

@@ -114,7 +114,9 @@ void dp_ledger_set_notify(void (*fn)(void *), void *arg);
  * GW_ELIMIT when the spool is full (dropped), GW_EINVAL before init. */
 int dp_ledger_record(const struct dp_ledger_row *r);
 
-/* Any thread: queues a judgement as dp_ledger_record does a row. */
+/* Any thread: queues a judgement as dp_ledger_record does a row;
+ * GW_ERANGE when it is larger than a record may be (64 KiB: its kept
+ * text), not queued. */
 int dp_ledger_record_judgement(const struct dp_judgement *j);
 
 /* The sender's side (one thread). A new Report stream starts over: every

@@ -210,31 +210,6 @@ static int authorize(struct cp_call *c, const char *rest)
     return GW_EINVAL;
 }
 
-/* Percent-decodes s[0..n) into the pool; NULL when malformed or when it
- * decodes to a NUL byte. */
-static char *unescape(struct gw_pool *pool, const char *s, size_t n)
-{
-    char *out = gw_pool_alloc(pool, n + 1);
-    size_t o = 0;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] != '%') {
-            out[o++] = s[i];
-            continue;
-        }
-        if (i + 2 >= n)
-            return NULL;
-        int hi = gw_hex_digit((unsigned char)s[i + 1]), lo = gw_hex_digit((unsigned char)s[i + 2]);
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-            return NULL;
-        out[o++] = (char)(hi << 4 | lo);
-        i += 2;
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* An integer query parameter in [lo, hi], def when absent; -1 when bad. */
 static long long query_int(const char *q, const char *name, long long def, long long lo,
                            long long hi)
@@ -384,7 +359,7 @@ static void route(struct cp_api *api, struct cp_call *c)
         /* Only a two-part key (prices: provider/model) holds a '/'. */
         if (strchr(slash + 1, '/') && !r->key_sql)
             return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
-        key = unescape(c->pool, slash + 1, strlen(slash + 1));
+        key = cp_call_unescape(c->pool, slash + 1, strlen(slash + 1));
         if (!key)
             return cp_call_error(c, 400, "invalid_value", NULL,
                                  "the path has a malformed percent-escape");

@@ -10,6 +10,7 @@
 #include "gw_http.h"
 #include "gw_log.h"
 #include "gw_pool.h"
+#include "gw_str.h"
 
 int cp_verr_set(struct cp_verr *e, int status, const char *code, const char *param, const char *fmt,
                 ...)
@@ -168,4 +169,27 @@ int cp_call_method(struct cp_call *c, const char *allowed)
     (void)gw_http_add_header(c->req, "Allow", allowed);
     cp_call_error(c, 405, "method_not_allowed", NULL, "%s is not allowed on this path", m);
     return 0;
+}
+
+char *cp_call_unescape(struct gw_pool *pool, const char *s, size_t n)
+{
+    char *out = gw_pool_alloc(pool, n + 1);
+    size_t o = 0;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            out[o++] = s[i];
+            continue;
+        }
+        if (i + 2 >= n)
+            return NULL;
+        int hi = gw_hex_digit((unsigned char)s[i + 1]), lo = gw_hex_digit((unsigned char)s[i + 2]);
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+            return NULL;
+        out[o++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
 }

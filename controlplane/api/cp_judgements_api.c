@@ -47,30 +47,6 @@ struct query {
     int on[NDIMS]; /* summary: group by dims[i] */
 };
 
-/* Percent-decodes v[0..n) into the pool (NULL: malformed, or %00). A '+'
- * stays a '+' (a time's offset). */
-static char *decode(struct gw_pool *pool, const char *v, size_t n)
-{
-    char *out = gw_pool_alloc(pool, n + 1);
-    size_t o = 0;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] != '%') {
-            out[o++] = v[i];
-            continue;
-        }
-        int hi = i + 2 < n ? gw_hex_digit((unsigned char)v[i + 1]) : -1;
-        int lo = i + 2 < n ? gw_hex_digit((unsigned char)v[i + 2]) : -1;
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-            return NULL;
-        out[o++] = (char)(hi << 4 | lo);
-        i += 2;
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* 1 when s is 1 to max bytes of UTF-8 without control characters. */
 static int printable(const char *s, size_t max)
 {
@@ -201,7 +177,7 @@ static int parse_query(struct cp_call *c, int summary, struct query *q)
             cp_call_error(c, 400, "invalid_value", name, "%s: given more than once", name);
             return -1;
         }
-        char *v = decode(c->pool, raw, vl);
+        char *v = cp_call_unescape(c->pool, raw, vl);
         if (!v) {
             cp_call_error(c, 400, "invalid_value", name, "%s: a malformed percent-escape", name);
             return -1;

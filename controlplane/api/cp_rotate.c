@@ -19,16 +19,8 @@ static void decref(void *j)
 static char *to_bytea(struct gw_pool *pool, const unsigned char *b, size_t n)
 {
     char *s = gw_pool_alloc(pool, 2 * n + 3);
-    static const char hx[] = "0123456789abcdef";
-    if (!s)
-        return NULL;
-    s[0] = '\\';
-    s[1] = 'x';
-    for (size_t i = 0; i < n; i++) {
-        s[2 + 2 * i] = hx[b[i] >> 4];
-        s[3 + 2 * i] = hx[b[i] & 15];
-    }
-    s[2 * n + 2] = '\0';
+    if (s)
+        cp_db_bytea_hex(b, n, s);
     return s;
 }
 

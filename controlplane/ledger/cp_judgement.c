@@ -111,17 +111,9 @@ static char *int_param(long long v, int *oom)
 /* blob as bytea's hex input ("\x..."). */
 static char *bytea_hex(const unsigned char *b, size_t n)
 {
-    static const char hx[] = "0123456789abcdef";
     char *s = malloc(2 * n + 3);
-    if (!s)
-        return NULL;
-    s[0] = '\\';
-    s[1] = 'x';
-    for (size_t i = 0; i < n; i++) {
-        s[2 + 2 * i] = hx[b[i] >> 4];
-        s[3 + 2 * i] = hx[b[i] & 15];
-    }
-    s[2 * n + 2] = '\0';
+    if (s)
+        cp_db_bytea_hex(b, n, s);
     return s;
 }
 

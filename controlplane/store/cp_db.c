@@ -297,3 +297,15 @@ int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
     *len = hl / 2;
     return GW_OK;
 }
+
+void cp_db_bytea_hex(const unsigned char *b, size_t n, char *out)
+{
+    static const char hx[] = "0123456789abcdef";
+    out[0] = '\\';
+    out[1] = 'x';
+    for (size_t i = 0; i < n; i++) {
+        out[2 + 2 * i] = hx[b[i] >> 4];
+        out[3 + 2 * i] = hx[b[i] & 15];
+    }
+    out[2 * n + 2] = '\0';
+}

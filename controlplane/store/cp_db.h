@@ -105,5 +105,8 @@ const char *cp_db_value(const PGresult *r);
  * but an even number of hex digits, GW_ENOMEM. */
 int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
     __attribute__((warn_unused_result));
+/* n bytes as bytea's hex input, "\\x..." and a NUL, into out (2 n + 3
+ * bytes). */
+void cp_db_bytea_hex(const unsigned char *b, size_t n, char *out);
 
 #endif

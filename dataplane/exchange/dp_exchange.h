@@ -55,6 +55,7 @@ struct dp_xloop {
     size_t judge_queue_max;        /* sampled answers waiting for the judge; 0: no judge */
     size_t judge_concurrency;      /* judge calls in flight at once (at least 1) */
     struct xjudges *judges;        /* the loop's judge queue (judge.c), made at first use */
+    int judges_closed;             /* the loop is stopping: no sample is queued */
     long retry_base_ms;            /* the backoff's first step */
     uint64_t rng;                  /* a seeded xorshift state, nonzero */
     struct dp_exchange *exchanges; /* in flight, for drain and shutdown */

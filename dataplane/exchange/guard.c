@@ -189,16 +189,19 @@ static int collect(void *arg, const char *text, const char *where)
 {
     (void)where;
     struct gw_buf *b = arg;
-    size_t room = CLASSIFIER_MAX_TEXT - b->len;
-    size_t n = strlen(text);
-    int rc = GW_OK;
-    if (b->len && room > 2) {
-        rc = gw_buf_append(b, "\n\n", 2);
-        room -= 2;
-    }
-    if (rc != GW_OK || gw_buf_append(b, text, n < room ? n : room) != GW_OK)
+    size_t sep = b->len ? 2 : 0;
+    if (b->len + sep >= CLASSIFIER_MAX_TEXT)
         return 1;
-    return b->len >= CLASSIFIER_MAX_TEXT;
+    size_t room = CLASSIFIER_MAX_TEXT - b->len - sep;
+    size_t n = strlen(text);
+    if (n > room) { /* cut at a character's start: the call's JSON takes UTF-8 only */
+        n = room;
+        while (n && ((unsigned char)text[n] & 0xC0) == 0x80)
+            n--;
+    }
+    if ((sep && gw_buf_append(b, "\n\n", 2) != GW_OK) || gw_buf_append(b, text, n) != GW_OK)
+        return 1;
+    return b->len >= CLASSIFIER_MAX_TEXT || n < strlen(text);
 }
 
 /* ------------------------------------------------------------ the verdict */
@@ -444,7 +447,7 @@ void x_guard(struct dp_exchange *x)
     if (!gd || !gd->sub) { /* no call: no verdict */
         free(gd);
         x->guard = NULL;
-        struct xsub_result r = {.why = "out of memory"};
+        struct xsub_result r = {.why = "the call could not be made"};
         classified(x, &g, counted, &r);
     }
 }

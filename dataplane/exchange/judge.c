@@ -30,6 +30,8 @@
  * answer is not judged (dropped), a longer conversation keeps its end. */
 #define JUDGE_MAX_PROMPT (32u << 10)
 #define JUDGE_MAX_ANSWER X_JUDGE_MAX_ANSWER
+/* The longest judge call's text (the rubric filled in). */
+#define JUDGE_MAX_CALL (1u << 20)
 /* How long a judge call may take. */
 #define JUDGE_TIMEOUT_MS 60000L
 
@@ -250,8 +252,15 @@ static void on_judged(void *arg, const struct xsub_result *r)
         dp_metrics_judge_score(
             route, (double)(score - cfg->scale_min) / (double)(cfg->scale_max - cfg->scale_min),
             b->j.pass);
-        if (dp_ledger_enabled())
+        if (dp_ledger_enabled() && dp_ledger_record_judgement(&b->j) == GW_ERANGE &&
+            b->j.prompt_text) {
+            /* Too long to travel with its text: the score goes without. */
+            gw_logf(GW_LOG_WARN,
+                    "judge: the kept text is too long to send; the score goes without it",
+                    "{s:s,s:s}", "request_id", b->j.request_id, "route", route);
+            b->j.prompt_text = b->j.answer_text = NULL;
             (void)dp_ledger_record_judgement(&b->j);
+        }
     }
     struct xjudges *q = b->q;
     job_free(b);
@@ -271,8 +280,9 @@ static void start(struct xjudges *q, struct jjob *b)
         q->running->prev = b;
     q->running = b;
     q->nrunning++;
+    /* Bounded: a template may name each placeholder more than once. */
     struct gw_buf user;
-    gw_buf_init(&user, 0);
+    gw_buf_init(&user, JUDGE_MAX_CALL);
     char system[sizeof(JUDGE_SYSTEM) + 16];
     snprintf(system, sizeof(system), JUDGE_SYSTEM, b->cfg->scale_min, b->cfg->scale_max);
     struct xsub_call c = {.route = b->cfg->route,
@@ -289,7 +299,7 @@ static void start(struct xjudges *q, struct jjob *b)
         memset(user.data, 0, user.len);
     gw_buf_free(&user);
     if (!b->sub) {
-        struct xsub_result r = {.why = "out of memory"};
+        struct xsub_result r = {.why = "the call could not be made"};
         on_judged(b, &r);
     }
 }
@@ -347,6 +357,10 @@ void x_judge_submit(struct dp_exchange *x)
         return; /* no whole answer to judge */
     struct dp_xloop *l = x->l;
     const char *route = x->plan.route->name;
+    if (l->judges_closed) { /* the loop is stopping: no new call */
+        dp_metrics_judge(route, "dropped");
+        return;
+    }
     if (!l->judges && (l->judges = calloc(1, sizeof(*l->judges))) != NULL) {
         l->judges->l = l;
         if (!(l->judges->kick = event_new(l->base, -1, 0, on_kick, l->judges))) {
@@ -402,6 +416,7 @@ void x_judge_submit(struct dp_exchange *x)
 void x_judges_shutdown(struct dp_xloop *l)
 {
     struct xjudges *q = l->judges;
+    l->judges_closed = 1; /* what ends after this is not judged */
     if (!q)
         return;
     l->judges = NULL;

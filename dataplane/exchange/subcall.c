@@ -121,6 +121,8 @@ struct xsub *x_sub_start(struct dp_xloop *l, struct dp_snapshot *snap, const str
     free(text);
     if (s && s->req)
         s->timer = evtimer_new(l->base, on_timeout, s);
+    /* json_pack refuses text that is not UTF-8 (the callers cut theirs on
+     * a character's start): no call, as when memory runs out. */
     if (!s || !s->req || !s->timer) {
         if (s && s->req) { /* no owner yet: ended here, and so freed */
             gw_http_local_cancel(s->req);

@@ -61,14 +61,15 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import * as h from '../integration/harness.mjs';
 import { parseExposition } from '../integration/exposition.mjs';
+import { envInt } from './scale_lib.mjs';
 
 const int = (name, def, min, max) => {
-  const v = process.env[name] ?? String(def);
-  if (!/^[0-9]+$/.test(v) || Number(v) < min || Number(v) > max) {
-    console.error(`[judge] ${name} must be an integer in ${min}..${max}, got '${v}'`);
+  try {
+    return envInt(name, def, min, max);
+  } catch (e) {
+    console.error(`[judge] ${e.message}`);
     process.exit(1);
   }
-  return Number(v);
 };
 const WORKERS = int('BENCH_WORKERS', 2, 1, 64);
 const MOCK_THREADS = int('BENCH_MOCK_THREADS', 1, 1, 64);

@@ -44,13 +44,14 @@ declare -A sources=(
   [fuzz_money]="common/gw_money.c"
   [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c dataplane/dp_snapshot_build.c
     dataplane/dp_snapshot_apply.c common/gw_pmap.c
-    dataplane/dp_snapshot_lookup.c common/gw_log.c $drivers"
+    dataplane/dp_snapshot_lookup.c dataplane/dp_guard_rules.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )
 # Files a target has compiled in, as the build embeds them (NAME=file, with
 # controlplane/embed.cmake): generated into $out/ before the target builds.
 declare -A embeds=(
   [fuzz_guard_rules]="dp_guard_rules_json=common/guard_rules.json"
+  [fuzz_snapshot]="dp_guard_rules_json=common/guard_rules.json"
 )
 declare -A packages=(
   [fuzz_drivers]="libcurl openssl"

@@ -366,9 +366,16 @@ describe('scope, time and size', () => {
     const { samples: s } = await scrapeMetrics(small.port);
     assert.ok(metricValue(s, 'llmgw_response_cache_evictions_total') > 0, 'entries were evicted');
     assert.ok(metricValue(s, 'llmgw_response_cache_bytes') <= 1 << 20, 'the byte bound holds');
-    assert.equal((await chat(small, ask('big', nonces[0]))).headers.get('x-llmgw-cache'), 'miss',
-      'the oldest entry was evicted');
     assert.equal((await chat(small, ask('big', nonces[199]))).headers.get('x-llmgw-cache'), 'hit');
+    // The bound is split over 16 shards, each an LRU of its own: an old
+    // entry leaves when later ones land in its shard, so the oldest leave
+    // all but surely, not each one for certain (one survives about 1% of
+    // runs). Of the 20 oldest, nearly all are gone.
+    let misses = 0;
+    for (const n of nonces.slice(0, 20)) {
+      if ((await chat(small, ask('big', n))).headers.get('x-llmgw-cache') === 'miss') misses++;
+    }
+    assert.ok(misses >= 15, `the oldest entries were evicted: ${misses} of the 20 oldest missed`);
     // Past --cache-max-entry-kb (64): answered, never stored.
     const huge = h.randomId('huge');
     const b = ask('huge', huge);
