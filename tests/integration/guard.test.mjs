@@ -264,6 +264,12 @@ describe('the classifier', () => {
     assert.ok(Date.now() - t0 < 2900, 'neither waited for the slow classifier (3 s)');
   });
 
+  test('a text past the classifier\'s 32 KiB is cut on a character\'s start, and still classified', T, async () => {
+    // 12,000 three-byte characters: the 32 KiB cut falls inside one.
+    const r = await chat(gw, say('garbled', '\u6f22'.repeat(12000)));
+    assert.equal(r.status, 200, 'a verdict came (SAFE): fail_closed did not block it');
+  });
+
   test('an unparseable verdict is no verdict: a fail_closed route blocks', T, async () => {
     const r = await chat(gw, say('garbled', 'MOCK-CLASSIFIER-GARBAGE hello'));
     assertBlocked(r, 'classifier');
