@@ -740,7 +740,7 @@ int dp_guard_pattern_check(const char *kind, const char *pattern, char *err, siz
     return compile_pattern(NULL, is_regex, pattern, err, errlen);
 }
 
-static int valid_id(const char *id)
+int dp_guard_rule_id_valid(const char *id)
 {
     size_t n = strlen(id);
     if (n == 0 || n > 63)
@@ -795,7 +795,7 @@ static int compile_rule(const json_t *o, size_t i, const struct dp_guard_rules *
         return -1;
     }
     const json_t *v = json_object_get(o, "id");
-    if (!json_is_string(v) || !valid_id(json_string_value(v))) {
+    if (!json_is_string(v) || !dp_guard_rule_id_valid(json_string_value(v))) {
         snprintf(err, errlen, "guard_rules[%zu].id: required, [a-z0-9][a-z0-9_-]{0,62}", i);
         return -1;
     }

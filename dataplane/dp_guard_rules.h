@@ -106,6 +106,9 @@ size_t dp_guard_rules_count(const struct dp_guard_rules *r);
  */
 int dp_guard_pattern_check(const char *kind, const char *pattern, char *err, size_t errlen);
 
+/* 1 when id is a rule's id: [a-z0-9][a-z0-9_-]{0,62}. */
+int dp_guard_rule_id_valid(const char *id);
+
 /*
  * The built-in defaults: common/guard_rules.json, compiled into the binary
  * at build time (its "rules" member), compiled on first use (thread-safe)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cp_db.h"
+#include "dp_guard_rules.h"
 #include "gw_error.h"
 #include "gw_log.h"
 
@@ -561,8 +562,11 @@ static const char m17_seed[] =
     "r->>'pattern'\n"
     "FROM jsonb_array_elements($1::jsonb -> 'rules') AS r";
 
-/* common/guard_rules.json, embedded at build time (controlplane/embed.cmake). */
-extern const char cp_guard_rules_json[];
+/* common/guard_rules.json as the data plane's rule engine embeds it. */
+static const char *guard_rules_json(void)
+{
+    return dp_guard_rules_default_json(NULL);
+}
 
 /* Data a migration loads once its statements ran, in its transaction: sql
  * with param as $1 (data compiled in, too big or too structured for the
@@ -570,8 +574,8 @@ extern const char cp_guard_rules_json[];
 static const struct {
     int version;
     const char *sql;
-    const char *param;
-} seeds[] = {{17, m17_seed, cp_guard_rules_json}};
+    const char *(*param)(void);
+} seeds[] = {{17, m17_seed, guard_rules_json}};
 
 /* Judgements (docs/ledger.md, "Judgements"): a sampled answer's score from
  * its route's judge, one per judged request, sent by the data planes on the
@@ -688,7 +692,7 @@ static int apply_one(struct cp_db *db, const struct cp_migration *m, int *applie
     }
     PQclear(r);
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
-        const char *seed[] = {seeds[i].param};
+        const char *seed[] = {seeds[i].param()};
         if (seeds[i].version != m->version || !cp_db_cmd(db, seeds[i].sql, 1, seed, err))
             continue;
         char msg[sizeof(err->message)];
