@@ -153,6 +153,9 @@ describe('guard rules', () => {
       [{ pattern: 'a{2,1}' }, 'invalid_value', 'pattern', /does not compile/],
       [{ pattern: ' (a)\\1 ' }, 'invalid_value', 'pattern', /back-reference/],
       [{ pattern: '(x)(y)\\9' }, 'invalid_value', 'pattern', /back-reference/],
+      // What every data plane would refuse (with the whole snapshot) the API refuses too.
+      [{ kind: 'phrase', pattern: '!!! ???' }, 'invalid_value', 'pattern', /letter or a digit/],
+      [{ pattern: '((a{0,100}){0,100}){0,100}' }, 'invalid_value', 'pattern', /too large/],
       [{ pattern: 'a'.repeat(1025) }, 'invalid_value', 'pattern', /at most 1024/],
       [{ pattern: '' }, 'invalid_value', 'pattern', /1 to 1024 bytes/],
       [{ pattern: 5 }, 'invalid_type', 'pattern', /string/],
