@@ -1,5 +1,5 @@
 /*
- * dp_cache: the response cache's store (issue 22): a byte-bounded LRU of
+ * dp_cache: the response cache's store (docs/cache.md): a byte-bounded LRU of
  * immutable blobs keyed by a 32-byte SHA-256 (dp_cache_key.h makes the key
  * and the blob), one per data-plane process, shared by its worker threads.
  *

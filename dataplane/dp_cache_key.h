@@ -1,6 +1,6 @@
 /*
  * dp_cache_key: what the response cache may keep, under which key, and in
- * which form (issue 22; the store itself is dp_cache.h).
+ * which form (docs/cache.md; the store itself is dp_cache.h).
  *
  * Three decisions, all pure functions of their arguments:
  *

@@ -184,15 +184,23 @@ static int scan_one(void *arg, const char *text, const char *where)
     return s->found && s->best.severity == DP_GUARD_HIGH; /* nothing ranks above */
 }
 
-/* The classifier's input: the inspected texts, bounded. */
+/* The classifier's input: the inspected texts after the template's
+ * opening (from bytes), bounded. */
+struct collect {
+    struct gw_buf *b;
+    size_t from;
+};
+
 static int collect(void *arg, const char *text, const char *where)
 {
     (void)where;
-    struct gw_buf *b = arg;
-    size_t sep = b->len ? 2 : 0;
-    if (b->len + sep >= CLASSIFIER_MAX_TEXT)
+    struct collect *k = arg;
+    struct gw_buf *b = k->b;
+    size_t used = b->len - k->from;
+    size_t sep = used ? 2 : 0;
+    if (used + sep >= CLASSIFIER_MAX_TEXT)
         return 1;
-    size_t room = CLASSIFIER_MAX_TEXT - b->len - sep;
+    size_t room = CLASSIFIER_MAX_TEXT - used - sep;
     size_t n = strlen(text);
     if (n > room) { /* cut at a character's start: the call's JSON takes UTF-8 only */
         n = room;
@@ -201,7 +209,7 @@ static int collect(void *arg, const char *text, const char *where)
     }
     if ((sep && gw_buf_append(b, "\n\n", 2) != GW_OK) || gw_buf_append(b, text, n) != GW_OK)
         return 1;
-    return b->len >= CLASSIFIER_MAX_TEXT || n < strlen(text);
+    return b->len - k->from >= CLASSIFIER_MAX_TEXT || n < strlen(text);
 }
 
 /* ------------------------------------------------------------ the verdict */
@@ -415,15 +423,11 @@ void x_guard(struct dp_exchange *x)
     }
     struct gw_buf text;
     gw_buf_init(&text, CLASSIFIER_MAX_TEXT + 64);
-    struct gw_buf body;
-    gw_buf_init(&body, CLASSIFIER_MAX_TEXT);
-    (void)visit(x->creq, g.inspect, collect, &body);
-    int ok = gw_buf_appends(&text, "<<<TEXT\n") == GW_OK &&
-             gw_buf_append(&text, body.data ? body.data : "", body.len) == GW_OK &&
-             gw_buf_appends(&text, "\nTEXT>>>") == GW_OK;
-    if (body.data)
-        memset(body.data, 0, body.len);
-    gw_buf_free(&body);
+    int ok = gw_buf_appends(&text, "<<<TEXT\n") == GW_OK;
+    struct collect k = {&text, text.len};
+    if (ok)
+        (void)visit(x->creq, g.inspect, collect, &k);
+    ok = ok && gw_buf_appends(&text, "\nTEXT>>>") == GW_OK;
     char id[sizeof(x->request_id) + 8];
     snprintf(id, sizeof(id), "%.150s.guard", x->request_id);
     struct xsub_call c = {.route = g.classifier,

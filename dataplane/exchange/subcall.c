@@ -46,7 +46,6 @@ static void read_answer(const struct gw_http_answer *a, struct xsub_result *r, c
             json_object_get(json_array_get(json_object_get(root, "choices"), 0), "message");
         const char *content = json_string_value(json_object_get(msg, "content"));
         if (content) {
-            r->ok = 1;
             r->content = strdup(content);
             r->ok = r->content != NULL;
             if (!r->ok)
