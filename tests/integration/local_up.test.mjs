@@ -113,11 +113,15 @@ describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
     const blocked = run1(at + 2, 2);
     assert.equal(blocked.error.code, 'prompt_blocked');
     assert.match(blocked.error.guard.rule, /^(ignore-previous-instructions|reveal-system-prompt)$/);
+    // The database outlives down.sh: the judgement must be a new one.
+    const before = run1(at + 6, 1).judgements[0]?.request_id;
     const served = run1(at + 4, 2);
     assert.ok(served.choices[0].message.content.length > 0);
     // Newest first: the served answer's (the blocked one was never judged).
-    const judged = await h.waitFor(() => run1(at + 6, 1).judgements[0] ?? null,
-      { timeoutMs: 20_000, what: 'a judgement of the guarded route' });
+    const judged = await h.waitFor(() => {
+      const j = run1(at + 6, 1).judgements[0];
+      return j && j.request_id !== before ? j : null;
+    }, { timeoutMs: 20_000, what: 'a new judgement of the guarded route' });
     assert.equal(judged.route, 'guarded');
     assert.equal(judged.score, 4);
     assert.equal(judged.pass, true);
