@@ -11,7 +11,9 @@
 static int priced(const struct dp_price *p)
 {
     return p->input >= 0 || p->output >= 0 || p->cache_read >= 0 || p->cache_write_5m >= 0 ||
-           p->cache_write_1h >= 0 || p->reasoning >= 0;
+           p->cache_write_1h >= 0 || p->reasoning >= 0 || p->audio_second >= 0 ||
+           p->character >= 0 || p->image >= 0 || p->media_input >= 0 || p->media_output >= 0 ||
+           p->nimage_prices > 0;
 }
 
 const struct dp_price *dp_snapshot_price(const struct dp_snapshot *s, const char *provider,
@@ -92,6 +94,76 @@ int dp_cost(const struct dp_price *p, const struct canon_usage *u, int64_t *cost
             gw_money_add(total, c, &total) != GW_OK)
             return GW_ERANGE;
     }
+    *cost = total;
+    return GW_OK;
+}
+
+long long dp_price_image(const struct dp_price *p, const char *quality, const char *size)
+{
+    if (!p)
+        return -1;
+    char key[96];
+    if (quality && size && (size_t)snprintf(key, sizeof(key), "%s/%s", quality, size) < sizeof(key))
+        for (size_t i = 0; i < p->nimage_prices; i++)
+            if (strcmp(p->image_prices[i].key, key) == 0)
+                return p->image_prices[i].price;
+    for (size_t i = 0; size && i < p->nimage_prices; i++)
+        if (strcmp(p->image_prices[i].key, size) == 0)
+            return p->image_prices[i].price;
+    return p->image;
+}
+
+/* tokens * price added to *total; GW_ENOENT when tokens need a price that
+ * is not there. */
+static int add_tokens(int64_t tokens, long long price, int64_t *total)
+{
+    if (tokens == 0)
+        return GW_OK;
+    if (price < 0)
+        return GW_ENOENT;
+    int64_t c;
+    if (gw_money_mul(tokens, price, &c) != GW_OK || gw_money_add(*total, c, total) != GW_OK)
+        return GW_ERANGE;
+    return GW_OK;
+}
+
+int dp_cost_media(const struct dp_price *p, const struct canon_usage *u,
+                  const struct dp_media_units *m, int64_t *cost)
+{
+    if (!p)
+        return GW_ENOENT;
+    if (u->input < 0 || u->output < 0 || m->media_in < 0 || m->media_out < 0 ||
+        m->media_in > u->input || m->media_out > u->output || m->audio_ms < 0 ||
+        m->characters < 0 || m->images < 0)
+        return GW_EINVAL;
+    int64_t total = 0;
+    int rc = GW_ENOENT;
+    if (u->have && (u->input || u->output)) {
+        rc = add_tokens(u->input - m->media_in, p->input, &total);
+        if (rc == GW_OK)
+            rc = add_tokens(m->media_in, p->media_input, &total);
+        if (rc == GW_OK)
+            rc = add_tokens(u->output - m->media_out, p->output, &total);
+        if (rc == GW_OK)
+            rc = add_tokens(m->media_out, p->media_output, &total);
+        if (rc != GW_ENOENT) {
+            if (rc == GW_OK)
+                *cost = total;
+            return rc;
+        }
+    }
+    /* The units, when the tokens are not reported or not priced. */
+    total = 0;
+    if (m->audio_ms > 0 && p->audio_second >= 0)
+        rc = gw_money_muldiv(p->audio_second, m->audio_ms, 1000, &total);
+    else if (m->characters > 0 && p->character >= 0)
+        rc = gw_money_mul(m->characters, p->character, &total);
+    else if (m->images > 0 && dp_price_image(p, m->quality, m->size) >= 0)
+        rc = gw_money_mul(m->images, dp_price_image(p, m->quality, m->size), &total);
+    else
+        return GW_ENOENT;
+    if (rc != GW_OK)
+        return GW_ERANGE;
     *cost = total;
     return GW_OK;
 }

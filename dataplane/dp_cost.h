@@ -18,10 +18,36 @@
 struct dp_snapshot;
 struct canon_usage;
 
+/* A price per output image of one size ("1024x1024") or of one quality
+ * and size ("hd/1024x1024"). */
+struct dp_image_price {
+    const char *key;
+    long long price;
+};
+
 struct dp_price {
     long long input, output, cache_read, cache_write_5m, cache_write_1h,
         reasoning;    /* picodollars per token, -1 unknown */
     char currency[4]; /* ISO 4217, "USD" unless the catalog says otherwise */
+    /* Media (docs/media.md), picodollars, -1 unknown: per second of input
+     * audio, per input character (speech), per output image (when
+     * image_prices has none for the size and quality), and per input and
+     * output token that is audio or image rather than text. */
+    long long audio_second, character, image, media_input, media_output;
+    const struct dp_image_price *image_prices; /* nimage_prices, owned by the snapshot */
+    size_t nimage_prices;
+};
+
+/* What a media attempt is priced by, beside its tokens. */
+struct dp_media_units {
+    int64_t audio_ms;   /* input audio (transcriptions, translations) */
+    int64_t characters; /* speech input */
+    int64_t images;     /* images the answer holds */
+    const char *size;   /* images: the request's size and quality, or NULL */
+    const char *quality;
+    /* Of the usage's input and output tokens, those that are audio or
+     * image (the rest are text). */
+    int64_t media_in, media_out;
 };
 
 /* The price for provider/model in this snapshot (the provider's own entry,
@@ -47,6 +73,23 @@ const struct dp_price *dp_snapshot_price(const struct dp_snapshot *s, const char
  */
 int dp_cost(const struct dp_price *p, const struct canon_usage *u, int64_t *cost)
     __attribute__((warn_unused_result));
+
+/*
+ * A media attempt's cost: from the provider's tokens when it reported them
+ * (u->have) and every class they fall in has a price (text input at
+ * input, audio or image input at media_input, text output at output,
+ * audio or image output at media_output); else from the units: input
+ * audio at audio_second per second (floor(price * ms / 1000)), speech at
+ * character per character, images at the image price of their quality and
+ * size, else of their size, else the image price. GW_ENOENT when neither
+ * is priced; GW_ERANGE on overflow; GW_EINVAL on inconsistent counts.
+ */
+int dp_cost_media(const struct dp_price *p, const struct canon_usage *u,
+                  const struct dp_media_units *m, int64_t *cost)
+    __attribute__((warn_unused_result));
+/* The price of one image of that quality and size (either may be NULL),
+ * or -1. */
+long long dp_price_image(const struct dp_price *p, const char *quality, const char *size);
 
 /* For the warning when dp_cost answers GW_ENOENT: the first token class
  * with tokens and no price ("input", "output", "cache_read",

@@ -31,7 +31,13 @@ enum {
     DRV_CAP_TOOLS = 1u << 3,
     DRV_CAP_JSON_MODE = 1u << 4,
     DRV_CAP_REASONING = 1u << 5,
+    /* Media (docs/media.md): audio in, text out (transcriptions and
+     * translations); text in, audio out; images generated or edited. */
+    DRV_CAP_TRANSCRIPTION = 1u << 6,
+    DRV_CAP_SPEECH = 1u << 7,
+    DRV_CAP_IMAGE = 1u << 8,
 };
+#define DRV_CAP_MEDIA (DRV_CAP_TRANSCRIPTION | DRV_CAP_SPEECH | DRV_CAP_IMAGE)
 
 /* Ceilings shared by the parsers. */
 #define DRV_MAX_EVENT (4u << 20) /* one SSE event, NDJSON line or frame */

@@ -118,6 +118,9 @@ static unsigned char *pack_row(const struct dp_ledger_row *r, size_t *len)
     m.cache_read_tokens = r->cache_read_tokens;
     m.cache_write_5m_tokens = r->cache_write_5m_tokens;
     m.cache_write_1h_tokens = r->cache_write_1h_tokens;
+    m.audio_ms = r->audio_ms;
+    m.characters = r->characters;
+    m.images = r->images;
     m.output_tokens = r->output_tokens;
     m.reasoning_tokens = r->reasoning_tokens;
     m.latency_ms = r->latency_ms;

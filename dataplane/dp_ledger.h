@@ -56,6 +56,8 @@ struct dp_ledger_row {
         output_tokens, reasoning_tokens;
     int64_t latency_ms, ttfb_ms, ttfc_ms; /* -1: no byte / no content came */
     int64_t cost_picodollars;
+    /* Media (docs/media.md): the units beside the tokens. */
+    int64_t audio_ms, characters, images;
     int64_t snapshot_version;
     int64_t at_ms; /* the attempt's start, Unix ms */
     struct dp_charge charges[DP_MAX_CHARGES];

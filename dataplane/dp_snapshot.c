@@ -154,7 +154,8 @@ static const char *const strategy_names[] = {
     [DP_STRATEGY_LATENCY] = "latency",   [DP_STRATEGY_AUTO] = "auto",
     [DP_STRATEGY_WEIGHTED] = "weighted", NULL};
 static const char *const role_names[] = {"default", "summarize", "embedding", "vision", NULL};
-static const char *const capability_names[] = {"chat", "embeddings", "vision", NULL};
+static const char *const capability_names[] = {"chat",   "embeddings", "vision", "transcription",
+                                               "speech", "image",      NULL};
 
 /* Everything that decides where a route's requests go, so that a session
  * stuck to one of its providers comes loose when the route is edited.
@@ -504,19 +505,96 @@ static void build_route(struct build *b, const struct dp_snapshot *s, struct dp_
  * overflow. */
 #define MAX_PRICE 1000000000000LL
 
-static long long opt_price(struct build *b, const json_t *o, const char *key, const char *where)
+static long long opt_price_of(struct build *b, const json_t *v, const char *where, const char *key,
+                              const char *unit)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_PRICE) {
+        dps_fail(b,
+                 "%s.%s: must be an integer count of picodollars per %s, 0 to %lld (money is "
+                 "never a float)",
+                 where, key, unit, MAX_PRICE);
+        return -1;
+    }
+    return json_integer_value(v);
+}
+
+static long long opt_price_per(struct build *b, const json_t *o, const char *key, const char *where,
+                               const char *unit)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return -1;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_PRICE) {
-        dps_fail(b,
-                 "%s.%s: must be an integer count of picodollars per token, 0 to %lld (money is "
-                 "never a float)",
-                 where, key, MAX_PRICE);
-        return -1;
+    return opt_price_of(b, v, where, key, unit);
+}
+
+static long long opt_price(struct build *b, const json_t *o, const char *key, const char *where)
+{
+    return opt_price_per(b, o, key, where, "token");
+}
+
+/* An image price's key: a size ("1024x1024", "auto") or a quality and a
+ * size ("hd/1024x1024"); lowercase letters, digits and one x. */
+static int image_key_ok(const char *k)
+{
+    const char *slash = strchr(k, '/');
+    const char *size = slash ? slash + 1 : k;
+    if (slash) {
+        if (slash == k || slash - k > 16)
+            return 0;
+        for (const char *c = k; c < slash; c++)
+            if (*c < 'a' || *c > 'z')
+                return 0;
     }
-    return json_integer_value(v);
+    if (strcmp(size, "auto") == 0)
+        return 1;
+    size_t n = strlen(size), w = strspn(size, "0123456789");
+    return w >= 1 && w <= 5 && size[w] == 'x' && n - w - 1 >= 1 && n - w - 1 <= 5 &&
+           strspn(size + w + 1, "0123456789") == n - w - 1;
+}
+
+#define MAX_IMAGE_PRICES 64
+
+/* "image_prices": {"1024x1024": N, "hd/1024x1024": N, ...}. */
+static void opt_image_prices(struct build *b, const json_t *o, const char *where,
+                             struct dp_price *p)
+{
+    const json_t *v = json_object_get(o, "image_prices");
+    if (!v || json_is_null(v))
+        return;
+    char w[80];
+    snprintf(w, sizeof(w), "%s.image_prices", where);
+    if (!json_is_object(v) || json_object_size(v) > MAX_IMAGE_PRICES) {
+        dps_fail(b, "%s: must be an object of at most %d prices by size or quality/size", w,
+                 MAX_IMAGE_PRICES);
+        return;
+    }
+    struct dp_image_price *ip = gw_pool_calloc(b->pool, (json_object_size(v) + 1) * sizeof(*ip));
+    if (!ip) {
+        dps_fail(b, "out of memory");
+        return;
+    }
+    const char *k;
+    json_t *pv;
+    size_t n = 0;
+    json_object_foreach((json_t *)v, k, pv)
+    {
+        if (!image_key_ok(k)) {
+            dps_fail(b,
+                     "%s: '%.40s' is not a size (\"1024x1024\", \"auto\") or a quality and a "
+                     "size (\"hd/1024x1024\")",
+                     w, k);
+            return;
+        }
+        ip[n].price = opt_price_of(b, pv, w, k, "image");
+        if (b->failed || !(ip[n].key = gw_pool_strdup(b->pool, k))) {
+            if (!b->failed)
+                dps_fail(b, "out of memory");
+            return;
+        }
+        n++;
+    }
+    p->image_prices = ip;
+    p->nimage_prices = n;
 }
 
 static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
@@ -552,6 +630,12 @@ static void build_catalog_entry(struct build *b, const struct dp_snapshot *s,
     p->cache_write_5m = opt_price(b, o, "cache_write_5m_price", where);
     p->cache_write_1h = opt_price(b, o, "cache_write_1h_price", where);
     p->reasoning = opt_price(b, o, "reasoning_price", where);
+    p->audio_second = opt_price_per(b, o, "audio_second_price", where, "second of audio");
+    p->character = opt_price_per(b, o, "character_price", where, "character");
+    p->image = opt_price_per(b, o, "image_price", where, "image");
+    p->media_input = opt_price(b, o, "media_input_price", where);
+    p->media_output = opt_price(b, o, "media_output_price", where);
+    opt_image_prices(b, o, where, p);
     /* The currency goes with the prices, never converted. */
     const char *cur = dps_opt_str(b, o, "currency", where, "USD");
     c->max_output_tokens =

@@ -105,9 +105,15 @@ const char *dps_opt_enum(struct build *b, const json_t *o, const char *key, cons
 static const struct {
     const char *name;
     unsigned bit;
-} cap_names[] = {{"chat", DRV_CAP_CHAT},           {"embeddings", DRV_CAP_EMBEDDINGS},
-                 {"vision", DRV_CAP_VISION},       {"tools", DRV_CAP_TOOLS},
-                 {"json_mode", DRV_CAP_JSON_MODE}, {"reasoning", DRV_CAP_REASONING}};
+} cap_names[] = {{"chat", DRV_CAP_CHAT},
+                 {"embeddings", DRV_CAP_EMBEDDINGS},
+                 {"vision", DRV_CAP_VISION},
+                 {"tools", DRV_CAP_TOOLS},
+                 {"json_mode", DRV_CAP_JSON_MODE},
+                 {"reasoning", DRV_CAP_REASONING},
+                 {"transcription", DRV_CAP_TRANSCRIPTION},
+                 {"speech", DRV_CAP_SPEECH},
+                 {"image", DRV_CAP_IMAGE}};
 
 const char *dp_snapshot_cap_name(unsigned bit)
 {
@@ -137,7 +143,9 @@ unsigned dps_parse_caps(struct build *b, const json_t *a, const char *where,
                 bit = cap_names[k].bit;
         if (!bit) {
             dps_fail(
-                b, "%s[%zu]: must be one of chat, embeddings, vision, tools, json_mode, reasoning",
+                b,
+                "%s[%zu]: must be one of chat, embeddings, vision, tools, json_mode, reasoning, "
+                "transcription, speech, image",
                 where, i);
             return 0;
         }
