@@ -342,6 +342,13 @@ int cp_res_check_judge(struct cp_call *c, const char *field, const json_t *v, st
     return GW_OK;
 }
 
+/* A route capability that serves chat requests (vision is chat with
+ * images); embeddings and the media capabilities do not. */
+static int chat_cap(const char *cap)
+{
+    return cap && (strcmp(cap, "chat") == 0 || strcmp(cap, "vision") == 0);
+}
+
 /* The route a guard's classifier or a judge names exists, serves chat and
  * is not the route itself (self). */
 static int check_ref(struct cp_call *c, const char *self, const json_t *route, const char *path,
@@ -364,9 +371,9 @@ static int check_ref(struct cp_call *c, const char *self, const json_t *route, c
                            "%s: no route named '%s' (a route's name, not an alias); create it "
                            "first",
                            path, name);
-    if (strcmp(cap, "embeddings") == 0)
+    if (!chat_cap(cap))
         return cp_verr_set(e, 400, "invalid_value", path,
-                           "%s: route '%s' serves embeddings; name a chat route", path, name);
+                           "%s: route '%s' serves %s; name a chat route", path, name, cap);
     return GW_OK;
 }
 
@@ -398,7 +405,7 @@ int cp_res_guard_refs(struct cp_call *c, const json_t *route, struct cp_verr *e)
         check_ref(c, self, json_object_get(judge, "route"), "judge.route", e))
         return GW_EINVAL;
     /* A classifier or judge route stays a chat route. */
-    if (strcmp(json_string_value(json_object_get(route, "capability")), "embeddings") != 0)
+    if (chat_cap(json_string_value(json_object_get(route, "capability"))))
         return GW_OK;
     e->status = 0;
     const char *users = referrers(c, self, e);

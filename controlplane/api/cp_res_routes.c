@@ -28,7 +28,8 @@
 #define CP_ROUTES_LOCK_KEY 0x6c6c6d67777274LL
 
 static const char *const roles[] = {"default", "summarize", "embedding", "vision", NULL};
-static const char *const capabilities[] = {"chat", "embeddings", "vision", NULL};
+static const char *const capabilities[] = {"chat",   "embeddings", "vision", "transcription",
+                                           "speech", "image",      NULL};
 static const char *const strategies[] = {"ordered", "price", "latency", "auto", "weighted", NULL};
 
 static const char *const cache_scopes[] = {"team", "key", "project", "global", NULL};
@@ -354,7 +355,7 @@ static const struct cp_field route_fields[] = {
      .type = CP_T_STRING,
      .def = "\"chat\"",
      .choices = capabilities,
-     .rule = "one of chat, embeddings, vision"},
+     .rule = "one of chat, embeddings, vision, transcription, speech, image"},
     {.name = "strategy",
      .type = CP_T_STRING,
      .def = "\"ordered\"",

@@ -616,6 +616,38 @@ static const char m18_judgements[] =
     "CREATE INDEX judgements_model_at ON judgements (model, at);\n"
     "CREATE INDEX judgements_at ON judgements (at);\n";
 
+/* Media (docs/pricing.md, docs/ledger.md). Prices beside the token ones,
+ * each picodollars, 0..10^12, NULL unpriced: per second of input audio
+ * (transcription), per input character (speech), per output image (the
+ * default when image_prices names neither the image's quality and size nor
+ * its size), and per input and output token that is audio or image.
+ * image_prices: {"<size>" | "<quality>/<size>": picodollars}, checked by
+ * the admin API as the data plane checks it. A ledger row's media units:
+ * input audio in milliseconds, speech characters, images answered. Added
+ * to the partitioned parent (PostgreSQL 11+ adds them to every partition;
+ * a constant default rewrites nothing); the writer refuses negative units
+ * (cp_ledger.c's row_problem), so no CHECK has to scan the ledger. Routes
+ * may now serve the media capabilities. */
+#define MEDIA_PRICES                                                                               \
+    "  ADD COLUMN audio_second_price bigint CHECK (audio_second_price BETWEEN 0 AND "              \
+    "1000000000000),\n"                                                                            \
+    "  ADD COLUMN character_price bigint CHECK (character_price BETWEEN 0 AND 1000000000000),\n"   \
+    "  ADD COLUMN image_price bigint CHECK (image_price BETWEEN 0 AND 1000000000000),\n"           \
+    "  ADD COLUMN media_input_price bigint CHECK (media_input_price BETWEEN 0 AND "                \
+    "1000000000000),\n"                                                                            \
+    "  ADD COLUMN media_output_price bigint CHECK (media_output_price BETWEEN 0 AND "              \
+    "1000000000000),\n"                                                                            \
+    "  ADD COLUMN image_prices jsonb CHECK (jsonb_typeof(image_prices) = 'object');\n"
+static const char m19_media[] =
+    "ALTER TABLE model_catalog\n" MEDIA_PRICES "ALTER TABLE price_overrides\n" MEDIA_PRICES
+    "ALTER TABLE ledger ADD COLUMN audio_ms bigint NOT NULL DEFAULT 0,\n"
+    "  ADD COLUMN characters bigint NOT NULL DEFAULT 0,\n"
+    "  ADD COLUMN images bigint NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE routes DROP CONSTRAINT routes_capability_check;\n"
+    "ALTER TABLE routes ADD CONSTRAINT routes_capability_check\n"
+    "  CHECK (capability IN ('chat', 'embeddings', 'vision', 'transcription', 'speech', "
+    "'image'));\n";
+
 const struct cp_migration cp_migrations[] = {
     {1, "initial schema", m1_schema},
     {2, "api key status disabled", m2_key_status},
@@ -635,6 +667,7 @@ const struct cp_migration cp_migrations[] = {
     {16, "response cache", m16_response_cache},
     {17, "guard", m17_guard},
     {18, "judgements", m18_judgements},
+    {19, "media prices and units", m19_media},
 };
 const size_t cp_nmigrations = sizeof(cp_migrations) / sizeof(cp_migrations[0]);
 
