@@ -16,11 +16,27 @@
 #include "gw_pool.h"
 
 /* The columns an import writes, as one list: the recordset's types, the
- * insert, the update and the unchanged test all follow it. */
+ * insert, the update and the unchanged test all follow it. image_prices
+ * is not in LiteLLM's document: an import writes it NULL, like any price
+ * the document does not give (an operator's prices by size and quality
+ * belong in an override, which an import never touches). */
 #define COLUMNS                                                                                    \
     "mode, litellm_provider, context_window, max_output_tokens, capabilities, input_price, "       \
     "output_price, cache_read_price, cache_write_5m_price, cache_write_1h_price, "                 \
-    "reasoning_price, currency"
+    "reasoning_price, audio_second_price, character_price, image_price, media_input_price, "       \
+    "media_output_price, image_prices, currency"
+#define EXCLUDED_COLUMNS                                                                           \
+    "EXCLUDED.mode, EXCLUDED.litellm_provider, EXCLUDED.context_window, "                          \
+    "EXCLUDED.max_output_tokens, EXCLUDED.capabilities, EXCLUDED.input_price, "                    \
+    "EXCLUDED.output_price, EXCLUDED.cache_read_price, EXCLUDED.cache_write_5m_price, "            \
+    "EXCLUDED.cache_write_1h_price, EXCLUDED.reasoning_price, EXCLUDED.audio_second_price, "       \
+    "EXCLUDED.character_price, EXCLUDED.image_price, EXCLUDED.media_input_price, "                 \
+    "EXCLUDED.media_output_price, EXCLUDED.image_prices, EXCLUDED.currency"
+#define TABLE_COLUMNS                                                                              \
+    "t.mode, t.litellm_provider, t.context_window, t.max_output_tokens, t.capabilities, "          \
+    "t.input_price, t.output_price, t.cache_read_price, t.cache_write_5m_price, "                  \
+    "t.cache_write_1h_price, t.reasoning_price, t.audio_second_price, t.character_price, "         \
+    "t.image_price, t.media_input_price, t.media_output_price, t.image_prices, t.currency"
 
 /*
  * $1: the rows (cp_litellm). A row changes only when some column differs;
@@ -31,23 +47,15 @@ static const char SQL_UPSERT[] =
     "WITH r AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(model text, mode text, "
     "litellm_provider text, context_window integer, max_output_tokens integer, capabilities "
     "text[], input_price bigint, output_price bigint, cache_read_price bigint, "
-    "cache_write_5m_price bigint, cache_write_1h_price bigint, reasoning_price bigint, currency "
-    "text)), "
+    "cache_write_5m_price bigint, cache_write_1h_price bigint, reasoning_price bigint, "
+    "audio_second_price bigint, character_price bigint, image_price bigint, media_input_price "
+    "bigint, media_output_price bigint, image_prices jsonb, currency text)), "
     "up AS (INSERT INTO model_catalog AS t (provider, model, source, " COLUMNS ") "
     "SELECT NULL, model, 'litellm', " COLUMNS " FROM r "
     "ON CONFLICT (provider, model) DO UPDATE SET (source, " COLUMNS ") = "
-    "(EXCLUDED.source, EXCLUDED.mode, EXCLUDED.litellm_provider, EXCLUDED.context_window, "
-    "EXCLUDED.max_output_tokens, EXCLUDED.capabilities, EXCLUDED.input_price, "
-    "EXCLUDED.output_price, EXCLUDED.cache_read_price, EXCLUDED.cache_write_5m_price, "
-    "EXCLUDED.cache_write_1h_price, EXCLUDED.reasoning_price, EXCLUDED.currency), "
+    "(EXCLUDED.source, " EXCLUDED_COLUMNS "), "
     "version = t.version + 1, updated_at = now() "
-    "WHERE (t.source, t.mode, t.litellm_provider, t.context_window, t.max_output_tokens, "
-    "t.capabilities, t.input_price, t.output_price, t.cache_read_price, t.cache_write_5m_price, "
-    "t.cache_write_1h_price, t.reasoning_price, t.currency) IS DISTINCT FROM "
-    "(EXCLUDED.source, EXCLUDED.mode, EXCLUDED.litellm_provider, EXCLUDED.context_window, "
-    "EXCLUDED.max_output_tokens, EXCLUDED.capabilities, EXCLUDED.input_price, "
-    "EXCLUDED.output_price, EXCLUDED.cache_read_price, EXCLUDED.cache_write_5m_price, "
-    "EXCLUDED.cache_write_1h_price, EXCLUDED.reasoning_price, EXCLUDED.currency) "
+    "WHERE (t.source, " TABLE_COLUMNS ") IS DISTINCT FROM (EXCLUDED.source, " EXCLUDED_COLUMNS ") "
     "RETURNING t.model, (t.xmax = 0) AS created) "
     "SELECT json_build_object('created', count(*) FILTER (WHERE created), 'updated', "
     "count(*) FILTER (WHERE NOT created), 'models', coalesce(json_agg(model ORDER BY model), "

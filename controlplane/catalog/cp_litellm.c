@@ -13,17 +13,34 @@
 #define MAX_MODEL 256 /* the admin API's bound on a catalog model id */
 
 /* LiteLLM's price fields and the model_catalog columns they fill (USD per
- * token, as decimals). The other cost fields (batch, priority, flex, tiers
- * above N tokens, per second, per image) have no column and are ignored. */
+ * unit, as decimals): per token, per second of input audio, per input
+ * character, per output image. The other cost fields (batch, priority,
+ * flex, tiers above N tokens, per pixel, per input image, per second of
+ * output audio or video, audio cache prices) have no column and are
+ * ignored (docs/pricing.md). */
 static const struct {
-    const char *field, *column;
+    const char *field, *column, *unit;
 } prices[] = {
-    {"input_cost_per_token", "input_price"},
-    {"output_cost_per_token", "output_price"},
-    {"cache_read_input_token_cost", "cache_read_price"},
-    {"cache_creation_input_token_cost", "cache_write_5m_price"},
-    {"cache_creation_input_token_cost_above_1hr", "cache_write_1h_price"},
-    {"output_cost_per_reasoning_token", "reasoning_price"},
+    {"input_cost_per_token", "input_price", "token"},
+    {"output_cost_per_token", "output_price", "token"},
+    {"cache_read_input_token_cost", "cache_read_price", "token"},
+    {"cache_creation_input_token_cost", "cache_write_5m_price", "token"},
+    {"cache_creation_input_token_cost_above_1hr", "cache_write_1h_price", "token"},
+    {"output_cost_per_reasoning_token", "reasoning_price", "token"},
+    {"input_cost_per_second", "audio_second_price", "second"},
+    {"input_cost_per_character", "character_price", "character"},
+    {"output_cost_per_image", "image_price", "image"},
+};
+
+/* The media token prices: LiteLLM prices audio and image tokens apart, a
+ * model has one media price a side (the data plane cannot tell an audio
+ * token from an image token in a provider's usage). Both fields of a side
+ * present and different: the entry is rejected, naming the second. */
+static const struct {
+    const char *audio, *image, *column, *side;
+} media[] = {
+    {"input_cost_per_audio_token", "input_cost_per_image_token", "media_input_price", "input"},
+    {"output_cost_per_audio_token", "output_cost_per_image_token", "media_output_price", "output"},
 };
 
 /* Flags and the capability each one grants (docs/pricing.md). */
@@ -36,15 +53,26 @@ static const struct {
     {"supports_reasoning", "reasoning"},
 };
 
-/* LiteLLM's modes that make a model a chat model ("responses": served by
- * the Responses API only) or an embedding model. Other modes (image
- * generation, audio, completion, ...) grant neither. */
+/* LiteLLM's modes and the capability each grants: chat ("responses":
+ * served by the Responses API only), embeddings, and the media endpoints.
+ * Other modes (completion, moderation, rerank, realtime, video, ...) grant
+ * none. */
 static const char *mode_cap(const char *mode)
 {
-    if (strcmp(mode, "chat") == 0 || strcmp(mode, "responses") == 0)
-        return "chat";
-    if (strcmp(mode, "embedding") == 0)
-        return "embeddings";
+    static const struct {
+        const char *mode, *cap;
+    } modes[] = {
+        {"chat", "chat"},
+        {"responses", "chat"},
+        {"embedding", "embeddings"},
+        {"audio_transcription", "transcription"},
+        {"audio_speech", "speech"},
+        {"image_generation", "image"},
+        {"image_edit", "image"},
+    };
+    for (size_t i = 0; i < sizeof(modes) / sizeof(*modes); i++)
+        if (strcmp(mode, modes[i].mode) == 0)
+            return modes[i].cap;
     return NULL;
 }
 
@@ -78,7 +106,7 @@ static const char *text_of(const json_t *v)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static json_t *price(struct entry *en, const json_t *o, const char *field)
+static json_t *price(struct entry *en, const json_t *o, const char *field, const char *unit)
 {
     json_t *v = json_object_get(o, field);
     if (!v || json_is_null(v))
@@ -87,7 +115,7 @@ static json_t *price(struct entry *en, const json_t *o, const char *field)
     const char *why = "is not a decimal number";
     int64_t pico;
     if (!t) {
-        reject(en, field, "must be a number (USD per token)");
+        reject(en, field, "must be a number (USD per %s)", unit);
         return NULL;
     }
     if (gw_money_parse(t, json_string_length(v), &pico, &why) != GW_OK) {
@@ -99,7 +127,7 @@ static json_t *price(struct entry *en, const json_t *o, const char *field)
         return NULL;
     }
     if (pico > GW_PICO_PER_UNIT) {
-        reject(en, field, "%.64s is above the ceiling of 1 USD per token", t);
+        reject(en, field, "%.64s is above the ceiling of 1 USD per %s", t, unit);
         return NULL;
     }
     return json_integer(pico);
@@ -161,9 +189,20 @@ static json_t *entry_row(const char *model, const json_t *o, json_t *rejected)
     if (!row)
         return NULL;
     for (size_t i = 0; i < sizeof(prices) / sizeof(*prices); i++) {
-        json_t *p = price(&en, o, prices[i].field);
+        json_t *p = price(&en, o, prices[i].field, prices[i].unit);
         if (p)
             json_object_set_new(row, prices[i].column, p);
+    }
+    for (size_t i = 0; i < sizeof(media) / sizeof(*media); i++) {
+        json_t *a = price(&en, o, media[i].audio, "token");
+        json_t *im = price(&en, o, media[i].image, "token");
+        if (a && im && !json_is_null(a) && !json_is_null(im) && !json_equal(a, im))
+            reject(&en, media[i].image, "%.64s differs from %s: one media %s price a model",
+                   text_of(json_object_get(o, media[i].image)), media[i].audio, media[i].side);
+        if (a && im)
+            json_object_set_new(row, media[i].column, json_incref(json_is_null(a) ? im : a));
+        json_decref(a);
+        json_decref(im);
     }
     json_t *mode = name(&en, o, "mode", 64);
     json_t *prov = name(&en, o, "litellm_provider", 128);

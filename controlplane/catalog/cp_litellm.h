@@ -22,8 +22,11 @@ struct cp_litellm {
      * {"model","mode","litellm_provider","context_window",
      *  "max_output_tokens","capabilities","input_price","output_price",
      *  "cache_read_price","cache_write_5m_price","cache_write_1h_price",
-     *  "reasoning_price","currency"}, every member present (null: the
-     * document does not say). Prices are integer picodollars per token. */
+     *  "reasoning_price","audio_second_price","character_price",
+     *  "image_price","media_input_price","media_output_price","currency"},
+     * every member present (null: the document does not say). Prices are
+     * integer picodollars per token (per second of input audio, per
+     * character, per image for those three). */
     json_t *rows;
     /* One {"model","field","message"} per rejected entry, in document
      * order; message reads "<model>: <field>: <text> <reason>". */

@@ -59,8 +59,18 @@ static void test_sample_file(void)
     struct cp_litellm l;
     char msg[256];
     CU_ASSERT_EQUAL_FATAL(cp_litellm_parse(buf, n, &l, msg, sizeof(msg)), GW_OK);
-    CU_ASSERT_EQUAL(json_array_size(l.rows), 218);
-    CU_ASSERT_EQUAL(json_array_size(l.rejected), 0);
+    /* Two entries are rejected: a price per second that is not an exact
+     * number of picodollars, and two different media input prices. */
+    CU_ASSERT_EQUAL(json_array_size(l.rows), 216);
+    CU_ASSERT_EQUAL_FATAL(json_array_size(l.rejected), 2);
+    CU_ASSERT_STRING_EQUAL(
+        json_string_value(json_object_get(json_array_get(l.rejected, 0), "message")),
+        "gemini-3.1-flash-live-preview: input_cost_per_image_token: 1e-06 differs from "
+        "input_cost_per_audio_token: one media input price a model");
+    CU_ASSERT_STRING_EQUAL(
+        json_string_value(json_object_get(json_array_get(l.rejected, 1), "message")),
+        "gpt-realtime-whisper: input_cost_per_second: 0.0002833333333333333 is not an exact "
+        "number of picodollars");
     CU_ASSERT_EQUAL(l.ignored, 0);
     json_t *c = row_of(&l, "claude-3-7-sonnet-20250219");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -95,11 +105,37 @@ static void test_sample_file(void)
     json_t *e = row_of(&l, "gemini-embedding-001");
     expect_caps(e, "[\"embeddings\"]");
     CU_ASSERT_EQUAL(num(e, "output_price"), 0);
-    /* Priced per second only: imported, unpriced. */
-    json_t *w = row_of(&l, "gpt-realtime-whisper");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-    CU_ASSERT_TRUE(is_null(w, "input_price"));
-    expect_caps(w, "[]");
+    CU_ASSERT_PTR_NULL(row_of(&l, "gpt-realtime-whisper"));
+    /* Media: audio tokens in (1.25e-06), the transcription mode. */
+    json_t *t = row_of(&l, "gpt-4o-mini-transcribe");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(num(t, "media_input_price"), 1250000);
+    CU_ASSERT_TRUE(is_null(t, "media_output_price"));
+    CU_ASSERT_TRUE(is_null(t, "audio_second_price"));
+    expect_caps(t, "[\"transcription\"]");
+    /* Speech: audio tokens out (1.2e-05); output_cost_per_second ignored. */
+    json_t *sp = row_of(&l, "gpt-4o-mini-tts");
+    CU_ASSERT_EQUAL(num(sp, "media_output_price"), 12000000);
+    CU_ASSERT_TRUE(is_null(sp, "audio_second_price"));
+    expect_caps(sp, "[\"speech\"]");
+    /* Images: per image (0.039), audio in and image tokens out. */
+    json_t *im = row_of(&l, "gemini-2.5-flash-image");
+    CU_ASSERT_EQUAL(num(im, "image_price"), 39000000000LL);
+    CU_ASSERT_EQUAL(num(im, "media_input_price"), 1000000);   /* 1e-06 */
+    CU_ASSERT_EQUAL(num(im, "media_output_price"), 30000000); /* 3e-05 */
+    char *ic = caps_of(im);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ic, "\"image\""));
+    free(ic);
+    json_t *gi = row_of(&l, "gpt-image-1");
+    CU_ASSERT_EQUAL(num(gi, "media_input_price"), 10000000);  /* 1e-05 */
+    CU_ASSERT_EQUAL(num(gi, "media_output_price"), 40000000); /* 4e-05 */
+    CU_ASSERT_TRUE(is_null(gi, "image_price"));
+    /* Audio in and out on a chat model. */
+    json_t *au = row_of(&l, "gpt-4o-audio-preview");
+    CU_ASSERT_EQUAL(num(au, "media_input_price"), 40000000);
+    CU_ASSERT_EQUAL(num(au, "media_output_price"), 80000000);
+    /* A character price of 0 is a price. */
+    CU_ASSERT_EQUAL(num(row_of(&l, "gemini-flash-experimental"), "character_price"), 0);
     cp_litellm_free(&l);
 }
 
@@ -193,7 +229,73 @@ static void test_field_rules(void)
     CU_ASSERT_EQUAL(num(s, "input_price"), 3000000);
     CU_ASSERT_TRUE(is_null(s, "output_price"));
     CU_ASSERT_EQUAL(num(s, "context_window"), 4096);
-    expect_caps(s, "[]"); /* a mode and a false flag: it says "none" */
+    expect_caps(s, "[\"image\"]"); /* the mode grants image, the false flag nothing */
+    cp_litellm_free(&l);
+}
+
+static void test_media_prices(void)
+{
+    struct cp_litellm l;
+    CU_ASSERT_EQUAL_FATAL(
+        parse("{\"w\": {\"input_cost_per_second\": 0.0001, \"mode\": \"audio_transcription\"},"
+              " \"t\": {\"input_cost_per_character\": 1.5e-05, \"mode\": \"audio_speech\"},"
+              " \"d\": {\"output_cost_per_image\": 0.04, \"mode\": \"image_edit\"},"
+              " \"same\": {\"input_cost_per_audio_token\": 1e-06, \"input_cost_per_image_token\": "
+              "0.000001, \"output_cost_per_image_token\": 4e-05, \"mode\": \"chat\"},"
+              " \"img\": {\"input_cost_per_image_token\": 5e-06, \"output_cost_per_audio_token\": "
+              "null, \"mode\": \"image_generation\"}}",
+              &l),
+        GW_OK);
+    CU_ASSERT_EQUAL(json_array_size(l.rejected), 0);
+    json_t *w = row_of(&l, "w"), *t = row_of(&l, "t"), *d = row_of(&l, "d");
+    json_t *same = row_of(&l, "same"), *img = row_of(&l, "img");
+    CU_ASSERT_FATAL(w && t && d && same && img);
+    CU_ASSERT_EQUAL(num(w, "audio_second_price"), 100000000);
+    expect_caps(w, "[\"transcription\"]");
+    CU_ASSERT_EQUAL(num(t, "character_price"), 15000000);
+    expect_caps(t, "[\"speech\"]");
+    CU_ASSERT_EQUAL(num(d, "image_price"), 40000000000LL);
+    expect_caps(d, "[\"image\"]");
+    /* The same price written two ways is one price. */
+    CU_ASSERT_EQUAL(num(same, "media_input_price"), 1000000);
+    CU_ASSERT_EQUAL(num(same, "media_output_price"), 40000000);
+    expect_caps(same, "[\"chat\"]");
+    CU_ASSERT_EQUAL(num(img, "media_input_price"), 5000000);
+    CU_ASSERT_TRUE(is_null(img, "media_output_price"));
+    CU_ASSERT_TRUE(is_null(img, "audio_second_price"));
+    CU_ASSERT_TRUE(is_null(img, "character_price"));
+    CU_ASSERT_TRUE(is_null(img, "image_price"));
+    cp_litellm_free(&l);
+    /* One media price a side: the second field is named. */
+    expect_rejection(
+        "{\"input_cost_per_audio_token\": 1e-06, \"input_cost_per_image_token\": 2e-06}",
+        "m: input_cost_per_image_token: 2e-06 differs from input_cost_per_audio_token: "
+        "one media input price a model");
+    expect_rejection("{\"output_cost_per_audio_token\": 1e-06, \"output_cost_per_image_token\": "
+                     "0}",
+                     "m: output_cost_per_image_token: 0 differs from output_cost_per_audio_token: "
+                     "one media output price a model");
+    /* Exact, and below the ceiling of a unit per unit, as the token prices. */
+    expect_rejection("{\"input_cost_per_second\": 0.0002833333333333333}",
+                     "m: input_cost_per_second: 0.0002833333333333333 is not an exact number of "
+                     "picodollars");
+    expect_rejection("{\"output_cost_per_image\": 1.5}",
+                     "m: output_cost_per_image: 1.5 is above the ceiling of 1 USD per image");
+    expect_rejection("{\"input_cost_per_character\": -1e-06}",
+                     "m: input_cost_per_character: -1e-06 is negative");
+    expect_rejection("{\"input_cost_per_second\": false}",
+                     "m: input_cost_per_second: must be a number (USD per second)");
+    expect_rejection("{\"input_cost_per_image_token\": 1e-13}",
+                     "m: input_cost_per_image_token: 1e-13 is not an exact number of "
+                     "picodollars");
+    /* Per-pixel and per-input-image prices stay ignored. */
+    CU_ASSERT_EQUAL_FATAL(parse("{\"p\": {\"input_cost_per_pixel\": 1.9e-08, "
+                                "\"input_cost_per_image\": 0.0000000000000001, \"mode\": "
+                                "\"image_generation\"}}",
+                                &l),
+                          GW_OK);
+    CU_ASSERT_EQUAL(json_array_size(l.rows), 1);
+    CU_ASSERT_TRUE(is_null(row_of(&l, "p"), "image_price"));
     cp_litellm_free(&l);
 }
 
@@ -243,6 +345,7 @@ static CU_TestInfo tests[] = {
      test_inexact_rejected_whole},
     {"field rules, each refusal naming the field", test_field_rules},
     {"the document: ignored keys, model ids, malformed text", test_document_shape},
+    {"media prices and modes: exact, one media price a side", test_media_prices},
     CU_TEST_INFO_NULL,
 };
 
