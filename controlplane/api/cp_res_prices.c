@@ -2,16 +2,23 @@
  * /v1/admin/prices (price_overrides, addressed as <provider>/<model>) and
  * /v1/admin/catalog (model_catalog, addressed by its id).
  *
- * Money is integer picodollars (10^-12 USD) per token, 0..10^12. A decimal
- * string of USD per token ("0.000002", "2e-6") is accepted only when it is
- * an exact number of picodollars; it is parsed as digits, never through a
- * double (gw_money_parse, through cp_resource.c's CP_T_MONEY).
+ * Money is integer picodollars (10^-12 USD) per unit, 0..10^12: per token,
+ * and for media per second of input audio, per input character, per image
+ * (docs/pricing.md). A decimal string of USD per unit ("0.000002", "2e-6")
+ * is accepted only when it is an exact number of picodollars; it is parsed
+ * as digits, never through a double (gw_money_parse, through
+ * cp_resource.c's CP_T_MONEY). image_prices, an object of prices per image
+ * by size or by quality and size, is checked here as the data plane checks
+ * it (dp_snapshot.c's opt_image_prices), and stored with its decimal
+ * strings turned into integers.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cp_res.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
+#include "gw_money.h"
 
 static const char *const currencies_rule = "three capital letters (ISO 4217), e.g. USD";
 
@@ -48,7 +55,7 @@ static int check_caps(struct cp_call *c, const char *field, const json_t *v, str
         if (!known)
             return cp_verr_set(e, 400, "invalid_value", field,
                                "%s[%zu]: must be one of chat, embeddings, vision, tools, "
-                               "json_mode, reasoning",
+                               "json_mode, reasoning, transcription, speech, image",
                                field, i);
     }
     return GW_OK;
@@ -64,19 +71,132 @@ static int check_mode(struct cp_call *c, const char *field, const json_t *v, str
     return GW_OK;
 }
 
+/* The data plane's bound on image_prices (dp_snapshot.c). */
+#define MAX_IMAGE_PRICES 64
+
+/* An image price's key, as the data plane reads it: a size ("1024x1024":
+ * 1 to 5 digits, x, 1 to 5 digits; or "auto"), or a quality of 1 to 16
+ * lowercase letters, '/', and a size ("hd/1024x1024"). */
+static int image_key_ok(const char *k)
+{
+    const char *size = k;
+    const char *slash = strchr(k, '/');
+    if (slash) {
+        size_t q = (size_t)(slash - k);
+        if (q < 1 || q > 16 || strspn(k, "abcdefghijklmnopqrstuvwxyz") != q)
+            return 0;
+        size = slash + 1;
+    }
+    if (strcmp(size, "auto") == 0)
+        return 1;
+    size_t w = strspn(size, "0123456789");
+    if (w < 1 || w > 5 || size[w] != 'x')
+        return 0;
+    size_t h = strspn(size + w + 1, "0123456789");
+    return h >= 1 && h <= 5 && size[w + 1 + h] == '\0';
+}
+
+/* A price: integer picodollars, or an exact decimal string of USD; 0 to
+ * 10^12. */
+static int money_of(const json_t *v, long long *out)
+{
+    int64_t pico;
+    if (json_is_integer(v))
+        pico = json_integer_value(v);
+    else if (!json_is_string(v) ||
+             gw_money_parse(json_string_value(v), json_string_length(v), &pico, NULL) != GW_OK)
+        return GW_EINVAL;
+    if (pico < 0 || pico > GW_PICO_PER_UNIT)
+        return GW_EINVAL;
+    *out = pico;
+    return GW_OK;
+}
+
+static int check_image_prices(struct cp_call *c, const char *field, const json_t *v,
+                              struct cp_verr *e)
+{
+    (void)c;
+    if (json_is_null(v))
+        return GW_OK;
+    if (json_object_size(v) > MAX_IMAGE_PRICES)
+        return cp_verr_set(e, 400, "invalid_value", field,
+                           "%s: at most %d prices (by size, or by quality and size)", field,
+                           MAX_IMAGE_PRICES);
+    const char *k;
+    json_t *pv;
+    json_object_foreach((json_t *)v, k, pv)
+    {
+        char param[96];
+        long long pico;
+        snprintf(param, sizeof(param), "%s.%.40s", field, k);
+        if (!image_key_ok(k))
+            return cp_verr_set(e, 400, "invalid_value", param,
+                               "%s: not a size (\"1024x1024\", \"auto\") or a quality and a "
+                               "size (\"hd/1024x1024\")",
+                               param);
+        if (money_of(pv, &pico) != GW_OK)
+            return cp_verr_set(
+                e, 400,
+                json_is_integer(pv) || json_is_string(pv) ? "invalid_value" : "invalid_type", param,
+                "%s: must be an integer number of picodollars per image from 0 "
+                "to 10^12, or a decimal string of USD per image that is an exact "
+                "number of picodollars (\"0.04\"); floats are refused",
+                param);
+    }
+    return GW_OK;
+}
+
+/* Stores image_prices as integers (a decimal string, checked above, is
+ * the integer it names exactly). */
+static int image_prices_prepare(struct cp_call *c, json_t *obj, const json_t *before,
+                                struct cp_verr *e)
+{
+    (void)c;
+    (void)before;
+    json_t *ip = json_object_get(obj, "image_prices");
+    if (!json_is_object(ip))
+        return GW_OK;
+    json_t *copy = json_object();
+    const char *k;
+    json_t *pv;
+    long long pico;
+    json_object_foreach(ip, k, pv)
+    {
+        if (!copy || money_of(pv, &pico) != GW_OK ||
+            json_object_set_new(copy, k, json_integer(pico))) {
+            json_decref(copy);
+            return cp_verr_set(e, 500, "internal", NULL, "out of memory");
+        }
+    }
+    json_object_set_new(obj, "image_prices", copy);
+    return GW_OK;
+}
+
 #define MONEY(n)                                                                                   \
     {                                                                                              \
         .name = n, .type = CP_T_MONEY, .flags = CP_F_NULLABLE                                      \
+    }
+/* A price of another unit than a token (the rule names the unit). */
+#define MONEY_PER(n, unit)                                                                         \
+    {                                                                                              \
+        .name = n, .type = CP_T_MONEY, .flags = CP_F_NULLABLE, .rule = unit                        \
     }
 #define CURRENCY                                                                                   \
     {                                                                                              \
         .name = "currency", .type = CP_T_STRING, .def = "\"USD\"", .check = check_currency         \
     }
-/* A price per token class, and its currency: the same in overrides and in
- * the catalog. */
+/* A price per token class, the media prices, and their currency: the
+ * same in overrides and in the catalog. */
 #define PRICES                                                                                     \
     MONEY("input_price"), MONEY("output_price"), MONEY("cache_read_price"),                        \
         MONEY("cache_write_5m_price"), MONEY("cache_write_1h_price"), MONEY("reasoning_price"),    \
+        MONEY_PER("audio_second_price", "second of input audio"),                                  \
+        MONEY_PER("character_price", "character"), MONEY_PER("image_price", "image"),              \
+        MONEY("media_input_price"), MONEY("media_output_price"),                                   \
+        {.name = "image_prices",                                                                   \
+         .type = CP_T_OBJECT,                                                                      \
+         .flags = CP_F_NULLABLE,                                                                   \
+         .check = check_image_prices},                                                             \
         CURRENCY
 
 static const struct cp_field price_fields[] = {
@@ -95,6 +215,7 @@ const struct cp_resource cp_res_prices = {
     .fields = price_fields,
     .nfields = sizeof(price_fields) / sizeof(price_fields[0]),
     .key_sql = "t.provider || '/' || t.model",
+    .prepare = image_prices_prepare,
 };
 
 static const struct cp_field catalog_fields[] = {
@@ -126,11 +247,8 @@ static const struct cp_field catalog_fields[] = {
 /* A write through the API makes the row the operator's. */
 static int catalog_prepare(struct cp_call *c, json_t *obj, const json_t *before, struct cp_verr *e)
 {
-    (void)c;
-    (void)before;
-    (void)e;
     json_object_set_new(obj, "source", json_string("admin"));
-    return GW_OK;
+    return image_prices_prepare(c, obj, before, e);
 }
 
 const struct cp_resource cp_res_catalog = {

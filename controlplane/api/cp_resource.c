@@ -232,12 +232,13 @@ static int check_field(struct cp_call *c, const struct cp_field *f, const json_t
         long long pico;
         if (money_value(v, &pico) == GW_OK)
             break;
+        const char *unit = f->rule ? f->rule : "token";
         return cp_verr_set(
             e, 400, json_is_integer(v) || json_is_string(v) ? "invalid_value" : "invalid_type", n,
-            "%s: must be an integer number of picodollars per token from 0 to "
-            "10^12, or a decimal string of USD per token that is an exact number "
+            "%s: must be an integer number of picodollars per %s from 0 to "
+            "10^12, or a decimal string of USD per %s that is an exact number "
             "of picodollars (\"0.000002\", \"2e-6\"); floats are refused",
-            n);
+            n, unit, unit);
     }
     case CP_T_STRLIST: {
         size_t i;

@@ -38,9 +38,10 @@ enum cp_ftype {
     CP_T_OBJECT,
     CP_T_STRLIST, /* an array of non-empty strings (a Postgres text[]) */
     CP_T_ARRAY,   /* any JSON array (checked by the field's check) */
-    CP_T_MONEY,   /* integer picodollars per token, 0..10^12; an exact decimal
-                     string of USD ("0.000002", "2e-6": gw_money_parse) is
-                     accepted and converted */
+    CP_T_MONEY,   /* integer picodollars per token (or per the unit the
+                     field's rule names), 0..10^12; an exact decimal string of
+                     USD ("0.000002", "2e-6": gw_money_parse) is accepted and
+                     converted */
 };
 
 #define CP_F_REQUIRED 0x1u /* absent on create or replace: 400 */
@@ -76,7 +77,8 @@ struct cp_field {
     const char *def;            /* JSON text used when absent on create/replace; NULL: none */
     long long min, max;         /* CP_T_INT bounds; CP_T_STRING max length (0: 2048) */
     const char *const *choices; /* CP_T_STRING: NULL-terminated allowed values */
-    const char *rule;           /* the rule, in words, for choices or a check */
+    const char *rule;           /* the rule, in words, for choices or a check;
+                                   CP_T_MONEY: the unit priced (NULL: token) */
     cp_field_check_cb check;
 };
 

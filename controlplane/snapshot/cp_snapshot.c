@@ -630,7 +630,9 @@ static const char SQL_AUDIT[] =
  * currency brings its own classes only (prices in two currencies are never
  * mixed, nor converted). An override with no catalog row of its own becomes
  * one, taking what a provider-less row of the same model says about context
- * and capabilities (and its prices, by the same rule). */
+ * and capabilities (and its prices, by the same rule). image_prices is one
+ * class: an override's object, when it has one, replaces the catalog's
+ * whole (its sizes are not merged key by key). */
 #define MERGED(row, x)                                                                             \
     "'" x "', CASE WHEN o.currency IS NULL OR o.currency = " row ".currency THEN coalesce(o." x    \
     ", " row "." x ") ELSE o." x " END, "
@@ -639,7 +641,13 @@ static const char SQL_AUDIT[] =
     MERGED(row, "output_price")                                                                    \
     MERGED(row, "cache_read_price")                                                                \
     MERGED(row, "cache_write_5m_price")                                                            \
-    MERGED(row, "cache_write_1h_price") MERGED(row, "reasoning_price")
+    MERGED(row, "cache_write_1h_price")                                                            \
+    MERGED(row, "reasoning_price")                                                                 \
+    MERGED(row, "audio_second_price")                                                              \
+    MERGED(row, "character_price")                                                                 \
+    MERGED(row, "image_price")                                                                     \
+    MERGED(row, "media_input_price")                                                               \
+    MERGED(row, "media_output_price") MERGED(row, "image_prices")
 #define CATALOG_PRICES MERGED_PRICES("c")
 #define FALLBACK_PRICES MERGED_PRICES("a")
 /* Every catalog row, an override applied. */

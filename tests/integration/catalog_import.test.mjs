@@ -17,6 +17,18 @@ const T = { timeout: 60_000 };
 const SAMPLE = path.join(h.REPO_ROOT, 'tests', 'data', 'model_prices_sample.json');
 const SAMPLE_TEXT = fs.readFileSync(SAMPLE, 'utf8');
 const SAMPLE_COUNT = Object.keys(JSON.parse(SAMPLE_TEXT)).length;
+// The sample's entries an import rejects (docs/pricing.md), in document order.
+const SAMPLE_REJECTIONS = [
+  {
+    model: 'gemini-3.1-flash-live-preview', field: 'input_cost_per_image_token',
+    message: 'gemini-3.1-flash-live-preview: input_cost_per_image_token: 1e-06 differs from input_cost_per_audio_token: one media input price a model',
+  },
+  {
+    model: 'gpt-realtime-whisper', field: 'input_cost_per_second',
+    message: 'gpt-realtime-whisper: input_cost_per_second: 0.0002833333333333333 is not an exact number of picodollars',
+  },
+];
+const SAMPLE_OK = SAMPLE_COUNT - SAMPLE_REJECTIONS.length;
 
 let pg;
 let cp;
@@ -41,6 +53,9 @@ async function importCli(args, extraEnv = { LLMGW_CATALOG_FETCH_ALLOW: LOOPBACK_
   return proc;
 }
 
+/** One row's media prices (provider NULL), as psql prints them. */
+const mediaRow = (model) => pg.sql(`SELECT audio_second_price, character_price, image_price, media_input_price,
+    media_output_price, image_prices, array_to_string(capabilities, ',') FROM model_catalog WHERE provider IS NULL AND model = '${model}'`);
 /** One row of model_catalog (provider NULL), as psql prints it. */
 const catalogRow = (model) => pg.sql(`SELECT input_price, output_price, cache_read_price, cache_write_5m_price,
     cache_write_1h_price, reasoning_price, context_window, max_output_tokens, array_to_string(capabilities, ','),
@@ -100,13 +115,13 @@ after(async () => {
 });
 
 describe('LiteLLM catalog import', () => {
-  test('import-catalog --file: every entry, exact picodollar prices, one audit row, a new config version', T, async () => {
+  test('import-catalog --file: every entry exact or rejected naming it, exact picodollar prices, one audit row, a new config version', T, async () => {
     const v0 = configVersion();
     const proc = await importCli(['--file', SAMPLE]);
     assert.equal(proc.exitInfo.code, 0, proc.describe());
     const answer = JSON.parse(proc.stdoutLines.at(-1));
     assert.deepEqual(answer, {
-      imported: SAMPLE_COUNT, unchanged: 0, rejected: 0, ignored: 0, config_version: v0 + 1, rejections: [],
+      imported: SAMPLE_OK, unchanged: 0, rejected: 2, ignored: 0, config_version: v0 + 1, rejections: SAMPLE_REJECTIONS,
     });
     assert.equal(configVersion(), v0 + 1);
     // 3e-06, 1.5e-05, 3e-07, 3.75e-06, 6e-06 USD per token.
@@ -117,14 +132,26 @@ describe('LiteLLM catalog import', () => {
     // A distinct reasoning price (2.5e-06); 3e-07 input.
     assert.equal(catalogRow('gemini-2.5-flash'),
       '300000|2500000|30000|||2500000|1048576|65535|chat,vision,tools,json_mode,reasoning|chat|litellm|vertex_ai-language-models|USD');
-    // "responses" models are chat models; embeddings; a model priced per second only: unpriced.
+    // "responses" models are chat models; embeddings.
     assert.equal(catalogRow('o1-pro'), '150000000|600000000|||||200000|100000|chat,vision,tools,json_mode,reasoning|responses|litellm|openai|USD');
     assert.equal(catalogRow('gemini-embedding-001'), '150000|0|||||2048||embeddings|embedding|litellm|vertex_ai-embedding-models|USD');
-    assert.equal(catalogRow('gpt-realtime-whisper'), '|||||||||audio_transcription|litellm|openai|USD');
+    // Media: audio tokens in (1.25e-06) for a transcription model; audio
+    // tokens out (1.2e-05) for speech (its output_cost_per_second is
+    // ignored); 0.039 an image, audio in and image tokens out (3e-05); image
+    // tokens both ways; a character price of 0. image_prices: never imported.
+    assert.equal(mediaRow('gpt-4o-mini-transcribe'), '|||1250000|||transcription');
+    assert.equal(mediaRow('gpt-4o-mini-tts'), '||||12000000||speech');
+    assert.equal(mediaRow('gemini-2.5-flash-image'), '||39000000000|1000000|30000000||image,vision,tools,json_mode');
+    assert.equal(mediaRow('gpt-image-1'), '|||10000000|40000000||image');
+    assert.equal(mediaRow('gemini-flash-experimental'), '|0|||||embeddings');
+    assert.match(catalogRow('gpt-4o-mini-transcribe'), /\|audio_transcription\|litellm\|openai\|USD$/);
+    // Rejected whole: nothing of them is written.
+    assert.equal(pg.sql("SELECT count(*) FROM model_catalog WHERE model IN ('gpt-realtime-whisper', 'gemini-3.1-flash-live-preview')"), '0');
     assert.equal(lastAudit(), `import|catalog|file:${SAMPLE}|import-catalog`);
     const after = JSON.parse(pg.sql('SELECT after FROM audit_log ORDER BY id DESC LIMIT 1'));
-    assert.equal(after.created, SAMPLE_COUNT);
-    assert.equal(after.models.length, SAMPLE_COUNT);
+    assert.equal(after.created, SAMPLE_OK);
+    assert.equal(after.models.length, SAMPLE_OK);
+    assert.deepEqual(after.rejected_models, ['gemini-3.1-flash-live-preview', 'gpt-realtime-whisper']);
     // The admin API shows the new columns.
     const list = await cp.admin('GET', '/v1/admin/catalog');
     const row = list.json.data.find((r) => r.model === 'gemini-2.5-flash' && r.provider === null);
@@ -139,14 +166,14 @@ describe('LiteLLM catalog import', () => {
     const again = await importBody(SAMPLE_TEXT);
     assert.equal(again.status, 200, again.text);
     assert.equal(again.json.imported, 0);
-    assert.equal(again.json.unchanged, SAMPLE_COUNT);
+    assert.equal(again.json.unchanged, SAMPLE_OK);
     assert.equal(again.json.config_version, v0 + 1, 'an import is a write: audited, versioned');
     const doc = JSON.parse(SAMPLE_TEXT);
     doc['gpt-4o'].input_cost_per_token = 2.6e-6; // serialized as 0.0000026
     const changed = await importBody(doc);
     assert.equal(changed.status, 200, changed.text);
     assert.equal(changed.json.imported, 1);
-    assert.equal(changed.json.unchanged, SAMPLE_COUNT - 1);
+    assert.equal(changed.json.unchanged, SAMPLE_OK - 1);
     assert.match(catalogRow('gpt-4o'), /^2600000\|/);
     assert.equal(pg.sql("SELECT version FROM model_catalog WHERE provider IS NULL AND model = 'gpt-4o'"), '2');
     assert.equal(lastAudit(), 'import|catalog|body|bootstrap');
@@ -169,23 +196,33 @@ describe('LiteLLM catalog import', () => {
       "ok-a": {"input_cost_per_token": 1.5E-5, "output_cost_per_token": 0.000075, "mode": "chat",
                "max_input_tokens": 32000, "supports_function_calling": true},
       "bad-b": {"input_cost_per_token": 1e-06, "cache_creation_input_token_cost_above_1hr": 0.0000000000001},
-      "bad-c": {"input_cost_per_token": 1e-06, "supports_vision": "yes"}
+      "bad-c": {"input_cost_per_token": 1e-06, "supports_vision": "yes"},
+      "bad-d": {"output_cost_per_audio_token": 2e-05, "output_cost_per_image_token": 4e-05, "mode": "chat"},
+      "media-ok": {"input_cost_per_audio_token": 1e-06, "input_cost_per_image_token": 0.000001,
+                   "input_cost_per_second": 0.0001, "output_cost_per_image": 0.04, "input_cost_per_pixel": 1.9e-08,
+                   "mode": "image_edit"}
     }`;
     const r = await importBody(body);
     assert.equal(r.status, 200, r.text);
-    assert.equal(r.json.imported, 1);
-    assert.equal(r.json.rejected, 3);
+    assert.equal(r.json.imported, 2);
+    assert.equal(r.json.rejected, 4);
     assert.equal(r.json.ignored, 2);
     assert.deepEqual(r.json.rejections, [
       { model: 'gpt-x', field: 'input_cost_per_token', message: 'gpt-x: input_cost_per_token: 1.234567891234567e-07 is not an exact number of picodollars' },
       { model: 'bad-b', field: 'cache_creation_input_token_cost_above_1hr', message: 'bad-b: cache_creation_input_token_cost_above_1hr: 0.0000000000001 is not an exact number of picodollars' },
       { model: 'bad-c', field: 'supports_vision', message: 'bad-c: supports_vision: must be true or false' },
+      {
+        model: 'bad-d', field: 'output_cost_per_image_token',
+        message: 'bad-d: output_cost_per_image_token: 4e-05 differs from output_cost_per_audio_token: one media output price a model',
+      },
     ]);
+    // One media input price written twice the same; per pixel ignored.
+    assert.equal(mediaRow('media-ok'), '100000000||40000000000|1000000|||image');
     assert.equal(catalogRow('ok-a'), '15000000|75000000|||||32000||chat,tools|chat|litellm||USD');
-    assert.equal(pg.sql("SELECT count(*) FROM model_catalog WHERE model IN ('gpt-x', 'bad-b', 'bad-c', 'sample_spec', 'note')"), '0');
+    assert.equal(pg.sql("SELECT count(*) FROM model_catalog WHERE model IN ('gpt-x', 'bad-b', 'bad-c', 'bad-d', 'sample_spec', 'note')"), '0');
     // One warning line per rejected entry, naming model and field.
-    await h.waitFor(() => cp.proc.stderrLines.filter((l) => l.includes('catalog entry rejected')).length >= 3,
-      { what: 'three rejection warnings' });
+    await h.waitFor(() => cp.proc.stderrLines.filter((l) => l.includes('catalog entry rejected')).length >= 4,
+      { what: 'four rejection warnings' });
     const warn = cp.proc.stderrLines.map((l) => h.tryParseJson(l)).find((j) => j?.msg === 'catalog entry rejected' && j.model === 'gpt-x');
     assert.equal(warn.level, 'warn');
     assert.equal(warn.field, 'input_cost_per_token');
@@ -197,7 +234,7 @@ describe('LiteLLM catalog import', () => {
     assert.equal(before, '150000');
     const r = await importBody({ url: `${docs.url}/catalog.json` });
     assert.equal(r.status, 200, r.text);
-    assert.equal(r.json.rejected, 0);
+    assert.equal(r.json.rejected, 2);
     assert.ok(r.json.imported >= 1, r.text); // gpt-4o-mini's new price, and gpt-4o back to the sample's
     assert.match(catalogRow('gpt-4o-mini'), /^160000\|/); // 1.6E-7
     assert.equal(lastAudit(), `import|catalog|url:${docs.url}/catalog.json|bootstrap`);
@@ -259,6 +296,29 @@ describe('LiteLLM catalog import', () => {
     // EUR over a USD catalog row: the override's classes only.
     const o2 = await cp.admin('POST', '/v1/admin/prices', { provider: 'openai', model: 'claude-3-7-sonnet-20250219', input_price: 2000000, currency: 'EUR' });
     assert.equal(o2.status, 201, o2.text);
+    // Media: an override with no catalog row of its own over the imported
+    // gpt-image-1 (image tokens 1e-05 in, 4e-05 out): class by class.
+    const o3 = await cp.admin('POST', '/v1/admin/prices', {
+      provider: 'openai', model: 'gpt-image-1', media_output_price: '5e-5', image_price: '0.011',
+      image_prices: { 'low/1024x1024': '0.011', '1024x1024': 42000000000 },
+    });
+    assert.equal(o3.status, 201, o3.text);
+    assert.deepEqual(o3.json.image_prices, { 'low/1024x1024': 11000000000, '1024x1024': 42000000000 });
+    // A provider's catalog row priced by size; its override's image_prices
+    // replaces the row's whole, its other classes kept.
+    const d3 = await cp.admin('POST', '/v1/admin/catalog', {
+      provider: 'openai', model: 'dall-e-3', capabilities: ['image'], image_price: '0.04',
+      image_prices: { '1024x1024': '0.04', 'hd/1024x1024': '0.08', 'hd/1792x1024': '0.12' },
+    });
+    assert.equal(d3.status, 201, d3.text);
+    const o4 = await cp.admin('POST', '/v1/admin/prices', { provider: 'openai', model: 'dall-e-3', image_prices: { '1792x1024': '0.1' } });
+    assert.equal(o4.status, 201, o4.text);
+    // EUR over a USD media row: its own classes only.
+    const o5 = await cp.admin('POST', '/v1/admin/prices', { provider: 'openai', model: 'gpt-4o-mini-transcribe', audio_second_price: '0.0001', currency: 'EUR' });
+    assert.equal(o5.status, 201, o5.text);
+    // Speech by character on the provider-less row, through the API.
+    const tts = await cp.admin('POST', '/v1/admin/catalog', { model: 'tts-1', capabilities: ['speech'], character_price: '0.000015' });
+    assert.equal(tts.status, 201, tts.text);
     const v = configVersion();
     const dir = h.makeTmpDir();
     const cache = path.join(dir, 'dp.cache.json');
@@ -289,7 +349,26 @@ describe('LiteLLM catalog import', () => {
       input_price: 2000000, currency: 'EUR',
     });
     assert.equal(entry(null, 'gemini-2.5-flash').reasoning_price, 2500000);
-    assert.equal(cached.catalog.filter((c) => c.provider === undefined).length >= SAMPLE_COUNT, true);
+    // The media prices, merged as the token prices; the data plane took them.
+    assert.deepEqual(entry('openai', 'gpt-image-1'), {
+      provider: 'openai', model: 'gpt-image-1', capabilities: ['image'], input_price: 5000000, cache_read_price: 1250000,
+      media_input_price: 10000000, media_output_price: 50000000, image_price: 11000000000,
+      image_prices: { 'low/1024x1024': 11000000000, '1024x1024': 42000000000 }, currency: 'USD',
+    });
+    assert.deepEqual(entry('openai', 'dall-e-3'), {
+      provider: 'openai', model: 'dall-e-3', capabilities: ['image'], image_price: 40000000000,
+      image_prices: { '1792x1024': 100000000000 }, currency: 'USD',
+    });
+    assert.deepEqual(entry('openai', 'gpt-4o-mini-transcribe'), {
+      provider: 'openai', model: 'gpt-4o-mini-transcribe', context_window: 16000, max_output_tokens: 2000,
+      capabilities: ['transcription'], audio_second_price: 100000000, currency: 'EUR',
+    });
+    assert.deepEqual(entry(null, 'gpt-4o-mini-transcribe'), {
+      model: 'gpt-4o-mini-transcribe', context_window: 16000, max_output_tokens: 2000, capabilities: ['transcription'],
+      input_price: 1250000, output_price: 5000000, media_input_price: 1250000, currency: 'USD',
+    });
+    assert.deepEqual(entry(null, 'tts-1'), { model: 'tts-1', capabilities: ['speech'], character_price: 15000000, currency: 'USD' });
+    assert.equal(cached.catalog.filter((c) => c.provider === undefined).length >= SAMPLE_OK, true);
     // A new import leaves the overrides alone: they keep winning.
     const again = await importBody(SAMPLE_TEXT);
     assert.equal(again.status, 200, again.text);
