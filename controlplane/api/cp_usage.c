@@ -11,6 +11,8 @@
  * A group's cache_hits counts its rows served from the response cache
  * (cost and tokens 0), saved_picodollars sums what their originals cost
  * (a hit whose original cost was unknown adds nothing).
+ * audio_ms, characters and images sum the media attempts' units (input
+ * audio, speech characters, images answered; 0 on every other row).
  *
  * Every sum is exact: the database sums bigints as numerics, and a sum past
  * int64 picodollars is refused (422), never wrapped. totals (one per
@@ -62,6 +64,9 @@ static const char *const sums[] = {
     "estimated_attempts",
     "cache_hits",
     "saved_picodollars",
+    "audio_ms",
+    "characters",
+    "images",
 };
 #define NSUMS (sizeof(sums) / sizeof(sums[0]))
 
@@ -182,7 +187,8 @@ void cp_usage_handle(struct cp_call *c, struct cp_db *db)
              "count(*) FILTER (WHERE cost_picodollars IS NULL)::text, "
              "count(*) FILTER (WHERE usage_estimated)::text, "
              "count(*) FILTER (WHERE cache_hit)::text, "
-             "coalesce(sum(saved_picodollars) FILTER (WHERE cache_hit), 0)::text "
+             "coalesce(sum(saved_picodollars) FILTER (WHERE cache_hit), 0)::text, "
+             "sum(audio_ms)::text, sum(characters)::text, sum(images)::text "
              "FROM ledger WHERE at >= coalesce(nullif($1, '')::timestamptz, now() - interval "
              "'30 days') AND at < coalesce(nullif($2, '')::timestamptz, now()) "
              "GROUP BY %scurrency ORDER BY %scurrency LIMIT %d",
@@ -274,7 +280,8 @@ void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db)
         "provider, model, selector, agent, purpose, api, stream, status, failure_class, "
         "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
         "output_tokens, reasoning_tokens, cost_picodollars, currency, usage_estimated, "
-        "cache_hit, saved_picodollars, latency_ms, ttfb_ms, ttfc_ms, snapshot_version FROM ledger "
+        "cache_hit, saved_picodollars, audio_ms, characters, images, latency_ms, ttfb_ms, "
+        "ttfc_ms, snapshot_version FROM ledger "
         "WHERE request_id = $1) r",
         1, p, &err);
     if (!r)

@@ -260,6 +260,13 @@ static int row_line(struct gw_buf *b, const Llmgw__V1__LedgerRow *r, const char 
     if (rc == GW_OK)
         rc = r->cache_hit && r->has_saved ? gw_buf_append_int(b, (long long)r->saved_picodollars)
                                           : gw_buf_append(b, "\\N", 2);
+    /* A media attempt's units (0 for every other). */
+    const long long units[] = {r->audio_ms, r->characters, r->images};
+    for (size_t i = 0; rc == GW_OK && i < sizeof(units) / sizeof(units[0]); i++) {
+        rc = gw_buf_append(b, "\t", 1);
+        if (rc == GW_OK)
+            rc = gw_buf_append_int(b, units[i]);
+    }
     return rc == GW_OK ? gw_buf_append(b, "\n", 1) : rc;
 }
 
@@ -286,6 +293,10 @@ static const char *row_problem(const Llmgw__V1__LedgerRow *r)
         r->cache_write_5m_tokens > MAX_TOKENS || r->cache_write_1h_tokens > MAX_TOKENS ||
         r->output_tokens > MAX_TOKENS || r->reasoning_tokens > MAX_TOKENS)
         return "token counts out of range (at most 10^12 each)";
+    if (r->audio_ms < 0 || r->characters < 0 || r->images < 0)
+        return "media units (audio_ms, characters, images) must not be negative";
+    if (r->audio_ms > MAX_TOKENS || r->characters > MAX_TOKENS || r->images > MAX_TOKENS)
+        return "media units out of range (at most 10^12 each)";
     if (r->has_cost && r->cost_picodollars < 0)
         return "a cost must not be negative";
     if (r->cache_hit && r->has_saved && r->saved_picodollars < 0)
@@ -326,6 +337,12 @@ static char *row_json(const Llmgw__V1__LedgerRow *r, const char *replica)
         (json_int_t)r->snapshot_version, "charges", charges ? charges : json_array());
     if (o && r->usage_estimated)
         json_object_set_new(o, "usage_estimated", json_true());
+    if (o && r->audio_ms)
+        json_object_set_new(o, "audio_ms", json_integer((json_int_t)r->audio_ms));
+    if (o && r->characters)
+        json_object_set_new(o, "characters", json_integer((json_int_t)r->characters));
+    if (o && r->images)
+        json_object_set_new(o, "images", json_integer((json_int_t)r->images));
     if (o && r->cache_hit) {
         json_object_set_new(o, "cache_hit", json_true());
         json_object_set_new(o, "saved_picodollars",
@@ -671,7 +688,7 @@ static int ensure_partition(struct cp_ledger *l, int64_t month, struct cp_db_err
     "model, selector, session, agent, purpose, api, stream, input_tokens, cache_read_tokens, "     \
     "cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, reasoning_tokens, latency_ms, "  \
     "ttfb_ms, ttfc_ms, status, failure_class, cost_picodollars, currency, snapshot_version, "      \
-    "charges, usage_estimated, cache_hit, saved_picodollars"
+    "charges, usage_estimated, cache_hit, saved_picodollars, audio_ms, characters, images"
 static const char SQL_STAGE[] =
     "CREATE TEMP TABLE IF NOT EXISTS ledger_in (at_ms bigint, attempt_id text, request_id text, "
     "attempt int, replica text, key_id text, team text, project text, route text, provider text, "
@@ -680,7 +697,8 @@ static const char SQL_STAGE[] =
     "cache_write_1h_tokens bigint, output_tokens bigint, reasoning_tokens bigint, latency_ms "
     "bigint, ttfb_ms bigint, ttfc_ms bigint, status int, failure_class text, cost_picodollars "
     "bigint, currency text, snapshot_version bigint, charges jsonb, usage_estimated boolean, "
-    "cache_hit boolean, saved_picodollars bigint) ON COMMIT DELETE ROWS";
+    "cache_hit boolean, saved_picodollars bigint, audio_ms bigint, characters bigint, images "
+    "bigint) ON COMMIT DELETE ROWS";
 static const char SQL_COPY[] = "COPY ledger_in (" STAGE_COLUMNS ") FROM STDIN";
 static const char SQL_INSERT[] =
     "WITH ins AS (INSERT INTO ledger (at, attempt_id, request_id, attempt, replica, key_id, team, "
@@ -688,14 +706,14 @@ static const char SQL_INSERT[] =
     "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
     "output_tokens, reasoning_tokens, latency_ms, ttfb_ms, ttfc_ms, status, failure_class, "
     "cost_picodollars, currency, snapshot_version, charges, usage_estimated, cache_hit, "
-    "saved_picodollars) "
+    "saved_picodollars, audio_ms, characters, images) "
     "SELECT timestamptz 'epoch' + at_ms * interval '1 millisecond', attempt_id, "
     "coalesce(request_id, ''), attempt, coalesce(replica, ''), key_id, team, project, route, "
     "provider, model, selector, session, agent, purpose, api, stream, input_tokens, "
     "cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, "
     "reasoning_tokens, latency_ms, nullif(ttfb_ms, -1), nullif(ttfc_ms, -1), status, "
     "failure_class, cost_picodollars, currency, snapshot_version, charges, usage_estimated, "
-    "cache_hit, saved_picodollars FROM ledger_in "
+    "cache_hit, saved_picodollars, audio_ms, characters, images FROM ledger_in "
     "ON CONFLICT (attempt_id, at) DO NOTHING RETURNING team, route, currency, cost_picodollars) "
     "SELECT count(*), coalesce(team, ''), coalesce(route, ''), coalesce(currency, ''), "
     "coalesce(sum(cost_picodollars), 0) FROM ins GROUP BY 2, 3, 4";

@@ -239,6 +239,24 @@ describe('routes', () => {
     assert.equal((await cp.admin('GET', '/v1/admin/routes/r')).status, 404);
   });
 
+  test('the media capabilities: a route may serve transcription, speech or image', T, async () => {
+    for (const cap of ['transcription', 'speech', 'image']) {
+      const r = await cp.admin('POST', '/v1/admin/routes', { name: `media-${cap}`, capability: cap, entries: [{ provider: 'rp1', model: `m-${cap}` }] });
+      assert.equal(r.status, 201, r.text);
+      assert.equal(r.json.capability, cap);
+    }
+    const bad = h.assertError(await cp.admin('POST', '/v1/admin/routes', { name: 'media-video', capability: 'video', entries: [{ provider: 'rp1', model: 'v' }] }), 400, 'invalid_value', 'capability');
+    assert.match(bad.message, /transcription, speech, image/);
+    // Neither the guard's classifier nor a judge may be a media route.
+    const g = h.assertError(await cp.admin('POST', '/v1/admin/routes', {
+      name: 'media-guarded', entries: [{ provider: 'rp1', model: 'g' }], guard: { policy: 'block', classifier: { route: 'media-speech' } },
+    }), 400, 'invalid_value', 'guard.classifier.route');
+    assert.match(g.message, /serves speech; name a chat route/);
+    for (const cap of ['transcription', 'speech', 'image']) {
+      assert.equal((await cp.admin('DELETE', `/v1/admin/routes/media-${cap}`)).status, 204);
+    }
+  });
+
   test('roles unique; names, aliases and roles share a namespace', T, async () => {
     const e1 = [{ provider: 'rp1', model: 'm1' }];
     assert.equal((await cp.admin('POST', '/v1/admin/routes', { name: 'main', aliases: ['primary'], role: 'summarize', entries: e1 })).status, 201);
@@ -623,6 +641,141 @@ describe('prices and catalog', () => {
     h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', mode: '' }), 400, 'invalid_value', 'mode');
     h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', reasoning_price: 3.5e-6 }), 400, 'invalid_type', 'reasoning_price');
     assert.equal((await cp.admin('DELETE', `/v1/admin/catalog/${id}`)).status, 204);
+  });
+
+  test('media prices: per second, character, image, by size and quality, media tokens; each refusal names its field', T, async () => {
+    const MEDIA = ['audio_second_price', 'character_price', 'image_price', 'media_input_price', 'media_output_price'];
+    const c = await cp.admin('POST', '/v1/admin/prices', {
+      provider: 'pp', model: 'whisper-1', audio_second_price: '0.0001', character_price: 15000000,
+      image_price: '0.04', media_input_price: '2.5e-6', media_output_price: '1E-5',
+      image_prices: { '1024x1024': '0.04', 'hd/1024x1024': 80000000000, auto: '0', 'medium/1536x1024': '0.063' },
+    });
+    assert.equal(c.status, 201, c.text);
+    assert.deepEqual(MEDIA.map((k) => c.json[k]), [100000000, 15000000, 40000000000, 2500000, 10000000]);
+    assert.deepEqual(c.json.image_prices, { '1024x1024': 40000000000, 'hd/1024x1024': 80000000000, auto: 0, 'medium/1536x1024': 63000000000 });
+    // Stored as integers (jsonb), exactly.
+    assert.equal(pg.sql("SELECT image_prices->>'medium/1536x1024' || ' ' || audio_second_price FROM price_overrides WHERE model = 'whisper-1'"), '63000000000 100000000');
+    // PATCH keeps what it does not name; null clears; image_prices goes whole.
+    const u = await cp.admin('PATCH', '/v1/admin/prices/pp/whisper-1', { image_prices: { '512x512': 18000000000 }, character_price: null });
+    assert.equal(u.status, 200, u.text);
+    assert.deepEqual(u.json.image_prices, { '512x512': 18000000000 });
+    assert.equal(u.json.character_price, null);
+    assert.equal(u.json.audio_second_price, 100000000);
+    const cleared = await cp.admin('PATCH', '/v1/admin/prices/pp/whisper-1', { image_prices: null });
+    assert.equal(cleared.json.image_prices, null);
+    const before = pg.sql("SELECT version FROM price_overrides WHERE model = 'whisper-1'");
+    // Each price: the money rule, in its unit.
+    for (const k of MEDIA) {
+      for (const bad of ['0.0002833333333333333', '-1', '2', 'x']) {
+        h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', [k]: bad }), 400, 'invalid_value', k);
+      }
+      h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', [k]: 1e-4 }), 400, 'invalid_type', k);
+      h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'm', [k]: 1000000000001 }), 400, 'invalid_value', k);
+    }
+    const unit = h.assertError(await cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', audio_second_price: '1e-13' }), 400, 'invalid_value', 'audio_second_price');
+    assert.match(unit.message, /picodollars per second of input audio/);
+    // image_prices: an object of at most 64 prices, keys a size or quality/size, values money.
+    const ip = (v) => cp.admin('POST', '/v1/admin/prices', { provider: 'pp', model: 'm', image_prices: v });
+    h.assertError(await ip([1]), 400, 'invalid_type', 'image_prices');
+    h.assertError(await ip('0.04'), 400, 'invalid_type', 'image_prices');
+    for (const key of ['1024', '1024x', 'x1024', '1024X1024', 'HD/1024x1024', '/1024x1024', 'hd/', 'hd/big', 'h d/1024x1024', '123456x1',
+      'abcdefghijklmnopq/1024x1024', 'hd/1024x1024/x', '']) {
+      const e = h.assertError(await ip({ [key]: 1 }), 400, 'invalid_value', `image_prices.${key}`);
+      assert.match(e.message, /not a size/);
+    }
+    h.assertError(await ip({ '1024x1024': 0.04 }), 400, 'invalid_type', 'image_prices.1024x1024');
+    h.assertError(await ip({ 'hd/1024x1024': '0.0000000000001' }), 400, 'invalid_value', 'hd/1024x1024'.replace(/^/, 'image_prices.'));
+    h.assertError(await ip({ '1024x1024': -1 }), 400, 'invalid_value', 'image_prices.1024x1024');
+    h.assertError(await ip({ '1024x1024': null }), 400, 'invalid_type', 'image_prices.1024x1024');
+    const many = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`${i + 1}x1`, i]));
+    h.assertError(await ip(many), 400, 'invalid_value', 'image_prices');
+    delete many['65x1'];
+    const ok64 = await cp.admin('POST', '/v1/admin/catalog', { model: 'img-64', capabilities: ['image'], image_prices: many });
+    assert.equal(ok64.status, 201, ok64.text);
+    assert.equal(Object.keys(ok64.json.image_prices).length, 64);
+    assert.equal(pg.sql("SELECT version FROM price_overrides WHERE model = 'whisper-1'"), before, 'refusals changed nothing');
+    assert.equal(pg.sql("SELECT count(*) FROM price_overrides WHERE model = 'm'"), '0');
+    // The catalog: the same prices, and the media capabilities.
+    const cat = await cp.admin('POST', '/v1/admin/catalog', {
+      provider: 'pp', model: 'gpt-image-1', capabilities: ['image'], media_input_price: '1e-5', media_output_price: '4e-5',
+      image_prices: { 'low/1024x1024': '0.011' },
+    });
+    assert.equal(cat.status, 201, cat.text);
+    assert.equal(cat.json.media_output_price, 40000000);
+    assert.deepEqual(cat.json.image_prices, { 'low/1024x1024': 11000000000 });
+    for (const cap of ['transcription', 'speech', 'image']) {
+      const r = await cp.admin('POST', '/v1/admin/catalog', { model: `cap-${cap}`, capabilities: [cap, 'chat'] });
+      assert.equal(r.status, 201, r.text);
+    }
+    const bad = h.assertError(await cp.admin('POST', '/v1/admin/catalog', { model: 'z', capabilities: ['video'] }), 400, 'invalid_value', 'capabilities');
+    assert.match(bad.message, /transcription, speech, image/);
+    // The audit row has the new prices.
+    const audit = JSON.parse(pg.sql("SELECT after FROM audit_log WHERE resource = 'catalog' ORDER BY id DESC LIMIT 1"));
+    assert.equal(audit.model, 'cap-image');
+    assert.ok('image_prices' in audit && 'audio_second_price' in audit, JSON.stringify(audit));
+  });
+});
+
+describe('media units in the ledger', () => {
+  test('a LedgerRow\'s audio_ms, characters and images: stored, shown by /v1/admin/ledger, summed exactly by /v1/admin/usage', T, async () => {
+    h.requireBinaries([h.REPORT_CLIENT_BIN]);
+    const at = Date.now() - 60_000;
+    const row = (seq, id, units) => ({
+      seq, request_id: id, attempt_id: `${id}.1`, attempt: 1, provider: 'mock', model: 'm-media', route: 'media-r',
+      team: 'media-team', api: 'openai.audio', at_ms: at, latency_ms: 5, status: 200, snapshot_version: 1,
+      cost_picodollars: 7, has_cost: true, ...units,
+    });
+    const r = await h.runReportClient({
+      target: `127.0.0.1:${cp.listening.grpc_port}`, replicaId: 'dp-media',
+      messages: [
+        { ledger_row: row(1, 'mu-1', { audio_ms: 61_500 }) },
+        { ledger_batch: { rows: [row(2, 'mu-2', { characters: 4096 }), row(3, 'mu-3', { images: 3 }), row(4, 'mu-4', { audio_ms: 500, images: 1 })] } },
+        // Refused by the writer (negative units): kept in ledger_rejects, acked.
+        { ledger_row: row(5, 'mu-neg', { images: -1 }) },
+      ],
+    });
+    assert.equal(r.code, 0, r.proc.describe());
+    assert.equal(r.acked, 5);
+    assert.equal(pg.sql("SELECT string_agg(request_id || ':' || audio_ms || '/' || characters || '/' || images, ' ' ORDER BY request_id) FROM ledger WHERE model = 'm-media'"),
+      'mu-1:61500/0/0 mu-2:0/4096/0 mu-3:0/0/3 mu-4:500/0/1');
+    const rej = pg.sql("SELECT error || ' ' || (row->>'images') FROM ledger_rejects WHERE attempt_id = 'mu-neg.1'");
+    assert.match(rej, /media units .* must not be negative -1$/);
+    const l = await cp.admin('GET', '/v1/admin/ledger?request_id=mu-4');
+    assert.equal(l.status, 200, l.text);
+    assert.equal(l.json.data.length, 1);
+    assert.equal(l.json.data[0].audio_ms, 500);
+    assert.equal(l.json.data[0].characters, 0);
+    assert.equal(l.json.data[0].images, 1);
+    const u = await cp.admin('GET', '/v1/admin/usage?group_by=model');
+    assert.equal(u.status, 200, u.text);
+    const g = u.json.groups.find((x) => x.model === 'm-media');
+    assert.ok(g, u.text);
+    assert.equal(g.attempts, 4);
+    assert.equal(g.audio_ms, 62_000);
+    assert.equal(g.characters, 4096);
+    assert.equal(g.images, 4);
+    assert.equal(g.cost_picodollars, 28);
+    const [tot] = u.json.totals;
+    assert.equal(tot.images, u.json.groups.reduce((n, x) => n + x.images, 0));
+    // At most 10^12 of each unit a row, as the token counts; sums of such rows exact.
+    const MAX = 1_000_000_000_000;
+    const r2 = await h.runReportClient({
+      target: `127.0.0.1:${cp.listening.grpc_port}`, replicaId: 'dp-media-2',
+      messages: [
+        ...[1, 2, 3].map((i) => ({ ledger_row: row(i, `mu-big-${i}`, { audio_ms: MAX, characters: MAX, images: 1 }) })),
+        { ledger_row: row(4, 'mu-past', { audio_ms: MAX + 1 }) },
+      ],
+    });
+    assert.equal(r2.code, 0, r2.proc.describe());
+    assert.equal(r2.acked, 4);
+    assert.equal(pg.sql("SELECT count(*) FROM ledger WHERE request_id LIKE 'mu-big-%'"), '3');
+    assert.match(pg.sql("SELECT error FROM ledger_rejects WHERE attempt_id = 'mu-past.1'"), /media units out of range/);
+    const big = await cp.admin('GET', '/v1/admin/usage?group_by=model');
+    const gb = big.json.groups.find((x) => x.model === 'm-media');
+    assert.equal(gb.audio_ms, 3 * MAX + 62_000);
+    assert.equal(gb.characters, 3 * MAX + 4096);
+    assert.equal(gb.images, 7);
+    pg.sql("DELETE FROM ledger WHERE model = 'm-media'");
   });
 });
 
