@@ -687,6 +687,24 @@ static void w_guard_rule(void)
     write_rec("guard-rules", had ? "update" : "create", id, q);
 }
 
+/* A random image_prices value (SQL): none, one size, or a quality/size and
+ * "auto" (the override's object replaces the catalog's whole). */
+static const char *image_prices_sql(void)
+{
+    static const char *const v[] = {"NULL", "'{\"1024x1024\": 40000}'",
+                                    "'{\"hd/1024x1024\": 80000, \"auto\": 1}'"};
+    return v[pick(3)];
+}
+
+/* A random media price (SQL): NULL or picodollars. */
+static const char *media_sql(char *buf, size_t n)
+{
+    if (pick(2) == 0)
+        return "NULL";
+    snprintf(buf, n, "%u", pick(100000));
+    return buf;
+}
+
 static void w_price(void)
 {
     char p[16], q[1024], id[48];
@@ -701,23 +719,33 @@ static void w_price(void)
         write_rec("prices", "delete", id, q);
         return;
     }
+    char a[16], i[16], o[16];
     snprintf(q, sizeof(q),
-             "INSERT INTO price_overrides (provider, model, input_price, output_price) VALUES "
-             "('%s', 'm%u', %u, %u) ON CONFLICT (provider, model) DO UPDATE SET input_price = "
-             "EXCLUDED.input_price, version = price_overrides.version + 1",
-             p, m, pick(1000), pick(1000));
+             "INSERT INTO price_overrides (provider, model, input_price, output_price, "
+             "audio_second_price, image_price, media_output_price, image_prices) VALUES ('%s', "
+             "'m%u', %u, %u, %s, %s, %s, %s) ON CONFLICT (provider, model) DO UPDATE SET "
+             "input_price = EXCLUDED.input_price, audio_second_price = "
+             "EXCLUDED.audio_second_price, image_price = EXCLUDED.image_price, "
+             "media_output_price = EXCLUDED.media_output_price, image_prices = "
+             "EXCLUDED.image_prices, version = price_overrides.version + 1",
+             p, m, pick(1000), pick(1000), media_sql(a, sizeof(a)), media_sql(i, sizeof(i)),
+             media_sql(o, sizeof(o)), image_prices_sql());
     write_rec("prices", "create", id, q);
 }
 
 static void w_catalog(void)
 {
-    char q[1024];
+    char q[1024], c[16], mi[16];
     unsigned m = pick(3);
     snprintf(q, sizeof(q),
-             "INSERT INTO model_catalog (provider, model, context_window, input_price) VALUES "
-             "(NULL, 'm%u', %u, %u) ON CONFLICT (provider, model) DO UPDATE SET context_window = "
-             "EXCLUDED.context_window, input_price = EXCLUDED.input_price",
-             m, 1000 + pick(1000), pick(100));
+             "INSERT INTO model_catalog (provider, model, context_window, input_price, "
+             "character_price, media_input_price, image_prices) VALUES (NULL, 'm%u', %u, %u, %s, "
+             "%s, %s) ON CONFLICT (provider, model) DO UPDATE SET context_window = "
+             "EXCLUDED.context_window, input_price = EXCLUDED.input_price, character_price = "
+             "EXCLUDED.character_price, media_input_price = EXCLUDED.media_input_price, "
+             "image_prices = EXCLUDED.image_prices",
+             m, 1000 + pick(1000), pick(100), media_sql(c, sizeof(c)), media_sql(mi, sizeof(mi)),
+             image_prices_sql());
     write_rec("catalog", "create", "catalog-row", q);
 }
 
