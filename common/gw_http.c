@@ -1053,10 +1053,12 @@ static int read_head(struct conn *c, struct evbuffer *in)
     }
     if (cl < 0)
         cl = 0;
-    if ((unsigned long long)cl > srv->o.max_body_bytes) {
-        char *msg =
-            gw_pool_printf(r->pool, "request body of %lld bytes exceeds the limit of %zu bytes", cl,
-                           srv->o.max_body_bytes);
+    size_t limit = srv->o.body_limit ? srv->o.body_limit(r, srv->o.arg) : 0;
+    if (!limit)
+        limit = srv->o.max_body_bytes;
+    if ((unsigned long long)cl > limit) {
+        char *msg = gw_pool_printf(
+            r->pool, "request body of %lld bytes exceeds the limit of %zu bytes", cl, limit);
         reject(c, 413, "request_too_large", msg ? msg : "request body too large");
         return -1;
     }

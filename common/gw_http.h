@@ -66,7 +66,11 @@ struct gw_http_server_opts {
     void *arg;                  /* passed to handler, reject and refused */
     size_t max_header_bytes;    /* 0: 32 KiB */
     size_t max_body_bytes;      /* 0: 4 MiB */
-    int idle_timeout_ms;        /* keep-alive idle close; 0: 60 s */
+    /* A request's own body limit, decided from its head (an upload
+     * endpoint's, say): 0 keeps max_body_bytes. NULL: max_body_bytes for
+     * every request. Called with the request whose head was just parsed. */
+    size_t (*body_limit)(const struct gw_http_req *req, void *arg);
+    int idle_timeout_ms; /* keep-alive idle close; 0: 60 s */
     /* A request head must be complete this long after its first byte
      * arrived, however the bytes trickle in (a 408 then); a head that
      * stops coming is closed after as long. 0: 10 s. */

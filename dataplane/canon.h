@@ -469,6 +469,59 @@ struct canon_embed_resp {
 
 void canon_embed_resp_free(struct canon_embed_resp *e);
 
+/* ------------------------------------------------------------------ media */
+
+/* The OpenAI media endpoints (docs/media.md). */
+enum canon_media_op {
+    CANON_MEDIA_TRANSCRIBE, /* POST /v1/audio/transcriptions (multipart) */
+    CANON_MEDIA_TRANSLATE,  /* POST /v1/audio/translations (multipart) */
+    CANON_MEDIA_SPEECH,     /* POST /v1/audio/speech (JSON in, audio out) */
+    CANON_MEDIA_IMAGE,      /* POST /v1/images/generations (JSON) */
+    CANON_MEDIA_IMAGE_EDIT, /* POST /v1/images/edits (multipart) */
+};
+
+/* One part of a multipart request: its bytes point into the client's body. */
+struct canon_media_field {
+    const char *name;
+    const char *filename; /* NULL: a plain field */
+    const char *content_type;
+    const char *data;
+    size_t len;
+};
+
+/* A media request as the gateway reads it. Media requests are in OpenAI's
+ * format only, and go to drivers that speak it: the client's own fields
+ * travel as they came (a multipart body's parts in order, or the JSON
+ * body), but for the model, which is the target's. */
+struct canon_media_req {
+    enum canon_media_op op;
+    const char *selector;                   /* the client's model field */
+    const char *model;                      /* the target's, set for each attempt */
+    const struct canon_media_field *fields; /* multipart: nfields parts */
+    size_t nfields;
+    const char *json; /* JSON: the body (json_len bytes) */
+    size_t json_len;
+    int stream;                  /* the client asked for a streamed answer */
+    const char *response_format; /* as given, or NULL */
+    /* What the reservation bounds and the price reads. */
+    int64_t file_bytes;         /* the upload's bytes (audio, or every image) */
+    int64_t audio_ms;           /* transcriptions: the duration read from the file, 0 unread */
+    int64_t prompt_bytes;       /* text the request carries (a prompt, speech input) */
+    int64_t characters;         /* speech: the input's characters */
+    int64_t images;             /* images: n (1 by default); edits: the input images too */
+    int64_t input_images;       /* edits: images sent */
+    const char *size, *quality; /* images, as given, or NULL */
+};
+
+/* What a media answer says it used: tokens (usage.have) when the provider
+ * reports them, and the units it states (seconds of audio, images). */
+struct canon_media_usage {
+    struct canon_usage tokens;
+    int64_t media_in, media_out; /* of the tokens, those that are audio or image */
+    int64_t audio_ms;            /* the provider's billed duration, 0 unsaid */
+    int64_t images;              /* images in the answer, -1 unsaid */
+};
+
 /* --------------------------------------------------------------- accumulator */
 
 /*

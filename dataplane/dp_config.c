@@ -16,6 +16,7 @@ static const char usage[] =
     "                       --control-plane-key PEM]]) [--listen HOST:PORT] [--threads N]\n"
     "                       [--tls-cert PEM --tls-key PEM]\n"
     "                       [--max-body-bytes N] [--head-timeout-ms N] [--drain-timeout-ms N]\n"
+    "                       [--max-audio-upload-bytes N] [--max-image-upload-bytes N]\n"
     "                       [--client-idle-timeout-ms N] [--max-connections N]\n"
     "                       [--client-half-close answer|cancel]\n"
     "                       [--drain-delay-ms N]\n"
@@ -30,7 +31,7 @@ static const char usage[] =
     "LLMGW_SNAPSHOT_CACHE, LLMGW_SNAPSHOT_CACHE_MAX_AGE_MS, LLMGW_REPLICA_ID, "
     "LLMGW_CONTROL_PLANE_CA, LLMGW_CONTROL_PLANE_CERT,\n"
     "LLMGW_CONTROL_PLANE_KEY, LLMGW_TLS_CERT, LLMGW_TLS_KEY, LLMGW_LISTEN, LLMGW_THREADS,\n"
-    "LLMGW_MAX_BODY_BYTES,\n"
+    "LLMGW_MAX_BODY_BYTES, LLMGW_MAX_AUDIO_UPLOAD_BYTES, LLMGW_MAX_IMAGE_UPLOAD_BYTES,\n"
     "LLMGW_DRAIN_TIMEOUT_MS, LLMGW_ACCESS_LOG, LLMGW_RETRY_BASE_MS, LLMGW_BREAKER_OPEN_MS,\n"
     "LLMGW_LEDGER_SPOOL, LLMGW_LEDGER_SPOOL_MAX_MB, LLMGW_LEDGER_FLUSH_TIMEOUT_MS.\n"
     "LLMGW_CACHE_KEY (environment only: 64 hex digits or base64 of 32 bytes) encrypts the\n"
@@ -111,6 +112,11 @@ static int apply(void *cfg, const char *flag, const char *v)
         if (gw_flags_num(PROG, flag, v, 1024, 1LL << 30, &n))
             return GW_EINVAL;
         c->max_body_bytes = (size_t)n;
+    } else if (strcmp(flag, "--max-audio-upload-bytes") == 0 ||
+               strcmp(flag, "--max-image-upload-bytes") == 0) {
+        if (gw_flags_num(PROG, flag, v, 1024, 1LL << 30, &n))
+            return GW_EINVAL;
+        *(flag[6] == 'a' ? &c->max_audio_upload : &c->max_image_upload) = (size_t)n;
     } else if (strcmp(flag, "--client-half-close") == 0) {
         if (strcmp(v, "answer") != 0 && strcmp(v, "cancel") != 0) {
             fprintf(stderr, PROG ": --client-half-close: 'answer' or 'cancel'\n");
@@ -198,6 +204,8 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
         {"LLMGW_LISTEN", "--listen"},
         {"LLMGW_THREADS", "--threads"},
         {"LLMGW_MAX_BODY_BYTES", "--max-body-bytes"},
+        {"LLMGW_MAX_AUDIO_UPLOAD_BYTES", "--max-audio-upload-bytes"},
+        {"LLMGW_MAX_IMAGE_UPLOAD_BYTES", "--max-image-upload-bytes"},
         {"LLMGW_HEAD_TIMEOUT_MS", "--head-timeout-ms"},
         {"LLMGW_CLIENT_IDLE_TIMEOUT_MS", "--client-idle-timeout-ms"},
         {"LLMGW_MAX_CONNECTIONS", "--max-connections"},
@@ -221,6 +229,7 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->threads = cores > 0 ? (int)cores : 1;
     c->max_body_bytes = 4u << 20;
+    c->max_audio_upload = c->max_image_upload = (size_t)25 << 20;
     c->drain_timeout_ms = 30000;
     c->head_timeout_ms = 10000;
     c->client_idle_timeout_ms = 60000;

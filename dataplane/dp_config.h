@@ -25,6 +25,10 @@ struct dp_config {
     int port;
     int threads;
     size_t max_body_bytes;
+    /* A media upload's file part (docs/media.md): transcriptions and
+     * translations, image edits (each image); their bodies may be this
+     * plus 1 MiB of other fields. */
+    size_t max_audio_upload, max_image_upload;
     long drain_timeout_ms;
     int head_timeout_ms;        /* a request head's deadline from its first byte */
     int client_idle_timeout_ms; /* keep-alive idle close; answers not taken */

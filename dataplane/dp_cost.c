@@ -167,3 +167,23 @@ int dp_cost_media(const struct dp_price *p, const struct canon_usage *u,
     *cost = total;
     return GW_OK;
 }
+
+int dp_cost_media_bound(const struct dp_price *p, const struct canon_usage *u,
+                        const struct dp_media_units *m, int64_t *cost)
+{
+    struct canon_usage t = *u;
+    t.have = 1;
+    struct dp_media_units tokens_only = {.media_in = m->media_in, .media_out = m->media_out};
+    struct dp_media_units units_only = *m;
+    units_only.media_in = units_only.media_out = 0;
+    struct canon_usage none = {0};
+    int64_t a = -1, b = -1;
+    int ra = dp_cost_media(p, &t, &tokens_only, &a);
+    int rb = dp_cost_media(p, &none, &units_only, &b);
+    if (ra == GW_ERANGE || rb == GW_ERANGE)
+        return GW_ERANGE;
+    if (ra != GW_OK && rb != GW_OK)
+        return ra == GW_EINVAL || rb == GW_EINVAL ? GW_EINVAL : GW_ENOENT;
+    *cost = ra == GW_OK && (rb != GW_OK || a > b) ? a : b;
+    return GW_OK;
+}

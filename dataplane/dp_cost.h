@@ -87,6 +87,13 @@ int dp_cost(const struct dp_price *p, const struct canon_usage *u, int64_t *cost
 int dp_cost_media(const struct dp_price *p, const struct canon_usage *u,
                   const struct dp_media_units *m, int64_t *cost)
     __attribute__((warn_unused_result));
+/* An upper bound on a media request's cost at p, for a reservation: the
+ * dearer of its tokens at most u (with m's media_in and media_out) and its
+ * units at most m, each where it is priced. GW_ENOENT when neither is,
+ * GW_ERANGE on overflow. */
+int dp_cost_media_bound(const struct dp_price *p, const struct canon_usage *u,
+                        const struct dp_media_units *m, int64_t *cost)
+    __attribute__((warn_unused_result));
 /* The price of one image of that quality and size (either may be NULL),
  * or -1. */
 long long dp_price_image(const struct dp_price *p, const char *quality, const char *size);

@@ -49,8 +49,14 @@ int drv_header(struct drv_request *r, const char *fmt, ...)
 
 int drv_common_headers(struct drv_request *r, const struct drv_target *t)
 {
+    return drv_common_headers_as(r, t, "application/json");
+}
+
+int drv_common_headers_as(struct drv_request *r, const struct drv_target *t,
+                          const char *content_type)
+{
     /* No Expect: 100-continue: gw_upc never waits for one. */
-    int rc = drv_header(r, "Content-Type: application/json");
+    int rc = drv_header(r, "Content-Type: %s", content_type);
     if (rc == GW_OK && t->request_id)
         rc = drv_header(r, "x-request-id: %s", t->request_id);
     for (size_t i = 0; rc == GW_OK && i < t->provider->nheaders; i++)

@@ -70,6 +70,9 @@ int drv_header(struct drv_request *r, const char *fmt, ...) __attribute__((forma
 /* The provider's own configured headers, then Content-Type JSON and
  * x-request-id: every driver calls it. */
 int drv_common_headers(struct drv_request *r, const struct drv_target *t);
+/* The same with another Content-Type (a multipart body's). */
+int drv_common_headers_as(struct drv_request *r, const struct drv_target *t,
+                          const char *content_type);
 
 /* A parser's common part: every driver parser starts with this struct
  * (drv_parser_new and drv_parser_free in drivers/drv_util.h allocate a
@@ -158,6 +161,17 @@ struct dp_driver {
                        struct drv_request *out, struct canon_err *err);
     int (*parse_embed)(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
                        size_t msglen);
+
+    /* Media (docs/media.md), when the driver declares any of DRV_CAP_MEDIA:
+     * the upstream request for r (its fields as the client sent them, the
+     * model the target's), and what an answer says it used: u from a whole
+     * JSON body, or from one event of a streamed answer (its data), left
+     * as it is for a body that says nothing. The answer itself goes to the
+     * client as the provider sent it. */
+    int (*build_media)(const struct drv_target *t, const struct canon_media_req *r,
+                       struct drv_request *out, struct canon_err *err);
+    void (*media_usage)(const struct canon_media_req *r, const char *body, size_t len,
+                        struct canon_media_usage *u);
 };
 
 /* The driver registered under name, or NULL. */

@@ -104,6 +104,11 @@ struct dp_limits_ask {
      * caller drops them. */
     unsigned char *drop;
     int embeddings;
+    /* Media (docs/media.md): ncands upper bounds on what the request may
+     * cost on each candidate (-1: it cannot be priced), which cost limits
+     * reserve; token limits reserve max_input_tokens + max_tokens. NULL for
+     * chat and embeddings. */
+    const int64_t *media_cost;
     int64_t est_input_tokens;     /* an estimate of the input */
     int64_t max_input_tokens;     /* an upper bound on it (dp_limits_input_bound) */
     int64_t max_tokens;           /* the request's output cap; 0 when it set none */

@@ -223,6 +223,11 @@ static int priced_for(const struct dp_limits_ask *ask, size_t i, struct dp_limit
 {
     const struct dp_candidate *c = &ask->cands[i];
     *p = (struct dp_limits_price){0, 0, -1, 0, 0};
+    if (ask->media_cost) {
+        const struct dp_price *pr = dp_snapshot_price(ask->snap, c->provider->name, c->model);
+        *strict = ask->media_cost[i] >= 0 && pr && strcmp(pr->currency, "USD") == 0;
+        return *strict;
+    }
     int ok = dp_limits_price(ask->snap, c->provider->name, c->model, p) == GW_OK &&
              (ask->embeddings || p->output >= 0);
     *strict = ok && !(p->cache_unpriced & ask->cache_marks);
@@ -296,6 +301,17 @@ int64_t dpl_size_need(const struct dp_limits_ask *ask, const struct dp_limit *l,
         const struct dp_candidate *c = &ask->cands[i];
         if (ask->drop && ask->drop[i])
             continue;
+        if (ask->media_cost) {
+            struct dp_limits_price p;
+            int strict;
+            int64_t n = l->metric == DP_LIMIT_TOKENS
+                            ? dpl_add_sat(ask->max_input_tokens, ask->max_tokens)
+                        : priced_for(ask, i, &p, &strict) ? ask->media_cost[i]
+                                                          : -1;
+            if (n > need)
+                need = n;
+            continue;
+        }
         uint64_t target = dpl_target_hash(c->provider->name, c->model);
         int64_t in =
             l->worst_case ? ask->max_input_tokens : input_estimate(target, ask->est_input_tokens);

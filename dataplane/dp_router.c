@@ -281,15 +281,21 @@ static int check_capable(struct planner *pl, const struct slot *sl, struct dp_sk
 {
     const struct dp_needs *n = pl->n;
     const struct dp_provider *p = sl->provider;
-    unsigned kind = n->embeddings ? DRV_CAP_EMBEDDINGS : DRV_CAP_CHAT;
+    unsigned kind = n->media ? n->media : n->embeddings ? DRV_CAP_EMBEDDINGS : DRV_CAP_CHAT;
     unsigned need = kind | n->caps;
     char names[96];
-    if (pl->route && n->embeddings != (strcmp(pl->route->capability, "embeddings") == 0)) {
-        sk->reason = DP_SKIP_INCAPABLE;
-        sk->missing = kind;
-        set_detail(sk, "route '%s' serves %s, not %s", pl->route->name, pl->route->capability,
-                   n->embeddings ? "embeddings" : "chat");
-        return 0;
+    /* A route serves one kind of request; chat routes (capability chat or
+     * vision) serve chat only. */
+    const char *kname = dp_snapshot_cap_name(kind);
+    if (pl->route) {
+        const char *rc = pl->route->capability;
+        int chat_route = strcmp(rc, "chat") == 0 || strcmp(rc, "vision") == 0;
+        if (kind == DRV_CAP_CHAT ? !chat_route : strcmp(rc, kname) != 0) {
+            sk->reason = DP_SKIP_INCAPABLE;
+            sk->missing = kind;
+            set_detail(sk, "route '%s' serves %s, not %s", pl->route->name, rc, kname);
+            return 0;
+        }
     }
     if (need & ~p->caps) {
         sk->reason = DP_SKIP_INCAPABLE;

@@ -114,6 +114,7 @@ struct dp_needs {
     int embeddings;       /* 0: chat */
     unsigned caps;        /* DRV_CAP_* besides chat/embeddings: tools, vision, ... */
     long long est_tokens; /* estimated input tokens (0: unknown) */
+    unsigned media;       /* a media request: DRV_CAP_TRANSCRIPTION, _SPEECH or _IMAGE; 0: none */
 };
 /* Derives the needs of a chat request. */
 void dp_needs_of(const struct canon_req *r, struct dp_needs *n);

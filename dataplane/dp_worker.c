@@ -13,6 +13,7 @@
 #include "dp_reply.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
+#include "fc_media.h"
 #include "gw_buf.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
@@ -46,20 +47,32 @@ static const char *request_id(struct dp_worker *w, struct gw_http_req *req)
 }
 
 /* The endpoints. A facade's errors are answered in its own format. */
-enum ep_kind { EP_CHAT, EP_EMBED, EP_COUNT, EP_MODELS };
+enum ep_kind { EP_CHAT, EP_EMBED, EP_COUNT, EP_MODELS, EP_MEDIA };
 static const struct endpoint {
     const char *path;
     const char *method;
     enum ep_kind kind;
     const struct dp_facade *fc;
+    enum canon_media_op op; /* EP_MEDIA */
 } endpoints[] = {
-    {"/v1/chat/completions", "POST", EP_CHAT, &fc_openai_chat},
-    {"/v1/messages", "POST", EP_CHAT, &fc_anthropic},
-    {"/v1/messages/count_tokens", "POST", EP_COUNT, &fc_anthropic},
-    {"/v1/responses", "POST", EP_CHAT, &fc_responses},
-    {"/v1/embeddings", "POST", EP_EMBED, NULL},
-    {"/v1/models", "GET", EP_MODELS, NULL},
+    {"/v1/chat/completions", "POST", EP_CHAT, &fc_openai_chat, 0},
+    {"/v1/messages", "POST", EP_CHAT, &fc_anthropic, 0},
+    {"/v1/messages/count_tokens", "POST", EP_COUNT, &fc_anthropic, 0},
+    {"/v1/responses", "POST", EP_CHAT, &fc_responses, 0},
+    {"/v1/embeddings", "POST", EP_EMBED, NULL, 0},
+    {"/v1/audio/transcriptions", "POST", EP_MEDIA, NULL, CANON_MEDIA_TRANSCRIBE},
+    {"/v1/audio/translations", "POST", EP_MEDIA, NULL, CANON_MEDIA_TRANSLATE},
+    {"/v1/audio/speech", "POST", EP_MEDIA, NULL, CANON_MEDIA_SPEECH},
+    {"/v1/images/generations", "POST", EP_MEDIA, NULL, CANON_MEDIA_IMAGE},
+    {"/v1/images/edits", "POST", EP_MEDIA, NULL, CANON_MEDIA_IMAGE_EDIT},
+    {"/v1/models", "GET", EP_MODELS, NULL, 0},
 };
+
+/* A media upload's file bound (docs/media.md). */
+static size_t upload_limit(const struct dp_config *cfg, enum canon_media_op op)
+{
+    return op == CANON_MEDIA_IMAGE_EDIT ? cfg->max_image_upload : cfg->max_audio_upload;
+}
 
 /* The API key from "Authorization: Bearer K" or "x-api-key: K". */
 static const char *presented_key(struct gw_http_req *req)
@@ -245,7 +258,23 @@ static void handle(struct gw_http_req *req, void *arg)
     case EP_COUNT:
         dp_exchange_count_tokens(req, snap, key, id, ep->fc);
         return;
+    case EP_MEDIA:
+        dp_exchange_media(&w->loop, req, snap, key, id, ep->op, upload_limit(w->cfg, ep->op));
+        return;
     }
+}
+
+/* An upload endpoint's body: its file bound (an edit's images and mask
+ * together), and 1 MiB for the other fields. */
+static size_t body_limit(const struct gw_http_req *req, void *arg)
+{
+    const struct dp_worker *w = arg;
+    const char *path = gw_http_req_path(req);
+    for (size_t i = 0; i < sizeof(endpoints) / sizeof(*endpoints); i++)
+        if (endpoints[i].kind == EP_MEDIA && strcmp(endpoints[i].path, path) == 0) {
+            return upload_limit(w->cfg, endpoints[i].op) + ((size_t)1 << 20);
+        }
+    return 0;
 }
 
 static void reject(struct gw_http_req *req, int status, const char *code, const char *msg,
@@ -327,6 +356,7 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
         .refused = refused,
         .arg = w,
         .max_body_bytes = cfg->max_body_bytes,
+        .body_limit = body_limit,
         .head_timeout_ms = cfg->head_timeout_ms,
         .idle_timeout_ms = cfg->client_idle_timeout_ms,
         /* The process's cap, shared out: each worker accepts on its own. */

@@ -14,7 +14,13 @@
 
 int drv_auth_headers(struct drv_request *out, const struct drv_target *t, const char *prefix)
 {
-    if (drv_common_headers(out, t) != GW_OK)
+    return drv_auth_headers_as(out, t, prefix, "application/json");
+}
+
+int drv_auth_headers_as(struct drv_request *out, const struct drv_target *t, const char *prefix,
+                        const char *content_type)
+{
+    if (drv_common_headers_as(out, t, content_type) != GW_OK)
         return GW_ENOMEM;
     if (t->provider->credential &&
         drv_header(out, "%s%s", prefix, t->provider->credential) != GW_OK)

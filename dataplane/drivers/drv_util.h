@@ -21,6 +21,8 @@
 /* drv_common_headers, then the provider's credential, when it has one,
  * after prefix ("Authorization: Bearer ", "x-api-key: "). 0 or GW_ENOMEM. */
 int drv_auth_headers(struct drv_request *out, const struct drv_target *t, const char *prefix);
+int drv_auth_headers_as(struct drv_request *out, const struct drv_target *t, const char *prefix,
+                        const char *content_type);
 
 /* Completes a JSON request: url (taken; NULL: out of memory), doc as its
  * body (released), then drv_auth_headers with auth. 0 or GW_ENOMEM. */
@@ -288,6 +290,12 @@ int drv_embed_vectors(const json_t *items, const char *key, struct canon_embed_r
  * both serve embeddings with these (defined in openai.c). */
 int drv_openai_build_embed(const struct drv_target *t, const struct canon_embed_req *r,
                            struct drv_request *out, struct canon_err *err);
+/* OpenAI's media endpoints (openai_media.c): the openai and
+ * openai-responses drivers both serve them. */
+int drv_openai_build_media(const struct drv_target *t, const struct canon_media_req *r,
+                           struct drv_request *out, struct canon_err *err);
+void drv_openai_media_usage(const struct canon_media_req *r, const char *body, size_t len,
+                            struct canon_media_usage *u);
 int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp *out, char *msg,
                            size_t msglen);
 

@@ -468,7 +468,7 @@ int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp
 const struct dp_driver drv_openai = {
     .name = "openai",
     .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
-            DRV_CAP_REASONING,
+            DRV_CAP_REASONING | DRV_CAP_MEDIA,
     .wire = "openai.chat",
     .relay_build = relay_build,
     .relay_event = relay_event,
@@ -480,4 +480,6 @@ const struct dp_driver drv_openai = {
     .parser_free = drv_openai_parser_free,
     .build_embed = drv_openai_build_embed,
     .parse_embed = drv_openai_parse_embed,
+    .build_media = drv_openai_build_media,
+    .media_usage = drv_openai_media_usage,
 };

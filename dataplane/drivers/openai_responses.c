@@ -780,7 +780,7 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
 const struct dp_driver drv_openai_responses = {
     .name = "openai-responses",
     .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
-            DRV_CAP_REASONING,
+            DRV_CAP_REASONING | DRV_CAP_MEDIA,
     .build_chat = build_chat,
     .parser_new = parser_new,
     .parse = parse,
@@ -789,4 +789,6 @@ const struct dp_driver drv_openai_responses = {
     /* The Responses API has no embeddings of its own: OpenAI's beside it. */
     .build_embed = drv_openai_build_embed,
     .parse_embed = drv_openai_parse_embed,
+    .build_media = drv_openai_build_media,
+    .media_usage = drv_openai_media_usage,
 };

@@ -17,6 +17,7 @@
 #include "dp_snapshot.h"
 #include "exchange.h"
 #include "fc_embed.h"
+#include "fc_media.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_json.h"
@@ -103,6 +104,7 @@ void x_free(struct dp_exchange *x)
     canon_req_free(x->creq);
     json_decref(x->eroot);
     free(x->ereq.inputs);
+    x_media_free(x);
     free(x->fails);
     free(x->answer_model);
     free(x->labels);
@@ -355,7 +357,7 @@ static struct dp_exchange *exchange_new(struct dp_xloop *l, struct gw_http_req *
     gw_buf_init(&x->out, 0);
     gw_buf_init(&x->logb, 0);
     gw_buf_init(&x->logs, 0);
-    gw_buf_init(&x->coll, kind == KIND_EMBED ? DRV_MAX_BODY : MAX_ERROR_BODY);
+    gw_buf_init(&x->coll, kind == KIND_CHAT ? MAX_ERROR_BODY : DRV_MAX_BODY);
     x->next = l->exchanges;
     if (l->exchanges)
         l->exchanges->prev = x;
@@ -387,9 +389,9 @@ static void on_client_close(struct gw_http_req *req, void *arg)
     }
 }
 
-/* The common start of chat and embeddings once the request is parsed:
- * plan, then the quota step, then the first attempt. Takes over x. */
-static void route_and_start(struct dp_exchange *x, const char *selector, const struct dp_needs *n)
+/* The common start of every request once it is parsed: plan, then the
+ * guard, the quota step, the cache and the first attempt. Takes over x. */
+void x_route_and_start(struct dp_exchange *x, const char *selector, const struct dp_needs *n)
 {
     if (read_route_headers(x, selector) || x_plan(x, selector, n)) {
         x->req = NULL;
@@ -442,7 +444,7 @@ static void chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot
     x->include_usage = cr->include_usage;
     struct dp_needs n;
     dp_needs_of(cr, &n);
-    route_and_start(x, cr->model, &n);
+    x_route_and_start(x, cr->model, &n);
 }
 
 void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
@@ -492,7 +494,53 @@ void dp_exchange_embed(struct dp_xloop *l, struct gw_http_req *req, struct dp_sn
         return;
     }
     struct dp_needs n = {.embeddings = 1};
-    route_and_start(x, gw_json_str(root, "model"), &n);
+    x_route_and_start(x, gw_json_str(root, "model"), &n);
+}
+
+void dp_exchange_media(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
+                       const struct dp_key *key, const char *request_id, enum canon_media_op op,
+                       size_t max_upload)
+{
+    size_t len;
+    const char *body = gw_http_req_body(req, &len);
+    struct canon_media_req r;
+    struct canon_err err = {0};
+    void *store = NULL;
+    json_t *root = NULL;
+    int rc;
+    if (op == CANON_MEDIA_SPEECH || op == CANON_MEDIA_IMAGE) {
+        if (!(root = load_body(req, NULL, request_id))) {
+            dp_snapshot_unref(snap);
+            return;
+        }
+        rc = fc_media_parse_json(op, root, body, len, &r, &err);
+    } else {
+        rc = fc_media_parse_multipart(op, gw_http_req_header(req, "content-type"), body, len,
+                                      max_upload, &r, &store, &err);
+    }
+    struct xmedia *m = rc == GW_OK ? x_media_new(&r, store, root) : NULL;
+    struct dp_exchange *x =
+        m ? exchange_new(l, req, snap, key, request_id, KIND_MEDIA, NULL) : NULL;
+    if (!x) {
+        if (rc == GW_EINVAL)
+            dp_reply_fc(req, NULL, request_id, err.status, err.param[0] ? err.param : NULL,
+                        err.code, err.message);
+        else
+            dp_reply_fc(req, NULL, request_id, 500, NULL, "internal_error", "out of memory");
+        if (m) {
+            struct dp_exchange tmp = {.media = m};
+            x_media_free(&tmp);
+        } else {
+            free(store);
+            json_decref(root);
+        }
+        dp_snapshot_unref(snap);
+        return;
+    }
+    x->media = m;
+    x->client_stream = r.stream;
+    struct dp_needs n = {.media = x_media_cap(x)};
+    x_route_and_start(x, x_media_selector(x), &n);
 }
 
 void dp_exchange_count_tokens(struct gw_http_req *req, struct dp_snapshot *snap,

@@ -94,7 +94,7 @@ static void add_answer_headers(struct gw_http_req *req, const struct dp_exchange
 
 /* The first content event: the answer is this attempt's from now on (the
  * bright line), and a stream's head goes out. */
-static int commit_answer(struct dp_exchange *x)
+static int commit_answer_as(struct dp_exchange *x, const char *content_type)
 {
     x->committed = 1;
     x_set_phase(x, XP_ANSWER);
@@ -130,7 +130,17 @@ static int commit_answer(struct dp_exchange *x)
     if (dp_ledger_enabled()) /* the cost follows in the stream's last usage event */
         (void)gw_http_add_header(x->req, "x-llmgw-ledger-id", x->attempt_id);
     (void)gw_http_add_header(x->req, "cache-control", "no-cache");
-    return gw_http_start(x->req, 200, "text/event-stream; charset=utf-8");
+    return gw_http_start(x->req, 200, content_type);
+}
+
+static int commit_answer(struct dp_exchange *x)
+{
+    return commit_answer_as(x, "text/event-stream; charset=utf-8");
+}
+
+int x_commit_stream_as(struct dp_exchange *x, const char *content_type)
+{
+    return commit_answer_as(x, content_type);
 }
 
 /* A whole (embeddings) answer crosses the bright line: nothing goes out
@@ -178,6 +188,10 @@ void x_answer_broke(struct dp_exchange *x, const struct canon_event *ev)
     x_set_failure(x, ev->failure == CANON_FAIL_CANCELED ? "canceled" : "upstream_error", cls);
     if (!x->req)
         return;
+    if (x->kind == KIND_MEDIA && x->client_stream) {
+        x_media_broke(x, ev);
+        return;
+    }
     if (!x->client_stream) {
         char msg[512];
         snprintf(msg, sizeof(msg), "%s (provider %s, %s, after the answer started)",
@@ -466,6 +480,12 @@ void x_finish_embed(struct dp_exchange *x)
 
 void x_answer_whole(struct dp_exchange *x, const char *body, size_t len)
 {
+    x_answer_whole_as(x, "application/json", body, len);
+}
+
+void x_answer_whole_as(struct dp_exchange *x, const char *content_type, const char *body,
+                       size_t len)
+{
     x->verdict = V_OK;
     struct gw_http_req *req = x->req;
     x->req = NULL;
@@ -473,5 +493,5 @@ void x_answer_whole(struct dp_exchange *x, const char *body, size_t len)
     x->final_status = 200;
     add_answer_headers(req, x);
     x_add_cost_headers(req, x);
-    gw_http_respond(req, 200, "application/json", body, len);
+    gw_http_respond(req, 200, content_type, body, len);
 }

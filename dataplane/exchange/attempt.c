@@ -103,6 +103,8 @@ void x_watch_idle(struct dp_exchange *x)
 static void on_header(const char *buf, size_t n, void *arg)
 {
     struct dp_exchange *x = arg;
+    if (x->kind == KIND_MEDIA)
+        x_media_header(x, buf, n);
     if (!x->t_first_byte) {
         x->t_first_byte = gw_now_us();
         arm_watchdog(x, x->prov->idle_timeout_ms);
@@ -169,6 +171,8 @@ static size_t on_body(const char *buf, size_t n, void *arg)
     }
     if (x->terminal)
         return 0; /* a failed attempt: nothing more is wanted from it */
+    if (x->kind == KIND_MEDIA && ok_status(x))
+        return x_media_body(x, buf, n);
     if (x->kind == KIND_EMBED || !ok_status(x)) {
         /* Kept whole (error bodies only up to a bound, to classify). */
         if (gw_buf_append(&x->coll, buf, n) != GW_OK && x->kind == KIND_EMBED) {
@@ -218,6 +222,8 @@ static void on_done(enum gw_upc_result rc, const char *why, void *arg)
         upstream_error_status(x);
     } else if (rc == GW_UPC_OK && x->kind == KIND_EMBED) {
         x_finish_embed(x);
+    } else if (rc == GW_UPC_OK && x->kind == KIND_MEDIA) {
+        x_media_done(x);
     } else if (rc == GW_UPC_OK) {
         x->finishing = 1;
         x->parser->drv->finish(x->parser, &x->sink);
@@ -499,6 +505,8 @@ static int build(struct dp_exchange *x, struct canon_err *err)
         x->ereq.model = x->model;
         return d->build_embed(&dt, &x->ereq, &x->dreq, err);
     }
+    if (x->kind == KIND_MEDIA)
+        return x_media_build(x, &dt, err);
     int rc;
     if (relays(x, d)) {
         size_t len;

@@ -262,7 +262,9 @@ void x_cache_timeout(struct dp_exchange *x)
 /* Whether and how the request uses the cache; NULL when it does not. */
 static struct xcache *setup(struct dp_exchange *x)
 {
-    if (!x->l->cache || !x->plan.route || !x->plan.ncands || (x->kind == KIND_CHAT && !x->creq))
+    /* Media answers are not cached (docs/media.md). */
+    if (!x->l->cache || !x->plan.route || !x->plan.ncands || x->kind == KIND_MEDIA ||
+        (x->kind == KIND_CHAT && !x->creq))
         return NULL;
     long ttl = ttl_for(x);
     if (ttl <= 0)

@@ -33,6 +33,8 @@
 
 #include <stdint.h>
 
+#include "canon.h"
+
 struct event_base;
 struct gw_upc;
 struct dp_cache;
@@ -71,6 +73,11 @@ void dp_exchange_chat(struct dp_xloop *l, struct gw_http_req *req, struct dp_sna
                       const struct dp_key *key, const char *request_id, const struct dp_facade *fc);
 void dp_exchange_embed(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
                        const struct dp_key *key, const char *request_id);
+/* The media endpoints (docs/media.md): op's request, an upload's file part
+ * bounded by max_upload bytes. */
+void dp_exchange_media(struct dp_xloop *l, struct gw_http_req *req, struct dp_snapshot *snap,
+                       const struct dp_key *key, const char *request_id, enum canon_media_op op,
+                       size_t max_upload);
 /* The gateway's own call (its guard's classifier, its judge: subcall.c)
  * on a local request (gw_http_local_new): an OpenAI chat request, served
  * as a client's is but for the guard, the judge and the key's allowlists

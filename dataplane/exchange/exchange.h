@@ -44,8 +44,9 @@ struct xcache;
 struct xguard;
 struct xjudge;
 struct xsub;
+struct xmedia;
 
-enum xkind { KIND_CHAT, KIND_EMBED };
+enum xkind { KIND_CHAT, KIND_EMBED, KIND_MEDIA };
 
 /* The phases, in the order a request moves through them (dp_exchange.h). */
 enum xphase {
@@ -130,6 +131,7 @@ struct dp_exchange {
     struct canon_req *creq;     /* chat; NULL once a stream has started */
     json_t *eroot;              /* embeddings: the body; ereq points into it */
     struct canon_embed_req ereq;
+    struct xmedia *media; /* media (media.c): the request and its answer's state */
     int client_stream;
     int include_usage; /* the client asked for usage in its stream (canon_req's, kept) */
 
@@ -275,6 +277,32 @@ struct xsub *x_sub_start(struct dp_xloop *l, struct dp_snapshot *snap, const str
                          const struct xsub_call *c, xsub_cb cb, void *arg);
 void x_sub_cancel(struct xsub *s);
 
+/* admit.c: the common start once a request is parsed (plan, guard, ...);
+ * takes over x. */
+void x_route_and_start(struct dp_exchange *x, const char *selector, const struct dp_needs *n);
+
+/* media.c (docs/media.md) */
+/* Takes over the parsed request r (and store, fc_media's, and root, its
+ * JSON) for x. */
+void x_media_init(struct dp_exchange *x, struct xmedia *m);
+struct xmedia *x_media_new(const struct canon_media_req *r, void *store, json_t *root);
+void x_media_free(struct dp_exchange *x);
+const char *x_media_selector(const struct dp_exchange *x);
+unsigned x_media_cap(const struct dp_exchange *x);
+int x_media_build(struct dp_exchange *x, const struct drv_target *t, struct canon_err *err);
+void x_media_header(struct dp_exchange *x, const char *line, size_t len);
+size_t x_media_body(struct dp_exchange *x, const char *buf, size_t len);
+void x_media_done(struct dp_exchange *x);
+void x_media_broke(struct dp_exchange *x, const struct canon_event *ev);
+/* The reservation's bounds (plan.c) and the attempt's price (record.c). */
+struct dp_limits_ask;
+void x_media_ask(struct dp_exchange *x, struct dp_limits_ask *ask, int64_t *costs);
+int x_media_cost(const struct dp_exchange *x, const struct dp_price *p, int64_t *cost);
+void x_media_units(const struct dp_exchange *x, int64_t *audio_ms, int64_t *characters,
+                   int64_t *images);
+const char *x_media_api(const struct dp_exchange *x);
+const char *x_media_operation(const struct dp_exchange *x);
+
 /* cache.c */
 void x_cache_phase(struct dp_exchange *x);
 void x_cache_timeout(struct dp_exchange *x);
@@ -308,6 +336,12 @@ void x_reply_error(struct dp_exchange *x, int status, const char *param, const c
 void x_give_up(struct dp_exchange *x);
 void x_finish_embed(struct dp_exchange *x);
 void x_commit(struct dp_exchange *x); /* a whole answer's bright line */
+/* A streamed answer's bright line with its own Content-Type (media): the
+ * head goes out. GW_OK or GW_ECLOSED. */
+int x_commit_stream_as(struct dp_exchange *x, const char *content_type);
+/* x_answer_whole with the provider's Content-Type. */
+void x_answer_whole_as(struct dp_exchange *x, const char *content_type, const char *body,
+                       size_t len);
 /* A whole answer's body goes out (embeddings, a cached one): V_OK, with
  * the target's and the cost's headers. */
 void x_answer_whole(struct dp_exchange *x, const char *body, size_t len);

@@ -73,7 +73,9 @@ int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n
             return 1;
         }
         x->plan.route = p->route;
-        x->plan.ncands = p->ncands;
+        /* Media: the first eligible member serves, and only it (two models
+         * do not give interchangeable audio or images); retries stay on it. */
+        x->plan.ncands = x->kind == KIND_MEDIA ? 1 : p->ncands;
         memcpy(x->plan.cands, p->cands, p->ncands * sizeof(p->cands[0]));
         x->plan.scored_by = p->scored_by;
         x->plan.norder = (uint8_t)p->norder;
@@ -167,6 +169,7 @@ void x_reserve(struct dp_exchange *x)
 {
     x_set_phase(x, XP_RESERVE);
     unsigned char drop[DP_MAX_CANDIDATES] = {0};
+    int64_t media_cost[DP_MAX_CANDIDATES];
     int64_t out_cap = 0;
     struct dp_limits_ask ask = {.snap = x->snap,
                                 .key = x->key,
@@ -184,6 +187,8 @@ void x_reserve(struct dp_exchange *x)
         ask.max_tokens_param = canon_field_name(x->creq, CANON_F_MAX_TOKENS);
         ask.reasoning_budget = x->creq->reasoning_off ? 0 : x->creq->reasoning_budget;
         ask.cache_marks = dp_limits_cache_marks(x->creq);
+    } else if (x->kind == KIND_MEDIA) {
+        x_media_ask(x, &ask, media_cost);
     } else {
         for (size_t i = 0; i < x->ereq.ninputs; i++) {
             int64_t len = (int64_t)strlen(x->ereq.inputs[i]);

@@ -38,7 +38,9 @@ struct attempt_rec {
 
 static const char *api_name(const struct dp_exchange *x)
 {
-    return x->kind == KIND_EMBED ? "openai.embeddings" : x->fc->name;
+    return x->kind == KIND_EMBED   ? "openai.embeddings"
+           : x->kind == KIND_MEDIA ? x_media_api(x)
+                                   : x->fc->name;
 }
 
 /* ---------------------------------------------------------------- logs */
@@ -216,7 +218,9 @@ void x_price(struct dp_exchange *x)
     const struct dp_price *p = dp_snapshot_price(x->snap, x->prov->name, x->model);
     int64_t cost = 0;
     int rc = GW_OK;
-    if (u->input || u->cache_read || u->cache_write_5m || u->cache_write_1h || u->output)
+    if (x->kind == KIND_MEDIA)
+        rc = x_media_cost(x, p, &cost);
+    else if (u->input || u->cache_read || u->cache_write_5m || u->cache_write_1h || u->output)
         rc = p ? dp_cost(p, u, &cost) : GW_ENOENT;
     struct dp_metrics_target mt;
     x_metrics_target(x, &mt);
@@ -235,6 +239,7 @@ void x_price(struct dp_exchange *x)
     } else {
         dp_metrics_unpriced(&mt, rc == GW_ERANGE                ? "overflow"
                                  : !p                           ? "no price for the model"
+                                 : x->kind == KIND_MEDIA        ? "no price for the media units"
                                  : dp_cost_unpriced_class(p, u) ? dp_cost_unpriced_class(p, u)
                                                                 : "inconsistent usage");
         x->cost_known = 0;
@@ -313,6 +318,7 @@ static void charge_and_ledger(struct dp_exchange *x, const struct attempt_rec *a
     r->cache_write_1h_tokens = u->cache_write_1h;
     r->output_tokens = u->output;
     r->reasoning_tokens = u->reasoning;
+    x_media_units(x, &r->audio_ms, &r->characters, &r->images);
     r->latency_ms = ms_since(x->ta0, a->end);
     r->ttfb_ms = x->t_first_byte ? ms_since(x->ta0, x->t_first_byte) : -1;
     r->ttfc_ms = x->t_first_content ? ms_since(x->ta0, x->t_first_content) : -1;
@@ -353,7 +359,9 @@ void x_metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t)
     t->provider = x->prov ? x->prov->name : NULL;
     t->driver = x->prov ? x->prov->driver : NULL;
     t->model = x->prov ? x->mmodel : NULL;
-    t->operation = x->kind == KIND_EMBED ? "embeddings" : "chat";
+    t->operation = x->kind == KIND_EMBED   ? "embeddings"
+                   : x->kind == KIND_MEDIA ? x_media_operation(x)
+                                           : "chat";
 }
 
 /* The request's metrics; end is its answer's end (docs/observability.md
@@ -498,6 +506,12 @@ static void estimate_usage(struct dp_exchange *x)
 {
     if (!x->t_first_content || x->verdict == V_OK || x->priced)
         return;
+    if (x->kind == KIND_MEDIA) {
+        /* A media answer cut before it said what it used is priced by the
+         * request's units (media.c): the gateway's account, flagged. */
+        x->usage_estimated = 1;
+        return;
+    }
     struct canon_usage *u = &x->usage;
     int est = 0;
     if (canon_usage_prompt(u) == 0 && x->est_input > 0) {

@@ -187,7 +187,7 @@ static const struct dp_route *route(const struct dp_snapshot *s, const char *nam
     return r;
 }
 
-static const struct dp_needs CHAT = {0, 0, 0};
+static const struct dp_needs CHAT = {0, 0, 0, 0};
 
 static void plan_in(const struct dp_snapshot *s, const char *sel, const struct dp_needs *n,
                     const struct dp_route_ctx *ctx, struct dp_plan *p)
@@ -282,7 +282,7 @@ static void test_selectors(void)
     plan("default", &CHAT, NULL, &p);
     EXPECT_STR(p.via, "role");
     CU_ASSERT_PTR_EQUAL(p.route, route(snap, "smart"));
-    struct dp_needs vision = {0, DRV_CAP_VISION, 0};
+    struct dp_needs vision = {0, DRV_CAP_VISION, 0, 0};
     plan("vision", &vision, NULL, &p);
     EXPECT_STR(p.via, "role");
     CU_ASSERT_PTR_EQUAL(p.route, route(snap, "vis"));
@@ -318,7 +318,7 @@ static void test_selectors(void)
     EXPECT_STR(cands(&p), "alt/gpt-x");
     EXPECT_STR(skips(&p), "mock/gpt-x:not_allowed");
     /* ... and nothing eligible is a refusal naming them. */
-    struct dp_needs json = {0, DRV_CAP_JSON_MODE, 0};
+    struct dp_needs json = {0, DRV_CAP_JSON_MODE, 0, 0};
     plan("mock-claude", &json, NULL, &p);
     expect_refusal(&p, DP_NOROUTE_NONE_CAPABLE, 400, "no_capable_target");
 
@@ -384,20 +384,20 @@ static void test_skip_reasons(void)
     EXPECT_HAS(p.skips[0].detail, "k-nothing");
 
     /* incapable (the driver, and provider options narrowing it). */
-    struct dp_needs json = {0, DRV_CAP_JSON_MODE, 0};
+    struct dp_needs json = {0, DRV_CAP_JSON_MODE, 0, 0};
     plan("incap", &json, NULL, &p);
     EXPECT_STR(skips(&p), "claude/mock-claude:incapable,text/small:incapable");
     CU_ASSERT_EQUAL(p.skips[0].missing, DRV_CAP_JSON_MODE);
     CU_ASSERT_EQUAL(p.skips[1].missing, DRV_CAP_JSON_MODE);
     EXPECT_HAS(p.skips[0].detail, "lacks json_mode");
     expect_refusal(&p, DP_NOROUTE_NONE_CAPABLE, 400, "no_capable_target");
-    struct dp_needs many = {0, DRV_CAP_VISION | DRV_CAP_TOOLS, 0};
+    struct dp_needs many = {0, DRV_CAP_VISION | DRV_CAP_TOOLS, 0, 0};
     plan("incap", &many, NULL, &p);
     EXPECT_STR(cands(&p), "claude/mock-claude");
     EXPECT_HAS(p.skips[0].detail, "lacks vision, tools");
 
     /* catalog: the model lacks what the driver has. */
-    struct dp_needs tools = {0, DRV_CAP_TOOLS, 0};
+    struct dp_needs tools = {0, DRV_CAP_TOOLS, 0, 0};
     plan("cat", &tools, NULL, &p);
     EXPECT_STR(cands(&p), "alt/gpt-x");
     EXPECT_STR(skips(&p), "mock/no-tools:catalog");
@@ -407,12 +407,12 @@ static void test_skip_reasons(void)
     EXPECT_STR(cands(&p), "mock/no-tools,alt/gpt-x");
 
     /* context: above the catalog's window (10 tokens for mock/tiny). */
-    struct dp_needs big = {0, 0, 11};
+    struct dp_needs big = {0, 0, 11, 0};
     plan("ctx", &big, NULL, &p);
     EXPECT_STR(cands(&p), "alt/roomy");
     EXPECT_STR(skips(&p), "mock/tiny:context");
     EXPECT_HAS(p.skips[0].detail, "11");
-    struct dp_needs fits = {0, 0, 10};
+    struct dp_needs fits = {0, 0, 10, 0};
     plan("ctx", &fits, NULL, &p);
     EXPECT_STR(cands(&p), "mock/tiny,alt/roomy");
 
@@ -453,12 +453,12 @@ static void test_causes(void)
     struct dp_plan p;
     /* One not allowed, one allowed but incapable: none capable. */
     struct dp_route_ctx ctx = {.key = key("k-models")};
-    struct dp_needs json = {0, DRV_CAP_JSON_MODE, 0};
+    struct dp_needs json = {0, DRV_CAP_JSON_MODE, 0, 0};
     plan("vis", &json, &ctx, &p);
     EXPECT_STR(skips(&p), "claude/mock-claude:incapable,text/small:not_allowed");
     expect_refusal(&p, DP_NOROUTE_NONE_CAPABLE, 400, "no_capable_target");
     /* Nothing allowed: none allowed, whatever else is wrong. */
-    struct dp_needs emb = {1, 0, 0};
+    struct dp_needs emb = {1, 0, 0, 0};
     plan("emb2", &emb, &(struct dp_route_ctx){.key = key("k-nothing")}, &p);
     expect_refusal(&p, DP_NOROUTE_NONE_ALLOWED, 403, "model_not_allowed");
     /* Capable but disabled, next to incapable: none healthy. */
@@ -527,7 +527,7 @@ static void test_strategies(void)
                                "{'model':'e-cheap','input_price':2,'output_price':0}]}";
     struct dp_snapshot *s = build(doc);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    struct dp_needs emb = {1, 0, 0};
+    struct dp_needs emb = {1, 0, 0, 0};
     plan_in(s, "e", &emb, NULL, &p);
     EXPECT_STR(cands(&p), "mock/e-cheap");
     EXPECT_STR(skips(&p), "mock/e-dear:other_model");
@@ -992,7 +992,7 @@ static void test_high_cost_reordered(void)
 static void test_embeddings(void)
 {
     struct dp_plan p;
-    struct dp_needs emb = {1, 0, 0};
+    struct dp_needs emb = {1, 0, 0, 0};
     plan("emb", &emb, NULL, &p);
     EXPECT_STR(cands(&p), "vec/e-large,vec2/e-large");
     EXPECT_STR(skips(&p), "vec/e-small:other_model");
