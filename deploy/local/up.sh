@@ -106,7 +106,11 @@ if [ $mode = file ]; then
       {name:"guard-judge", capability:"chat", strategy:"ordered",
        entries:[{provider:"mock", model:"mock-gpt"}]},
       {name:"guarded", capability:"chat", strategy:"ordered",
-       entries:[{provider:"mock", model:"mock-gpt"}], guard:$guard, judge:$judge}
+       entries:[{provider:"mock", model:"mock-gpt"}], guard:$guard, judge:$judge},
+      {name:"whisper", capability:"transcription", strategy:"ordered",
+       entries:[{provider:"mock", model:"whisper-1"}]},
+      {name:"tts", capability:"speech", strategy:"ordered", entries:[{provider:"mock", model:"tts-1"}]},
+      {name:"images", capability:"image", strategy:"ordered", entries:[{provider:"mock", model:"gpt-image-1"}]}
     ],
     keys: [{id:"key_demo", hash:$hash, status:"active", team:"demo"}]
   }' >"$run/snapshot.json"
@@ -137,6 +141,13 @@ a plain question is served and its answer judged; the judge's counts are on /met
   curl -s http://127.0.0.1:$port/metrics | grep -E '^llmgw_(guard|judge)_'
   (the mock plays the classifier and the judge: MOCK-INJECT in a prompt is an injection to it,
    MOCK-SCORE=2 makes the judge score the answer 2 of 5, a fail)
+
+Media (routes 'whisper', 'tts', 'images', docs/media.md): speech out, transcribed back, an image:
+  curl -s http://127.0.0.1:$port/v1/audio/speech -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
+    -d '{"model":"tts","voice":"alloy","input":"Hello from llmgw","response_format":"wav"}' -o /tmp/llmgw-hello.wav
+  curl -s http://127.0.0.1:$port/v1/audio/transcriptions -H "Authorization: Bearer $key" -F model=whisper -F file=@/tmp/llmgw-hello.wav
+  curl -s http://127.0.0.1:$port/v1/images/generations -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
+    -d '{"model":"images","prompt":"a red square"}' | head -c 200; echo
 
 Stop it: deploy/local/down.sh
 MSG
@@ -201,6 +212,10 @@ ensure routes guard-classifier '{"name":"guard-classifier","capability":"chat","
 ensure routes guard-judge '{"name":"guard-judge","capability":"chat","strategy":"ordered","entries":[{"provider":"mock","model":"mock-gpt"}]}'
 ensure routes guarded "$(jq -cn --argjson guard "$guard" --argjson judge "$judge" \
   '{name:"guarded", capability:"chat", strategy:"ordered", entries:[{provider:"mock", model:"mock-gpt"}], guard:$guard, judge:$judge}')"
+# The media endpoints (docs/media.md): one route each, on the mock.
+ensure routes whisper '{"name":"whisper","capability":"transcription","strategy":"ordered","entries":[{"provider":"mock","model":"whisper-1"}]}'
+ensure routes tts '{"name":"tts","capability":"speech","strategy":"ordered","entries":[{"provider":"mock","model":"tts-1"}]}'
+ensure routes images '{"name":"images","capability":"image","strategy":"ordered","entries":[{"provider":"mock","model":"gpt-image-1"}]}'
 ensure teams demo '{"name":"demo"}'
 # The API key: its plaintext is answered once, at creation, and kept here.
 key_id=$(cat "$run/api.key.id" 2>/dev/null || true)
@@ -216,6 +231,10 @@ ensure limits demo-daily "{\"id\":\"demo-daily\",\"scope_kind\":\"key\",\"scope\
 ensure prices mock/mock-gpt '{"provider":"mock","model":"mock-gpt","input_price":150000,"output_price":600000}'
 ensure prices mock-anthropic/mock-claude '{"provider":"mock-anthropic","model":"mock-claude","input_price":3000000,"output_price":15000000}'
 ensure prices mock/mock-gpt-large '{"provider":"mock","model":"mock-gpt-large","input_price":2500000,"output_price":10000000}'
+# Media: whisper-1 per second of audio, tts-1 per character, gpt-image-1 per token (OpenAI's list prices).
+ensure prices mock/whisper-1 '{"provider":"mock","model":"whisper-1","audio_second_price":100000000}'
+ensure prices mock/tts-1 '{"provider":"mock","model":"tts-1","character_price":15000000}'
+ensure prices mock/gpt-image-1 '{"provider":"mock","model":"gpt-image-1","input_price":5000000,"media_input_price":10000000,"media_output_price":40000000}'
 
 mkdir -p "$run/ledger"
 local_start dataplane "$bin/dataplane/llmgw-dataplane" --control-plane "127.0.0.1:$grpc_port" \
@@ -256,6 +275,13 @@ a plain question is served, and a moment later its answer's judgement is stored 
   curl -s "\$LLMGW_ADMIN_URL/v1/admin/judgements?route=guarded" -H "Authorization: Bearer \$LLMGW_ADMIN_TOKEN"
   (the mock plays the classifier and the judge: MOCK-INJECT in a prompt is an injection to it,
    MOCK-SCORE=2 makes the judge score the answer 2 of 5, a fail)
+
+Media (routes 'whisper', 'tts', 'images', docs/media.md): speech out, transcribed back, an image:
+  curl -s \$LLMGW_BASE_URL/v1/audio/speech -H "Authorization: Bearer \$LLMGW_API_KEY" -H 'Content-Type: application/json' \\
+    -d '{"model":"tts","voice":"alloy","input":"Hello from llmgw","response_format":"wav"}' -o /tmp/llmgw-hello.wav
+  curl -s \$LLMGW_BASE_URL/v1/audio/transcriptions -H "Authorization: Bearer \$LLMGW_API_KEY" -F model=whisper -F file=@/tmp/llmgw-hello.wav
+  curl -s \$LLMGW_BASE_URL/v1/images/generations -H "Authorization: Bearer \$LLMGW_API_KEY" -H 'Content-Type: application/json' \\
+    -d '{"model":"images","prompt":"a red square"}' | head -c 200; echo
 
 Stop it: deploy/local/down.sh   (up.sh --fresh starts from an empty database)
 MSG
