@@ -168,7 +168,8 @@ static void respond(struct mock_call *c, int status, const char *body, size_t le
 {
     c->status = status;
     usage_log(c, outcome, output_tokens, output_tokens > 0 && !c->f.empty ? c->reasoning : 0);
-    gw_http_respond(c->req, status, JSON_TYPE, body, len);
+    gw_http_respond(c->req, status, status == 200 && c->body_type ? c->body_type : JSON_TYPE, body,
+                    len);
 }
 
 static void end_abort(struct mock_call *c, const char *outcome)
@@ -428,7 +429,7 @@ static void respond_body(struct mock_call *c)
     if (c->f.drop_after >= 0) {
         /* The head and part of the body, then the connection closes: the
          * client sees a response cut short. */
-        if (gw_http_start(c->req, 200, JSON_TYPE) != 0) {
+        if (gw_http_start(c->req, 200, c->body_type ? c->body_type : JSON_TYPE) != 0) {
             end_closed(c);
             return;
         }
@@ -547,17 +548,31 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
     }
     size_t len;
     const char *body = gw_http_req_body(c->req, &len);
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr);
-    if (root == NULL)
-        return "mock: the body is not valid JSON";
-    /* Tool names point into the tree: it lives as long as the request. */
-    if (gw_pool_cleanup(c->pool, free_json, root) != 0) {
-        json_decref(root);
-        return "mock: out of memory";
+    json_t *root = NULL;
+    if (c->api->parse_body != NULL) {
+        /* Multipart: the API reads the body and names the model. */
+        const char *m = NULL;
+        const char *berr = c->api->parse_body(c, body ? body : "", body ? len : 0, &m);
+        if (berr != NULL)
+            return berr;
+        const char *hash = strchr(m, '#');
+        c->model = hash ? gw_pool_strndup(c->pool, m, (size_t)(hash - m)) : m;
+        if (c->model == NULL)
+            return "mock: out of memory";
+        spec = hash ? hash + 1 : NULL;
+    } else {
+        json_error_t jerr;
+        root = json_loadb(body, len, 0, &jerr);
+        if (root == NULL)
+            return "mock: the body is not valid JSON";
+        /* Tool names point into the tree: it lives as long as the request. */
+        if (gw_pool_cleanup(c->pool, free_json, root) != 0) {
+            json_decref(root);
+            return "mock: out of memory";
+        }
+        if (!json_is_object(root))
+            return "mock: the body is not a JSON object";
     }
-    if (!json_is_object(root))
-        return "mock: the body is not a JSON object";
     /* A real API refuses an argument it does not know (OpenAI: "Unrecognized
      * request argument supplied"; Anthropic: "Extra inputs are not
      * permitted"). The mock accepts other unknown members (the
@@ -565,7 +580,7 @@ static const char *parse(struct mock_call *c, char *err, size_t errlen)
      * which must never reach a provider. */
     if (json_object_get(root, "fallback_timeout_ms") != NULL)
         return "Unrecognized request argument supplied: fallback_timeout_ms";
-    if (c->path_model == NULL) {
+    if (c->path_model == NULL && root != NULL) {
         const char *merr = parse_model(c, root, &spec);
         if (merr != NULL)
             return merr;

@@ -577,7 +577,7 @@ static uint64_t splitmix64(uint64_t x)
     return gw_mix64(x + 0x9e3779b97f4a7c15ULL);
 }
 
-static int base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
+int mock_base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
 {
     static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char tmp[256];
@@ -643,7 +643,7 @@ int mock_append_vector(struct gw_buf *b, int dims, uint64_t h, int base64)
             bytes[4 * j + 3] = (unsigned char)(u >> 24);
         }
         int rc = gw_buf_appends(b, "\"");
-        rc |= base64_append(b, bytes, (size_t)dims * 4);
+        rc |= mock_base64_append(b, bytes, (size_t)dims * 4);
         rc |= gw_buf_appends(b, "\"");
         return rc;
     }

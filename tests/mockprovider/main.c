@@ -3,7 +3,7 @@
  *
  * Tests and benchmarks point the gateway at this program instead of a real
  * LLM provider. It speaks the OpenAI (chat completions, responses,
- * embeddings, models), Anthropic (messages), AWS Bedrock (Converse,
+ * embeddings, models, audio, images), Anthropic (messages), AWS Bedrock (Converse,
  * ConverseStream), Google Gemini (generateContent, streamGenerateContent,
  * embedContent) and Ollama (chat, embed) wire formats closely enough that
  * the official SDKs accept it, answers deterministically (so a test can predict every
@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -213,7 +214,8 @@ static const struct mock_api *gemini_route(const char *path, const char **model,
 
 /* --record-bodies: one JSON line per model call, {"path","body"} with the
  * body exactly as received (as a JSON string), so a test can compare what
- * reached the provider with what the client sent. One write: lines from
+ * reached the provider with what the client sent; a multipart body (binary)
+ * as {"path","content_type","body_b64"} instead. One write: lines from
  * several threads never interleave. */
 static void record_body(const struct mock_thread *th, struct gw_http_req *req, const char *path)
 {
@@ -223,18 +225,40 @@ static void record_body(const struct mock_thread *th, struct gw_http_req *req, c
     const char *body = gw_http_req_body(req, &len);
     struct gw_buf b;
     gw_buf_init(&b, 0);
+    const char *ct = gw_http_req_header(req, "content-type");
+    int multipart = ct != NULL && strncasecmp(ct, "multipart/", 10) == 0;
     int rc = gw_buf_appends(&b, "{\"path\":");
     if (rc == GW_OK)
         rc = gw_json_escape(&b, path, strlen(path));
-    if (rc == GW_OK)
-        rc = gw_buf_appends(&b, ",\"body\":");
-    if (rc == GW_OK)
-        rc = gw_json_escape(&b, body ? body : "", body ? len : 0);
+    if (rc == GW_OK && multipart) {
+        rc = gw_buf_appends(&b, ",\"content_type\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(&b, ct, strlen(ct));
+        if (rc == GW_OK)
+            rc = gw_buf_appends(&b, ",\"body_b64\":\"");
+        if (rc == GW_OK)
+            rc = mock_base64_append(&b, (const unsigned char *)(body ? body : ""), body ? len : 0);
+        if (rc == GW_OK)
+            rc = gw_buf_appends(&b, "\"");
+    } else {
+        if (rc == GW_OK)
+            rc = gw_buf_appends(&b, ",\"body\":");
+        if (rc == GW_OK)
+            rc = gw_json_escape(&b, body ? body : "", body ? len : 0);
+    }
     if (rc == GW_OK)
         rc = gw_buf_appends(&b, "}\n");
     if (rc == GW_OK && write(th->sh->record_fd, b.data, b.len) != (ssize_t)b.len)
         gw_log(GW_LOG_WARN, "body record: short write", NULL);
     gw_buf_free(&b);
+}
+
+/* GET /v1/mock/images/<name>.png */
+static int is_image_url(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 20 && strncmp(path, "/v1/mock/images/", 16) == 0 &&
+           strcmp(path + n - 4, ".png") == 0 && strchr(path + 16, '/') == NULL;
 }
 
 static void on_request(struct gw_http_req *req, void *arg)
@@ -255,6 +279,16 @@ static void on_request(struct gw_http_req *req, void *arg)
         api = &mock_anthropic_messages;
     else if (strcmp(path, "/v1/embeddings") == 0)
         api = &mock_openai_embeddings;
+    else if (strcmp(path, "/v1/audio/transcriptions") == 0)
+        api = &mock_openai_transcriptions;
+    else if (strcmp(path, "/v1/audio/translations") == 0)
+        api = &mock_openai_translations;
+    else if (strcmp(path, "/v1/audio/speech") == 0)
+        api = &mock_openai_speech;
+    else if (strcmp(path, "/v1/images/generations") == 0)
+        api = &mock_openai_images_generations;
+    else if (strcmp(path, "/v1/images/edits") == 0)
+        api = &mock_openai_images_edits;
     else if (strcmp(path, "/api/chat") == 0)
         api = &mock_ollama_chat;
     else if (strcmp(path, "/api/embed") == 0)
@@ -266,6 +300,11 @@ static void on_request(struct gw_http_req *req, void *arg)
     else
         simple = simple_body(req, path);
 
+    if (api == NULL && simple == NULL && get && is_image_url(path)) {
+        /* The images a url answer points at (media.c): the mock's PNG. */
+        gw_http_respond(req, 200, "image/png", (const char *)mock_png, mock_png_len);
+        return;
+    }
     if (api == NULL && simple == NULL) {
         /* Each provider's wording for a path it does not serve. */
         char msg[160];
@@ -441,6 +480,9 @@ static int thread_init(struct mock_thread *th, struct mock_shared *sh, int fd)
         .handler = on_request,
         .reject = on_reject,
         .arg = th,
+        /* Uploads to the media endpoints (audio files and images up to
+         * 32 MiB, in multipart) fit; gw_http's default is 4 MiB. */
+        .max_body_bytes = 64u << 20,
     };
     /* No locking (each base is used by its own thread only), and epoll's
      * changelist: every response arms and disarms EV_WRITE, and coalescing

@@ -13,6 +13,9 @@
  *   bedrock.c    AWS Bedrock Converse / ConverseStream (binary event stream)
  *   gemini.c     Google Gemini generateContent / streamGenerateContent / embed
  *   ollama.c     Ollama /api/chat (NDJSON stream) and /api/embed
+ *   media.c      OpenAI audio (transcriptions, translations: multipart; speech:
+ *                binary audio in pieces) and images (generations; edits:
+ *                multipart), and the PNG its image URLs serve
  *
  * A call is described once (struct mock_call) in API-neutral terms; each API
  * file only knows how to parse its request into that description and how to
@@ -207,9 +210,15 @@ struct mock_api {
     /* Checks credentials before the body is read. NULL: none. Returns NULL,
      * or a message for an error with status c->err_status. */
     const char *(*auth)(struct mock_call *c);
+    /* For a body that is not JSON (multipart/form-data): reads the whole
+     * body instead of call.c's JSON load and says the model (with any
+     * "#SPEC" suffix; pool memory or the body's). NULL: the body is JSON.
+     * Returns NULL, or an error message for a 400 (or c->err_status). */
+    const char *(*parse_body)(struct mock_call *c, const char *body, size_t len,
+                              const char **model);
     /* Reads the API's own fields (the model, stream flag and fault are
-     * already in c). Returns NULL, or an error message for a 400 (or
-     * c->err_status when the API set one). */
+     * already in c; root is NULL after parse_body). Returns NULL, or an
+     * error message for a 400 (or c->err_status when the API set one). */
     const char *(*parse)(struct mock_call *c, json_t *root);
     /* Appends the complete non-streaming body. 0 or a GW_E code. */
     int (*body)(struct mock_call *c, struct gw_buf *out);
@@ -239,6 +248,14 @@ extern const struct mock_api mock_gemini_embed;
 extern const struct mock_api mock_gemini_batch_embed;
 extern const struct mock_api mock_ollama_chat;
 extern const struct mock_api mock_ollama_embed;
+extern const struct mock_api mock_openai_transcriptions;
+extern const struct mock_api mock_openai_translations;
+extern const struct mock_api mock_openai_speech;
+extern const struct mock_api mock_openai_images_generations;
+extern const struct mock_api mock_openai_images_edits;
+/* The 1x1 PNG every mock image is (media.c), for GET /v1/mock/images/... */
+extern const unsigned char mock_png[];
+extern const size_t mock_png_len;
 
 /* What the request contained, in API-neutral terms, for the usage log's
  * "seen" object (so tests can check a gateway's translation). */
@@ -287,6 +304,7 @@ struct mock_call {
     int auth_flags;          /* what auth() saw, for log_extra */
     void *api_state;         /* the API's own parsed request, pool memory */
     const char *stream_type; /* content type of this call's stream */
+    const char *body_type;   /* content type of a complete 200 answer; NULL: JSON */
     int sse;                 /* the stream is SSE: multiline/blank_events apply */
 
     /* the answer */
@@ -415,6 +433,9 @@ int mock_json_int(json_t *obj, const char *key, long long lo, long long hi, long
 uint64_t mock_embed_hash(const void *p, size_t len);
 uint64_t mock_embed_hash_more(const void *p, size_t len, uint64_t h);
 int mock_append_vector(struct gw_buf *b, int dims, uint64_t hash, int base64)
+    __attribute__((warn_unused_result));
+/* Standard base64 with padding of p[0..len), appended. 0 or a GW_E code. */
+int mock_base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
     __attribute__((warn_unused_result));
 /* CRC-32 (IEEE 802.3, as zlib's crc32()), continuing from crc (0 to start). */
 uint32_t mock_crc32(uint32_t crc, const void *p, size_t len);
