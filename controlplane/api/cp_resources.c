@@ -123,7 +123,7 @@ static int check_provider(struct cp_call *c, const json_t *obj, struct cp_verr *
         if (!bit)
             return cp_verr_set(e, 400, "invalid_value", "options.capabilities",
                                "options.capabilities[%zu]: must be one of chat, embeddings, "
-                               "vision, tools, json_mode, reasoning",
+                               "vision, tools, json_mode, reasoning, transcription, speech, image",
                                i);
         if (!(drv->caps & bit))
             return cp_verr_set(e, 400, "invalid_value", "options.capabilities",

@@ -28,6 +28,12 @@
  *    the lenient parse takes the body, its opaque note, word for word; any
  *    other refusal is the lenient parse's too;
  *  - embeddings: inputs set, each a string, dimensions >= 0;
+ *  - media (fc_media.h): speech and image generations from the JSON body,
+ *    transcriptions, translations and image edits from the raw bytes as a
+ *    multipart body (boundary "B"): an accepted request has its selector,
+ *    its parts (at most 64, each with a name, its bytes inside the body),
+ *    one file for audio, 1 to 16 images for an edit, n from 1 to 10; a
+ *    refusal is a 400 or a 413 with a code, a message and a field;
  *  - no leak, no undefined behaviour.
  */
 #include <jansson.h>
@@ -39,6 +45,7 @@
 #include "canon.h"
 #include "dp_facade.h"
 #include "fc_embed.h"
+#include "fc_media.h"
 #include "fuzz.h"
 #include "gw_buf.h"
 #include "gw_error.h"
@@ -315,13 +322,71 @@ static void embed(json_t *root)
     free(req.inputs);
 }
 
+static void media_check(int rc, const struct canon_media_req *r, const struct canon_err *err,
+                        const char *body, size_t len)
+{
+    if (rc != GW_OK) {
+        CHECK(rc == GW_EINVAL);
+        CHECK(err->status == 400 || err->status == 413);
+        CHECK(err->code[0] && err->message[0] && err->param[0]);
+        return;
+    }
+    CHECK(r->selector && r->selector[0]);
+    CHECK(r->images >= 0 && r->images <= 10);
+    CHECK(r->nfields <= FC_MEDIA_MAX_PARTS);
+    size_t files = 0;
+    for (size_t i = 0; i < r->nfields; i++) {
+        const struct canon_media_field *f = &r->fields[i];
+        CHECK(f->name && f->name[0]);
+        CHECK(f->data >= body && f->data + f->len <= body + len);
+        files +=
+            f->filename != NULL && (strcmp(f->name, "file") == 0 || strcmp(f->name, "image") == 0 ||
+                                    strcmp(f->name, "image[]") == 0);
+    }
+    if (r->op == CANON_MEDIA_TRANSCRIBE || r->op == CANON_MEDIA_TRANSLATE)
+        CHECK(files == 1 && r->file_bytes > 0);
+    if (r->op == CANON_MEDIA_IMAGE_EDIT)
+        CHECK(files >= 1 && files <= FC_MEDIA_MAX_IMAGES && r->images >= 1);
+}
+
+static void media_multipart(unsigned sel, const char *body, size_t len)
+{
+    static const enum canon_media_op ops[] = {CANON_MEDIA_TRANSCRIBE, CANON_MEDIA_TRANSLATE,
+                                              CANON_MEDIA_IMAGE_EDIT};
+    struct canon_media_req r;
+    struct canon_err err;
+    memset(&err, 0, sizeof(err));
+    void *store = NULL;
+    int rc = fc_media_parse_multipart(ops[sel % 3], "multipart/form-data; boundary=B", body, len,
+                                      1u << 20, &r, &store, &err);
+    if (rc != GW_ENOMEM)
+        media_check(rc, &r, &err, body, len);
+    free(store);
+}
+
+static void media_json(unsigned sel, json_t *root, const char *body, size_t len)
+{
+    struct canon_media_req r;
+    struct canon_err err;
+    memset(&err, 0, sizeof(err));
+    enum canon_media_op op = sel & 1 ? CANON_MEDIA_SPEECH : CANON_MEDIA_IMAGE;
+    int rc = fc_media_parse_json(op, root, body, len, &r, &err);
+    media_check(rc, &r, &err, body, len);
+    if (rc == GW_OK && op == CANON_MEDIA_SPEECH)
+        CHECK(r.characters >= 1 && r.characters <= 4096 && r.stream == 1);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    unsigned which = data[0] % (NFACADES + 1);
+    unsigned which = data[0] % (NFACADES + 3);
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
+    if (which == NFACADES + 2) { /* media, multipart: the bytes as they came */
+        media_multipart(data[0] / (NFACADES + 3), body, len);
+        return 0;
+    }
     /* As the exchange loads a body (admit.c, load_body). */
     char lim[256];
     size_t spent = 0;
@@ -332,8 +397,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (json_is_object(root)) {
         if (which < NFACADES)
             chat(facades[which], root);
-        else
+        else if (which == NFACADES)
             embed(root);
+        else
+            media_json(data[0] / (NFACADES + 3), root, body, len);
     }
     json_decref(root);
     return 0;

@@ -30,11 +30,12 @@ cc="${LLMGW_FUZZ_CC:-clang}"
 # call, and the SigV4 signing Bedrock's requests need.
 drivers="dataplane/dp_driver.c dataplane/canon.c $(cd "$root" && echo dataplane/drivers/*.c)
   common/gw_buf.c common/gw_json.c common/gw_sse.c common/gw_eventstream.c common/gw_str.c
-  common/gw_error.c common/gw_pool.c common/gw_sigv4.c common/gw_crypto.c"
+  common/gw_error.c common/gw_pool.c common/gw_sigv4.c common/gw_crypto.c common/gw_multipart.c"
 declare -A sources=(
   [fuzz_drivers]="$drivers"
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
   [fuzz_facades]="dataplane/canon.c $(cd "$root" && echo dataplane/facades/*.c) common/gw_buf.c
+    common/gw_multipart.c common/gw_audio.c common/gw_crypto.c
     common/gw_json.c common/gw_str.c common/gw_error.c common/gw_pool.c"
   [fuzz_guard_rules]="common/gw_buf.c"
   [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
@@ -56,6 +57,7 @@ declare -A embeds=(
 )
 declare -A packages=(
   [fuzz_drivers]="libcurl openssl"
+  [fuzz_facades]="openssl"
   [fuzz_http_head]="libevent libevent_openssl openssl"
   [fuzz_multipart]="openssl"
   [fuzz_snapshot]="libcurl openssl libevent"

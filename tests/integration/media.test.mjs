@@ -55,7 +55,7 @@ const MEDIA_ROUTES = [
   // Always fails on the first entry: the second is never tried.
   {
     name: 'whisper-down', capability: 'transcription', strategy: 'ordered',
-    entries: [{ provider: 'mock', model: 'whisper-1#status=503,tag=media-down' }, { provider: 'mock', model: 'whisper-1' }],
+    entries: [{ provider: 'mock', model: 'whisper-1#status=503,tag=media-down' }, { provider: 'mock', model: 'gpt-4o-transcribe' }],
   },
   { name: 'claude-voice', capability: 'speech', strategy: 'ordered', entries: [{ provider: 'anth', model: 'claude-x' }] },
 ];
@@ -329,13 +329,16 @@ describe('one target', () => {
       file: await toFile(wav(300), 'a.wav', { type: 'audio/wav' }), model: 'whisper-down',
     }, { headers: { 'x-request-id': down } }).withResponse().then(() => null, (e) => e);
     assert.ok(r, 'the request failed');
-    assert.equal(r.status, 503);
+    // The provider's 503s, every attempt on the one target: a 502 naming them.
+    assert.equal(r.status, 502, String(r));
+    assert.match(r.message, /attempts, all failed/);
     const attempts = await h.waitFor(() => {
       const a = gw.attemptLog(down);
       return a.length >= 2 ? a : null;
     }, { what: 'the attempts' });
     for (const a of attempts) assert.equal(a.model, 'whisper-1#status=503,tag=media-down');
-    assert.ok(!mock.readUsage().some((l) => l.x_request_id?.startsWith(down) && l.model === 'whisper-1'),
-      'the second entry was never called');
+    const calls = mock.readUsage().filter((l) => l.x_request_id?.startsWith(down));
+    assert.equal(calls.length, attempts.length, JSON.stringify(calls));
+    assert.ok(calls.every((l) => l.model === 'whisper-1'), `the second entry was never called: ${JSON.stringify(calls)}`);
   });
 });

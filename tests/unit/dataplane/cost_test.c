@@ -229,7 +229,98 @@ static void test_limit_refusals(void)
     dp_metrics_limit_refusal(&r); /* no registry: nothing, no crash */
 }
 
+/* Media prices (docs/media.md): whisper-1 per second, tts-1 per character,
+ * dall-e-3 per image by quality and size, gpt-image-1 per token. */
+static const struct dp_image_price DALLE[] = {{"1024x1024", 40000000000LL},
+                                              {"hd/1024x1024", 80000000000LL}};
+static const struct dp_price MEDIA = {.input = 5000000,
+                                      .output = -1,
+                                      .cache_read = -1,
+                                      .cache_write_5m = -1,
+                                      .cache_write_1h = -1,
+                                      .reasoning = -1,
+                                      .currency = "USD",
+                                      .audio_second = 100000000,
+                                      .character = 15000000,
+                                      .image = 20000000000LL,
+                                      .media_input = 10000000,
+                                      .media_output = 40000000,
+                                      .image_prices = DALLE,
+                                      .nimage_prices = 2};
+
+static void test_media(void)
+{
+    struct canon_usage none = {0};
+    int64_t cost = -1;
+    /* Audio: floor(price * ms / 1000). */
+    struct dp_media_units a = {.audio_ms = 1501};
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &none, &a, &cost), GW_OK);
+    CU_ASSERT_EQUAL(cost, 150100000);
+    /* Characters. */
+    struct dp_media_units c = {.characters = 23};
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &none, &c, &cost), GW_OK);
+    CU_ASSERT_EQUAL(cost, 23 * 15000000LL);
+    /* Images: quality/size, then size, then the default. */
+    struct dp_media_units i = {.images = 2, .size = "1024x1024", .quality = "hd"};
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &none, &i, &cost), GW_OK);
+    CU_ASSERT_EQUAL(cost, 160000000000LL);
+    i.quality = "standard";
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &none, &i, &cost), GW_OK);
+    CU_ASSERT_EQUAL(cost, 80000000000LL);
+    i.size = "512x512";
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &none, &i, &cost), GW_OK);
+    CU_ASSERT_EQUAL(cost, 40000000000LL);
+    CU_ASSERT_EQUAL(dp_price_image(&MEDIA, NULL, NULL), 20000000000LL);
+    /* Reported tokens win over the units when they are priced: text input,
+     * image input, image output. */
+    struct canon_usage t = {.input = 100, .output = 272, .have = 1};
+    struct dp_media_units ti = {.images = 1, .media_in = 60, .media_out = 272};
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &t, &ti, &cost), GW_OK);
+    CU_ASSERT_EQUAL(cost, 40 * 5000000LL + 60 * 10000000LL + 272 * 40000000LL);
+    /* Text output tokens without an output price: the units price it. */
+    ti.media_out = 0;
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &t, &ti, &cost), GW_OK);
+    CU_ASSERT_EQUAL(cost, 20000000000LL);
+    /* Neither priced: unknown, never 0. */
+    struct dp_price bare = MEDIA;
+    bare.image = -1;
+    bare.nimage_prices = 0;
+    cost = -7;
+    CU_ASSERT_EQUAL(dp_cost_media(&bare, &t, &ti, &cost), GW_ENOENT);
+    CU_ASSERT_EQUAL(cost, -7);
+    CU_ASSERT_EQUAL(dp_cost_media(NULL, &none, &a, &cost), GW_ENOENT);
+    /* Inconsistent counts. */
+    struct dp_media_units bad = {.media_in = 101};
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &t, &bad, &cost), GW_EINVAL);
+    /* Overflow. */
+    struct dp_media_units huge = {.characters = INT64_MAX / 2};
+    CU_ASSERT_EQUAL(dp_cost_media(&MEDIA, &none, &huge, &cost), GW_ERANGE);
+}
+
+static void test_media_bound(void)
+{
+    /* The dearer of the token bound and the unit bound. */
+    struct canon_usage t = {.input = 10, .output = 10000, .have = 1};
+    struct dp_media_units u = {.images = 1, .media_out = 10000, .size = "1024x1024"};
+    int64_t b = -1;
+    CU_ASSERT_EQUAL(dp_cost_media_bound(&MEDIA, &t, &u, &b), GW_OK);
+    CU_ASSERT_EQUAL(b, 10 * 5000000LL + 10000 * 40000000LL); /* 400.05e9 > 40e9 */
+    u.images = 20;
+    CU_ASSERT_EQUAL(dp_cost_media_bound(&MEDIA, &t, &u, &b), GW_OK);
+    CU_ASSERT_EQUAL(b, 20 * 40000000000LL);
+    /* Only the units priced. */
+    struct dp_price units = MEDIA;
+    units.input = units.media_output = -1;
+    CU_ASSERT_EQUAL(dp_cost_media_bound(&units, &t, &u, &b), GW_OK);
+    CU_ASSERT_EQUAL(b, 20 * 40000000000LL);
+    units.image = -1;
+    units.nimage_prices = 0;
+    CU_ASSERT_EQUAL(dp_cost_media_bound(&units, &t, &u, &b), GW_ENOENT);
+}
+
 static CU_TestInfo tests[] = {
+    {"media: per second, character, image by quality and size, tokens first", test_media},
+    {"media: the reservation's bound is the dearer way", test_media_bound},
     {"every token class at its price", test_every_class},
     {"a class with tokens and no price: ENOENT (cost NULL)", test_missing_class},
     {"1h cache writes without a 1h price: ENOENT, though 5m exists", test_1h_without_1h_price},
