@@ -11,10 +11,12 @@
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import OpenAI, { toFile } from 'openai';
 import * as h from './harness.mjs';
 
 const T = { timeout: 90_000 };
+const SANITIZED = /libasan/.test(spawnSync('ldd', [h.DATAPLANE_BIN], { encoding: 'utf8' }).stdout || '');
 
 /** A PCM WAV: 8 kHz, 16-bit mono, ms milliseconds of a tone. */
 function wav(ms) {
@@ -309,8 +311,9 @@ describe('bad multipart', () => {
       assert.match(r.json.error.message, /64 parts/);
     }
     const grew = rssKb(gw.proc.pid) - before;
-    // 20 bodies of ~900 KiB each: what stays must not grow with them.
-    assert.ok(grew < 8 * 1024, `the data plane grew ${grew} KiB over 20 refused bodies`);
+    // 20 bodies of ~900 KiB each: what stays must not grow with them. (A
+    // sanitizer build keeps freed memory in quarantine: not measured there.)
+    if (!SANITIZED) assert.ok(grew < 8 * 1024, `the data plane grew ${grew} KiB over 20 refused bodies`);
   });
 });
 
