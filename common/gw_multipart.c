@@ -748,6 +748,17 @@ static int holds_delimiter(const char *boundary, const char *data, size_t len)
     return len && memmem(data, len, d, 4 + bl) != NULL;
 }
 
+/* A writer that failed leaves the buffer as it was. */
+static int undo_on_error(struct gw_buf *b, size_t start, int rc)
+{
+    if (rc != GW_OK) {
+        b->len = start;
+        if (b->data)
+            b->data[start] = '\0';
+    }
+    return rc;
+}
+
 static int write_part(struct gw_buf *b, const char *boundary, const char *name,
                       const char *filename, const char *content_type, const char *data, size_t len)
 {
@@ -778,12 +789,7 @@ static int write_part(struct gw_buf *b, const char *boundary, const char *name,
         rc = gw_buf_append(b, data, len);
     if (rc == GW_OK)
         rc = gw_buf_append(b, "\r\n", 2);
-    if (rc != GW_OK) {
-        b->len = start;
-        if (b->data)
-            b->data[start] = '\0';
-    }
-    return rc;
+    return undo_on_error(b, start, rc);
 }
 
 int gw_mp_write_field(struct gw_buf *b, const char *boundary, const char *name, const char *value,
@@ -808,10 +814,5 @@ int gw_mp_write_end(struct gw_buf *b, const char *boundary)
         rc = gw_buf_appends(b, boundary);
     if (rc == GW_OK)
         rc = gw_buf_append(b, "--\r\n", 4);
-    if (rc != GW_OK) {
-        b->len = start;
-        if (b->data)
-            b->data[start] = '\0';
-    }
-    return rc;
+    return undo_on_error(b, start, rc);
 }

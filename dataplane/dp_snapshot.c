@@ -532,9 +532,7 @@ static long long opt_price(struct build *b, const json_t *o, const char *key, co
     return opt_price_per(b, o, key, where, "token");
 }
 
-/* An image price's key: a size ("1024x1024", "auto") or a quality and a
- * size ("hd/1024x1024"); lowercase letters, digits and one x. */
-static int image_key_ok(const char *k)
+int dp_snapshot_image_key_ok(const char *k)
 {
     const char *slash = strchr(k, '/');
     const char *size = slash ? slash + 1 : k;
@@ -552,8 +550,6 @@ static int image_key_ok(const char *k)
            strspn(size + w + 1, "0123456789") == n - w - 1;
 }
 
-#define MAX_IMAGE_PRICES 64
-
 /* "image_prices": {"1024x1024": N, "hd/1024x1024": N, ...}. */
 static void opt_image_prices(struct build *b, const json_t *o, const char *where,
                              struct dp_price *p)
@@ -563,9 +559,9 @@ static void opt_image_prices(struct build *b, const json_t *o, const char *where
         return;
     char w[80];
     snprintf(w, sizeof(w), "%s.image_prices", where);
-    if (!json_is_object(v) || json_object_size(v) > MAX_IMAGE_PRICES) {
+    if (!json_is_object(v) || json_object_size(v) > DP_MAX_IMAGE_PRICES) {
         dps_fail(b, "%s: must be an object of at most %d prices by size or quality/size", w,
-                 MAX_IMAGE_PRICES);
+                 DP_MAX_IMAGE_PRICES);
         return;
     }
     struct dp_image_price *ip = gw_pool_calloc(b->pool, (json_object_size(v) + 1) * sizeof(*ip));
@@ -578,7 +574,7 @@ static void opt_image_prices(struct build *b, const json_t *o, const char *where
     size_t n = 0;
     json_object_foreach((json_t *)v, k, pv)
     {
-        if (!image_key_ok(k)) {
+        if (!dp_snapshot_image_key_ok(k)) {
             dps_fail(b,
                      "%s: '%.40s' is not a size (\"1024x1024\", \"auto\") or a quality and a "
                      "size (\"hd/1024x1024\")",

@@ -348,6 +348,13 @@ const struct dp_catalog_entry *dp_snapshot_catalog(const struct dp_snapshot *s,
 
 /* The snapshot format's name of one DRV_CAP_* bit ("vision"), or NULL. */
 const char *dp_snapshot_cap_name(unsigned bit);
+/* A catalog entry's image_prices (docs/media.md): at most this many, each
+ * keyed by a size ("1024x1024": 1 to 5 digits, x, 1 to 5 digits; or
+ * "auto") or a quality of 1 to 16 lowercase letters, '/' and a size
+ * ("hd/1024x1024"); nonzero when k is such a key. The control plane checks
+ * with the same function. */
+#define DP_MAX_IMAGE_PRICES 64
+int dp_snapshot_image_key_ok(const char *k);
 
 /* The provider named by the first len bytes of name, or NULL. */
 const struct dp_provider *dp_snapshot_provider(const struct dp_snapshot *s, const char *name,

@@ -71,57 +71,16 @@ static int check_mode(struct cp_call *c, const char *field, const json_t *v, str
     return GW_OK;
 }
 
-/* The data plane's bound on image_prices (dp_snapshot.c). */
-#define MAX_IMAGE_PRICES 64
-
-/* An image price's key, as the data plane reads it: a size ("1024x1024":
- * 1 to 5 digits, x, 1 to 5 digits; or "auto"), or a quality of 1 to 16
- * lowercase letters, '/', and a size ("hd/1024x1024"). */
-static int image_key_ok(const char *k)
-{
-    const char *size = k;
-    const char *slash = strchr(k, '/');
-    if (slash) {
-        size_t q = (size_t)(slash - k);
-        if (q < 1 || q > 16 || strspn(k, "abcdefghijklmnopqrstuvwxyz") != q)
-            return 0;
-        size = slash + 1;
-    }
-    if (strcmp(size, "auto") == 0)
-        return 1;
-    size_t w = strspn(size, "0123456789");
-    if (w < 1 || w > 5 || size[w] != 'x')
-        return 0;
-    size_t h = strspn(size + w + 1, "0123456789");
-    return h >= 1 && h <= 5 && size[w + 1 + h] == '\0';
-}
-
-/* A price: integer picodollars, or an exact decimal string of USD; 0 to
- * 10^12. */
-static int money_of(const json_t *v, long long *out)
-{
-    int64_t pico;
-    if (json_is_integer(v))
-        pico = json_integer_value(v);
-    else if (!json_is_string(v) ||
-             gw_money_parse(json_string_value(v), json_string_length(v), &pico, NULL) != GW_OK)
-        return GW_EINVAL;
-    if (pico < 0 || pico > GW_PICO_PER_UNIT)
-        return GW_EINVAL;
-    *out = pico;
-    return GW_OK;
-}
-
 static int check_image_prices(struct cp_call *c, const char *field, const json_t *v,
                               struct cp_verr *e)
 {
     (void)c;
     if (json_is_null(v))
         return GW_OK;
-    if (json_object_size(v) > MAX_IMAGE_PRICES)
+    if (json_object_size(v) > DP_MAX_IMAGE_PRICES)
         return cp_verr_set(e, 400, "invalid_value", field,
                            "%s: at most %d prices (by size, or by quality and size)", field,
-                           MAX_IMAGE_PRICES);
+                           DP_MAX_IMAGE_PRICES);
     const char *k;
     json_t *pv;
     json_object_foreach((json_t *)v, k, pv)
@@ -129,12 +88,12 @@ static int check_image_prices(struct cp_call *c, const char *field, const json_t
         char param[96];
         long long pico;
         snprintf(param, sizeof(param), "%s.%.40s", field, k);
-        if (!image_key_ok(k))
+        if (!dp_snapshot_image_key_ok(k))
             return cp_verr_set(e, 400, "invalid_value", param,
                                "%s: not a size (\"1024x1024\", \"auto\") or a quality and a "
                                "size (\"hd/1024x1024\")",
                                param);
-        if (money_of(pv, &pico) != GW_OK)
+        if (cp_money_value(pv, &pico) != GW_OK)
             return cp_verr_set(
                 e, 400,
                 json_is_integer(pv) || json_is_string(pv) ? "invalid_value" : "invalid_type", param,
@@ -162,7 +121,7 @@ static int image_prices_prepare(struct cp_call *c, json_t *obj, const json_t *be
     long long pico;
     json_object_foreach(ip, k, pv)
     {
-        if (!copy || money_of(pv, &pico) != GW_OK ||
+        if (!copy || cp_money_value(pv, &pico) != GW_OK ||
             json_object_set_new(copy, k, json_integer(pico))) {
             json_decref(copy);
             return cp_verr_set(e, 500, "internal", NULL, "out of memory");

@@ -162,7 +162,7 @@ static int name_ok(const char *s, size_t n)
 /* A price per token: an integer count of picodollars, or a decimal string
  * of USD that is an exact number of them (gw_money_parse: "0.000002",
  * "2e-6"), 0 to 10^12 (a dollar a token) either way. GW_EINVAL otherwise. */
-static int money_value(const json_t *v, long long *out)
+int cp_money_value(const json_t *v, long long *out)
 {
     int64_t pico;
     if (json_is_integer(v))
@@ -230,7 +230,7 @@ static int check_field(struct cp_call *c, const struct cp_field *f, const json_t
         break;
     case CP_T_MONEY: {
         long long pico;
-        if (money_value(v, &pico) == GW_OK)
+        if (cp_money_value(v, &pico) == GW_OK)
             break;
         const char *unit = f->rule ? f->rule : "token";
         return cp_verr_set(
@@ -333,7 +333,7 @@ static int validate(struct cp_call *c, const struct cp_resource *r, json_t *obj,
             return GW_EINVAL;
         long long pico;
         /* Money is stored as the integer the decimal string names exactly. */
-        if (v && f->type == CP_T_MONEY && json_is_string(v) && money_value(v, &pico) == GW_OK)
+        if (v && f->type == CP_T_MONEY && json_is_string(v) && cp_money_value(v, &pico) == GW_OK)
             json_object_set_new(obj, f->name, json_integer(pico));
     }
     return r->check ? r->check(c, obj, e) : GW_OK;

@@ -120,6 +120,10 @@ struct cp_resource {
 /* Every resource, NULL-terminated (cp_resources.c). */
 extern const struct cp_resource *const cp_resources[];
 const struct cp_resource *cp_resource_find(const char *name);
+/* A price: an integer count of picodollars, or a decimal string of USD
+ * that is an exact number of them (gw_money_parse), 0 to 10^12. GW_OK and
+ * *out, or GW_EINVAL. */
+int cp_money_value(const json_t *v, long long *out);
 
 /* Serves one request for r; key is NULL for the collection. Ends the
  * request. */

@@ -138,6 +138,16 @@ static int commit_answer(struct dp_exchange *x)
     return commit_answer_as(x, "text/event-stream; charset=utf-8");
 }
 
+void x_gone_at_commit(struct dp_exchange *x)
+{
+    x->terminal = 1;
+    x->verdict = V_CANCELED;
+    x_set_failure(x, "client_closed", "canceled");
+    struct gw_http_req *req = x->req;
+    x->req = NULL;
+    gw_http_abort(req);
+}
+
 int x_commit_stream_as(struct dp_exchange *x, const char *content_type)
 {
     return commit_answer_as(x, content_type);
@@ -380,12 +390,7 @@ int x_on_event(void *arg, const struct canon_event *ev)
         }
     }
     if (canon_is_content(ev->type) && !x->committed && commit_answer(x) != GW_OK) {
-        x->terminal = 1;
-        x->verdict = V_CANCELED;
-        x_set_failure(x, "client_closed", "canceled");
-        struct gw_http_req *req = x->req;
-        x->req = NULL;
-        gw_http_abort(req);
+        x_gone_at_commit(x);
         return 1;
     }
     /* Relayed, the provider's own bytes are the answer (on_raw). */

@@ -282,9 +282,8 @@ void x_sub_cancel(struct xsub *s);
 void x_route_and_start(struct dp_exchange *x, const char *selector, const struct dp_needs *n);
 
 /* media.c (docs/media.md) */
-/* Takes over the parsed request r (and store, fc_media's, and root, its
- * JSON) for x. */
-void x_media_init(struct dp_exchange *x, struct xmedia *m);
+/* A media request's state: takes over store (fc_media's parts) and root
+ * (its JSON), which r points into. NULL when out of memory. */
 struct xmedia *x_media_new(const struct canon_media_req *r, void *store, json_t *root);
 void x_media_free(struct dp_exchange *x);
 const char *x_media_selector(const struct dp_exchange *x);
@@ -339,6 +338,9 @@ void x_commit(struct dp_exchange *x); /* a whole answer's bright line */
 /* A streamed answer's bright line with its own Content-Type (media): the
  * head goes out. GW_OK or GW_ECLOSED. */
 int x_commit_stream_as(struct dp_exchange *x, const char *content_type);
+/* The stream's head could not go out at the bright line: the client has
+ * gone; the request ends as canceled. */
+void x_gone_at_commit(struct dp_exchange *x);
 /* x_answer_whole with the provider's Content-Type. */
 void x_answer_whole_as(struct dp_exchange *x, const char *content_type, const char *body,
                        size_t len);

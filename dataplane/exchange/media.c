@@ -327,12 +327,7 @@ size_t x_media_body(struct dp_exchange *x, const char *buf, size_t len)
     if (!x->committed && (ctype_is(m, "audio/") || ctype_is(m, "text/event-stream") ||
                           ctype_is(m, "application/octet-stream"))) {
         if (start_relay(x) != GW_OK) {
-            x->terminal = 1;
-            x->verdict = V_CANCELED;
-            x_set_failure(x, "client_closed", "canceled");
-            struct gw_http_req *req = x->req;
-            x->req = NULL;
-            gw_http_abort(req);
+            x_gone_at_commit(x);
             return 0;
         }
     }

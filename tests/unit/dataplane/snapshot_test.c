@@ -815,7 +815,8 @@ static void test_router_fields_validated(void)
     /* Capability, and what a role needs of it. */
     expect_error(
         ROUTES_DOC("{\"name\":\"r\",\"capability\":\"audio\",\"entries\":[" E("p", "m") "]}", ""),
-        "routes[0].capability: must be one of chat, embeddings, vision, transcription, speech, image");
+        "routes[0].capability: must be one of chat, embeddings, vision, transcription, speech, "
+        "image");
     expect_error(
         ROUTES_DOC("{\"name\":\"r\",\"role\":\"embedding\",\"entries\":[" E("p", "m") "]}", ""),
         "routes[0].capability: the embedding role needs capability embeddings");
@@ -875,7 +876,8 @@ static void test_router_fields_validated(void)
                  "catalog[0].context_window: must be an integer from 1");
     expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\","
                                        "\"capabilities\":[\"chat\",\"telepathy\"]}]"),
-                 "catalog[0].capabilities[1]: must be one of chat, embeddings, vision, tools, json_mode, reasoning, transcription, speech, image");
+                 "catalog[0].capabilities[1]: must be one of chat, embeddings, vision, tools, "
+                 "json_mode, reasoning, transcription, speech, image");
     expect_error(ROUTES_DOC(ONE_ROUTE, ",\"catalog\":[{\"model\":\"m\",\"input_price\":1.5}]"),
                  "catalog[0].input_price: must be an integer count of picodollars per token");
     expect_error(
