@@ -759,8 +759,8 @@ static int undo_on_error(struct gw_buf *b, size_t start, int rc)
     return rc;
 }
 
-static int write_part(struct gw_buf *b, const char *boundary, const char *name,
-                      const char *filename, const char *content_type, const char *data, size_t len)
+int gw_mp_write_head(struct gw_buf *b, const char *boundary, const char *name, const char *filename,
+                     const char *content_type, const char *data, size_t len)
 {
     if (!boundary || !*boundary || strpbrk(boundary, "\r\n") || !name ||
         (content_type && strpbrk(content_type, "\r\n")) || (len && !data) ||
@@ -785,6 +785,14 @@ static int write_part(struct gw_buf *b, const char *boundary, const char *name,
     }
     if (rc == GW_OK)
         rc = gw_buf_append(b, "\r\n\r\n", 4);
+    return undo_on_error(b, start, rc);
+}
+
+static int write_part(struct gw_buf *b, const char *boundary, const char *name,
+                      const char *filename, const char *content_type, const char *data, size_t len)
+{
+    size_t start = b->len;
+    int rc = gw_mp_write_head(b, boundary, name, filename, content_type, data, len);
     if (rc == GW_OK && len)
         rc = gw_buf_append(b, data, len);
     if (rc == GW_OK)

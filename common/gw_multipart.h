@@ -140,5 +140,11 @@ int gw_mp_write_file(struct gw_buf *b, const char *boundary, const char *name, c
                      const char *content_type, const char *data, size_t len)
     __attribute__((warn_unused_result));
 int gw_mp_write_end(struct gw_buf *b, const char *boundary) __attribute__((warn_unused_result));
+/* A part's head only, for a body sent in pieces: the caller sends data
+ * itself (checked here as gw_mp_write_file checks it), then CRLF before the
+ * next head or the end. filename NULL: a plain field. */
+int gw_mp_write_head(struct gw_buf *b, const char *boundary, const char *name, const char *filename,
+                     const char *content_type, const char *data, size_t len)
+    __attribute__((warn_unused_result));
 
 #endif

@@ -360,7 +360,11 @@ struct gw_upc_xfer {
     struct upc_conn *c;
     enum xfer_phase phase;
     struct gw_buf req; /* the request head */
-    size_t sent;       /* of head and body */
+    /* The body's pieces (o.body_iov, or one: o.body) and their length. */
+    const struct iovec *body;
+    size_t nbody, body_len;
+    struct iovec one;
+    size_t sent; /* of head and body */
     int sent_all;
     struct gw_buf rhead; /* the answer's head while it arrives in pieces */
     struct gw_h1_head h;
@@ -854,7 +858,7 @@ static int build_head(struct gw_upc_xfer *x)
     if (rc == GW_OK)
         rc = gw_buf_appends(b, "Content-Length: ");
     if (rc == GW_OK)
-        rc = gw_buf_append_int(b, (long long)x->o.body_len);
+        rc = gw_buf_append_int(b, (long long)x->body_len);
     if (rc == GW_OK)
         rc = gw_buf_appends(b, "\r\n\r\n");
     return rc;
@@ -902,12 +906,28 @@ static int xfer_send(struct gw_upc_xfer *x)
     struct upc_conn *c = x->c;
     if (x->phase < XF_SEND)
         x->phase = XF_SEND;
-    size_t hl = x->req.len, total = hl + x->o.body_len;
+    size_t hl = x->req.len, total = hl + x->body_len;
     while (x->sent < total) {
         ssize_t n;
+        /* What is left from x->sent on: the head's rest, then the body's
+         * pieces from the one it is in. */
+        struct iovec iov[GW_UPC_MAX_PIECES + 1];
+        int k = 0;
+        if (x->sent < hl)
+            iov[k++] = (struct iovec){x->req.data + x->sent, hl - x->sent};
+        size_t boff = x->sent > hl ? x->sent - hl : 0;
+        for (size_t i = 0; i < x->nbody; i++) {
+            const struct iovec *v = &x->body[i];
+            if (boff >= v->iov_len) {
+                boff -= v->iov_len;
+                continue;
+            }
+            iov[k++] = (struct iovec){(char *)v->iov_base + boff, v->iov_len - boff};
+            boff = 0;
+        }
         if (c->ssl) {
-            const char *p = x->sent < hl ? x->req.data + x->sent : x->o.body + (x->sent - hl);
-            size_t len = x->sent < hl ? hl - x->sent : total - x->sent;
+            const char *p = iov[0].iov_base;
+            size_t len = iov[0].iov_len;
             ERR_clear_error();
             int r = SSL_write(c->ssl, p, (int)(len > (1u << 30) ? (1u << 30) : len));
             if (r <= 0) {
@@ -922,13 +942,6 @@ static int xfer_send(struct gw_upc_xfer *x)
             }
             n = r;
         } else {
-            struct iovec iov[2];
-            int k = 0;
-            if (x->sent < hl)
-                iov[k++] = (struct iovec){x->req.data + x->sent, hl - x->sent};
-            size_t boff = x->sent > hl ? x->sent - hl : 0;
-            if (x->o.body_len > boff)
-                iov[k++] = (struct iovec){(void *)(x->o.body + boff), x->o.body_len - boff};
             struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)k};
             n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
             if (n < 0) {
@@ -1445,6 +1458,16 @@ struct gw_upc_xfer *gw_upc_start(struct gw_upc *u, const struct gw_upc_opts *o)
         return NULL;
     x->u = u;
     x->o = *o;
+    if (o->body_iov) {
+        x->body = o->body_iov;
+        x->nbody = o->body_iovcnt > GW_UPC_MAX_PIECES ? GW_UPC_MAX_PIECES : o->body_iovcnt;
+    } else {
+        x->one = (struct iovec){(void *)o->body, o->body_len};
+        x->body = &x->one;
+        x->nbody = 1;
+    }
+    for (size_t i = 0; i < x->nbody; i++)
+        x->body_len += x->body[i].iov_len;
     gw_buf_init(&x->req, 0);
     gw_buf_init(&x->rhead, GW_H1_MAX_HEAD);
     event_assign(&x->defer, u->base, -1, 0, on_defer, x);

@@ -35,6 +35,7 @@
 #define GW_UPC_H
 
 #include <stddef.h>
+#include <sys/uio.h>
 
 struct event_base;
 struct curl_slist;
@@ -43,6 +44,7 @@ struct gw_upc_xfer;
 
 #define GW_UPC_IDLE_MS 55000 /* an idle connection is closed after this */
 #define GW_UPC_PAUSE ((size_t)-1)
+#define GW_UPC_MAX_PIECES 512
 
 enum gw_upc_result {
     GW_UPC_OK = 0,
@@ -62,6 +64,11 @@ struct gw_upc_opts {
     const struct curl_slist *headers; /* "Name: value" lines; "Name:" drops a default */
     const char *body;                 /* not copied: it must live until on_done or cancel */
     size_t body_len;
+    /* Or the body in pieces (a multipart upload: the gateway's part heads
+     * between the client's own bytes), not copied either; when set, body
+     * and body_len are ignored. At most GW_UPC_MAX_PIECES. */
+    const struct iovec *body_iov;
+    size_t body_iovcnt;
     long connect_timeout_ms; /* 0: 10 s */
     /* A head line with its line ending (the status line first, the blank
      * line last, per head: an interim 1xx head comes before the final). */

@@ -28,6 +28,7 @@ void drv_request_free(struct drv_request *r)
     free(r->url);
     curl_slist_free_all(r->headers);
     free(r->body);
+    free(r->iov);
     memset(r, 0, sizeof(*r));
 }
 

@@ -15,6 +15,7 @@
 #define DP_DRIVER_H
 
 #include <stddef.h>
+#include <sys/uio.h>
 
 #include "canon.h"
 #include "gw_buf.h"
@@ -61,6 +62,11 @@ struct drv_request {
     struct curl_slist *headers;
     char *body;
     size_t body_len;
+    /* Or, when niov > 0, the body in pieces (gw_upc's body_iov): the
+     * driver's own bytes in body, between borrowed ones (an upload's parts
+     * point into the client's request, which outlives the transfer). */
+    struct iovec *iov;
+    size_t niov;
     int stream; /* the answer will be streamed */
 };
 

@@ -54,34 +54,64 @@ static const char *media_path(enum canon_media_op op)
     return "/";
 }
 
-/* The client's parts under our boundary, the model part the target's. */
+/* The client's parts under our boundary, the model part the target's: the
+ * part heads are ours (out->body), each part's bytes the client's own,
+ * borrowed (a 25 MiB upload is not copied). */
 static int multipart_body(const struct drv_target *t, const struct canon_media_req *r,
                           struct drv_request *out, char *ctype, size_t ctlen)
 {
     char boundary[41];
     gw_mp_new_boundary(boundary);
+    /* Where each piece is: ours as an offset into b (it may move while it
+     * grows), theirs as a pointer. */
+    struct piece {
+        size_t at, len;
+        const char *data;
+    } *pc = calloc(2 * r->nfields + 1, sizeof(*pc));
+    out->iov = calloc(2 * r->nfields + 1, sizeof(*out->iov));
+    if (!pc || !out->iov) {
+        free(pc);
+        return GW_ENOMEM;
+    }
     struct gw_buf b;
     gw_buf_init(&b, 0);
     int rc = GW_OK;
+    size_t n = 0, at = 0;
     for (size_t i = 0; rc == GW_OK && i < r->nfields; i++) {
         const struct canon_media_field *f = &r->fields[i];
-        if (strcmp(f->name, "model") == 0)
-            rc = gw_mp_write_field(&b, boundary, "model", t->model, strlen(t->model));
-        else if (f->filename)
-            rc = gw_mp_write_file(&b, boundary, f->name, f->filename,
-                                  f->content_type ? f->content_type : "application/octet-stream",
-                                  f->data, f->len);
-        else
-            rc = gw_mp_write_field(&b, boundary, f->name, f->data, f->len);
+        int model = strcmp(f->name, "model") == 0;
+        const char *data = model ? t->model : f->data;
+        size_t len = model ? strlen(t->model) : f->len;
+        /* The CRLF that ends the previous part's bytes starts this head. */
+        if (i > 0)
+            rc = gw_buf_append(&b, "\r\n", 2);
+        if (rc == GW_OK)
+            rc = gw_mp_write_head(&b, boundary, f->name, model ? NULL : f->filename,
+                                  f->filename && !model ? f->content_type : NULL, data, len);
+        pc[n++] = (struct piece){at, b.len - at, NULL};
+        at = b.len;
+        if (len)
+            pc[n++] = (struct piece){0, len, data};
     }
+    if (rc == GW_OK && r->nfields)
+        rc = gw_buf_append(&b, "\r\n", 2);
     if (rc == GW_OK)
         rc = gw_mp_write_end(&b, boundary);
+    if (rc == GW_OK)
+        pc[n++] = (struct piece){at, b.len - at, NULL};
     if (rc != GW_OK) {
+        free(pc);
         gw_buf_free(&b);
         return rc == GW_EINVAL ? GW_EINVAL : GW_ENOMEM;
     }
     out->body = b.data; /* handed over: gw_buf's storage is malloc'd */
-    out->body_len = b.len;
+    for (size_t k = 0; k < n; k++) {
+        const char *p = pc[k].data ? pc[k].data : out->body + pc[k].at;
+        out->iov[k] = (struct iovec){(void *)p, pc[k].len};
+        out->body_len += pc[k].len;
+    }
+    out->niov = n;
+    free(pc);
     snprintf(ctype, ctlen, "multipart/form-data; boundary=%s", boundary);
     return GW_OK;
 }

@@ -389,6 +389,8 @@ static int start_upstream(struct dp_exchange *x)
                             .headers = x->dreq.headers,
                             .body = x->dreq.body,
                             .body_len = x->dreq.body_len,
+                            .body_iov = x->dreq.niov ? x->dreq.iov : NULL,
+                            .body_iovcnt = x->dreq.niov,
                             .connect_timeout_ms = 10000,
                             .on_header = on_header,
                             .on_body = on_body,

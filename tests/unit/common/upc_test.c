@@ -301,6 +301,51 @@ static void test_chunked_and_reuse(void)
     server_stop();
 }
 
+/* A body in pieces (body_iov): sent as one, empty pieces and a large one
+ * (several sendmsg calls) included, Content-Length their sum. */
+static void test_body_pieces(void)
+{
+    static const struct answer a[] = {{{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}, 0, 0}};
+    server_start(a, 1);
+    struct gw_upc *u = gw_upc_new(S.base);
+    size_t big = 3u << 20;
+    char *x = malloc(big);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    for (size_t i = 0; i < big; i++)
+        x[i] = (char)('a' + i % 26);
+    struct iovec v[] = {{"--B\r\n", 5}, {"", 0}, {x, big}, {"\r\n--B--\r\n", 11}};
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/up", S.port);
+    struct seen z;
+    seen_init(&z);
+    struct gw_upc_opts o = {.url = url,
+                            .body_iov = v,
+                            .body_iovcnt = 4,
+                            .on_header = on_header,
+                            .on_body = on_body,
+                            .on_done = on_done,
+                            .arg = &z};
+    z.xf = gw_upc_start(u, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(z.xf);
+    struct timeval limit = {10, 0};
+    event_base_loopexit(S.base, &limit);
+    event_base_dispatch(S.base);
+    CU_ASSERT_TRUE(z.done);
+    CU_ASSERT_EQUAL(z.result, GW_UPC_OK);
+    char cl[64];
+    snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n--B\r\n", big + 16);
+    const char *at = S.last_request.data ? strstr(S.last_request.data, cl) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    const char *body = at + strlen(cl) - 5;
+    CU_ASSERT_EQUAL(S.last_request.len - (size_t)(body - S.last_request.data), big + 16);
+    CU_ASSERT(memcmp(body + 5, x, big) == 0);
+    CU_ASSERT(memcmp(body + 5 + big, "\r\n--B--\r\n", 11) == 0);
+    free(x);
+    seen_free(&z);
+    gw_upc_free(u);
+    server_stop();
+}
+
 static void test_pause_resume(void)
 {
     static const struct answer a[] = {
@@ -497,6 +542,7 @@ static void test_early_answer(void)
 }
 
 static CU_TestInfo tests[] = {
+    {"a body in pieces: sent whole, its length their sum", test_body_pieces},
     {"chunked answer, then a reused connection", test_chunked_and_reuse},
     {"pause and resume give every byte once, in order", test_pause_resume},
     {"a kept connection the server closed: sent again", test_stale_retry},
