@@ -313,7 +313,7 @@ static void test_body_pieces(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(x);
     for (size_t i = 0; i < big; i++)
         x[i] = (char)('a' + i % 26);
-    struct iovec v[] = {{"--B\r\n", 5}, {"", 0}, {x, big}, {"\r\n--B--\r\n", 11}};
+    struct iovec v[] = {{"--B\r\n", 5}, {"", 0}, {x, big}, {"\r\n--B--\r\n", 9}};
     char url[128];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/up", S.port);
     struct seen z;
@@ -333,13 +333,13 @@ static void test_body_pieces(void)
     CU_ASSERT_TRUE(z.done);
     CU_ASSERT_EQUAL(z.result, GW_UPC_OK);
     char cl[64];
-    snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n--B\r\n", big + 16);
+    snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n--B\r\n", big + 14);
     const char *at = S.last_request.data ? strstr(S.last_request.data, cl) : NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
     const char *body = at + strlen(cl) - 5;
-    CU_ASSERT_EQUAL(S.last_request.len - (size_t)(body - S.last_request.data), big + 16);
+    CU_ASSERT_EQUAL(S.last_request.len - (size_t)(body - S.last_request.data), big + 14);
     CU_ASSERT(memcmp(body + 5, x, big) == 0);
-    CU_ASSERT(memcmp(body + 5 + big, "\r\n--B--\r\n", 11) == 0);
+    CU_ASSERT(memcmp(body + 5 + big, "\r\n--B--\r\n", 9) == 0);
     free(x);
     seen_free(&z);
     gw_upc_free(u);
