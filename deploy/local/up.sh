@@ -145,7 +145,7 @@ a plain question is served and its answer judged; the judge's counts are on /met
 Media (routes 'whisper', 'tts', 'images', docs/media.md): speech out, transcribed back, an image:
   curl -s http://127.0.0.1:$port/v1/audio/speech -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
     -d '{"model":"tts","voice":"alloy","input":"Hello from llmgw","response_format":"wav"}' -o /tmp/llmgw-hello.wav
-  curl -s http://127.0.0.1:$port/v1/audio/transcriptions -H "Authorization: Bearer $key" -F model=whisper -F file=@/tmp/llmgw-hello.wav
+  curl -s http://127.0.0.1:$port/v1/audio/transcriptions -H "Authorization: Bearer $key" -F model=whisper -F file=@/tmp/llmgw-hello.wav; echo
   curl -s http://127.0.0.1:$port/v1/images/generations -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
     -d '{"model":"images","prompt":"a red square"}' | head -c 200; echo
 
@@ -279,7 +279,7 @@ a plain question is served, and a moment later its answer's judgement is stored 
 Media (routes 'whisper', 'tts', 'images', docs/media.md): speech out, transcribed back, an image:
   curl -s \$LLMGW_BASE_URL/v1/audio/speech -H "Authorization: Bearer \$LLMGW_API_KEY" -H 'Content-Type: application/json' \\
     -d '{"model":"tts","voice":"alloy","input":"Hello from llmgw","response_format":"wav"}' -o /tmp/llmgw-hello.wav
-  curl -s \$LLMGW_BASE_URL/v1/audio/transcriptions -H "Authorization: Bearer \$LLMGW_API_KEY" -F model=whisper -F file=@/tmp/llmgw-hello.wav
+  curl -s \$LLMGW_BASE_URL/v1/audio/transcriptions -H "Authorization: Bearer \$LLMGW_API_KEY" -F model=whisper -F file=@/tmp/llmgw-hello.wav; echo
   curl -s \$LLMGW_BASE_URL/v1/images/generations -H "Authorization: Bearer \$LLMGW_API_KEY" -H 'Content-Type: application/json' \\
     -d '{"model":"images","prompt":"a red square"}' | head -c 200; echo
 

@@ -127,6 +127,36 @@ describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
     assert.equal(judged.pass, true);
   });
 
+  test('the media demo runs as printed: speech, its transcript, an image, each priced in the ledger', T, async () => {
+    const up = sh([UP]);
+    assert.equal(up.status, 0, up.out);
+    const lines = up.stdout.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('Media (routes'));
+    assert.ok(at > 0, `the media demo in up.sh's output:\n${up.stdout}`);
+    const wavPath = '/tmp/llmgw-hello.wav';
+    fs.rmSync(wavPath, { force: true });
+    const r = sh(['-e', '-c', `set -a; source "${run}/demo.env"; set +a\n${lines.slice(at + 1, at + 6).join('\n')}`]);
+    assert.equal(r.status, 0, r.out);
+    const wav = fs.readFileSync(wavPath);
+    fs.rmSync(wavPath, { force: true });
+    assert.equal(wav.subarray(0, 4).toString(), 'RIFF', 'speech came back as a WAV');
+    const out = r.stdout.split('\n').filter(Boolean);
+    const transcript = JSON.parse(out[0]);
+    assert.match(transcript.text, new RegExp(`${wav.length}-byte`), r.stdout);
+    assert.match(out[1], /"b64_json"/);
+    // Each call's row has its units and a cost from up.sh's prices.
+    const e = sourced(path.join(run, 'demo.env'), ['LLMGW_ADMIN_URL', 'LLMGW_ADMIN_TOKEN']);
+    const usage = sh([CTL, 'usage', '--group-by', 'route'], { env: e });
+    assert.equal(usage.status, 0, usage.out);
+    const groups = JSON.parse(usage.stdout).groups;
+    const tts = groups.find((g) => g.route === 'tts');
+    const whisper = groups.find((g) => g.route === 'whisper');
+    const images = groups.find((g) => g.route === 'images');
+    assert.ok(tts && tts.characters >= 16 && tts.cost_picodollars >= 16 * 15_000_000, usage.stdout);
+    assert.ok(whisper && whisper.audio_ms > 0 && whisper.cost_picodollars > 0, usage.stdout);
+    assert.ok(images && images.images >= 1 && images.cost_picodollars > 0, usage.stdout);
+  });
+
   test('the cache demo runs as printed; a hit\'s ledger row costs 0 and records what it saved', T, async () => {
     const e = { LLMGW_ADMIN_URL: `http://127.0.0.1:${ports.admin}`, LLMGW_ADMIN_TOKEN: fs.readFileSync(path.join(run, 'admin.token'), 'utf8').trim() };
     // The two lines up.sh printed, run as printed (demo.env sourced).
