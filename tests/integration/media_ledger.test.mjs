@@ -17,8 +17,10 @@ import { Config, masterKey } from './cpconfig.mjs';
 const T = { timeout: 120_000 };
 const KEY = masterKey();
 
+const FLAKY = 'whisper-1#status=503,times=1,tag=ledger-flaky';
 const PRICES = [
   { provider: 'mock', model: 'whisper-1', audio_second_price: 100_000_000 },
+  { provider: 'mock', model: FLAKY, audio_second_price: 100_000_000 },
   { provider: 'mock', model: 'gpt-4o-transcribe', input_price: 2_500_000, media_input_price: 2_500_000, output_price: 10_000_000 },
   { provider: 'mock', model: 'tts-1', character_price: 15_000_000 },
   { provider: 'mock', model: 'gpt-image-1', input_price: 5_000_000, media_input_price: 10_000_000, media_output_price: 40_000_000 },
@@ -67,7 +69,7 @@ before(async () => {
   await cfg.provider({ name: 'mock', driver: 'openai', base_url: mock.v1 });
   for (const [name, capability, model] of [['whisper', 'transcription', 'whisper-1'],
     ['whisper4o', 'transcription', 'gpt-4o-transcribe'], ['tts', 'speech', 'tts-1'],
-    ['images', 'image', 'gpt-image-1'], ['dalle', 'image', 'dall-e-3']]) {
+    ['images', 'image', 'gpt-image-1'], ['dalle', 'image', 'dall-e-3'], ['flaky', 'transcription', FLAKY]]) {
     await cfg.api('POST', '/v1/admin/routes', { name, capability, strategy: 'ordered', entries: [{ provider: 'mock', model }] }, 201);
   }
   for (const p of PRICES) await cfg.api('POST', '/v1/admin/prices', p, 201);
@@ -110,6 +112,33 @@ test('transcription priced per second of audio: the provider\'s billed seconds',
   assert.equal(row.images, 0);
   assert.equal(response.headers.get('x-llmgw-cost-picodollars'), String(row.cost_picodollars));
   assert.equal(response.headers.get('x-llmgw-ledger-id'), row.attempt_id);
+});
+
+test('a translation, and a retried transcription: one row per attempt, the failed one free', T, async () => {
+  const rid = h.randomId('led-translate');
+  const t = await client.audio.translations.create({
+    file: await toFile(wav(1200), 'a.wav', { type: 'audio/wav' }), model: 'whisper',
+  }, { headers: { 'x-request-id': rid } });
+  assert.match(t.text, /translation/i);
+  const [row] = await rows(rid);
+  assert.equal(row.api, 'openai.audio.translations');
+  assert.equal(row.audio_ms, 2000); // the provider's billed seconds
+  assert.equal(row.cost_picodollars, 200_000_000);
+
+  const rid2 = h.randomId('led-flaky');
+  const { response } = await client.audio.transcriptions.create({
+    file: await toFile(wav(500), 'a.wav', { type: 'audio/wav' }), model: 'flaky',
+  }, { headers: { 'x-request-id': rid2 } }).withResponse();
+  assert.equal(response.headers.get('x-llmgw-attempts'), '2');
+  const two = (await rows(rid2, 2)).sort((a, b) => a.attempt - b.attempt);
+  assert.equal(two.length, 2);
+  assert.equal(two[0].status, 503);
+  assert.ok(two[0].failure_class, JSON.stringify(two[0]));
+  assert.equal(two[0].cost_picodollars, 0);
+  assert.equal(two[0].audio_ms, 0);
+  assert.equal(two[1].model, FLAKY, 'the retry stayed on the target');
+  assert.equal(two[1].audio_ms, 1000);
+  assert.equal(two[1].cost_picodollars, 100_000_000);
 });
 
 test('a text answer has no usage: the file\'s own duration prices it', T, async () => {
