@@ -366,8 +366,10 @@ void x_media_done(struct dp_exchange *x)
     }
     if (ctype_is(m, "application/json"))
         x->prov->drv->media_usage(&m->req, x->coll.data, x->coll.len, &m->used);
+    /* A whole answer, though the client may have asked for a stream (a
+     * provider that does not stream this model): it goes out whole. */
+    x->client_stream = 0;
     x_commit(x);
-    x->t_first_content = x->t_client_first = gw_now_us();
     x->usage = m->used.tokens;
     canon_usage_clamp(&x->usage);
     x->verdict = V_OK; /* priced as delivered */

@@ -68,14 +68,21 @@ let client;
 let direct;
 
 async function startGw() {
-  return h.startGateway({
-    mock,
-    args: ['--max-audio-upload-bytes', String(256 << 10), '--retry-base-ms', '20'],
+  const snapshot = h.makeSnapshot({
+    mockV1: mock.v1,
     extraProviders: [{
       name: 'anth', driver: 'anthropic', base_url: mock.url, credential_ref: 'env:MOCK_API_KEY',
       headers: {}, enabled: true, first_byte_timeout_ms: 5000, idle_timeout_ms: 5000,
     }],
     extraRoutes: MEDIA_ROUTES,
+  });
+  // The catalog says what a model can do: mock-gpt chats, whisper-1 transcribes.
+  snapshot.catalog = [
+    { model: 'mock-gpt', capabilities: ['chat', 'tools'] },
+    { model: 'whisper-1', capabilities: ['transcription'] },
+  ];
+  return h.startGateway({
+    mock, snapshot, args: ['--max-audio-upload-bytes', String(256 << 10), '--retry-base-ms', '20'],
   });
 }
 
@@ -265,6 +272,17 @@ describe('speech and images', () => {
     assert.equal(s.json.error.code, 'no_capable_target');
     assert.match(s.text, /provider 'anth' lacks speech/);
     assert.equal(s.headers.get('x-llmgw-attempts'), '0');
+    // An exact selector: the catalog says the model cannot transcribe.
+    const t = await client.audio.transcriptions.create({
+      file: await toFile(wav(100), 'a.wav', { type: 'audio/wav' }), model: 'mock/mock-gpt',
+    }).then(() => null, (e) => e);
+    assert.equal(t?.status, 400);
+    assert.equal(t.error.code, 'no_capable_target');
+    assert.match(t.message, /the catalog says model 'mock-gpt' lacks transcription/);
+    const ok = await client.audio.transcriptions.create({
+      file: await toFile(wav(100), 'a.wav', { type: 'audio/wav' }), model: 'mock/whisper-1',
+    });
+    assert.match(ok.text, /byte/);
   });
 });
 
