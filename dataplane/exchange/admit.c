@@ -528,8 +528,7 @@ void dp_exchange_media(struct dp_xloop *l, struct gw_http_req *req, struct dp_sn
         else
             dp_reply_fc(req, NULL, request_id, 500, NULL, "internal_error", "out of memory");
         if (m) {
-            struct dp_exchange tmp = {.media = m};
-            x_media_free(&tmp);
+            x_media_release(m);
         } else {
             free(store);
             json_decref(root);

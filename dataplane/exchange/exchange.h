@@ -285,6 +285,7 @@ void x_route_and_start(struct dp_exchange *x, const char *selector, const struct
 /* A media request's state: takes over store (fc_media's parts) and root
  * (its JSON), which r points into. NULL when out of memory. */
 struct xmedia *x_media_new(const struct canon_media_req *r, void *store, json_t *root);
+void x_media_release(struct xmedia *m); /* NULL: nothing */
 void x_media_free(struct dp_exchange *x);
 const char *x_media_selector(const struct dp_exchange *x);
 unsigned x_media_cap(const struct dp_exchange *x);

@@ -71,9 +71,8 @@ struct xmedia *x_media_new(const struct canon_media_req *r, void *store, json_t 
     return m;
 }
 
-void x_media_free(struct dp_exchange *x)
+void x_media_release(struct xmedia *m)
 {
-    struct xmedia *m = x->media;
     if (!m)
         return;
     if (m->sse_on)
@@ -81,6 +80,11 @@ void x_media_free(struct dp_exchange *x)
     free(m->store);
     json_decref(m->root);
     free(m);
+}
+
+void x_media_free(struct dp_exchange *x)
+{
+    x_media_release(x->media);
     x->media = NULL;
 }
 
@@ -175,12 +179,12 @@ void x_media_units(const struct dp_exchange *x, int64_t *audio_ms, int64_t *char
 
 int x_media_cost(const struct dp_exchange *x, const struct dp_price *p, int64_t *cost)
 {
-    struct dp_media_units u;
-    units_of(x, &u);
     if (!x->committed) {
         *cost = 0; /* nothing was delivered: nothing is billed */
         return GW_OK;
     }
+    struct dp_media_units u;
+    units_of(x, &u);
     return dp_cost_media(p, &x->usage, &u, cost);
 }
 

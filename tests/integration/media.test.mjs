@@ -329,6 +329,7 @@ describe('bad multipart', () => {
       assert.match(r.json.error.message, /64 parts/);
     }
     const grew = rssKb(gw.proc.pid) - before;
+    console.log(`# 20 bodies of 10,002 parts (${body.length} bytes each) refused; RSS ${before} -> ${before + grew} KiB`);
     // 20 bodies of ~900 KiB each: what stays must not grow with them. (A
     // sanitizer build keeps freed memory in quarantine: not measured there.)
     if (!SANITIZED) assert.ok(grew < 8 * 1024, `the data plane grew ${grew} KiB over 20 refused bodies`);
