@@ -339,9 +339,13 @@ static void media_check(int rc, const struct canon_media_req *r, const struct ca
         const struct canon_media_field *f = &r->fields[i];
         CHECK(f->name && f->name[0]);
         CHECK(f->data >= body && f->data + f->len <= body + len);
-        files +=
-            f->filename != NULL && (strcmp(f->name, "file") == 0 || strcmp(f->name, "image") == 0 ||
-                                    strcmp(f->name, "image[]") == 0);
+        /* The uploads the operation reads: an audio op's file, an edit's
+         * images (other parts pass through, files or not). */
+        if (r->op == CANON_MEDIA_IMAGE_EDIT)
+            files += f->filename != NULL &&
+                     (strcmp(f->name, "image") == 0 || strcmp(f->name, "image[]") == 0);
+        else
+            files += f->filename != NULL && strcmp(f->name, "file") == 0;
     }
     if (r->op == CANON_MEDIA_TRANSCRIBE || r->op == CANON_MEDIA_TRANSLATE)
         CHECK(files == 1 && r->file_bytes > 0);
