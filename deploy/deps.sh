@@ -20,6 +20,9 @@ if [ $build_only = 0 ]; then
   pkgs+=(postgresql etcd-server etcd-client curl jq wrk nginx-light clang-format prometheus)
   # tests/fuzz/run.sh: clang with its libFuzzer and sanitizer runtimes.
   pkgs+=(clang libclang-rt-dev)
+  # tests/integration/console.test.mjs: the web console in a real browser
+  # (puppeteer-core drives Debian's chromium; no browser is downloaded).
+  pkgs+=(chromium fonts-liberation)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
