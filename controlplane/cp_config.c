@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cp_etcd.h"
@@ -24,6 +25,7 @@ static const char usage[] =
     "                          [--lease-grace-s N] [--catalog-sync-url URL "
     "[--catalog-sync-interval-s N]]\n"
     "                          [--catalog-fetch-allow http,loopback,private,link-local]\n"
+    "                          [--console-dir DIR]\n"
     "       llmgw-controlplane import-catalog --database-url CONNINFO (--file PATH | --url URL)\n"
     "       (any command) --check-config: validate the flags and the environment as a start\n"
     "           would, print a summary as one JSON line and exit 0; or exit 2 naming the\n"
@@ -44,7 +46,9 @@ static const char usage[] =
     "LLMGW_SECRET_CACHE_TTL_MS (default 300000), LLMGW_ETCD_ENDPOINTS (none: this\n"
     "replica leads itself), LLMGW_ETCD_LEASE_TTL_S (default 5), LLMGW_REPLICA_ID\n"
     "(default <hostname>-<pid>), LLMGW_LEASE_GRACE_S (default 3600: how long an\n"
-    "expired budget lease its replica has not settled still counts as held).\n"
+    "expired budget lease its replica has not settled still counts as held),\n"
+    "LLMGW_CONSOLE_DIR (none: the web console at /console/ serves the assets\n"
+    "built into the binary; a folder: the same names from disk, for developing).\n"
     "The bootstrap admin token comes from "
     "LLMGW_ADMIN_TOKEN\n"
     "only; the master key from LLMGW_MASTER_KEY only; the fleet token every data\n"
@@ -155,6 +159,13 @@ static int apply(void *cfg, const char *flag, const char *v)
             return GW_EINVAL;
         }
         snprintf(c->replica_id, sizeof(c->replica_id), "%s", v);
+    } else if (strcmp(flag, "--console-dir") == 0) {
+        struct stat st;
+        if (!*v || stat(v, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, PROG ": --console-dir: '%s' is not a folder\n", v);
+            return GW_EINVAL;
+        }
+        c->console_dir = v;
     } else if (strcmp(flag, "--admin-listen") == 0)
         return gw_flags_hostport(PROG, flag, v, c->admin.host, sizeof(c->admin.host),
                                  &c->admin.port);
@@ -197,6 +208,7 @@ int cp_config_parse(struct cp_config *c, int argc, char **argv)
         {"LLMGW_CATALOG_FETCH_ALLOW", "--catalog-fetch-allow"},
         {"LLMGW_REPLICA_ID", "--replica-id"},
         {"LLMGW_LEASE_GRACE_S", "--lease-grace-s"},
+        {"LLMGW_CONSOLE_DIR", "--console-dir"},
     };
     memset(c, 0, sizeof(*c));
     c->command = CP_CMD_SERVE;

@@ -47,6 +47,9 @@ struct cp_config {
     /* Budgets: how long past its expiry a lease its replica has not settled
      * still counts as held (docs/budgets.md; default 3600). */
     long long lease_grace_s;
+    /* serve: the web console's assets from this folder, read on every
+     * request, instead of the embedded copy (a developer's; NULL: embedded). */
+    const char *console_dir;
     /* serve: a LiteLLM catalog URL the leader imports every
      * catalog_sync_interval_s (NULL: no sync; default interval 86400). */
     const char *catalog_sync_url;

@@ -385,6 +385,8 @@ int main(int argc, char **argv)
     m.api = m.base
                 ? cp_api_new(m.base, fd, db, cfg.admin_token, have_key ? &key : NULL, m.admin_tls)
                 : NULL;
+    if (m.api)
+        cp_api_console_dir(m.api, cfg.console_dir);
     struct event *term = m.base ? evsignal_new(m.base, SIGTERM, on_term, &m) : NULL;
     struct event *intr = m.base ? evsignal_new(m.base, SIGINT, on_term, &m) : NULL;
     struct event *hup = m.base ? evsignal_new(m.base, SIGHUP, on_hup, &m) : NULL;
@@ -487,6 +489,7 @@ int main(int argc, char **argv)
         return 1;
     }
     cp_health_fleetview(m.fleetview);
+    cp_snapshot_api_fleet(m.fleetview);
     event_add(term, NULL);
     event_add(intr, NULL);
     event_add(hup, NULL);
@@ -504,6 +507,7 @@ int main(int argc, char **argv)
     cp_health_fleet(NULL);
     cp_metrics_fleet(NULL);
     cp_health_fleetview(NULL);
+    cp_snapshot_api_fleet(NULL);
     cp_fleet_stop(m.fleetview);
     cp_etcd_free(fleet);
     cp_jobs_shutdown();

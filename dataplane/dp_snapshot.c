@@ -153,6 +153,11 @@ static const char *const strategy_names[] = {
     [DP_STRATEGY_ORDERED] = "ordered",   [DP_STRATEGY_PRICE] = "price",
     [DP_STRATEGY_LATENCY] = "latency",   [DP_STRATEGY_AUTO] = "auto",
     [DP_STRATEGY_WEIGHTED] = "weighted", NULL};
+const char *dp_strategy_name(enum dp_strategy st)
+{
+    return st <= DP_STRATEGY_WEIGHTED ? strategy_names[st] : "?";
+}
+
 static const char *const role_names[] = {"default", "summarize", "embedding", "vision", NULL};
 static const char *const capability_names[] = {"chat",   "embeddings", "vision", "transcription",
                                                "speech", "image",      NULL};

@@ -383,6 +383,11 @@ const char *dp_limit_scope_name(enum dp_limit_scope k);
 const char *dp_limit_metric_name(enum dp_limit_metric m);
 const char *dp_limit_period_name(enum dp_limit_period p);
 
+/* The key with this id, or NULL. */
+const struct dp_key *dp_snapshot_key(const struct dp_snapshot *s, const char *id);
+/* A strategy's name as the snapshot spells it ("ordered", ...). */
+const char *dp_strategy_name(enum dp_strategy st);
+
 /* The key whose hash is sha256(plaintext), or NULL. */
 const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const char *plaintext,
                                           size_t len);

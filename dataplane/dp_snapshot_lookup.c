@@ -320,6 +320,12 @@ const struct dp_team *dp_snapshot_team(const struct dp_snapshot *s, const char *
     return it ? &it->u.team : NULL;
 }
 
+const struct dp_key *dp_snapshot_key(const struct dp_snapshot *s, const char *id)
+{
+    struct dps_item *it = dps_get(&s->keys, id, strlen(id));
+    return it ? &it->u.key : NULL;
+}
+
 const struct dp_project *dp_snapshot_project(const struct dp_snapshot *s, const char *name)
 {
     struct dps_item *it = dps_get(&s->projects, name, strlen(name));

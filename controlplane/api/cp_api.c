@@ -9,6 +9,7 @@
 #include "cp_authfail.h"
 #include "cp_call.h"
 #include "cp_catalog_api.h"
+#include "cp_console.h"
 #include "cp_db.h"
 #include "cp_health.h"
 #include "cp_judgements_api.h"
@@ -31,6 +32,9 @@
 
 #define ADMIN_PREFIX "/v1/admin/"
 
+/* enum cp_scope's names, as admin_tokens.scope spells them. */
+static const char *const scope_names[] = {"read", "operator", "admin"};
+
 /* docs/openapi.yaml, embedded at build time (controlplane/embed.cmake). */
 extern const char cp_openapi_yaml[];
 extern const size_t cp_openapi_yaml_len;
@@ -46,6 +50,7 @@ struct cp_api {
     int stopping;                /* SIGTERM: /readyz answers 503 */
     struct gw_curlev *curl;      /* transfers the API waits on (a catalog import's URL) */
     struct cp_authfail authfail; /* failed authentications per client address */
+    const char *console_dir;     /* --console-dir: the console's assets from disk; NULL: embedded */
 };
 
 static void healthz(struct cp_api *api, struct cp_call *c)
@@ -198,7 +203,6 @@ static int authorize(struct cp_call *c, const char *rest)
 {
     const char *method = gw_http_req_method(c->req);
     int tokens = strncmp(rest, "admin-tokens", 12) == 0 && (rest[12] == '\0' || rest[12] == '/');
-    static const char *const names[] = {"read", "operator", "admin"};
     if (c->scope == CP_SCOPE_ADMIN ||
         (!tokens &&
          (c->scope == CP_SCOPE_OPERATOR || !strcmp(method, "GET") || !strcmp(method, "HEAD"))))
@@ -206,7 +210,7 @@ static int authorize(struct cp_call *c, const char *rest)
     cp_call_error(c, 403, "forbidden", NULL,
                   tokens ? "admin tokens need a token of scope admin (this one's is %s)"
                          : "a token of scope %s may only read (GET)",
-                  names[c->scope]);
+                  scope_names[c->scope]);
     return GW_EINVAL;
 }
 
@@ -260,13 +264,23 @@ static void audit(struct cp_api *api, struct cp_call *c)
     cp_call_json(c, 200, json_pack("{s:o}", "data", rows ? rows : json_array()), 0);
 }
 
+/* GET /v1/admin/whoami: the caller's token name and scope (the console
+ * checks a token at sign-in with it, and shows what it may do). */
+static void whoami(struct cp_call *c)
+{
+    if (cp_call_method(c, "GET"))
+        cp_call_json(c, 200,
+                     json_pack("{s:s,s:s}", "actor", c->actor, "scope", scope_names[c->scope]), 0);
+}
+
 /* The metrics label of a path under /v1/admin/ (rest: what follows the
  * prefix): a name from the route table, or "unknown". */
 static const char *admin_label(const char *rest)
 {
     const char *slash = strchr(rest, '/');
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
-    static const char *const fixed[] = {"audit", "health", "ledger", "snapshot", "usage"};
+    static const char *const fixed[] = {"audit",    "health", "ledger", "plan",
+                                        "snapshot", "usage",  "whoami"};
     if (strcmp(rest, "catalog/import") == 0)
         return "catalog_import";
     if (strcmp(rest, "judgements") == 0)
@@ -289,10 +303,13 @@ static const char *path_label(const char *path)
     static const char *const fixed[][2] = {{"/healthz", "healthz"},
                                            {"/readyz", "readyz"},
                                            {"/metrics", "metrics"},
-                                           {ADMIN_PREFIX "openapi.yaml", "openapi"}};
+                                           {ADMIN_PREFIX "openapi.yaml", "openapi"},
+                                           {"/console", "console"}};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
         if (strcmp(path, fixed[i][0]) == 0)
             return fixed[i][1];
+    if (cp_console_path(path))
+        return "console";
     if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
         return "unknown";
     return admin_label(path + sizeof(ADMIN_PREFIX) - 1);
@@ -315,6 +332,9 @@ static void route(struct cp_api *api, struct cp_call *c)
         c->status = 200;
         return gw_http_respond(req, 200, "application/yaml", cp_openapi_yaml, cp_openapi_yaml_len);
     }
+    /* The console's assets are public too; what they show needs a token. */
+    if (cp_console_path(path))
+        return cp_console_serve(c, api->console_dir);
     if (strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) != 0)
         return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
     /* Authenticated first: an anonymous caller costs no database work and
@@ -330,6 +350,10 @@ static void route(struct cp_api *api, struct cp_call *c)
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
     if (seg == 5 && strncmp(rest, "audit", 5) == 0 && !slash)
         return audit(api, c);
+    if (strcmp(rest, "whoami") == 0)
+        return whoami(c);
+    if (strcmp(rest, "plan") == 0)
+        return cp_snapshot_api_plan(c);
     if (seg == 6 && strncmp(rest, "health", 6) == 0 && !slash) {
         if (cp_call_method(c, "GET"))
             cp_health_handle(c);
@@ -467,6 +491,11 @@ void cp_api_drain(struct cp_api *api)
 size_t cp_api_active(const struct cp_api *api)
 {
     return gw_http_server_active(api->srv);
+}
+
+void cp_api_console_dir(struct cp_api *api, const char *dir)
+{
+    api->console_dir = dir;
 }
 
 void cp_api_free(struct cp_api *api)

@@ -29,6 +29,9 @@ struct gw_tls;
 struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
                           const char *bootstrap_token, const struct cp_master_key *master_key,
                           struct gw_tls *tls);
+/* Serves the web console's assets from dir (which must outlive api)
+ * instead of the embedded copy (cp_console.h); NULL: embedded. */
+void cp_api_console_dir(struct cp_api *api, const char *dir);
 /* Stops accepting; open requests finish. */
 void cp_api_drain(struct cp_api *api);
 /* Requests being served. */

@@ -1,5 +1,6 @@
 #include "cp_call.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,4 +193,67 @@ char *cp_call_unescape(struct gw_pool *pool, const char *s, size_t n)
     }
     out[o] = '\0';
     return out;
+}
+
+int cp_call_query(struct cp_call *c, const char *const *names, const char **vals)
+{
+    size_t n = 0;
+    while (names[n])
+        vals[n++] = NULL;
+    for (const char *p = gw_http_req_query(c->req); p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t nl = eq ? (size_t)(eq - p) : len;
+        const char *next = amp ? amp + 1 : NULL;
+        size_t k = 0;
+        while (k < n && !(strlen(names[k]) == nl && strncmp(names[k], p, nl) == 0))
+            k++;
+        if (len == 0) {
+            p = next;
+            continue;
+        }
+        if (k == n) {
+            char list[512] = "";
+            for (size_t i = 0, o = 0; i < n && o < sizeof(list); i++)
+                o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "", names[i]);
+            char name[64];
+            snprintf(name, sizeof(name), "%.*s", (int)(nl < 60 ? nl : 60), p);
+            cp_call_error(c, 400, "unknown_parameter", name,
+                          "%s: not a parameter of this endpoint (%s)", name, list);
+            return -1;
+        }
+        if (vals[k]) {
+            cp_call_error(c, 400, "invalid_value", names[k], "%s: given more than once", names[k]);
+            return -1;
+        }
+        vals[k] = eq ? cp_call_unescape(c->pool, eq + 1, len - nl - 1) : "";
+        if (!vals[k]) {
+            cp_call_error(c, 400, "invalid_value", names[k], "%s: a malformed percent-escape",
+                          names[k]);
+            return -1;
+        }
+        p = next;
+    }
+    return 0;
+}
+
+int cp_call_query_int(struct cp_call *c, const char *name, const char *v, long long def,
+                      long long lo, long long hi, long long *out)
+{
+    *out = def;
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    /* strtoll would take leading spaces and a '+'. */
+    int shape = (*v >= '0' && *v <= '9') || (*v == '-' && lo < 0);
+    if (!shape || *end || errno || x < lo || x > hi) {
+        cp_call_error(c, 400, "invalid_value", name, "%s: an integer from %lld to %lld", name, lo,
+                      hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
 }

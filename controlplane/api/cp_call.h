@@ -86,4 +86,15 @@ json_t *cp_call_body_object(struct cp_call *c);
 struct gw_pool;
 char *cp_call_unescape(struct gw_pool *pool, const char *s, size_t n);
 
+/* Reads the request's query string against names (NULL-terminated): the
+ * value of names[i], %-decoded into the pool, in vals[i] (NULL when
+ * absent). An unknown parameter (400 unknown_parameter), a repeated one or
+ * a malformed escape (400 invalid_value) is answered naming it, and -1
+ * returned; else 0. */
+int cp_call_query(struct cp_call *c, const char *const *names, const char **vals);
+/* An integer query value in [lo, hi] into *out (absent: def); -1 after
+ * answering 400 naming it. */
+int cp_call_query_int(struct cp_call *c, const char *name, const char *v, long long def,
+                      long long lo, long long hi, long long *out);
+
 #endif

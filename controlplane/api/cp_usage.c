@@ -255,38 +255,73 @@ void cp_usage_handle(struct cp_call *c, struct cp_db *db)
     cp_call_json(c, 200, body, 0);
 }
 
+/* 1 when v is a request id: 1 to 128 of A-Z a-z 0-9 - _ . ~ : */
+static int request_id_ok(const char *v)
+{
+    size_t len = strlen(v);
+    int ok = len > 0 && len <= 128;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'z') ||
+             (v[i] >= 'A' && v[i] <= 'Z') || strchr("-_.~:", v[i]);
+    return ok;
+}
+
 void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db)
 {
     if (!cp_call_method(c, "GET"))
         return;
-    size_t len;
-    const char *v = param(gw_http_req_query(c->req), "request_id", &len);
-    char id[129];
-    int ok = v && len > 0 && len < sizeof(id);
-    for (size_t i = 0; ok && i < len; i++)
-        ok = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'z') ||
-             (v[i] >= 'A' && v[i] <= 'Z') || strchr("-_.~:", v[i]);
-    if (!ok)
+    /* The filters first (each a column), then the paging. */
+    static const char *const names[] = {"request_id", "key_id", "route",  "provider", "model",
+                                        "status",     "limit",  "offset", NULL};
+    enum { NFILTER = 6 };
+    const char *v[sizeof(names) / sizeof(*names)];
+    if (cp_call_query(c, names, v) != 0)
+        return;
+    if (v[0] && !request_id_ok(v[0]))
         return cp_call_error(c, 400, "invalid_value", "request_id",
-                             "request_id: required, 1 to 128 of A-Z a-z 0-9 - _ . ~ :");
-    memcpy(id, v, len);
-    id[len] = '\0';
-    const char *p[] = {id};
-    struct cp_db_err err;
-    PGresult *r = cp_db_exec(
-        db, c->pool,
-        "SELECT coalesce(json_agg(r ORDER BY r.attempt, r.at), '[]')::text FROM ("
+                             "request_id: 1 to 128 of A-Z a-z 0-9 - _ . ~ :");
+    for (int i = 1; i < 5; i++)
+        if (v[i] && (!*v[i] || strlen(v[i]) > 256))
+            return cp_call_error(c, 400, "invalid_value", names[i], "%s: 1 to 256 bytes", names[i]);
+    long long status, limit, offset;
+    if (cp_call_query_int(c, "status", v[5], 0, 100, 599, &status) ||
+        cp_call_query_int(c, "limit", v[6], 100, 1, 1000, &limit) ||
+        cp_call_query_int(c, "offset", v[7], 0, 0, 1LL << 40, &offset))
+        return;
+    char sql[2048], lim[24], off[24];
+    snprintf(lim, sizeof(lim), "%lld", limit);
+    snprintf(off, sizeof(off), "%lld", offset);
+    const char *p[NFILTER + 2];
+    int np = 0;
+    size_t o = (size_t)snprintf(
+        sql, sizeof(sql),
+        "SELECT coalesce(json_agg(r ORDER BY %s), '[]')::text FROM ("
         "SELECT at, request_id, attempt, attempt_id, replica, key_id, team, project, route, "
         "provider, model, selector, agent, purpose, api, stream, status, failure_class, "
         "input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "
         "output_tokens, reasoning_tokens, cost_picodollars, currency, usage_estimated, "
         "cache_hit, saved_picodollars, audio_ms, characters, images, latency_ms, ttfb_ms, "
-        "ttfc_ms, snapshot_version FROM ledger "
-        "WHERE request_id = $1) r",
-        1, p, &err);
+        "ttfc_ms, snapshot_version FROM ledger WHERE true",
+        /* One request: its attempts in order. Otherwise the newest first. */
+        v[0] ? "r.attempt, r.at" : "r.at DESC, r.request_id, r.attempt");
+    for (int i = 0; i < NFILTER; i++) {
+        if (!v[i])
+            continue;
+        p[np++] = v[i];
+        o += (size_t)snprintf(sql + o, sizeof(sql) - o, " AND %s = $%d%s", names[i], np,
+                              i == 5 ? "::int" : "");
+    }
+    p[np++] = lim;
+    p[np++] = off;
+    snprintf(sql + o, sizeof(sql) - o, " ORDER BY %s LIMIT $%d OFFSET $%d) r",
+             v[0] ? "attempt, at" : "at DESC, request_id, attempt", np - 1, np);
+    struct cp_db_err err;
+    PGresult *r = cp_db_exec(db, c->pool, sql, np, p, &err);
     if (!r)
         return cp_call_db_error(c, &err);
     json_t *rows = json_loads(cp_db_value(r), 0, NULL);
-    cp_call_json(c, 200,
-                 json_pack("{s:s,s:o}", "request_id", id, "data", rows ? rows : json_array()), 0);
+    json_t *out = json_pack("{s:o}", "data", rows ? rows : json_array());
+    if (out && v[0])
+        json_object_set_new(out, "request_id", json_string(v[0]));
+    cp_call_json(c, 200, out, 0);
 }

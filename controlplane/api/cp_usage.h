@@ -10,8 +10,11 @@ struct cp_db;
 
 void cp_usage_handle(struct cp_call *c, struct cp_db *db);
 
-/* GET /v1/admin/ledger?request_id=ID: every ledger row (attempt) of one
- * request, in attempt order: {"request_id", "data": [...]}. */
+/* GET /v1/admin/ledger: ledger rows (an attempt each), filtered by any of
+ * request_id, key_id, route, provider, model, status (each equal), paged
+ * by limit (1..1000, default 100) and offset. With request_id: that
+ * request's rows in attempt order, {"request_id", "data": [...]}; without:
+ * the newest first, {"data": [...]}. */
 void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db);
 
 #endif

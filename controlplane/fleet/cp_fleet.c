@@ -13,6 +13,7 @@
 #include "cp_fleetview.h"
 #include "cp_grpc.h"
 #include "cp_metrics.h"
+#include "dp_fleet.h"
 #include "gw_error.h"
 #include "gw_log.h"
 #include "gw_time.h"
@@ -208,6 +209,20 @@ void cp_fleet_report(struct cp_fleet *f, uint64_t stream_id, const char *replica
         compute(f, now);
         publish_soon(f, now);
     }
+}
+
+int cp_fleet_apply_local(struct cp_fleet *f)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!f || cp_fleetview_pack(f->fv, CP_FLEET_PREVIEW_REPLICA, gw_wall_ms(), &buf, &len) != GW_OK)
+        return GW_ENOMEM;
+    Llmgw__V1__FleetView *v = llmgw__v1__fleet_view__unpack(NULL, len, buf);
+    free(buf);
+    int rc = v ? dp_fleet_apply(v, gw_now_us()) : GW_ENOMEM;
+    if (v)
+        llmgw__v1__fleet_view__free_unpacked(v, NULL);
+    return rc;
 }
 
 json_t *cp_fleet_health(struct cp_fleet *f)

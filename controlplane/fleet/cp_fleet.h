@@ -41,4 +41,11 @@ void cp_fleet_report(struct cp_fleet *f, uint64_t stream_id, const char *replica
  * reference or NULL). */
 json_t *cp_fleet_health(struct cp_fleet *f);
 
+/* Makes the fleet view this process's dp_fleet view (dp_fleet.h), as a
+ * data plane that holds no probe would get it: the router then skips a
+ * target the fleet says is down, as every data plane but its prober does
+ * (GET /v1/admin/plan). GW_OK or GW_ENOMEM. */
+#define CP_FLEET_PREVIEW_REPLICA "admin-plan-preview"
+int cp_fleet_apply_local(struct cp_fleet *f);
+
 #endif

@@ -284,6 +284,16 @@ static void set_db_up(struct cp_snapshot *b, int up)
     pthread_mutex_unlock(&b->lock);
 }
 
+struct dp_snapshot *cp_snapshot_acquire(struct cp_snapshot *b)
+{
+    pthread_mutex_lock(&b->mlock);
+    struct dp_snapshot *s = b->snap;
+    if (s)
+        dp_snapshot_ref(s);
+    pthread_mutex_unlock(&b->mlock);
+    return s;
+}
+
 json_t *cp_snapshot_status(struct cp_snapshot *b)
 {
     /* Copies, not references: the builder's thread replaces these arrays,
@@ -913,6 +923,17 @@ static void note_expiry(struct cp_snapshot *b, const PGresult *r, int checked)
  * be this configuration (a consistency check): a difference is an error of
  * the incremental path, logged and counted, and the full result wins.
  */
+/* The builder's thread replaces its snapshot under mlock, so that
+ * cp_snapshot_acquire (another thread) never sees one being freed. */
+static void set_snap(struct cp_snapshot *b, struct dp_snapshot *s)
+{
+    pthread_mutex_lock(&b->mlock);
+    struct dp_snapshot *old = b->snap;
+    b->snap = s;
+    pthread_mutex_unlock(&b->mlock);
+    dp_snapshot_unref(old);
+}
+
 static void build_full(struct cp_snapshot *b, const char *why, int check)
 {
     int64_t t0 = gw_now_us();
@@ -1061,8 +1082,7 @@ static void build_full(struct cp_snapshot *b, const char *why, int check)
     cp_model_init(&m); /* moved */
     cp_model_clear(&old);
     if (s) {
-        dp_snapshot_unref(b->snap);
-        b->snap = s;
+        set_snap(b, s);
         s = NULL;
     }
     b->seen_version = version;
@@ -1649,8 +1669,7 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
     pthread_mutex_unlock(&b->mlock);
     /* A provider's credential is wiped when the last snapshot holding its
      * item lets go (dp_snapshot_unref), not before: s may share it. */
-    dp_snapshot_unref(b->snap);
-    b->snap = s;
+    set_snap(b, s);
     b->seen_version = version;
     inc_status(b, &c);
     if (rc != GW_OK) {

@@ -127,6 +127,11 @@ json_t *cp_snapshot_status(struct cp_snapshot *b);
 
 /* Stops the builder thread (a build in progress finishes first), frees
  * everything and wipes what held credentials. NULL is a no-op. */
+/* The data plane's snapshot of the last good build, a new reference
+ * (dp_snapshot_unref it), or NULL before the first. Any thread. */
+struct dp_snapshot;
+struct dp_snapshot *cp_snapshot_acquire(struct cp_snapshot *b);
+
 void cp_snapshot_free(struct cp_snapshot *b);
 
 #endif
