@@ -214,40 +214,18 @@ static int authorize(struct cp_call *c, const char *rest)
     return GW_EINVAL;
 }
 
-/* An integer query parameter in [lo, hi], def when absent; -1 when bad. */
-static long long query_int(const char *q, const char *name, long long def, long long lo,
-                           long long hi)
-{
-    size_t nl = strlen(name);
-    for (const char *p = q; p && *p;) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
-            char *end;
-            long long v = strtoll(p + nl + 1, &end, 10);
-            if (end != p + len || end == p + nl + 1 || v < lo || v > hi)
-                return -1;
-            return v;
-        }
-        p = amp ? amp + 1 : NULL;
-    }
-    return def;
-}
-
 /* GET /v1/admin/audit?limit=&offset=: newest first. */
 static void audit(struct cp_api *api, struct cp_call *c)
 {
     if (!cp_call_method(c, "GET"))
         return;
-    const char *q = gw_http_req_query(c->req);
-    long long limit = query_int(q, "limit", 100, 1, 1000);
-    long long offset = query_int(q, "offset", 0, 0, 1LL << 40);
-    if (limit < 0)
-        return cp_call_error(c, 400, "invalid_value", "limit",
-                             "limit: must be an integer from 1 to 1000");
-    if (offset < 0)
-        return cp_call_error(c, 400, "invalid_value", "offset",
-                             "offset: must be a non-negative integer");
+    static const char *const names[] = {"limit", "offset", NULL};
+    const char *v[3];
+    long long limit, offset;
+    if (cp_call_query(c, names, v) != 0 ||
+        cp_call_query_int(c, "limit", v[0], 100, 1, 1000, &limit) != 0 ||
+        cp_call_query_int(c, "offset", v[1], 0, 0, 1LL << 40, &offset) != 0)
+        return;
     char l[24], o[24];
     snprintf(l, sizeof(l), "%lld", limit);
     snprintf(o, sizeof(o), "%lld", offset);

@@ -134,98 +134,50 @@ static int parse_query(struct cp_call *c, int summary, struct query *q)
 {
     memset(q, 0, sizeof(*q));
     q->limit = LIMIT_DEFAULT;
-    const char *qs = gw_http_req_query(c->req);
-    static const char *const list_only[] = {"limit", "offset", "include_text"};
-    char seen[16] = {0};
-    for (const char *p = qs; p && *p;) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        size_t nl = eq ? (size_t)(eq - p) : len;
-        const char *raw = eq ? eq + 1 : p + len;
-        size_t vl = len - nl - (eq ? 1 : 0);
-        const char *next = amp ? amp + 1 : NULL;
-        if (len == 0) {
-            p = next;
-            continue;
-        }
-        /* Which parameter: an index into one list of every name. */
-        static const char *const names[] = {"route",        "model",   "provider", "request_id",
-                                            "from",         "to",      "limit",    "offset",
-                                            "include_text", "group_by"};
-        size_t k = 0, nn = sizeof(names) / sizeof(names[0]);
-        while (k < nn && !(strlen(names[k]) == nl && strncmp(names[k], p, nl) == 0))
-            k++;
-        int allowed = k < nn;
-        for (size_t i = 0; allowed && i < sizeof(list_only) / sizeof(*list_only); i++)
-            if (summary && strcmp(names[k], list_only[i]) == 0)
-                allowed = 0;
-        if (allowed && !summary && strcmp(names[k], "group_by") == 0)
-            allowed = 0;
-        if (!allowed) {
-            char name[64];
-            snprintf(name, sizeof(name), "%.*s", (int)(nl < 60 ? nl : 60), p);
-            cp_call_error(c, 400, "unknown_parameter", name,
-                          "%s: not a parameter of this endpoint (%s)", name,
-                          summary ? "route, model, provider, request_id, from, to, group_by"
-                                  : "route, model, provider, request_id, from, to, limit, "
-                                    "offset, include_text");
+    /* The filters first, in filter_names' order, then the rest. */
+    static const char *const list[] = {"route", "model", "provider", "request_id",   "from",
+                                       "to",    "limit", "offset",   "include_text", NULL};
+    static const char *const summ[] = {"route", "model", "provider", "request_id",
+                                       "from",  "to",    "group_by", NULL};
+    const char *v[sizeof(list) / sizeof(*list)];
+    if (cp_call_query(c, summary ? summ : list, v) != 0)
+        return -1;
+    for (int k = 0; k < NFILTERS; k++) {
+        size_t max = k == F_REQUEST_ID ? MAX_REQUEST_ID : MAX_NAME;
+        if (v[k] && !printable(v[k], max)) {
+            cp_call_error(c, 400, "invalid_value", filter_names[k],
+                          "%s: 1 to %zu bytes of UTF-8 without control characters", filter_names[k],
+                          max);
             return -1;
         }
-        const char *name = names[k];
-        if (seen[k]++) {
-            cp_call_error(c, 400, "invalid_value", name, "%s: given more than once", name);
+        q->filter[k] = v[k];
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "to" : "from";
+        char *out = i ? q->to : q->from;
+        if (v[NFILTERS + i] && parse_time(v[NFILTERS + i], out, sizeof(q->from)) != 0) {
+            out[0] = '\0';
+            cp_call_error(c, 400, "invalid_value", name,
+                          "%s: an RFC 3339 time (2026-12-04T00:00:00Z) or Unix milliseconds", name);
             return -1;
         }
-        char *v = cp_call_unescape(c->pool, raw, vl);
-        if (!v) {
-            cp_call_error(c, 400, "invalid_value", name, "%s: a malformed percent-escape", name);
-            return -1;
-        }
-        if (k < NFILTERS) {
-            size_t max = k == F_REQUEST_ID ? MAX_REQUEST_ID : MAX_NAME;
-            if (!printable(v, max)) {
-                cp_call_error(c, 400, "invalid_value", name,
-                              "%s: 1 to %zu bytes of UTF-8 without control characters", name, max);
-                return -1;
-            }
-            q->filter[k] = v;
-        } else if (!strcmp(name, "from") || !strcmp(name, "to")) {
-            char *out = name[0] == 'f' ? q->from : q->to;
-            if (parse_time(v, out, sizeof(q->from)) != 0) {
-                out[0] = '\0';
-                cp_call_error(c, 400, "invalid_value", name,
-                              "%s: an RFC 3339 time (2026-12-04T00:00:00Z) or Unix milliseconds",
-                              name);
-                return -1;
-            }
-        } else if (!strcmp(name, "limit") || !strcmp(name, "offset")) {
-            int lim = name[0] == 'l';
-            size_t n = strlen(v);
-            long long x = n >= 1 && n <= 12 && digits(v, n) ? strtoll(v, NULL, 10) : -1;
-            if (lim ? (x < 1 || x > LIMIT_MAX) : x < 0) {
-                cp_call_error(c, 400, "invalid_value", name,
-                              lim ? "limit: an integer from 1 to 1000"
-                                  : "offset: a non-negative integer");
-                return -1;
-            }
-            if (lim)
-                q->limit = x;
-            else
-                q->offset = x;
-        } else if (!strcmp(name, "include_text")) {
-            if (strcmp(v, "true") && strcmp(v, "false")) {
-                cp_call_error(c, 400, "invalid_value", name, "include_text: true or false");
-                return -1;
-            }
-            q->include_text = v[0] == 't';
-        } else if (parse_group_by(v, q->on) != 0) {
+    }
+    if (summary) {
+        if (v[6] && parse_group_by(v[6], q->on) != 0) {
             cp_call_error(c, 400, "invalid_value", "group_by",
                           "group_by: a comma list of route, model, provider, day, each at most "
                           "once");
             return -1;
         }
-        p = next;
+    } else {
+        if (cp_call_query_int(c, "limit", v[6], LIMIT_DEFAULT, 1, LIMIT_MAX, &q->limit) != 0 ||
+            cp_call_query_int(c, "offset", v[7], 0, 0, 999999999999LL, &q->offset) != 0)
+            return -1;
+        if (v[8] && strcmp(v[8], "true") && strcmp(v[8], "false")) {
+            cp_call_error(c, 400, "invalid_value", "include_text", "include_text: true or false");
+            return -1;
+        }
+        q->include_text = v[8] && v[8][0] == 't';
     }
     if (q->include_text && q->limit > LIMIT_MAX_TEXT) {
         cp_call_error(c, 400, "invalid_value", "limit", "limit: at most %d with include_text=true",
