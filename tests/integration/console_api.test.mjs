@@ -208,6 +208,21 @@ describe('plan: the router on the last snapshot', () => {
     }
   });
 
+  test('llmgwctl plan, ledger with filters, whoami', T, async () => {
+    const { spawnSync } = await import('node:child_process');
+    const ctl = (args) => {
+      const r = spawnSync(`${h.REPO_ROOT}/tools/llmgwctl`, args, {
+        encoding: 'utf8', env: { ...process.env, LLMGW_ADMIN_URL: cp.url, LLMGW_ADMIN_TOKEN: cp.token },
+      });
+      assert.equal(r.status, 0, `${args}: ${r.stderr}`);
+      return JSON.parse(r.stdout);
+    };
+    const p = ctl(['plan', 'plan-route', 'tools']);
+    assert.deepEqual(p.candidates.map((t) => t.provider), ['p-one', 'p-two']);
+    assert.equal(ctl(['whoami']).scope, 'admin');
+    assert.ok(Array.isArray(ctl(['ledger', '--route', 'nowhere', '--limit', '5']).data));
+  });
+
   test('a read token may preview; no token may not', T, async () => {
     const t = await cfg.api('POST', '/v1/admin/admin-tokens', { name: 'plan-reader', scope: 'read' }, 201);
     assert.equal((await get('/v1/admin/plan?model=plan-route', { authorization: `Bearer ${t.token}` })).status, 200);
