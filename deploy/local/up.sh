@@ -250,6 +250,7 @@ cat <<MSG
 up: llmgw is running (pids in $shown/*.pid, logs in $shown/).
   gateway:        $gw   (OpenAI SDKs: base URL $gw/v1; Anthropic SDK: $gw)
   admin API:      $admin   token in $shown/admin.token
+  web console:    $admin/console/   (sign in with the token in $shown/admin.token)
   control plane:  gRPC 127.0.0.1:$grpc_port, PostgreSQL 127.0.0.1:$pg_port (data in $shown/pg)
   mock provider:  $mock_root
   settings:       $shown/demo.env (set -a; source $shown/demo.env; set +a)

@@ -71,7 +71,7 @@ after(() => {
 describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
   let key;
 
-  test('up.sh starts the system and prints what works; demo.env sources to the values it used', T, () => {
+  test('up.sh starts the system and prints what works; demo.env sources to the values it used', T, async () => {
     const t0 = Date.now();
     const r = sh([UP]);
     assert.equal(r.status, 0, r.out);
@@ -79,6 +79,12 @@ describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
     assert.match(r.stdout, new RegExp(`gateway: +http://127\\.0\\.0\\.1:${ports.gw}`));
     assert.match(r.stdout, new RegExp(`admin API: +http://127\\.0\\.0\\.1:${ports.admin}`));
     assert.match(r.stdout, /tools\/llmgwctl ledger/);
+    // The console it prints is served, and its sign-in token is the one in admin.token.
+    const consoleUrl = r.stdout.match(/web console: +(http:\/\/\S+\/console\/)/)?.[1];
+    assert.equal(consoleUrl, `http://127.0.0.1:${ports.admin}/console/`, r.stdout);
+    const page = await fetch(consoleUrl);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-security-policy') ?? '', /script-src 'self'/);
     for (const n of ['postgres', 'controlplane', 'dataplane', 'mock']) {
       assert.ok(pids().some((p) => p.name === n && alive(p.pid)), `${n} runs`);
     }
