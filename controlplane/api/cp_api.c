@@ -27,6 +27,7 @@
 #include "gw_log.h"
 #include "gw_metrics.h"
 #include "gw_pool.h"
+#include "gw_query.h"
 #include "gw_str.h"
 #include "gw_time.h"
 
@@ -361,7 +362,7 @@ static void route(struct cp_api *api, struct cp_call *c)
         /* Only a two-part key (prices: provider/model) holds a '/'. */
         if (strchr(slash + 1, '/') && !r->key_sql)
             return cp_call_error(c, 404, "not_found", NULL, "no such path: %s", path);
-        key = cp_call_unescape(c->pool, slash + 1, strlen(slash + 1));
+        key = gw_unescape(c->pool, slash + 1, strlen(slash + 1));
         if (!key)
             return cp_call_error(c, 400, "invalid_value", NULL,
                                  "the path has a malformed percent-escape");

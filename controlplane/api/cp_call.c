@@ -11,6 +11,7 @@
 #include "gw_http.h"
 #include "gw_log.h"
 #include "gw_pool.h"
+#include "gw_query.h"
 #include "gw_str.h"
 
 int cp_verr_set(struct cp_verr *e, int status, const char *code, const char *param, const char *fmt,
@@ -172,70 +173,35 @@ int cp_call_method(struct cp_call *c, const char *allowed)
     return 0;
 }
 
-char *cp_call_unescape(struct gw_pool *pool, const char *s, size_t n)
-{
-    char *out = gw_pool_alloc(pool, n + 1);
-    size_t o = 0;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] != '%') {
-            out[o++] = s[i];
-            continue;
-        }
-        if (i + 2 >= n)
-            return NULL;
-        int hi = gw_hex_digit((unsigned char)s[i + 1]), lo = gw_hex_digit((unsigned char)s[i + 2]);
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-            return NULL;
-        out[o++] = (char)(hi << 4 | lo);
-        i += 2;
-    }
-    out[o] = '\0';
-    return out;
-}
-
 int cp_call_query(struct cp_call *c, const char *const *names, const char **vals)
 {
-    size_t n = 0;
-    while (names[n])
-        vals[n++] = NULL;
-    for (const char *p = gw_http_req_query(c->req); p && *p;) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        size_t nl = eq ? (size_t)(eq - p) : len;
-        const char *next = amp ? amp + 1 : NULL;
-        size_t k = 0;
-        while (k < n && !(strlen(names[k]) == nl && strncmp(names[k], p, nl) == 0))
-            k++;
-        if (len == 0) {
-            p = next;
-            continue;
-        }
-        if (k == n) {
-            char list[512] = "";
-            for (size_t i = 0, o = 0; i < n && o < sizeof(list); i++)
-                o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "", names[i]);
-            char name[64];
-            snprintf(name, sizeof(name), "%.*s", (int)(nl < 60 ? nl : 60), p);
-            cp_call_error(c, 400, "unknown_parameter", name,
-                          "%s: not a parameter of this endpoint (%s)", name, list);
-            return -1;
-        }
-        if (vals[k]) {
-            cp_call_error(c, 400, "invalid_value", names[k], "%s: given more than once", names[k]);
-            return -1;
-        }
-        vals[k] = eq ? cp_call_unescape(c->pool, eq + 1, len - nl - 1) : "";
-        if (!vals[k]) {
-            cp_call_error(c, 400, "invalid_value", names[k], "%s: a malformed percent-escape",
-                          names[k]);
-            return -1;
-        }
-        p = next;
+    size_t idx = 0, badlen = 0;
+    const char *bad = NULL;
+    switch (gw_query_parse(c->pool, gw_http_req_query(c->req), names, vals, &idx, &bad, &badlen)) {
+    case GW_QUERY_OK:
+        return 0;
+    case GW_QUERY_UNKNOWN: {
+        char list[512] = "";
+        for (size_t i = 0, o = 0; names[i] && o < sizeof(list); i++)
+            o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "", names[i]);
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)(badlen < 60 ? badlen : 60), bad);
+        cp_call_error(c, 400, "unknown_parameter", name,
+                      "%s: not a parameter of this endpoint (%s)", name, list);
+        return -1;
     }
-    return 0;
+    case GW_QUERY_REPEATED:
+        cp_call_error(c, 400, "invalid_value", names[idx], "%s: given more than once", names[idx]);
+        return -1;
+    case GW_QUERY_MALFORMED:
+        cp_call_error(c, 400, "invalid_value", names[idx], "%s: a malformed percent-escape",
+                      names[idx]);
+        return -1;
+    case GW_QUERY_NOMEM:
+        break;
+    }
+    cp_call_error(c, 500, "internal_error", NULL, "out of memory");
+    return -1;
 }
 
 int cp_call_query_int(struct cp_call *c, const char *name, const char *v, long long def,

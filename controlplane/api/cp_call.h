@@ -80,12 +80,6 @@ void cp_call_db_error(struct cp_call *c, const struct cp_db_err *err);
 /* The request body as a JSON object, or NULL after answering 400. */
 json_t *cp_call_body_object(struct cp_call *c);
 
-/* Percent-decodes s[0..n) (a path segment or a query value; '+' stays a
- * '+') into the pool; NULL when malformed or when it decodes to a NUL
- * byte. */
-struct gw_pool;
-char *cp_call_unescape(struct gw_pool *pool, const char *s, size_t n);
-
 /* Reads the request's query string against names (NULL-terminated): the
  * value of names[i], %-decoded into the pool, in vals[i] (NULL when
  * absent). An unknown parameter (400 unknown_parameter), a repeated one or

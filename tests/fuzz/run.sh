@@ -2,7 +2,7 @@
 # Builds every libFuzzer target in tests/fuzz/ with clang
 # (-fsanitize=fuzzer,address,undefined) against the common/ and dataplane/
 # sources and pkg-config packages it needs (the maps below), and runs each
-# in turn for a bounded time (twelve targets: 240 s at the default). Exits
+# in turn for a bounded time (thirteen targets: 260 s at the default). Exits
 # non-zero when a target fails to build or finds a crash, a sanitizer report
 # or a failed check; the input that did it is kept in the artifacts
 # directory for replay:
@@ -44,6 +44,7 @@ declare -A sources=(
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_money]="common/gw_money.c"
   [fuzz_multipart]="common/gw_multipart.c common/gw_audio.c common/gw_buf.c common/gw_crypto.c"
+  [fuzz_query]="common/gw_query.c common/gw_pool.c"
   [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c dataplane/dp_snapshot_build.c
     dataplane/dp_snapshot_apply.c common/gw_pmap.c
     dataplane/dp_snapshot_lookup.c dataplane/dp_guard_rules.c common/gw_log.c $drivers"

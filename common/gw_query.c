@@ -1,0 +1,65 @@
+#include "gw_query.h"
+
+#include <string.h>
+
+#include "gw_pool.h"
+#include "gw_str.h"
+
+char *gw_unescape(struct gw_pool *pool, const char *s, size_t n)
+{
+    char *out = gw_pool_alloc(pool, n + 1);
+    size_t o = 0;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            out[o++] = s[i];
+            continue;
+        }
+        if (i + 2 >= n)
+            return NULL;
+        int hi = gw_hex_digit((unsigned char)s[i + 1]), lo = gw_hex_digit((unsigned char)s[i + 2]);
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+            return NULL;
+        out[o++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+enum gw_query_err gw_query_parse(struct gw_pool *pool, const char *qs, const char *const *names,
+                                 const char **vals, size_t *idx, const char **bad, size_t *badlen)
+{
+    size_t n = 0;
+    while (names[n])
+        vals[n++] = NULL;
+    for (const char *p = qs; p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t nl = eq ? (size_t)(eq - p) : len;
+        const char *next = amp ? amp + 1 : NULL;
+        if (len == 0) {
+            p = next;
+            continue;
+        }
+        size_t k = 0;
+        while (k < n && !(strlen(names[k]) == nl && strncmp(names[k], p, nl) == 0))
+            k++;
+        if (k == n) {
+            *bad = p;
+            *badlen = nl;
+            return GW_QUERY_UNKNOWN;
+        }
+        *idx = k;
+        if (vals[k])
+            return GW_QUERY_REPEATED;
+        char *v = eq ? gw_unescape(pool, eq + 1, len - nl - 1) : gw_pool_strdup(pool, "");
+        if (!v)
+            return eq ? GW_QUERY_MALFORMED : GW_QUERY_NOMEM;
+        vals[k] = v;
+        p = next;
+    }
+    return GW_QUERY_OK;
+}
