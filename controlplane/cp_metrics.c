@@ -8,6 +8,7 @@
 #include "cp_db.h"
 #include "cp_etcd.h"
 #include "cp_grpc.h"
+#include "cp_leases.h"
 #include "cp_ledger.h"
 #include "cp_snapshot.h"
 #include "gw_buf.h"
@@ -347,10 +348,11 @@ void cp_metrics_job(const char *job, int ok)
  * the admin connection, which collect has just checked. */
 static const char SQL_LIMITS[] =
     "SELECT l.id, l.scope_kind, l.scope, l.metric, l.period, l.amount, coalesce(w.spent, 0) "
-    "FROM limits l LEFT JOIN limit_windows w ON w.limit_id = l.id AND w.window_start = "
-    "(date_trunc(l.period, now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') "
-    "WHERE l.enabled ORDER BY coalesce(w.spent, 0)::numeric / l.amount DESC, l.id "
-    "LIMIT " XSTR(CP_METRICS_MAX_LIMITS);
+    "FROM limits l LEFT JOIN limit_windows w ON w.limit_id = l.id AND w.window_start "
+    "= " CP_WINDOW_NOW_SQL(
+        "l.period") " "
+                    "WHERE l.enabled ORDER BY coalesce(w.spent, 0)::numeric / l.amount DESC, l.id "
+                    "LIMIT " XSTR(CP_METRICS_MAX_LIMITS);
 
 static double column(const PGresult *r, int row, int col)
 {

@@ -258,8 +258,8 @@ static const char *admin_label(const char *rest)
 {
     const char *slash = strchr(rest, '/');
     size_t seg = slash ? (size_t)(slash - rest) : strlen(rest);
-    static const char *const fixed[] = {"audit",    "health", "ledger", "plan",
-                                        "snapshot", "usage",  "whoami"};
+    static const char *const fixed[] = {"audit", "health",   "ledger", "limit-windows",
+                                        "plan",  "snapshot", "usage",  "whoami"};
     if (strcmp(rest, "catalog/import") == 0)
         return "catalog_import";
     if (strcmp(rest, "judgements") == 0)
@@ -344,6 +344,8 @@ static void route(struct cp_api *api, struct cp_call *c)
         return cp_usage_handle(c, api->db);
     if (seg == 6 && strncmp(rest, "ledger", 6) == 0 && !slash)
         return cp_usage_ledger_handle(c, api->db);
+    if (strcmp(rest, "limit-windows") == 0)
+        return cp_usage_windows_handle(c, api->db);
     if (strcmp(rest, "judgements") == 0)
         return cp_judgements_list(c, api->db);
     if (strcmp(rest, "judgements/summary") == 0)

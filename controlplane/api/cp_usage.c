@@ -29,6 +29,7 @@
 
 #include "cp_call.h"
 #include "cp_db.h"
+#include "cp_leases.h"
 #include "gw_http.h"
 
 #define MAX_GROUPS 10000
@@ -324,4 +325,26 @@ void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db)
     if (out && v[0])
         json_object_set_new(out, "request_id", json_string(v[0]));
     cp_call_json(c, 200, out, 0);
+}
+
+void cp_usage_windows_handle(struct cp_call *c, struct cp_db *db)
+{
+    static const char *const names[] = {NULL};
+    const char *v[1];
+    if (!cp_call_method(c, "GET") || cp_call_query(c, names, v) != 0)
+        return;
+    struct cp_db_err err;
+    PGresult *r = cp_db_exec(
+        db, c->pool,
+        "SELECT coalesce(json_agg(x ORDER BY x.id), '[]')::text FROM (SELECT l.id, l.scope_kind, "
+        "l.scope, l.metric, l.period, l.amount, l.currency, l.enabled, "
+        "l.offline, " CP_WINDOW_NOW_SQL(
+            "l.period") " AS window_start, coalesce(w.spent, 0) AS spent "
+                        "FROM limits l LEFT JOIN limit_windows w ON w.limit_id = l.id AND "
+                        "w.window_start = " CP_WINDOW_NOW_SQL("l.period") ") x",
+        0, NULL, &err);
+    if (!r)
+        return cp_call_db_error(c, &err);
+    json_t *rows = json_loads(cp_db_value(r), 0, NULL);
+    cp_call_json(c, 200, json_pack("{s:o}", "data", rows ? rows : json_array()), 0);
 }

@@ -17,4 +17,11 @@ void cp_usage_handle(struct cp_call *c, struct cp_db *db);
  * the newest first, {"data": [...]}. */
 void cp_usage_ledger_handle(struct cp_call *c, struct cp_db *db);
 
+/* GET /v1/admin/limit-windows: every limit with what its current UTC
+ * window has spent, {"data": [{"id","scope_kind","scope","metric",
+ * "period","amount","currency","enabled","offline","window_start",
+ * "spent"}]}, by id. spent counts the ledger rows stored; what leases hold
+ * but have not charged is not in it (docs/budgets.md). */
+void cp_usage_windows_handle(struct cp_call *c, struct cp_db *db);
+
 #endif

@@ -30,10 +30,11 @@ static const char SQL_LIMIT[] =
     "SELECT l.amount, x.w = p.aligned AND x.w BETWEEN (p.cur - p.step) AND (p.cur + p.step) "
     "FROM limits l, (SELECT timestamptz 'epoch' + $2::bigint * interval '1 millisecond' AS w) x, "
     "LATERAL (SELECT (date_trunc(l.period, x.w AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS "
-    "aligned, (date_trunc(l.period, now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS cur, CASE "
-    "l.period WHEN 'minute' THEN interval '1 minute' WHEN 'day' THEN interval '1 day' ELSE "
-    "interval '1 month' END AS step) p "
-    "WHERE l.id = $1 AND l.enabled FOR KEY SHARE OF l";
+    "aligned, " CP_WINDOW_NOW_SQL("l.period") " AS cur, CASE "
+                                              "l.period WHEN 'minute' THEN interval '1 minute' "
+                                              "WHEN 'day' THEN interval '1 day' ELSE "
+                                              "interval '1 month' END AS step) p "
+                                              "WHERE l.id = $1 AND l.enabled FOR KEY SHARE OF l";
 #define WINDOW_TS "timestamptz 'epoch' + $2::bigint * interval '1 millisecond'"
 #define TTL "interval '" XSTR(CP_LEASES_TTL_MS) " milliseconds'"
 static const char SQL_WINDOW_ROW[] = "INSERT INTO limit_windows (limit_id, window_start) VALUES "

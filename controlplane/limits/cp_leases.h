@@ -35,6 +35,12 @@
 
 struct cp_db;
 
+/* SQL: the start of the current UTC window of a limit whose period column
+ * is the expression period ('minute', 'day', 'month'), as limit_windows
+ * keys it. */
+#define CP_WINDOW_NOW_SQL(period)                                                                  \
+    "(date_trunc(" period ", now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
+
 #define CP_LEASES_TTL_MS 60000
 #define CP_LEASES_FRACTION 4
 /* How long past its expiry an unsettled lease still counts (default; the

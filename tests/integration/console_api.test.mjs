@@ -142,6 +142,35 @@ describe('the ledger, listed', () => {
   });
 });
 
+describe('limit-windows: every limit with its current window\'s spend', () => {
+  test('spent is the current window\'s; a limit without a window has spent 0; exact past 2^53', T, async () => {
+    await cfg.api('POST', '/v1/admin/keys', { id: 'k-spend' }, 201);
+    await cfg.api('POST', '/v1/admin/limits', {
+      id: 'lw-day', scope_kind: 'key', scope: 'k-spend', metric: 'cost', period: 'day', amount: 4_000_000_000_000_000_000,
+    }, 201);
+    await cfg.api('POST', '/v1/admin/limits', {
+      id: 'lw-min', scope_kind: 'key', scope: 'k-spend', metric: 'requests', period: 'minute', amount: 60, offline: 'fail_closed',
+    }, 201);
+    // The window a data plane's charges would have made, and an old one that no longer counts.
+    pg.sql(`INSERT INTO limit_windows (limit_id, window_start, spent) VALUES
+      ('lw-day', date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', 9007199254740993),
+      ('lw-day', (date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 day') AT TIME ZONE 'UTC', 5)`);
+    const r = await cp.admin('GET', '/v1/admin/limit-windows');
+    assert.equal(r.status, 200, r.text);
+    // Read the text: JSON.parse would round 2^53 + 1.
+    assert.match(r.text, /"id": ?"lw-day"[^}]*"spent": ?9007199254740993/);
+    const day = r.json.data.find((l) => l.id === 'lw-day');
+    const min = r.json.data.find((l) => l.id === 'lw-min');
+    assert.equal(day.period, 'day');
+    assert.equal(day.metric, 'cost');
+    assert.equal(new Date(day.window_start).getTime() % 86_400_000, 0, day.window_start);
+    assert.equal(min.spent, 0);
+    assert.equal(min.offline, 'fail_closed');
+    h.assertError(await cp.admin('GET', '/v1/admin/limit-windows?id=x'), 400, 'unknown_parameter', 'id');
+    pg.sql("DELETE FROM limit_windows WHERE limit_id = 'lw-day'");
+  });
+});
+
 describe('plan: the router on the last snapshot', () => {
   before(async () => {
     await cfg.provider({ name: 'p-one', driver: 'openai', base_url: 'http://127.0.0.1:9/v1' });
