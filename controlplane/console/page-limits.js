@@ -1,0 +1,186 @@
+// Limits: every budget and rate limit, with what was spent in the current
+// window against the amount as a bar, the period, and what a data plane
+// does offline. The spend is read from the ledger (GET /v1/admin/usage
+// over the current UTC window); the data planes' own windows are what
+// enforce the limit.
+import * as api from './api.js';
+import { el, field, form, table, section, button, badge, act, deleteButton, notice } from './dom.js';
+import { formatMoney, parseMoney, fraction, groupThousands, toBigInt } from './money.js';
+
+function windowStart(period, now = new Date()) {
+  const d = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(),
+    period === 'month' ? 1 : now.getUTCDate(), period === 'minute' ? now.getUTCHours() : 0, period === 'minute' ? now.getUTCMinutes() : 0));
+  return d.toISOString();
+}
+
+function amountText(metric, v) {
+  if (v === null || v === undefined) return '—';
+  if (metric === 'cost') return formatMoney(v, 'USD');
+  return `${groupThousands(toBigInt(v).toString())} ${metric}`;
+}
+
+/** The spend of each limit: {limitId: BigInt} from usage grouped by the scope kind. */
+async function spends(limits) {
+  const wanted = new Map();
+  for (const l of limits) wanted.set(`${l.period}|${l.scope_kind}`, [l.period, l.scope_kind]);
+  const results = new Map();
+  await Promise.all([...wanted.values()].map(async ([period, kind]) => {
+    const r = await api.get('/v1/admin/usage', { from: windowStart(period), group_by: kind });
+    results.set(`${period}|${kind}`, r.json.groups || []);
+  }));
+  const out = new Map();
+  for (const l of limits) {
+    const g = (results.get(`${l.period}|${l.scope_kind}`) || []).filter((x) => x[l.scope_kind] === l.scope);
+    let s = 0n;
+    for (const x of g) {
+      if (l.metric === 'cost') {
+        if (x.currency === (l.currency || 'USD')) s += toBigInt(x.cost_picodollars) ?? 0n;
+      } else if (l.metric === 'requests') {
+        s += toBigInt(x.requests ?? x.attempts) ?? 0n;
+      } else {
+        s += (toBigInt(x.input_tokens) ?? 0n) + (toBigInt(x.output_tokens) ?? 0n);
+      }
+    }
+    out.set(l.id, s);
+  }
+  return out;
+}
+
+function bar(spent, amount, label) {
+  const f = fraction(spent, amount);
+  const fill = el('span.bar-fill');
+  fill.style.width = `${(f * 100).toFixed(2)}%`;
+  if (f >= 1) fill.classList.add('over');
+  else if (f >= 0.8) fill.classList.add('near');
+  return el('span.bar', { role: 'meter', 'aria-label': label, 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': (f * 100).toFixed(1) }, fill);
+}
+
+function parseAmount(metric, text) {
+  if (metric === 'cost') return parseMoney(text);
+  const s = String(text).trim().replace(/,/g, '');
+  if (!/^[0-9]+$/.test(s)) throw new RangeError('a whole number');
+  return BigInt(s);
+}
+
+const OPT = {
+  reservation: [['estimate', 'estimate'], ['worst_case', 'worst case (zero overshoot)']],
+  offline: [['fail_open', 'fail open (serve while no allowance can be had)'], ['fail_closed', 'fail closed (refuse)']],
+  unpriced: [['refuse', 'refuse unpriced targets'], ['allow', 'allow unpriced targets']],
+};
+
+function amountError(e) {
+  const err = new Error(`amount: ${e.message}`);
+  err.param = 'amount';
+  err.status = 400;
+  err.display = err.message;
+  return err;
+}
+
+async function editor(root, ctx, id) {
+  const path = `/v1/admin/limits/${api.enc(id)}`;
+  const { item, etag } = await api.one(path);
+  const amountValue = item.metric === 'cost'
+    ? formatMoney(item.amount, 'USD').replace(/^\$/, '').replace(/,/g, '') : String(item.amount);
+  root.append(section(`Limit ${id}: ${item.metric} per ${item.period} of ${item.scope_kind} ${item.scope}`, form(`Edit limit ${id}`, [
+    field(item.metric === 'cost' ? 'Amount (USD)' : `Amount (${item.metric})`, 'amount', { value: amountValue, required: true }),
+    field('Reservation', 'reservation', { kind: 'select', options: OPT.reservation, value: item.reservation }),
+    field('Offline', 'offline', { kind: 'select', options: OPT.offline, value: item.offline }),
+    field('Unpriced targets', 'unpriced', { kind: 'select', options: OPT.unpriced, value: item.unpriced }),
+    field('Description', 'description', { value: item.description }),
+    field('Enabled', 'enabled', { kind: 'checkbox', value: item.enabled }),
+  ], {
+    submit: 'Save limit',
+    onReload: () => ctx.refresh(),
+    onSubmit: async (fm) => {
+      let amount;
+      try {
+        amount = parseAmount(item.metric, fm.elements.amount.value);
+      } catch (e) {
+        throw amountError(e);
+      }
+      await api.call('PATCH', path, {
+        body: {
+          amount, reservation: fm.elements.reservation.value, offline: fm.elements.offline.value,
+          unpriced: fm.elements.unpriced.value, description: fm.elements.description.value, enabled: fm.elements.enabled.checked,
+        },
+        etag: etag || `"${item.version}"`,
+      });
+      ctx.navigate('#/limits');
+    },
+    extra: [button('Cancel', () => ctx.navigate('#/limits'))],
+  })));
+}
+
+export async function render(root, ctx) {
+  if (ctx.rest[0]) {
+    await editor(root, ctx, ctx.rest[0]);
+    return;
+  }
+  const limits = await api.list('/v1/admin/limits');
+  let spent = new Map();
+  let spendNote = 'Spent: what the ledger holds for the current UTC window (the data planes\' reservations are not included).';
+  try {
+    spent = await spends(limits);
+  } catch (e) {
+    spendNote = `Spend unavailable: ${e.display || e.message}`;
+  }
+  root.append(section('Limits', el('p.hint', { text: spendNote }), table('Budgets and rate limits', [
+    ['Limit', (l) => [el('strong', { text: l.id }), l.description ? el('div.hint', { text: l.description }) : null]],
+    ['Applies to', (l) => `${l.scope_kind} ${l.scope}`],
+    ['Metric / period', (l) => `${l.metric} per ${l.period} (UTC)`],
+    ['Spent / amount', (l) => {
+      const s = spent.get(l.id);
+      return el('div.spend', {},
+        bar(s ?? 0n, l.amount, `${l.id}: spent against amount`),
+        el('span', { text: `${s === undefined ? '?' : amountText(l.metric, s)} of ${amountText(l.metric, l.amount)}` }));
+    }],
+    ['Offline', (l) => (l.offline === 'fail_open' ? 'fail open: served' : 'fail closed: refused')],
+    ['Reservation', (l) => l.reservation],
+    ['Enabled', (l) => badge(l.enabled ? 'enabled' : 'disabled', l.enabled ? 'ok' : 'down')],
+    ['Actions', (l) => el('div.row-actions', {},
+      button('Edit', () => ctx.navigate(`#/limits/${api.enc(l.id)}`), { write: true, label: `Edit limit ${l.id}` }),
+      button(l.enabled ? 'Disable' : 'Enable', () => act(async () => {
+        const path = `/v1/admin/limits/${api.enc(l.id)}`;
+        const { item, etag } = await api.one(path);
+        await api.call('PATCH', path, { body: { enabled: !l.enabled }, etag: etag || `"${item.version}"` });
+        ctx.refresh();
+      }, ctx.refresh), { write: true, label: `${l.enabled ? 'Disable' : 'Enable'} limit ${l.id}` }),
+      deleteButton(`limit ${l.id}`, async () => {
+        const path = `/v1/admin/limits/${api.enc(l.id)}`;
+        const { item, etag } = await api.one(path);
+        await api.call('DELETE', path, { etag: etag || `"${item.version}"` });
+        ctx.refresh();
+      }))],
+  ], limits, { empty: 'No limit yet.', rowAttrs: (l) => ({ dataset: { id: l.id } }) })));
+  root.append(section('New limit', form('New limit', [
+    field('Id', 'id', { hint: 'empty: lim_ and 16 hex digits' }),
+    field('Applies to a', 'scope_kind', { kind: 'select', options: [['key'], ['team'], ['project']] }),
+    field('Key id, team or project name', 'scope', { required: true }),
+    field('Metric', 'metric', { kind: 'select', options: [['cost', 'cost (USD)'], ['requests'], ['tokens']] }),
+    field('Period', 'period', { kind: 'select', options: [['day'], ['month'], ['minute']] }),
+    field('Amount', 'amount', { required: true, hint: 'cost: USD, exact to 12 decimals (e.g. 25.50); otherwise a count' }),
+    field('Reservation', 'reservation', { kind: 'select', options: OPT.reservation }),
+    field('Offline', 'offline', { kind: 'select', options: OPT.offline }),
+    field('Unpriced targets', 'unpriced', { kind: 'select', options: OPT.unpriced }),
+    field('Description', 'description'),
+  ], {
+    submit: 'Create limit',
+    onSubmit: async (fm) => {
+      const v = (n) => fm.elements[n].value.trim();
+      let amount;
+      try {
+        amount = parseAmount(v('metric'), v('amount'));
+      } catch (e) {
+        throw amountError(e);
+      }
+      const b = {
+        scope_kind: v('scope_kind'), scope: v('scope'), metric: v('metric'), period: v('period'), amount,
+        reservation: v('reservation'), offline: v('offline'), unpriced: v('unpriced'), description: v('description'),
+      };
+      if (v('id')) b.id = v('id');
+      await api.call('POST', '/v1/admin/limits', { body: b });
+      ctx.refresh();
+    },
+  })));
+  if (!limits.length) root.append(notice('No budget or rate limit: every key may spend without bound.'));
+}
