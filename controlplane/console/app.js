@@ -111,7 +111,7 @@ async function route() {
   const [title, render] = entry;
   document.title = `${title} · llmgw console`;
   const h1 = el('h1', { text: title });
-  const body = el('div.page', { dataset: { page } });
+  const body = el('div.page', { dataset: { page, hash: location.hash, seq: String(seq) } });
   main.append(h1, body);
   if (session.scope === 'read') body.append(notice('This token has scope read: you can look at everything, and changes are disabled.'));
   const ctx = {
