@@ -69,7 +69,7 @@ export class ApiError extends Error {
       case 403:
         return `Not allowed with this token's scope: ${this.apiMessage || `scope ${scope || 'unknown'} may not do this`}.`;
       case 412:
-        return 'This was changed by someone else since you loaded it. Reload to see the current version, then redo your change.';
+        return `Changed by someone else since you loaded it${this.currentVersion ? ` (it is at version ${this.currentVersion} now)` : ''}: reload to see the current version, then redo your change.`;
       case 429:
         return `Too many failed authentications from this address: retry after ${this.retryAfter || 'a minute'} s.`;
       default:

@@ -18,9 +18,9 @@ function s(tag, attrs = {}, ...children) {
 export function barChart(title, bars, { seriesNames = [] } = {}) {
   const n = bars.length;
   const width = Math.max(320, 60 + n * 48);
-  const height = 240;
-  const top = 16;
-  const bottom = 64;
+  const height = 280;
+  const top = 20;
+  const bottom = 96;
   const left = 8;
   const plotH = height - top - bottom;
   let max = 0n;
@@ -33,6 +33,8 @@ export function barChart(title, bars, { seriesNames = [] } = {}) {
   });
   svg.append(s('title', {}, title));
   svg.append(s('line', { x1: left, y1: top + plotH, x2: width - 4, y2: top + plotH, class: 'axis' }));
+  const maxBar = bars.find((b) => (toBigInt(b.value) ?? 0n) === max);
+  if (maxBar) svg.append(s('text', { x: left, y: top - 4, class: 'tick' }, `max ${maxBar.text}`));
   bars.forEach((b, i) => {
     const v = toBigInt(b.value) ?? 0n;
     const h = Math.max(v > 0n ? 1 : 0, Math.round(fraction(v, max) * plotH));
@@ -43,7 +45,7 @@ export function barChart(title, bars, { seriesNames = [] } = {}) {
       'data-label': b.label, 'data-value': v.toString(), 'data-text': b.text,
     }, s('title', {}, `${b.label}: ${b.text}`));
     svg.append(rect);
-    const lbl = b.label.length > 14 ? `${b.label.slice(0, 13)}…` : b.label;
+    const lbl = b.label.length > 24 ? `${b.label.slice(0, 23)}…` : b.label;
     svg.append(s('text', { x: x + 16, y: top + plotH + 12, class: 'tick', transform: `rotate(30 ${x + 16} ${top + plotH + 12})` }, lbl));
   });
   return svg;

@@ -108,7 +108,7 @@ export function showError(f, err) {
   const top = f.querySelector('.form-error');
   const msg = err && err.display ? err.display : String(err && err.message ? err.message : err);
   if (err && err.isConflict) {
-    top.append(el('p.conflict', { text: `Changed by someone else. ${msg}` }));
+    top.append(el('p.conflict', { text: msg }));
     if (f.reload) {
       top.append(el('button', { type: 'button', text: 'Reload', class: 'reload', on: { click: () => f.reload() } }));
     }
@@ -193,7 +193,7 @@ export function banner(errOrText, reload) {
   if (!errOrText) return;
   const msg = typeof errOrText === 'string' ? errOrText : (errOrText.display || errOrText.message);
   const conflict = typeof errOrText !== 'string' && errOrText.isConflict;
-  b.append(el('p', { text: conflict ? `Changed by someone else. ${msg}` : msg }));
+  b.append(el('p', { text: msg }));
   if (conflict && reload) b.append(el('button', { type: 'button', text: 'Reload', class: 'reload', on: { click: () => { banner(''); reload(); } } }));
 }
 

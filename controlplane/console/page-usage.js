@@ -35,7 +35,10 @@ function results(out, json, dims, metric) {
     });
     const seriesNames = [...new Set(bars.map((b) => b.series))];
     const title = `${metric === 'cost' ? `Cost (${cur})` : `Requests (${cur} rows)`} by ${dims.join(', ') || 'nothing'}`;
-    out.append(section(title, el('div.chart-wrap', {}, barChart(title, bars, { seriesNames }))));
+    const legend = seriesNames.length > 1
+      ? el('ul.legend', {}, seriesNames.map((name, i) => el('li', {}, el(`span.swatch.s${i % 8}`), name)))
+      : null;
+    out.append(section(title, el('div.chart-wrap', {}, barChart(title, bars, { seriesNames })), legend));
   }
   const cols = [
     ...dims.map((d) => [d, (g) => (g[d] ?? '—')]),

@@ -56,7 +56,7 @@ before(async () => {
   cfg = new Config(cp, pg, KEY);
   dp = await h.startGatewayCP({ controlPlane: `127.0.0.1:${cp.listening.grpc_port}`, replicaId: 'dp-console' });
   shots = h.makeTmpDir();
-  console.log(`# console screenshots: ${shots}${process.env.LLMGW_KEEP_TMP ? '' : ' (removed at the end; LLMGW_KEEP_TMP=1 keeps them)'}`);
+  console.log(`console screenshots: ${shots}${process.env.LLMGW_KEEP_TMP ? '' : ' (removed at the end; LLMGW_KEEP_TMP=1 keeps them)'}`);
   browser = await h.withTimeout(puppeteer.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -407,7 +407,7 @@ test('a read-scope token: writes hidden, and a 403 shows the scope message', T, 
   }
 });
 
-test('the plan preview shows the disabled provider skipped, with its reason', T, async () => {
+test('the plan preview shows the disabled provider skipped, with its reason; drag reorders', T, async () => {
   await go(page, '#/routes/mixed');
   const pf = 'form[aria-label="Preview the plan"]';
   assert.equal(await page.$eval(`${pf} [name="model"]`, (e) => e.value), 'mixed');
@@ -425,6 +425,20 @@ test('the plan preview shows the disabled provider skipped, with its reason', T,
   assert.equal(plan.skips[0][1], 'disabled');
   assert.match(plan.skips[0][2], /disabled/);
   await shot(page, 'plan-preview');
+
+  // The same editor reorders by drag: the second entry's handle dropped on the first (both in view
+  // first: puppeteer scrolling the page in the middle of a drag cancels it).
+  await page.evaluate(() => document.querySelector('ol.entries').scrollIntoView({ block: 'center' }));
+  const handle = await page.$('li.entry[data-index="1"] .handle');
+  const first = await page.$('li.entry[data-index="0"]');
+  await handle.drag(first);
+  await first.drop(handle);
+  await page.waitForFunction(() => document.querySelector('li.entry[data-index="0"]')?.dataset.target === 'mock/m1',
+    { timeout: WAIT });
+  await page.click('form[aria-label="Edit route mixed"] button[type=submit]');
+  await waitText(page, '#main h2', 'Route mixed (version 2)');
+  assert.deepEqual((await cp.admin('GET', '/v1/admin/routes/mixed')).json.entries.map((e) => `${e.provider}/${e.model}`),
+    ['mock/m1', 'mockoff/m3']);
 });
 
 test('every other page renders; screenshots at 1280x800 and narrow', T, async () => {
@@ -479,6 +493,24 @@ test('every other page renders; screenshots at 1280x800 and narrow', T, async ()
   await page.setViewport({ width: 1280, height: 800 });
   const files = fs.readdirSync(shots).filter((f) => f.endsWith('.png'));
   assert.ok(files.length >= 15, files.join(' '));
+});
+
+test('API answers are parsed with exact big integers (the reviver\'s source text)', T, async () => {
+  const r = await page.evaluate(async () => {
+    const api = await import('./api.js');
+    const j = api.parseExact('{"n":9007199254740993,"cost_picodollars":5,"small":7,"f":1.5,"saved_picodollars":null,'
+      + '"list":[{"cost_picodollars":123}]}');
+    return {
+      n: typeof j.n === 'bigint' ? j.n.toString() : `not a BigInt: ${j.n}`,
+      cost: typeof j.cost_picodollars, small: typeof j.small, f: j.f, saved: j.saved_picodollars,
+      nested: typeof j.list[0].cost_picodollars,
+      out: api.stringifyExact({ amount: 4000000000000000000n, x: [1n, 'a'] }),
+    };
+  });
+  assert.deepEqual(r, {
+    n: '9007199254740993', cost: 'bigint', small: 'number', f: 1.5, saved: null, nested: 'bigint',
+    out: '{"amount":4000000000000000000,"x":[1,"a"]}',
+  });
 });
 
 test('keyboard: the navigation and a form are operable without a mouse', T, async () => {
