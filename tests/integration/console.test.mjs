@@ -295,6 +295,10 @@ test('routes and a key made in the console; a chat with that key', T, async () =
   }, { what: `the ledger row of ${rid}`, timeoutMs: 20_000 });
   assert.equal(BigInt(row.cost_picodollars), firstCost);
   const money = formatMoney(firstCost, row.currency);
+  // Independently of money.js: the text read back as a decimal is the API's integer, to the picodollar.
+  const m = /^\$([0-9,]+)\.([0-9]{2,12})$/.exec(money);
+  assert.ok(m, money);
+  assert.equal(BigInt(m[1].replace(/,/g, '')) * 10n ** 12n + BigInt(m[2].padEnd(12, '0')), firstCost, money);
   await go(page, '#/ledger');
   const sel = `tr[data-request="${rid}"]`;
   await page.waitForSelector(sel);
