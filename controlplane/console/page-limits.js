@@ -1,17 +1,10 @@
-// Limits: every budget and rate limit, with what was spent in the current
-// window against the amount as a bar, the period, and what a data plane
-// does offline. The spend is read from the ledger (GET /v1/admin/usage
-// over the current UTC window); the data planes' own windows are what
-// enforce the limit.
+// Limits: every budget and rate limit, with what its current window has
+// spent against the amount as a bar, the period, and what a data plane does
+// offline. The spend is the control plane's (GET /v1/admin/limit-windows:
+// the window the data planes' leases are charged to).
 import * as api from './api.js';
 import { el, field, form, table, section, button, badge, act, deleteButton, notice } from './dom.js';
 import { formatMoney, parseMoney, fraction, groupThousands, toBigInt } from './money.js';
-
-function windowStart(period, now = new Date()) {
-  const d = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(),
-    period === 'month' ? 1 : now.getUTCDate(), period === 'minute' ? now.getUTCHours() : 0, period === 'minute' ? now.getUTCMinutes() : 0));
-  return d.toISOString();
-}
 
 function amountText(metric, v) {
   if (v === null || v === undefined) return '—';
@@ -19,30 +12,10 @@ function amountText(metric, v) {
   return `${groupThousands(toBigInt(v).toString())} ${metric}`;
 }
 
-/** The spend of each limit: {limitId: BigInt} from usage grouped by the scope kind. */
-async function spends(limits) {
-  const wanted = new Map();
-  for (const l of limits) wanted.set(`${l.period}|${l.scope_kind}`, [l.period, l.scope_kind]);
-  const results = new Map();
-  await Promise.all([...wanted.values()].map(async ([period, kind]) => {
-    const r = await api.get('/v1/admin/usage', { from: windowStart(period), group_by: kind });
-    results.set(`${period}|${kind}`, r.json.groups || []);
-  }));
+/** The spend of each limit's current window: {limitId: BigInt}. */
+async function spends() {
   const out = new Map();
-  for (const l of limits) {
-    const g = (results.get(`${l.period}|${l.scope_kind}`) || []).filter((x) => x[l.scope_kind] === l.scope);
-    let s = 0n;
-    for (const x of g) {
-      if (l.metric === 'cost') {
-        if (x.currency === (l.currency || 'USD')) s += toBigInt(x.cost_picodollars) ?? 0n;
-      } else if (l.metric === 'requests') {
-        s += toBigInt(x.requests ?? x.attempts) ?? 0n;
-      } else {
-        s += (toBigInt(x.input_tokens) ?? 0n) + (toBigInt(x.output_tokens) ?? 0n);
-      }
-    }
-    out.set(l.id, s);
-  }
+  for (const w of await api.list('/v1/admin/limit-windows')) out.set(w.id, toBigInt(w.spent) ?? 0n);
   return out;
 }
 
@@ -118,9 +91,9 @@ export async function render(root, ctx) {
   }
   const limits = await api.list('/v1/admin/limits');
   let spent = new Map();
-  let spendNote = 'Spent: what the ledger holds for the current UTC window (the data planes\' reservations are not included).';
+  let spendNote = 'Spent: the current UTC window, as charged from the ledger (allowance the data planes hold but have not used yet is not in it).';
   try {
-    spent = await spends(limits);
+    spent = await spends();
   } catch (e) {
     spendNote = `Spend unavailable: ${e.display || e.message}`;
   }

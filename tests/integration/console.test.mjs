@@ -462,20 +462,26 @@ test('every other page renders; screenshots at 1280x800 and narrow', T, async ()
   await fill(page, `${lf} [name="id"]`, 'lim-console');
   await fill(page, `${lf} [name="scope"]`, 'k-console');
   await page.select(`${lf} [name="period"]`, 'month');
-  await fill(page, `${lf} [name="amount"]`, '0.001');
+  await fill(page, `${lf} [name="amount"]`, '0.25');
   await page.click(`${lf} button[type=submit]`);
   await page.waitForSelector('tr[data-id="lim-console"]');
   const lim = (await cp.admin('GET', '/v1/admin/limits/lim-console')).json;
-  assert.equal(lim.amount, 1_000_000_000, '$0.001 is 10^9 picodollars');
-  // The bar: the key's spend this month (its chats) against the amount.
-  const now = new Date();
-  const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
-  const usage = (await cp.admin('GET', `/v1/admin/usage?group_by=key&from=${encodeURIComponent(month)}`)).json.groups
-    .find((x) => x.key === 'k-console');
-  const spent = formatMoney(BigInt(usage.cost_picodollars), 'USD');
-  await waitText(page, 'tr[data-id="lim-console"]', `${spent} of $0.001`);
+  assert.equal(lim.amount, 250_000_000_000, '$0.25 is 2.5 * 10^11 picodollars');
+  // The bar: what the limit's window has been charged (a chat under it, once
+  // its ledger row lands) against the amount.
+  await dpCurrent();
+  await chat();
+  const spentPd = await h.waitFor(async () => {
+    const w = (await cp.admin('GET', '/v1/admin/limit-windows')).json.data.find((x) => x.id === 'lim-console');
+    return w && w.spent > 0 ? BigInt(w.spent) : null;
+  }, { what: 'the chat charged to lim-console\'s window', timeoutMs: 20_000 });
+  await page.reload();
+  await page.waitForSelector('tr[data-id="lim-console"]');
+  await waitText(page, 'tr[data-id="lim-console"]', `${formatMoney(spentPd, 'USD')} of $0.25`);
   const meter = await page.$eval('tr[data-id="lim-console"] [role="meter"]', (e) => Number(e.getAttribute('aria-valuenow')));
-  assert.ok(meter > 0 && meter <= 100, String(meter));
+  // The bar's share, as the page rounds it (one decimal of a percent).
+  const share = Number((spentPd * 100_000n) / 250_000_000_000n) / 1000;
+  assert.ok(Math.abs(meter - share) <= 0.05, `meter ${meter}, spent ${spentPd} of 2.5e11 is ${share}%`);
   await shot(page, 'limits');
 
   await go(page, '#/audit');
