@@ -331,6 +331,39 @@ test('routes and a key made in the console; a chat with that key', T, async () =
   assert.ok(bar.height > 0);
   assert.equal(await page.$eval('tr[data-group^="chat"] td[data-col="Cost"]', (e) => e.textContent), money);
   await shot(page, 'usage');
+
+  // A failover's story: the first target fails (the mock answers 503 for
+  // this model), the second serves; the request's page shows every attempt,
+  // the failed ones with their status and class, the last one's answer.
+  await cfg.api('POST', '/v1/admin/routes', {
+    name: 'failover', entries: [{ provider: 'mock', model: 'm1#status=503' }, { provider: 'mock', model: 'm2' }],
+  }, 201);
+  await dpCurrent();
+  const fo = await chat('failover');
+  const foId = fo.headers['x-request-id'];
+  const foRows = await h.waitFor(async () => {
+    const l = await cp.admin('GET', `/v1/admin/ledger?request_id=${encodeURIComponent(foId)}`);
+    const d = l.json?.data ?? [];
+    return d.length >= 2 && d[d.length - 1].status === 200 ? d : null;
+  }, { what: `the ledger rows of ${foId}`, timeoutMs: 20_000 });
+  await go(page, `#/ledger/${encodeURIComponent(foId)}`);
+  await page.waitForSelector(`article.attempt[data-attempt="${foRows.length}"]`);
+  const cards = await page.$$eval('article.attempt', (as) => as.map((a) => ({
+    n: a.dataset.attempt, failed: a.classList.contains('failed'), text: a.textContent,
+  })));
+  assert.equal(cards.length, foRows.length);
+  for (const [i, r] of foRows.entries()) {
+    assert.equal(cards[i].n, String(r.attempt));
+    assert.equal(cards[i].failed, r.status !== 200, JSON.stringify(cards[i]));
+    assert.ok(cards[i].text.includes(String(r.status)), cards[i].text);
+    if (r.failure_class) assert.ok(cards[i].text.includes(r.failure_class), `${r.failure_class} in ${cards[i].text}`);
+  }
+  assert.ok(cards[0].text.includes('mock/m1#status=503'), cards[0].text);
+  assert.ok(cards[cards.length - 1].text.includes('mock/m2'));
+  // Side by side: the cards share a row at 1280 px.
+  const tops = await page.$$eval('article.attempt', (as) => as.map((a) => Math.round(a.getBoundingClientRect().top)));
+  assert.equal(tops[0], tops[1], `cards side by side: ${tops}`);
+  await shot(page, 'ledger-failover');
 });
 
 test('reordering a route in the console changes what the data plane serves', T, async () => {
