@@ -2,7 +2,7 @@
  * cp_console: the operator web console's assets (controlplane/console/,
  * docs/console.md), served at /console/ on the admin listener.
  *
- * The assets are compiled in (controlplane/console_embed.cmake writes
+ * The assets are compiled in (controlplane/embed_dir.cmake writes
  * cp_console_files at build time), so the console needs nothing at run time
  * and can never differ from the binary it came with. They are public code
  * and need no token; everything they show comes from the admin API, which

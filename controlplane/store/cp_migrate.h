@@ -8,8 +8,15 @@
  * and skips it. A migration that fails rolls back whole, and the ones
  * before it stay applied.
  *
- * Migrations are append-only: a released one is never edited; a change is
- * a new number. docs/controlplane.md describes the schema.
+ * The migrations are the files of controlplane/store/migrations/, named
+ * NNNN_<slug>.sql and numbered 1, 2, 3, ... with no gap: the build embeds
+ * them in number order (controlplane/embed_dir.cmake writes cp_migrations)
+ * and fails on any other name, a gap or a duplicate. Adding one is adding
+ * the next file. Migrations are append-only: a released one is never
+ * edited; a change is a new number. Data a migration loads from what is
+ * compiled in (migration 17's guard rules) is a seed in cp_migrate.c, run
+ * after the file in the same transaction. docs/controlplane.md describes
+ * the schema.
  */
 #ifndef CP_MIGRATE_H
 #define CP_MIGRATE_H
@@ -19,14 +26,18 @@
 struct cp_db;
 struct cp_db_err;
 
+/* One embedded migration. */
 struct cp_migration {
-    int version; /* 1, 2, 3, ...: strictly increasing */
-    const char *name;
-    const char *sql; /* one or more statements, run inside the migration's transaction */
+    int version;      /* 1, 2, 3, ...: the file's number */
+    const char *name; /* the file's slug, '_' as ' ' ("initial schema"): for logs */
+    const char *file; /* "0001_initial_schema.sql" */
+    const char *sql;  /* the file, NUL-terminated: statements run in one transaction */
+    size_t len;       /* the file's length */
 };
 
+/* Every migration, in number order; the table ends with a row whose
+ * version is 0. */
 extern const struct cp_migration cp_migrations[];
-extern const size_t cp_nmigrations;
 
 /* The advisory-lock key every replica takes ("llmgw" in ASCII). */
 #define CP_MIGRATE_LOCK_KEY 0x6c6c6d6777LL
