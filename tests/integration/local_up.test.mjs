@@ -267,6 +267,7 @@ describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
       audit: ['audit', '5'], health: ['health'], snapshot: ['snapshot'], usage: ['usage', '--group-by', 'route,day'],
       ledger: ['ledger', 'req_nothing_here'],
       judgements: ['judgements', '--route', 'guarded', '--limit', '5'],
+      whoami: ['whoami'], plan: ['plan', 'fast'], 'limit-windows': ['limit-windows'],
     };
     let n = 0;
     for (const res of tops) {
