@@ -1,6 +1,7 @@
 // Keys, Teams and Projects: who may call the gateway, and under what.
 import * as api from './api.js';
-import { el, clear, field, form, table, section, button, badge, act, deleteButton, csvOrNull, fmtTime, notice } from './dom.js';
+import { el, clear, field, form, table, section, button, badge, act, csvOrNull, fmtTime, notice } from './dom.js';
+import { deleteItem, editItem } from './items.js';
 
 const listText = (a) => (a == null ? 'any' : (a.join(', ') || 'none'));
 
@@ -37,14 +38,6 @@ async function patchItem(path, changes, ctx) {
     await api.call('PATCH', path, { body: changes, etag });
     ctx.refresh();
   }, ctx.refresh);
-}
-
-function deleteItem(what, path, ctx) {
-  return deleteButton(what, async () => {
-    const { etag } = await api.one(path);
-    await api.call('DELETE', path, { etag });
-    ctx.refresh();
-  });
 }
 
 // ---- Keys -------------------------------------------------------------
@@ -163,17 +156,10 @@ function teamBody(f) {
 export async function renderTeams(root, ctx) {
   const name = ctx.rest[0];
   if (name) {
-    const path = `/v1/admin/teams/${api.enc(name)}`;
-    const { item, etag } = await api.one(path);
-    root.append(section(`Team ${name} (version ${item.version})`, form(`Edit team ${name}`, teamFields(item, false), {
-      submit: 'Save team',
-      onReload: () => ctx.refresh(),
-      onSubmit: async (fm) => {
-        await api.call('PATCH', path, { body: teamBody(fm), etag: etag || `"${item.version}"` });
-        ctx.navigate('#/teams');
-      },
-      extra: [button('Cancel', () => ctx.navigate('#/teams'))],
-    })));
+    await editItem(root, ctx, {
+      path: `/v1/admin/teams/${api.enc(name)}`, back: '#/teams', label: `Edit team ${name}`, submit: 'Save team',
+      title: (t) => `Team ${name} (version ${t.version})`, fields: (t) => teamFields(t, false), body: teamBody,
+    });
     return;
   }
   const teams = await api.list('/v1/admin/teams');
@@ -215,17 +201,10 @@ export async function renderProjects(root, ctx) {
   const teams = await api.list('/v1/admin/teams');
   const name = ctx.rest[0];
   if (name) {
-    const path = `/v1/admin/projects/${api.enc(name)}`;
-    const { item, etag } = await api.one(path);
-    root.append(section(`Project ${name} (version ${item.version})`, form(`Edit project ${name}`, projectFields(item, teams, false), {
-      submit: 'Save project',
-      onReload: () => ctx.refresh(),
-      onSubmit: async (fm) => {
-        await api.call('PATCH', path, { body: projectBody(fm), etag: etag || `"${item.version}"` });
-        ctx.navigate('#/projects');
-      },
-      extra: [button('Cancel', () => ctx.navigate('#/projects'))],
-    })));
+    await editItem(root, ctx, {
+      path: `/v1/admin/projects/${api.enc(name)}`, back: '#/projects', label: `Edit project ${name}`, submit: 'Save project',
+      title: (p) => `Project ${name} (version ${p.version})`, fields: (p) => projectFields(p, teams, false), body: projectBody,
+    });
     return;
   }
   const projects = await api.list('/v1/admin/projects');

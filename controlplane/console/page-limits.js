@@ -3,7 +3,8 @@
 // offline. The spend is the control plane's (GET /v1/admin/limit-windows:
 // the window the data planes' leases are charged to).
 import * as api from './api.js';
-import { el, field, form, table, section, button, badge, act, deleteButton, notice } from './dom.js';
+import { el, field, form, table, section, button, badge, act, notice } from './dom.js';
+import { deleteItem, editItem } from './items.js';
 import { formatMoney, parseMoney, fraction, groupThousands, toBigInt } from './money.js';
 
 function amountText(metric, v) {
@@ -49,39 +50,34 @@ function amountError(e) {
   return err;
 }
 
-async function editor(root, ctx, id) {
-  const path = `/v1/admin/limits/${api.enc(id)}`;
-  const { item, etag } = await api.one(path);
-  const amountValue = item.metric === 'cost'
-    ? formatMoney(item.amount, 'USD').replace(/^\$/, '').replace(/,/g, '') : String(item.amount);
-  root.append(section(`Limit ${id}: ${item.metric} per ${item.period} of ${item.scope_kind} ${item.scope}`, form(`Edit limit ${id}`, [
-    field(item.metric === 'cost' ? 'Amount (USD)' : `Amount (${item.metric})`, 'amount', { value: amountValue, required: true }),
-    field('Reservation', 'reservation', { kind: 'select', options: OPT.reservation, value: item.reservation }),
-    field('Offline', 'offline', { kind: 'select', options: OPT.offline, value: item.offline }),
-    field('Unpriced targets', 'unpriced', { kind: 'select', options: OPT.unpriced, value: item.unpriced }),
-    field('Description', 'description', { value: item.description }),
-    field('Enabled', 'enabled', { kind: 'checkbox', value: item.enabled }),
-  ], {
-    submit: 'Save limit',
-    onReload: () => ctx.refresh(),
-    onSubmit: async (fm) => {
+function editor(root, ctx, id) {
+  return editItem(root, ctx, {
+    path: `/v1/admin/limits/${api.enc(id)}`, back: '#/limits', label: `Edit limit ${id}`, submit: 'Save limit',
+    title: (l) => `Limit ${id}: ${l.metric} per ${l.period} of ${l.scope_kind} ${l.scope}`,
+    fields: (l) => [
+      field(l.metric === 'cost' ? 'Amount (USD)' : `Amount (${l.metric})`, 'amount', {
+        value: l.metric === 'cost' ? formatMoney(l.amount, 'USD').replace(/^\$/, '').replace(/,/g, '') : String(l.amount),
+        required: true,
+      }),
+      field('Reservation', 'reservation', { kind: 'select', options: OPT.reservation, value: l.reservation }),
+      field('Offline', 'offline', { kind: 'select', options: OPT.offline, value: l.offline }),
+      field('Unpriced targets', 'unpriced', { kind: 'select', options: OPT.unpriced, value: l.unpriced }),
+      field('Description', 'description', { value: l.description }),
+      field('Enabled', 'enabled', { kind: 'checkbox', value: l.enabled }),
+    ],
+    body: (fm, l) => {
       let amount;
       try {
-        amount = parseAmount(item.metric, fm.elements.amount.value);
+        amount = parseAmount(l.metric, fm.elements.amount.value);
       } catch (e) {
         throw amountError(e);
       }
-      await api.call('PATCH', path, {
-        body: {
-          amount, reservation: fm.elements.reservation.value, offline: fm.elements.offline.value,
-          unpriced: fm.elements.unpriced.value, description: fm.elements.description.value, enabled: fm.elements.enabled.checked,
-        },
-        etag: etag || `"${item.version}"`,
-      });
-      ctx.navigate('#/limits');
+      return {
+        amount, reservation: fm.elements.reservation.value, offline: fm.elements.offline.value,
+        unpriced: fm.elements.unpriced.value, description: fm.elements.description.value, enabled: fm.elements.enabled.checked,
+      };
     },
-    extra: [button('Cancel', () => ctx.navigate('#/limits'))],
-  })));
+  });
 }
 
 export async function render(root, ctx) {
@@ -118,12 +114,7 @@ export async function render(root, ctx) {
         await api.call('PATCH', path, { body: { enabled: !l.enabled }, etag: etag || `"${item.version}"` });
         ctx.refresh();
       }, ctx.refresh), { write: true, label: `${l.enabled ? 'Disable' : 'Enable'} limit ${l.id}` }),
-      deleteButton(`limit ${l.id}`, async () => {
-        const path = `/v1/admin/limits/${api.enc(l.id)}`;
-        const { item, etag } = await api.one(path);
-        await api.call('DELETE', path, { etag: etag || `"${item.version}"` });
-        ctx.refresh();
-      }))],
+      deleteItem(`limit ${l.id}`, `/v1/admin/limits/${api.enc(l.id)}`, ctx))],
   ], limits, { empty: 'No limit yet.', rowAttrs: (l) => ({ dataset: { id: l.id } }) })));
   root.append(section('New limit', form('New limit', [
     field('Id', 'id', { hint: 'empty: lim_ and 16 hex digits' }),

@@ -1,7 +1,8 @@
 // Providers: list, create, edit, enable/disable, delete; each one's
 // credential health from GET /v1/admin/health.
 import * as api from './api.js';
-import { el, field, form, table, section, button, badge, act, deleteButton, csv, notice } from './dom.js';
+import { el, field, form, table, section, button, badge, act, csv, notice } from './dom.js';
+import { deleteItem } from './items.js';
 
 const DRIVERS = ['openai', 'openai-responses', 'anthropic', 'bedrock', 'gemini', 'ollama'];
 const CAPS = 'chat, embeddings, vision, tools, json_mode, reasoning, transcription, speech, image';
@@ -85,11 +86,7 @@ export async function render(root, ctx) {
       button('Edit', () => ctx.navigate(`#/providers/${api.enc(p.name)}`), { write: true, label: `Edit provider ${p.name}` }),
       button(p.enabled ? 'Disable' : 'Enable', () => setEnabled(p.name, !p.enabled, ctx),
         { write: true, label: `${p.enabled ? 'Disable' : 'Enable'} provider ${p.name}` }),
-      deleteButton(`provider ${p.name}`, async () => {
-        const { etag } = await api.one(`/v1/admin/providers/${api.enc(p.name)}`);
-        await api.call('DELETE', `/v1/admin/providers/${api.enc(p.name)}`, { etag });
-        ctx.refresh();
-      }))],
+      deleteItem(`provider ${p.name}`, `/v1/admin/providers/${api.enc(p.name)}`, ctx))],
   ], providers, { empty: 'No provider yet: create one below.', rowAttrs: (p) => ({ dataset: { name: p.name } }) })));
   if (!secrets.length) root.append(notice('A provider that needs an API key takes it from a secret: create the secret first (Secrets page).'));
   const f = form('New provider', fields({}, secrets, true), {

@@ -2,7 +2,8 @@
 // tiers, high-cost marks, capability, role, aliases; and the router's plan
 // for a sample request (GET /v1/admin/plan).
 import * as api from './api.js';
-import { el, clear, field, form, table, section, button, deleteButton, csv, badge, notice } from './dom.js';
+import { el, clear, field, form, table, section, button, csv, badge, notice } from './dom.js';
+import { deleteItem } from './items.js';
 
 const STRATEGIES = ['ordered', 'price', 'latency', 'auto', 'weighted'];
 const CAPABILITIES = ['chat', 'embeddings', 'vision', 'transcription', 'speech', 'image'];
@@ -231,11 +232,7 @@ export async function render(root, ctx) {
     })))],
     ['Actions', (r) => el('div.row-actions', {},
       button('Edit', () => ctx.navigate(`#/routes/${api.enc(r.name)}`), { write: true, label: `Edit route ${r.name}` }),
-      deleteButton(`route ${r.name}`, async () => {
-        const { etag } = await api.one(`/v1/admin/routes/${api.enc(r.name)}`);
-        await api.call('DELETE', `/v1/admin/routes/${api.enc(r.name)}`, { etag });
-        ctx.refresh();
-      }))],
+      deleteItem(`route ${r.name}`, `/v1/admin/routes/${api.enc(r.name)}`, ctx))],
   ], routes, { empty: 'No route yet.', rowAttrs: (r) => ({ dataset: { name: r.name } }) })));
   if (!routes.length) root.append(notice('Clients name a route as their model; create one with New route.'));
   root.append(planSection(routes[0]?.name ?? ''));

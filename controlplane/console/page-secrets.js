@@ -1,7 +1,8 @@
 // Secrets: write-only values. The list never shows one; a new value
 // replaces the sealed one.
 import * as api from './api.js';
-import { el, field, form, table, section, button, deleteButton, fmtTime } from './dom.js';
+import { el, field, form, table, section, button, fmtTime } from './dom.js';
+import { deleteItem } from './items.js';
 
 const BACKENDS = [['builtin', 'builtin (sealed with the master key)'], ['vault', 'Vault'], ['aws', 'AWS Secrets Manager']];
 
@@ -41,11 +42,7 @@ export async function render(root, ctx) {
       ['Updated', (s) => fmtTime(s.updated_at)],
       ['Actions', (s) => el('div.row-actions', {},
         button('Replace', () => ctx.navigate(`#/secrets/${api.enc(s.name)}`), { write: true, label: `Replace secret ${s.name}` }),
-        deleteButton(`secret ${s.name}`, async () => {
-          const { etag } = await api.one(`/v1/admin/secrets/${api.enc(s.name)}`);
-          await api.call('DELETE', `/v1/admin/secrets/${api.enc(s.name)}`, { etag });
-          ctx.refresh();
-        }))],
+        deleteItem(`secret ${s.name}`, `/v1/admin/secrets/${api.enc(s.name)}`, ctx))],
     ], secrets, { empty: 'No secret yet.' })));
   root.append(section('New secret', form('New secret', [
     field('Name', 'name', { required: true }),

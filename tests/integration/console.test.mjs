@@ -516,6 +516,28 @@ test('every other page renders; screenshots at 1280x800 and narrow', T, async ()
   const share = Number((spentPd * 100_000n) / 250_000_000_000n) / 1000;
   assert.ok(Math.abs(meter - share) <= 0.05, `meter ${meter}, spent ${spentPd} of 2.5e11 is ${share}%`);
   await shot(page, 'limits');
+  // Edited in the console (the editor reads the item with its ETag and
+  // saves with If-Match): a new amount, exact.
+  await page.click('button[aria-label="Edit limit lim-console"]');
+  const ef = 'form[aria-label="Edit limit lim-console"]';
+  await page.waitForSelector(ef);
+  assert.equal(await page.$eval(`${ef} [name="amount"]`, (e) => e.value), '0.25');
+  await fill(page, `${ef} [name="amount"]`, '0.500000000001');
+  await page.click(`${ef} button[type=submit]`);
+  await page.waitForSelector('tr[data-id="lim-console"]');
+  assert.equal((await cp.admin('GET', '/v1/admin/limits/lim-console')).json.amount, 500_000_000_001);
+  // A team edited, a project deleted (the button asks once more).
+  await go(page, '#/teams/team-a');
+  const tf = 'form[aria-label="Edit team team-a"]';
+  await fill(page, `${tf} [name="description"]`, 'edited in the console');
+  await page.click(`${tf} button[type=submit]`);
+  await page.waitForSelector('#main table');
+  assert.equal((await cp.admin('GET', '/v1/admin/teams/team-a')).json.description, 'edited in the console');
+  await go(page, '#/projects');
+  await page.click('button[aria-label="Delete project proj-a"]');
+  await page.click('button[aria-label="Confirm: delete project proj-a"]');
+  await h.waitFor(async () => (await cp.admin('GET', '/v1/admin/projects/proj-a')).status === 404,
+    { what: 'proj-a deleted' });
 
   await go(page, '#/audit');
   await waitText(page, '#main table', 'routes chat');
