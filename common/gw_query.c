@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "gw_json.h"
 #include "gw_pool.h"
 #include "gw_str.h"
 
@@ -26,6 +27,20 @@ char *gw_unescape(struct gw_pool *pool, const char *s, size_t n)
     }
     out[o] = '\0';
     return out;
+}
+
+/* 1 when s is UTF-8 text without control characters. */
+static int text_ok(const char *s)
+{
+    size_t n = strlen(s);
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = gw_utf8_len(u + i, n - i);
+        if (!k || u[i] < 0x20 || u[i] == 0x7f)
+            return 0;
+        i += k;
+    }
+    return 1;
 }
 
 enum gw_query_err gw_query_parse(struct gw_pool *pool, const char *qs, const char *const *names,
@@ -58,6 +73,8 @@ enum gw_query_err gw_query_parse(struct gw_pool *pool, const char *qs, const cha
         char *v = eq ? gw_unescape(pool, eq + 1, len - nl - 1) : gw_pool_strdup(pool, "");
         if (!v)
             return eq ? GW_QUERY_MALFORMED : GW_QUERY_NOMEM;
+        if (!text_ok(v))
+            return GW_QUERY_MALFORMED;
         vals[k] = v;
         p = next;
     }

@@ -5,7 +5,8 @@
  * value is %-decoded ('+' stays a '+'); a name alone ("a") has the value "".
  * Empty pieces ("a=1&&b=2") are skipped. The first piece that is not
  * acceptable stops the reading: a name not in the list, a name given twice,
- * or a value with a malformed escape or one that decodes to a NUL byte.
+ * or a value with a malformed escape, or that decodes to anything but UTF-8
+ * text without control characters (a NUL byte, a newline, 0xff).
  * Everything returned lives in the pool.
  */
 #ifndef GW_QUERY_H
@@ -19,7 +20,7 @@ enum gw_query_err {
     GW_QUERY_OK = 0,
     GW_QUERY_UNKNOWN,   /* a name not in the list: *bad points at it, *badlen its length */
     GW_QUERY_REPEATED,  /* names[*idx] given twice */
-    GW_QUERY_MALFORMED, /* names[*idx]'s value has a bad escape */
+    GW_QUERY_MALFORMED, /* names[*idx]'s value has a bad escape or is not text */
     GW_QUERY_NOMEM,
 };
 

@@ -194,7 +194,9 @@ int cp_call_query(struct cp_call *c, const char *const *names, const char **vals
         cp_call_error(c, 400, "invalid_value", names[idx], "%s: given more than once", names[idx]);
         return -1;
     case GW_QUERY_MALFORMED:
-        cp_call_error(c, 400, "invalid_value", names[idx], "%s: a malformed percent-escape",
+        cp_call_error(c, 400, "invalid_value", names[idx],
+                      "%s: a malformed percent-escape, or not UTF-8 text without control "
+                      "characters",
                       names[idx]);
         return -1;
     case GW_QUERY_NOMEM:

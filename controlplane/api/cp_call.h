@@ -82,8 +82,9 @@ json_t *cp_call_body_object(struct cp_call *c);
 
 /* Reads the request's query string against names (NULL-terminated): the
  * value of names[i], %-decoded into the pool, in vals[i] (NULL when
- * absent). An unknown parameter (400 unknown_parameter), a repeated one or
- * a malformed escape (400 invalid_value) is answered naming it, and -1
+ * absent). An unknown parameter (400 unknown_parameter), a repeated one,
+ * a malformed escape or a value that is not UTF-8 text without control
+ * characters (400 invalid_value) is answered naming it, and -1
  * returned; else 0. */
 int cp_call_query(struct cp_call *c, const char *const *names, const char **vals);
 /* An integer query value in [lo, hi] into *out (absent: def); -1 after

@@ -6,7 +6,7 @@
  *  - GW_QUERY_OK: every value returned is the %-decoding of the last
  *    piece's value for that name in a plain re-reading of the input (ref
  *    below), no name appears twice, every piece's name is in the list, and
- *    no value holds a NUL byte;
+ *    no value holds a control character;
  *  - GW_QUERY_UNKNOWN: *bad points into the input at a piece whose name
  *    (badlen bytes) is not in the list;
  *  - GW_QUERY_REPEATED / MALFORMED: names[*idx] is in the input;
@@ -70,6 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 continue;
             char *dec = gw_unescape(pool, raw, rl);
             CHECK(dec && strcmp(dec, vals[k]) == 0);
+            for (const unsigned char *u = (const unsigned char *)vals[k]; *u; u++)
+                CHECK(*u >= 0x20 && *u != 0x7f);
             CHECK(strlen(vals[k]) <= rl);
         }
         break;

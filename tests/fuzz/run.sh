@@ -44,7 +44,7 @@ declare -A sources=(
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_money]="common/gw_money.c"
   [fuzz_multipart]="common/gw_multipart.c common/gw_audio.c common/gw_buf.c common/gw_crypto.c"
-  [fuzz_query]="common/gw_query.c common/gw_pool.c"
+  [fuzz_query]="common/gw_query.c common/gw_pool.c common/gw_json.c common/gw_buf.c"
   [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c dataplane/dp_snapshot_build.c
     dataplane/dp_snapshot_apply.c common/gw_pmap.c
     dataplane/dp_snapshot_lookup.c dataplane/dp_guard_rules.c common/gw_log.c $drivers"

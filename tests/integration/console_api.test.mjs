@@ -135,7 +135,7 @@ describe('the ledger, listed', () => {
     for (const [q, param, code] of [['status=abc', 'status'], ['status=99', 'status'], ['limit=0', 'limit'],
       ['limit=1001', 'limit'], ['offset=-1', 'offset'], ['request_id=a%20b', 'request_id'],
       ['route=', 'route'], ['colour=red', 'colour', 'unknown_parameter'], ['route=a&route=b', 'route'],
-      ['key_id=%zz', 'key_id']]) {
+      ['key_id=%zz', 'key_id'], ['route=%c3%28', 'route'], ['provider=%01', 'provider']]) {
       const r = await cp.admin('GET', `/v1/admin/ledger?${q}`);
       h.assertError(r, 400, code ?? 'invalid_value', param);
     }
@@ -231,7 +231,8 @@ describe('plan: the router on the last snapshot', () => {
   test('a bad parameter is a 400 naming it', T, async () => {
     for (const [q, param, code] of [['', 'model'], ['model=plan-route&capabilities=telepathy', 'capabilities'],
       ['model=plan-route&input_tokens=x', 'input_tokens'], ['model=plan-route&key_id=nobody', 'key_id'],
-      ['model=plan-route&colour=red', 'colour', 'unknown_parameter']]) {
+      ['model=plan-route&colour=red', 'colour', 'unknown_parameter'], ['model=%ff', 'model'],
+      ['model=plan-route&key_id=a%0Ab', 'key_id']]) {
       const r = await cp.admin('GET', `/v1/admin/plan?${q}`);
       h.assertError(r, 400, code ?? 'invalid_value', param);
     }

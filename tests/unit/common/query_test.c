@@ -45,6 +45,12 @@ static void test_refusals(void)
     CU_ASSERT_EQUAL(idx, 0);
     CU_ASSERT_EQUAL(parse(p, "model=a%00b", v, &idx, &bad, &bl), GW_QUERY_MALFORMED);
     CU_ASSERT_EQUAL(parse(p, "model=%4", v, &idx, &bad, &bl), GW_QUERY_MALFORMED);
+    /* Not text: invalid UTF-8, a control character. */
+    CU_ASSERT_EQUAL(parse(p, "limit=1&model=%ff", v, &idx, &bad, &bl), GW_QUERY_MALFORMED);
+    CU_ASSERT_EQUAL(idx, 0);
+    CU_ASSERT_EQUAL(parse(p, "model=a%0Ab", v, &idx, &bad, &bl), GW_QUERY_MALFORMED);
+    CU_ASSERT_EQUAL(parse(p, "model=caf%C3%A9", v, &idx, &bad, &bl), GW_QUERY_OK);
+    CU_ASSERT_STRING_EQUAL(v[0], "caf\xc3\xa9");
     /* A prefix of a name is not the name. */
     CU_ASSERT_EQUAL(parse(p, "mode=a", v, &idx, &bad, &bl), GW_QUERY_UNKNOWN);
     CU_ASSERT_EQUAL(parse(p, "models=a", v, &idx, &bad, &bl), GW_QUERY_UNKNOWN);
