@@ -115,7 +115,7 @@ void cp_console_serve(struct cp_call *c, const char *dir)
             len = f->len;
         }
     if (!body)
-        return cp_call_error(c, 404, "not_found", NULL, "the console has no file %s", name);
+        return cp_call_error(c, 404, "not_found", NULL, "the console has no such file");
     c->status = 200;
     gw_http_respond(c->req, 200, type, body, len);
 }

@@ -74,6 +74,24 @@ describe('the console\'s assets', () => {
     assert.equal(post.status, 405);
   });
 
+  test('a path with bytes that are not text: a 404 (or 400) with a JSON body, never a 500', T, async () => {
+    const net = await import('node:net');
+    for (const p of [Buffer.from('/console/\xff.js', 'latin1'), Buffer.from('/nowhere/\xff\x01', 'latin1')]) {
+      const answer = await new Promise((resolve, reject) => {
+        const s = net.connect(cp.port, '127.0.0.1');
+        const chunks = [];
+        s.on('data', (d) => chunks.push(d));
+        s.on('end', () => resolve(Buffer.concat(chunks).toString('latin1')));
+        s.on('error', reject);
+        s.write(Buffer.concat([Buffer.from('GET '), p, Buffer.from(' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')]));
+      });
+      const status = Number(answer.slice(9, 12));
+      assert.ok(status === 404 || status === 400, answer.slice(0, 200));
+      const body = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+      assert.ok(JSON.parse(body).error.message.length > 0, body);
+    }
+  });
+
   test('the assets need no token; the API behind them does', T, async () => {
     assert.equal((await get('/console/')).status, 200);
     assert.equal((await get('/v1/admin/whoami')).status, 401);
