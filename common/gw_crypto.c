@@ -5,6 +5,7 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 
+#include "gw_codec.h"
 #include "gw_error.h"
 
 /* SHA-256 fetched once: EVP_sha256() makes OpenSSL 3 look the algorithm up
@@ -23,14 +24,9 @@ void gw_sha256_hex(const void *data, size_t len, char out[65])
 {
     unsigned char md[32];
     unsigned int mdlen = 0;
-    static const char hex[] = "0123456789abcdef";
     pthread_once(&sha256_once, sha256_fetch);
     EVP_Digest(data, len, md, &mdlen, sha256_md ? sha256_md : EVP_sha256(), NULL);
-    for (unsigned i = 0; i < 32; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[64] = '\0';
+    gw_hex_encode(md, sizeof(md), out);
 }
 
 int gw_random_bytes(void *buf, size_t n)

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "gw_buf.h"
+#include "gw_codec.h"
 #include "gw_error.h"
-#include "gw_str.h"
 
 struct gw_etcd {
     char *endpoints[GW_ETCD_MAX_ENDPOINTS];
@@ -25,56 +25,22 @@ struct gw_etcd {
 /* ---------------------------------------------------------------------- */
 /* Encoding */
 
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int gw_etcd_b64_encode(struct gw_buf *out, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)s[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= s[i + 2];
-        char q[4] = {B64[(v >> 18) & 63], B64[(v >> 12) & 63], i + 1 < n ? B64[(v >> 6) & 63] : '=',
-                     i + 2 < n ? B64[v & 63] : '='};
-        int rc = gw_buf_append(out, q, 4);
-        if (rc != GW_OK)
-            return rc;
-    }
-    return GW_OK;
-}
-
-int gw_etcd_b64_decode(const char *s, size_t n, char **out, size_t *len)
+/* n characters of base64 at s into a malloc'd, NUL-terminated buffer (*out,
+ * *len without the NUL): GW_OK, GW_EINVAL or GW_ENOMEM. */
+static int b64_dup(const char *s, size_t n, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
-    if (n % 4)
-        return GW_EINVAL;
-    char *d = malloc(n / 4 * 3 + 1);
+    unsigned char *d = malloc(n / 4 * 3 + 1);
     if (!d)
         return GW_ENOMEM;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        int last = i + 4 == n;
-        int pad = (s[i + 3] == '=') + (s[i + 2] == '=' && s[i + 3] == '=');
-        int v[4];
-        for (int k = 0; k < 4; k++)
-            v[k] = k >= 4 - pad ? 0 : gw_b64_digit((unsigned char)s[i + k]);
-        if ((pad && !last) || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0) {
-            free(d);
-            return GW_EINVAL;
-        }
-        unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | v[3];
-        d[o++] = (char)(x >> 16);
-        if (pad < 2)
-            d[o++] = (char)(x >> 8);
-        if (pad < 1)
-            d[o++] = (char)x;
+    int rc = gw_b64_decode(s, n, d, n / 4 * 3, len);
+    if (rc != GW_OK) {
+        free(d);
+        return rc;
     }
-    d[o] = '\0';
-    *out = d;
-    *len = o;
+    d[*len] = '\0';
+    *out = (char *)d;
     return GW_OK;
 }
 
@@ -136,7 +102,7 @@ static int b64_member(const json_t *obj, const char *name, char **out, size_t *l
     if (v && !json_is_string(v))
         return GW_EINVAL;
     const char *s = v ? json_string_value(v) : "";
-    return gw_etcd_b64_decode(s, v ? json_string_length(v) : 0, out, len);
+    return b64_dup(s, v ? json_string_length(v) : 0, out, len);
 }
 
 int gw_etcd_kv_decode(const json_t *obj, struct gw_etcd_kv *kv)
@@ -437,7 +403,7 @@ static int set_b64(json_t *obj, const char *name, const void *p, size_t n)
 {
     struct gw_buf b;
     gw_buf_init(&b, 0);
-    int rc = gw_etcd_b64_encode(&b, p, n);
+    int rc = gw_b64_append(&b, p, n);
     if (rc == GW_OK &&
         json_object_set_new(obj, name, json_stringn(b.data ? b.data : "", b.len)) != 0)
         rc = GW_ENOMEM;

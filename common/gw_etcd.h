@@ -138,13 +138,6 @@ const char *gw_etcd_strerror(const struct gw_etcd_err *err, char *buf, size_t le
 
 /* --- The JSON encoding, public for the unit tests --- */
 
-/* Standard base64 with padding, appended to out. 0 or GW_ENOMEM/GW_ELIMIT. */
-int gw_etcd_b64_encode(struct gw_buf *out, const void *p, size_t n)
-    __attribute__((warn_unused_result));
-/* Decodes padded standard base64 into a malloc'd, NUL-terminated buffer
- * (*out, *len without the NUL). GW_EINVAL for anything else. */
-int gw_etcd_b64_decode(const char *s, size_t n, char **out, size_t *len)
-    __attribute__((warn_unused_result));
 /* The range_end that makes [key, end) the keys starting with key: key with
  * its last byte that is not 0xff incremented, the rest dropped ("a/" ->
  * "a0"); "\0" (every key) when there is none. *end is malloc'd. */

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gw_codec.h"
 #include "gw_error.h"
-#include "gw_str.h"
 
 #define MAX_CHUNK_LINE 4096 /* a chunk size line with its extensions, a trailer line */
 #define MAX_CHUNK ((uint64_t)1 << 60)

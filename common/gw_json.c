@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_codec.h"
 #include "gw_error.h"
 
 const char *gw_json_str(const json_t *obj, const char *key)
@@ -138,15 +139,6 @@ static void skip_ws(struct scan *sc)
         sc->p++;
 }
 
-static int hex4(const unsigned char *p)
-{
-    for (int i = 0; i < 4; i++)
-        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f') ||
-              (p[i] >= 'A' && p[i] <= 'F')))
-            return 0;
-    return 1;
-}
-
 static int scan_string(struct scan *sc)
 {
     sc->p++; /* opening quote */
@@ -163,7 +155,8 @@ static int scan_string(struct scan *sc)
                 return 0;
             unsigned char e = sc->p[1];
             if (e == 'u') {
-                if (sc->end - sc->p < 6 || !hex4(sc->p + 2))
+                uint64_t cp;
+                if (sc->end - sc->p < 6 || gw_hex_value((const char *)sc->p + 2, 4, &cp) != 0)
                     return 0;
                 sc->p += 6;
                 continue;
@@ -557,16 +550,6 @@ int gw_json_span_is_null(const char *vp, size_t vn)
     return vn == 4 && memcmp(vp, "null", 4) == 0;
 }
 
-static unsigned hexval(const char *p)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v = v * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-    }
-    return v;
-}
-
 static int put_utf8(struct gw_buf *out, unsigned cp)
 {
     char u[4];
@@ -627,10 +610,12 @@ int gw_json_span_string(const char *vp, size_t vn, struct gw_buf *out)
             rc = gw_buf_append(out, "\t", 1);
             break;
         case 'u': {
-            unsigned cp = hexval(p);
+            uint64_t cp = 0, lo = 0;
+            if (gw_hex_value(p, 4, &cp) != 0)
+                return GW_EINVAL;
             p += 4;
-            if (cp >= 0xd800 && cp < 0xdc00 && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
-                unsigned lo = hexval(p + 2);
+            if (cp >= 0xd800 && cp < 0xdc00 && end - p >= 6 && p[0] == '\\' && p[1] == 'u' &&
+                gw_hex_value(p + 2, 4, &lo) == 0) {
                 if (lo >= 0xdc00 && lo < 0xe000) {
                     cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
                     p += 6;
@@ -638,7 +623,7 @@ int gw_json_span_string(const char *vp, size_t vn, struct gw_buf *out)
             }
             if ((cp >= 0xd800 && cp < 0xe000) || cp == 0)
                 return GW_EINVAL; /* a lone surrogate or NUL: jansson refuses both */
-            rc = put_utf8(out, cp);
+            rc = put_utf8(out, (unsigned)cp);
             break;
         }
         default: /* " \ / */

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 
@@ -697,7 +698,6 @@ int gw_mp_parse_all(const char *body, size_t len, const char *boundary,
 
 void gw_mp_new_boundary(char out[41])
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char r[16];
     if (gw_random_bytes(r, sizeof r) != GW_OK) {
         /* No randomness: a boundary unlikely to be in the content still. */
@@ -714,11 +714,7 @@ void gw_mp_new_boundary(char out[41])
         }
     }
     memcpy(out, "llmgw-", 6);
-    for (size_t k = 0; k < sizeof r; k++) {
-        out[6 + 2 * k] = hex[r[k] >> 4];
-        out[7 + 2 * k] = hex[r[k] & 15];
-    }
-    out[38] = '\0';
+    gw_hex_encode(r, sizeof r, out + 6);
 }
 
 static int put_quoted(struct gw_buf *b, const char *s)

@@ -2,9 +2,9 @@
 
 #include <string.h>
 
+#include "gw_codec.h"
 #include "gw_json.h"
 #include "gw_pool.h"
-#include "gw_str.h"
 
 char *gw_unescape(struct gw_pool *pool, const char *s, size_t n)
 {

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
-#include "gw_str.h"
 
 static const char HEX_UPPER[] = "0123456789ABCDEF";
 
@@ -339,16 +339,6 @@ static int hmac(const void *key, size_t klen, const void *data, size_t dlen, uns
     return GW_OK;
 }
 
-static void hex_lower(const unsigned char *in, size_t n, char *out)
-{
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = hex[in[i] >> 4];
-        out[2 * i + 1] = hex[in[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
 /* signature = hex(HMAC(kSigning, string_to_sign)), where kSigning chains
  * HMAC over "AWS4"+secret, the date, region, service and "aws4_request". */
 static int sign_string(const struct gw_sigv4_params *p, const char *date8, const struct gw_buf *sts,
@@ -369,7 +359,7 @@ static int sign_string(const struct gw_sigv4_params *p, const char *date8, const
     if (!rc)
         rc = hmac(k, 32, sts->data, sts->len, s);
     if (!rc)
-        hex_lower(s, 32, sig);
+        gw_hex_encode(s, 32, sig);
     OPENSSL_cleanse(secret, sizeof(secret));
     OPENSSL_cleanse(k, sizeof(k));
     return rc;

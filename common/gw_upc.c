@@ -18,7 +18,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
@@ -32,9 +31,9 @@
 #include <unistd.h>
 
 #include "gw_buf.h"
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_h1resp.h"
-#include "gw_str.h"
 #include "gw_time.h"
 
 #define RBUF_SIZE 16384       /* the loop's read buffer: one TLS record */
@@ -225,7 +224,7 @@ static char *proxy_basic(const char *url)
     char *out = malloc(cap);
     if (out) {
         memcpy(out, "Basic ", 6);
-        EVP_EncodeBlock((unsigned char *)out + 6, plain, (int)n);
+        gw_b64_encode(plain, n, out + 6);
     }
     free(plain);
     return out;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_flags.h"
 
@@ -291,9 +292,9 @@ int dp_config_parse(struct dp_config *c, int argc, char **argv)
     }
     const char *ck = getenv("LLMGW_CACHE_KEY");
     if (ck && *ck) {
-        if (dp_snapcache_parse_key(ck, c->cache_key) != GW_OK) {
-            fprintf(stderr, "llmgw-dataplane: LLMGW_CACHE_KEY: must be 64 hex digits or base64 "
-                            "of 32 bytes\n");
+        if (gw_key32_parse(ck, c->cache_key) != GW_OK) {
+            fprintf(stderr, "llmgw-dataplane: LLMGW_CACHE_KEY: must be 32 bytes written as 64 hex "
+                            "digits or as 44 characters of standard base64\n");
             return GW_EINVAL;
         }
         c->has_cache_key = 1;

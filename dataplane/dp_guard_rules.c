@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "gw_buf.h"
+#include "gw_codec.h"
 #include "gw_error.h"
-#include "gw_str.h"
 
 /* common/guard_rules.json, written into a C array at build time
  * (dataplane/CMakeLists.txt, controlplane/embed.cmake). */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dp_snapshot.h"
+#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_log.h"
@@ -24,50 +25,12 @@
 #define MAX_CREDENTIAL 16384
 #define MAX_HEADERS 65536 /* a provider's headers object, as compact JSON */
 
-static int hexval(int c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* Standard base64 into out (capacity cap); the decoded length, or -1. */
+/* Base64 into out (capacity cap): the byte count, or -1 (empty, not base64,
+ * or too long). */
 static long b64_decode(const char *in, size_t n, unsigned char *out, size_t cap)
 {
-    if (n == 0 || n % 4 || n / 4 * 3 > cap)
-        return -1;
-    int len = EVP_DecodeBlock(out, (const unsigned char *)in, (int)n);
-    if (len < 0)
-        return -1;
-    /* EVP_DecodeBlock counts the padding as bytes. */
-    if (in[n - 1] == '=')
-        len--;
-    if (in[n - 2] == '=')
-        len--;
-    return len;
-}
-
-int dp_snapcache_parse_key(const char *text, unsigned char key[DP_CACHE_KEY_LEN])
-{
-    size_t n = strlen(text);
-    if (n == 2 * DP_CACHE_KEY_LEN) {
-        for (size_t i = 0; i < DP_CACHE_KEY_LEN; i++) {
-            int hi = hexval((unsigned char)text[2 * i]),
-                lo = hexval((unsigned char)text[2 * i + 1]);
-            if (hi < 0 || lo < 0)
-                goto try_b64;
-            key[i] = (unsigned char)(hi << 4 | lo);
-        }
-        return GW_OK;
-    }
-try_b64:;
-    unsigned char buf[64];
-    if (b64_decode(text, n, buf, sizeof(buf)) == DP_CACHE_KEY_LEN) {
-        memcpy(key, buf, DP_CACHE_KEY_LEN);
-        return GW_OK;
-    }
-    return GW_EINVAL;
+    size_t len = 0;
+    return n && gw_b64_decode(in, n, out, cap, &len) == GW_OK ? (long)len : -1;
 }
 
 /* AES-256-GCM. seal: out gets nonce || ciphertext || tag. open: the
@@ -170,12 +133,12 @@ static int encode_headers(json_t *p, size_t i, const char *name, const unsigned 
         goto out;
     }
     sealed = malloc(NONCE_LEN + n + TAG_LEN);
-    b64 = malloc((NONCE_LEN + n + TAG_LEN + 2) / 3 * 4 + 1);
+    b64 = malloc(gw_b64_len(NONCE_LEN + n + TAG_LEN) + 1);
     if (!sealed || !b64 || seal(key, aad, aadlen, text, n, sealed) != GW_OK) {
         snprintf(err, errlen, "providers[%zu]: encryption failed", i);
         goto out;
     }
-    EVP_EncodeBlock((unsigned char *)b64, sealed, (int)(NONCE_LEN + n + TAG_LEN));
+    gw_b64_encode(sealed, NONCE_LEN + n + TAG_LEN, b64);
     json_object_set_new(p, "headers_sealed", json_string(b64));
     json_object_del(p, "headers");
     rc = 0;
@@ -257,7 +220,7 @@ static int doc_mac(const json_t *doc, const unsigned char *key, char out[MAC_B64
     OPENSSL_cleanse(mk, sizeof(mk));
     if (!ok)
         return GW_ENOMEM;
-    EVP_EncodeBlock((unsigned char *)out, tag, (int)sizeof(tag));
+    gw_b64_encode(tag, sizeof(tag), out);
     return GW_OK;
 }
 
@@ -299,7 +262,7 @@ json_t *dp_snapcache_encode(const json_t *doc, const unsigned char *key, int *om
                 json_decref(out);
                 return NULL;
             }
-            EVP_EncodeBlock((unsigned char *)b64, sealed, (int)(NONCE_LEN + n + TAG_LEN));
+            gw_b64_encode(sealed, NONCE_LEN + n + TAG_LEN, b64);
             json_object_set_new(p, "credential_sealed", json_string(b64));
             OPENSSL_cleanse(sealed, sizeof(sealed));
         } else {

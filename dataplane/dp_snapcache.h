@@ -30,12 +30,7 @@
 
 struct dp_snapshot;
 
-#define DP_CACHE_KEY_LEN 32
-
-/* Parses a key given as 64 hex digits or as base64 of 32 bytes. 0 or
- * GW_EINVAL. */
-int dp_snapcache_parse_key(const char *text, unsigned char key[DP_CACHE_KEY_LEN])
-    __attribute__((warn_unused_result));
+#define DP_CACHE_KEY_LEN 32 /* parsed by gw_key32_parse (gw_codec.h) */
 
 /* 1 when a header name may carry a credential: authorization,
  * proxy-authorization, x-api-key, api-key, x-goog-api-key, or any name

@@ -10,11 +10,11 @@
 
 #include "dp_guard_rules.h"
 #include "dp_snapshot_int.h"
+#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_hash.h"
 #include "gw_log.h"
-#include "gw_str.h"
 #include "gw_time.h"
 
 /* ---- Items and the maps that hold them ---- */
@@ -353,11 +353,7 @@ const struct dp_key *dp_snapshot_find_key(const struct dp_snapshot *s, const cha
 uint64_t dps_key_slot(const char *hex)
 {
     uint64_t v = 0;
-    for (int i = 0; i < 16; i++) {
-        int d = gw_hex_digit((unsigned char)hex[i]);
-        v = v << 4 | (uint64_t)(d < 0 ? 0 : d);
-    }
-    return v;
+    return gw_hex_value(hex, 16, &v) == 0 ? v : 0; /* checked at build: 64 hex digits */
 }
 
 const struct dp_guard_rules *dp_snapshot_guard_rules(const struct dp_snapshot *s)

@@ -12,6 +12,7 @@
 
 #include "cp_db.h"
 #include "cp_res.h"
+#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_pool.h"
@@ -25,8 +26,7 @@ char *cp_res_new_token(struct cp_call *c, const char *prefix)
     char hex[65];
     if (gw_random_bytes(rnd, sizeof(rnd)) != GW_OK)
         return NULL;
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+    gw_hex_encode(rnd, sizeof(rnd), hex);
     return gw_pool_printf(c->pool, "%s%s", prefix, hex);
 }
 

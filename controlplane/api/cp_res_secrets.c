@@ -20,23 +20,6 @@
 
 static const char *const backends[] = {"builtin", "vault", "aws", NULL};
 
-/* bytea input text: "\x" and hex. */
-static char *bytea_hex(struct cp_call *c, const unsigned char *b, size_t n)
-{
-    char *s = gw_pool_alloc(c->pool, 2 * n + 3);
-    if (!s)
-        return NULL;
-    s[0] = '\\';
-    s[1] = 'x';
-    static const char hx[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        s[2 + 2 * i] = hx[b[i] >> 4];
-        s[3 + 2 * i] = hx[b[i] & 15];
-    }
-    s[2 * n + 2] = '\0';
-    return s;
-}
-
 static int prepare_secret(struct cp_call *c, json_t *obj, const json_t *before, struct cp_verr *e)
 {
     const char *name = json_string_value(json_object_get(obj, "name"));
@@ -94,7 +77,7 @@ static int prepare_secret(struct cp_call *c, json_t *obj, const json_t *before, 
     if (cp_secret_seal(c->master_key, name, json_string_value(value), json_string_length(value),
                        &blob, &bloblen) != GW_OK)
         return cp_verr_set(e, 500, "internal", "value", "value: sealing failed");
-    char *hex = bytea_hex(c, blob, bloblen);
+    char *hex = cp_db_bytea_hex_in(c->pool, blob, bloblen);
     free(blob);
     if (!hex)
         return cp_verr_set(e, 500, "internal", NULL, "out of memory");

@@ -8,6 +8,7 @@
 #include "cp_db.h"
 #include "cp_metrics.h"
 #include "gw_buf.h"
+#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_http.h"
@@ -538,8 +539,7 @@ static void create(struct cp_call *c, const struct cp_resource *r)
         char hex[17];
         if (gw_random_bytes(rnd, sizeof(rnd)) != GW_OK)
             return cp_call_error(c, 500, "internal", NULL, "the random generator failed");
-        for (size_t i = 0; i < sizeof(rnd); i++)
-            snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+        gw_hex_encode(rnd, sizeof(rnd), hex);
         json_object_set_new(body, r->fields[0].name,
                             json_string(gw_pool_printf(c->pool, "%s%s", r->key_prefix, hex)));
     }

@@ -16,14 +16,6 @@ static void decref(void *j)
     json_decref(j);
 }
 
-static char *to_bytea(struct gw_pool *pool, const unsigned char *b, size_t n)
-{
-    char *s = gw_pool_alloc(pool, 2 * n + 3);
-    if (s)
-        cp_db_bytea_hex(b, n, s);
-    return s;
-}
-
 /* One judgement's kept text (hex) rewrapped for its ref into *out (bytea
  * input text in the pool). */
 static int rewrap_text(struct cp_call *c, const struct cp_master_key *old_key,
@@ -42,7 +34,7 @@ static int rewrap_text(struct cp_call *c, const struct cp_master_key *old_key,
     free(blob);
     if (rc != GW_OK)
         return rc;
-    *out = to_bytea(c->pool, nb, nlen);
+    *out = cp_db_bytea_hex_in(c->pool, nb, nlen);
     free(nb);
     return *out ? GW_OK : GW_ENOMEM;
 }
@@ -141,7 +133,7 @@ static int rewrap_all(struct cp_call *c, const struct cp_master_key *old_key,
                      rc == GW_EINVAL ? ": is LLMGW_MASTER_KEY the key that sealed it?" : "");
             return rc;
         }
-        char *nbhex = to_bytea(c->pool, nb, nlen);
+        char *nbhex = cp_db_bytea_hex_in(c->pool, nb, nlen);
         free(nb);
         const char *p[] = {name, nbhex, new_key->id};
         if (!nbhex || cp_db_cmd(c->db,

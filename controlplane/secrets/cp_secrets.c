@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
-#include "gw_str.h"
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -30,45 +30,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* 64 hex digits into 32 bytes; 0 or -1. */
-static int decode_hex(const char *s, unsigned char *out)
-{
-    for (size_t i = 0; i < CP_MASTER_KEY_LEN; i++) {
-        int hi = gw_hex_digit((unsigned char)s[2 * i]),
-            lo = gw_hex_digit((unsigned char)s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        out[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return 0;
-}
-
-/* 44 characters of padded base64 into 32 bytes: 43 symbols then one '='.
- * The last symbol carries 4 bits of data, so its low 2 bits must be zero
- * (one canonical spelling per key). 0 or -1. */
-static int decode_b64(const char *s, unsigned char *out)
-{
-    if (s[43] != '=')
-        return -1;
-    unsigned acc = 0;
-    int bits = 0;
-    size_t n = 0;
-    for (size_t i = 0; i < 43; i++) {
-        int v = gw_b64_digit((unsigned char)s[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6 | (unsigned)v) & 0xffffu;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (unsigned char)(acc >> bits);
-        }
-    }
-    if (n != CP_MASTER_KEY_LEN || bits != 2 || (acc & 3u) != 0)
-        return -1;
-    return 0;
-}
-
 int cp_master_key_parse(const char *text, struct cp_master_key *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
@@ -76,25 +37,15 @@ int cp_master_key_parse(const char *text, struct cp_master_key *out, char *err, 
         set_err(err, errlen, "%s is not set", CP_MASTER_KEY_ENV);
         return GW_EINVAL;
     }
-    const char *s = text, *e = text + strlen(text);
-    while (s < e && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
-        s++;
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
-        e--;
-    size_t n = (size_t)(e - s);
-    int rc = -1;
-    if (n == 2 * CP_MASTER_KEY_LEN)
-        rc = decode_hex(s, out->key);
-    else if (n == 44)
-        rc = decode_b64(s, out->key);
-    if (rc != 0) {
+    int rc = gw_key32_parse(text, out->key);
+    if (rc != GW_OK) {
         cp_master_key_clear(out);
         /* The length is safe to say; the text is not. */
         set_err(err, errlen,
                 "%s must be 32 bytes written as 64 hex digits or as 44 characters of standard "
                 "base64 (e.g. the output of 'openssl rand -hex 32' or 'openssl rand -base64 32'); "
                 "the value given (%zu characters) is neither",
-                CP_MASTER_KEY_ENV, n);
+                CP_MASTER_KEY_ENV, strlen(text));
         return GW_EINVAL;
     }
     static const unsigned char zero[CP_MASTER_KEY_LEN];

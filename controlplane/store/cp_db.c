@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_log.h"
 #include "gw_pool.h"
-#include "gw_str.h"
 #include "gw_time.h"
 
 struct cp_db {
@@ -285,13 +285,9 @@ int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
     unsigned char *b = malloc(hl / 2 ? hl / 2 : 1);
     if (!b)
         return GW_ENOMEM;
-    for (size_t i = 0; i < hl / 2; i++) {
-        int hi = gw_hex_digit(hex[2 * i]), lo = gw_hex_digit(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            free(b);
-            return GW_EINVAL;
-        }
-        b[i] = (unsigned char)(hi << 4 | lo);
+    if (gw_hex_decode(hex, hl, b) != GW_OK) {
+        free(b);
+        return GW_EINVAL;
     }
     *out = b;
     *len = hl / 2;
@@ -300,12 +296,15 @@ int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
 
 void cp_db_bytea_hex(const unsigned char *b, size_t n, char *out)
 {
-    static const char hx[] = "0123456789abcdef";
     out[0] = '\\';
     out[1] = 'x';
-    for (size_t i = 0; i < n; i++) {
-        out[2 + 2 * i] = hx[b[i] >> 4];
-        out[3 + 2 * i] = hx[b[i] & 15];
-    }
-    out[2 * n + 2] = '\0';
+    gw_hex_encode(b, n, out + 2);
+}
+
+char *cp_db_bytea_hex_in(struct gw_pool *pool, const unsigned char *b, size_t n)
+{
+    char *s = gw_pool_alloc(pool, 2 * n + 3);
+    if (s)
+        cp_db_bytea_hex(b, n, s);
+    return s;
 }

@@ -108,5 +108,7 @@ int cp_db_hex_decode(const char *hex, unsigned char **out, size_t *len)
 /* n bytes as bytea's hex input, "\\x..." and a NUL, into out (2 n + 3
  * bytes). */
 void cp_db_bytea_hex(const unsigned char *b, size_t n, char *out);
+/* The same in pool (NULL: no memory). */
+char *cp_db_bytea_hex_in(struct gw_pool *pool, const unsigned char *b, size_t n);
 
 #endif

@@ -7,8 +7,8 @@
 #include <strings.h>
 
 #include "drv_util.h"
+#include "gw_codec.h"
 #include "gw_error.h"
-#include "gw_str.h"
 
 int drv_doc_members(const struct canon_req *r, const char *where, const struct canon_part *p,
                     unsigned can, const char *driver, struct canon_err *err)
@@ -124,22 +124,12 @@ const char *drv_audio_format(const char *media_type)
 
 json_t *drv_b64_string(const char *text)
 {
-    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *t = (const unsigned char *)text;
     size_t n = strlen(text);
-    char *s = malloc((n + 2) / 3 * 4 + 1);
+    char *s = malloc(gw_b64_len(n) + 1);
     if (!s)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)t[i] << 16 | (i + 1 < n ? (unsigned)t[i + 1] << 8 : 0) |
-                     (i + 2 < n ? t[i + 2] : 0);
-        s[o++] = B64[v >> 18 & 63];
-        s[o++] = B64[v >> 12 & 63];
-        s[o++] = i + 1 < n ? B64[v >> 6 & 63] : '=';
-        s[o++] = i + 2 < n ? B64[v & 63] : '=';
-    }
-    json_t *j = json_stringn(s, o);
+    gw_b64_encode(text, n, s);
+    json_t *j = json_stringn(s, gw_b64_len(n));
     free(s);
     return j;
 }
@@ -154,23 +144,7 @@ json_t *drv_b64_text(const char *data)
     if (!d)
         return NULL;
     size_t o = 0;
-    int bad = 0;
-    for (size_t i = 0; i < n && !bad; i += 4) {
-        int pad = (data[i + 3] == '=') + (data[i + 2] == '=' && data[i + 3] == '=');
-        if (pad && i + 4 != n)
-            bad = 1;
-        unsigned v = 0;
-        for (int k = 0; k < 4 && !bad; k++) {
-            int x = k >= 4 - pad ? 0 : gw_b64_digit((unsigned char)data[i + k]);
-            bad = x < 0;
-            v = v << 6 | (unsigned)(x < 0 ? 0 : x);
-        }
-        d[o++] = (char)(v >> 16);
-        if (pad < 2)
-            d[o++] = (char)(v >> 8);
-        if (pad < 1)
-            d[o++] = (char)v;
-    }
+    int bad = gw_b64_decode(data, n, (unsigned char *)d, n / 4 * 3, &o) != GW_OK;
     json_t *s = bad || memchr(d, '\0', o) ? NULL : json_stringn(d, o);
     free(d);
     return s;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fc_embed.h"
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_json.h"
 
@@ -69,7 +70,6 @@ int fc_embed_parse(json_t *root, struct canon_embed_req *req, struct canon_err *
 
 static int b64_floats(struct gw_buf *out, const double *v, size_t n)
 {
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t len = n * 4;
     unsigned char *raw = malloc(len ? len : 1);
     if (!raw)
@@ -78,17 +78,7 @@ static int b64_floats(struct gw_buf *out, const double *v, size_t n)
         float f = (float)v[i];
         memcpy(raw + i * 4, &f, 4); /* little-endian, as OpenAI sends it */
     }
-    int rc = GW_OK;
-    for (size_t i = 0; rc == GW_OK && i < len; i += 3) {
-        unsigned x = (unsigned)raw[i] << 16;
-        if (i + 1 < len)
-            x |= (unsigned)raw[i + 1] << 8;
-        if (i + 2 < len)
-            x |= raw[i + 2];
-        char q[4] = {tbl[(x >> 18) & 63], tbl[(x >> 12) & 63],
-                     i + 1 < len ? tbl[(x >> 6) & 63] : '=', i + 2 < len ? tbl[x & 63] : '='};
-        rc = gw_buf_append(out, q, 4);
-    }
+    int rc = gw_b64_append(out, raw, len);
     free(raw);
     return rc;
 }

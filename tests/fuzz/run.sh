@@ -30,12 +30,13 @@ cc="${LLMGW_FUZZ_CC:-clang}"
 # call, and the SigV4 signing Bedrock's requests need.
 drivers="dataplane/dp_driver.c dataplane/canon.c $(cd "$root" && echo dataplane/drivers/*.c)
   common/gw_buf.c common/gw_json.c common/gw_sse.c common/gw_eventstream.c common/gw_str.c
-  common/gw_error.c common/gw_pool.c common/gw_sigv4.c common/gw_crypto.c common/gw_multipart.c"
+  common/gw_error.c common/gw_pool.c common/gw_sigv4.c common/gw_crypto.c common/gw_multipart.c
+  common/gw_codec.c"
 declare -A sources=(
   [fuzz_drivers]="$drivers"
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
   [fuzz_facades]="dataplane/canon.c $(cd "$root" && echo dataplane/facades/*.c) common/gw_buf.c
-    common/gw_multipart.c common/gw_audio.c common/gw_crypto.c
+    common/gw_multipart.c common/gw_audio.c common/gw_crypto.c common/gw_codec.c
     common/gw_json.c common/gw_str.c common/gw_error.c common/gw_pool.c"
   [fuzz_guard_rules]="common/gw_buf.c"
   [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
@@ -43,7 +44,8 @@ declare -A sources=(
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
   [fuzz_json_span]="common/gw_json.c common/gw_buf.c"
   [fuzz_money]="common/gw_money.c"
-  [fuzz_multipart]="common/gw_multipart.c common/gw_audio.c common/gw_buf.c common/gw_crypto.c"
+  [fuzz_multipart]="common/gw_multipart.c common/gw_audio.c common/gw_buf.c common/gw_crypto.c
+    common/gw_codec.c"
   [fuzz_query]="common/gw_query.c common/gw_pool.c common/gw_json.c common/gw_buf.c"
   [fuzz_snapshot]="dataplane/dp_snapshot.c dataplane/dp_snapshot_fields.c dataplane/dp_snapshot_build.c
     dataplane/dp_snapshot_apply.c common/gw_pmap.c

@@ -15,9 +15,9 @@
 
 #include <pthread.h>
 
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_hash.h"
-#include "gw_str.h"
 #include "mock.h"
 
 void mock_fault_clear(struct mock_fault *f)
@@ -579,26 +579,7 @@ static uint64_t splitmix64(uint64_t x)
 
 int mock_base64_append(struct gw_buf *b, const unsigned char *p, size_t len)
 {
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char tmp[256];
-    size_t t = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        if (t > sizeof(tmp) - 4) {
-            if (gw_buf_append(b, tmp, t) != 0)
-                return GW_ELIMIT;
-            t = 0;
-        }
-        unsigned v = (unsigned)p[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned)p[i + 1] << 8;
-        if (i + 2 < len)
-            v |= p[i + 2];
-        tmp[t++] = tbl[(v >> 18) & 63];
-        tmp[t++] = tbl[(v >> 12) & 63];
-        tmp[t++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        tmp[t++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    return gw_buf_append(b, tmp, t);
+    return gw_b64_append(b, p, len);
 }
 
 /* Newton's method: enough for normalizing, and it keeps the mock off libm. */

@@ -1,79 +1,13 @@
-/* Tests for common/gw_etcd.c: the JSON gateway's encoding (base64 keys and
- * values, int64 as strings, prefix ranges) and the reading of its answers,
- * taken from etcd 3.4.23. The calls themselves run against a real etcd in
- * tests/integration/etcd_leader.test.mjs. */
+/* Tests for common/gw_etcd.c: the JSON gateway's encoding (int64 as
+ * strings, prefix ranges; base64 keys and values are gw_codec's, tested in
+ * codec_test.c) and the reading of its answers, taken from etcd 3.4.23. The calls themselves run
+ * against a real etcd in tests/integration/etcd_leader.test.mjs. */
 #include <CUnit/CUnit.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_etcd.h"
-
-static void test_b64_vectors(void)
-{
-    /* RFC 4648, section 10. */
-    static const char *const v[][2] = {{"", ""},
-                                       {"f", "Zg=="},
-                                       {"fo", "Zm8="},
-                                       {"foo", "Zm9v"},
-                                       {"foob", "Zm9vYg=="},
-                                       {"fooba", "Zm9vYmE="},
-                                       {"foobar", "Zm9vYmFy"}};
-    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-        struct gw_buf b;
-        gw_buf_init(&b, 0);
-        CU_ASSERT_EQUAL_FATAL(gw_etcd_b64_encode(&b, v[i][0], strlen(v[i][0])), GW_OK);
-        CU_ASSERT_STRING_EQUAL(b.data ? b.data : "", v[i][1]);
-        gw_buf_free(&b);
-        char *d;
-        size_t n;
-        CU_ASSERT_EQUAL_FATAL(gw_etcd_b64_decode(v[i][1], strlen(v[i][1]), &d, &n), GW_OK);
-        CU_ASSERT_EQUAL(n, strlen(v[i][0]));
-        CU_ASSERT_STRING_EQUAL(d, v[i][0]);
-        free(d);
-    }
-    /* The keys the gateway sent back in the captured answers. */
-    char *d;
-    size_t n;
-    CU_ASSERT_EQUAL(gw_etcd_b64_decode("L2xsbWd3L2xlYWRlcg==", 20, &d, &n), GW_OK);
-    CU_ASSERT_STRING_EQUAL(d, "/llmgw/leader");
-    free(d);
-}
-
-static void test_b64_binary_roundtrip(void)
-{
-    unsigned char all[256];
-    for (int i = 0; i < 256; i++)
-        all[i] = (unsigned char)(255 - i);
-    for (size_t len = 0; len <= sizeof(all); len += 1 + len / 3) {
-        struct gw_buf b;
-        gw_buf_init(&b, 0);
-        CU_ASSERT_EQUAL_FATAL(gw_etcd_b64_encode(&b, all, len), GW_OK);
-        CU_ASSERT_EQUAL(b.len, (len + 2) / 3 * 4);
-        char *d;
-        size_t n;
-        CU_ASSERT_EQUAL_FATAL(gw_etcd_b64_decode(b.data ? b.data : "", b.len, &d, &n), GW_OK);
-        CU_ASSERT_EQUAL(n, len);
-        CU_ASSERT_EQUAL(memcmp(d, all, len), 0);
-        CU_ASSERT_EQUAL(d[n], '\0');
-        free(d);
-        gw_buf_free(&b);
-    }
-}
-
-static void test_b64_refusals(void)
-{
-    static const char *const bad[] = {"Zg=",  "Zg",   "Z===", "Zg==Zg==", "Zm9v!",
-                                      "Zm9*", "=Zm9", "Zm=v", "Zm9v\n"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        char *d = (char *)1;
-        size_t n = 7;
-        CU_ASSERT_EQUAL(gw_etcd_b64_decode(bad[i], strlen(bad[i]), &d, &n), GW_EINVAL);
-        CU_ASSERT_PTR_NULL(d);
-        CU_ASSERT_EQUAL(n, 0);
-    }
-}
 
 static void test_prefix_end(void)
 {
@@ -241,9 +175,6 @@ static void test_unreachable(void)
 }
 
 static CU_TestInfo tests[] = {
-    {"base64: RFC 4648 vectors", test_b64_vectors},
-    {"base64: every byte round-trips", test_b64_binary_roundtrip},
-    {"base64: malformed input is refused", test_b64_refusals},
     {"prefix range_end", test_prefix_end},
     {"int64 as strings, defaults left out", test_int64_strings},
     {"kv decoding", test_kv_decode},

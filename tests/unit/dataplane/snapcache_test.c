@@ -96,26 +96,6 @@ static void test_pushed_credential_must_be_string(void)
     json_decref(j);
 }
 
-static void test_parse_key(void)
-{
-    unsigned char k[DP_CACHE_KEY_LEN];
-    CU_ASSERT_EQUAL(dp_snapcache_parse_key(
-                        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", k),
-                    GW_OK);
-    CU_ASSERT_EQUAL(k[0], 0);
-    CU_ASSERT_EQUAL(k[31], 0x1f);
-    /* base64 of the same 32 bytes */
-    unsigned char k2[DP_CACHE_KEY_LEN];
-    CU_ASSERT_EQUAL(dp_snapcache_parse_key("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", k2),
-                    GW_OK);
-    CU_ASSERT_EQUAL(memcmp(k, k2, sizeof(k)), 0);
-    CU_ASSERT_EQUAL(dp_snapcache_parse_key("short", k), GW_EINVAL);
-    CU_ASSERT_EQUAL(dp_snapcache_parse_key("AAEC", k), GW_EINVAL);
-    CU_ASSERT_EQUAL(dp_snapcache_parse_key(
-                        "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", k),
-                    GW_EINVAL);
-}
-
 static void test_sealed_round_trip(void)
 {
     json_t *j = doc();
@@ -503,7 +483,6 @@ static CU_TestInfo tests[] = {
     {"a pushed document accepts one", test_pushed_accepts_inline_credential},
     {"pushed refs never read the environment", test_pushed_ignores_environment_refs},
     {"a pushed credential is a non-empty string", test_pushed_credential_must_be_string},
-    {"cache key: hex or base64 of 32 bytes", test_parse_key},
     {"sealed credentials round-trip", test_sealed_round_trip},
     {"sealed credentials bound to provider and key", test_sealed_bound_to_provider_and_key},
     {"without a key credentials are omitted", test_omitted_without_key},
