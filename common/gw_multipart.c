@@ -11,6 +11,7 @@
 #include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
+#include "gw_rand.h"
 
 #define MAX_PADDING 256
 
@@ -704,14 +705,11 @@ void gw_mp_new_boundary(char out[41])
         static _Atomic uint64_t counter;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t x = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^
-                     ((uint64_t)getpid() << 32) ^ ++counter * 0x9e3779b97f4a7c15ull;
-        for (size_t k = 0; k < sizeof r; k++) {
-            x ^= x >> 30;
-            x *= 0xbf58476d1ce4e5b9ull;
-            x ^= x >> 27;
-            r[k] = (unsigned char)x;
-        }
+        uint64_t x = ((uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^
+                      ((uint64_t)getpid() << 32) ^ ++counter * 0x9e3779b97f4a7c15ull) |
+                     1;
+        for (size_t k = 0; k < sizeof r; k++)
+            r[k] = (unsigned char)(gw_rand_next(&x) >> 56);
     }
     memcpy(out, "llmgw-", 6);
     gw_hex_encode(r, sizeof r, out + 6);

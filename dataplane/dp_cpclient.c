@@ -30,6 +30,7 @@
 #include "gw_error.h"
 #include "gw_grpc.h"
 #include "gw_log.h"
+#include "gw_rand.h"
 #include "gw_time.h"
 #include "llmgw/v1/control.pb-c.h"
 
@@ -56,14 +57,6 @@
 
 static void session_start(struct dp_cpclient *c);
 static void summary_soon(struct dp_cpclient *c);
-
-static uint64_t next_rand(uint64_t *x)
-{
-    *x ^= *x >> 12;
-    *x ^= *x << 25;
-    *x ^= *x >> 27;
-    return *x * 0x2545F4914F6CDD1DULL;
-}
 
 /* ------------------------------------------------------------ calls */
 
@@ -96,7 +89,7 @@ static void maybe_restart(struct dp_cpclient *c)
         c->backoff_ms = BACKOFF_MIN_MS;
     next_address(c);
     /* Full jitter over the upper half: replicas do not reconnect in step. */
-    long d = c->backoff_ms / 2 + (long)(next_rand(&c->rng) % (uint64_t)(c->backoff_ms / 2 + 1));
+    long d = c->backoff_ms / 2 + (long)gw_rand_below(&c->rng, (uint64_t)(c->backoff_ms / 2 + 1));
     c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
     struct timeval tv = {d / 1000, (d % 1000) * 1000};
     evtimer_add(c->retry_ev, &tv);
@@ -679,8 +672,7 @@ struct dp_cpclient *dp_cpclient_start(const struct dp_config *cfg, long long hav
     c->served = have_version;
     c->ack_pending = -1;
     c->backoff_ms = BACKOFF_MIN_MS;
-    if (gw_random_bytes(&c->rng, sizeof(c->rng)) != GW_OK || c->rng == 0)
-        c->rng = 0x9e3779b97f4a7c15ULL;
+    gw_rand_seed(&c->rng);
     c->base = event_base_new();
     c->loop = c->base ? gw_grpc_loop_new(c->base) : NULL;
     if (!c->loop)

@@ -21,6 +21,7 @@
 #include "gw_json.h"
 #include "gw_log.h"
 #include "gw_metrics.h"
+#include "gw_rand.h"
 #include "gw_time.h"
 #include "gw_upc.h"
 
@@ -42,7 +43,7 @@ static const char *request_id(struct dp_worker *w, struct gw_http_req *req)
     if (given && valid_request_id(given))
         return given;
     return gw_pool_printf(gw_http_req_pool(req), "req_%016llx%04x",
-                          (unsigned long long)dp_xloop_rand(&w->loop),
+                          (unsigned long long)gw_rand_next(&w->loop.rng),
                           (unsigned)(++w->seq & 0xffff));
 }
 
@@ -337,8 +338,7 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     w->id = id;
     w->cfg = cfg;
     w->loop.retry_base_ms = cfg->retry_base_ms;
-    if (gw_random_bytes(&w->loop.rng, sizeof(w->loop.rng)) != GW_OK || w->loop.rng == 0)
-        w->loop.rng = (uint64_t)gw_now_us() | 1;
+    gw_rand_seed(&w->loop.rng);
     /* The epoll changelist folds the add/delete pairs that every response
      * (and a paused upstream's resume) make into one epoll_ctl, or none. The
      * base keeps its lock: the main thread activates drain_ev. */

@@ -22,6 +22,7 @@
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
+#include "gw_rand.h"
 #include "gw_time.h"
 #include "gw_upc.h"
 
@@ -68,17 +69,6 @@ void x_set_phase(struct dp_exchange *x, enum xphase p)
 int x_in_flight(const struct dp_exchange *x)
 {
     return x->phase == XP_ATTEMPT || x->phase == XP_ANSWER;
-}
-
-uint64_t dp_xloop_rand(struct dp_xloop *l)
-{
-    /* xorshift64* over a random seed: unique enough, and no syscall. */
-    uint64_t v = l->rng;
-    v ^= v >> 12;
-    v ^= v << 25;
-    v ^= v >> 27;
-    l->rng = v;
-    return v * 0x2545F4914F6CDD1DULL;
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -347,7 +337,7 @@ static struct dp_exchange *exchange_new(struct dp_xloop *l, struct gw_http_req *
     snprintf(x->request_id, sizeof(x->request_id), "%s", request_id);
     const char *given = gw_http_req_header(req, "x-request-id");
     if (given && strcmp(given, request_id) == 0)
-        x->id_salt = (unsigned)(dp_xloop_rand(l) >> 32) | 1;
+        x->id_salt = (unsigned)(gw_rand_next(&l->rng) >> 32) | 1;
     snprintf(x->path, sizeof(x->path), "%s", gw_http_req_path(req));
     x->sink.emit = x_on_event;
     x->sink.raw = x_on_raw;

@@ -22,6 +22,7 @@
 #include "gw_http.h"
 #include "gw_json.h"
 #include "gw_log.h"
+#include "gw_rand.h"
 #include "gw_time.h"
 #include "gw_upc.h"
 
@@ -333,7 +334,7 @@ static void decide_next(struct dp_exchange *x)
                           .deadline_us = x->deadline_us,
                           .retry_after = x->retry_after,
                           .retry_base_ms = x->l->retry_base_ms};
-    struct dp_decision d = dp_decide(&f, dp_xloop_rand(x->l));
+    struct dp_decision d = dp_decide(&f, gw_rand_next(&x->l->rng));
     switch (d.next) {
     case DP_NEXT_RETRY:
         schedule(x, d.delay_us);

@@ -59,13 +59,9 @@ struct dp_xloop {
     struct xjudges *judges;        /* the loop's judge queue (judge.c), made at first use */
     int judges_closed;             /* the loop is stopping: no sample is queued */
     long retry_base_ms;            /* the backoff's first step */
-    uint64_t rng;                  /* a seeded xorshift state, nonzero */
+    uint64_t rng;                  /* gw_rand state (request ids, jitter, draws): this loop only */
     struct dp_exchange *exchanges; /* in flight, for drain and shutdown */
 };
-
-/* A pseudo-random number from the loop's generator (request ids, backoff
- * jitter): the loop's thread only. */
-uint64_t dp_xloop_rand(struct dp_xloop *l);
 
 /* Each takes over the caller's snapshot reference and ends req, now or
  * later. */

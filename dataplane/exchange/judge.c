@@ -24,6 +24,7 @@
 #include "gw_error.h"
 #include "gw_json.h"
 #include "gw_log.h"
+#include "gw_rand.h"
 #include "gw_time.h"
 
 /* The most of a conversation, and of an answer, a judge is sent: a longer
@@ -110,7 +111,7 @@ void x_judge_sample(struct dp_exchange *x)
     if (jc->sample_rate <= 0 || !x->l->judge_queue_max || x->internal || x->kind != KIND_CHAT)
         return;
     /* 53 random bits against the rate: 1 samples every request. */
-    double u = (double)(dp_xloop_rand(x->l) >> 11) * (1.0 / 9007199254740992.0);
+    double u = gw_rand_unit(&x->l->rng);
     if (u >= jc->sample_rate)
         return;
     struct xjudge *j = calloc(1, sizeof(*j));
