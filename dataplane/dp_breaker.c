@@ -13,6 +13,7 @@
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_log.h"
+#include "gw_target.h"
 
 #define NBUCKETS 10
 /* A probe slot not given back within this long is taken back, so a caller
@@ -45,14 +46,14 @@ struct target {
     struct target *next;          /* hash chain */
     struct target *newer, *older; /* LRU list */
     uint64_t hash;
-    const char *provider, *model; /* in key[] */
-    enum dp_breaker_state state;  /* OPEN also after its interval, until an admit sees it */
-    int64_t open_until;           /* OPEN: when it turns half-open */
-    int64_t backoff_us;           /* the last un-jittered interval; 0 after a close */
-    unsigned probes_out;          /* probes admitted and not yet recorded */
-    int64_t probe_at;             /* when the last probe slot was taken */
-    unsigned probe_ok;            /* successful probes in this half-open period */
-    unsigned consec_fail;         /* health-relevant failures in a row */
+    struct gw_target_key tk;     /* in key[] */
+    enum dp_breaker_state state; /* OPEN also after its interval, until an admit sees it */
+    int64_t open_until;          /* OPEN: when it turns half-open */
+    int64_t backoff_us;          /* the last un-jittered interval; 0 after a close */
+    unsigned probes_out;         /* probes admitted and not yet recorded */
+    int64_t probe_at;            /* when the last probe slot was taken */
+    unsigned probe_ok;           /* successful probes in this half-open period */
+    unsigned consec_fail;        /* health-relevant failures in a row */
     int64_t ttfb_ewma_us;
     struct bucket win[NBUCKETS];
     char key[]; /* provider NUL model NUL */
@@ -63,8 +64,8 @@ struct change {
     struct change *next;
     enum dp_breaker_state from, to;
     int64_t at_us;
-    const char *model; /* in provider[] */
-    char provider[];
+    struct gw_target_key tk; /* in key[] */
+    char key[];
 };
 
 struct dp_breakers {
@@ -196,17 +197,6 @@ void dp_breakers_on_change(struct dp_breakers *b, dp_breaker_change_fn fn, void 
 
 /* ---------------------------------------------------------------- table */
 
-static uint64_t hash_of(const char *provider, const char *model)
-{
-    uint64_t h = UINT64_C(1469598103934665603); /* FNV-1a */
-    for (const char *s = provider; *s; s++)
-        h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
-    h = (h ^ 0xff) * UINT64_C(1099511628211); /* a byte no UTF-8 string holds */
-    for (const char *s = model; *s; s++)
-        h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
-    return h;
-}
-
 static void lru_unlink(struct dp_breakers *b, struct target *t)
 {
     if (t->newer)
@@ -234,9 +224,9 @@ static void lru_push(struct dp_breakers *b, struct target *t)
 /* The target, made the most recently used; NULL when not tracked. */
 static struct target *find(struct dp_breakers *b, const char *provider, const char *model)
 {
-    uint64_t h = hash_of(provider, model);
+    uint64_t h = gw_target_hash(provider, model);
     for (struct target *t = b->heads[h & b->mask]; t; t = t->next)
-        if (t->hash == h && strcmp(t->provider, provider) == 0 && strcmp(t->model, model) == 0) {
+        if (t->hash == h && gw_target_is(&t->tk, provider, model)) {
             if (b->newest != t) {
                 lru_unlink(b, t);
                 lru_push(b, t);
@@ -271,15 +261,11 @@ static struct target *add(struct dp_breakers *b, const char *provider, const cha
             return NULL;
         forget(b, victim);
     }
-    size_t pl = strlen(provider), ml = strlen(model);
-    struct target *t = calloc(1, sizeof(*t) + pl + ml + 2);
+    struct target *t = calloc(1, sizeof(*t) + gw_target_key_size(provider, model));
     if (!t)
         return NULL;
-    memcpy(t->key, provider, pl + 1);
-    memcpy(t->key + pl + 1, model, ml + 1);
-    t->provider = t->key;
-    t->model = t->key + pl + 1;
-    t->hash = hash_of(provider, model);
+    gw_target_key_copy(&t->tk, t->key, provider, model);
+    t->hash = gw_target_hash(provider, model);
     t->state = DP_BREAKER_CLOSED;
     for (int i = 0; i < NBUCKETS; i++)
         t->win[i].slot = -1;
@@ -344,13 +330,10 @@ static void set_state(struct dp_breakers *b, struct target *t, enum dp_breaker_s
     t->state = to;
     if (b->npending >= MAX_PENDING)
         return;
-    size_t pl = strlen(t->provider), ml = strlen(t->model);
-    struct change *c = malloc(sizeof(*c) + pl + ml + 2);
+    struct change *c = malloc(sizeof(*c) + gw_target_key_size(t->tk.provider, t->tk.model));
     if (!c)
         return;
-    memcpy(c->provider, t->provider, pl + 1);
-    memcpy(c->provider + pl + 1, t->model, ml + 1);
-    c->model = c->provider + pl + 1;
+    gw_target_key_copy(&c->tk, c->key, t->tk.provider, t->tk.model);
     c->from = from;
     c->to = to;
     c->at_us = at_us;
@@ -381,7 +364,7 @@ static void deliver(struct dp_breakers *b)
         dp_breaker_change_fn fn = b->on_change;
         void *arg = b->on_change_arg;
         pthread_mutex_unlock(&b->lock);
-        fn(arg, c->provider, c->model, c->from, c->to, c->at_us);
+        fn(arg, c->tk.provider, c->tk.model, c->from, c->to, c->at_us);
         free(c);
         pthread_mutex_lock(&b->lock);
     }

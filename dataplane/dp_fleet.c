@@ -15,6 +15,7 @@
 #include "dp_snapshot.h"
 #include "gw_error.h"
 #include "gw_log.h"
+#include "gw_target.h"
 
 /* A probe slot not given back within this long is taken back (a lost
  * verdict cannot stop this replica from probing for good). */
@@ -59,26 +60,28 @@ const char *dp_fleet_state_name(enum dp_fleet_state s)
     }
 }
 
-static int cmp_key(const char *p1, const char *m1, const char *p2, const char *m2)
+/* An ftarget's names as a target key. */
+static struct gw_target_key key_of(const struct ftarget *t)
 {
-    int c = strcmp(p1, p2);
-    return c ? c : strcmp(m1, m2);
+    return (struct gw_target_key){t->provider, t->model};
 }
 
 static int cmp_target(const void *a, const void *b)
 {
-    const struct ftarget *x = a, *y = b;
-    return cmp_key(x->provider, x->model, y->provider, y->model);
+    struct gw_target_key x = key_of(a), y = key_of(b);
+    return gw_target_cmp(&x, &y);
 }
 
 static struct ftarget *find(struct view *v, const char *provider, const char *model)
 {
     if (!v)
         return NULL;
+    const struct gw_target_key k = {provider, model};
     size_t lo = 0, hi = v->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = cmp_key(provider, model, v->t[mid].provider, v->t[mid].model);
+        struct gw_target_key m = key_of(&v->t[mid]);
+        int c = gw_target_cmp(&k, &m);
         if (c == 0)
             return &v->t[mid];
         if (c < 0)
@@ -125,15 +128,16 @@ static struct view *view_copy(const Llmgw__V1__FleetView *m, int64_t now_us)
         const Llmgw__V1__FleetTarget *s = m->targets[i];
         if (!s->provider || !s->model || !*s->provider || !*s->model)
             continue;
-        size_t pl = strlen(s->provider), ml = strlen(s->model);
         struct ftarget *t = &v->t[v->n];
-        if (!(t->provider = malloc(pl + ml + 2))) {
+        char *block = malloc(gw_target_key_size(s->provider, s->model));
+        if (!block) {
             view_free(v);
             return NULL;
         }
-        memcpy(t->provider, s->provider, pl + 1);
-        t->model = t->provider + pl + 1;
-        memcpy(t->model, s->model, ml + 1);
+        struct gw_target_key k;
+        gw_target_key_copy(&k, block, s->provider, s->model);
+        t->provider = block;
+        t->model = block + (k.model - k.provider);
         t->state = state_of(s->state);
         t->probe = s->probe;
         if (s->n_reasons && s->reasons[0])

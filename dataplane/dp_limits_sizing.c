@@ -13,6 +13,7 @@
 #include "gw_error.h"
 #include "gw_hash.h"
 #include "gw_log.h"
+#include "gw_target.h"
 
 /* Estimate mode, before a target's answers were seen: output tokens, and
  * the factor on the rough input count (characters / 4 undercounts dense
@@ -45,8 +46,7 @@ static struct learned *learned_slot(uint64_t target)
 
 uint64_t dpl_target_hash(const char *provider, const char *model)
 {
-    uint64_t h = gw_fnv1a(GW_FNV1A_INIT, provider, strlen(provider) + 1);
-    return gw_fnv1a(h, model, strlen(model) + 1) | 1;
+    return gw_target_hash(provider, model) | 1; /* 0: no target */
 }
 
 /* Estimate mode's output tokens for a target. With the request's

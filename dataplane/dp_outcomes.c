@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "canon.h"
-#include "gw_hash.h"
+#include "gw_target.h"
 #include "gw_time.h"
 
 #define SHARD_HEADS 64
@@ -42,8 +42,8 @@ struct cell {
     uint64_t ok, probe_ok, probe_failed, skipped;
     uint64_t fail[CANON_FAIL_COUNT];
     struct dsum lat, ttfb, ttfc;
-    const char *model; /* in key[] */
-    char key[];        /* provider NUL model NUL */
+    struct gw_target_key tk; /* in key[] */
+    char key[];
 };
 
 struct shard {
@@ -66,7 +66,7 @@ struct btarget {
     unsigned nchanges;
     int reported; /* during a harvest: already in the summary */
     struct change changes[MAX_CHANGES];
-    const char *model;
+    struct gw_target_key tk; /* in key[] */
     char key[];
 };
 
@@ -83,12 +83,6 @@ static unsigned nbtab;
 static void (*notify_fn)(void *);
 static void *notify_arg;
 static uint64_t dropped;
-
-static uint64_t key_hash(const char *provider, const char *model)
-{
-    uint64_t h = gw_fnv1a(GW_FNV1A_INIT, provider, strlen(provider) + 1); /* NUL: a separator */
-    return gw_mix64(gw_fnv1a(h, model, strlen(model)));
-}
 
 static void dsum_add(struct dsum *d, uint64_t ms)
 {
@@ -111,13 +105,10 @@ static void dsum_merge(struct dsum *d, const struct dsum *s)
 
 static struct cell *cell_new(const char *provider, const char *model, uint64_t h)
 {
-    size_t pl = strlen(provider), ml = strlen(model);
-    struct cell *c = calloc(1, sizeof(*c) + pl + ml + 2);
+    struct cell *c = calloc(1, sizeof(*c) + gw_target_key_size(provider, model));
     if (!c)
         return NULL;
-    memcpy(c->key, provider, pl + 1);
-    memcpy(c->key + pl + 1, model, ml + 1);
-    c->model = c->key + pl + 1;
+    gw_target_key_copy(&c->tk, c->key, provider, model);
     c->hash = h;
     return c;
 }
@@ -126,7 +117,7 @@ static struct cell *cell_find(struct cell **heads, size_t nheads, const char *pr
                               const char *model, uint64_t h)
 {
     for (struct cell *c = heads[h % nheads]; c; c = c->next)
-        if (c->hash == h && strcmp(c->key, provider) == 0 && strcmp(c->model, model) == 0)
+        if (c->hash == h && gw_target_is(&c->tk, provider, model))
             return c;
     return NULL;
 }
@@ -176,7 +167,7 @@ static struct cell *cell_get(const char *provider, const char *model, struct sha
     *held = NULL;
     if (!s)
         return NULL;
-    uint64_t h = key_hash(provider, model);
+    uint64_t h = gw_target_hash(provider, model);
     pthread_mutex_lock(&s->lock);
     struct cell *c = cell_find(s->heads, SHARD_HEADS, provider, model, h);
     if (!c && s->n < DP_OUTCOMES_MAX_TARGETS && (c = cell_new(provider, model, h))) {
@@ -242,17 +233,14 @@ void dp_outcomes_change(const char *provider, const char *model, enum dp_breaker
     if (!provider || !model)
         return;
     int64_t at_ms = gw_wall_ms() - (gw_now_us() - at_us) / 1000;
-    uint64_t h = key_hash(provider, model);
+    uint64_t h = gw_target_hash(provider, model);
     pthread_mutex_lock(&btab_lock);
     struct btarget *t = btab;
-    while (t && !(t->hash == h && strcmp(t->key, provider) == 0 && strcmp(t->model, model) == 0))
+    while (t && !(t->hash == h && gw_target_is(&t->tk, provider, model)))
         t = t->next;
     if (!t && nbtab < MAX_BREAKERS) {
-        size_t pl = strlen(provider), ml = strlen(model);
-        if ((t = calloc(1, sizeof(*t) + pl + ml + 2))) {
-            memcpy(t->key, provider, pl + 1);
-            memcpy(t->key + pl + 1, model, ml + 1);
-            t->model = t->key + pl + 1;
+        if ((t = calloc(1, sizeof(*t) + gw_target_key_size(provider, model)))) {
+            gw_target_key_copy(&t->tk, t->key, provider, model);
             t->hash = h;
             t->next = btab;
             btab = t;
@@ -301,15 +289,14 @@ static void dsum_out(Llmgw__V1__DurationSummary *m, uint64_t *b, const struct ds
 static struct tout *tout_new(const char *provider, const char *model, const struct cell *c,
                              const struct btarget *bt)
 {
-    size_t pl = strlen(provider), ml = strlen(model);
-    struct tout *o = calloc(1, sizeof(*o) + pl + ml + 2);
+    struct tout *o = calloc(1, sizeof(*o) + gw_target_key_size(provider, model));
     if (!o)
         return NULL;
-    memcpy(o->key, provider, pl + 1);
-    memcpy(o->key + pl + 1, model, ml + 1);
+    struct gw_target_key k;
+    gw_target_key_copy(&k, o->key, provider, model);
     llmgw__v1__target_outcomes__init(&o->t);
-    o->t.provider = o->key;
-    o->t.model = o->key + pl + 1;
+    o->t.provider = (char *)k.provider;
+    o->t.model = (char *)k.model;
     o->t.breaker = (char *)dp_breaker_state_name(bt ? bt->state : DP_BREAKER_CLOSED);
     if (c) {
         o->t.ok = c->ok;
@@ -385,7 +372,8 @@ Llmgw__V1__OutcomeSummary *dp_outcomes_harvest(int64_t since_ms, int64_t now_ms)
         for (int i = 0; i < SHARD_HEADS; i++)
             for (struct cell *c = taken[i], *next; c; c = next) {
                 next = c->next;
-                struct cell *m = cell_find(merged, MERGE_HEADS, c->key, c->model, c->hash);
+                struct cell *m =
+                    cell_find(merged, MERGE_HEADS, c->tk.provider, c->tk.model, c->hash);
                 if (!m) {
                     c->next = merged[c->hash % MERGE_HEADS];
                     merged[c->hash % MERGE_HEADS] = c;
@@ -423,10 +411,10 @@ Llmgw__V1__OutcomeSummary *dp_outcomes_harvest(int64_t since_ms, int64_t now_ms)
     for (int i = 0; i < MERGE_HEADS; i++)
         for (struct cell *c = merged[i]; c; c = c->next) {
             struct btarget *bt = btab;
-            while (bt && !(bt->hash == c->hash && strcmp(bt->key, c->key) == 0 &&
-                           strcmp(bt->model, c->model) == 0))
+            while (bt &&
+                   !(bt->hash == c->hash && gw_target_is(&bt->tk, c->tk.provider, c->tk.model)))
                 bt = bt->next;
-            struct tout *o = tout_new(c->key, c->model, c, bt);
+            struct tout *o = tout_new(c->tk.provider, c->tk.model, c, bt);
             if (o)
                 v[sum->n_targets++] = &o->t;
             if (bt)
@@ -435,7 +423,7 @@ Llmgw__V1__OutcomeSummary *dp_outcomes_harvest(int64_t since_ms, int64_t now_ms)
     /* Breakers with news or not closed, and no outcome this interval. */
     for (struct btarget **pp = &btab, *bt; (bt = *pp);) {
         if (!bt->reported && (bt->nchanges || bt->state != DP_BREAKER_CLOSED)) {
-            struct tout *o = tout_new(bt->key, bt->model, NULL, bt);
+            struct tout *o = tout_new(bt->tk.provider, bt->tk.model, NULL, bt);
             if (o)
                 v[sum->n_targets++] = &o->t;
         }

@@ -22,6 +22,7 @@
 #include "dp_outcomes.h"
 #include "gw_error.h"
 #include "gw_hash.h"
+#include "gw_target.h"
 
 #define NB DP_OUTCOMES_NBUCKETS
 #define HEADS 256
@@ -85,7 +86,7 @@ struct rlatch {
 struct target {
     struct target *next, *hnext;
     uint64_t hash;
-    char *provider, *model; /* one block */
+    struct gw_target_key tk; /* one malloc'd block, at tk.provider */
     struct contrib *local, *remote;
     unsigned nlocal, nremote;
     struct rlatch *rlatches;
@@ -240,7 +241,7 @@ static void target_free(struct cp_fleetview *fv, struct target *t)
     contribs_free(fv, t->remote);
     rlatches_free(t->rlatches);
     free(t->score);
-    free(t->provider);
+    free((char *)t->tk.provider);
     free(t);
 }
 
@@ -279,12 +280,6 @@ void cp_fleetview_free(struct cp_fleetview *fv)
 
 /* -------------------------------------------------------------- targets */
 
-static uint64_t key_hash(const char *provider, const char *model)
-{
-    uint64_t h = gw_fnv1a(GW_FNV1A_INIT, provider, strlen(provider) + 1);
-    return gw_mix64(gw_fnv1a(h, model, strlen(model)));
-}
-
 static void target_unlink(struct cp_fleetview *fv, struct target *t);
 
 /* At the cap, a target kept only for its hour of figures (nobody reports
@@ -308,21 +303,19 @@ static struct target *target_find(struct cp_fleetview *fv, const char *provider,
 {
     if (!provider || !model || !*provider || !*model)
         return NULL;
-    uint64_t h = key_hash(provider, model);
+    uint64_t h = gw_target_hash(provider, model);
     for (struct target *t = fv->heads[h % HEADS]; t; t = t->hnext)
-        if (t->hash == h && strcmp(t->provider, provider) == 0 && strcmp(t->model, model) == 0)
+        if (t->hash == h && gw_target_is(&t->tk, provider, model))
             return t;
     if (!create || (fv->ntargets >= fv->cfg.max_targets && !evict_one(fv)))
         return NULL;
     struct target *t = calloc(1, sizeof(*t));
-    size_t pl = strlen(provider), ml = strlen(model);
-    if (!t || !(t->provider = malloc(pl + ml + 2))) {
+    char *block = t ? malloc(gw_target_key_size(provider, model)) : NULL;
+    if (!block) {
         free(t);
         return NULL;
     }
-    memcpy(t->provider, provider, pl + 1);
-    t->model = t->provider + pl + 1;
-    memcpy(t->model, model, ml + 1);
+    gw_target_key_copy(&t->tk, block, provider, model);
     t->hash = h;
     t->hnext = fv->heads[h % HEADS];
     fv->heads[h % HEADS] = t;
@@ -1141,8 +1134,8 @@ int cp_fleetview_compute(struct cp_fleetview *fv, int64_t now_ms, int leader, co
     for (struct target *t = fv->targets; t; t = t->next) {
         if (t->state == S_HEALTHY)
             continue;
-        uint64_t x = gw_fnv1a(GW_FNV1A_INIT, t->provider, strlen(t->provider) + 1);
-        x = gw_fnv1a(x, t->model, strlen(t->model) + 1);
+        uint64_t x = gw_fnv1a(GW_FNV1A_INIT, t->tk.provider, strlen(t->tk.provider) + 1);
+        x = gw_fnv1a(x, t->tk.model, strlen(t->tk.model) + 1);
         x = gw_fnv1a(x, &(unsigned char){(unsigned char)t->state}, 1);
         if (t->state == S_DOWN)
             x = gw_fnv1a(x, t->latch.holder, strlen(t->latch.holder) + 1);
@@ -1202,8 +1195,8 @@ int cp_fleetview_pack(const struct cp_fleetview *fv, const char *replica, int64_
     for (const struct target *t = fv->targets; t; t = t->next, i++) {
         Llmgw__V1__FleetTarget *x = &ts[i];
         llmgw__v1__fleet_target__init(x);
-        x->provider = t->provider;
-        x->model = t->model;
+        x->provider = (char *)t->tk.provider;
+        x->model = (char *)t->tk.model;
         x->state = pb_state(t->state);
         for (int r = 0; r < t->nreasons; r++)
             rp[i * MAX_REASONS + (size_t)r] = (char *)t->reasons[r];
@@ -1304,7 +1297,7 @@ static char *outcomes_blob(const struct cp_fleetview *fv, int64_t now_ms, int le
         json_t *rs = json_array();
         for (const struct contrib *c = t->local; rs && level < 2 && c; c = c->next)
             json_array_append_new(rs, contrib_json(fv, c, now_ms, level == 0));
-        json_t *x = json_pack("{s:s,s:s,s:o,s:o}", "provider", t->provider, "model", t->model,
+        json_t *x = json_pack("{s:s,s:s,s:o,s:o}", "provider", t->tk.provider, "model", t->tk.model,
                               "latch", latch_json(&t->latch), "replicas", rs ? rs : json_array());
         struct cp_fleetscore_sums own = {0};
         if (x && t->score && cp_fleetscore_sum(t->score, now_ms, &own))
@@ -1417,11 +1410,11 @@ static json_t *target_json(const struct cp_fleetview *fv, struct target *t, stru
                                     (json_int_t)l->hold_until_ms, "round", (json_int_t)l->round)
                         : json_null();
     struct cp_fleetscore_sums f;
-    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "provider", t->provider, "model",
-                     t->model, "state", state_names[t->state], "reasons", reasons, "down_since_ms",
-                     ms_or_null(l->down ? l->since_ms : 0), "probe", probe, "next_probe_ms",
-                     ms_or_null(l->down && !l->holder[0] ? l->next_probe_ms : 0), "window",
-                     sums_json(&all), "score",
+    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "provider", t->tk.provider,
+                     "model", t->tk.model, "state", state_names[t->state], "reasons", reasons,
+                     "down_since_ms", ms_or_null(l->down ? l->since_ms : 0), "probe", probe,
+                     "next_probe_ms", ms_or_null(l->down && !l->holder[0] ? l->next_probe_ms : 0),
+                     "window", sums_json(&all), "score",
                      fleet_score(t, now_ms, &f) ? cp_fleetscore_health(&f) : json_null(),
                      "replicas", reps);
 }
@@ -1474,7 +1467,7 @@ void cp_fleetview_each(const struct cp_fleetview *fv,
                        void *arg)
 {
     for (const struct target *t = fv->targets; t; t = t->next)
-        fn(arg, t->provider, t->model, (int)t->state);
+        fn(arg, t->tk.provider, t->tk.model, (int)t->state);
 }
 
 size_t cp_fleetview_replicas(const struct cp_fleetview *fv, int64_t now_ms)
