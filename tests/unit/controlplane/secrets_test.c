@@ -222,19 +222,12 @@ static void test_master_key_parse(void)
     CU_ASSERT_STRING_NOT_EQUAL(c.id, a.id);
     key(&d, "  " B64_A "  \n");
 
+    /* The syntax is gw_key32_parse's (codec_test.c has the full list); here,
+     * that a refusal says what was expected and never quotes the value. */
     const char *bad[] = {
         "",
-        "00",
-        HEX_A "00",                                                         /* 33 bytes */
-        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e",   /* 31 bytes */
-        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1g", /* not hex */
-        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8",                      /* no padding */
-        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh9=",                     /* non-canonical bits */
-        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh*=",                     /* not base64 */
-        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh==",                     /* 31 bytes */
-        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8fHw==",                 /* 34 bytes */
-        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh-=",                     /* base64url */
-        "0001020304050607 08090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e", /* 31 bytes */
+        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh9=",                   /* non-canonical bits */
         "correct horse battery staple correct horse battery staple12345",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
