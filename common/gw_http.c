@@ -241,10 +241,6 @@ const char *gw_http_req_peer(const struct gw_http_req *r)
 {
     return r->peer;
 }
-int gw_http_started(const struct gw_http_req *r)
-{
-    return r->started;
-}
 
 const char *gw_http_req_header(const struct gw_http_req *r, const char *name)
 {

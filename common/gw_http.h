@@ -185,9 +185,6 @@ int gw_http_finish_with(struct gw_http_req *req, const void *data, size_t len);
  * clients see as an error. */
 void gw_http_abort(struct gw_http_req *req);
 
-/* True once the response head has been queued. */
-int gw_http_started(const struct gw_http_req *req);
-
 const char *gw_http_reason(int status);
 
 /* ---- local requests ----

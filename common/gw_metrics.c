@@ -407,12 +407,6 @@ static void hist_observe(const struct gw_metric *f, struct gw_series *s, double 
     atomic_add_double(&s->sum, v);
 }
 
-void gw_histogram_observe(struct gw_series *s, double v)
-{
-    if (s && s->buckets)
-        hist_observe(s->family, s, v);
-}
-
 void gw_metric_inc(struct gw_metric *f, const char *const *values, uint64_t n)
 {
     if (f && f->type == T_COUNTER)

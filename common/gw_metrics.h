@@ -77,8 +77,6 @@ struct gw_series *gw_metric_series(struct gw_metric *f, const char *const *value
 void gw_counter_add(struct gw_series *s, uint64_t n);
 void gw_gauge_set(struct gw_series *s, double v);
 void gw_gauge_add(struct gw_series *s, double v);
-/* Histograms: v goes into the first bucket whose bound is >= v. */
-void gw_histogram_observe(struct gw_series *s, double v);
 
 /* Lookup and update in one call, for the common case. */
 void gw_metric_inc(struct gw_metric *f, const char *const *values, uint64_t n);

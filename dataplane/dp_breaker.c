@@ -171,20 +171,6 @@ void dp_breakers_free(struct dp_breakers *b)
     free(b);
 }
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static struct dp_breakers *global;
-
-static void global_init(void)
-{
-    global = dp_breakers_new(NULL);
-}
-
-struct dp_breakers *dp_breakers_global(void)
-{
-    pthread_once(&global_once, global_init);
-    return global;
-}
-
 void dp_breakers_on_change(struct dp_breakers *b, dp_breaker_change_fn fn, void *arg)
 {
     if (!b)

@@ -35,7 +35,7 @@
  * probing, a new one is not tracked (admitted, its outcomes dropped).
  * Targets are created by the first outcome with a verdict; admit, peek
  * and stats never create one. Every verb takes b NULL as an empty table
- * (dp_breakers_global() is NULL when its allocation failed).
+ * (dp_breakers_new() is NULL when its allocation failed).
  */
 #ifndef DP_BREAKER_H
 #define DP_BREAKER_H
@@ -84,8 +84,6 @@ struct dp_breakers;
  * except jitter_pct, which is taken as given. */
 struct dp_breakers *dp_breakers_new(const struct dp_breaker_cfg *cfg);
 void dp_breakers_free(struct dp_breakers *b);
-/* The process-wide table (defaults), created on first use. Thread-safe. */
-struct dp_breakers *dp_breakers_global(void);
 
 typedef void (*dp_breaker_change_fn)(void *arg, const char *provider, const char *model,
                                      enum dp_breaker_state from, enum dp_breaker_state to,

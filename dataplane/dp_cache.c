@@ -154,11 +154,6 @@ const unsigned char *dp_cache_entry_data(const struct dp_cache_entry *e, size_t 
     return e->data;
 }
 
-int64_t dp_cache_entry_expires(const struct dp_cache_entry *e)
-{
-    return e->expires_us;
-}
-
 /* Index and LRU (shard lock held). */
 
 static struct dp_cache_entry **find_slot(struct dp_cache_shard *s, const unsigned char *key)

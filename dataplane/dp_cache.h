@@ -100,7 +100,6 @@ void dp_cache_release(struct dp_cache_entry *e);
 struct dp_cache_entry *dp_cache_retain(struct dp_cache_entry *e);
 /* The blob (valid while the reference is held) and its length. */
 const unsigned char *dp_cache_entry_data(const struct dp_cache_entry *e, size_t *len);
-int64_t dp_cache_entry_expires(const struct dp_cache_entry *e);
 
 /* Stores a copy of data[0..len) for key until expires_us, replacing an
  * entry of the same key. 0; GW_ELIMIT when it is too large (nothing

@@ -23,14 +23,6 @@ static const char *const server_fields[] = {"version", "created_at", "updated_at
 
 #define SQL_MAX (16u << 10)
 
-const struct cp_resource *cp_resource_find(const char *name)
-{
-    for (const struct cp_resource *const *r = cp_resources; *r; r++)
-        if (strcmp((*r)->name, name) == 0)
-            return *r;
-    return NULL;
-}
-
 static void decref(void *j)
 {
     json_decref(j);

@@ -119,7 +119,6 @@ struct cp_resource {
 
 /* Every resource, NULL-terminated (cp_resources.c). */
 extern const struct cp_resource *const cp_resources[];
-const struct cp_resource *cp_resource_find(const char *name);
 /* A price: an integer count of picodollars, or a decimal string of USD
  * that is an exact number of them (gw_money_parse), 0 to 10^12. GW_OK and
  * *out, or GW_EINVAL. */

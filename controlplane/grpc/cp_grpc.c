@@ -102,8 +102,7 @@ struct cp_grpc {
     size_t ring_next;
     /* The whole document, packed once (lazily: only when some Watch needs
      * it) after publish doc_seq and shared by every Watch that needs it.
-     * It comes from the document source (cp_grpc_set_document), or from
-     * cp_grpc_publish. doc_tried: the publish after which the source was
+     * It comes from the document source (cp_grpc_set_document). doc_tried: the publish after which the source was
      * last asked, so a source that fails is asked once per publish. */
     grpc_byte_buffer *doc;
     int64_t doc_version;
@@ -810,21 +809,6 @@ static void publish_version(struct cp_grpc *s, int64_t version, int64_t built_at
             st->need_doc = 1;
         watch_pump(st);
     }
-}
-
-int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
-                    int64_t built_at_ms)
-{
-    grpc_byte_buffer *bb = pack_snapshot(version, built_at_ms, 0, doc, len, NULL, 0);
-    if (!bb)
-        return GW_ENOMEM;
-    drop_document(s);
-    s->doc = bb;
-    s->doc_version = version;
-    s->doc_seq = s->pub_seq + 1; /* the publish below */
-    s->stats.documents_packed++;
-    publish_version(s, version, built_at_ms, 0, NULL);
-    return GW_OK;
 }
 
 void cp_grpc_set_document(struct cp_grpc *s,

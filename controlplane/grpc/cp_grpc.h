@@ -95,11 +95,6 @@ int cp_grpc_publish_version(struct cp_grpc *s, int64_t version, int64_t built_at
                             int64_t base_version, const void *delta, size_t delta_len)
     __attribute__((warn_unused_result));
 
-/* A full build given as its whole document (doc, copied): needs no
- * document source. 0, or GW_ENOMEM (nothing published). */
-int cp_grpc_publish(struct cp_grpc *s, int64_t version, const void *doc, size_t len,
-                    int64_t built_at_ms) __attribute__((warn_unused_result));
-
 /* What the Watches were sent since start: messages carrying a delta, and a
  * whole document; and the whole documents packed (at most one per publish
  * whatever the number of Watches). */

@@ -119,7 +119,6 @@ struct cp_snapshot {
     /* Shared, under lock. */
     pthread_mutex_t lock;
     int stopping;
-    int requested;
     int has_pending; /* a build for the daemon's loop: */
     json_t *pending; /* its delta (holds credentials), NULL: whole */
     int64_t pending_version, pending_built_ms;
@@ -1765,9 +1764,6 @@ static void build_loop(struct cp_snapshot *b)
     for (;;) {
         pthread_mutex_lock(&b->lock);
         int stop = b->stopping;
-        if (b->requested)
-            b->dirty = 1;
-        b->requested = 0;
         pthread_mutex_unlock(&b->lock);
         if (stop || !b->dirty || !b->conn_ev)
             return;
@@ -1937,14 +1933,6 @@ static void *thread_main(void *arg)
 }
 
 /* ------------------------------------------------------------------ */
-
-void cp_snapshot_request(struct cp_snapshot *b)
-{
-    pthread_mutex_lock(&b->lock);
-    b->requested = 1;
-    pthread_mutex_unlock(&b->lock);
-    event_active(b->wake_ev, 0, 0);
-}
 
 struct cp_snapshot *cp_snapshot_new(struct event_base *base, const struct cp_snapshot_opts *o,
                                     char *err, size_t errlen)

@@ -42,7 +42,7 @@
  * they carry a version newer than the last good build); a slow poll of
  * config_state.version (also retrying a build that failed or left refs
  * unresolved, and re-reading the keys that expired when an API key
- * expires); cp_snapshot_request.
+ * expires).
  * A lost connection is re-established with backoff.
  *
  * Threading: the builder runs on a thread of its own (database and secret
@@ -105,9 +105,6 @@ struct cp_snapshot;
  * an unreachable database is not an error here: the builder retries. */
 struct cp_snapshot *cp_snapshot_new(struct event_base *base, const struct cp_snapshot_opts *o,
                                     char *err, size_t errlen);
-
-/* Asks for a build (from any thread). */
-void cp_snapshot_request(struct cp_snapshot *b);
 
 /* The whole document of the newest good build, serialized (malloc'd; it
  * holds credentials: the caller wipes and frees it), its version in
