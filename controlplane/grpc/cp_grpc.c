@@ -102,8 +102,8 @@ struct cp_grpc {
     size_t ring_next;
     /* The whole document, packed once (lazily: only when some Watch needs
      * it) after publish doc_seq and shared by every Watch that needs it.
-     * It comes from the document source (cp_grpc_set_document). doc_tried: the publish after which the source was
-     * last asked, so a source that fails is asked once per publish. */
+     * It comes from the document source (cp_grpc_set_document). doc_tried: the publish after which
+     * the source was last asked, so a source that fails is asked once per publish. */
     grpc_byte_buffer *doc;
     int64_t doc_version;
     uint64_t doc_seq, doc_tried;
