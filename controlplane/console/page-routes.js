@@ -2,7 +2,7 @@
 // tiers, high-cost marks, capability, role, aliases; and the router's plan
 // for a sample request (GET /v1/admin/plan).
 import * as api from './api.js';
-import { el, clear, field, form, table, section, button, csv, badge, notice } from './dom.js';
+import { el, clear, field, form, table, section, button, csv, badge, notice, fmtTime } from './dom.js';
 import { deleteItem } from './items.js';
 
 const STRATEGIES = ['ordered', 'price', 'latency', 'auto', 'weighted'];
@@ -209,7 +209,7 @@ async function editor(root, ctx, name) {
   });
   root.append(section(isNew ? 'New route' : `Route ${name} (version ${item.version})`, f));
   if (!isNew) {
-    root.append(el('p.saved', { role: 'status', text: `Version ${item.version}, updated ${item.updated_at}` }));
+    root.append(el('p.saved', { role: 'status', text: `Version ${item.version}, updated ${fmtTime(item.updated_at)}` }));
     root.append(planSection(name));
   }
 }

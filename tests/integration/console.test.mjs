@@ -591,6 +591,25 @@ test('keyboard: the navigation and a form are operable without a mouse', T, asyn
       (cs) => cs.filter((c) => !(c.labels && c.labels.length) && !c.getAttribute('aria-label')).map((c) => c.name || c.id));
     assert.deepEqual(unlabeled, [], `${hash}: controls without a label`);
   }
+  // A button's text stays readable when hovered and when focused (WCAG AA:
+  // a contrast of at least 4.5 between its text and its background).
+  await go(page, '#/routes/chat');
+  const contrast = () => page.$eval('form[aria-label="Edit route chat"] button[type=submit]', (b) => {
+    const rgb = (c) => c.match(/[0-9.]+/g).slice(0, 3).map(Number);
+    const lum = ([r, g, bl]) => [r, g, bl].map((v) => {
+      const x = v / 255;
+      return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+    }).reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i], 0);
+    const st = getComputedStyle(b);
+    const [l1, l2] = [lum(rgb(st.color)), lum(rgb(st.backgroundColor))].sort((a, z) => z - a);
+    return (l1 + 0.05) / (l2 + 0.05);
+  });
+  assert.ok(await contrast() >= 4.5, `at rest: ${await contrast()}`);
+  await page.hover('form[aria-label="Edit route chat"] button[type=submit]');
+  assert.ok(await contrast() >= 4.5, `hovered: ${await contrast()}`);
+  await page.focus('form[aria-label="Edit route chat"] button[type=submit]');
+  assert.ok(await contrast() >= 4.5, `focused: ${await contrast()}`);
+  await page.mouse.move(0, 0);
 });
 
 test('no request left the origin; no console error, page error or CSP violation', T, async () => {
