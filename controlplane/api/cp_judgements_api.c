@@ -11,7 +11,6 @@
 #include "cp_secrets.h"
 #include "gw_error.h"
 #include "gw_http.h"
-#include "gw_json.h"
 #include "gw_pool.h"
 #include "gw_str.h"
 

@@ -3,7 +3,7 @@
 // goes back as If-Match, so an edit made meanwhile is a 412, shown as
 // "changed by someone else", never overwritten).
 import * as api from './api.js';
-import { button, deleteButton, form, section } from './dom.js';
+import { act, button, deleteButton, form, section } from './dom.js';
 
 /** A Delete button for the item at path (what: "route chat"). */
 export function deleteItem(what, path, ctx) {
@@ -12,6 +12,15 @@ export function deleteItem(what, path, ctx) {
     await api.call('DELETE', path, { etag });
     ctx.refresh();
   });
+}
+
+/** PATCHes changes into the item at path (read first for its ETag), then refreshes. */
+export async function patchItem(path, changes, ctx) {
+  await act(async () => {
+    const { etag } = await api.one(path);
+    await api.call('PATCH', path, { body: changes, etag });
+    ctx.refresh();
+  }, ctx.refresh);
 }
 
 /**
@@ -25,7 +34,7 @@ export async function editItem(root, ctx, { path, back, label, submit, title, fi
     submit,
     onReload: () => ctx.refresh(),
     onSubmit: async (fm) => {
-      await api.call('PATCH', path, { body: body(fm, item), etag: etag || `"${item.version}"` });
+      await api.call('PATCH', path, { body: body(fm, item), etag });
       ctx.navigate(back);
     },
     extra: [button('Cancel', () => ctx.navigate(back))],

@@ -1,7 +1,7 @@
 // Keys, Teams and Projects: who may call the gateway, and under what.
 import * as api from './api.js';
 import { el, clear, field, form, table, section, button, badge, act, csvOrNull, fmtTime, notice } from './dom.js';
-import { deleteItem, editItem } from './items.js';
+import { deleteItem, editItem, patchItem } from './items.js';
 
 const listText = (a) => (a == null ? 'any' : (a.join(', ') || 'none'));
 
@@ -30,14 +30,6 @@ function toLocalInput(iso) {
 }
 function fromLocalInput(v) {
   return v ? new Date(v).toISOString() : null;
-}
-
-async function patchItem(path, changes, ctx) {
-  await act(async () => {
-    const { etag } = await api.one(path);
-    await api.call('PATCH', path, { body: changes, etag });
-    ctx.refresh();
-  }, ctx.refresh);
 }
 
 // ---- Keys -------------------------------------------------------------
@@ -87,20 +79,13 @@ export async function renderKeys(root, ctx) {
   ]);
   const id = ctx.rest[0];
   if (id) {
-    const path = `/v1/admin/keys/${api.enc(id)}`;
-    const { item, etag } = await api.one(path);
-    root.append(section(`Key ${id} (version ${item.version})`, form(`Edit key ${id}`, [
-      ...keyFields(item, teams, projects, false),
-      field('Status', 'status', { kind: 'select', value: item.status, options: [['active'], ['disabled']] }),
-    ], {
-      submit: 'Save key',
-      onReload: () => ctx.refresh(),
-      onSubmit: async (fm) => {
-        await api.call('PATCH', path, { body: { ...keyBody(fm), status: fm.elements.status.value }, etag });
-        ctx.navigate('#/keys');
-      },
-      extra: [button('Cancel', () => ctx.navigate('#/keys'))],
-    })));
+    await editItem(root, ctx, {
+      path: `/v1/admin/keys/${api.enc(id)}`, back: '#/keys', label: `Edit key ${id}`, submit: 'Save key',
+      title: (k) => `Key ${id} (version ${k.version})`,
+      fields: (k) => [...keyFields(k, teams, projects, false),
+        field('Status', 'status', { kind: 'select', value: k.status, options: [['active'], ['disabled']] })],
+      body: (fm) => ({ ...keyBody(fm), status: fm.elements.status.value }),
+    });
     return;
   }
   const created = el('div.created');

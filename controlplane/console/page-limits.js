@@ -4,7 +4,7 @@
 // the window the data planes' leases are charged to).
 import * as api from './api.js';
 import { el, field, form, table, section, button, badge, act, notice } from './dom.js';
-import { deleteItem, editItem } from './items.js';
+import { deleteItem, editItem, patchItem } from './items.js';
 import { formatMoney, parseMoney, fraction, groupThousands, toBigInt } from './money.js';
 
 function amountText(metric, v) {
@@ -108,12 +108,7 @@ export async function render(root, ctx) {
     ['Enabled', (l) => badge(l.enabled ? 'enabled' : 'disabled', l.enabled ? 'ok' : 'down')],
     ['Actions', (l) => el('div.row-actions', {},
       button('Edit', () => ctx.navigate(`#/limits/${api.enc(l.id)}`), { write: true, label: `Edit limit ${l.id}` }),
-      button(l.enabled ? 'Disable' : 'Enable', () => act(async () => {
-        const path = `/v1/admin/limits/${api.enc(l.id)}`;
-        const { item, etag } = await api.one(path);
-        await api.call('PATCH', path, { body: { enabled: !l.enabled }, etag: etag || `"${item.version}"` });
-        ctx.refresh();
-      }, ctx.refresh), { write: true, label: `${l.enabled ? 'Disable' : 'Enable'} limit ${l.id}` }),
+      button(l.enabled ? 'Disable' : 'Enable', () => patchItem(`/v1/admin/limits/${api.enc(l.id)}`, { enabled: !l.enabled }, ctx), { write: true, label: `${l.enabled ? 'Disable' : 'Enable'} limit ${l.id}` }),
       deleteItem(`limit ${l.id}`, `/v1/admin/limits/${api.enc(l.id)}`, ctx))],
   ], limits, { empty: 'No limit yet.', rowAttrs: (l) => ({ dataset: { id: l.id } }) })));
   root.append(section('New limit', form('New limit', [

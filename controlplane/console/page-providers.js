@@ -2,7 +2,7 @@
 // credential health from GET /v1/admin/health.
 import * as api from './api.js';
 import { el, field, form, table, section, button, badge, act, csv, notice } from './dom.js';
-import { deleteItem } from './items.js';
+import { deleteItem, patchItem } from './items.js';
 
 const DRIVERS = ['openai', 'openai-responses', 'anthropic', 'bedrock', 'gemini', 'ollama'];
 const CAPS = 'chat, embeddings, vision, tools, json_mode, reasoning, transcription, speech, image';
@@ -42,14 +42,6 @@ function body(f, p) {
   };
 }
 
-async function setEnabled(name, enabled, ctx) {
-  await act(async () => {
-    const { etag } = await api.one(`/v1/admin/providers/${api.enc(name)}`);
-    await api.call('PATCH', `/v1/admin/providers/${api.enc(name)}`, { body: { enabled }, etag });
-    ctx.refresh();
-  }, ctx.refresh);
-}
-
 async function editor(root, ctx, name, secrets) {
   const { item, etag } = await api.one(`/v1/admin/providers/${api.enc(name)}`);
   const f = form(`Edit provider ${name}`, fields(item, secrets, false), {
@@ -84,7 +76,7 @@ export async function render(root, ctx) {
     }],
     ['Actions', (p) => el('div.row-actions', {},
       button('Edit', () => ctx.navigate(`#/providers/${api.enc(p.name)}`), { write: true, label: `Edit provider ${p.name}` }),
-      button(p.enabled ? 'Disable' : 'Enable', () => setEnabled(p.name, !p.enabled, ctx),
+      button(p.enabled ? 'Disable' : 'Enable', () => patchItem(`/v1/admin/providers/${api.enc(p.name)}`, { enabled: !p.enabled }, ctx),
         { write: true, label: `${p.enabled ? 'Disable' : 'Enable'} provider ${p.name}` }),
       deleteItem(`provider ${p.name}`, `/v1/admin/providers/${api.enc(p.name)}`, ctx))],
   ], providers, { empty: 'No provider yet: create one below.', rowAttrs: (p) => ({ dataset: { name: p.name } }) })));
