@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "gw_error.h"
@@ -59,7 +60,6 @@ struct entry {
     uint32_t seg; /* its segment's id, or NO_SEGMENT (not on disk) */
     uint32_t len; /* of data */
     enum entry_kind kind;
-    char attempt_id[176]; /* a judgement's: the judged request's id */
     unsigned char data[]; /* the packed LedgerRow (or Judgement), seq unset */
 };
 
@@ -91,29 +91,42 @@ static struct {
 
 /* ------------------------------------------------------------ packing */
 
-static char *nz(const char *s)
+/* protobuf-c's string fields are `char *`; ours are const. */
+static char *pb_str(const char *s)
 {
     return (char *)s;
 }
 
-/* The row as a LedgerRow, packed into a new buffer. */
-static unsigned char *pack_row(const struct dp_ledger_row *r, size_t *len)
+/* A new entry of `len` bytes of data, not queued. */
+static struct entry *entry_alloc(enum entry_kind kind, size_t len)
+{
+    struct entry *e = malloc(sizeof(*e) + len);
+    if (!e)
+        return NULL;
+    memset(e, 0, sizeof(*e));
+    e->kind = kind;
+    e->len = (uint32_t)len;
+    return e;
+}
+
+/* The row packed as a LedgerRow into a new entry. */
+static struct entry *pack_row(const struct dp_ledger_row *r)
 {
     Llmgw__V1__LedgerRow m = LLMGW__V1__LEDGER_ROW__INIT;
     Llmgw__V1__Charge ch[DP_MAX_CHARGES];
     Llmgw__V1__Charge *chp[DP_MAX_CHARGES];
-    m.request_id = nz(r->request_id);
-    m.attempt_id = nz(r->attempt_id);
-    m.key_id = nz(r->key_id);
-    m.team = nz(r->team);
-    m.project = nz(r->project);
-    m.route = nz(r->route);
-    m.provider = nz(r->provider);
-    m.model = nz(r->model);
-    m.selector = nz(r->selector);
-    m.session = nz(r->session);
-    m.agent = nz(r->agent);
-    m.purpose = nz(r->purpose);
+    m.request_id = pb_str(r->request_id);
+    m.attempt_id = pb_str(r->attempt_id);
+    m.key_id = pb_str(r->key_id);
+    m.team = pb_str(r->team);
+    m.project = pb_str(r->project);
+    m.route = pb_str(r->route);
+    m.provider = pb_str(r->provider);
+    m.model = pb_str(r->model);
+    m.selector = pb_str(r->selector);
+    m.session = pb_str(r->session);
+    m.agent = pb_str(r->agent);
+    m.purpose = pb_str(r->purpose);
     m.input_tokens = r->input_tokens;
     m.cache_read_tokens = r->cache_read_tokens;
     m.cache_write_5m_tokens = r->cache_write_5m_tokens;
@@ -127,14 +140,14 @@ static unsigned char *pack_row(const struct dp_ledger_row *r, size_t *len)
     m.ttfb_ms = r->ttfb_ms;
     m.ttfc_ms = r->ttfc_ms;
     m.status = r->status;
-    m.failure_class = nz(r->failure_class);
+    m.failure_class = pb_str(r->failure_class);
     m.cost_picodollars = r->has_cost ? r->cost_picodollars : 0;
     m.has_cost = r->has_cost != 0;
-    m.currency = nz(r->currency);
+    m.currency = pb_str(r->currency);
     m.snapshot_version = r->snapshot_version;
     m.at_ms = r->at_ms;
     m.attempt = r->attempt;
-    m.api = nz(r->api);
+    m.api = pb_str(r->api);
     m.stream = r->stream != 0;
     m.usage_estimated = r->usage_estimated != 0;
     m.cache_hit = r->cache_hit != 0;
@@ -143,19 +156,19 @@ static unsigned char *pack_row(const struct dp_ledger_row *r, size_t *len)
     size_t n = r->ncharges < DP_MAX_CHARGES ? r->ncharges : DP_MAX_CHARGES;
     for (size_t i = 0; i < n; i++) {
         llmgw__v1__charge__init(&ch[i]);
-        ch[i].limit_id = nz(r->charges[i].limit_id);
+        ch[i].limit_id = pb_str(r->charges[i].limit_id);
         ch[i].window_start_ms = r->charges[i].window_start_ms;
-        ch[i].lease_id = nz(r->charges[i].lease_id);
+        ch[i].lease_id = pb_str(r->charges[i].lease_id);
         ch[i].amount = r->charges[i].amount;
         chp[i] = &ch[i];
     }
     m.n_charges = n;
     m.charges = n ? chp : NULL;
-    *len = llmgw__v1__ledger_row__get_packed_size(&m);
-    unsigned char *out = malloc(*len ? *len : 1);
-    if (out)
-        llmgw__v1__ledger_row__pack(&m, out);
-    return out;
+    size_t len = llmgw__v1__ledger_row__get_packed_size(&m);
+    struct entry *e = entry_alloc(E_ROW, len);
+    if (e)
+        llmgw__v1__ledger_row__pack(&m, e->data);
+    return e;
 }
 
 /* ------------------------------------------------------------ segments */
@@ -260,39 +273,33 @@ static uint32_t get32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Appends one record to the newest segment; its id, or NO_SEGMENT. */
-static uint32_t seg_append(enum entry_kind kind, const unsigned char *data, size_t len)
+/* Appends one record to the newest segment; its id, or NO_SEGMENT. One
+ * writev of the head and the row: O_APPEND keeps a record whole. */
+static uint32_t seg_append(const struct entry *e)
 {
     if (L.fd >= 0 && L.nsegs && L.segs[L.nsegs - 1].bytes >= SEGMENT_BYTES)
         seg_close_current();
     if (L.fd < 0 && seg_open_new() != GW_OK)
         return NO_SEGMENT;
     struct seg *g = &L.segs[L.nsegs - 1];
-    /* One buffer, one write: a record is never interleaved. */
-    unsigned char *rec = malloc(RECORD_HEAD + len);
-    if (!rec)
+    unsigned char head[RECORD_HEAD];
+    memcpy(head, e->kind == E_JUDGEMENT ? magic_judgement : magic, 4);
+    put32(head + 4, e->len);
+    put32(head + 8, gw_es_crc32(0, e->data, e->len));
+    struct iovec iov[2] = {{head, RECORD_HEAD}, {(void *)e->data, e->len}};
+    size_t want = RECORD_HEAD + e->len;
+    ssize_t w;
+    do
+        w = writev(L.fd, iov, 2);
+    while (w < 0 && errno == EINTR);
+    if (w < 0 || (size_t)w != want) {
+        gw_logf(GW_LOG_ERROR, "ledger spool: write failed; the row is held in memory only", "{s:s}",
+                "error", w < 0 ? strerror(errno) : "short write");
+        /* A torn record ends the segment when it is read back. */
+        g->bytes += w > 0 ? (size_t)w : 0;
+        seg_close_current();
         return NO_SEGMENT;
-    memcpy(rec, kind == E_JUDGEMENT ? magic_judgement : magic, 4);
-    put32(rec + 4, (uint32_t)len);
-    put32(rec + 8, gw_es_crc32(0, data, len));
-    memcpy(rec + RECORD_HEAD, data, len);
-    size_t want = RECORD_HEAD + len, done = 0;
-    while (done < want) {
-        ssize_t w = write(L.fd, rec + done, want - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            gw_logf(GW_LOG_ERROR, "ledger spool: write failed; the row is held in memory only",
-                    "{s:s}", "error", w < 0 ? strerror(errno) : "short write");
-            free(rec);
-            /* A torn record ends the segment when it is read back. */
-            g->bytes += done;
-            seg_close_current();
-            return NO_SEGMENT;
-        }
-        done += (size_t)w;
     }
-    free(rec);
     g->bytes += want;
     g->rows++;
     L.dirty = 1;
@@ -312,33 +319,6 @@ static void enqueue(struct entry *e)
     if (!L.unsent)
         L.unsent = e;
     L.rows++;
-}
-
-static struct entry *entry_new(enum entry_kind kind, const unsigned char *data, size_t len)
-{
-    struct entry *e = malloc(sizeof(*e) + len);
-    if (!e)
-        return NULL;
-    memset(e, 0, sizeof(*e));
-    e->kind = kind;
-    e->len = (uint32_t)len;
-    memcpy(e->data, data, len);
-    /* The attempt id, for the log of a row that is dropped or replayed. */
-    if (kind == E_JUDGEMENT) {
-        Llmgw__V1__Judgement *j = llmgw__v1__judgement__unpack(NULL, len, data);
-        if (j) {
-            snprintf(e->attempt_id, sizeof(e->attempt_id), "%s",
-                     j->request_id ? j->request_id : "");
-            llmgw__v1__judgement__free_unpacked(j, NULL);
-        }
-        return e;
-    }
-    Llmgw__V1__LedgerRow *m = llmgw__v1__ledger_row__unpack(NULL, len, data);
-    if (m) {
-        snprintf(e->attempt_id, sizeof(e->attempt_id), "%s", m->attempt_id ? m->attempt_id : "");
-        llmgw__v1__ledger_row__free_unpacked(m, NULL);
-    }
-    return e;
 }
 
 /* Reads one segment back into the queue. */
@@ -368,9 +348,10 @@ static void load_segment(uint32_t id)
             torn = 1;
             break;
         }
-        struct entry *e = entry_new(judgement ? E_JUDGEMENT : E_ROW, buf, len);
+        struct entry *e = entry_alloc(judgement ? E_JUDGEMENT : E_ROW, len);
         if (!e)
             break;
+        memcpy(e->data, buf, len);
         e->seg = id;
         enqueue(e);
         g->rows++;
@@ -464,35 +445,31 @@ void dp_ledger_set_notify(void (*fn)(void *), void *arg)
     pthread_mutex_unlock(&L.mu);
 }
 
-/* Queues one packed entry (spooled unless memory_only); then wakes the
- * sender. GW_ELIMIT when the spool is full (dropped, counted). */
-static int queue_entry(enum entry_kind kind, const unsigned char *data, size_t len, int memory_only)
+/* Queues the packed entry e (spooled unless memory_only), taking it; then
+ * wakes the sender. GW_ELIMIT when the spool is full (dropped, counted). */
+static int queue_entry(struct entry *e, int memory_only)
 {
     pthread_mutex_lock(&L.mu);
     int rc = GW_OK;
-    size_t need = RECORD_HEAD + len;
+    size_t need = RECORD_HEAD + e->len;
     if (!L.ready) {
         rc = GW_EINVAL;
-    } else if (len > MAX_ROW_BYTES || L.bytes + need > L.max_bytes) {
+    } else if (e->len > MAX_ROW_BYTES || L.bytes + need > L.max_bytes) {
         rc = GW_ELIMIT;
         L.st.dropped_rows++;
     } else {
-        struct entry *e = entry_new(kind, data, len);
-        if (!e) {
-            rc = GW_ENOMEM;
-            L.st.dropped_rows++;
-        } else {
-            e->seg = L.dir[0] && !memory_only ? seg_append(kind, data, len) : NO_SEGMENT;
-            L.bytes += need;
-            enqueue(e);
-            L.st.recorded_rows++;
-            if (e->seg != NO_SEGMENT)
-                L.st.spooled_rows++;
-        }
+        e->seg = L.dir[0] && !memory_only ? seg_append(e) : NO_SEGMENT;
+        L.bytes += need;
+        enqueue(e);
+        L.st.recorded_rows++;
+        if (e->seg != NO_SEGMENT)
+            L.st.spooled_rows++;
+        e = NULL;
     }
     void (*fn)(void *) = L.notify;
     void *arg = L.notify_arg;
     pthread_mutex_unlock(&L.mu);
+    free(e); /* not queued */
     if (rc == GW_OK && fn)
         fn(arg);
     return rc;
@@ -500,16 +477,21 @@ static int queue_entry(enum entry_kind kind, const unsigned char *data, size_t l
 
 int dp_ledger_record(const struct dp_ledger_row *r)
 {
-    size_t len;
-    unsigned char *data = pack_row(r, &len);
-    if (!data)
-        return GW_ENOMEM;
-    int rc = queue_entry(E_ROW, data, len, 0);
-    free(data);
+    struct entry *e = pack_row(r);
+    int rc = GW_ENOMEM;
+    if (e) {
+        rc = queue_entry(e, 0);
+    } else {
+        pthread_mutex_lock(&L.mu);
+        L.st.dropped_rows++;
+        pthread_mutex_unlock(&L.mu);
+    }
     if (rc != GW_OK && rc != GW_EINVAL)
         /* Nothing of the prompt: the row's identity and its money, so the
          * loss is on record and can be billed by hand. */
-        gw_logf(GW_LOG_ERROR, "ledger: row dropped (spool full)",
+        gw_logf(GW_LOG_ERROR,
+                rc == GW_ENOMEM ? "ledger: row dropped (out of memory)"
+                                : "ledger: row dropped (spool full)",
                 "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:b}", "attempt_id", r->attempt_id, "key_id",
                 r->key_id, "provider", r->provider, "model", r->model, "input_tokens",
                 (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens,
@@ -520,36 +502,35 @@ int dp_ledger_record(const struct dp_ledger_row *r)
 int dp_ledger_record_judgement(const struct dp_judgement *j)
 {
     Llmgw__V1__Judgement m = LLMGW__V1__JUDGEMENT__INIT;
-    m.request_id = nz(j->request_id);
-    m.attempt_id = nz(j->attempt_id);
-    m.judge_request_id = nz(j->judge_request_id);
-    m.route = nz(j->route);
-    m.provider = nz(j->provider);
-    m.model = nz(j->model);
-    m.key_id = nz(j->key_id);
-    m.team = nz(j->team);
-    m.project = nz(j->project);
-    m.judge_route = nz(j->judge_route);
+    m.request_id = pb_str(j->request_id);
+    m.attempt_id = pb_str(j->attempt_id);
+    m.judge_request_id = pb_str(j->judge_request_id);
+    m.route = pb_str(j->route);
+    m.provider = pb_str(j->provider);
+    m.model = pb_str(j->model);
+    m.key_id = pb_str(j->key_id);
+    m.team = pb_str(j->team);
+    m.project = pb_str(j->project);
+    m.judge_route = pb_str(j->judge_route);
     m.score = j->score;
     m.scale_min = j->scale_min;
     m.scale_max = j->scale_max;
     m.pass = j->pass != 0;
-    m.label = nz(j->label);
+    m.label = pb_str(j->label);
     m.at_ms = j->at_ms;
     m.snapshot_version = j->snapshot_version;
-    m.prompt_text = nz(j->prompt_text ? j->prompt_text : "");
-    m.answer_text = nz(j->answer_text ? j->answer_text : "");
+    m.prompt_text = pb_str(j->prompt_text ? j->prompt_text : "");
+    m.answer_text = pb_str(j->answer_text ? j->answer_text : "");
     size_t len = llmgw__v1__judgement__get_packed_size(&m);
     if (len > MAX_ROW_BYTES)
         return GW_ERANGE; /* larger than a record may be (its text) */
-    unsigned char *data = malloc(len ? len : 1);
-    if (!data)
+    struct entry *e = entry_alloc(E_JUDGEMENT, len);
+    if (!e)
         return GW_ENOMEM;
-    llmgw__v1__judgement__pack(&m, data);
+    llmgw__v1__judgement__pack(&m, e->data);
     /* Kept text never goes to the spool's files: it is stored only
      * encrypted, by the control plane. */
-    int rc = queue_entry(E_JUDGEMENT, data, len, j->prompt_text || j->answer_text);
-    free(data);
+    int rc = queue_entry(e, j->prompt_text || j->answer_text);
     if (rc != GW_OK && rc != GW_EINVAL)
         gw_logf(GW_LOG_ERROR, "ledger: judgement dropped (spool full)", "{s:s,s:s}", "request_id",
                 j->request_id, "route", j->route);
