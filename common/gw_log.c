@@ -176,6 +176,52 @@ void gw_log_access_write(const struct gw_buf *lines)
         write_all(access_fd, lines->data, lines->len);
 }
 
+static void batch_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_log_batch *b = arg;
+    gw_log_access_write(&b->lines);
+    gw_buf_reset(&b->lines);
+}
+
+int gw_log_batch_init(struct gw_log_batch *b, struct event_base *base)
+{
+    gw_buf_init(&b->lines, 0);
+    b->flush = event_new(base, -1, 0, batch_flush, b);
+    return b->flush ? GW_OK : GW_ENOMEM;
+}
+
+void gw_log_batch_add(struct gw_log_batch *b, const struct gw_buf *lines)
+{
+    if (!lines->len)
+        return;
+    if (!b || !b->flush) {
+        gw_log_access_write(lines);
+        return;
+    }
+    int first = b->lines.len == 0;
+    if (gw_buf_append(&b->lines, lines->data, lines->len) != GW_OK) {
+        batch_flush(-1, 0, b); /* what is held first: lines stay in order */
+        gw_log_access_write(lines);
+        return;
+    }
+    if (b->lines.len >= GW_LOG_BATCH_MAX)
+        batch_flush(-1, 0, b); /* the active event then finds nothing */
+    else if (first)
+        event_active(b->flush, 0, 0);
+}
+
+void gw_log_batch_free(struct gw_log_batch *b)
+{
+    if (!b->flush)
+        return;
+    gw_log_access_write(&b->lines);
+    gw_buf_free(&b->lines);
+    event_free(b->flush);
+    b->flush = NULL;
+}
+
 void gw_log_access_fields(const char *msg, const char *members, size_t len)
 {
     struct gw_buf line;

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "gw_buf.h"
+
 enum gw_log_level { GW_LOG_DEBUG, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR };
 
 /* Minimum level written to stderr (default INFO). */
@@ -34,6 +36,26 @@ void gw_log_access_fields(const char *msg, const char *members, size_t len);
 struct gw_buf;
 int gw_log_access_line(struct gw_buf *out, const char *msg, const char *members, size_t len);
 void gw_log_access_write(const struct gw_buf *lines);
+/* One event loop's access lines, gathered while its callbacks run and
+ * written in one write(2) when they are done. The first line of a batch
+ * makes an event active, which libevent runs after the callbacks already
+ * due on this turn of the loop: a line waits at most that turn, and a busy
+ * loop writes many requests' lines at once. Past GW_LOG_BATCH_MAX bytes the
+ * batch goes out at once. Not thread-safe: one loop's. */
+#define GW_LOG_BATCH_MAX (64u * 1024)
+struct event_base;
+struct gw_log_batch {
+    struct gw_buf lines;
+    struct event *flush; /* NULL: not made (lines are written at once) */
+};
+/* 0 or GW_ENOMEM. */
+int gw_log_batch_init(struct gw_log_batch *b, struct event_base *base)
+    __attribute__((warn_unused_result));
+/* Appends lines (whole lines, as gw_log_access_line gathers them); b NULL,
+ * or out of memory: written at once. */
+void gw_log_batch_add(struct gw_log_batch *b, const struct gw_buf *lines);
+/* Writes what is held, then frees; safe on a zeroed or half-made batch. */
+void gw_log_batch_free(struct gw_log_batch *b);
 /* Writes obj as one line to fd; steals obj. Used for the "listening" line. */
 void gw_log_line_fd(int fd, json_t *obj);
 /* libevent's own messages ("Too many open files", ...) become log lines

@@ -368,6 +368,8 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     w->upc = gw_upc_new(w->base);
     w->loop.base = w->base;
     w->loop.upc = w->upc;
+    if (gw_log_batch_init(&w->access, w->base) == GW_OK)
+        w->loop.access = &w->access;
     w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
     w->drain_tick = evtimer_new(w->base, drain_tick, w);
     if (!w->http || !w->upc || !w->drain_ev || !w->drain_tick)
@@ -400,6 +402,8 @@ void dp_worker_join(struct dp_worker *w)
 void dp_worker_destroy(struct dp_worker *w)
 {
     dp_exchange_shutdown_all(&w->loop);
+    gw_log_batch_free(&w->access); /* the lines of the requests it ended */
+    w->loop.access = NULL;
     gw_http_server_free(w->http);
     gw_upc_free(w->upc);
     if (w->drain_ev)

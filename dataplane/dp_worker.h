@@ -13,6 +13,7 @@
 
 #include "dp_config.h"
 #include "dp_exchange.h"
+#include "gw_log.h"
 
 struct event_base;
 struct event;
@@ -31,8 +32,9 @@ struct dp_worker {
     struct event *drain_tick;
     int64_t drain_deadline_us;
     int draining;
-    struct dp_xloop loop; /* what the loop's exchanges share (the breakers: main sets them) */
-    uint64_t seq;         /* request ids */
+    struct dp_xloop loop;       /* what the loop's exchanges share (the breakers: main sets them) */
+    struct gw_log_batch access; /* the loop's access lines (loop.access) */
+    uint64_t seq;               /* request ids */
 };
 
 /* Creates the worker's loop, server (on listen_fd, which it takes) and

@@ -445,7 +445,7 @@ void x_log_request(struct dp_exchange *x)
         rc = field_int(o, "snapshot_version", (long long)x->snap->version);
     if (rc == GW_OK)
         rc = gw_log_access_line(&x->logs, "access", o->data, o->len);
-    gw_log_access_write(&x->logs);
+    gw_log_batch_add(x->l->access, &x->logs);
     metrics_request(x, end);
 }
 
