@@ -602,8 +602,4 @@ enum canon_failure canon_classify_transport(int upc_result);
 int canon_parse_data_url(struct gw_pool *pool, const char *url, const char **media_type,
                          const char **data);
 
-/* Rough token estimate of a request (characters / 4, images 1 000 each):
- * for count_tokens answers marked as estimates and context checks. */
-long long canon_estimate_tokens(const struct canon_req *r);
-
 #endif

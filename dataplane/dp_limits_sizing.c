@@ -16,7 +16,7 @@
 #include "gw_target.h"
 
 /* Estimate mode, before a target's answers were seen: output tokens, and
- * the factor on the rough input count (characters / 4 undercounts dense
+ * the factor on the rough input count (dp_tokens.h: bytes / 4 undercounts dense
  * scripts by half and more; leaning high until the target's own counts are
  * known keeps a cold start from overshooting). */
 #define DEFAULT_OUTPUT_ESTIMATE 256
@@ -72,7 +72,7 @@ static int64_t output_estimate(uint64_t target, int64_t max_tokens, int64_t cata
 }
 
 /* Estimate mode's input tokens for a target: the request's rough count
- * (characters / 4), corrected by how the target's own counts have
+ * (dp_tokens_request), corrected by how the target's own counts have
  * compared with it (a dense script, a tokenizer of its own). */
 static int64_t input_estimate(uint64_t target, int64_t rough)
 {

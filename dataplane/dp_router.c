@@ -24,6 +24,7 @@
 #include "dp_driver.h"
 #include "dp_fleet.h"
 #include "dp_router_int.h"
+#include "dp_tokens.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_json.h"
@@ -94,7 +95,7 @@ void dp_needs_of(const struct canon_req *r, struct dp_needs *n)
         n->caps |= DRV_CAP_JSON_MODE;
     if (r->reasoning_effort || r->reasoning_budget)
         n->caps |= DRV_CAP_REASONING;
-    n->est_tokens = canon_estimate_tokens(r);
+    n->est_tokens = dp_tokens_request(r);
 }
 
 /* --------------------------------------------------------------- messages */

@@ -15,6 +15,7 @@
 #include "dp_metrics.h"
 #include "dp_reply.h"
 #include "dp_snapshot.h"
+#include "dp_tokens.h"
 #include "exchange.h"
 #include "fc_embed.h"
 #include "fc_media.h"
@@ -388,6 +389,7 @@ void x_route_and_start(struct dp_exchange *x, const char *selector, const struct
         x_free(x);
         return;
     }
+    x->est_input = n->est_tokens;
     set_budget(x);
     gw_http_req_on_close(x->req, on_client_close, x);
     x_guard(x);
@@ -580,7 +582,7 @@ void dp_exchange_count_tokens(struct gw_http_req *req, struct dp_snapshot *snap,
             /* No provider counts for us: this is the gateway's estimate, and
              * says so, rather than a number that looks exact. */
             int len = snprintf(body, sizeof(body), "{\"input_tokens\":%lld,\"estimated\":true}",
-                               canon_estimate_tokens(cr));
+                               (long long)dp_tokens_request(cr));
             (void)gw_http_add_header(req, "x-llmgw-estimate", "true");
             dp_log_simple(req, request_id, 200, NULL);
             gw_http_respond(req, 200, "application/json", body, (size_t)len);

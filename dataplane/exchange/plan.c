@@ -13,6 +13,7 @@
 #include "dp_limits.h"
 #include "dp_metrics.h"
 #include "dp_reply.h"
+#include "dp_tokens.h"
 #include "exchange.h"
 #include "gw_error.h"
 #include "gw_http.h"
@@ -181,7 +182,7 @@ void x_reserve(struct dp_exchange *x)
     if (x->kind == KIND_CHAT) {
         size_t body_len = 0;
         (void)gw_http_req_body(x->req, &body_len);
-        ask.est_input_tokens = canon_estimate_tokens(x->creq);
+        ask.est_input_tokens = x->est_input; /* the plan's needs (x_route_and_start) */
         ask.max_input_tokens = dp_limits_input_bound(x->creq, body_len);
         ask.max_tokens = x->creq->has_max_tokens ? x->creq->max_tokens : 0;
         ask.max_tokens_param = canon_field_name(x->creq, CANON_F_MAX_TOKENS);
@@ -192,7 +193,7 @@ void x_reserve(struct dp_exchange *x)
     } else {
         for (size_t i = 0; i < x->ereq.ninputs; i++) {
             int64_t len = (int64_t)strlen(x->ereq.inputs[i]);
-            ask.est_input_tokens += len / 4 + 1;
+            ask.est_input_tokens += dp_tokens_text((size_t)len);
             ask.max_input_tokens += len;
         }
     }

@@ -17,6 +17,7 @@
 #include "dp_limits.h"
 #include "dp_metrics.h"
 #include "dp_snapshot.h"
+#include "dp_tokens.h"
 #include "exchange.h"
 #include "gw_error.h"
 #include "gw_http.h"
@@ -518,7 +519,7 @@ static void estimate_usage(struct dp_exchange *x)
         u->input = x->est_input;
         est = 1;
     }
-    int64_t out = x->out_bytes / 4 + 1;
+    int64_t out = dp_tokens_text((size_t)x->out_bytes);
     if (u->output < out) {
         u->output = out;
         est = 1;

@@ -13,6 +13,7 @@
 #include "dp_driver.h"
 #include "dp_fleet.h"
 #include "dp_router.h"
+#include "dp_tokens.h"
 #include "gw_buf.h"
 #include "gw_error.h"
 
@@ -1227,7 +1228,7 @@ static void test_needs_of(void)
     dp_needs_of(&r, &n);
     CU_ASSERT_EQUAL(n.embeddings, 0);
     CU_ASSERT_EQUAL(n.caps, 0);
-    CU_ASSERT_EQUAL(n.est_tokens, canon_estimate_tokens(&r));
+    CU_ASSERT_EQUAL(n.est_tokens, dp_tokens_request(&r));
     CU_ASSERT(n.est_tokens > 0);
     /* An image inside a tool result needs vision too. */
     msg.parts = &result;
