@@ -56,7 +56,7 @@ static const double SCORE01[] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.
 static struct dp_metrics the;
 static struct dp_metrics *M; /* NULL until dp_metrics_init */
 
-static const char *nz(const char *s)
+static const char *or_empty(const char *s)
 {
     return s ? s : "";
 }
@@ -334,13 +334,13 @@ void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
 {
     if (!M)
         return;
-    const char *v[] = {nz(t->route), nz(t->provider), nz(t->model), nz(outcome),
-                       error_class ? error_class : "none"};
+    const char *v[] = {or_empty(t->route), or_empty(t->provider), or_empty(t->model),
+                       or_empty(outcome), error_class ? error_class : "none"};
     gw_metric_inc(M->attempts, v, 1);
     if (!u || !u->have)
         return;
     if (u->cache_read > 0) {
-        const char *cv[] = {nz(t->route), nz(t->provider), nz(t->model)};
+        const char *cv[] = {or_empty(t->route), or_empty(t->provider), or_empty(t->model)};
         gw_metric_inc(M->cache_hits, cv, 1);
     }
     static const char *const types[] = {"input",          "cache_read", "cache_write_5m",
@@ -350,13 +350,16 @@ void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
     for (size_t i = 0; i < N(types); i++) {
         if (n[i] <= 0)
             continue;
-        const char *tv[] = {nz(t->route), nz(t->provider), nz(t->model), types[i]};
+        const char *tv[] = {or_empty(t->route), or_empty(t->provider), or_empty(t->model),
+                            types[i]};
         gw_metric_inc(M->tokens, tv, (uint64_t)n[i]);
     }
-    const char *in[] = {nz(t->operation), genai_provider(t->driver), nz(t->model), "input"};
+    const char *in[] = {or_empty(t->operation), genai_provider(t->driver), or_empty(t->model),
+                        "input"};
     gw_metric_observe(M->token_usage, in, (double)canon_usage_prompt(u));
-    if (strcmp(nz(t->operation), "embeddings") != 0) {
-        const char *out[] = {nz(t->operation), genai_provider(t->driver), nz(t->model), "output"};
+    if (strcmp(or_empty(t->operation), "embeddings") != 0) {
+        const char *out[] = {or_empty(t->operation), genai_provider(t->driver), or_empty(t->model),
+                             "output"};
         gw_metric_observe(M->token_usage, out, (double)u->output);
     }
 }
@@ -365,7 +368,7 @@ void dp_metrics_retry(const struct dp_metrics_target *t)
 {
     if (!M)
         return;
-    const char *v[] = {nz(t->route), nz(t->provider), nz(t->model)};
+    const char *v[] = {or_empty(t->route), or_empty(t->provider), or_empty(t->model)};
     gw_metric_inc(M->retries, v, 1);
 }
 
@@ -373,7 +376,8 @@ void dp_metrics_cost(const struct dp_metrics_target *t, const char *currency, in
 {
     if (!M || picodollars < 0)
         return;
-    const char *v[] = {nz(t->route), nz(t->provider), nz(t->model), nz(currency)};
+    const char *v[] = {or_empty(t->route), or_empty(t->provider), or_empty(t->model),
+                       or_empty(currency)};
     gw_metric_inc(M->cost, v, (uint64_t)picodollars);
 }
 
@@ -381,7 +385,7 @@ void dp_metrics_unpriced(const struct dp_metrics_target *t, const char *why)
 {
     uint64_t n = 1;
     if (M) {
-        const char *v[] = {nz(t->provider), nz(t->model)};
+        const char *v[] = {or_empty(t->provider), or_empty(t->model)};
         struct gw_series *s = gw_metric_series(M->unpriced, v);
         gw_counter_add(s, 1);
         /* Racing threads may both log or both skip one: a log line's
@@ -390,15 +394,15 @@ void dp_metrics_unpriced(const struct dp_metrics_target *t, const char *why)
     }
     if (n == 1 || n % 1000 == 0)
         gw_logf(GW_LOG_WARN, "usage without a price: its cost is unknown", "{s:s,s:s,s:s,s:s,s:I}",
-                "route", nz(t->route), "provider", nz(t->provider), "model", nz(t->model), "why",
-                nz(why), "count", (json_int_t)n);
+                "route", or_empty(t->route), "provider", or_empty(t->provider), "model",
+                or_empty(t->model), "why", or_empty(why), "count", (json_int_t)n);
 }
 
 void dp_metrics_failover(const char *route)
 {
     if (!M)
         return;
-    const char *v[] = {nz(route)};
+    const char *v[] = {or_empty(route)};
     gw_metric_inc(M->failovers, v, 1);
 }
 
@@ -412,7 +416,7 @@ void dp_metrics_cache(const char *route, const char *result)
 {
     if (!M)
         return;
-    const char *v[] = {nz(route), result};
+    const char *v[] = {or_empty(route), result};
     gw_metric_inc(M->rc_requests, v, 1);
 }
 
@@ -426,7 +430,7 @@ void dp_metrics_guard(const char *route, const char *action)
 {
     if (!M)
         return;
-    const char *v[] = {nz(route), action};
+    const char *v[] = {or_empty(route), action};
     gw_metric_inc(M->guard_checks, v, 1);
 }
 
@@ -434,7 +438,7 @@ void dp_metrics_guard_match(const char *route, const char *rule, const char *act
 {
     if (!M)
         return;
-    const char *v[] = {nz(route), rule, action};
+    const char *v[] = {or_empty(route), rule, action};
     gw_metric_inc(M->guard_matches, v, 1);
 }
 
@@ -442,7 +446,7 @@ void dp_metrics_guard_classifier(const char *route, const char *result)
 {
     if (!M)
         return;
-    const char *v[] = {nz(route), result};
+    const char *v[] = {or_empty(route), result};
     gw_metric_inc(M->guard_classifier, v, 1);
 }
 
@@ -450,7 +454,7 @@ void dp_metrics_judge(const char *route, const char *result)
 {
     if (!M)
         return;
-    const char *v[] = {nz(route), result};
+    const char *v[] = {or_empty(route), result};
     gw_metric_inc(M->judge, v, 1);
 }
 
@@ -464,9 +468,9 @@ void dp_metrics_judge_score(const char *route, double normalized, int pass)
 {
     if (!M)
         return;
-    const char *v[] = {nz(route)};
+    const char *v[] = {or_empty(route)};
     gw_metric_observe(M->judge_score, v, normalized);
-    const char *p[] = {nz(route), pass ? "true" : "false"};
+    const char *p[] = {or_empty(route), pass ? "true" : "false"};
     gw_metric_inc(M->judge_pass, p, 1);
 }
 
@@ -474,7 +478,7 @@ void dp_metrics_cache_joined(const char *route)
 {
     if (!M)
         return;
-    const char *v[] = {nz(route)};
+    const char *v[] = {or_empty(route)};
     gw_metric_inc(M->rc_joined, v, 1);
 }
 
@@ -482,7 +486,7 @@ void dp_metrics_limit_refusal(const struct dp_limits_refusal *r)
 {
     if (!M || !r)
         return;
-    const char *cause = nz(r->code);
+    const char *cause = or_empty(r->code);
     if (strcmp(cause, "rate_limited") == 0 && r->state && strcmp(r->state, "unallocated") == 0)
         cause = "rate_unallocated";
     const char *v[] = {cause, r->has_limit ? dp_limit_metric_name(r->metric) : "",
@@ -495,7 +499,8 @@ static void count_request(const char *route, const char *provider, const char *m
 {
     char st[16];
     snprintf(st, sizeof(st), "%d", status);
-    const char *v[] = {nz(route), nz(provider), nz(model), st, cls ? cls : "none"};
+    const char *v[] = {or_empty(route), or_empty(provider), or_empty(model), st,
+                       cls ? cls : "none"};
     gw_metric_inc(M->requests, v, 1);
 }
 
@@ -507,17 +512,17 @@ void dp_metrics_request(const struct dp_metrics_target *t, const struct dp_metri
     if (!t)
         t = &none;
     count_request(t->route, t->provider, t->model, r->status, r->error_class);
-    const char *rv[] = {nz(t->route)};
+    const char *rv[] = {or_empty(t->route)};
     if (r->overhead_s >= 0)
         gw_metric_observe(M->overhead, rv, r->overhead_s);
     if (!t->provider)
         return; /* no target: no GenAI operation happened */
     const char *gp = genai_provider(t->driver);
     /* error.type is absent on success (semantic conventions): "" here. */
-    const char *dv[] = {nz(t->operation), gp, nz(t->model), nz(r->error_class)};
+    const char *dv[] = {or_empty(t->operation), gp, or_empty(t->model), or_empty(r->error_class)};
     if (r->duration_s >= 0)
         gw_metric_observe(M->duration, dv, r->duration_s);
-    const char *ov[] = {nz(t->operation), gp, nz(t->model)};
+    const char *ov[] = {or_empty(t->operation), gp, or_empty(t->model)};
     if (r->ttft_s >= 0)
         gw_metric_observe(M->ttft, ov, r->ttft_s);
     if (r->tpot_s >= 0)
@@ -534,7 +539,7 @@ void dp_metrics_no_route(const char *cause)
 {
     if (!M)
         return;
-    const char *v[] = {nz(cause)};
+    const char *v[] = {or_empty(cause)};
     gw_metric_inc(M->no_route, v, 1);
 }
 
@@ -571,12 +576,12 @@ void dp_metrics_breaker_change(void *arg, const char *provider, const char *mode
     /* The target may be an exact selector's: a model nobody configured. */
     struct dp_snapshot *s = dp_snapshot_acquire();
     model = dp_metrics_model(s, provider, model);
-    const char *v[] = {nz(provider), model};
+    const char *v[] = {or_empty(provider), model};
     gw_metric_set(M->breaker_state, v,
                   to == DP_BREAKER_OPEN        ? 2
                   : to == DP_BREAKER_HALF_OPEN ? 1
                                                : 0);
-    const char *tv[] = {nz(provider), model, dp_breaker_state_name(to)};
+    const char *tv[] = {or_empty(provider), model, dp_breaker_state_name(to)};
     gw_metric_inc(M->breaker_transitions, tv, 1);
     dp_snapshot_unref(s);
 }
@@ -602,6 +607,6 @@ void dp_metrics_fleet_state(const char *provider, const char *model, int state)
 {
     if (!M)
         return;
-    const char *v[] = {nz(provider), nz(model)};
+    const char *v[] = {or_empty(provider), or_empty(model)};
     gw_metric_set(M->fleet_state, v, state);
 }

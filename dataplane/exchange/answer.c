@@ -53,7 +53,7 @@ void x_reply_error(struct dp_exchange *x, int status, const char *param, const c
     add_loop_headers(req, x);
     struct gw_buf extra;
     gw_buf_init(&extra, 0);
-    int with = fl && fl->nhist && x_attempts_json(x, &extra) == GW_OK;
+    int with = fl && fl->nfailed && x_attempts_json(x, &extra) == GW_OK;
     dp_respond_error(req, x_facade(x), status, dp_error_type(status), param, code, msg, "attempts",
                      with ? &extra : NULL);
     gw_buf_free(&extra);
@@ -415,7 +415,7 @@ void x_give_up(struct dp_exchange *x)
 {
     char msg[640];
     const struct xfail *fl = x->fails;
-    const struct hist *last = fl && fl->nhist ? &fl->hist[fl->nhist - 1] : NULL;
+    const struct failed_attempt *last = fl && fl->nfailed ? &fl->failed[fl->nfailed - 1] : NULL;
     const char *last_msg = fl && fl->last_msg[0] ? fl->last_msg : "the upstream provider failed";
     if (x->budget_out) {
         x_set_failure(x, "upstream_error", "timeout");

@@ -32,8 +32,8 @@
 #define X_BODY_BUDGET "fallback_timeout_ms"
 /* Header values the router keys on (session, affinity) are bounded. */
 #define X_MAX_KEY_HEADER 128
-/* Every attempt of a request is remembered for its error answer. */
-#define X_MAX_HIST (DP_MAX_CANDIDATES * (DP_RETRIES_MIDDLE + 1) + DP_RETRIES_LAST)
+/* Every failed attempt of a request is remembered for its error answer. */
+#define X_MAX_FAILED (DP_MAX_CANDIDATES * (DP_RETRIES_MIDDLE + 1) + DP_RETRIES_LAST)
 
 struct event;
 struct gw_sse_event;
@@ -84,7 +84,7 @@ struct choice {
 };
 
 /* A failed attempt, remembered for the request's error answer. */
-struct hist {
+struct failed_attempt {
     const char *provider;
     const char *model;
     enum canon_failure failure;
@@ -95,8 +95,8 @@ struct hist {
 /* What a request keeps of its failures for its error answer: allocated at
  * its first (x_fails), since most requests have none. */
 struct xfail {
-    struct hist hist[X_MAX_HIST];
-    size_t nhist;
+    struct failed_attempt failed[X_MAX_FAILED];
+    size_t nfailed;
     struct canon_err rerr;     /* the last refusal, when the last attempt was one */
     char fail_msg[384];        /* the current attempt's failure */
     char last_msg[384];        /* the last failed attempt's message */

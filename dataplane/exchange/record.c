@@ -456,8 +456,8 @@ void x_log_request(struct dp_exchange *x)
 int x_attempts_json(const struct dp_exchange *x, struct gw_buf *o)
 {
     int rc = gw_buf_appends(o, "[");
-    for (size_t i = 0; rc == GW_OK && x->fails && i < x->fails->nhist; i++) {
-        const struct hist *h = &x->fails->hist[i];
+    for (size_t i = 0; rc == GW_OK && x->fails && i < x->fails->nfailed; i++) {
+        const struct failed_attempt *h = &x->fails->failed[i];
         rc = gw_buf_appends(o, i ? ",{\"provider\":" : "{\"provider\":");
         if (rc == GW_OK)
             rc = gw_json_escape(o, h->provider, strlen(h->provider));
@@ -488,8 +488,9 @@ void x_remember(struct dp_exchange *x, enum canon_failure f, int status, int ref
         memcpy(fl->last_msg, fl->fail_msg, sizeof(fl->last_msg));
         memcpy(fl->last_retry_after, x->retry_after, sizeof(fl->last_retry_after));
     }
-    if (fl->nhist < X_MAX_HIST)
-        fl->hist[fl->nhist++] = (struct hist){x->prov->name, x->model, f, status, refused};
+    if (fl->nfailed < X_MAX_FAILED)
+        fl->failed[fl->nfailed++] =
+            (struct failed_attempt){x->prov->name, x->model, f, status, refused};
 }
 
 /* ------------------------------------------------------------- the record */
