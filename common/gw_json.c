@@ -139,10 +139,29 @@ static void skip_ws(struct scan *sc)
         sc->p++;
 }
 
+/* Whether none of 8 bytes ends or escapes a string or needs a check of its
+ * own: each is printable ASCII (0x20-0x7f) and neither '"' nor '\\'. A
+ * borrow from a byte rightly flagged may flag the bytes above it too: it
+ * may say no to a word it could pass, never yes to one it must not. */
+static int plain8(const unsigned char *p)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    uint64_t q = v ^ (ones * '"'), b = v ^ (ones * '\\');
+    uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v;
+    return (hit & highs) == 0;
+}
+
 static int scan_string(struct scan *sc)
 {
     sc->p++; /* opening quote */
     while (sc->p < sc->end) {
+        /* Plain text goes 8 bytes at a time; the rest a byte at a time. */
+        while (sc->end - sc->p >= 8 && plain8(sc->p))
+            sc->p += 8;
+        if (sc->p >= sc->end)
+            break;
         unsigned char c = *sc->p;
         if (c == '"') {
             sc->p++;

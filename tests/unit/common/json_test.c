@@ -167,6 +167,42 @@ static void test_valid(void)
 /* Against jansson on mutated documents: whatever jansson accepts, the
  * validator accepts too (jansson is the stricter of the two: it also
  * refuses lone surrogate escapes and numbers it cannot represent). */
+/* Strings are scanned 8 bytes at a time where they are plain: every byte
+ * that ends, escapes or needs a check of its own is found wherever it sits
+ * in a word, and a string's end is found at every length. */
+static void test_valid_string_words(void)
+{
+    static const struct {
+        const char *bytes;
+        int valid;
+    } at[] = {
+        {"\x01", 0},     {"\x1f", 0},         {"\x7f", 1}, {"\x80", 0},    {"\xff", 0},
+        {"\"", 0},       {"\\q", 0},          {"\\n", 1},  {"\\u00e9", 1}, {"\\\\", 1},
+        {"\xc3\xa9", 1}, {"\xe2\x82\xac", 1}, {" ", 1},    {"~", 1},
+    };
+    char doc[64];
+    for (size_t len = 0; len <= 24; len++) {
+        /* A plain string of every length: valid; cut before its quote: not. */
+        doc[0] = '"';
+        memset(doc + 1, 'a', len);
+        doc[len + 1] = '"';
+        CU_ASSERT_EQUAL(gw_json_valid(doc, len + 2, 8), 1);
+        CU_ASSERT_EQUAL(gw_json_valid(doc, len + 1, 8), 0);
+        for (size_t pos = 0; pos <= len; pos++)
+            for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+                size_t bl = strlen(at[k].bytes);
+                doc[0] = '"';
+                memset(doc + 1, 'a', len);
+                memcpy(doc + 1 + pos, at[k].bytes, bl);
+                memset(doc + 1 + pos + bl, 'b', len - pos);
+                doc[1 + len + bl] = '"';
+                size_t n = len + bl + 2;
+                if (gw_json_valid(doc, n, 8) != at[k].valid)
+                    CU_FAIL_FATAL("a byte inside a string was judged wrong");
+            }
+    }
+}
+
 static void test_valid_vs_jansson(void)
 {
     static const char seed[] =
@@ -736,6 +772,7 @@ static CU_TestInfo tests[] = {
     {"span strings decode like jansson", test_span_string},
     {"validator: valid and invalid documents", test_valid},
     {"validator agrees with jansson on mutations", test_valid_vs_jansson},
+    {"validator: a special byte at every place in a string", test_valid_string_words},
     {"typed getters", test_typed_getters},
     {"a member cut out with its comma", test_span_cut},
     {"string escaping", test_escape},
