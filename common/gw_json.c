@@ -1,5 +1,6 @@
 #include "gw_json.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,67 @@ int gw_json_quote_numbers(const char *s, size_t n, int max_depth, struct gw_buf 
 
 /* ------------------------------------------------------------- span lookups */
 
+/* The lookups read text that passed gw_json_valid, so they skip values
+ * without checking them again: a string to its closing quote, a container
+ * to its matching bracket, a number or literal to the byte after it. Each
+ * stays within sc->end whatever the text. */
+
+/* The string at sc->p: after its closing quote (a quote is escaped when an
+ * odd run of backslashes precedes it). 0 when the text ends first. */
+static int skip_string(struct scan *sc)
+{
+    const unsigned char *open = sc->p++;
+    for (;;) {
+        const unsigned char *q = memchr(sc->p, '"', (size_t)(sc->end - sc->p));
+        if (!q)
+            return 0;
+        size_t bs = 0;
+        while (q - bs - 1 > open && q[-(ptrdiff_t)bs - 1] == '\\')
+            bs++;
+        sc->p = q + 1;
+        if (bs % 2 == 0)
+            return 1;
+    }
+}
+
+/* One value; 0 when the text ends first, or a container nests past depth
+ * levels (sc->too_deep), as scan_value would say. */
+static int skip_value(struct scan *sc, int depth)
+{
+    skip_ws(sc);
+    if (sc->p >= sc->end)
+        return 0;
+    unsigned char c = *sc->p;
+    if (c == '"')
+        return skip_string(sc);
+    if (c != '{' && c != '[') {
+        while (sc->p < sc->end && (c = *sc->p) != ',' && c != '}' && c != ']' && c != ' ' &&
+               c != '\t' && c != '\n' && c != '\r')
+            sc->p++;
+        return 1;
+    }
+    int level = 0;
+    while (sc->p < sc->end) {
+        c = *sc->p;
+        if (c == '"') {
+            if (!skip_string(sc))
+                return 0;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            if (++level > depth) {
+                sc->too_deep = 1;
+                return 0;
+            }
+        } else if ((c == '}' || c == ']') && --level == 0) {
+            sc->p++;
+            return 1;
+        }
+        sc->p++;
+    }
+    return 0;
+}
+
 /* The container at sc->p ('{' or '['): positions sc after the opening
  * bracket; 0 when sc is not at want. */
 static int span_open(struct scan *sc, unsigned char want)
@@ -422,7 +484,7 @@ static int span_members(const char *s, size_t n, const char *const *keys, size_t
     for (;;) {
         skip_ws(&sc);
         const unsigned char *k = sc.p;
-        if (sc.p >= sc.end || *sc.p != '"' || !scan_string(&sc))
+        if (sc.p >= sc.end || *sc.p != '"' || !(strict ? scan_string(&sc) : skip_string(&sc)))
             return 0;
         size_t kl = (size_t)(sc.p - k) - 2;
         size_t match = nkeys;
@@ -442,7 +504,7 @@ static int span_members(const char *s, size_t n, const char *const *keys, size_t
          * validated with a larger max_depth can
          * pass: unsure, not absent, or a member present after it (even the
          * one found before it) would be reported missing. */
-        if (!scan_value(&sc, 64))
+        if (!(strict ? scan_value(&sc, 64) : skip_value(&sc, 64)))
             return strict && !sc.too_deep ? 0 : -1;
         if (match < nkeys) {
             if (out[match].p)
@@ -536,7 +598,7 @@ int gw_json_span_index(const char *s, size_t n, size_t idx, const char **vp, siz
     for (size_t i = 0;; i++) {
         skip_ws(&sc);
         const unsigned char *v = sc.p;
-        if (!scan_value(&sc, 64))
+        if (!skip_value(&sc, 64))
             return 0;
         if (i == idx) {
             *vp = (const char *)v;
@@ -556,7 +618,7 @@ int gw_json_span_first(const char *s, size_t n, const char **vp, size_t *vn)
     if (!span_open(&sc, '[') || (sc.p < sc.end && *sc.p == ']'))
         return 0;
     const unsigned char *v = sc.p;
-    if (!scan_value(&sc, 64))
+    if (!skip_value(&sc, 64))
         return 0;
     *vp = (const char *)v;
     *vn = (size_t)(sc.p - v);

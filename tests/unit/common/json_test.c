@@ -281,6 +281,43 @@ static void test_span_cut(void)
     CU_ASSERT_EQUAL(gw_json_span_cut(dup, strlen(dup), "a", &at, &cut), -1);
 }
 
+/* The lookups skip values of validated text without reading them again:
+ * quotes escaped by odd runs of backslashes, brackets inside strings,
+ * numbers and literals before whitespace, and nesting past 64 levels
+ * (unsure, as before). */
+static void test_span_skips(void)
+{
+    const char *doc = "{\"s\":\"a\\\"}]\\\\\",\"t\":\"\\\\\",\"n\":-1.5e3 ,\"l\":true\n,"
+                      "\"o\":{\"k\":\"}\",\"a\":[\"]\",[{}]]},\"z\":null}";
+    CU_ASSERT_FATAL(gw_json_valid(doc, strlen(doc), 64));
+    CU_ASSERT(member_is(doc, "s", "\"a\\\"}]\\\\\""));
+    CU_ASSERT(member_is(doc, "t", "\"\\\\\""));
+    CU_ASSERT(member_is(doc, "n", "-1.5e3"));
+    CU_ASSERT(member_is(doc, "l", "true"));
+    CU_ASSERT(member_is(doc, "o", "{\"k\":\"}\",\"a\":[\"]\",[{}]]}"));
+    CU_ASSERT(member_is(doc, "z", "null"));
+    CU_ASSERT(member_is(doc, "k", NULL));
+    const char *arr = "[\"[\\\"\" , {\"a\":[1]}, 3]";
+    const char *el;
+    size_t en;
+    CU_ASSERT(gw_json_span_index(arr, strlen(arr), 1, &el, &en) == 1 && en == 9);
+    CU_ASSERT(gw_json_span_first(arr, strlen(arr), &el, &en) == 2 && en == 5);
+    /* 64 levels inside a member's value are read; 65 are not. */
+    char deep[200];
+    for (int levels = 64; levels <= 65; levels++) {
+        size_t n = 0;
+        n += (size_t)snprintf(deep + n, sizeof(deep) - n, "{\"a\":");
+        for (int i = 0; i < levels; i++)
+            deep[n++] = '[';
+        for (int i = 0; i < levels; i++)
+            deep[n++] = ']';
+        n += (size_t)snprintf(deep + n, sizeof(deep) - n, ",\"b\":1}");
+        const char *v;
+        size_t vn;
+        CU_ASSERT_EQUAL(gw_json_span_member(deep, n, "b", &v, &vn), levels == 64 ? 1 : -1);
+    }
+}
+
 static void test_span_lookups(void)
 {
     const char *doc = " { \"a\" : 1 , \"b\":{\"c\":[10, \"x\", {\"d\":null}]}, \"e\":\"s\" } ";
@@ -767,6 +804,7 @@ static CU_TestInfo tests[] = {
     {"bound: a request's budget and the messages", test_bound},
     {"numbers to strings of their source text", test_quote_numbers},
     {"span lookups without a document", test_span_lookups},
+    {"span lookups skip strings, containers, numbers and literals", test_span_skips},
     {"span_doc validates while it reads; span_first counts to two", test_span_doc_first},
     {"span lookups in text validated deeper than they scan", test_span_deep_member},
     {"span strings decode like jansson", test_span_string},
