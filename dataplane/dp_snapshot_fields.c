@@ -183,3 +183,15 @@ void dps_opt_str_list(struct build *b, const json_t *o, const char *key, const c
         (*out)[(*n)++] = gw_pool_strdup(b->pool, json_string_value(v));
     }
 }
+
+/* The index of v in names (v is one of them: dps_opt_enum returned it). */
+int dps_enum_index(const char *const *names, const char *v)
+{
+    int i = 0;
+    while (names[i] && names[i] != v)
+        i++;
+    return i;
+}
+
+const char *const dps_guard_policy_names[] = {
+    [DP_GUARD_OFF] = "off", [DP_GUARD_LOG] = "log", [DP_GUARD_BLOCK] = "block", NULL};

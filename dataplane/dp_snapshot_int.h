@@ -131,6 +131,13 @@ unsigned dps_parse_caps(struct build *b, const json_t *a, const char *where,
                         const struct dp_driver *drv);
 void dps_opt_str_list(struct build *b, const json_t *o, const char *key, const char *where,
                       const char ***out, size_t *n);
+/* A route's and a key's or team's guard_policy words, in enum order. */
+extern const char *const dps_guard_policy_names[];
+/* The index of v in names, v being one of them (dps_opt_enum's answer). */
+int dps_enum_index(const char *const *names, const char *v);
+/* A route's fields into r (dp_snapshot_route.c); a failure sets b's. */
+void dps_route_fill(struct build *b, const struct dp_snapshot *s, struct dp_route *r,
+                    const json_t *o, const char *where);
 
 /* Finds by name (dp_snapshot_lookup.c), for the build as for the lookups:
  * a provider by the first len bytes of name; a route by name or alias. */
