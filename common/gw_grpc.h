@@ -2,7 +2,7 @@
  * gw_grpc: the one thin wrapper over the gRPC C core (STACK.md, "gRPC C
  * core"). Both planes speak gRPC through it: the control plane's Watch and
  * Report server (controlplane/grpc/cp_grpc.c) and the data plane's client
- * (dataplane/dp_cpclient.c).
+ * (dataplane/sync/dp_cpclient.c).
  *
  * A gw_grpc_loop joins one completion queue to one libevent loop: a thread
  * blocks in grpc_completion_queue_next and hands every (tag, ok) to the

@@ -3,7 +3,7 @@
  * tests/bench/watchload.mjs (docs/BENCHMARKS.md, "Configuration at scale").
  *
  * Each simulated replica does what a data plane's client does on the wire
- * (dataplane/dp_cpclient.c) and nothing else: it opens a Watch with
+ * (dataplane/sync/dp_cpclient.c) and nothing else: it opens a Watch with
  * WatchRequest{replica_id, have_version} and a Report stream, and answers
  * every Snapshot with an Ack of its version. It does not parse or build the
  * document: the point is the control plane's cost of fanning a version out,

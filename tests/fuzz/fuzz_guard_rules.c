@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the prompt-injection rules (dataplane/dp_guard_rules.c,
+ * libFuzzer target for the prompt-injection rules (dataplane/guard/dp_guard_rules.c,
  * included to reach its statics). The first byte chooses what the rest is:
  *  - even: a text, scanned with the default rules (common/guard_rules.json,
  *    embedded): 0 or 1, a match names one of the set's rules with its
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../dataplane/dp_guard_rules.c"
+#include "../../dataplane/guard/dp_guard_rules.c"
 #include "fuzz.h"
 
 /* The same rules without the combined expression: every rule runs. */
@@ -121,7 +121,7 @@ static void check_pattern(const char *kind, const char *p, size_t n)
         if (!is_regex)
             continue;
         char norm[2 * DP_GUARD_MAX_PATTERN];
-        size_t len = normalize_into(t, strlen(t), norm);
+        size_t len = dpg_normalize_into(t, strlen(t), norm);
         CHECK(rule_match(&r->rules[2], norm, len) == (regexec(&plain, norm, 0, NULL, 0) == 0));
     }
     if (is_regex)

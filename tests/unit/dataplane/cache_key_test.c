@@ -1,4 +1,4 @@
-/* Tests for dataplane/dp_cache_key.c: what may be cached, the key (length
+/* Tests for dataplane/cache/dp_cache_key.c: what may be cached, the key (length
  * prefixes, every field in it), and the cached form (encode, replay in the
  * channel's grammar, a damaged blob refused within its bounds). */
 #include <CUnit/CUnit.h>

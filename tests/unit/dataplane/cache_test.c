@@ -1,4 +1,4 @@
-/* Tests for the response cache's store (dataplane/dp_cache.c): LRU order,
+/* Tests for the response cache's store (dataplane/cache/dp_cache.c): LRU order,
  * the byte bound, TTL on an injected clock, replace, the per-entry cap,
  * references that outlive eviction and the cache itself, single flight
  * (claim / join / fill / abandon / unjoin, the bypass valve), and a

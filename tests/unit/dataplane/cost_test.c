@@ -1,5 +1,5 @@
-/* Tests for dataplane/dp_cost.c (an attempt's cost from its snapshot's
- * prices) and the money metrics of dataplane/dp_metrics.c (cost, unpriced
+/* Tests for dataplane/quota/dp_cost.c (an attempt's cost from its snapshot's
+ * prices) and the money metrics of dataplane/serve/dp_metrics.c (cost, unpriced
  * usage, limit refusals). */
 #include <CUnit/CUnit.h>
 #include <stdint.h>

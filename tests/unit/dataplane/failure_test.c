@@ -1,4 +1,4 @@
-/* Tests for the failure taxonomy (dataplane/canon.c) and how upstream
+/* Tests for the failure taxonomy (dataplane/canon/canon.c) and how upstream
  * errors reach it: the policy table against ARCHITECTURE.md "Failure
  * classes", canon_classify_http status by status and phrase by phrase, and
  * every driver's classify (its hook, or drv_classify_default as the

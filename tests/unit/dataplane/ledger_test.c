@@ -1,4 +1,4 @@
-/* Tests for dataplane/dp_ledger.c's sending side: how held rows become
+/* Tests for dataplane/quota/dp_ledger.c's sending side: how held rows become
  * Report messages (one LedgerRow, or a LedgerBatch once the control plane
  * takes them), their seqs, the window of rows in flight, the cumulative
  * ack, and a new stream sending everything unacknowledged again. Rows are

@@ -1,4 +1,4 @@
-/* Tests for dataplane/dp_limits.c (with dp_limits_lease.c and
+/* Tests for dataplane/quota/dp_limits.c (with dp_limits_lease.c and
  * dp_limits_sizing.c), with grants driven by hand (the control
  * plane's side is tests/unit/controlplane/leases_test.c): windows, sizing
  * (estimate, worst case, learned output, prices), leases and waiting,

@@ -1,4 +1,4 @@
-/* Tests for dataplane/dp_router.c with real breakers (dataplane/dp_breaker.c):
+/* Tests for dataplane/routing/dp_router.c with real breakers (dataplane/routing/dp_breaker.c):
  * an open breaker skips its target, a half-open one stays a candidate, and
  * the price, latency and auto strategies weigh in what the breakers saw.
  *

@@ -1,4 +1,4 @@
-/* Tests for dataplane/dp_router.c: selectors of every kind, every skip
+/* Tests for dataplane/routing/dp_router.c: selectors of every kind, every skip
  * reason and no-route cause with a message naming each skipped target,
  * each strategy's order, affinity, stickiness, high-cost entries,
  * embeddings, allowlists. Breaker-dependent paths are in

@@ -1,4 +1,4 @@
-/* Tests for dataplane/dp_snapshot.c: validation names the field, selectors
+/* Tests for dataplane/snapshot/dp_snapshot.c: validation names the field, selectors
  * resolve by route, alias, role and provider/model, keys match by hash,
  * routes carry their entry flags and a fingerprint, the catalog answers per
  * provider then per model. */
