@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cp_ctx.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
 #include "cp_grpc.h"
@@ -30,41 +31,39 @@ struct cp_metrics {
     struct gw_metric *snapshot_version, *last_success_age, *unresolved, *replicas_connected;
     struct gw_metric *replica_acked, *postgres_up, *audit_rows;
     struct gw_metric *leader, *etcd_up, *job_runs;
-    struct cp_db *db;
-    struct cp_snapshot *builder;
-    struct cp_grpc *grpc;
     struct gw_metric *ledger_rows, *ledger_errors, *ledger_queue, *ledger_cost, *lease_grants;
     struct gw_metric *ledger_msgs, *judgements, *judgement_texts_dropped;
     /* What a team spent, per route (a private family), and every limit's
      * amount and spend: the business's figures, for an admin token only. */
     struct gw_buf limits_text; /* the limits' gauges, as last read */
     int64_t limits_at_us;      /* when (monotonic; 0: never) */
-    struct cp_ledger *ledger;
-    int db_ok; /* collect: the check passed, so the scrape may read the limits */
+    int db_ok;                 /* collect: the check passed, so the scrape may read the limits */
     struct cp_ledger_stats ledger_seen; /* collect: what the counters already have */
-    struct cp_etcd *fleet;
     struct gw_metric *fleet_state, *fleet_replicas;
     /* What the Watches were sent (collect: what the counter already has). */
     struct gw_metric *watch_sends;
     struct cp_grpc_stats grpc_seen;
+    _Atomic int64_t last_current_ms; /* wall ms; 0: never */
 };
 
-static struct cp_metrics the;
-static struct cp_metrics *M;                /* NULL until cp_metrics_init */
-static _Atomic int64_t last_current_ms = 0; /* wall ms; 0: never */
+/* The registry is this module's own, not a member of struct cp_ctx: every
+ * thread updates it (the loop, the snapshot builder, the ledger writer)
+ * through the verbs below, without a context to hand, and it exists before
+ * the parts whose figures it holds. NULL until cp_metrics_init. */
+static struct cp_metrics *metrics;
 
-static void collect(struct gw_metrics *reg, void *arg)
+/* The scrape-time gauges, read from the daemon's parts in ctx (on the
+ * loop, before each exposition). */
+static void collect(struct cp_metrics *m, const struct cp_ctx *ctx)
 {
-    (void)reg;
-    struct cp_metrics *m = arg;
     m->db_ok = 0;
-    if (m->db) {
+    if (ctx->db) {
         struct cp_db_err err;
-        m->db_ok = cp_db_check(m->db, &err) == GW_OK;
+        m->db_ok = cp_db_check(ctx->db, &err) == GW_OK;
         gw_metric_set(m->postgres_up, NULL, m->db_ok ? 1.0 : 0.0);
     }
-    if (m->builder) {
-        json_t *st = cp_snapshot_status(m->builder);
+    if (ctx->builder) {
+        json_t *st = cp_snapshot_status(ctx->builder);
         if (st) {
             gw_metric_set(m->snapshot_version, NULL,
                           (double)json_integer_value(json_object_get(st, "version")));
@@ -73,17 +72,24 @@ static void collect(struct gw_metrics *reg, void *arg)
             json_decref(st);
         }
     }
-    if (m->fleet) {
-        gw_metric_set(m->leader, NULL, cp_etcd_is_leader(m->fleet) ? 1.0 : 0.0);
-        int up = cp_etcd_up(m->fleet);
-        if (up >= 0) /* absent without etcd */
+    if (ctx->membership) {
+        gw_metric_set(m->leader, NULL, cp_etcd_is_leader(ctx->membership) ? 1.0 : 0.0);
+        int up = cp_etcd_up(ctx->membership);
+        /* Registered only with etcd configured (up >= 0): a family without
+         * labels is always exposed, and "0" would read as an outage. */
+        if (up >= 0 && !m->etcd_up)
+            m->etcd_up = gw_metrics_gauge(m->reg, "llmgw_cp_etcd_up",
+                                          "1 when etcd answered this replica's last call, 0 when "
+                                          "not. Absent without --etcd-endpoints.",
+                                          NULL);
+        if (up >= 0)
             gw_metric_set(m->etcd_up, NULL, up ? 1.0 : 0.0);
     }
-    int64_t at = atomic_load(&last_current_ms);
+    int64_t at = atomic_load(&m->last_current_ms);
     if (at)
         gw_metric_set(m->last_success_age, NULL, (double)(gw_wall_ms() - at) / 1000.0);
-    if (m->grpc) {
-        json_t *reps = cp_grpc_replicas(m->grpc);
+    if (ctx->grpc) {
+        json_t *reps = cp_grpc_replicas(ctx->grpc);
         size_t i, connected = 0;
         json_t *r;
         json_array_foreach(json_object_get(reps, "replicas"), i, r)
@@ -97,15 +103,15 @@ static void collect(struct gw_metrics *reg, void *arg)
         gw_metric_set(m->replicas_connected, NULL, (double)connected);
         json_decref(reps);
         struct cp_grpc_stats gs;
-        cp_grpc_stats(m->grpc, &gs);
+        cp_grpc_stats(ctx->grpc, &gs);
         const char *d[] = {"delta"}, *w[] = {"document"};
         gw_metric_inc(m->watch_sends, d, gs.deltas_sent - m->grpc_seen.deltas_sent);
         gw_metric_inc(m->watch_sends, w, gs.documents_sent - m->grpc_seen.documents_sent);
         m->grpc_seen = gs;
     }
-    if (m->ledger) {
+    if (ctx->ledger) {
         struct cp_ledger_stats st;
-        cp_ledger_stats(m->ledger, &st);
+        cp_ledger_stats(ctx->ledger, &st);
         const char *ins[] = {"inserted"}, *dup[] = {"duplicate"};
         gw_metric_inc(m->ledger_rows, ins, st.inserted - m->ledger_seen.inserted);
         gw_metric_inc(m->ledger_rows, dup, st.duplicates - m->ledger_seen.duplicates);
@@ -131,11 +137,14 @@ static void collect(struct gw_metrics *reg, void *arg)
 
 int cp_metrics_init(void)
 {
-    struct cp_metrics *m = &the;
-    memset(m, 0, sizeof(*m));
-    m->reg = gw_metrics_new();
-    if (!m->reg)
+    struct cp_metrics *m = calloc(1, sizeof(*m));
+    if (!m)
         return GW_ENOMEM;
+    m->reg = gw_metrics_new();
+    if (!m->reg) {
+        free(m);
+        return GW_ENOMEM;
+    }
     gw_buf_init(&m->limits_text, 0);
     struct gw_metrics *r = m->reg;
     static const char *const req[] = {"resource", "method", "status", NULL};
@@ -232,7 +241,7 @@ int cp_metrics_init(void)
         !m->build_duration || !m->snapshot_version || !m->last_success_age || !m->unresolved ||
         !m->replicas_connected || !m->replica_acked || !m->postgres_up || !m->audit_rows) {
         gw_metrics_free(m->reg);
-        m->reg = NULL;
+        free(m);
         return GW_ENOMEM;
     }
     static const char *const target[] = {"provider", "model", NULL};
@@ -252,7 +261,7 @@ int cp_metrics_init(void)
         kind);
     if (!m->fleet_state || !m->fleet_replicas || !m->watch_sends) {
         gw_metrics_free(m->reg);
-        m->reg = NULL;
+        free(m);
         return GW_ENOMEM;
     }
     gw_metric_set_cap(m->replica_acked, CP_METRICS_MAX_REPLICAS);
@@ -292,54 +301,28 @@ int cp_metrics_init(void)
     gw_metric_set(m->snapshot_version, NULL, 0);
     gw_metric_set(m->unresolved, NULL, 0);
     gw_metric_set(m->replicas_connected, NULL, 0);
-    gw_metrics_on_collect(r, collect, m);
-    M = m;
+    metrics = m;
     return GW_OK;
 }
 
 void cp_metrics_shutdown(void)
 {
-    if (!M)
+    struct cp_metrics *m = metrics;
+    if (!m)
         return;
-    M = NULL;
-    gw_metrics_free(the.reg);
-    gw_buf_free(&the.limits_text);
-    memset(&the, 0, sizeof(the));
-}
-
-void cp_metrics_ledger(struct cp_ledger *l)
-{
-    the.ledger = l;
-    memset(&the.ledger_seen, 0, sizeof(the.ledger_seen));
-}
-
-void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc *g)
-{
-    the.db = db;
-    the.builder = b;
-    the.grpc = g;
-    memset(&the.grpc_seen, 0, sizeof(the.grpc_seen)); /* g's counts are since its start */
-}
-
-void cp_metrics_fleet(struct cp_etcd *e)
-{
-    the.fleet = e;
-    /* Registered only with etcd configured: a family without labels is
-     * always exposed, and "0" would read as an outage. */
-    if (M && e && cp_etcd_up(e) >= 0 && !M->etcd_up)
-        M->etcd_up = gw_metrics_gauge(M->reg, "llmgw_cp_etcd_up",
-                                      "1 when etcd answered this replica's last call, 0 when not. "
-                                      "Absent without --etcd-endpoints.",
-                                      NULL);
+    metrics = NULL;
+    gw_metrics_free(m->reg);
+    gw_buf_free(&m->limits_text);
+    free(m);
 }
 
 void cp_metrics_job(const char *job, int ok)
 {
-    if (!M)
+    if (!metrics)
         return;
     const char *v[] = {job, "ok"}, *f[] = {job, "failed"};
-    gw_metric_inc(M->job_runs, v, ok == 1);
-    gw_metric_inc(M->job_runs, f, ok == 0);
+    gw_metric_inc(metrics->job_runs, v, ok == 1);
+    gw_metric_inc(metrics->job_runs, f, ok == 0);
 }
 
 /* Every enabled limit's amount and what its current window has spent
@@ -361,10 +344,10 @@ static double column(const PGresult *r, int row, int col)
 
 /* The limits' gauges, in a registry of this scrape's own (cp_metrics.h):
  * appended to out, or nothing when the database does not answer. */
-static int render_limits(struct cp_metrics *m, struct gw_buf *out)
+static int render_limits(struct cp_db *db, struct gw_buf *out)
 {
     struct cp_db_err err;
-    PGresult *r = cp_db_exec(m->db, NULL, SQL_LIMITS, 0, NULL, &err);
+    PGresult *r = cp_db_exec(db, NULL, SQL_LIMITS, 0, NULL, &err);
     if (!r)
         return GW_OK; /* llmgw_cp_postgres_up says why on the next scrape */
     struct gw_metrics *reg = gw_metrics_new();
@@ -402,42 +385,44 @@ static int render_limits(struct cp_metrics *m, struct gw_buf *out)
  * every few seconds from several Prometheus replicas costs one query. */
 #define LIMITS_CACHE_US (5 * INT64_C(1000000))
 
-int cp_metrics_render(struct gw_buf *out, int business)
+int cp_metrics_render(const struct cp_ctx *ctx, struct gw_buf *out, int business)
 {
-    if (!M)
+    struct cp_metrics *m = metrics;
+    if (!m)
         return GW_OK;
-    int rc = gw_metrics_render_ex(M->reg, out, business);
-    if (rc != GW_OK || !business || !M->db)
+    collect(m, ctx);
+    int rc = gw_metrics_render_ex(m->reg, out, business);
+    if (rc != GW_OK || !business || !ctx->db)
         return rc;
     int64_t now = gw_now_us();
-    if (M->db_ok && (!M->limits_at_us || now - M->limits_at_us >= LIMITS_CACHE_US)) {
-        gw_buf_reset(&M->limits_text);
-        if (render_limits(M, &M->limits_text) == GW_OK)
-            M->limits_at_us = now;
+    if (m->db_ok && (!m->limits_at_us || now - m->limits_at_us >= LIMITS_CACHE_US)) {
+        gw_buf_reset(&m->limits_text);
+        if (render_limits(ctx->db, &m->limits_text) == GW_OK)
+            m->limits_at_us = now;
     }
     /* With the database away, none: absent gauges say "unknown" better
      * than stale ones (llmgw_cp_postgres_up says why). */
-    if (M->db_ok && M->limits_at_us && now - M->limits_at_us < LIMITS_CACHE_US &&
-        M->limits_text.len)
-        rc = gw_buf_append(out, M->limits_text.data, M->limits_text.len);
+    if (m->db_ok && m->limits_at_us && now - m->limits_at_us < LIMITS_CACHE_US &&
+        m->limits_text.len)
+        rc = gw_buf_append(out, m->limits_text.data, m->limits_text.len);
     return rc;
 }
 
 void cp_metrics_lease(const char *result)
 {
-    if (!M)
+    if (!metrics)
         return;
     const char *v[] = {result};
-    gw_metric_inc(M->lease_grants, v, 1);
+    gw_metric_inc(metrics->lease_grants, v, 1);
 }
 
 void cp_metrics_ledger_cost(const char *team, const char *route, const char *currency,
                             uint64_t picodollars)
 {
-    if (!M)
+    if (!metrics)
         return;
     const char *v[] = {team, route, currency};
-    gw_metric_inc(M->ledger_cost, v, picodollars);
+    gw_metric_inc(metrics->ledger_cost, v, picodollars);
 }
 
 static const char *method_label(const char *method)
@@ -451,48 +436,49 @@ static const char *method_label(const char *method)
 
 void cp_metrics_admin_request(const char *resource, const char *method, int status, double seconds)
 {
-    if (!M)
+    if (!metrics)
         return;
     char st[16];
     snprintf(st, sizeof(st), "%d", status);
     const char *v[] = {resource ? resource : "", method_label(method), st};
-    gw_metric_inc(M->admin_requests, v, 1);
+    gw_metric_inc(metrics->admin_requests, v, 1);
     const char *rv[] = {resource ? resource : ""};
     if (seconds >= 0)
-        gw_metric_observe(M->admin_duration, rv, seconds);
+        gw_metric_observe(metrics->admin_duration, rv, seconds);
 }
 
 void cp_metrics_build(const char *result, double seconds)
 {
-    if (!M)
+    if (!metrics)
         return;
     const char *v[] = {result};
-    gw_metric_inc(M->builds, v, 1);
+    gw_metric_inc(metrics->builds, v, 1);
     if (seconds >= 0)
-        gw_metric_observe(M->build_duration, NULL, seconds);
+        gw_metric_observe(metrics->build_duration, NULL, seconds);
 }
 
 void cp_metrics_snapshot_current(void)
 {
-    atomic_store(&last_current_ms, gw_wall_ms());
+    if (metrics)
+        atomic_store(&metrics->last_current_ms, gw_wall_ms());
 }
 
 void cp_metrics_audit_rows(unsigned n)
 {
-    if (M)
-        gw_metric_inc(M->audit_rows, NULL, n);
+    if (metrics)
+        gw_metric_inc(metrics->audit_rows, NULL, n);
 }
 
 void cp_metrics_fleet_state(const char *provider, const char *model, int state)
 {
-    if (!M)
+    if (!metrics)
         return;
     const char *v[] = {provider, model};
-    gw_metric_set(M->fleet_state, v, state);
+    gw_metric_set(metrics->fleet_state, v, state);
 }
 
 void cp_metrics_fleet_replicas(size_t n)
 {
-    if (M)
-        gw_metric_set(M->fleet_replicas, NULL, (double)n);
+    if (metrics)
+        gw_metric_set(metrics->fleet_replicas, NULL, (double)n);
 }

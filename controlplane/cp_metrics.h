@@ -2,8 +2,14 @@
  * cp_metrics: the control plane's metrics (docs/observability.md,
  * "Control plane"), on one process-wide gw_metrics registry that GET
  * /metrics on the admin port renders. Like dp_metrics, it is process
- * state: cp_metrics_init creates it at startup and every verb is a no-op
- * before that (unit tests exercise the API without metrics).
+ * state, and the one piece of it that is not in struct cp_ctx (cp_ctx.h):
+ * the loop, the snapshot builder's thread and the ledger writer's count
+ * into it through the verbs below with no context at hand, and it exists
+ * before the parts it counts. cp_metrics_init creates it at startup and
+ * every verb is a no-op before that (unit tests exercise the API without
+ * metrics). What the scrape reads from the daemon's parts (the database,
+ * the builder, the gRPC server, the ledger writer, the cluster membership)
+ * comes from the context cp_metrics_render is given.
  *
  * Label values come from closed sets only: the admin API's route table,
  * a fixed list of methods, HTTP statuses, build results, lease results,
@@ -36,31 +42,24 @@
 #define CP_METRICS_MAX_TEAM_ROUTES 5000
 
 struct gw_buf;
-struct cp_db;
-struct cp_snapshot;
-struct cp_grpc;
-struct cp_etcd;
+struct cp_ctx;
 
 /* 0 or GW_ENOMEM. Once, at startup; cp_metrics_shutdown frees it. */
 int cp_metrics_init(void) __attribute__((warn_unused_result));
 void cp_metrics_shutdown(void);
 
-/* What the scrape-time gauges read (each may be NULL). Call on the loop. */
-void cp_metrics_sources(struct cp_db *db, struct cp_snapshot *b, struct cp_grpc *g);
-struct cp_ledger;
-/* The ledger writer whose counters the scrape reads (NULL: none). */
-void cp_metrics_ledger(struct cp_ledger *l);
-
-/* The fleet thread whose leadership and etcd state the scrape reads
- * (llmgw_cp_leader, llmgw_cp_etcd_up). NULL: none. Call on the loop. */
-void cp_metrics_fleet(struct cp_etcd *e);
-
-/* The exposition (0 or a GW_E code). On the loop. business: also what a
- * team spent per route (llmgw_cp_ledger_cost_picodollars_total) and every
+/* The exposition (0 or a GW_E code). On the loop. The scrape-time gauges
+ * are read first from ctx's parts, each of which may be NULL (its gauges
+ * then keep their last value): ctx->db (llmgw_cp_postgres_up), ->builder,
+ * ->grpc (the replicas and what the Watches were sent), ->ledger (the
+ * writer's counters) and ->membership (llmgw_cp_leader, and
+ * llmgw_cp_etcd_up with etcd configured). business: also what a team
+ * spent per route (llmgw_cp_ledger_cost_picodollars_total) and every
  * limit's amount and spend (llmgw_limit_amount, llmgw_limit_spent, read
- * from the database at most every 5 s): for a scrape with an admin token
+ * from ctx->db at most every 5 s): for a scrape with an admin token
  * only. */
-int cp_metrics_render(struct gw_buf *out, int business) __attribute__((warn_unused_result));
+int cp_metrics_render(const struct cp_ctx *ctx, struct gw_buf *out, int business)
+    __attribute__((warn_unused_result));
 
 /* One admin request's end: resource from the route table, the request's
  * method (anything outside the usual set counts as "other"). */

@@ -20,6 +20,13 @@
  * run on the loop while it leads. SIGTERM/SIGINT stop accepting, let open
  * admin requests finish (they are short), stop the builder, resign in etcd,
  * cancel the open Watch streams and exit 0.
+ *
+ * The parts other modules read (the database connection, the builder, the
+ * gRPC server, the ledger writer, the cluster membership, the fleet view,
+ * the jobs, and two settings) are in one struct cp_ctx (cp_ctx.h), made
+ * here and passed to the admin API, the jobs and the ledger writer's lease
+ * handlers; what only this file uses (the admin API, the shutdown tick,
+ * the admin port's TLS) is beside it in struct main_ctx.
  */
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -35,12 +42,11 @@
 #include "cp_api.h"
 #include "cp_catalog_import.h"
 #include "cp_config.h"
+#include "cp_ctx.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
-#include "cp_fetch.h"
 #include "cp_fleet.h"
 #include "cp_grpc.h"
-#include "cp_health.h"
 #include "cp_jobs.h"
 #include "cp_leases.h"
 #include "cp_ledger.h"
@@ -49,7 +55,6 @@
 #include "cp_rotate.h"
 #include "cp_secrets.h"
 #include "cp_snapshot.h"
-#include "cp_snapshot_api.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
@@ -58,12 +63,8 @@
 #include "llmgw/v1/control.pb-c.h"
 
 struct main_ctx {
-    struct event_base *base;
+    struct cp_ctx cp; /* the process-wide state the modules read */
     struct cp_api *api;
-    struct cp_grpc *grpc;
-    struct cp_ledger *ledger;
-    struct cp_fleet *fleetview;
-    struct cp_snapshot *builder;
     struct event *tick;
     struct gw_tls *admin_tls; /* NULL: the admin port is plaintext */
     int stopping;
@@ -76,7 +77,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct main_ctx *m = arg;
     if (cp_api_active(m->api) == 0)
-        event_base_loopexit(m->base, NULL);
+        event_base_loopexit(m->cp.base, NULL);
 }
 
 /* SIGHUP: the admin port's certificate is read again (a renewal). */
@@ -111,7 +112,7 @@ static int fleet_report(struct main_ctx *m, uint64_t stream_id, const char *repl
 {
     if (msg->body_case != LLMGW__V1__REPORT_MESSAGE__BODY_OUTCOME_SUMMARY)
         return 0;
-    cp_fleet_report(m->fleetview, stream_id, replica_id, msg->outcome_summary);
+    cp_fleet_report(m->cp.fleet, stream_id, replica_id, msg->outcome_summary);
     return 1;
 }
 
@@ -123,7 +124,7 @@ static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
     struct main_ctx *m = arg;
     if (fleet_report(m, stream_id, replica_id, msg))
         return 0;
-    return cp_ledger_submit(m->ledger, stream_id, replica_id, msg);
+    return cp_ledger_submit(m->cp.ledger, stream_id, replica_id, msg);
 }
 
 /* cp_grpc's document source: the builder's newest whole document, asked
@@ -131,7 +132,7 @@ static int on_report(void *arg, uint64_t stream_id, const char *replica_id,
 static char *builder_document(void *arg, int64_t *version, size_t *len)
 {
     struct main_ctx *m = arg;
-    return m->builder ? cp_snapshot_document(m->builder, version, len) : NULL;
+    return m->cp.builder ? cp_snapshot_document(m->cp.builder, version, len) : NULL;
 }
 
 /* On the main loop: each good build goes out to every data plane: its delta,
@@ -140,7 +141,7 @@ static char *builder_document(void *arg, int64_t *version, size_t *len)
 static void publish(void *arg, const struct cp_snapshot_pub *p)
 {
     struct main_ctx *m = arg;
-    if (cp_grpc_publish_version(m->grpc, p->version, p->built_at_ms, p->base_version, p->delta,
+    if (cp_grpc_publish_version(m->cp.grpc, p->version, p->built_at_ms, p->base_version, p->delta,
                                 p->delta_len) != GW_OK)
         gw_logf(GW_LOG_ERROR, "cannot publish the snapshot (out of memory)", "{s:I}", "version",
                 (json_int_t)p->version);
@@ -286,7 +287,6 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     if (cfg.check_config)
         return check_config(&cfg);
-    cp_fetch_set_allow(cfg.catalog_fetch_allow);
     if (cfg.command != CP_CMD_MIGRATE && cfg.command != CP_CMD_IMPORT_CATALOG)
         no_core_dumps();
     signal(SIGPIPE, SIG_IGN);
@@ -317,7 +317,7 @@ int main(int argc, char **argv)
             cp_db_free(db);
             return 1;
         }
-        rc = cp_catalog_import_cli(db, cfg.import_file, cfg.import_url);
+        rc = cp_catalog_import_cli(db, cfg.import_file, cfg.import_url, cfg.catalog_fetch_allow);
         cp_db_free(db);
         curl_global_cleanup();
         return rc;
@@ -360,7 +360,9 @@ int main(int argc, char **argv)
         cp_db_free(db);
         return 1;
     }
-    struct main_ctx m = {0};
+    struct main_ctx m = {.cp = {.db = db,
+                                .fetch_allow = cfg.catalog_fetch_allow,
+                                .lease_grace_ms = cfg.lease_grace_s * 1000}};
     int port = 0;
     int fd = gw_http_listen(cfg.admin.host, cfg.admin.port, 0, &port);
     if (fd < 0) {
@@ -379,18 +381,18 @@ int main(int argc, char **argv)
         }
         gw_tls_log(m.admin_tls, "TLS on the admin port");
     }
-    m.base = event_base_new();
+    m.cp.base = event_base_new();
     /* The admin API seals secret values with the key, the builder opens
      * them: each keeps its own copy. */
-    m.api = m.base
-                ? cp_api_new(m.base, fd, db, cfg.admin_token, have_key ? &key : NULL, m.admin_tls)
-                : NULL;
+    m.api = m.cp.base ? cp_api_new(m.cp.base, fd, &m.cp, cfg.admin_token, have_key ? &key : NULL,
+                                   m.admin_tls)
+                      : NULL;
     if (m.api)
         cp_api_console_dir(m.api, cfg.console_dir);
-    struct event *term = m.base ? evsignal_new(m.base, SIGTERM, on_term, &m) : NULL;
-    struct event *intr = m.base ? evsignal_new(m.base, SIGINT, on_term, &m) : NULL;
-    struct event *hup = m.base ? evsignal_new(m.base, SIGHUP, on_hup, &m) : NULL;
-    m.tick = m.base ? event_new(m.base, -1, EV_PERSIST, on_tick, &m) : NULL;
+    struct event *term = m.cp.base ? evsignal_new(m.cp.base, SIGTERM, on_term, &m) : NULL;
+    struct event *intr = m.cp.base ? evsignal_new(m.cp.base, SIGINT, on_term, &m) : NULL;
+    struct event *hup = m.cp.base ? evsignal_new(m.cp.base, SIGHUP, on_hup, &m) : NULL;
+    m.tick = m.cp.base ? event_new(m.cp.base, -1, EV_PERSIST, on_tick, &m) : NULL;
     if (!m.api || !term || !intr || !hup || !m.tick) {
         gw_log(GW_LOG_ERROR, "out of memory", NULL);
         return 1;
@@ -407,8 +409,8 @@ int main(int argc, char **argv)
                               .on_report = on_report,
                               .arg = &m,
                               .ledger_batch_max = CP_LEDGER_BATCH_MAX};
-    m.grpc = cp_grpc_new(m.base, &go, msg, sizeof(msg));
-    if (!m.grpc) {
+    m.cp.grpc = cp_grpc_new(m.cp.base, &go, msg, sizeof(msg));
+    if (!m.cp.grpc) {
         gw_logf(GW_LOG_ERROR, "cannot start the gRPC server", "{s:s}", "error", msg);
         return 1;
     }
@@ -423,41 +425,39 @@ int main(int argc, char **argv)
                "(--grpc-tls-no-client-auth): whoever holds the fleet token and can reach the gRPC "
                "port can Watch every provider credential; use --grpc-tls-client-ca",
                NULL);
-    m.ledger = cp_ledger_new(m.base, cfg.database_url, m.grpc, msg, sizeof(msg));
-    if (!m.ledger) {
+    m.cp.ledger = cp_ledger_new(m.cp.base, cfg.database_url, m.cp.grpc, msg, sizeof(msg));
+    if (!m.cp.ledger) {
         gw_logf(GW_LOG_ERROR, "cannot start the ledger writer", "{s:s}", "error", msg);
         return 1;
     }
     /* Budgets and rate limits: the writer answers lease messages in the
-     * order they came, ahead of the rows queued (docs/budgets.md). */
-    cp_leases_set_grace_ms(cfg.lease_grace_s * 1000);
-    cp_ledger_set_leases(m.ledger, &(struct cp_ledger_leases){.grant = cp_leases_ledger_grant,
-                                                              .release = cp_leases_release});
+     * order they came, ahead of the rows queued (docs/budgets.md), with
+     * the context's lease grace. */
+    cp_ledger_set_leases(m.cp.ledger, &(struct cp_ledger_leases){.grant = cp_leases_ledger_grant,
+                                                                 .release = cp_leases_release,
+                                                                 .arg = &m.cp});
     /* The text a judge route keeps is sealed like secrets (its own copy). */
-    cp_ledger_set_master_key(m.ledger, have_key ? &key : NULL);
+    cp_ledger_set_master_key(m.cp.ledger, have_key ? &key : NULL);
     struct cp_snapshot_opts so = {.conninfo = cfg.database_url,
                                   .poll_ms = cfg.snapshot_poll_ms,
                                   .secret_cache_ttl_ms = cfg.secret_cache_ttl_ms,
                                   .master_key = have_key ? &key : NULL,
                                   .publish = publish,
                                   .arg = &m};
-    cp_grpc_set_document(m.grpc, builder_document, &m);
-    struct cp_snapshot *builder = cp_snapshot_new(m.base, &so, msg, sizeof(msg));
-    m.builder = builder;       /* publish runs on this loop, which is not running yet */
+    cp_grpc_set_document(m.cp.grpc, builder_document, &m);
+    /* publish runs on this loop, which is not running yet */
+    m.cp.builder = cp_snapshot_new(m.cp.base, &so, msg, sizeof(msg));
     cp_master_key_clear(&key); /* the builder has its own copy */
-    if (!builder) {
+    if (!m.cp.builder) {
         gw_logf(GW_LOG_ERROR, "cannot start the snapshot builder", "{s:s}", "error", msg);
         return 1;
     }
-    cp_snapshot_api_register(builder, m.grpc);
-    cp_metrics_sources(db, builder, m.grpc);
-    cp_metrics_ledger(m.ledger);
     /* This replica in the fleet: its member record says where to reach it. */
     char aaddr[300];
     snprintf(aaddr, sizeof(aaddr), strchr(cfg.admin.host, ':') ? "[%s]:%d" : "%s:%d",
              cfg.admin.host, port);
     snprintf(glisten, sizeof(glisten), strchr(cfg.grpc.host, ':') ? "[%s]:%d" : "%s:%d",
-             cfg.grpc.host, cp_grpc_port(m.grpc));
+             cfg.grpc.host, cp_grpc_port(m.cp.grpc));
     json_t *mj =
         json_pack("{s:s,s:s,s:i,s:I,s:i}", "admin", aaddr, "grpc", glisten, "pid", (int)getpid(),
                   "started_at_ms", (json_int_t)gw_wall_ms(), "schema_version", cp_migrate_latest());
@@ -470,60 +470,56 @@ int main(int argc, char **argv)
                               .replica_id = cfg.replica_id,
                               .lease_ttl_s = cfg.etcd_lease_ttl_s,
                               .member = member};
-    struct cp_etcd *fleet = member ? cp_etcd_new(m.base, &eo, msg, sizeof(msg)) : NULL;
+    m.cp.membership = member ? cp_etcd_new(m.cp.base, &eo, msg, sizeof(msg)) : NULL;
     free(member);
-    static struct cp_jobs_opts jo;
-    jo = (struct cp_jobs_opts){.conninfo = cfg.database_url,
-                               .catalog_sync_url = cfg.catalog_sync_url,
-                               .catalog_sync_interval_s = cfg.catalog_sync_interval_s};
-    if (!fleet || cp_jobs_register(fleet, db, &jo) != GW_OK) {
+    struct cp_jobs_opts jo = {.conninfo = cfg.database_url,
+                              .catalog_sync_url = cfg.catalog_sync_url,
+                              .catalog_sync_interval_s = cfg.catalog_sync_interval_s};
+    if (!m.cp.membership || !(m.cp.jobs = cp_jobs_new(&m.cp, &jo))) {
         gw_logf(GW_LOG_ERROR, "cannot start the fleet thread", "{s:s}", "error",
-                fleet ? "out of memory" : msg);
+                m.cp.membership ? "out of memory" : msg);
         return 1;
     }
-    cp_health_fleet(fleet);
-    cp_metrics_fleet(fleet);
     /* The fleet health view: data planes' outcomes in, views out. */
-    if (!(m.fleetview = cp_fleet_new(m.base, m.grpc, fleet, msg, sizeof(msg)))) {
+    if (!(m.cp.fleet = cp_fleet_new(m.cp.base, m.cp.grpc, m.cp.membership, msg, sizeof(msg)))) {
         gw_logf(GW_LOG_ERROR, "cannot start the fleet view", "{s:s}", "error", msg);
         return 1;
     }
-    cp_health_fleetview(m.fleetview);
-    cp_snapshot_api_fleet(m.fleetview);
     event_add(term, NULL);
     event_add(intr, NULL);
     event_add(hup, NULL);
     gw_log_line_fd(1, json_pack("{s:s,s:s,s:i,s:i,s:s,s:i,s:b,s:i,s:s,s:b,s:b}", "msg", "listening",
                                 "host", cfg.admin.host, "port", port, "admin_port", port,
-                                "grpc_host", cfg.grpc.host, "grpc_port", cp_grpc_port(m.grpc),
+                                "grpc_host", cfg.grpc.host, "grpc_port", cp_grpc_port(m.cp.grpc),
                                 "grpc_tls", !cfg.grpc_insecure, "schema_version",
                                 cp_migrate_latest(), "replica_id", cfg.replica_id, "etcd",
                                 cfg.etcd_endpoints != NULL, "admin_tls", m.admin_tls != NULL));
-    event_base_dispatch(m.base);
+    event_base_dispatch(m.cp.base);
 
-    cp_snapshot_api_register(NULL, NULL);
-    cp_metrics_sources(NULL, NULL, NULL);
-    cp_metrics_ledger(NULL);
-    cp_health_fleet(NULL);
-    cp_metrics_fleet(NULL);
-    cp_health_fleetview(NULL);
-    cp_snapshot_api_fleet(NULL);
-    cp_fleet_stop(m.fleetview);
-    cp_etcd_free(fleet);
-    cp_jobs_shutdown();
-    cp_snapshot_free(builder);
-    m.builder = NULL; /* the gRPC server, freed next, may not ask it */
-    cp_grpc_free(m.grpc);
-    cp_ledger_free(m.ledger);
-    cp_fleet_free(m.fleetview);
+    /* The loop has ended: no admin request or scrape reads m.cp again; each
+     * part is forgotten as it is freed all the same. */
+    cp_fleet_stop(m.cp.fleet);
+    cp_etcd_free(m.cp.membership);
+    m.cp.membership = NULL;
+    cp_jobs_free(m.cp.jobs); /* after the fleet thread: no job runs again */
+    m.cp.jobs = NULL;
+    cp_snapshot_free(m.cp.builder);
+    m.cp.builder = NULL; /* the gRPC server, freed next, may not ask it */
+    cp_grpc_free(m.cp.grpc);
+    m.cp.grpc = NULL;
+    cp_ledger_free(m.cp.ledger);
+    m.cp.ledger = NULL;
+    cp_fleet_free(m.cp.fleet);
+    m.cp.fleet = NULL;
     cp_api_free(m.api);
     event_free(term);
     event_free(intr);
     event_free(hup);
     event_free(m.tick);
-    event_base_free(m.base);
+    event_base_free(m.cp.base);
     gw_tls_free(m.admin_tls);
     cp_db_free(db);
+    m.cp.db = NULL;
     cp_metrics_shutdown();
     curl_global_cleanup();
     gw_log(GW_LOG_INFO, "stopped", NULL);

@@ -10,6 +10,7 @@
 #include "cp_call.h"
 #include "cp_catalog_api.h"
 #include "cp_console.h"
+#include "cp_ctx.h"
 #include "cp_db.h"
 #include "cp_health.h"
 #include "cp_judgements_api.h"
@@ -42,8 +43,9 @@ extern const size_t cp_openapi_yaml_len;
 
 struct cp_api {
     struct gw_http_server *srv;
-    struct cp_db *db;
-    struct event *alive_ev; /* looks at the idle connection every second */
+    const struct cp_ctx *ctx; /* the daemon's: what health, snapshot, plan and /metrics read */
+    struct cp_db *db;         /* ctx->db */
+    struct event *alive_ev;   /* looks at the idle connection every second */
     int has_bootstrap;
     char bootstrap_hash[65]; /* SHA-256 hex of LLMGW_ADMIN_TOKEN: the token itself is not kept */
     int has_master_key;
@@ -85,7 +87,7 @@ static void readyz(struct cp_api *api, struct cp_call *c)
         else if (atoi(v) < cp_migrate_latest())
             reason = "migrations are not applied";
         else
-            reason = cp_snapshot_api_unready();
+            reason = cp_snapshot_api_unready(api->ctx);
     }
     if (reason)
         cp_call_json(c, 503, json_pack("{s:s,s:s}", "status", "unready", "reason", reason), 0);
@@ -106,7 +108,7 @@ static void metrics(struct cp_api *api, struct cp_call *c)
         return;
     struct gw_buf b;
     gw_buf_init(&b, 0);
-    if (cp_metrics_render(&b, business) == GW_OK) {
+    if (cp_metrics_render(api->ctx, &b, business) == GW_OK) {
         c->status = 200;
         gw_http_respond(c->req, 200, GW_METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len);
     } else
@@ -332,14 +334,14 @@ static void route(struct cp_api *api, struct cp_call *c)
     if (strcmp(rest, "whoami") == 0)
         return whoami(c);
     if (strcmp(rest, "plan") == 0)
-        return cp_snapshot_api_plan(c);
+        return cp_snapshot_api_plan(c, api->ctx);
     if (seg == 6 && strncmp(rest, "health", 6) == 0 && !slash) {
         if (cp_call_method(c, "GET"))
-            cp_health_handle(c);
+            cp_health_handle(c, api->ctx);
         return;
     }
     if (seg == 8 && strncmp(rest, "snapshot", 8) == 0 && !slash)
-        return cp_snapshot_api_handle(c);
+        return cp_snapshot_api_handle(c, api->ctx);
     if (seg == 5 && strncmp(rest, "usage", 5) == 0 && !slash)
         return cp_usage_handle(c, api->db);
     if (seg == 6 && strncmp(rest, "ledger", 6) == 0 && !slash)
@@ -352,7 +354,7 @@ static void route(struct cp_api *api, struct cp_call *c)
         return cp_judgements_summary(c, api->db);
     /* Not a catalog row (their keys are numbers): the LiteLLM import. */
     if (strcmp(rest, "catalog/import") == 0)
-        return cp_catalog_api_import(c, api->curl);
+        return cp_catalog_api_import(c, api->curl, api->ctx->fetch_allow);
     const struct cp_resource *r = NULL;
     for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
         if (strlen((*p)->name) == seg && strncmp((*p)->name, rest, seg) == 0)
@@ -429,14 +431,15 @@ static void on_alive(evutil_socket_t fd, short what, void *arg)
     (void)cp_db_alive(api->db);
 }
 
-struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
+struct cp_api *cp_api_new(struct event_base *base, int fd, const struct cp_ctx *ctx,
                           const char *bootstrap_token, const struct cp_master_key *master_key,
                           struct gw_tls *tls)
 {
     struct cp_api *api = calloc(1, sizeof(*api));
     if (!api)
         return NULL;
-    api->db = db;
+    api->ctx = ctx;
+    api->db = ctx->db;
     if (master_key) {
         api->has_master_key = 1;
         api->master_key = *master_key;

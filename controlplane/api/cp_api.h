@@ -15,18 +15,21 @@
 #include <stddef.h>
 
 struct event_base;
-struct cp_db;
+struct cp_ctx;
 struct cp_api;
 struct cp_master_key;
 struct gw_tls;
 
-/* Serves on the listening socket fd (owned from now on). bootstrap_token
+/* Serves on the listening socket fd (owned from now on), with the daemon's
+ * context (cp_ctx.h, not owned, outliving api): its database connection,
+ * and what /v1/admin/health, /v1/admin/snapshot, /v1/admin/plan, /readyz,
+ * /metrics and the catalog import read. bootstrap_token
  * may be NULL (then only admin_tokens rows authenticate); it is hashed at
  * once and not kept. master_key (copied; NULL when LLMGW_MASTER_KEY is
  * unset) seals secret values; without it secret writes answer 503. tls
  * (not owned; NULL: plaintext) serves the port over TLS.
  * Returns NULL on allocation failure. */
-struct cp_api *cp_api_new(struct event_base *base, int fd, struct cp_db *db,
+struct cp_api *cp_api_new(struct event_base *base, int fd, const struct cp_ctx *ctx,
                           const char *bootstrap_token, const struct cp_master_key *master_key,
                           struct gw_tls *tls);
 /* Serves the web console's assets from dir (which must outlive api)

@@ -77,13 +77,14 @@ static void on_close(struct gw_http_req *req, void *arg)
                   "the client closed the connection; nothing was imported");
 }
 
-static void import_url(struct cp_call *c, struct gw_curlev *curl, const char *url)
+static void import_url(struct cp_call *c, struct gw_curlev *curl, unsigned fetch_allow,
+                       const char *url)
 {
     char err[512];
     struct pending *pd = gw_pool_calloc(c->pool, sizeof(*pd));
     if (!pd)
         return cp_call_error(c, 500, "internal", NULL, "out of memory");
-    int rc = cp_fetch_init(&pd->f, url, 0, 0, err, sizeof(err));
+    int rc = cp_fetch_init(&pd->f, url, fetch_allow, 0, 0, err, sizeof(err));
     if (rc == GW_EINVAL)
         return cp_call_error(c, 400, "invalid_value", "url", "url: %s", err);
     if (rc != GW_OK)
@@ -101,7 +102,7 @@ static void import_url(struct cp_call *c, struct gw_curlev *curl, const char *ur
     gw_http_req_on_close(c->req, on_close, pd);
 }
 
-void cp_catalog_api_import(struct cp_call *c, struct gw_curlev *curl)
+void cp_catalog_api_import(struct cp_call *c, struct gw_curlev *curl, unsigned fetch_allow)
 {
     if (!cp_call_method(c, "POST"))
         return;
@@ -140,7 +141,7 @@ void cp_catalog_api_import(struct cp_call *c, struct gw_curlev *curl)
             return cp_call_error(c, 400, "invalid_type", "url",
                                  "url: must be a string (an https:// URL)");
         }
-        import_url(c, curl, json_string_value(url));
+        import_url(c, curl, fetch_allow, json_string_value(url));
         json_decref(j);
         return;
     }

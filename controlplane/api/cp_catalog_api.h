@@ -12,7 +12,8 @@ struct cp_call;
 struct gw_curlev;
 
 /* Serves the request (any method; only POST is allowed). Ends it, now or
- * (a URL) once the fetch and the import are done. */
-void cp_catalog_api_import(struct cp_call *c, struct gw_curlev *curl);
+ * (a URL, fetched on curl under the policy fetch_allow: CP_FETCH_ALLOW_*
+ * bits) once the fetch and the import are done. */
+void cp_catalog_api_import(struct cp_call *c, struct gw_curlev *curl, unsigned fetch_allow);
 
 #endif

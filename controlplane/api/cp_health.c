@@ -6,14 +6,16 @@
  * and its ciphertext opens with the current master key under its own name
  * (a ciphertext copied from another row does not); vault and aws secrets
  * are fetched by the snapshot builder, not here (this runs on the event
- * loop), so they are reported as external. With the fleet thread
- * registered, it also says who leads and whether etcd answers
- * (cp_etcd_status): etcd down makes the status "degraded" while snapshots
- * and admin reads go on.
+ * loop), so they are reported as external. With the cluster membership
+ * (cp_etcd, the fleet thread) it also says who leads and whether etcd
+ * answers (cp_etcd_status): etcd down makes the status "degraded" while
+ * snapshots and admin reads go on; with the fleet health view (cp_fleet),
+ * what it says of the fleet (cp_fleet_health).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cp_ctx.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
 #include "cp_fleet.h"
@@ -21,19 +23,6 @@
 #include "cp_secrets.h"
 #include "gw_error.h"
 #include "gw_pool.h"
-
-static struct cp_etcd *fleet;
-static struct cp_fleet *fleetview;
-
-void cp_health_fleet(struct cp_etcd *e)
-{
-    fleet = e;
-}
-
-void cp_health_fleetview(struct cp_fleet *f)
-{
-    fleetview = f;
-}
 
 /* Whether the builtin secret `name` (ciphertext as hex) opens; *reason
  * says why not. */
@@ -72,8 +61,10 @@ static int opens(const struct cp_master_key *k, const char *name, const char *he
     return 0;
 }
 
-void cp_health_handle(struct cp_call *c)
+void cp_health_handle(struct cp_call *c, const struct cp_ctx *ctx)
 {
+    struct cp_etcd *membership = ctx->membership;
+    struct cp_fleet *fleet = ctx->fleet;
     struct cp_db_err err;
     PGresult *v =
         cp_db_exec(c->db, c->pool, "SELECT version FROM config_state WHERE id = 1", 0, NULL, &err);
@@ -113,8 +104,8 @@ void cp_health_handle(struct cp_call *c)
     }
     json_t *mk = c->master_key ? json_pack("{s:b,s:s}", "configured", 1, "id", c->master_key->id)
                                : json_pack("{s:b}", "configured", 0);
-    json_t *fs = fleet ? cp_etcd_status(fleet) : NULL;
-    int etcd_down = fleet && cp_etcd_up(fleet) == 0;
+    json_t *fs = membership ? cp_etcd_status(membership) : NULL;
+    int etcd_down = membership && cp_etcd_up(membership) == 0;
     json_t *body =
         json_pack("{s:s,s:s,s:I,s:o,s:o}", "status", unresolved || etcd_down ? "degraded" : "ok",
                   "postgres", "ok", "config_version",
@@ -123,7 +114,7 @@ void cp_health_handle(struct cp_call *c)
     if (body && fs)
         json_object_update(body, fs);
     json_decref(fs);
-    json_t *fv = fleetview ? cp_fleet_health(fleetview) : NULL;
+    json_t *fv = fleet ? cp_fleet_health(fleet) : NULL;
     if (body && fv)
         json_object_update(body, fv);
     json_decref(fv);

@@ -4,17 +4,13 @@
 
 #include "cp_call.h"
 
-void cp_health_handle(struct cp_call *c);
+struct cp_ctx;
 
-/* The fleet thread whose state health reports ("replica_id", "leader",
- * "etcd", "members", "jobs"; etcd down makes the status "degraded"). NULL:
- * none. Call on the API's loop. */
-struct cp_etcd;
-void cp_health_fleet(struct cp_etcd *e);
-
-/* The fleet health view whose "fleet" and "replicas" health reports
- * (cp_fleet_health). NULL: none. Call on the API's loop. */
-struct cp_fleet;
-void cp_health_fleetview(struct cp_fleet *f);
+/* Answers c. From ctx (on the API's loop): ctx->membership, the cluster
+ * membership whose state health reports ("replica_id", "leader", "etcd",
+ * "members", "jobs"; etcd down makes the status "degraded"), and
+ * ctx->fleet, the fleet health view whose "fleet" and "replicas" it
+ * reports (cp_fleet_health); either may be NULL (not reported). */
+void cp_health_handle(struct cp_call *c, const struct cp_ctx *ctx);
 
 #endif

@@ -180,8 +180,9 @@ static int read_file(const char *path, struct gw_buf *out, char *err, size_t err
     return rc;
 }
 
-int cp_catalog_import_from(struct cp_db *db, const char *file, const char *url, const char *actor,
-                           json_t **answer, char *err, size_t errlen)
+int cp_catalog_import_from(struct cp_db *db, const char *file, const char *url,
+                           unsigned fetch_allow, const char *actor, json_t **answer, char *err,
+                           size_t errlen)
 {
     struct cp_fetch f = {0};
     struct gw_buf doc;
@@ -198,7 +199,7 @@ int cp_catalog_import_from(struct cp_db *db, const char *file, const char *url, 
         text = doc.data ? doc.data : "";
         n = doc.len;
     } else {
-        rc = cp_fetch_run(&f, url, 0, 0, why, sizeof(why));
+        rc = cp_fetch_run(&f, url, fetch_allow, 0, 0, why, sizeof(why));
         snprintf(source, sizeof(source), "url:%s", f.url);
         text = f.body.data ? f.body.data : "";
         n = f.body.len;
@@ -225,11 +226,12 @@ int cp_catalog_import_from(struct cp_db *db, const char *file, const char *url, 
     return rc;
 }
 
-int cp_catalog_import_cli(struct cp_db *db, const char *file, const char *url)
+int cp_catalog_import_cli(struct cp_db *db, const char *file, const char *url, unsigned fetch_allow)
 {
     json_t *answer = NULL;
     char err[1024];
-    int rc = cp_catalog_import_from(db, file, url, "import-catalog", &answer, err, sizeof(err));
+    int rc = cp_catalog_import_from(db, file, url, fetch_allow, "import-catalog", &answer, err,
+                                    sizeof(err));
     if (rc == GW_OK) {
         char *s = json_dumps(answer, JSON_COMPACT);
         if (s)

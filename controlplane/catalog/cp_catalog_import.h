@@ -36,18 +36,21 @@ int cp_catalog_import(struct cp_call *c, const char *source, const char *text, s
                       json_t **answer, struct cp_verr *e, struct cp_db_err *dberr)
     __attribute__((warn_unused_result));
 
-/* Reads the document (a file, or a blocking bounded fetch of url) and
- * imports it as actor on db: GW_OK with *answer (as above; the caller owns
- * it), else err says why and nothing was written. For the CLI and the
- * leader's catalog_sync job (its own thread and connection). */
-int cp_catalog_import_from(struct cp_db *db, const char *file, const char *url, const char *actor,
-                           json_t **answer, char *err, size_t errlen)
-    __attribute__((warn_unused_result));
+/* Reads the document (a file, or a blocking bounded fetch of url under the
+ * policy fetch_allow, CP_FETCH_ALLOW_* bits) and imports it as actor on
+ * db: GW_OK with *answer (as above; the caller owns it), else err says why
+ * and nothing was written. For the CLI and the leader's catalog_sync job
+ * (its own thread and connection). */
+int cp_catalog_import_from(struct cp_db *db, const char *file, const char *url,
+                           unsigned fetch_allow, const char *actor, json_t **answer, char *err,
+                           size_t errlen) __attribute__((warn_unused_result));
 
-/* llmgw-controlplane import-catalog: exactly one of file and url. Prints
+/* llmgw-controlplane import-catalog: exactly one of file and url (fetched
+ * under fetch_allow, --catalog-fetch-allow). Prints
  * the answer on stdout (one JSON line); returns the exit status, 0 when the
  * import committed (with or without rejections), 1 otherwise (after a log
  * line saying why). */
-int cp_catalog_import_cli(struct cp_db *db, const char *file, const char *url);
+int cp_catalog_import_cli(struct cp_db *db, const char *file, const char *url,
+                          unsigned fetch_allow);
 
 #endif

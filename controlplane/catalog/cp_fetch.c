@@ -9,13 +9,6 @@
 
 #include "gw_error.h"
 
-static unsigned fetch_allow; /* CP_FETCH_ALLOW_*: set once at start */
-
-void cp_fetch_set_allow(unsigned allow)
-{
-    fetch_allow = allow;
-}
-
 int cp_fetch_parse_allow(const char *list, unsigned *allow, char *err, size_t errlen)
 {
     static const struct {
@@ -95,7 +88,7 @@ static curl_socket_t open_checked(void *arg, curlsocktype purpose, struct curl_s
     static const unsigned bits[] = {0, CP_FETCH_ALLOW_LOOPBACK, CP_FETCH_ALLOW_PRIVATE,
                                     CP_FETCH_ALLOW_LINK_LOCAL, 0};
     enum cp_fetch_addr k = cp_fetch_addr_class(&a->addr);
-    if (k != CP_ADDR_PUBLIC && !(k != CP_ADDR_NEVER && (fetch_allow & bits[k]))) {
+    if (k != CP_ADDR_PUBLIC && !(k != CP_ADDR_NEVER && (f->allow & bits[k]))) {
         char ip[INET6_ADDRSTRLEN] = "?";
         if (a->family == AF_INET)
             inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)&a->addr)->sin_addr, ip, sizeof(ip));
@@ -147,17 +140,18 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-int cp_fetch_init(struct cp_fetch *f, const char *url, size_t max_bytes, long timeout_ms, char *err,
-                  size_t errlen)
+int cp_fetch_init(struct cp_fetch *f, const char *url, unsigned allow, size_t max_bytes,
+                  long timeout_ms, char *err, size_t errlen)
 {
     memset(f, 0, sizeof(*f));
+    f->allow = allow;
     cp_fetch_redact(url, f->url, sizeof(f->url));
     int http = strncasecmp(url, "http://", 7) == 0;
     if (!http && strncasecmp(url, "https://", 8) != 0) {
         snprintf(err, errlen, "must be an https:// URL");
         return GW_EINVAL;
     }
-    if (http && !(fetch_allow & CP_FETCH_ALLOW_HTTP)) {
+    if (http && !(allow & CP_FETCH_ALLOW_HTTP)) {
         snprintf(err, errlen,
                  "must be an https:// URL (plain http only with --catalog-fetch-allow http)");
         return GW_EINVAL;
@@ -224,10 +218,10 @@ int cp_fetch_done(struct cp_fetch *f, CURLcode rc, char *err, size_t errlen)
     return GW_OK;
 }
 
-int cp_fetch_run(struct cp_fetch *f, const char *url, size_t max_bytes, long timeout_ms, char *err,
-                 size_t errlen)
+int cp_fetch_run(struct cp_fetch *f, const char *url, unsigned allow, size_t max_bytes,
+                 long timeout_ms, char *err, size_t errlen)
 {
-    int rc = cp_fetch_init(f, url, max_bytes, timeout_ms, err, errlen);
+    int rc = cp_fetch_init(f, url, allow, max_bytes, timeout_ms, err, errlen);
     if (rc != GW_OK)
         return rc;
     return cp_fetch_done(f, curl_easy_perform(f->easy), err, errlen);

@@ -3,20 +3,37 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cp_catalog_import.h"
+#include "cp_ctx.h"
 #include "cp_db.h"
 #include "cp_etcd.h"
 #include "cp_leases.h"
 #include "gw_error.h"
 #include "gw_log.h"
 
+/* The jobs' state: what they read from the daemon's context, and the
+ * catalog sync's thread. */
+struct cp_jobs {
+    const struct cp_ctx *ctx;
+    struct cp_jobs_opts o;
+    /* The catalog sync runs on a thread of its own (a blocking, bounded
+     * fetch and one import transaction on its own connection); the job only
+     * starts it, and a sync still running when the next is due is left to
+     * finish. */
+    pthread_mutex_t sync_mu;
+    pthread_t sync_thread;
+    int sync_running, sync_started;
+};
+
 /* The current month's partition normally exists (made a month ago as "the
  * next"); asking for it too costs one lookup and covers a fleet that was
  * down across a month's start. */
 static int ledger_partitions(void *arg, char *err, size_t errlen)
 {
-    struct cp_db *db = arg;
+    struct cp_jobs *j = arg;
+    struct cp_db *db = j->ctx->db;
     struct cp_db_err e;
     if (cp_db_check(db, &e) != GW_OK ||
         cp_db_cmd(db,
@@ -29,46 +46,34 @@ static int ledger_partitions(void *arg, char *err, size_t errlen)
     return GW_OK;
 }
 
-struct ctx {
-    struct cp_db *db;
-    const struct cp_jobs_opts *o;
-};
-static struct ctx the;
-
 /* Budget periods roll over: expired leases give back what they held, and
  * what ended long ago is deleted. Idempotent, so a takeover that runs it
  * twice does no harm. */
 static int limit_rollover(void *arg, char *err, size_t errlen)
 {
-    struct ctx *c = arg;
+    struct cp_jobs *j = arg;
     struct cp_db_err e;
-    if (cp_db_check(c->db, &e) != GW_OK) {
+    if (cp_db_check(j->ctx->db, &e) != GW_OK) {
         snprintf(err, errlen, "%s", e.message);
         return GW_EIO;
     }
-    if (cp_leases_expire(c->db) < 0) {
+    if (cp_leases_expire(j->ctx->db, j->ctx->lease_grace_ms) < 0) {
         snprintf(err, errlen, "the lease expiry sweep failed (logged)");
         return GW_EIO;
     }
     return GW_OK;
 }
 
-/* The catalog sync runs on a thread of its own (a blocking, bounded fetch
- * and one import transaction on its own connection); the job only starts
- * it, and a sync still running when the next is due is left to finish. */
-static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t sync_thread;
-static int sync_running, sync_started;
-
 static void *sync_run(void *arg)
 {
-    const struct cp_jobs_opts *o = arg;
+    struct cp_jobs *j = arg;
+    const struct cp_jobs_opts *o = &j->o;
     struct cp_db_err e;
     char err[1024] = "";
     json_t *answer = NULL;
     struct cp_db *db = cp_db_connect(o->conninfo, "catalog sync", &e);
-    int rc = db ? cp_catalog_import_from(db, NULL, o->catalog_sync_url, "catalog-sync", &answer,
-                                         err, sizeof(err))
+    int rc = db ? cp_catalog_import_from(db, NULL, o->catalog_sync_url, j->ctx->fetch_allow,
+                                         "catalog-sync", &answer, err, sizeof(err))
                 : GW_EIO;
     if (rc == GW_OK)
         gw_logf(GW_LOG_INFO, "catalog sync: imported", "{s:O?,s:O?,s:O?}", "imported",
@@ -81,28 +86,27 @@ static void *sync_run(void *arg)
     json_decref(answer);
     if (db)
         cp_db_free(db);
-    pthread_mutex_lock(&sync_mu);
-    sync_running = 0;
-    pthread_mutex_unlock(&sync_mu);
+    pthread_mutex_lock(&j->sync_mu);
+    j->sync_running = 0;
+    pthread_mutex_unlock(&j->sync_mu);
     return NULL;
 }
 
 static int catalog_sync(void *arg, char *err, size_t errlen)
 {
-    struct ctx *c = arg;
-    pthread_mutex_lock(&sync_mu);
+    struct cp_jobs *j = arg;
+    pthread_mutex_lock(&j->sync_mu);
     int rc = GW_OK;
-    if (!sync_running) {
-        if (sync_started)
-            pthread_join(sync_thread, NULL);
-        sync_started = sync_running =
-            pthread_create(&sync_thread, NULL, sync_run, (void *)c->o) == 0;
-        if (!sync_started) {
+    if (!j->sync_running) {
+        if (j->sync_started)
+            pthread_join(j->sync_thread, NULL);
+        j->sync_started = j->sync_running = pthread_create(&j->sync_thread, NULL, sync_run, j) == 0;
+        if (!j->sync_started) {
             snprintf(err, errlen, "cannot start the sync thread");
             rc = GW_ENOMEM;
         }
     }
-    pthread_mutex_unlock(&sync_mu);
+    pthread_mutex_unlock(&j->sync_mu);
     return rc;
 }
 
@@ -116,33 +120,41 @@ static const struct {
     {"catalog_sync", 0, 60 * 1000L, catalog_sync}, /* interval: the option */
 };
 
-int cp_jobs_register(struct cp_etcd *e, struct cp_db *db, const struct cp_jobs_opts *o)
+struct cp_jobs *cp_jobs_new(const struct cp_ctx *ctx, const struct cp_jobs_opts *o)
 {
-    the.db = db;
-    the.o = o;
+    struct cp_jobs *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    j->ctx = ctx;
+    if (o)
+        j->o = *o;
+    pthread_mutex_init(&j->sync_mu, NULL);
     for (size_t i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++) {
         long every = jobs[i].interval_ms;
-        void *arg = &the;
-        if (jobs[i].fn == ledger_partitions)
-            arg = db;
         if (jobs[i].fn == catalog_sync) {
-            if (!o || !o->catalog_sync_url)
+            if (!j->o.catalog_sync_url)
                 continue;
-            every = o->catalog_sync_interval_s * 1000L;
+            every = j->o.catalog_sync_interval_s * 1000L;
         }
-        int rc = cp_etcd_job_add(e, jobs[i].name, every, jobs[i].retry_ms, jobs[i].fn, arg);
-        if (rc != GW_OK)
-            return rc;
+        if (cp_etcd_job_add(ctx->membership, jobs[i].name, every, jobs[i].retry_ms, jobs[i].fn,
+                            j) != GW_OK) {
+            cp_jobs_free(j);
+            return NULL;
+        }
     }
-    return GW_OK;
+    return j;
 }
 
-void cp_jobs_shutdown(void)
+void cp_jobs_free(struct cp_jobs *j)
 {
-    pthread_mutex_lock(&sync_mu);
-    int started = sync_started;
-    sync_started = 0;
-    pthread_mutex_unlock(&sync_mu);
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->sync_mu);
+    int started = j->sync_started;
+    j->sync_started = 0;
+    pthread_mutex_unlock(&j->sync_mu);
     if (started)
-        pthread_join(sync_thread, NULL);
+        pthread_join(j->sync_thread, NULL);
+    pthread_mutex_destroy(&j->sync_mu);
+    free(j);
 }

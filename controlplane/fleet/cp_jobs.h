@@ -19,8 +19,8 @@
 #ifndef CP_JOBS_H
 #define CP_JOBS_H
 
-struct cp_etcd;
-struct cp_db;
+struct cp_ctx;
+struct cp_jobs;
 
 struct cp_jobs_opts {
     const char *conninfo;         /* for catalog_sync's own connection */
@@ -28,12 +28,16 @@ struct cp_jobs_opts {
     long catalog_sync_interval_s;
 };
 
-/* Adds every job of the table to e. db: the main loop's connection (the
- * admin API's), which the jobs use between admin requests. o must outlive
- * the jobs. 0 or a GW_E code. */
-int cp_jobs_register(struct cp_etcd *e, struct cp_db *db, const struct cp_jobs_opts *o)
+/* Adds every job of the table to ctx->membership (cp_etcd_job_add). The
+ * jobs use ctx->db, the main loop's connection (the admin API's), between
+ * admin requests, ctx->lease_grace_ms (limit_rollover) and
+ * ctx->fetch_allow (catalog_sync); ctx must outlive the jobs, and o's
+ * strings too (o itself is copied). NULL when out of memory or when a job
+ * could not be added. */
+struct cp_jobs *cp_jobs_new(const struct cp_ctx *ctx, const struct cp_jobs_opts *o)
     __attribute__((warn_unused_result));
-/* Waits for a catalog sync in flight to end (at shutdown). */
-void cp_jobs_shutdown(void);
+/* After the fleet thread is freed (no job runs again): waits for a catalog
+ * sync in flight to end, then frees j. NULL: nothing. */
+void cp_jobs_free(struct cp_jobs *j);
 
 #endif

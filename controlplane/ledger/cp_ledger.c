@@ -957,7 +957,8 @@ static void lease_item(struct cp_ledger *l, struct item *it)
     g.req = rq->req;
     g.limit_id = rq->limit_id;
     g.window_start_ms = rq->window_start_ms;
-    if (!up || !l->leases.grant || l->leases.grant(l->db, it->replica, rq, &g) != GW_OK) {
+    if (!up || !l->leases.grant ||
+        l->leases.grant(l->leases.arg, l->db, it->replica, rq, &g) != GW_OK) {
         g.lease_id = (char *)"";
         g.amount = 0;
         g.refusal = (char *)"unallocated";

@@ -66,12 +66,14 @@ int cp_ledger_submit(struct cp_ledger *l, uint64_t stream_id, const char *replic
 
 /* Lease handlers, called on the writer thread with its connection, in the
  * order the lease messages came, ahead of the rows queued. grant fills g
- * (strings it sets must stay valid until the next call on this thread).
- * Without handlers, a LeaseRequest is refused as "unallocated". */
+ * (strings it sets must stay valid until the next call on this thread);
+ * it gets arg, which must outlive the writer. Without handlers, a
+ * LeaseRequest is refused as "unallocated". */
 struct cp_ledger_leases {
-    int (*grant)(struct cp_db *db, const char *replica, const struct Llmgw__V1__LeaseRequest *rq,
-                 struct Llmgw__V1__LeaseGrant *g);
+    int (*grant)(void *arg, struct cp_db *db, const char *replica,
+                 const struct Llmgw__V1__LeaseRequest *rq, struct Llmgw__V1__LeaseGrant *g);
     int (*release)(struct cp_db *db, const char *replica, const struct Llmgw__V1__LeaseRelease *rl);
+    void *arg;
 };
 void cp_ledger_set_leases(struct cp_ledger *l, const struct cp_ledger_leases *h);
 

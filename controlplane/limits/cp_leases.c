@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cp_ctx.h"
 #include "cp_db.h"
 #include "gw_error.h"
 #include "gw_log.h"
@@ -12,13 +13,6 @@
 
 #define STR(x) #x
 #define XSTR(x) STR(x)
-
-static long long grace_ms = CP_LEASES_GRACE_MS;
-
-void cp_leases_set_grace_ms(long long ms)
-{
-    grace_ms = ms >= 0 ? ms : 0;
-}
 
 /* The limit, and whether the window is one of its period's starts and at
  * most one period from the current one (clocks differ a little at a
@@ -99,11 +93,11 @@ static void refuse(Llmgw__V1__LeaseGrant *g, struct cp_lease_strings *st, const 
 }
 
 /* The window's spent and outstanding, and the database's clock (ms). */
-static int window_state(struct cp_db *db, const char *const *p, int64_t *spent,
+static int window_state(struct cp_db *db, long long grace_ms, const char *const *p, int64_t *spent,
                         int64_t *outstanding, int64_t *now_ms, struct cp_db_err *err)
 {
     char grace[24];
-    snprintf(grace, sizeof(grace), "%lld", grace_ms);
+    snprintf(grace, sizeof(grace), "%lld", grace_ms >= 0 ? grace_ms : 0);
     const char *q[] = {p[0], p[1], grace};
     PGresult *r = cp_db_exec(db, NULL, SQL_WINDOW_LOCK, 2, p, err);
     if (!r)
@@ -118,8 +112,9 @@ static int window_state(struct cp_db *db, const char *const *p, int64_t *spent,
     return GW_OK;
 }
 
-int cp_leases_grant(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRequest *rq,
-                    Llmgw__V1__LeaseGrant *g, struct cp_lease_strings *st)
+int cp_leases_grant(struct cp_db *db, long long grace_ms, const char *replica,
+                    const Llmgw__V1__LeaseRequest *rq, Llmgw__V1__LeaseGrant *g,
+                    struct cp_lease_strings *st)
 {
     llmgw__v1__lease_grant__init(g);
     memset(st, 0, sizeof(*st));
@@ -200,7 +195,8 @@ int cp_leases_grant(struct cp_db *db, const char *replica, const Llmgw__V1__Leas
             PQclear(r);
             r = NULL;
         }
-        if (window_state(db, p, &spent, &outstanding, &now_ms, &err) || cp_db_commit(db, &err))
+        if (window_state(db, grace_ms, p, &spent, &outstanding, &now_ms, &err) ||
+            cp_db_commit(db, &err))
             goto dberr;
         g->spent = spent;
         g->remaining = amount - spent - outstanding;
@@ -215,7 +211,7 @@ int cp_leases_grant(struct cp_db *db, const char *replica, const Llmgw__V1__Leas
         g->ttl_ms = renewed ? CP_LEASES_TTL_MS : 0;
         return GW_OK;
     }
-    if (window_state(db, p, &spent, &outstanding, &now_ms, &err))
+    if (window_state(db, grace_ms, p, &spent, &outstanding, &now_ms, &err))
         goto dberr;
     int64_t remaining = amount - spent - outstanding;
     g->spent = spent;
@@ -277,18 +273,19 @@ dberr:
     return GW_EIO;
 }
 
-int cp_leases_ledger_grant(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRequest *rq,
-                           Llmgw__V1__LeaseGrant *g)
+int cp_leases_ledger_grant(void *ctx, struct cp_db *db, const char *replica,
+                           const Llmgw__V1__LeaseRequest *rq, Llmgw__V1__LeaseGrant *g)
 {
+    long long grace_ms = ((const struct cp_ctx *)ctx)->lease_grace_ms;
     static __thread struct cp_lease_strings st;
     static __thread int64_t last_expire_us;
     int64_t now = gw_now_us();
     if (now - last_expire_us > (int64_t)CP_LEASES_EXPIRE_EVERY_MS * 1000) {
         last_expire_us = now;
-        int expired = cp_leases_expire(db); /* a failure is logged; tried again later */
+        int expired = cp_leases_expire(db, grace_ms); /* a failure is logged; tried again later */
         (void)expired;
     }
-    return cp_leases_grant(db, replica, rq, g, &st);
+    return cp_leases_grant(db, grace_ms, replica, rq, g, &st);
 }
 
 int cp_leases_release(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRelease *rl)
@@ -312,11 +309,11 @@ int cp_leases_release(struct cp_db *db, const char *replica, const Llmgw__V1__Le
 
 /* Rows are locked in key order, as the ledger trigger locks them, so the
  * sweep and a ledger batch never wait on each other in a cycle. */
-int cp_leases_expire(struct cp_db *db)
+int cp_leases_expire(struct cp_db *db, long long grace_ms)
 {
     struct cp_db_err err;
     char grace[24];
-    snprintf(grace, sizeof(grace), "%lld", grace_ms);
+    snprintf(grace, sizeof(grace), "%lld", grace_ms >= 0 ? grace_ms : 0);
     const char *p[] = {grace};
     PGresult *r = cp_db_exec(
         db, NULL,

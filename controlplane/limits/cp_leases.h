@@ -9,7 +9,7 @@
  *
  *   outstanding(lease) = settled ? max(charged - consumed, 0)
  *                                : max(granted - consumed - released, 0)
- *                        until the grace (cp_leases_set_grace_ms) past its expiry
+ *                        until the grace (grace_ms, below) past its expiry
  *   remaining          = amount - spent - sum(outstanding)
  *
  * computed under the window row's lock, so two grants (through any replica)
@@ -43,10 +43,11 @@ struct cp_db;
 
 #define CP_LEASES_TTL_MS 60000
 #define CP_LEASES_FRACTION 4
-/* How long past its expiry an unsettled lease still counts (default; the
- * control plane's --lease-grace-s). Set it the same on every replica. */
+/* How long past its expiry an unsettled lease still counts: the default
+ * of the control plane's --lease-grace-s (cp_ctx.lease_grace_ms), which
+ * every call below that counts leases takes as grace_ms (a negative one
+ * counts as 0). Set it the same on every replica. */
 #define CP_LEASES_GRACE_MS 3600000
-void cp_leases_set_grace_ms(long long ms);
 
 /* The strings a LeaseGrant points into: the caller's, alive until the
  * grant is packed. */
@@ -71,16 +72,17 @@ struct cp_lease_strings {
  * decides; the function then returns GW_EIO). g->limit, spent and
  * remaining describe the window after the grant or report.
  */
-int cp_leases_grant(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRequest *rq,
-                    Llmgw__V1__LeaseGrant *g, struct cp_lease_strings *st)
-    __attribute__((warn_unused_result));
+int cp_leases_grant(struct cp_db *db, long long grace_ms, const char *replica,
+                    const Llmgw__V1__LeaseRequest *rq, Llmgw__V1__LeaseGrant *g,
+                    struct cp_lease_strings *st) __attribute__((warn_unused_result));
 
-/* cp_ledger's grant handler (cp_ledger_set_leases): cp_leases_grant with
- * strings of the calling thread, valid until its next call; it also runs
+/* cp_ledger's grant handler (cp_ledger_set_leases; ctx: the daemon's
+ * struct cp_ctx, for its lease_grace_ms): cp_leases_grant with strings of
+ * the calling thread, valid until its next call; it also runs
  * cp_leases_expire every CP_LEASES_EXPIRE_EVERY_MS on that thread. */
 #define CP_LEASES_EXPIRE_EVERY_MS 10000
-int cp_leases_ledger_grant(struct cp_db *db, const char *replica, const Llmgw__V1__LeaseRequest *rq,
-                           Llmgw__V1__LeaseGrant *g);
+int cp_leases_ledger_grant(void *ctx, struct cp_db *db, const char *replica,
+                           const Llmgw__V1__LeaseRequest *rq, Llmgw__V1__LeaseGrant *g);
 
 /* Gives back part of replica's lease rl->lease_id (at most what was
  * granted); a lease of another replica, or an unknown one, is left alone.
@@ -94,6 +96,6 @@ int cp_leases_release(struct cp_db *db, const char *replica, const Llmgw__V1__Le
  * grace), and forgets such leases and minute windows over two days old.
  * The number of leases it marked, or GW_EIO. Correctness does not wait on
  * it: every grant counts leases by the same rule. */
-int cp_leases_expire(struct cp_db *db) __attribute__((warn_unused_result));
+int cp_leases_expire(struct cp_db *db, long long grace_ms) __attribute__((warn_unused_result));
 
 #endif

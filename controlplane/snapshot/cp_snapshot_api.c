@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cp_call.h"
+#include "cp_ctx.h"
 #include "cp_fleet.h"
 #include "cp_grpc.h"
 #include "cp_snapshot.h"
@@ -13,25 +14,12 @@
 #include "gw_http.h"
 #include "gw_time.h"
 
-static struct cp_snapshot *builder;
-static struct cp_grpc *server;
-static struct cp_fleet *fleet;
-
-void cp_snapshot_api_register(struct cp_snapshot *b, struct cp_grpc *g)
-{
-    builder = b;
-    server = g;
-}
-
-void cp_snapshot_api_fleet(struct cp_fleet *f)
-{
-    fleet = f;
-}
-
-void cp_snapshot_api_handle(struct cp_call *c)
+void cp_snapshot_api_handle(struct cp_call *c, const struct cp_ctx *ctx)
 {
     if (!cp_call_method(c, "GET"))
         return;
+    struct cp_snapshot *builder = ctx->builder;
+    struct cp_grpc *server = ctx->grpc;
     if (!builder || !server)
         return cp_call_error(c, 503, "snapshot_unavailable", NULL,
                              "this process does not build snapshots");
@@ -49,8 +37,10 @@ void cp_snapshot_api_handle(struct cp_call *c)
     cp_call_json(c, 200, st, 0);
 }
 
-const char *cp_snapshot_api_unready(void)
+const char *cp_snapshot_api_unready(const struct cp_ctx *ctx)
 {
+    struct cp_snapshot *builder = ctx->builder;
+    struct cp_grpc *server = ctx->grpc;
     if (!builder || !server)
         return "this process does not build snapshots";
     if (cp_grpc_port(server) <= 0)
@@ -103,7 +93,7 @@ static json_t *target_json(const struct dp_provider *p, const char *model,
     return o;
 }
 
-void cp_snapshot_api_plan(struct cp_call *c)
+void cp_snapshot_api_plan(struct cp_call *c, const struct cp_ctx *ctx)
 {
     if (!cp_call_method(c, "GET"))
         return;
@@ -122,7 +112,7 @@ void cp_snapshot_api_plan(struct cp_call *c)
                              "vision, tools, json_mode, reasoning, transcription, speech, image)");
     if (cp_call_query_int(c, "input_tokens", v[2], 0, 0, 1LL << 40, &needs.est_tokens))
         return;
-    struct dp_snapshot *s = builder ? cp_snapshot_acquire(builder) : NULL;
+    struct dp_snapshot *s = ctx->builder ? cp_snapshot_acquire(ctx->builder) : NULL;
     if (!s)
         return cp_call_error(c, 503, "no_snapshot", NULL, "no snapshot has been built yet");
     const struct dp_key *key = v[3] ? dp_snapshot_key(s, v[3]) : NULL;
@@ -135,16 +125,16 @@ void cp_snapshot_api_plan(struct cp_call *c)
     }
     /* As a data plane that holds no probe sees the fleet. Breakers are each
      * data plane's own: none here. */
-    if (fleet)
-        (void)cp_fleet_apply_local(fleet);
-    struct dp_route_ctx ctx = {.key = key,
-                               .request_id = v[6] ? v[6] : "admin-plan-preview",
-                               .session = v[4],
-                               .affinity = v[5],
-                               .now_us = gw_now_us()};
+    if (ctx->fleet)
+        (void)cp_fleet_apply_local(ctx->fleet);
+    struct dp_route_ctx route_ctx = {.key = key,
+                                     .request_id = v[6] ? v[6] : "admin-plan-preview",
+                                     .session = v[4],
+                                     .affinity = v[5],
+                                     .now_us = gw_now_us()};
     struct dp_plan *plan = calloc(1, sizeof(*plan));
     json_t *order = json_array(), *cands = json_array(), *skips = json_array();
-    if (!plan || dp_router_plan(s, v[0], &needs, &ctx, plan) != GW_OK) {
+    if (!plan || dp_router_plan(s, v[0], &needs, &route_ctx, plan) != GW_OK) {
         free(plan);
         json_decref(order);
         json_decref(cands);

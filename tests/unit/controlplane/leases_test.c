@@ -62,6 +62,9 @@ struct grant {
 };
 
 static uint64_t req_seq = 1ULL << 62; /* as a data plane numbers them */
+/* The grace every grant and expiry here counts leases with (the daemon's
+ * --lease-grace-s). */
+static long long grace_ms = CP_LEASES_GRACE_MS;
 
 /* The grant's strings point into out->st: out must stay where it is. Each
  * request has a req of its own (as a data plane numbers them). */
@@ -74,7 +77,7 @@ static void ask_req(struct grant *out, struct cp_db *d, const char *replica, con
     rq.window_start_ms = ws;
     rq.want = want;
     rq.need = need;
-    out->rc = cp_leases_grant(d, replica, &rq, &out->g, &out->st);
+    out->rc = cp_leases_grant(d, grace_ms, replica, &rq, &out->g, &out->st);
 }
 
 static void ask_into(struct grant *out, struct cp_db *d, const char *replica, const char *limit,
@@ -96,7 +99,7 @@ static void report(struct grant *out, const char *replica, const char *limit, lo
     rq.released = released;
     rq.final = final;
     rq.charged = charged;
-    out->rc = cp_leases_grant(db, replica, &rq, &out->g, &out->st);
+    out->rc = cp_leases_grant(db, grace_ms, replica, &rq, &out->g, &out->st);
 }
 
 static void release(const char *replica, const char *lease, long long amount)
@@ -306,13 +309,13 @@ static void test_release_and_expiry(void)
     sql("SELECT pg_sleep(1.2)");
     ask_into(&s, db, "dp-a", "tpm", ws, 0, 0);
     CU_ASSERT_EQUAL(s.g.remaining, 8000); /* dp-c's expired, and still counts */
-    CU_ASSERT_EQUAL(cp_leases_expire(db), 0);
-    cp_leases_set_grace_ms(100); /* 200 ms past its expiry, past a grace of 100 ms */
+    CU_ASSERT_EQUAL(cp_leases_expire(db, grace_ms), 0);
+    grace_ms = 100; /* 200 ms past its expiry, past a grace of 100 ms */
     ask_into(&s, db, "dp-a", "tpm", ws, 0, 0);
     CU_ASSERT_EQUAL(s.g.remaining, 10000 - 1000); /* dp-c's went back, dp-b's stays */
-    CU_ASSERT_EQUAL(cp_leases_expire(db), 1);
-    CU_ASSERT_EQUAL(cp_leases_expire(db), 0);
-    cp_leases_set_grace_ms(CP_LEASES_GRACE_MS);
+    CU_ASSERT_EQUAL(cp_leases_expire(db, grace_ms), 1);
+    CU_ASSERT_EQUAL(cp_leases_expire(db, grace_ms), 0);
+    grace_ms = CP_LEASES_GRACE_MS;
 }
 
 /* Reports on a lease: totals (idempotent), renewal, the final one settles
@@ -347,11 +350,11 @@ static void test_reports_and_settlement(void)
         CU_ASSERT_EQUAL(r.g.spent, 200);
         CU_ASSERT_EQUAL(r.g.remaining, 10000 - 200 - 300);
     }
-    CU_ASSERT_EQUAL(cp_leases_expire(db), 0);
+    CU_ASSERT_EQUAL(cp_leases_expire(db, grace_ms), 0);
     ledger(NULL, "rep", ws, a.g.lease_id, 300);
     report(&r, "dp-a", "rep", ws, a.g.lease_id, 500, 1, 500);
     CU_ASSERT_EQUAL(r.g.remaining, 10000 - 500);
-    CU_ASSERT_EQUAL(cp_leases_expire(db), 1); /* settled, every charge landed */
+    CU_ASSERT_EQUAL(cp_leases_expire(db, grace_ms), 1); /* settled, every charge landed */
     /* A report on a lease past its expiry renews nothing: the data plane
      * learns it is over. */
     struct grant b;
