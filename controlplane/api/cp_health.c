@@ -104,19 +104,19 @@ void cp_health_handle(struct cp_call *c, const struct cp_ctx *ctx)
     }
     json_t *mk = c->master_key ? json_pack("{s:b,s:s}", "configured", 1, "id", c->master_key->id)
                                : json_pack("{s:b}", "configured", 0);
-    json_t *fs = membership ? cp_etcd_status(membership) : NULL;
+    json_t *etcd_st = membership ? cp_etcd_status(membership) : NULL;
     int etcd_down = membership && cp_etcd_up(membership) == 0;
     json_t *body =
         json_pack("{s:s,s:s,s:I,s:o,s:o}", "status", unresolved || etcd_down ? "degraded" : "ok",
                   "postgres", "ok", "config_version",
                   (json_int_t)strtoll(cp_db_value(v) ? cp_db_value(v) : "0", NULL, 10),
                   "master_key", mk, "providers", providers);
-    if (body && fs)
-        json_object_update(body, fs);
-    json_decref(fs);
-    json_t *fv = fleet ? cp_fleet_health(fleet) : NULL;
-    if (body && fv)
-        json_object_update(body, fv);
-    json_decref(fv);
+    if (body && etcd_st)
+        json_object_update(body, etcd_st);
+    json_decref(etcd_st);
+    json_t *fleet_st = fleet ? cp_fleet_health(fleet) : NULL;
+    if (body && fleet_st)
+        json_object_update(body, fleet_st);
+    json_decref(fleet_st);
     cp_call_json(c, 200, body, 0);
 }
