@@ -1,201 +1,49 @@
 /*
- * The admin API's resources: each one a field table and its checks
- * (cp_resource.h says what the generic handler does with them).
+ * The admin API's resources (cp_resource.h), the list cp_api routes by,
+ * and the checks their declarations (cp_res_<name>.c, one per resource)
+ * share (cp_res.h).
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "cp_db.h"
 #include "cp_res.h"
-#include "cp_resource.h"
-#include "cp_secret_ref.h"
-#include "dp_driver.h"
-#include "dp_snapshot.h"
+#include "gw_codec.h"
+#include "gw_crypto.h"
 #include "gw_error.h"
+#include "gw_pool.h"
 
-#define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
+const struct cp_resource *const cp_resources[] = {
+    &cp_res_providers, &cp_res_secrets, &cp_res_routes,      &cp_res_keys,
+    &cp_res_teams,     &cp_res_prices,  &cp_res_catalog,     &cp_res_admin_tokens,
+    &cp_res_projects,  &cp_res_limits,  &cp_res_guard_rules, NULL};
 
-/* ---- providers ---- */
-
-/* The data plane's own driver table decides: the control plane accepts
- * exactly the drivers its data planes can run. */
-static int check_driver(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e)
+char *cp_res_new_token(struct cp_call *c, const char *prefix)
 {
-    (void)c;
-    const char *d = json_string_value(v);
-    if (dp_driver_find(d))
+    unsigned char rnd[32];
+    char hex[65];
+    if (gw_random_bytes(rnd, sizeof(rnd)) != GW_OK)
+        return NULL;
+    gw_hex_encode(rnd, sizeof(rnd), hex);
+    return gw_pool_printf(c->pool, "%s%s", prefix, hex);
+}
+
+int cp_res_check_ref(struct cp_call *c, const char *table, const char *what, const char *field,
+                     const json_t *v, struct cp_verr *e)
+{
+    if (json_is_null(v))
         return GW_OK;
-    char names[256] = "";
-    size_t off = 0;
-    for (const struct dp_driver *const *p = dp_drivers; *p && off < sizeof(names); p++)
-        off +=
-            (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", off ? ", " : "", (*p)->name);
-    return cp_verr_set(e, 400, "unknown_driver", field, "%s: unknown driver '%s' (supported: %s)",
-                       field, d, names);
-}
-
-static int check_url(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e)
-{
-    (void)c;
-    const char *u = json_string_value(v);
-    size_t scheme = strncmp(u, "http://", 7) == 0 ? 7 : strncmp(u, "https://", 8) == 0 ? 8 : 0;
-    if (!scheme || !u[scheme] || u[scheme] == '/' || strpbrk(u, " \t\r\n"))
-        return cp_verr_set(e, 400, "invalid_value", field,
-                           "%s: must be an http:// or https:// URL with a host and no spaces",
-                           field);
-    return GW_OK;
-}
-
-/* The same rule the data plane's snapshot loader applies to headers. */
-static int check_headers(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e)
-{
-    (void)c;
-    const char *k;
-    json_t *hv;
-    json_object_foreach((json_t *)v, k, hv)
-    {
-        const char *sv = json_string_value(hv);
-        if (!sv || !*k || strpbrk(k, "\r\n: ") || strpbrk(sv, "\r\n"))
-            return cp_verr_set(e, 400, "invalid_value", field,
-                               "%s.%s: must be a single-line string with a valid header name",
-                               field, k);
-    }
-    return GW_OK;
-}
-
-/* A credential_ref names a row of the secrets table; the foreign key
- * enforces it too, but this says why and what to do. */
-static int check_credential_ref(struct cp_call *c, const char *field, const json_t *v,
-                                struct cp_verr *e)
-{
-    /* The snapshot builder parses it the same way (cp_secret_ref_parse): it
-     * must be a built-in name, the name of a row. */
-    char msg[256];
-    struct cp_secret_ref parsed;
-    int rc = cp_secret_ref_parse(json_string_value(v), &parsed, msg, sizeof(msg));
-    if (rc == GW_ENOMEM)
-        return cp_verr_set(e, 500, "internal", NULL, "out of memory");
-    if (rc != GW_OK)
-        return cp_verr_set(e, 400, "invalid_value", field, "%s: %s", field, msg);
-    int builtin = parsed.kind == CP_SECRET_BUILTIN;
-    cp_secret_ref_free(&parsed);
-    if (!builtin)
-        return cp_verr_set(e, 400, "invalid_value", field,
-                           "%s: must name a row of the secrets table, not a backend ref; store "
-                           "a secret with backend vault or aws and this backend_ref, and name "
-                           "that secret here",
-                           field);
     struct cp_db_err err;
     const char *p[] = {json_string_value(v)};
-    PGresult *r = cp_db_exec(c->db, c->pool, "SELECT 1 FROM secrets WHERE name = $1", 1, p, &err);
+    const char *sql = gw_pool_printf(c->pool, "SELECT 1 FROM %s WHERE name = $1", table);
+    PGresult *r = sql ? cp_db_exec(c->db, c->pool, sql, 1, p, &err) : NULL;
     if (!r)
         return cp_verr_set(e, 503, "database_unavailable", field, "%s: cannot check: %s", field,
-                           err.message);
+                           sql ? err.message : "out of memory");
     if (PQntuples(r) == 0)
         return cp_verr_set(e, 400, "dangling_reference", field,
-                           "%s: no secret named '%s': a credential_ref must name an existing "
-                           "secret in the secrets table; store the secret first",
-                           field, p[0]);
+                           "%s: no %s named '%s'; create it first", field, what, p[0]);
     return GW_OK;
 }
-
-/* options.capabilities narrows what the driver declares (docs/dataplane.md). */
-static int check_provider(struct cp_call *c, const json_t *obj, struct cp_verr *e)
-{
-    (void)c;
-    const struct dp_driver *drv = dp_driver_find(json_string_value(json_object_get(obj, "driver")));
-    json_t *caps = json_object_get(json_object_get(obj, "options"), "capabilities");
-    if (!caps || !drv)
-        return GW_OK;
-    size_t i;
-    json_t *cap;
-    if (!json_is_array(caps))
-        return cp_verr_set(e, 400, "invalid_type", "options.capabilities",
-                           "options.capabilities: must be an array of capability names");
-    json_array_foreach(caps, i, cap)
-    {
-        unsigned bit = 0;
-        for (unsigned b = 1; b && !bit; b <<= 1) {
-            const char *n = dp_snapshot_cap_name(b);
-            if (n && json_is_string(cap) && strcmp(n, json_string_value(cap)) == 0)
-                bit = b;
-        }
-        if (!bit)
-            return cp_verr_set(e, 400, "invalid_value", "options.capabilities",
-                               "options.capabilities[%zu]: must be one of chat, embeddings, "
-                               "vision, tools, json_mode, reasoning, transcription, speech, image",
-                               i);
-        if (!(drv->caps & bit))
-            return cp_verr_set(e, 400, "invalid_value", "options.capabilities",
-                               "options.capabilities[%zu]: driver '%s' does not support '%s'", i,
-                               drv->name, json_string_value(cap));
-    }
-    return GW_OK;
-}
-
-/* A provider a route entry points at stays: the route would lose a target
- * silently. The refusal names the routes. */
-static int provider_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
-{
-    struct cp_db_err err;
-    const char *p[] = {key};
-    PGresult *r = cp_db_exec(c->db, c->pool,
-                             "SELECT string_agg(DISTINCT route, ', ' ORDER BY route) "
-                             "FROM route_entries WHERE provider = $1",
-                             1, p, &err);
-    if (!r)
-        return cp_verr_set(e, 503, "database_unavailable", NULL, "cannot check routes: %s",
-                           err.message);
-    const char *routes = cp_db_value(r);
-    if (routes)
-        return cp_verr_set(e, 409, "in_use", NULL,
-                           "provider '%s' is used by route(s) %s; remove it from their entries "
-                           "first",
-                           key, routes);
-    return GW_OK;
-}
-
-static const struct cp_field provider_fields[] = {
-    {.name = "name", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
-    {.name = "driver", .type = CP_T_STRING, .flags = CP_F_REQUIRED, .check = check_driver},
-    {.name = "base_url", .type = CP_T_STRING, .flags = CP_F_REQUIRED, .check = check_url},
-    {.name = "headers", .type = CP_T_OBJECT, .def = "{}", .check = check_headers},
-    {.name = "options", .type = CP_T_OBJECT, .def = "{}"},
-    {.name = "credential_ref",
-     .type = CP_T_STRING,
-     .flags = CP_F_NULLABLE | CP_F_NAME,
-     .check = check_credential_ref},
-    {.name = "enabled", .type = CP_T_BOOL, .def = "true"},
-    {.name = "first_byte_timeout_ms", .type = CP_T_INT, .def = "60000", .min = 1, .max = 3600000},
-    {.name = "idle_timeout_ms", .type = CP_T_INT, .def = "60000", .min = 1, .max = 3600000},
-};
-
-static const struct cp_resource providers = {
-    .name = "providers",
-    .singular = "provider",
-    .table = "providers",
-    .fields = provider_fields,
-    .nfields = NFIELDS(provider_fields),
-    .check = check_provider,
-    .before_delete = provider_in_use,
-};
-
-/* ---- teams ---- */
-
-/* A team's allowlists intersect with each of its keys' (docs/budgets.md):
- * null allows anything, [] nothing. require_budget: a key of the team with
- * no cost limit applying to it (its own, the team's or its project's) is
- * refused (402 budget_not_configured). cache_ttl_s: the response cache for
- * the team's keys (a key's own wins); guard_policy: the prompt-injection
- * guard's for them (the same). */
-static const struct cp_field team_fields[] = {
-    {.name = "name", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
-    {.name = "description", .type = CP_T_STRING, .def = "\"\"", .max = 1024},
-    CP_RES_ALLOWLIST_FIELDS,
-    {.name = "require_budget", .type = CP_T_BOOL, .def = "false"},
-    CP_RES_CACHE_TTL_FIELD,
-    CP_RES_GUARD_POLICY_FIELD,
-};
 
 int cp_res_in_use(struct cp_call *c, const char *sql, const char *what, const char *key,
                   const char *holders, struct cp_verr *e)
@@ -212,26 +60,3 @@ int cp_res_in_use(struct cp_call *c, const char *sql, const char *what, const ch
                            holders);
     return GW_OK;
 }
-
-static int team_in_use(struct cp_call *c, const char *key, struct cp_verr *e)
-{
-    return cp_res_in_use(c,
-                         "SELECT (SELECT count(*) FROM projects WHERE team = $1) + "
-                         "(SELECT count(*) FROM api_keys WHERE team = $1) + "
-                         "(SELECT count(*) FROM limits WHERE scope_kind = 'team' AND scope = $1)",
-                         "team", key, "project(s), key(s) or limit(s)", e);
-}
-
-static const struct cp_resource teams = {
-    .name = "teams",
-    .singular = "team",
-    .table = "teams",
-    .fields = team_fields,
-    .nfields = NFIELDS(team_fields),
-    .before_delete = team_in_use,
-};
-
-const struct cp_resource *const cp_resources[] = {
-    &providers,       &cp_res_secrets, &cp_res_routes,      &cp_res_keys,
-    &teams,           &cp_res_prices,  &cp_res_catalog,     &cp_res_admin_tokens,
-    &cp_res_projects, &cp_res_limits,  &cp_res_guard_rules, NULL};

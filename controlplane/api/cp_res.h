@@ -1,12 +1,16 @@
 /*
- * The admin API's resource declarations (one file each, cp_res_*.c) and
- * the checks they share. cp_resources[] (cp_resources.c) lists them.
+ * The admin API's resource declarations (one file each, cp_res_<name>.c;
+ * prices and the catalog share cp_res_prices.c, and their price fields)
+ * and the checks they share (cp_res.c, which also has cp_resources[], the
+ * list of them all).
  */
 #ifndef CP_RES_H
 #define CP_RES_H
 
 #include "cp_resource.h"
 
+extern const struct cp_resource cp_res_providers;
+extern const struct cp_resource cp_res_teams;
 extern const struct cp_resource cp_res_secrets;
 extern const struct cp_resource cp_res_routes;
 extern const struct cp_resource cp_res_keys;
@@ -67,6 +71,10 @@ int cp_res_check_ref(struct cp_call *c, const char *table, const char *what, con
  * holders ("key(s) or limit(s)") are left (or a 503). */
 int cp_res_in_use(struct cp_call *c, const char *sql, const char *what, const char *key,
                   const char *holders, struct cp_verr *e);
+
+/* What every key and admin token starts with (an admin token then says
+ * "admin-"). */
+#define CP_RES_TOKEN_PREFIX "llmgw-"
 
 /* A new random token: prefix + 64 hex digits (32 random bytes), in the
  * request's pool; NULL when the random generator fails. */

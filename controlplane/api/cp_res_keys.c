@@ -1,10 +1,11 @@
 /*
- * /v1/admin/keys (API keys of the data plane) and /v1/admin/admin-tokens.
+ * /v1/admin/keys (API keys of the data plane).
  *
- * Creating either returns its plaintext once, in the 201 answer ("key",
- * "token"): "llmgw-" + 64 hex digits (32 random bytes). Only its SHA-256
- * hex is stored (and a short display prefix for keys); no GET, audit row
- * or log line ever carries the plaintext or the hash.
+ * Creating one returns its plaintext once, in the 201 answer ("key"):
+ * "llmgw-" + 64 hex digits (32 random bytes). Only its SHA-256 hex is
+ * stored (and a short display prefix); no GET, audit row or log line ever
+ * carries the plaintext or the hash. /v1/admin/admin-tokens
+ * (cp_res_admin_tokens.c) makes its tokens the same way.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -12,43 +13,10 @@
 
 #include "cp_db.h"
 #include "cp_res.h"
-#include "gw_codec.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
-#include "gw_pool.h"
 
-#define TOKEN_PREFIX "llmgw-"
 #define DISPLAY_LEN 14 /* "llmgw-" and 8 hex digits */
-
-char *cp_res_new_token(struct cp_call *c, const char *prefix)
-{
-    unsigned char rnd[32];
-    char hex[65];
-    if (gw_random_bytes(rnd, sizeof(rnd)) != GW_OK)
-        return NULL;
-    gw_hex_encode(rnd, sizeof(rnd), hex);
-    return gw_pool_printf(c->pool, "%s%s", prefix, hex);
-}
-
-int cp_res_check_ref(struct cp_call *c, const char *table, const char *what, const char *field,
-                     const json_t *v, struct cp_verr *e)
-{
-    if (json_is_null(v))
-        return GW_OK;
-    struct cp_db_err err;
-    const char *p[] = {json_string_value(v)};
-    const char *sql = gw_pool_printf(c->pool, "SELECT 1 FROM %s WHERE name = $1", table);
-    PGresult *r = sql ? cp_db_exec(c->db, c->pool, sql, 1, p, &err) : NULL;
-    if (!r)
-        return cp_verr_set(e, 503, "database_unavailable", field, "%s: cannot check: %s", field,
-                           sql ? err.message : "out of memory");
-    if (PQntuples(r) == 0)
-        return cp_verr_set(e, 400, "dangling_reference", field,
-                           "%s: no %s named '%s'; create it first", field, what, p[0]);
-    return GW_OK;
-}
-
-/* ---- keys ---- */
 
 static const char *const key_statuses[] = {"active", "disabled", NULL};
 
@@ -138,7 +106,7 @@ static int prepare_key(struct cp_call *c, json_t *obj, const json_t *before, str
 {
     if (before)
         return GW_OK; /* an update never touches the secret part */
-    char *plain = cp_res_new_token(c, TOKEN_PREFIX);
+    char *plain = cp_res_new_token(c, CP_RES_TOKEN_PREFIX);
     if (!plain)
         return cp_verr_set(e, 500, "internal", NULL, "the random generator failed");
     char hash[65];
@@ -180,56 +148,4 @@ const struct cp_resource cp_res_keys = {
     .check = check_key,
     .prepare = prepare_key,
     .key_prefix = "key_",
-};
-
-/* ---- admin tokens ---- */
-
-static int check_token_name(struct cp_call *c, const char *field, const json_t *v,
-                            struct cp_verr *e)
-{
-    (void)c;
-    if (strcmp(json_string_value(v), "bootstrap") == 0)
-        return cp_verr_set(e, 400, "invalid_value", field,
-                           "%s: 'bootstrap' is reserved (the audit actor of LLMGW_ADMIN_TOKEN)",
-                           field);
-    return GW_OK;
-}
-
-static int prepare_token(struct cp_call *c, json_t *obj, const json_t *before, struct cp_verr *e)
-{
-    if (before)
-        return GW_OK;
-    char *plain = cp_res_new_token(c, TOKEN_PREFIX "admin-");
-    if (!plain)
-        return cp_verr_set(e, 500, "internal", NULL, "the random generator failed");
-    char hash[65];
-    gw_sha256_hex(plain, strlen(plain), hash);
-    json_object_set_new(obj, "hash", json_string(hash));
-    c->reveal_field = "token";
-    c->reveal_value = plain;
-    return GW_OK;
-}
-
-static const struct cp_field token_fields[] = {
-    {.name = "id", .type = CP_T_STRING, .flags = CP_F_KEY | CP_F_REQUIRED | CP_F_NAME},
-    {.name = "name",
-     .type = CP_T_STRING,
-     .flags = CP_F_REQUIRED | CP_F_NAME,
-     .check = check_token_name},
-    {.name = "scope",
-     .type = CP_T_STRING,
-     .flags = CP_F_REQUIRED,
-     .choices = (const char *const[]){"read", "operator", "admin", NULL},
-     .rule = "read (GET only), operator (everything but admin tokens) or admin"},
-    {.name = "hash", .type = CP_T_STRING, .flags = CP_F_HIDDEN},
-};
-
-const struct cp_resource cp_res_admin_tokens = {
-    .name = "admin-tokens",
-    .singular = "admin token",
-    .table = "admin_tokens",
-    .fields = token_fields,
-    .nfields = sizeof(token_fields) / sizeof(token_fields[0]),
-    .prepare = prepare_token,
-    .key_prefix = "adm_",
 };

@@ -20,8 +20,9 @@
  * sends pg_notify('llmgw_config', <config version>), so a write is seen
  * whole or not at all, by every control-plane replica.
  *
- * Adding a resource is a field table, its checks, and an entry in
- * cp_resources[] (cp_resources.c).
+ * Adding a resource is a file of its own, cp_res_<name>.c (its field
+ * table and its checks; cp_res.h has the checks they share), and an entry
+ * in cp_resources[] (cp_res.c).
  */
 #ifndef CP_RESOURCE_H
 #define CP_RESOURCE_H
@@ -117,7 +118,7 @@ struct cp_resource {
     long long write_lock;
 };
 
-/* Every resource, NULL-terminated (cp_resources.c). */
+/* Every resource, NULL-terminated (cp_res.c). */
 extern const struct cp_resource *const cp_resources[];
 /* A price: an integer count of picodollars, or a decimal string of USD
  * that is an exact number of them (gw_money_parse), 0 to 10^12. GW_OK and
