@@ -33,7 +33,9 @@ struct cp_jobs_opts {
  * admin requests, ctx->lease_grace_ms (limit_rollover) and
  * ctx->fetch_allow (catalog_sync); ctx must outlive the jobs, and o's
  * strings too (o itself is copied). NULL when out of memory or when a job
- * could not be added. */
+ * could not be added; the jobs added before then stay in ctx->membership
+ * and name freed state, so the caller must not run the loop (the daemon
+ * exits). */
 struct cp_jobs *cp_jobs_new(const struct cp_ctx *ctx, const struct cp_jobs_opts *o)
     __attribute__((warn_unused_result));
 /* After the fleet thread is freed (no job runs again): waits for a catalog
