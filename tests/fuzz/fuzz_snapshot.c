@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the snapshot build (dataplane/dp_snapshot*.c): the
+ * libFuzzer target for the snapshot build (dataplane/snapshot/dp_snapshot*.c): the
  * JSON document the control plane pushes, or a file, into the immutable
  * configuration the data plane serves from. The first byte's low bit
  * chooses the rules (a file's, or a pushed document's: DP_SNAPSHOT_PUSHED);
