@@ -62,23 +62,42 @@ static void add_later(evutil_socket_t fd, short what, void *arg)
     gw_buf_free(&b);
 }
 
+/* An access file, a loop, a batch on it and a line buffer. */
+struct fixture {
+    struct event_base *base;
+    struct gw_log_batch batch;
+    struct gw_buf b;
+};
+
+static int fixture_open(struct fixture *f)
+{
+    gw_buf_init(&f->b, 0);
+    f->base = event_base_new();
+    return open_file() == 0 && f->base && gw_log_batch_init(&f->batch, f->base) == GW_OK ? 0 : -1;
+}
+
+static void fixture_close(struct fixture *f)
+{
+    gw_log_batch_free(&f->batch);
+    gw_buf_free(&f->b);
+    event_base_free(f->base);
+    CU_ASSERT_EQUAL(gw_log_open_access("-"), GW_OK);
+    unlink(path);
+}
+
 static void test_one_turn(void)
 {
-    CU_ASSERT_EQUAL_FATAL(open_file(), 0);
-    struct event_base *base = event_base_new();
-    struct gw_log_batch batch;
-    CU_ASSERT_EQUAL_FATAL(gw_log_batch_init(&batch, base), GW_OK);
-    struct gw_buf b;
-    gw_buf_init(&b, 0);
-    line(&b, "\"n\":1");
-    gw_log_batch_add(&batch, &b);
-    line(&b, "\"n\":2");
-    gw_log_batch_add(&batch, &b);
-    struct event *later = event_new(base, -1, 0, add_later, &batch);
+    struct fixture f;
+    CU_ASSERT_EQUAL_FATAL(fixture_open(&f), 0);
+    line(&f.b, "\"n\":1");
+    gw_log_batch_add(&f.batch, &f.b);
+    line(&f.b, "\"n\":2");
+    gw_log_batch_add(&f.batch, &f.b);
+    struct event *later = event_new(f.base, -1, 0, add_later, &f.batch);
     event_active(later, 0, 0);
     /* Held until the loop turns. */
     CU_ASSERT_EQUAL(file_size(), 0);
-    CU_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+    CU_ASSERT(event_base_loop(f.base, EVLOOP_NONBLOCK) >= 0);
     char *t = file_text();
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     char *p1 = strstr(t, "\"n\":1}"), *p2 = strstr(t, "\"n\":2}"), *p3 = strstr(t, "\"n\":3}");
@@ -91,51 +110,39 @@ static void test_one_turn(void)
     free(t);
     /* Nothing held: the next turn writes nothing more. */
     long size = file_size();
-    CU_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+    CU_ASSERT(event_base_loop(f.base, EVLOOP_NONBLOCK) >= 0);
     CU_ASSERT_EQUAL(file_size(), size);
-    /* Free writes what it holds. */
-    line(&b, "\"n\":4");
-    gw_log_batch_add(&batch, &b);
+    /* Free writes what it holds; again, nothing. */
+    line(&f.b, "\"n\":4");
+    gw_log_batch_add(&f.batch, &f.b);
     CU_ASSERT_EQUAL(file_size(), size);
-    gw_log_batch_free(&batch);
+    gw_log_batch_free(&f.batch);
     CU_ASSERT(file_size() > size);
-    gw_log_batch_free(&batch); /* again: nothing */
-    gw_buf_free(&b);
     event_free(later);
-    event_base_free(base);
-    CU_ASSERT_EQUAL(gw_log_open_access("-"), GW_OK);
-    unlink(path);
+    fixture_close(&f);
 }
 
 static void test_full_batch_goes_at_once(void)
 {
-    CU_ASSERT_EQUAL_FATAL(open_file(), 0);
-    struct event_base *base = event_base_new();
-    struct gw_log_batch batch;
-    CU_ASSERT_EQUAL_FATAL(gw_log_batch_init(&batch, base), GW_OK);
-    struct gw_buf b;
-    gw_buf_init(&b, 0);
+    struct fixture f;
+    CU_ASSERT_EQUAL_FATAL(fixture_open(&f), 0);
     char members[1100];
     memset(members, 'x', sizeof(members));
     memcpy(members, "\"pad\":\"", 7);
     members[sizeof(members) - 2] = '"';
     members[sizeof(members) - 1] = 0;
-    line(&b, members);
+    line(&f.b, members);
     size_t added = 0;
-    while (added + b.len < GW_LOG_BATCH_MAX) {
-        gw_log_batch_add(&batch, &b);
-        added += b.len;
+    while (added + f.b.len < GW_LOG_BATCH_MAX) {
+        gw_log_batch_add(&f.batch, &f.b);
+        added += f.b.len;
     }
     CU_ASSERT_EQUAL(file_size(), 0);
-    gw_log_batch_add(&batch, &b); /* past the size: written now, whole lines */
-    CU_ASSERT_EQUAL(file_size(), (long)(added + b.len));
-    CU_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
-    CU_ASSERT_EQUAL(file_size(), (long)(added + b.len));
-    gw_log_batch_free(&batch);
-    gw_buf_free(&b);
-    event_base_free(base);
-    CU_ASSERT_EQUAL(gw_log_open_access("-"), GW_OK);
-    unlink(path);
+    gw_log_batch_add(&f.batch, &f.b); /* past the size: written now, whole lines */
+    CU_ASSERT_EQUAL(file_size(), (long)(added + f.b.len));
+    CU_ASSERT(event_base_loop(f.base, EVLOOP_NONBLOCK) >= 0);
+    CU_ASSERT_EQUAL(file_size(), (long)(added + f.b.len));
+    fixture_close(&f);
 }
 
 /* No batch (NULL, or never made): each add is written at once. */
