@@ -1,6 +1,6 @@
 /*
  * /v1/admin/providers: an upstream API a route's entries point at, with
- * its driver (one of the data plane's own, dp_driver_find), base URL,
+ * its driver (one of the driver catalog's, dp_driver_info_find), base URL,
  * headers, options and credential_ref (a row of the secrets table).
  */
 #include <stdio.h>
@@ -9,23 +9,20 @@
 #include "cp_db.h"
 #include "cp_res.h"
 #include "cp_secret_ref.h"
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_snapshot.h"
 #include "gw_error.h"
 
-/* The data plane's own driver table decides: the control plane accepts
+/* The driver catalog both planes share decides: the control plane accepts
  * exactly the drivers its data planes can run. */
 static int check_driver(struct cp_call *c, const char *field, const json_t *v, struct cp_verr *e)
 {
     (void)c;
     const char *d = json_string_value(v);
-    if (dp_driver_find(d))
+    if (dp_driver_info_find(d))
         return GW_OK;
-    char names[256] = "";
-    size_t off = 0;
-    for (const struct dp_driver *const *p = dp_drivers; *p && off < sizeof(names); p++)
-        off +=
-            (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", off ? ", " : "", (*p)->name);
+    char names[256];
+    dp_driver_catalog_names(names, sizeof(names));
     return cp_verr_set(e, 400, "unknown_driver", field, "%s: unknown driver '%s' (supported: %s)",
                        field, d, names);
 }
@@ -99,7 +96,8 @@ static int check_credential_ref(struct cp_call *c, const char *field, const json
 static int check_provider(struct cp_call *c, const json_t *obj, struct cp_verr *e)
 {
     (void)c;
-    const struct dp_driver *drv = dp_driver_find(json_string_value(json_object_get(obj, "driver")));
+    const struct dp_driver_info *drv =
+        dp_driver_info_find(json_string_value(json_object_get(obj, "driver")));
     json_t *caps = json_object_get(json_object_get(obj, "options"), "capabilities");
     if (!caps || !drv)
         return GW_OK;

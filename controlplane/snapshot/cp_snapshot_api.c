@@ -8,7 +8,7 @@
 #include "cp_fleet.h"
 #include "cp_grpc.h"
 #include "cp_snapshot.h"
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
 #include "gw_http.h"

@@ -646,9 +646,7 @@ static int relay_end(const struct gw_buf *held, const char *bill_json, int with_
 }
 
 const struct dp_driver drv_anthropic = {
-    .name = "anthropic",
-    .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE | DRV_CAP_REASONING,
-    .wire = "anthropic.messages",
+    .info = &dp_driver_catalog[DRV_ID_ANTHROPIC],
     .relay_build = relay_build,
     .relay_event = relay_event,
     .relay_end = relay_end,

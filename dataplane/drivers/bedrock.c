@@ -635,8 +635,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
 }
 
 const struct dp_driver drv_bedrock = {
-    .name = "bedrock",
-    .caps = DRV_CAP_CHAT | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE | DRV_CAP_REASONING,
+    .info = &dp_driver_catalog[DRV_ID_BEDROCK],
     .build_chat = build_chat,
     .parser_new = drv_bedrock_parser_new,
     .parse = drv_bedrock_parse,

@@ -10,17 +10,21 @@
 #include "gw_error.h"
 #include "gw_json.h"
 
-const struct dp_driver *const dp_drivers[] = {
-    &drv_openai,    &drv_gemini,           &drv_ollama, &drv_bedrock,
-    &drv_anthropic, &drv_openai_responses, NULL,
+const struct dp_driver *const dp_drivers[DRV_ID_COUNT] = {
+    [DRV_ID_OPENAI] = &drv_openai,       [DRV_ID_GEMINI] = &drv_gemini,
+    [DRV_ID_OLLAMA] = &drv_ollama,       [DRV_ID_BEDROCK] = &drv_bedrock,
+    [DRV_ID_ANTHROPIC] = &drv_anthropic, [DRV_ID_OPENAI_RESPONSES] = &drv_openai_responses,
 };
 
 const struct dp_driver *dp_driver_find(const char *name)
 {
-    for (const struct dp_driver *const *d = dp_drivers; *d; d++)
-        if (strcmp((*d)->name, name) == 0)
-            return *d;
-    return NULL;
+    const struct dp_driver_info *i = dp_driver_info_find(name);
+    return i ? dp_drivers[i->id] : NULL;
+}
+
+const struct dp_driver *dp_driver_of(const struct dp_provider *p)
+{
+    return p && p->drv ? dp_drivers[p->drv->id] : NULL;
 }
 
 void drv_request_free(struct drv_request *r)

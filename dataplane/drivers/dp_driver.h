@@ -18,27 +18,12 @@
 #include <sys/uio.h>
 
 #include "canon.h"
+#include "dp_driver_catalog.h"
 #include "gw_buf.h"
 #include "gw_sse.h"
 
 struct dp_provider;
 struct curl_slist;
-
-/* Capabilities a driver declares, for the router's checks. */
-enum {
-    DRV_CAP_CHAT = 1u << 0,
-    DRV_CAP_EMBEDDINGS = 1u << 1,
-    DRV_CAP_VISION = 1u << 2,
-    DRV_CAP_TOOLS = 1u << 3,
-    DRV_CAP_JSON_MODE = 1u << 4,
-    DRV_CAP_REASONING = 1u << 5,
-    /* Media (docs/media.md): audio in, text out (transcriptions and
-     * translations); text in, audio out; images generated or edited. */
-    DRV_CAP_TRANSCRIPTION = 1u << 6,
-    DRV_CAP_SPEECH = 1u << 7,
-    DRV_CAP_IMAGE = 1u << 8,
-};
-#define DRV_CAP_MEDIA (DRV_CAP_TRANSCRIPTION | DRV_CAP_SPEECH | DRV_CAP_IMAGE)
 
 /* Ceilings shared by the parsers. */
 #define DRV_MAX_EVENT (4u << 20) /* one SSE event, NDJSON line or frame */
@@ -106,11 +91,12 @@ struct drv_relay_edits {
 };
 
 struct dp_driver {
-    const char *name;
-    unsigned caps;
+    /* Its name, capabilities and wire: the catalog's entry (the control
+     * plane and the snapshot read the catalog alone). */
+    const struct dp_driver_info *info;
 
-    /* The pass-through, or NULL where the driver has none. wire names the
-     * client format it speaks (a facade's wire). relay_build makes the
+    /* The pass-through, or NULL where the driver has none (info->wire
+     * names the client format it speaks, a facade's wire). relay_build makes the
      * upstream request from the client's body (body[0..len): it passed
      * gw_json_bound and jansson with unique keys, so the span lookups may
      * read it without another scan): GW_OK, GW_EINVAL (err filled: the body cannot be
@@ -121,7 +107,6 @@ struct dp_driver {
      * relay_end appends the held usage event with bill_json (the gateway's
      * "llmgw" member: ledger id and cost; NULL for none) when with_usage,
      * and the stream's terminator. Both return 0 or a GW_E code. */
-    const char *wire;
     int (*relay_build)(const struct drv_target *t, const char *body, size_t len,
                        const struct drv_relay_edits *ed, struct drv_request *out,
                        struct canon_err *err);
@@ -182,8 +167,10 @@ struct dp_driver {
 
 /* The driver registered under name, or NULL. */
 const struct dp_driver *dp_driver_find(const char *name);
-/* NULL-terminated list of every driver. */
-extern const struct dp_driver *const dp_drivers[];
+/* Every driver, by its catalog id. */
+extern const struct dp_driver *const dp_drivers[DRV_ID_COUNT];
+/* The driver of a provider of the snapshot (its catalog entry's). */
+const struct dp_driver *dp_driver_of(const struct dp_provider *p);
 
 /* Classification with the default rules, plus the message extracted from a
  * JSON error body ({"error":{"message"}}, {"error":"..."}, {"message"}),

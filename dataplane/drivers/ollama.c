@@ -575,9 +575,7 @@ static int parse_embed(const char *body, size_t len, struct canon_embed_resp *ou
 }
 
 const struct dp_driver drv_ollama = {
-    .name = "ollama",
-    .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
-            DRV_CAP_REASONING,
+    .info = &dp_driver_catalog[DRV_ID_OLLAMA],
     .build_chat = build_chat,
     .parser_new = parser_new,
     .parse = parse,

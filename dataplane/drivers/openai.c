@@ -466,10 +466,7 @@ int drv_openai_parse_embed(const char *body, size_t len, struct canon_embed_resp
 }
 
 const struct dp_driver drv_openai = {
-    .name = "openai",
-    .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
-            DRV_CAP_REASONING | DRV_CAP_MEDIA,
-    .wire = "openai.chat",
+    .info = &dp_driver_catalog[DRV_ID_OPENAI],
     .relay_build = relay_build,
     .relay_event = relay_event,
     .relay_end = relay_end,

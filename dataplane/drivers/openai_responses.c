@@ -778,9 +778,7 @@ static void finish(struct drv_parser *bp, const struct canon_sink *s)
 }
 
 const struct dp_driver drv_openai_responses = {
-    .name = "openai-responses",
-    .caps = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS | DRV_CAP_JSON_MODE |
-            DRV_CAP_REASONING | DRV_CAP_MEDIA,
+    .info = &dp_driver_catalog[DRV_ID_OPENAI_RESPONSES],
     .build_chat = build_chat,
     .parser_new = parser_new,
     .parse = parse,

@@ -456,8 +456,8 @@ void x_finish_embed(struct dp_exchange *x)
 {
     struct canon_embed_resp e = {0};
     char msg[256] = "";
-    int rc = x->prov->drv->parse_embed(x->coll.data ? x->coll.data : "", x->coll.len, &e, msg,
-                                       sizeof(msg));
+    int rc = dp_driver_of(x->prov)->parse_embed(x->coll.data ? x->coll.data : "", x->coll.len, &e,
+                                                msg, sizeof(msg));
     if (rc != GW_OK || e.nvec != x->ereq.ninputs) {
         x_attempt_failed(x, CANON_FAIL_PROVIDER_5XX, x->status,
                          rc != GW_OK

@@ -121,7 +121,7 @@ static void on_header(const char *buf, size_t n, void *arg)
         x->hdr_tier = NULL;
         return;
     }
-    const char *th = x->prov->drv->tier_header;
+    const char *th = dp_driver_of(x->prov)->tier_header;
     size_t tl = th ? strlen(th) : 0;
     if (tl && n > tl + 1 && strncasecmp(buf, th, tl) == 0 && buf[tl] == ':') {
         char v[16];
@@ -202,7 +202,7 @@ static void upstream_error_status(struct dp_exchange *x)
 {
     enum canon_failure f;
     char msg[384];
-    const struct dp_driver *d = x->prov->drv;
+    const struct dp_driver *d = dp_driver_of(x->prov);
     (d->classify ? d->classify : drv_classify_default)(x->status, x->coll.data, x->coll.len, &f,
                                                        msg, sizeof(msg));
     if (!msg[0])
@@ -452,8 +452,8 @@ static void reset_attempt(struct dp_exchange *x, const struct dp_candidate *c)
  * for translation (options.passthrough false). */
 static int relays(const struct dp_exchange *x, const struct dp_driver *d)
 {
-    return x->kind == KIND_CHAT && d->relay_build && d->wire && x->fc->wire &&
-           strcmp(d->wire, x->fc->wire) == 0 &&
+    return x->kind == KIND_CHAT && d->relay_build && d->info->wire && x->fc->wire &&
+           strcmp(d->info->wire, x->fc->wire) == 0 &&
            !json_is_false(json_object_get(x->prov->options, "passthrough"));
 }
 
@@ -503,7 +503,7 @@ static int build(struct dp_exchange *x, struct canon_err *err)
      * own log then names the ledger row. */
     x_name_attempt(x);
     struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->attempt_id};
-    const struct dp_driver *d = x->prov->drv;
+    const struct dp_driver *d = dp_driver_of(x->prov);
     if (x->kind == KIND_EMBED) {
         x->ereq.model = x->model;
         return d->build_embed(&dt, &x->ereq, &x->dreq, err);
@@ -527,7 +527,7 @@ static int build(struct dp_exchange *x, struct canon_err *err)
         if (snprintf(msg, sizeof(msg),
                      "%s (target: provider '%s', driver '%s', which "
                      "translates the request)",
-                     x->creq->opaque.message, x->prov->name, d->name) > 0)
+                     x->creq->opaque.message, x->prov->name, d->info->name) > 0)
             memcpy(err->message, msg, sizeof(msg));
         rc = GW_EINVAL;
     } else {

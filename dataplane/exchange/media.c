@@ -236,7 +236,7 @@ void x_media_ask(struct dp_exchange *x, struct dp_limits_ask *ask, int64_t *cost
 
 int x_media_build(struct dp_exchange *x, const struct drv_target *t, struct canon_err *err)
 {
-    const struct dp_driver *d = x->prov->drv;
+    const struct dp_driver *d = dp_driver_of(x->prov);
     struct xmedia *m = x->media;
     m->ctype[0] = '\0';
     m->relaying = 0;
@@ -248,7 +248,7 @@ int x_media_build(struct dp_exchange *x, const struct drv_target *t, struct cano
     }
     if (!d->build_media) {
         canon_err_set(err, 400, "model", "unsupported_operation",
-                      "driver '%s' (provider '%s') does not serve %s", d->name, x->prov->name,
+                      "driver '%s' (provider '%s') does not serve %s", d->info->name, x->prov->name,
                       fc_media_api(m->req.op));
         return GW_EINVAL;
     }
@@ -300,7 +300,7 @@ static void scan_events(struct dp_exchange *x, const char *buf, size_t len)
         int rc = gw_sse_next(&m->sse, &buf, &len, &ev);
         if (rc == GW_OK) {
             if (ev.data_len && gw_mem_has(ev.data, ev.data_len, "\"usage\""))
-                x->prov->drv->media_usage(&m->req, ev.data, ev.data_len, &m->used);
+                dp_driver_of(x->prov)->media_usage(&m->req, ev.data, ev.data_len, &m->used);
             continue;
         }
         if (rc != GW_EAGAIN) { /* past its bound: the usage stays unknown */
@@ -369,7 +369,7 @@ void x_media_done(struct dp_exchange *x)
         return;
     }
     if (ctype_is(m, "application/json"))
-        x->prov->drv->media_usage(&m->req, x->coll.data, x->coll.len, &m->used);
+        dp_driver_of(x->prov)->media_usage(&m->req, x->coll.data, x->coll.len, &m->used);
     /* A whole answer, though the client may have asked for a stream (a
      * provider that does not stream this model): it goes out whole. */
     x->client_stream = 0;

@@ -312,6 +312,7 @@ int dp_metrics_init(void)
     }
     gw_metrics_on_collect(r, collect, m);
     M = m;
+    dp_fleet_set_gauge(dp_metrics_fleet_gauge);
     return GW_OK;
 }
 
@@ -603,10 +604,12 @@ const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, 
     return dp_snapshot_catalog(s, provider, model) ? model : "other";
 }
 
-void dp_metrics_fleet_state(const char *provider, const char *model, int state)
+void dp_metrics_fleet_gauge(const char *provider, const char *model, enum dp_fleet_state state)
 {
     if (!M)
         return;
-    const char *v[] = {or_empty(provider), or_empty(model)};
-    gw_metric_set(M->fleet_state, v, state);
+    struct dp_snapshot *snap = dp_snapshot_acquire();
+    const char *v[] = {or_empty(provider), or_empty(dp_metrics_model(snap, provider, model))};
+    gw_metric_set(M->fleet_state, v, (double)state);
+    dp_snapshot_unref(snap);
 }

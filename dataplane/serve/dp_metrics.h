@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "dp_breaker.h"
+#include "dp_fleet.h"
 
 struct gw_buf;
 struct canon_usage;
@@ -120,8 +121,9 @@ const char *dp_metrics_model(const struct dp_snapshot *s, const char *provider, 
 void dp_metrics_breaker_change(void *arg, const char *provider, const char *model,
                                enum dp_breaker_state from, enum dp_breaker_state to, int64_t at_us);
 
-/* The fleet view's state of a target (0 healthy, 1 degraded, 2 down);
- * model already mapped by dp_metrics_model. */
-void dp_metrics_fleet_state(const char *provider, const char *model, int state);
+/* A dp_fleet_gauge_fn (dp_metrics_init sets it): the fleet view's state
+ * of a target as a gauge (0 healthy, 1 degraded, 2 down), its model mapped
+ * by dp_metrics_model on the snapshot served. */
+void dp_metrics_fleet_gauge(const char *provider, const char *model, enum dp_fleet_state state);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the prompt-injection rules (dataplane/guard/dp_guard_rules.c,
+ * libFuzzer target for the prompt-injection rules (contract/guard/dp_guard_rules.c,
  * included to reach its statics). The first byte chooses what the rest is:
  *  - even: a text, scanned with the default rules (common/guard_rules.json,
  *    embedded): 0 or 1, a match names one of the set's rules with its
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../dataplane/guard/dp_guard_rules.c"
+#include "../../contract/guard/dp_guard_rules.c"
 #include "fuzz.h"
 
 /* The same rules without the combined expression: every rule runs. */

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the snapshot build (dataplane/snapshot/dp_snapshot*.c): the
+ * libFuzzer target for the snapshot build (contract/snapshot/dp_snapshot*.c): the
  * JSON document the control plane pushes, or a file, into the immutable
  * configuration the data plane serves from. The first byte's low bit
  * chooses the rules (a file's, or a pushed document's: DP_SNAPSHOT_PUSHED);
@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"
 #include "fuzz.h"
@@ -56,7 +56,7 @@ static void check_provider(const struct dp_snapshot *s, const struct dp_provider
                            const json_t *doc, unsigned flags)
 {
     CHECK(p->name && p->name[0] && !strpbrk(p->name, "/ \t"));
-    CHECK(p->driver && p->drv && dp_driver_find(p->driver) == p->drv);
+    CHECK(p->driver && p->drv && dp_driver_info_find(p->driver) == p->drv);
     CHECK(json_is_object(p->options));
     CHECK((p->caps & ~p->drv->caps) == 0);
     CHECK(strncmp(p->base_url, "http://", 7) == 0 || strncmp(p->base_url, "https://", 8) == 0);

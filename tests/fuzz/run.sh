@@ -26,19 +26,21 @@ cc="${LLMGW_FUZZ_CC:-clang}"
 # Each target and the sources it links (the module under test and what that
 # module calls; a target that #includes its module's .c to reach its statics
 # lists only the rest), and the pkg-config packages it needs beyond jansson.
-# The drivers: every driver's table (dp_driver.c lists them all), what they
-# call, and the SigV4 signing Bedrock's requests need.
-drivers="dataplane/canon/canon.c $(cd "$root" && echo dataplane/drivers/*.c)
+# The drivers: every driver's table (dp_driver.c lists them all), the
+# catalog they name themselves by, what they call, and the SigV4 signing
+# Bedrock's requests need.
+drivers="contract/canon/canon.c contract/catalog/dp_driver_catalog.c
+  $(cd "$root" && echo dataplane/drivers/*.c)
   common/gw_buf.c common/gw_json.c common/gw_sse.c common/gw_eventstream.c common/gw_str.c
   common/gw_error.c common/gw_pool.c common/gw_sigv4.c common/gw_crypto.c common/gw_multipart.c
   common/gw_codec.c"
 declare -A sources=(
   [fuzz_drivers]="$drivers"
   [fuzz_eventstream]="common/gw_eventstream.c common/gw_buf.c"
-  [fuzz_facades]="dataplane/canon/canon.c $(cd "$root" && echo dataplane/facades/*.c) common/gw_buf.c
+  [fuzz_facades]="contract/canon/canon.c $(cd "$root" && echo dataplane/facades/*.c) common/gw_buf.c
     common/gw_multipart.c common/gw_audio.c common/gw_crypto.c common/gw_codec.c
     common/gw_json.c common/gw_str.c common/gw_error.c common/gw_pool.c"
-  [fuzz_guard_rules]="dataplane/guard/dp_guard_fold.c common/gw_buf.c"
+  [fuzz_guard_rules]="contract/guard/dp_guard_fold.c common/gw_buf.c"
   [fuzz_h1resp]="common/gw_h1resp.c common/gw_buf.c"
   [fuzz_http_head]="common/gw_pool.c common/gw_buf.c common/gw_json.c common/gw_log.c common/gw_tls.c"
   [fuzz_json_scan]="common/gw_json.c common/gw_buf.c"
@@ -47,8 +49,8 @@ declare -A sources=(
   [fuzz_multipart]="common/gw_multipart.c common/gw_audio.c common/gw_buf.c common/gw_crypto.c
     common/gw_codec.c"
   [fuzz_query]="common/gw_query.c common/gw_pool.c common/gw_json.c common/gw_buf.c"
-  [fuzz_snapshot]="$(cd "$root" && echo dataplane/snapshot/dp_snapshot*.c) common/gw_pmap.c
-    dataplane/guard/dp_guard_rules.c dataplane/guard/dp_guard_fold.c common/gw_log.c $drivers"
+  [fuzz_snapshot]="$(cd "$root" && echo contract/snapshot/dp_snapshot*.c) common/gw_pmap.c
+    contract/guard/dp_guard_rules.c contract/guard/dp_guard_fold.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
 )
 # Files a target has compiled in, as the build embeds them (NAME=file, with
@@ -73,7 +75,7 @@ mkdir -p "$out/artifacts"
 # report aborts, so libFuzzer counts it as a crash.
 cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -Wall -Wextra -Werror
         -Wno-unused-parameter -include "$root/common/gw_banned.h" -I "$root/common"
-        $(for d in "$root"/dataplane/*/; do printf -- '-I %s ' "${d%/}"; done)
+        $(for d in "$root"/contract/*/ "$root"/dataplane/*/; do printf -- '-I %s ' "${d%/}"; done)
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
 read -r -a jcflags <<<"$(pkg-config --cflags jansson)"
 read -r -a jlibs <<<"$(pkg-config --libs jansson)"

@@ -159,7 +159,7 @@ describe('strategies scored from the fleet', () => {
     }
     // dp-1 ranks the cheap target first although every attempt it made at
     // it failed: from its own figures (a success rate of 0) it would rank
-    // it last (tests/unit/dataplane/router_test.c pins the arithmetic).
+    // it last (tests/unit/contract/router_test.c pins the arithmetic).
     const own = dps[0].gw.attemptLog().filter((l) => l.provider === 'cheap');
     assert.ok(own.length >= 2, JSON.stringify(own));
     assert.deepEqual([...new Set(own.map((l) => l.outcome))], ['failed']);

@@ -304,7 +304,7 @@ static inline void canon_record_check(const struct dp_driver *d, int stream, con
                                       size_t len, const char *want)
 {
     char *whole = canon_record_splits(d, stream, body, len);
-    canon_record_same(whole, want, d->name);
+    canon_record_same(whole, want, d->info->name);
     free(whole);
 }
 

@@ -1,4 +1,4 @@
-/* Tests for dataplane/quota/dp_cost.c (an attempt's cost from its snapshot's
+/* Tests for contract/cost/dp_cost.c (an attempt's cost from its snapshot's
  * prices) and the money metrics of dataplane/serve/dp_metrics.c (cost, unpriced
  * usage, limit refusals). */
 #include <CUnit/CUnit.h>

@@ -252,7 +252,7 @@ static void provider_reset(const char *base_url, const char *options)
     memset(&prov, 0, sizeof(prov));
     prov.name = "claude";
     prov.driver = "anthropic";
-    prov.drv = &drv_anthropic;
+    prov.drv = drv_anthropic.info;
     prov.base_url = base_url;
     prov.credential = "sk-ant-test";
     prov.options = json_loads(options ? options : "{}", 0, NULL);
@@ -1006,8 +1006,8 @@ static void test_classify(void)
             fprintf(stderr, "\ncase %zu: %s\n", i, canon_failure_name(f));
     }
     CU_ASSERT_PTR_NOT_NULL(dp_driver_find("anthropic"));
-    CU_ASSERT(drv_anthropic.caps & DRV_CAP_JSON_MODE); /* json_schema: output_config */
-    CU_ASSERT(drv_anthropic.caps & DRV_CAP_REASONING);
+    CU_ASSERT(drv_anthropic.info->caps & DRV_CAP_JSON_MODE); /* json_schema: output_config */
+    CU_ASSERT(drv_anthropic.info->caps & DRV_CAP_REASONING);
 }
 
 static int clean(void)

@@ -438,7 +438,7 @@ static struct dp_provider provider(const char *base, const char *cred, json_t *o
 {
     struct dp_provider p = {.name = "bedrock",
                             .driver = "bedrock",
-                            .drv = &drv_bedrock,
+                            .drv = drv_bedrock.info,
                             .options = opts,
                             .base_url = base,
                             .credential = cred,
@@ -976,12 +976,12 @@ static void test_classify(void)
 static void test_registered(void)
 {
     CU_ASSERT_PTR_EQUAL(dp_driver_find("bedrock"), &drv_bedrock);
-    CU_ASSERT(drv_bedrock.caps & DRV_CAP_CHAT);
-    CU_ASSERT(drv_bedrock.caps & DRV_CAP_VISION);
-    CU_ASSERT(drv_bedrock.caps & DRV_CAP_TOOLS);
-    CU_ASSERT(drv_bedrock.caps & DRV_CAP_REASONING);
-    CU_ASSERT_FALSE(drv_bedrock.caps & DRV_CAP_EMBEDDINGS);
-    CU_ASSERT(drv_bedrock.caps & DRV_CAP_JSON_MODE); /* json_schema: outputConfig */
+    CU_ASSERT(drv_bedrock.info->caps & DRV_CAP_CHAT);
+    CU_ASSERT(drv_bedrock.info->caps & DRV_CAP_VISION);
+    CU_ASSERT(drv_bedrock.info->caps & DRV_CAP_TOOLS);
+    CU_ASSERT(drv_bedrock.info->caps & DRV_CAP_REASONING);
+    CU_ASSERT_FALSE(drv_bedrock.info->caps & DRV_CAP_EMBEDDINGS);
+    CU_ASSERT(drv_bedrock.info->caps & DRV_CAP_JSON_MODE); /* json_schema: outputConfig */
 }
 
 static CU_TestInfo tests[] = {

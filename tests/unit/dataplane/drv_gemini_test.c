@@ -748,7 +748,7 @@ static void test_registered(void)
     CU_ASSERT_PTR_EQUAL(dp_driver_find("gemini"), &drv_gemini);
     unsigned want = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS |
                     DRV_CAP_JSON_MODE | DRV_CAP_REASONING;
-    CU_ASSERT_EQUAL(drv_gemini.caps, want);
+    CU_ASSERT_EQUAL(drv_gemini.info->caps, want);
 }
 
 static CU_TestInfo tests[] = {

@@ -586,7 +586,7 @@ static void test_registered(void)
     CU_ASSERT_PTR_EQUAL(dp_driver_find("ollama"), &drv_ollama);
     unsigned want = DRV_CAP_CHAT | DRV_CAP_EMBEDDINGS | DRV_CAP_VISION | DRV_CAP_TOOLS |
                     DRV_CAP_JSON_MODE | DRV_CAP_REASONING;
-    CU_ASSERT_EQUAL(drv_ollama.caps, want);
+    CU_ASSERT_EQUAL(drv_ollama.info->caps, want);
 }
 
 static CU_TestInfo tests[] = {

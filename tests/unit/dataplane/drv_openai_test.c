@@ -216,7 +216,7 @@ static void test_build(void)
     r->max_tokens = 7;
     struct dp_provider p = {.name = "p",
                             .driver = "openai",
-                            .drv = &drv_openai,
+                            .drv = drv_openai.info,
                             .base_url = "http://h/v1",
                             .credential = "k"};
     p.options = json_pack("{s:s}", "max_tokens_field", "max_completion_tokens");
@@ -258,7 +258,7 @@ static void test_build(void)
 static void test_relay_build(void)
 {
     struct dp_provider p = {
-        .name = "p", .driver = "openai", .drv = &drv_openai, .base_url = "http://h/v1"};
+        .name = "p", .driver = "openai", .drv = drv_openai.info, .base_url = "http://h/v1"};
     /* An option naming the cap's field is an operator's text: escaped. */
     p.options = json_pack("{s:s}", "max_tokens_field", "max\"tokens");
     struct drv_target t = {.provider = &p, .model = "gpt-4o", .request_id = "rid"};

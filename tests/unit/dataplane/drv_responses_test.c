@@ -479,7 +479,7 @@ static struct drv_target target(void)
     memset(&prov, 0, sizeof(prov));
     prov.name = "oa";
     prov.driver = "openai-responses";
-    prov.drv = D;
+    prov.drv = D->info;
     prov.options = json_object();
     prov.base_url = "https://api.example.test/v1";
     prov.credential = "sk-secret";

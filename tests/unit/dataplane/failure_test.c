@@ -1,4 +1,4 @@
-/* Tests for the failure taxonomy (dataplane/canon/canon.c) and how upstream
+/* Tests for the failure taxonomy (contract/canon/canon.c) and how upstream
  * errors reach it: the policy table against ARCHITECTURE.md "Failure
  * classes", canon_classify_http status by status and phrase by phrase, and
  * every driver's classify (its hook, or drv_classify_default as the
@@ -202,8 +202,8 @@ static void check_drivers(const struct drv_case *c, size_t n)
         const char *got = canon_failure_name(f);
         CU_ASSERT_STRING_EQUAL(got, c[i].want);
         if (strcmp(got, c[i].want) != 0)
-            fprintf(stderr, "\n%s case %zu (%d): %s, want %s\n", c[i].d->name, i, c[i].status, got,
-                    c[i].want);
+            fprintf(stderr, "\n%s case %zu (%d): %s, want %s\n", c[i].d->info->name, i, c[i].status,
+                    got, c[i].want);
         if (c[i].msg)
             CU_ASSERT_STRING_EQUAL(msg, c[i].msg);
     }

@@ -112,20 +112,20 @@ static struct dp_provider provider_for(const struct dp_driver *d)
 {
     struct dp_provider p = {
         .name = "golden",
-        .driver = d->name,
-        .drv = d,
+        .driver = d->info->name,
+        .drv = d->info,
         .base_url = "http://upstream.test/v1",
         .credential = "test-credential",
         .enabled = 1,
         .first_byte_timeout_ms = 1000,
         .idle_timeout_ms = 1000,
     };
-    if (strcmp(d->name, "anthropic") == 0 || strcmp(d->name, "ollama") == 0 ||
-        strcmp(d->name, "bedrock") == 0)
+    if (strcmp(d->info->name, "anthropic") == 0 || strcmp(d->info->name, "ollama") == 0 ||
+        strcmp(d->info->name, "bedrock") == 0)
         p.base_url = "http://upstream.test";
-    if (strcmp(d->name, "gemini") == 0)
+    if (strcmp(d->info->name, "gemini") == 0)
         p.base_url = "http://upstream.test/v1beta";
-    if (strcmp(d->name, "bedrock") == 0)
+    if (strcmp(d->info->name, "bedrock") == 0)
         p.credential = "AKIDEXAMPLE:wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
     return p;
 }
@@ -150,7 +150,9 @@ static void test_every_facade_builds_the_same_upstream_request(void)
     struct canon_req *reqs[NFACADES];
     for (size_t f = 0; f < NFACADES; f++)
         reqs[f] = parse_fixture(facades[f]);
-    for (const struct dp_driver *const *d = dp_drivers; *d; d++) {
+    for (const struct dp_driver *const *d = dp_drivers; d < dp_drivers + DRV_ID_COUNT; d++) {
+        /* Each driver is its catalog entry's, at its id. */
+        CU_ASSERT_PTR_EQUAL((*d)->info, &dp_driver_catalog[d - dp_drivers]);
         struct dp_provider p = provider_for(*d);
         p.options = json_pack("{s:s}", "region", "us-east-1");
         struct drv_target t = {.provider = &p, .model = "golden-model", .request_id = "req_golden"};
@@ -162,7 +164,7 @@ static void test_every_facade_builds_the_same_upstream_request(void)
                 struct canon_err err = {0};
                 int rc = (*d)->build_chat(&t, reqs[f], &out, &err);
                 if (rc != GW_OK)
-                    fprintf(stderr, "\n  %s <- %s: %s\n", (*d)->name, facades[f]->name,
+                    fprintf(stderr, "\n  %s <- %s: %s\n", (*d)->info->name, facades[f]->name,
                             err.message);
                 CU_ASSERT_EQUAL(rc, GW_OK);
                 json_t *body = out.body ? json_loadb(out.body, out.body_len, 0, NULL) : NULL;
@@ -174,14 +176,14 @@ static void test_every_facade_builds_the_same_upstream_request(void)
                         char *s = json_dumps(body, JSON_INDENT(2) | JSON_SORT_KEYS |
                                                        JSON_REAL_PRECISION(15));
                         char name[128];
-                        snprintf(name, sizeof(name), "request.%s.json", (*d)->name);
+                        snprintf(name, sizeof(name), "request.%s.json", (*d)->info->name);
                         golden(name, s, strlen(s));
                         free(s);
                     } else if (!json_equal(first, body)) {
                         char *a = json_dumps(first, JSON_SORT_KEYS);
                         char *b = json_dumps(body, JSON_SORT_KEYS);
-                        fprintf(stderr, "\n  %s: %s builds\n%s\n  but %s builds\n%s\n", (*d)->name,
-                                facades[0]->name, a, facades[f]->name, b);
+                        fprintf(stderr, "\n  %s: %s builds\n%s\n  but %s builds\n%s\n",
+                                (*d)->info->name, facades[0]->name, a, facades[f]->name, b);
                         free(a);
                         free(b);
                         CU_FAIL("facades disagree on the upstream request");
@@ -255,10 +257,7 @@ static void run_fixture(const char *file)
     char drv[64], scenario[64], kind[16];
     if (sscanf(file, "%63[^.].%63[^.].%15s", drv, scenario, kind) != 3)
         return;
-    const struct dp_driver *d = NULL;
-    for (const struct dp_driver *const *x = dp_drivers; *x; x++)
-        if (strcmp((*x)->name, drv) == 0)
-            d = *x;
+    const struct dp_driver *d = dp_driver_find(drv);
     if (!d) {
         fprintf(stderr, "\n  %s: no driver '%s'\n", file, drv);
         CU_FAIL("fixture for an unknown driver");
@@ -342,10 +341,7 @@ static void test_every_driver_answer_through_every_facade(void)
     }
     free(names);
     /* Every driver has fixtures: streamed and whole, text and tools. */
-    int drivers = 0;
-    for (const struct dp_driver *const *x = dp_drivers; *x; x++)
-        drivers++;
-    CU_ASSERT(ran >= 4 * drivers);
+    CU_ASSERT(ran >= 4 * DRV_ID_COUNT);
 }
 
 static CU_TestInfo tests[] = {

@@ -1,5 +1,5 @@
-/* Tests for the pushed-versus-file credential rule (dataplane/snapshot/dp_snapshot.c)
- * and the snapshot cache (dataplane/snapshot/dp_snapcache.c): a file may not hold an
+/* Tests for the pushed-versus-file credential rule (contract/snapshot/dp_snapshot.c)
+ * and the snapshot cache (dataplane/sync/dp_snapcache.c): a file may not hold an
  * inline credential, a pushed document may; the cache holds credentials
  * sealed under the cache key (bound to the provider's name) or not at all,
  * never in plaintext, and is written atomically with mode 0600. */

@@ -1,4 +1,4 @@
-/* Tests for dataplane/routing/dp_breaker.c: which outcomes count, the two opening
+/* Tests for contract/routing/dp_breaker.c: which outcomes count, the two opening
  * rules, the window sliding, half-open probes and the doubling interval,
  * jitter, the change callback, the table bound, stats, and locking. The
  * clock is driven by hand. The .c is included to check the table's size

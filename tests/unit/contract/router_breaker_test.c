@@ -1,10 +1,6 @@
-/* Tests for dataplane/routing/dp_router.c with real breakers (dataplane/routing/dp_breaker.c):
+/* Tests for contract/routing/dp_router.c with real breakers (contract/routing/dp_breaker.c):
  * an open breaker skips its target, a half-open one stays a candidate, and
- * the price, latency and auto strategies weigh in what the breakers saw.
- *
- * Register after dp_breaker.c is merged:
- *   llmgw_unit_test(dataplane_router_breaker_test dataplane/router_breaker_test.c dp_core)
- * and delete the temporary dp_breaker_* stand-ins in router_test.c. */
+ * the price, latency and auto strategies weigh in what the breakers saw. */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>

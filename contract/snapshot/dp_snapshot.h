@@ -30,19 +30,19 @@
 
 struct dps_item;
 
-struct dp_driver;
+struct dp_driver_info;
 
 struct dp_provider {
     const char *name;
-    const char *driver; /* a name from dp_drivers (dp_driver.h) */
-    const struct dp_driver *drv;
-    json_t *options;            /* driver options object (never NULL; owned by the pool) */
-    unsigned caps;              /* DRV_CAP_* this provider serves: the driver's, narrowed by
-                                   options.capabilities (a text-only model, say) */
-    const char *base_url;       /* no trailing slash */
-    const char *credential_ref; /* may be NULL */
-    const char *credential;     /* resolved, memory only; NULL if none */
-    const char **headers;       /* "Name: value" lines, nheaders of them */
+    const char *driver;               /* a name from the driver catalog (dp_driver_catalog.h) */
+    const struct dp_driver_info *drv; /* its entry (the data plane's driver: dp_driver_of) */
+    json_t *options;                  /* driver options object (never NULL; owned by the pool) */
+    unsigned caps;                    /* DRV_CAP_* this provider serves: the driver's, narrowed by
+                                         options.capabilities (a text-only model, say) */
+    const char *base_url;             /* no trailing slash */
+    const char *credential_ref;       /* may be NULL */
+    const char *credential;           /* resolved, memory only; NULL if none */
+    const char **headers;             /* "Name: value" lines, nheaders of them */
     size_t nheaders;
     int enabled;
     long first_byte_timeout_ms;

@@ -1,5 +1,5 @@
-/* Tests for dataplane/routing/dp_outcomes.c (the summaries' input: shards merged,
- * classes, buckets, breaker changes) and dataplane/routing/dp_fleet.c (the view:
+/* Tests for contract/routing/dp_outcomes.c (the summaries' input: shards merged,
+ * classes, buckets, breaker changes) and contract/routing/dp_fleet.c (the view:
  * skip, the probe slot, expiry), and the router's fleet_down skip. */
 #include <CUnit/CUnit.h>
 #include <pthread.h>

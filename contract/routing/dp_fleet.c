@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_metrics.h"
 #include "dp_outcomes.h"
-#include "dp_snapshot.h"
 #include "gw_error.h"
 #include "gw_log.h"
 #include "gw_target.h"
@@ -43,10 +41,18 @@ struct view {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct view *cur;
-static int live_down;         /* atomic: cur holds a down target */
-static int live_scored;       /* atomic: cur scores a target */
-static int64_t live_until_us; /* atomic: cur's expiry */
-static int gauges_set;        /* the gauges show cur (not reset for staleness) */
+static int live_down;           /* atomic: cur holds a down target */
+static int live_scored;         /* atomic: cur scores a target */
+static int64_t live_until_us;   /* atomic: cur's expiry */
+static int gauges_set;          /* the gauges show cur (not reset for staleness) */
+static dp_fleet_gauge_fn gauge; /* set at start (dp_fleet_set_gauge) */
+
+void dp_fleet_set_gauge(dp_fleet_gauge_fn fn)
+{
+    pthread_mutex_lock(&lock);
+    gauge = fn;
+    pthread_mutex_unlock(&lock);
+}
 
 const char *dp_fleet_state_name(enum dp_fleet_state s)
 {
@@ -175,16 +181,13 @@ static struct view *view_copy(const Llmgw__V1__FleetView *m, int64_t now_us)
 /* The gauges for what the view says; targets that left it read healthy. */
 static void set_gauges(const struct view *old, const struct view *v)
 {
-    struct dp_snapshot *snap = dp_snapshot_acquire();
+    if (!gauge)
+        return;
     for (size_t i = 0; old && i < old->n; i++)
         if (!find((struct view *)v, old->t[i].provider, old->t[i].model))
-            dp_metrics_fleet_state(old->t[i].provider,
-                                   dp_metrics_model(snap, old->t[i].provider, old->t[i].model), 0);
+            gauge(old->t[i].provider, old->t[i].model, DP_FLEET_HEALTHY);
     for (size_t i = 0; v && i < v->n; i++)
-        dp_metrics_fleet_state(v->t[i].provider,
-                               dp_metrics_model(snap, v->t[i].provider, v->t[i].model),
-                               (int)v->t[i].state);
-    dp_snapshot_unref(snap);
+        gauge(v->t[i].provider, v->t[i].model, v->t[i].state);
 }
 
 /* One log line per change of a target's state or probe: from (NULL: not

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_snapshot_int.h"
 
 __attribute__((format(printf, 2, 3))) void dps_fail(struct build *b, const char *fmt, ...)
@@ -126,7 +126,7 @@ const char *dp_snapshot_cap_name(unsigned bit)
 /* An array of capability names (where names it) into DRV_CAP_* bits. With
  * drv, a capability the driver does not declare is refused too. */
 unsigned dps_parse_caps(struct build *b, const json_t *a, const char *where,
-                        const struct dp_driver *drv)
+                        const struct dp_driver_info *drv)
 {
     unsigned caps = 0;
     size_t i;

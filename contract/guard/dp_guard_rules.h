@@ -113,7 +113,7 @@ int dp_guard_rule_id_valid(const char *id);
  * The built-in defaults: common/guard_rules.json, compiled into the binary
  * at build time (its "rules" member), compiled on first use (thread-safe)
  * and never freed. NULL only when the embedded file is broken, which
- * tests/unit/dataplane/guard_rules_test.c rules out.
+ * tests/unit/contract/guard_rules_test.c rules out.
  */
 const struct dp_guard_rules *dp_guard_rules_default(void);
 /* The embedded file itself (NUL-terminated, *len without the NUL): the

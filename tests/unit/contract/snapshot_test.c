@@ -1,4 +1,4 @@
-/* Tests for dataplane/snapshot/dp_snapshot.c: validation names the field, selectors
+/* Tests for contract/snapshot/dp_snapshot.c: validation names the field, selectors
  * resolve by route, alias, role and provider/model, keys match by hash,
  * routes carry their entry flags and a fingerprint, the catalog answers per
  * provider then per model. */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_guard_rules.h"
 #include "dp_snapshot.h"
 #include "dp_snapshot_int.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_guard_rules.h"
 #include "dp_router.h"
 #include "dp_snapshot_int.h"
@@ -54,13 +54,10 @@ static void build_provider(struct build *b, struct dp_provider *p, const json_t 
         dps_fail(b, "%s.name: '%s' may not contain '/' or spaces", where, p->name);
         return;
     }
-    p->drv = dp_driver_find(p->driver);
+    p->drv = dp_driver_info_find(p->driver);
     if (!p->drv) {
-        char names[256] = "";
-        size_t off = 0;
-        for (const struct dp_driver *const *d = dp_drivers; *d; d++)
-            off += (size_t)snprintf(names + off, off < sizeof(names) ? sizeof(names) - off : 0,
-                                    "%s%s", off ? ", " : "", (*d)->name);
+        char names[256];
+        dp_driver_catalog_names(names, sizeof(names));
         dps_fail(b, "%s.driver: unknown driver '%s' (supported: %s)", where, p->driver, names);
         return;
     }

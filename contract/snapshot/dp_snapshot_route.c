@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_guard_rules.h"
 #include "dp_router.h"
 #include "dp_snapshot.h"

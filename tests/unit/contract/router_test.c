@@ -1,4 +1,4 @@
-/* Tests for dataplane/routing/dp_router.c: selectors of every kind, every skip
+/* Tests for contract/routing/dp_router.c: selectors of every kind, every skip
  * reason and no-route cause with a message naming each skipped target,
  * each strategy's order, affinity, stickiness, high-cost entries,
  * embeddings, allowlists. Breaker-dependent paths are in
@@ -10,7 +10,7 @@
 
 #include "canon.h"
 #include "dp_breaker.h"
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_fleet.h"
 #include "dp_router.h"
 #include "dp_tokens.h"

@@ -21,7 +21,7 @@
 
 #include "canon.h"
 #include "dp_breaker.h"
-#include "dp_driver.h"
+#include "dp_driver_catalog.h"
 #include "dp_fleet.h"
 #include "dp_router_int.h"
 #include "dp_tokens.h"

@@ -33,9 +33,17 @@ enum dp_fleet_state {
 const char *dp_fleet_state_name(enum dp_fleet_state s); /* "healthy", "degraded", "down" */
 
 /* Replaces the view (copied) as received at now_us (gw_now_us); NULL
- * forgets it. Sets the fleet gauges. Any thread. GW_OK or GW_ENOMEM (the
- * previous view stays). */
+ * forgets it. Tells the gauge (below) each target's state. Any thread.
+ * GW_OK or GW_ENOMEM (the previous view stays). */
 int dp_fleet_apply(const Llmgw__V1__FleetView *v, int64_t now_us);
+
+/* Who is told each target's state as views come, go and expire (a target
+ * that left the view, or a view that expired, reads healthy): the data
+ * plane's gauges (dp_metrics_fleet_gauge). NULL, as at start: no one. Set
+ * before the first view is applied. */
+typedef void (*dp_fleet_gauge_fn)(const char *provider, const char *model,
+                                  enum dp_fleet_state state);
+void dp_fleet_set_gauge(dp_fleet_gauge_fn fn);
 
 /* For the router: 1 when the target is to be skipped now (the live view
  * says down and this replica may not probe it: not the holder, or its

@@ -1,4 +1,4 @@
-/* Tests for dataplane/guard/dp_guard_rules.c: the default rules (each example
+/* Tests for contract/guard/dp_guard_rules.c: the default rules (each example
  * matches, each near miss matches nothing), the normalizer and the
  * disguises it sees through, base64 blobs, compile errors that name the
  * field, and the bounds on what a scan reads. */

@@ -128,7 +128,7 @@ long long dps_opt_int(struct build *b, const json_t *o, const char *key, const c
 const char *dps_opt_enum(struct build *b, const json_t *o, const char *key, const char *where,
                          const char *const *names, const char *def);
 unsigned dps_parse_caps(struct build *b, const json_t *a, const char *where,
-                        const struct dp_driver *drv);
+                        const struct dp_driver_info *drv);
 void dps_opt_str_list(struct build *b, const json_t *o, const char *key, const char *where,
                       const char ***out, size_t *n);
 /* A route's and a key's or team's guard_policy words, in enum order. */
