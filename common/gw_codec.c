@@ -132,3 +132,55 @@ int gw_key32_parse(const char *text, unsigned char out[GW_KEY32_LEN])
         OPENSSL_cleanse(out, GW_KEY32_LEN);
     return rc;
 }
+
+static int unreserved(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
+}
+
+int gw_pct_encode(struct gw_buf *out, const void *s, size_t n, int keep_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *p = s;
+    size_t start = out->len, i = 0;
+    int rc = GW_OK;
+    while (i < n && rc == GW_OK) {
+        size_t j = i;
+        while (j < n && (unreserved(p[j]) || (keep_slash && p[j] == '/')))
+            j++;
+        if (j > i)
+            rc = gw_buf_append(out, p + i, j - i);
+        if (j == n || rc != GW_OK)
+            break;
+        char e[3] = {'%', hex[p[j] >> 4], hex[p[j] & 15]};
+        rc = gw_buf_append(out, e, 3);
+        i = j + 1;
+    }
+    if (rc != GW_OK) {
+        out->len = start;
+        if (out->data)
+            out->data[start] = '\0';
+    }
+    return rc;
+}
+
+long gw_pct_decode(const char *s, size_t n, char *out, int strict)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int hi = s[i] == '%' && n - i >= 3 ? gw_hex_digit((unsigned char)s[i + 1]) : -1;
+        int lo = hi >= 0 ? gw_hex_digit((unsigned char)s[i + 2]) : -1;
+        if (lo < 0) {
+            if (strict && s[i] == '%')
+                return -1;
+            out[o++] = s[i];
+            continue;
+        }
+        if (strict && hi == 0 && lo == 0)
+            return -1;
+        out[o++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    return (long)o;
+}

@@ -14,10 +14,13 @@
  *   would accept surrounding whitespace and count padding as bytes, which
  *   gw_b64_decode checks and corrects.
  * - a 32-byte key (gw_key32_parse): see there.
+ * - percent-encoding (RFC 3986): every byte but the unreserved
+ *   (A-Z a-z 0-9 - . _ ~), and '/' when asked, as "%XX" in uppercase hex.
+ *   Decoding is strict or lenient, as the caller says (gw_pct_decode).
  *
  * The scanners that are not decoders keep their own rules: the guard's
- * blob finder (either alphabet, wrapped lines) and percent-decoding use
- * only the digit readers below.
+ * blob finder (either alphabet, wrapped lines) uses only the digit readers
+ * below.
  */
 #ifndef GW_CODEC_H
 #define GW_CODEC_H
@@ -69,6 +72,16 @@ static inline int gw_hex_value(const char *s, size_t n, uint64_t *out)
     *out = v;
     return 0;
 }
+
+/* s[0..n) appended to out percent-encoded (RFC 3986 unreserved bytes as
+ * they are, '/' too with keep_slash). GW_OK, or GW_ENOMEM / GW_ELIMIT with
+ * out as it was. */
+int gw_pct_encode(struct gw_buf *out, const void *s, size_t n, int keep_slash)
+    __attribute__((warn_unused_result));
+/* s[0..n) percent-decoded into out (room for n bytes: never longer); its
+ * length. Lenient (strict 0): a '%' not followed by two hex digits stays as
+ * it is. Strict: such a '%', or "%00", fails: -1. */
+long gw_pct_decode(const char *s, size_t n, char *out, int strict);
 
 /* n bytes as 2 n lowercase hex digits and a NUL into out (2 n + 1 bytes). */
 void gw_hex_encode(const void *in, size_t n, char *out);

@@ -9,22 +9,9 @@
 char *gw_unescape(struct gw_pool *pool, const char *s, size_t n)
 {
     char *out = gw_pool_alloc(pool, n + 1);
-    size_t o = 0;
-    if (!out)
+    long o = out ? gw_pct_decode(s, n, out, 1) : -1;
+    if (o < 0)
         return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] != '%') {
-            out[o++] = s[i];
-            continue;
-        }
-        if (i + 2 >= n)
-            return NULL;
-        int hi = gw_hex_digit((unsigned char)s[i + 1]), lo = gw_hex_digit((unsigned char)s[i + 2]);
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-            return NULL;
-        out[o++] = (char)(hi << 4 | lo);
-        i += 2;
-    }
     out[o] = '\0';
     return out;
 }

@@ -11,66 +11,11 @@
 #include "gw_crypto.h"
 #include "gw_error.h"
 
-static const char HEX_UPPER[] = "0123456789ABCDEF";
-
-static int unreserved(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_' || c == '~';
-}
-
 /* RFC 9110 tchar: the bytes a header name may hold. */
 static int tchar(unsigned char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
            (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static void truncate_to(struct gw_buf *b, size_t len)
-{
-    b->len = len;
-    if (b->data)
-        b->data[len] = '\0';
-}
-
-int gw_sigv4_uri_encode(struct gw_buf *out, const void *s, size_t n, int keep_slash)
-{
-    const unsigned char *p = s;
-    size_t start = out->len, i = 0;
-    int rc = GW_OK;
-    while (i < n && !rc) {
-        size_t j = i;
-        while (j < n && (unreserved(p[j]) || (keep_slash && p[j] == '/')))
-            j++;
-        if (j > i)
-            rc = gw_buf_append(out, p + i, j - i);
-        if (j == n || rc)
-            break;
-        char e[3] = {'%', HEX_UPPER[p[j] >> 4], HEX_UPPER[p[j] & 15]};
-        rc = gw_buf_append(out, e, 3);
-        i = j + 1;
-    }
-    if (rc)
-        truncate_to(out, start);
-    return rc;
-}
-
-/* Appends s[0..n) with "%XX" sequences decoded; a '%' not followed by two
- * hex digits stays as it is. */
-static int percent_decode(struct gw_buf *out, const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = p[i];
-        if (c == '%' && n - i >= 3 && gw_hex_digit(p[i + 1]) >= 0 && gw_hex_digit(p[i + 2]) >= 0) {
-            c = (unsigned char)(gw_hex_digit(p[i + 1]) << 4 | gw_hex_digit(p[i + 2]));
-            i += 2;
-        }
-        int rc = gw_buf_append(out, &c, 1);
-        if (rc)
-            return rc;
-    }
-    return GW_OK;
 }
 
 /* Credentials, region and service: visible ASCII, no '/' in the scope parts. */
@@ -124,10 +69,12 @@ static int requery(struct gw_buf *enc, struct gw_buf *tmp, const char *s, size_t
                    struct span *out)
 {
     gw_buf_reset(tmp);
-    int rc = percent_decode(tmp, s, n);
+    int rc = gw_buf_append(tmp, s, n); /* room for the decoded form */
+    if (!rc)
+        tmp->len = (size_t)gw_pct_decode(s, n, tmp->data, 0);
     size_t start = enc->len;
     if (!rc)
-        rc = gw_sigv4_uri_encode(enc, tmp->data, tmp->len, 0);
+        rc = gw_pct_encode(enc, tmp->data, tmp->len, 0);
     out->off = start;
     out->n = enc->len - start;
     return rc;
@@ -427,7 +374,7 @@ int gw_sigv4_sign(const struct gw_sigv4_params *p, const char *method, const cha
         else if (p->flags & GW_SIGV4_S3)
             rc = gw_buf_appends(cr, path);
         else
-            rc = gw_sigv4_uri_encode(cr, path, strlen(path), 1);
+            rc = gw_pct_encode(cr, path, strlen(path), 1);
     }
     if (!rc)
         rc = gw_buf_append(cr, "\n", 1);

@@ -10,8 +10,8 @@
  *   method   as sent, uppercase: "POST".
  *   path     the request-target path as it goes on the wire, already
  *            percent-encoded, without the query. Build it with
- *            gw_sigv4_uri_encode, one segment at a time: the Bedrock model id
- *            "anthropic.claude-3-haiku-20240307-v1:0" goes out as
+ *            gw_pct_encode (gw_codec.h: the encoding AWS wants), one segment at a time: the Bedrock
+ * model id "anthropic.claude-3-haiku-20240307-v1:0" goes out as
  *            "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream".
  *            The signer does not normalise it ("." and ".." segments and
  *            repeated slashes are signed as they are): pass a clean path.
@@ -90,14 +90,6 @@ void gw_sigv4_result_free(struct gw_sigv4_result *r);
 int gw_sigv4_sign(const struct gw_sigv4_params *p, const char *method, const char *path,
                   const char *query, const struct gw_sigv4_header *headers, size_t nheaders,
                   const void *payload, size_t payload_len, struct gw_sigv4_result *out)
-    __attribute__((warn_unused_result));
-
-/* Appends s[0..n) to out percent-encoded as AWS wants it: RFC 3986
- * unreserved characters (A-Z a-z 0-9 - . _ ~) kept, every other byte as
- * %XX in uppercase hex; '/' kept too when keep_slash. Use it with
- * keep_slash 0 for one path segment (a model id) or a query name or value.
- * On error out is left as it was. */
-int gw_sigv4_uri_encode(struct gw_buf *out, const void *s, size_t n, int keep_slash)
     __attribute__((warn_unused_result));
 
 #endif

@@ -209,17 +209,7 @@ static char *proxy_basic(const char *url)
     unsigned char *plain = malloc(ul + 1);
     if (!plain)
         return NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < ul; i++) {
-        int hi = p[i] == '%' && i + 2 < ul ? gw_hex_digit((unsigned char)p[i + 1]) : -1;
-        int lo = hi >= 0 ? gw_hex_digit((unsigned char)p[i + 2]) : -1;
-        if (lo >= 0) {
-            plain[n++] = (unsigned char)(hi << 4 | lo);
-            i += 2;
-        } else {
-            plain[n++] = (unsigned char)p[i];
-        }
-    }
+    size_t n = (size_t)gw_pct_decode(p, ul, (char *)plain, 0);
     size_t cap = 6 + 4 * ((n + 2) / 3) + 1;
     char *out = malloc(cap);
     if (out) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cp_secret_backend.h"
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_json.h"
 #include "gw_sigv4.h"
@@ -21,7 +22,7 @@ static int append_path(struct gw_buf *url, const char *p)
     for (;;) {
         const char *e = strchr(p, '/');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        int rc = gw_sigv4_uri_encode(url, p, n, 0);
+        int rc = gw_pct_encode(url, p, n, 0);
         if (rc != GW_OK || !e)
             return rc;
         if ((rc = gw_buf_append(url, "/", 1)) != GW_OK)

@@ -99,6 +99,7 @@
 #include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_json.h"
 #include "gw_sigv4.h"
@@ -601,7 +602,7 @@ static int build_chat(const struct drv_target *t, const struct canon_req *r,
     gw_buf_init(&path, 0);
     rc = gw_buf_printf(&path, "%s/model/", prefix);
     if (rc == GW_OK)
-        rc = gw_sigv4_uri_encode(&path, t->model, strlen(t->model), 0);
+        rc = gw_pct_encode(&path, t->model, strlen(t->model), 0);
     if (rc == GW_OK)
         rc = gw_buf_appends(&path, r->stream ? "/converse-stream" : "/converse");
     char *hostz = rc == GW_OK ? strndup(host, hostlen) : NULL;

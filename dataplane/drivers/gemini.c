@@ -110,6 +110,7 @@
 #include "drv_tier.h"
 #include "drv_util.h"
 #include "gw_buf.h"
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_json.h"
 
@@ -411,26 +412,16 @@ static int wants_sentinel(const struct drv_target *t)
  * but RFC 3986 unreserved characters) since it is a path segment. */
 static char *model_url(const struct drv_target *t, const char *method)
 {
-    static const char hex[] = "0123456789ABCDEF";
     const char *m = bare_model(t->model);
-    size_t n = 3 * strlen(m) + strlen(method) + 16;
-    char *path = malloc(n);
-    if (!path)
-        return NULL;
-    size_t k = (size_t)snprintf(path, n, "/models/");
-    for (const unsigned char *c = (const unsigned char *)m; *c; c++) {
-        if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
-            path[k++] = (char)*c;
-        } else {
-            path[k++] = '%';
-            path[k++] = hex[*c >> 4];
-            path[k++] = hex[*c & 15];
-        }
-    }
-    snprintf(path + k, n - k, ":%s", method);
-    char *u = drv_url(t, path);
-    free(path);
+    struct gw_buf path;
+    gw_buf_init(&path, 0);
+    int rc = gw_buf_appends(&path, "/models/");
+    if (rc == GW_OK)
+        rc = gw_pct_encode(&path, m, strlen(m), 0);
+    if (rc == GW_OK)
+        rc = gw_buf_printf(&path, ":%s", method);
+    char *u = rc == GW_OK ? drv_url(t, path.data) : NULL;
+    gw_buf_free(&path);
     return u;
 }
 

@@ -48,7 +48,7 @@ declare -A sources=(
   [fuzz_money]="common/gw_money.c"
   [fuzz_multipart]="common/gw_multipart.c common/gw_audio.c common/gw_buf.c common/gw_crypto.c
     common/gw_codec.c"
-  [fuzz_query]="common/gw_query.c common/gw_pool.c common/gw_json.c common/gw_buf.c"
+  [fuzz_query]="common/gw_query.c common/gw_pool.c common/gw_json.c common/gw_buf.c common/gw_codec.c"
   [fuzz_snapshot]="$(cd "$root" && echo contract/snapshot/dp_snapshot*.c) common/gw_pmap.c
     contract/guard/dp_guard_rules.c contract/guard/dp_guard_fold.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
@@ -64,6 +64,7 @@ declare -A packages=(
   [fuzz_facades]="openssl"
   [fuzz_http_head]="libevent libevent_openssl openssl"
   [fuzz_multipart]="openssl"
+  [fuzz_query]="openssl"
   [fuzz_snapshot]="libcurl openssl libevent"
 )
 

@@ -179,12 +179,55 @@ static void test_key32(void)
     }
 }
 
+/* Percent-encoding: unreserved bytes kept ('/' when asked), every other
+ * byte as %XX uppercase; decoding strict (a stray '%' or %00 fails) or
+ * lenient (a stray '%' stays), and every byte round-trips. */
+static void test_pct(void)
+{
+    struct gw_buf b;
+    gw_buf_init(&b, 0);
+    CU_ASSERT_EQUAL(gw_pct_encode(&b, "a-Z_0.~/ b:\xc3\xa9", 13, 0), GW_OK);
+    CU_ASSERT_STRING_EQUAL(b.data, "a-Z_0.~%2F%20b%3A%C3%A9");
+    gw_buf_reset(&b);
+    CU_ASSERT_EQUAL(gw_pct_encode(&b, "/m/x y", 6, 1), GW_OK);
+    CU_ASSERT_STRING_EQUAL(b.data, "/m/x%20y");
+    static const struct {
+        const char *in;
+        long strict, lenient; /* lengths; -1: refused */
+        const char *out;      /* the lenient decoding */
+    } c[] = {
+        {"a%20b", 3, 3, "a b"},         {"%2f%2F", 2, 2, "//"},
+        {"100%", -1, 4, "100%"},        {"%4", -1, 2, "%4"},
+        {"%zz", -1, 3, "%zz"},          {"%00", -1, 1, ""},
+        {"x%C3%A9", 3, 3, "x\xc3\xa9"}, {"", 0, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        char out[16];
+        size_t n = strlen(c[i].in);
+        CU_ASSERT_EQUAL(gw_pct_decode(c[i].in, n, out, 1), c[i].strict);
+        long l = gw_pct_decode(c[i].in, n, out, 0);
+        CU_ASSERT_EQUAL(l, c[i].lenient);
+        CU_ASSERT(l >= 0 && memcmp(out, c[i].out, (size_t)l) == 0);
+    }
+    /* Every byte but NUL round-trips strictly. */
+    unsigned char all[255];
+    for (int i = 0; i < 255; i++)
+        all[i] = (unsigned char)(i + 1);
+    gw_buf_reset(&b);
+    CU_ASSERT_EQUAL(gw_pct_encode(&b, all, sizeof(all), 0), GW_OK);
+    char back[255];
+    CU_ASSERT_EQUAL(gw_pct_decode(b.data, b.len, back, 1), 255);
+    CU_ASSERT_EQUAL(memcmp(back, all, 255), 0);
+    gw_buf_free(&b);
+}
+
 static CU_TestInfo tests[] = {
     {"hex: lowercase out, either case in, odd or foreign digits refused", test_hex},
     {"base64: RFC 4648 vectors, exact room", test_b64_vectors},
     {"base64: every length round-trips, appended or not", test_b64_binary_roundtrip},
     {"base64: unpadded, misplaced padding, other alphabets, whitespace refused", test_b64_refusals},
     {"a 32-byte key: 64 hex digits or 44 of canonical base64, nothing else", test_key32},
+    {"percent-encoding: RFC 3986 out, strict or lenient in", test_pct},
     CU_TEST_INFO_NULL,
 };
 

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "gw_buf.h"
+#include "gw_codec.h"
 #include "gw_error.h"
 #include "gw_sigv4.h"
 
@@ -348,7 +349,7 @@ static void test_bedrock_double_encoding(void)
     gw_buf_init(&path, 0);
     const char *model = "anthropic.claude-3-haiku-20240307-v1:0";
     CU_ASSERT_EQUAL(gw_buf_appends(&path, "/model/"), GW_OK);
-    CU_ASSERT_EQUAL(gw_sigv4_uri_encode(&path, model, strlen(model), 0), GW_OK);
+    CU_ASSERT_EQUAL(gw_pct_encode(&path, model, strlen(model), 0), GW_OK);
     CU_ASSERT_EQUAL(gw_buf_appends(&path, "/converse-stream"), GW_OK);
     CU_ASSERT_STRING_EQUAL(path.data,
                            "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream");
@@ -424,8 +425,8 @@ static void test_uri_encode(void)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct gw_buf b;
         gw_buf_init(&b, 0);
-        CU_ASSERT_EQUAL(
-            gw_sigv4_uri_encode(&b, cases[i].in, strlen(cases[i].in), cases[i].keep_slash), GW_OK);
+        CU_ASSERT_EQUAL(gw_pct_encode(&b, cases[i].in, strlen(cases[i].in), cases[i].keep_slash),
+                        GW_OK);
         CU_ASSERT_STRING_EQUAL(b.data ? b.data : "", cases[i].out);
         gw_buf_free(&b);
     }
@@ -433,7 +434,7 @@ static void test_uri_encode(void)
     struct gw_buf b;
     gw_buf_init(&b, 8);
     CU_ASSERT_EQUAL(gw_buf_appends(&b, "ab"), GW_OK);
-    CU_ASSERT_EQUAL(gw_sigv4_uri_encode(&b, "c d e", 5, 0), GW_ELIMIT);
+    CU_ASSERT_EQUAL(gw_pct_encode(&b, "c d e", 5, 0), GW_ELIMIT);
     CU_ASSERT_STRING_EQUAL(b.data, "ab");
     gw_buf_free(&b);
 }
