@@ -13,7 +13,7 @@ build_only=0
 
 pkgs=(
   build-essential cmake pkg-config
-  libevent-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcunit1-dev
+  libevent-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcunit1-dev zlib1g-dev
   libgrpc-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler libpq-dev
 )
 if [ $build_only = 0 ]; then

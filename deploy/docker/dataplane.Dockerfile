@@ -20,7 +20,7 @@ RUN cmake -S /src -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGW_SANITIZE=O
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      ca-certificates libcurl4 libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libgrpc29 \
+      ca-certificates libcurl4 zlib1g libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libgrpc29 \
       libjansson4 libprotobuf-c1 libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 llmgw \
