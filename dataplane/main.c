@@ -39,6 +39,7 @@
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
+#include "gw_otel.h"
 #include "gw_tls.h"
 
 struct main_ctx {
@@ -117,6 +118,14 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 static int check_config(const struct dp_config *c)
 {
     long long version = 0;
+    char oerr[512];
+    struct gw_otel *otel;
+    if (gw_otel_from_env("llmgw-dataplane", NULL, &otel, oerr, sizeof(oerr)) != GW_OK) {
+        fprintf(stderr, "llmgw-dataplane: %s\n", oerr);
+        return 2;
+    }
+    int traces = otel != NULL;
+    gw_otel_free(otel);
     if (c->snapshot_path) {
         char err[512];
         struct dp_snapshot *s = dp_snapshot_load(c->snapshot_path, err, sizeof(err));
@@ -145,6 +154,8 @@ static int check_config(const struct dp_config *c)
         json_object_set_new(o, "fleet_token", json_boolean(c->fleet_token != NULL));
     if (o)
         json_object_set_new(o, "tls", json_boolean(c->tls_cert != NULL));
+    if (o)
+        json_object_set_new(o, "traces", json_boolean(traces));
     if (!o)
         return 1;
     gw_log_line_fd(1, o);
@@ -226,6 +237,13 @@ int main(int argc, char **argv)
         return 1;
     }
     char err[512];
+    /* Traces (OTEL_*): a variable set wrong stops the start. */
+    if (gw_otel_from_env("llmgw-dataplane", m.cfg.replica_id[0] ? m.cfg.replica_id : NULL,
+                         &m.cfg.otel, err, sizeof(err)) != GW_OK) {
+        fprintf(stderr, "llmgw-dataplane: %s\n", err);
+        return 2;
+    }
+    dp_metrics_otel(m.cfg.otel);
     long long version = 0;
     const char *source = "none";
     struct dp_cpclient *cp = NULL;
@@ -368,6 +386,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < m.nworkers; i++)
         dp_worker_destroy(&m.workers[i]);
     free(m.workers);
+    gw_otel_free(m.cfg.otel); /* what the workers handed over is exported first */
     dp_breakers_free(breakers);
     dp_metrics_set_cache(NULL);
     dp_cache_free(cache);

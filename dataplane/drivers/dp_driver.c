@@ -64,6 +64,10 @@ int drv_common_headers_as(struct drv_request *r, const struct drv_target *t,
     int rc = drv_header(r, "Content-Type: %s", content_type);
     if (rc == GW_OK && t->request_id)
         rc = drv_header(r, "x-request-id: %s", t->request_id);
+    if (rc == GW_OK && t->traceparent)
+        rc = drv_header(r, "traceparent: %s", t->traceparent);
+    if (rc == GW_OK && t->tracestate)
+        rc = drv_header(r, "tracestate: %s", t->tracestate);
     for (size_t i = 0; rc == GW_OK && i < t->provider->nheaders; i++)
         rc = drv_header(r, "%s", t->provider->headers[i]);
     return rc;

@@ -35,6 +35,9 @@ struct drv_target {
     const struct dp_provider *provider;
     const char *model;
     const char *request_id; /* sent upstream as x-request-id */
+    /* The attempt's W3C trace context (traceparent, and the caller's
+     * tracestate), sent upstream when set. */
+    const char *traceparent, *tracestate;
     /* The pass-through only: the client's own anthropic-beta header (the
      * betas its request's fields need), or NULL. */
     const char *client_beta;

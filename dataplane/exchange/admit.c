@@ -64,6 +64,8 @@ void x_set_phase(struct dp_exchange *x, enum xphase p)
                 phase_names[p]);
         assert(!"exchange phase transition");
     }
+    if (x->tr.sampled)
+        x_trace_phase(x, p);
     x->phase = p;
 }
 
@@ -77,6 +79,7 @@ int x_in_flight(const struct dp_exchange *x)
 void x_free(struct dp_exchange *x)
 {
     x_set_phase(x, XP_DONE);
+    x_trace_request(x);
     /* A classifier still asked is given up; a judge's sample goes. */
     x_guard_free(x);
     x_judge_free(x);
@@ -359,6 +362,7 @@ static struct dp_exchange *exchange_new(struct dp_xloop *l, struct gw_http_req *
         x_free(x);
         return NULL;
     }
+    x_trace_start(x);
     return x;
 }
 

@@ -502,7 +502,11 @@ static int build(struct dp_exchange *x, struct canon_err *err)
     /* The attempt's id goes upstream as its x-request-id: the provider's
      * own log then names the ledger row. */
     x_name_attempt(x);
-    struct drv_target dt = {.provider = x->prov, .model = x->model, .request_id = x->attempt_id};
+    struct drv_target dt = {.provider = x->prov,
+                            .model = x->model,
+                            .request_id = x->attempt_id,
+                            .traceparent = x_trace_attempt_begin(x),
+                            .tracestate = x_trace_tracestate(x)};
     const struct dp_driver *d = dp_driver_of(x->prov);
     if (x->kind == KIND_EMBED) {
         x->ereq.model = x->model;

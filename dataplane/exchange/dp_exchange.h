@@ -39,6 +39,7 @@ struct event_base;
 struct gw_upc;
 struct dp_cache;
 struct gw_log_batch;
+struct gw_otel_batch;
 struct dp_breakers;
 struct dp_snapshot;
 struct dp_key;
@@ -62,6 +63,7 @@ struct dp_xloop {
     long retry_base_ms;            /* the backoff's first step */
     uint64_t rng;                  /* gw_rand state (request ids, jitter, draws): this loop only */
     struct gw_log_batch *access;   /* the loop's access lines; NULL: each written at once */
+    struct gw_otel_batch *otel;    /* the loop's trace spans; NULL: tracing is off */
     struct dp_exchange *exchanges; /* in flight, for drain and shutdown */
 };
 

@@ -22,6 +22,7 @@
 #include "dp_facade.h"
 #include "dp_router.h"
 #include "gw_buf.h"
+#include "gw_trace.h"
 #include "gw_upc.h"
 
 /* The failover budget: the whole pre-content phase, every attempt and
@@ -101,6 +102,24 @@ struct xfail {
     char fail_msg[384];        /* the current attempt's failure */
     char last_msg[384];        /* the last failed attempt's message */
     char last_retry_after[32]; /* and its Retry-After */
+};
+
+/* The request's place in its trace (trace.c): all zero when tracing is
+ * off; on, the ids are drawn (and the caller's traceparent read) at the
+ * start, and spans are written only when sampled. */
+struct xtrace {
+    uint8_t on, sampled, has_parent;
+    uint8_t trace_id[16];
+    uint8_t span_id[8];    /* the request's span */
+    uint8_t parent_id[8];  /* the caller's span (has_parent) */
+    uint8_t phase_id[8];   /* the current phase's span */
+    uint8_t attempt_id[8]; /* the current attempt's span */
+    char traceparent[56];  /* the current attempt's, sent upstream */
+    int64_t wall_off_ns;   /* wall-clock ns = monotonic us * 1000 + this */
+    int64_t phase_from;    /* the current phase's start (monotonic us) */
+    int64_t last_end;      /* the last attempt span's end */
+    long long max_tokens;  /* the client's, kept for the attempts' spans (-1: none) */
+    char tracestate[GW_TRACESTATE_MAX + 1]; /* the caller's, when valid; else "" */
 };
 
 struct dp_exchange {
@@ -222,6 +241,8 @@ struct dp_exchange {
     int internal;         /* the gateway's own call (subcall.c): neither applies */
     struct xguard *guard; /* while the classifier is asked, else NULL */
     struct xjudge *judge; /* sampled for the judge, else NULL */
+
+    struct xtrace tr; /* trace.c */
 };
 
 /* admit.c: the lifetime */
@@ -260,7 +281,8 @@ struct xsub_call {
     const char *system;
     const char *user;
     long max_tokens;
-    long timeout_ms; /* the whole call's budget */
+    long timeout_ms;         /* the whole call's budget */
+    const char *traceparent; /* the span it is made for (its trace's child), or NULL */
 };
 struct xsub_result {
     int ok;          /* content holds the answer's text */
@@ -351,6 +373,19 @@ void x_answer_whole(struct dp_exchange *x, const char *body, size_t len);
 int x_flush_out(struct dp_exchange *x);
 void x_finish_stream(struct dp_exchange *x, int rc);
 const struct dp_facade *x_facade(const struct dp_exchange *x);
+
+/* trace.c (docs/observability.md, "Traces") */
+void x_trace_start(struct dp_exchange *x); /* at the start: the caller's context, the ids */
+void x_trace_phase(struct dp_exchange *x, enum xphase to); /* x_set_phase, when sampled */
+/* The traceparent of the current phase's span (a call the gateway makes
+ * for it: the guard's classifier) into out: 1, or 0 when tracing is off. */
+int x_trace_phase_parent(const struct dp_exchange *x, char out[GW_TRACEPARENT_LEN + 1]);
+/* A new attempt's span id; its traceparent for the upstream request (held
+ * by x), or NULL when tracing is off. */
+const char *x_trace_attempt_begin(struct dp_exchange *x);
+const char *x_trace_tracestate(const struct dp_exchange *x); /* the caller's, or NULL */
+void x_trace_attempt(struct dp_exchange *x, const char *failure_class, int64_t end);
+void x_trace_request(struct dp_exchange *x); /* at the end */
 
 /* record.c */
 struct xfail *x_fails(struct dp_exchange *x); /* NULL: out of memory */

@@ -430,7 +430,9 @@ void x_guard(struct dp_exchange *x)
     ok = ok && gw_buf_appends(&text, "\nTEXT>>>") == GW_OK;
     char id[sizeof(x->request_id) + 8];
     snprintf(id, sizeof(id), "%.150s.guard", x->request_id);
+    char tp[GW_TRACEPARENT_LEN + 1];
     struct xsub_call c = {.route = g.classifier,
+                          .traceparent = x_trace_phase_parent(x, tp) ? tp : NULL,
                           .request_id = id,
                           .purpose = "guard",
                           .system = CLASSIFIER_SYSTEM,

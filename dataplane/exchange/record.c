@@ -559,6 +559,7 @@ void x_record_attempt(struct dp_exchange *x, int64_t end)
     log_attempt(x, &a);
     charge_and_ledger(x, &a);
     dp_metrics_attempt(&a.mt, a.verdict, a.failure_class, &x->usage);
+    x_trace_attempt(x, a.failure_class, end);
 }
 
 /* A cached answer's record: no breaker, fleet or attempt metrics (no

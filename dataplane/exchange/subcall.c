@@ -113,6 +113,8 @@ struct xsub *x_sub_start(struct dp_xloop *l, struct dp_snapshot *snap, const str
                              c->purpose,
                              "x-llmgw-fallback-timeout-ms",
                              budget,
+                             c->traceparent ? "traceparent" : NULL,
+                             c->traceparent,
                              NULL};
     if (s && text)
         s->req = gw_http_local_new(l->base, "POST", "/v1/chat/completions", headers, text,

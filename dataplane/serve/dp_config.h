@@ -7,6 +7,7 @@
 #include "dp_snapcache.h"
 
 struct gw_tls;
+struct gw_otel;
 
 struct dp_config {
     const char *snapshot_path;      /* file mode */
@@ -18,6 +19,7 @@ struct dp_config {
     const char *fleet_token;        /* LLMGW_FLEET_TOKEN (environment only): sent on every call */
     const char *tls_cert, *tls_key; /* TLS on the listener (PEM); NULL: plaintext */
     struct gw_tls *tls;             /* built from them by main (reloaded on SIGHUP) */
+    struct gw_otel *otel;           /* the trace exporter (OTEL_*, main), or NULL: off */
     char replica_id[128];           /* how the control plane names this replica */
     unsigned char cache_key[DP_CACHE_KEY_LEN]; /* LLMGW_CACHE_KEY */
     int has_cache_key;

@@ -13,6 +13,7 @@
 #include "gw_error.h"
 #include "gw_log.h"
 #include "gw_metrics.h"
+#include "gw_otel.h"
 #include "gw_time.h"
 
 /* Bucket bounds. The GenAI ones are the OpenTelemetry semantic
@@ -61,8 +62,7 @@ static const char *or_empty(const char *s)
     return s ? s : "";
 }
 
-/* The OpenTelemetry gen_ai.provider.name of a driver family. */
-static const char *genai_provider(const char *driver)
+const char *dp_metrics_genai_provider(const char *driver)
 {
     if (!driver)
         return "";
@@ -115,6 +115,12 @@ static void collect(struct gw_metrics *reg, void *arg)
         gw_metric_inc(m->ledger_dropped, NULL, ls.dropped_rows - m->ledger_dropped_seen);
         m->ledger_dropped_seen = ls.dropped_rows;
     }
+}
+
+void dp_metrics_otel(struct gw_otel *o)
+{
+    if (M)
+        gw_otel_metrics(M->reg, o);
 }
 
 int dp_metrics_init(void)
@@ -355,12 +361,12 @@ void dp_metrics_attempt(const struct dp_metrics_target *t, const char *outcome,
                             types[i]};
         gw_metric_inc(M->tokens, tv, (uint64_t)n[i]);
     }
-    const char *in[] = {or_empty(t->operation), genai_provider(t->driver), or_empty(t->model),
-                        "input"};
+    const char *in[] = {or_empty(t->operation), dp_metrics_genai_provider(t->driver),
+                        or_empty(t->model), "input"};
     gw_metric_observe(M->token_usage, in, (double)canon_usage_prompt(u));
     if (strcmp(or_empty(t->operation), "embeddings") != 0) {
-        const char *out[] = {or_empty(t->operation), genai_provider(t->driver), or_empty(t->model),
-                             "output"};
+        const char *out[] = {or_empty(t->operation), dp_metrics_genai_provider(t->driver),
+                             or_empty(t->model), "output"};
         gw_metric_observe(M->token_usage, out, (double)u->output);
     }
 }
@@ -518,7 +524,7 @@ void dp_metrics_request(const struct dp_metrics_target *t, const struct dp_metri
         gw_metric_observe(M->overhead, rv, r->overhead_s);
     if (!t->provider)
         return; /* no target: no GenAI operation happened */
-    const char *gp = genai_provider(t->driver);
+    const char *gp = dp_metrics_genai_provider(t->driver);
     /* error.type is absent on success (semantic conventions): "" here. */
     const char *dv[] = {or_empty(t->operation), gp, or_empty(t->model), or_empty(r->error_class)};
     if (r->duration_s >= 0)

@@ -26,9 +26,16 @@ struct canon_usage;
  * startup. dp_metrics_shutdown frees it once the workers are gone. */
 int dp_metrics_init(void) __attribute__((warn_unused_result));
 void dp_metrics_shutdown(void);
+/* The trace exporter's counters (gw_otel_metrics); NULL: none. */
+struct gw_otel;
+void dp_metrics_otel(struct gw_otel *o);
 
 /* The exposition, for GET /metrics (0 or a GW_E code). */
 int dp_metrics_render(struct gw_buf *out) __attribute__((warn_unused_result));
+
+/* The OpenTelemetry gen_ai.provider.name of a driver ("aws.bedrock" for
+ * "bedrock"; "" for NULL): the metrics' label and the traces' attribute. */
+const char *dp_metrics_genai_provider(const char *driver);
 
 /* The labels an upstream attempt or a request is counted under. */
 struct dp_metrics_target {

@@ -21,6 +21,7 @@
 #include "gw_json.h"
 #include "gw_log.h"
 #include "gw_metrics.h"
+#include "gw_otel.h"
 #include "gw_rand.h"
 #include "gw_time.h"
 #include "gw_upc.h"
@@ -370,6 +371,9 @@ int dp_worker_init(struct dp_worker *w, int id, const struct dp_config *cfg, int
     w->loop.upc = w->upc;
     if (gw_log_batch_init(&w->access, w->base) == GW_OK)
         w->loop.access = &w->access;
+    if (gw_otel_batch_init(&w->otel, cfg->otel, w->base) != GW_OK)
+        return GW_ENOMEM;
+    w->loop.otel = cfg->otel ? &w->otel : NULL;
     w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
     w->drain_tick = evtimer_new(w->base, drain_tick, w);
     if (!w->http || !w->upc || !w->drain_ev || !w->drain_tick)
@@ -404,6 +408,8 @@ void dp_worker_destroy(struct dp_worker *w)
     dp_exchange_shutdown_all(&w->loop);
     gw_log_batch_free(&w->access); /* the lines of the requests it ended */
     w->loop.access = NULL;
+    gw_otel_batch_free(&w->otel); /* and their spans, to the exporter's queue */
+    w->loop.otel = NULL;
     gw_http_server_free(w->http);
     gw_upc_free(w->upc);
     if (w->drain_ev)

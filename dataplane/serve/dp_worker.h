@@ -14,6 +14,7 @@
 #include "dp_config.h"
 #include "dp_exchange.h"
 #include "gw_log.h"
+#include "gw_otel.h"
 
 struct event_base;
 struct event;
@@ -34,6 +35,7 @@ struct dp_worker {
     int draining;
     struct dp_xloop loop;       /* what the loop's exchanges share (the breakers: main sets them) */
     struct gw_log_batch access; /* the loop's access lines (loop.access) */
+    struct gw_otel_batch otel;  /* the loop's trace spans (loop.otel) */
     uint64_t seq;               /* request ids */
 };
 

@@ -584,10 +584,18 @@ const GATEWAY_ENV_VARS = [
   'LLMGW_DRAIN_TIMEOUT_MS', 'LLMGW_ACCESS_LOG', 'LLMGW_RETRY_BASE_MS', 'LLMGW_BREAKER_OPEN_MS',
 ];
 
+/** env without the OpenTelemetry SDK's variables (OTEL_*): a daemon a test
+ * starts traces only when the test says so. */
+export function withoutOtel(env) {
+  const out = { ...env };
+  for (const k of Object.keys(out)) if (k.startsWith('OTEL_')) delete out[k];
+  return out;
+}
+
 /** wrap: a command the data plane runs under, which must exec it (so the
  * process's pid is the data plane's), e.g. ['prlimit', '--nofile=64:64']. */
 export async function startGateway({
-  mock, args = [], snapshot, threads = 2, extraProviders = [], extraRoutes = [], wrap = [],
+  mock, args = [], snapshot, threads = 2, extraProviders = [], extraRoutes = [], wrap = [], env: extraEnv = {},
 } = {}) {
   const dir = makeTmpDir();
   const snap = snapshot ?? makeSnapshot({
@@ -598,8 +606,9 @@ export async function startGateway({
   });
   const snapshotPath = path.join(dir, 'snapshot.json');
   fs.writeFileSync(snapshotPath, JSON.stringify(snap, null, 2));
-  const env = { ...process.env, MOCK_API_KEY: MOCK_UPSTREAM_KEY, MOCK_AWS_CRED: MOCK_AWS_CRED };
+  const env = withoutOtel({ ...process.env, MOCK_API_KEY: MOCK_UPSTREAM_KEY, MOCK_AWS_CRED: MOCK_AWS_CRED });
   for (const k of GATEWAY_ENV_VARS) delete env[k];
+  Object.assign(env, extraEnv);
   const argv = [
     '--snapshot', snapshotPath, '--listen', '127.0.0.1:0', '--threads', String(threads), ...args,
   ];
@@ -730,7 +739,7 @@ export async function runReportClient({ target, messages, replicaId = 'report-cl
 export async function startGatewayCP({
   controlPlane, cache, cacheKey, replicaId, args = [], threads = 2, env: extraEnv = {},
 } = {}) {
-  const env = { ...process.env, ...extraEnv };
+  const env = { ...withoutOtel(process.env), ...extraEnv };
   for (const k of GATEWAY_ENV_VARS) delete env[k];
   if (cacheKey) env.LLMGW_CACHE_KEY = cacheKey;
   const a = ['--control-plane', controlPlane, '--listen', '127.0.0.1:0', '--threads', String(threads)];

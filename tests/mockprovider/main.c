@@ -214,7 +214,8 @@ static const struct mock_api *gemini_route(const char *path, const char **model,
 
 /* --record-bodies: one JSON line per model call, {"path","body"} with the
  * body exactly as received (as a JSON string), so a test can compare what
- * reached the provider with what the client sent; a multipart body (binary)
+ * reached the provider with what the client sent, and the W3C trace
+ * headers it came with ("traceparent", "tracestate"); a multipart body (binary)
  * as {"path","content_type","body_b64"} instead. One write: lines from
  * several threads never interleave. */
 static void record_body(const struct mock_thread *th, struct gw_http_req *req, const char *path)
@@ -230,6 +231,15 @@ static void record_body(const struct mock_thread *th, struct gw_http_req *req, c
     int rc = gw_buf_appends(&b, "{\"path\":");
     if (rc == GW_OK)
         rc = gw_json_escape(&b, path, strlen(path));
+    static const char *const trace_headers[] = {"traceparent", "tracestate"};
+    for (size_t i = 0; i < 2 && rc == GW_OK; i++) {
+        const char *v = gw_http_req_header(req, trace_headers[i]);
+        if (!v)
+            continue;
+        rc = gw_buf_printf(&b, ",\"%s\":", trace_headers[i]);
+        if (rc == GW_OK)
+            rc = gw_json_escape(&b, v, strlen(v));
+    }
     if (rc == GW_OK && multipart) {
         rc = gw_buf_appends(&b, ",\"content_type\":");
         if (rc == GW_OK)
