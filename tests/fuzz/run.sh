@@ -52,6 +52,7 @@ declare -A sources=(
   [fuzz_snapshot]="$(cd "$root" && echo contract/snapshot/dp_snapshot*.c) common/gw_pmap.c
     contract/guard/dp_guard_rules.c contract/guard/dp_guard_fold.c common/gw_log.c $drivers"
   [fuzz_sse]="common/gw_sse.c common/gw_buf.c"
+  [fuzz_trace]="common/gw_trace.c common/gw_json.c common/gw_buf.c common/gw_codec.c"
 )
 # Files a target has compiled in, as the build embeds them (NAME=file, with
 # controlplane/embed.cmake): generated into $out/ before the target builds.
@@ -65,6 +66,7 @@ declare -A packages=(
   [fuzz_http_head]="libevent libevent_openssl openssl"
   [fuzz_multipart]="openssl"
   [fuzz_query]="openssl"
+  [fuzz_trace]="openssl"
   [fuzz_snapshot]="libcurl openssl libevent"
 )
 
