@@ -380,6 +380,8 @@ void x_trace_phase(struct dp_exchange *x, enum xphase to); /* x_set_phase, when 
 /* The traceparent of the current phase's span (a call the gateway makes
  * for it: the guard's classifier) into out: 1, or 0 when tracing is off. */
 int x_trace_phase_parent(const struct dp_exchange *x, char out[GW_TRACEPARENT_LEN + 1]);
+/* The same for the request's span (its judge's call, made after it ended). */
+int x_trace_request_parent(const struct dp_exchange *x, char out[GW_TRACEPARENT_LEN + 1]);
 /* A new attempt's span id; its traceparent for the upstream request (held
  * by x), or NULL when tracing is off. */
 const char *x_trace_attempt_begin(struct dp_exchange *x);

@@ -51,7 +51,8 @@ struct jjob {
     const struct dp_route_judge *cfg;
     struct dp_judgement j;
     char *prompt, *answer;
-    struct xsub *sub; /* in flight */
+    struct xsub *sub;                         /* in flight */
+    char traceparent[GW_TRACEPARENT_LEN + 1]; /* the judged request's span ("": no trace) */
 };
 
 struct xjudges {
@@ -291,7 +292,8 @@ static void start(struct xjudges *q, struct jjob *b)
                           .purpose = "judge",
                           .system = system,
                           .max_tokens = 200,
-                          .timeout_ms = JUDGE_TIMEOUT_MS};
+                          .timeout_ms = JUDGE_TIMEOUT_MS,
+                          .traceparent = b->traceparent[0] ? b->traceparent : NULL};
     if (fill_rubric(b->cfg->rubric, b->prompt, b->answer, &user) == GW_OK) {
         c.user = user.data;
         b->sub = x_sub_start(q->l, b->snap, b->key, &c, on_judged, b);
@@ -388,6 +390,7 @@ void x_judge_submit(struct dp_exchange *x)
     dp_snapshot_ref(b->snap);
     b->key = x->key;
     b->cfg = &x->plan.route->judge;
+    (void)x_trace_request_parent(x, b->traceparent); /* the judge's call joins the trace */
     struct dp_judgement *j = &b->j;
     snprintf(j->request_id, sizeof(j->request_id), "%s", x->request_id);
     snprintf(j->attempt_id, sizeof(j->attempt_id), "%s", x->attempt_id);

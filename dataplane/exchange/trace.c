@@ -112,13 +112,26 @@ void x_trace_phase(struct dp_exchange *x, enum xphase to)
     t->phase_from = now;
 }
 
-int x_trace_phase_parent(const struct dp_exchange *x, char out[GW_TRACEPARENT_LEN + 1])
+/* The traceparent of one of the request's spans (the request's when the
+ * other is not recorded: an unsampled trace writes no phase span). */
+static int parent_of(const struct dp_exchange *x, const uint8_t *span_id,
+                     char out[GW_TRACEPARENT_LEN + 1])
 {
     if (!x->tr.on)
         return 0;
-    gw_traceparent_format(x->tr.trace_id, x->tr.sampled ? x->tr.phase_id : x->tr.span_id,
+    gw_traceparent_format(x->tr.trace_id, x->tr.sampled ? span_id : x->tr.span_id,
                           x->tr.sampled ? GW_TRACE_SAMPLED : 0, out);
     return 1;
+}
+
+int x_trace_phase_parent(const struct dp_exchange *x, char out[GW_TRACEPARENT_LEN + 1])
+{
+    return parent_of(x, x->tr.phase_id, out);
+}
+
+int x_trace_request_parent(const struct dp_exchange *x, char out[GW_TRACEPARENT_LEN + 1])
+{
+    return parent_of(x, x->tr.span_id, out);
 }
 
 /* -------------------------------------------------------------- attempts */

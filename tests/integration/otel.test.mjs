@@ -212,6 +212,49 @@ describe('traces from the data plane', () => {
   });
 });
 
+describe('the gateway\'s own calls join the request\'s trace', () => {
+  test('the guard\'s classifier call is the guard span\'s child; the judge\'s the request\'s', T, async () => {
+    const r6 = await startReceiver();
+    try {
+      const route = (name, model, extra = {}) => ({ name, capability: 'chat', strategy: 'ordered', entries: [{ provider: 'mock', model }], ...extra });
+      const snap = h.makeSnapshot({ mockV1: mock.v1 });
+      snap.routes.push(
+        route('classified', 'mock-gpt', { guard: { policy: 'block', rules: false, classifier: { route: 'classifier', timeout_ms: 5000 } } }),
+        route('classifier', 'mock-gpt'),
+        route('alljudged', 'mock-gpt', { judge: { sample_rate: 1, route: 'judge', rubric: {
+          template: 'Rate it.\n{{prompt}}\n{{answer}}', scale_min: 1, scale_max: 5, pass_min: 4 } } }),
+        route('judge', 'mock-gpt'),
+      );
+      const gw = await h.startGateway({ mock, snapshot: snap, threads: 1, env: { ...FAST, OTEL_EXPORTER_OTLP_ENDPOINT: r6.url } });
+      const canary = `CANARY-${hex(10)}`;
+      const t1 = hex(16);
+      assert.equal((await h.request(gw.port, {
+        headers: { ...h.AUTH, traceparent: `00-${t1}-${hex(8)}-01` }, body: chat(`guard me ${canary}`, 'classified'),
+      })).status, 200);
+      const s1 = await spansOf(r6, t1, (s) => s.filter((x) => x.attrs['llmgw.request_id']).length === 2 && s.find((x) => x.name === 'llmgw.guard'),
+        'the request, its guard and the classifier call');
+      const guard = s1.find((x) => x.name === 'llmgw.guard');
+      const call = s1.find((x) => /\.guard$/.test(x.attrs['llmgw.request_id'] ?? ''));
+      assert.ok(call, s1.map((x) => `${x.name} ${x.attrs['llmgw.request_id']}`).join('\n'));
+      assert.equal(call.kind, 1, 'the gateway\'s own call is INTERNAL, not SERVER');
+      assert.equal(call.parentSpanId, guard.spanId);
+      assert.equal(guard.parentSpanId, server(s1).spanId);
+      const t2 = hex(16);
+      assert.equal((await h.request(gw.port, {
+        headers: { ...h.AUTH, traceparent: `00-${t2}-${hex(8)}-01` }, body: chat(`judge me ${canary}`, 'alljudged'),
+      })).status, 200);
+      const s2 = await spansOf(r6, t2, (s) => s.filter((x) => x.attrs['llmgw.request_id']).length === 2, 'the request and its judge call');
+      const jcall = s2.find((x) => /\.judge$/.test(x.attrs['llmgw.request_id'] ?? ''));
+      assert.ok(jcall);
+      assert.equal(jcall.parentSpanId, server(s2).spanId);
+      assert.equal(attempts(s2).length, 2, 'the answer\'s attempt and the judge\'s');
+      for (const b of r6.bodies) assert.equal(b.includes(canary), false, 'prompt text reached the collector');
+    } finally {
+      await r6.close();
+    }
+  });
+});
+
 describe('the sampler', () => {
   test('parentbased_traceidratio 0: roots are not sampled, a sampled parent is followed, an unsampled one propagated', T, async () => {
     const r2 = await startReceiver();
