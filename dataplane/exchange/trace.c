@@ -89,6 +89,8 @@ void x_trace_phase(struct dp_exchange *x, enum xphase to)
         return;
     int64_t now = gw_now_us();
     const char *name = phase_span_name(x->phase);
+    if (x->phase == XP_CACHE && !x->cache && !x->cache_hit)
+        name = NULL; /* the route does not use the cache: nothing was done */
     if (name) {
         struct gw_span *s = &b->span;
         gw_span_begin(s, t->trace_id, t->phase_id, t->span_id, name, GW_SPAN_INTERNAL,

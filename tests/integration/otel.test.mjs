@@ -119,6 +119,7 @@ describe('traces from the data plane', () => {
     assert.equal(plan.parentSpanId, srv.spanId);
     assert.equal(plan.attrs['llmgw.route'], 'fast');
     assert.ok(spans.find((s) => s.name === 'llmgw.limits'));
+    assert.equal(spans.find((s) => s.name === 'llmgw.cache'), undefined, 'a route without the cache has no cache span');
     // The provider got the attempt's span as its parent, and the tracestate.
     const up = await h.recorded(mock.recordPath, nonce);
     assert.equal(up.traceparent, `00-${traceId}-${at.spanId}-01`);
