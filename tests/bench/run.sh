@@ -56,6 +56,15 @@
 #                        ledger row is spooled (--ledger-spool) and stored;
 #                        the rows stored are counted at the end. 0: a file
 #                        snapshot with the key only.
+#   BENCH_TRACES         1: one more target, "traced": a second llmgw data
+#                        plane, the same as "llmgw" but exporting OpenTelemetry
+#                        traces (OTLP/HTTP protobuf) to a sink that answers 200
+#                        (a server block of the same nginx); the report adds
+#                        traced/llmgw throughput and CPU per request, and the
+#                        spans exported and dropped. Default 0.
+#   BENCH_TRACES_SAMPLER OTEL_TRACES_SAMPLER of the traced data plane (default
+#                        always_on: every request's spans); BENCH_TRACES_ARG its
+#                        OTEL_TRACES_SAMPLER_ARG
 #   BENCH_OUT            also write the results as a markdown fragment here
 #   BENCH_KEEP_TMP=1     keep the temp dir (logs, configs, raw wrk output);
 #                        it is always kept when the run fails
@@ -107,6 +116,9 @@ GW_ACCESS_LOG=${BENCH_GW_ACCESS_LOG:-/dev/null}
 OUT=${BENCH_OUT:-}
 KEEP_TMP=${BENCH_KEEP_TMP:-0}
 GOVERNANCE=${BENCH_GOVERNANCE:-1}
+TRACES=${BENCH_TRACES:-0}
+TRACES_SAMPLER=${BENCH_TRACES_SAMPLER:-always_on}
+TRACES_ARG=${BENCH_TRACES_ARG:-}
 
 MOCK_CHUNKS=8          # the mock's default; one content chunk per token
 API_KEY=sk-llmgw-bench-demo
@@ -116,6 +128,7 @@ UPSTREAM_KEY=sk-mock-bench
 # options.passthrough false, i.e. the translating path (canonical request,
 # driver, facade re-encoding).
 TARGETS=(direct nginx llmgw xlate)
+[[ $TRACES == 1 ]] && TARGETS=(direct nginx llmgw traced xlate)
 MODES=(chat stream)
 
 log() { printf '[bench] %s\n' "$*" >&2; }
@@ -290,18 +303,14 @@ if [[ $GOVERNANCE == 1 ]]; then
     CP_TARGET=$(jq -r .grpc "$TMP/governance.json")
     API_KEY=$(jq -r .key "$TMP/governance.json")
     log "governance: PostgreSQL + llmgw-controlplane (gRPC $CP_TARGET), a key and a cost budget"
-    mkdir -p "$TMP/spool"
-    "$DP_BIN" --control-plane "$CP_TARGET" --replica-id bench --ledger-spool "$TMP/spool" \
-        --listen 127.0.0.1:0 --threads "$WORKERS" --access-log "$GW_ACCESS_LOG" \
-        --drain-timeout-ms 2000 >"$TMP/llmgw.stdout" 2>"$TMP/llmgw.stderr" &
-    register llmgw $!
-    GW_PORT=$(wait_listening llmgw "$(pid_of llmgw)" "$TMP/llmgw.stdout" "$TMP/llmgw.stderr" 10) \
-        || die "the data plane did not start"
-    n=0
-    until [[ $(http_code "http://127.0.0.1:$GW_PORT/readyz") == 200 ]]; do
-        (( n++ < 100 )) || die "the data plane did not get its snapshot from the control plane"
-        sleep 0.1
-    done
+    # A data plane's command, by name (its replica id and spool differ).
+    dp_cmd() { # NAME
+        mkdir -p "$TMP/spool.$1"
+        DP_CMD=("$DP_BIN" --control-plane "$CP_TARGET" --replica-id "bench-$1"
+                --ledger-spool "$TMP/spool.$1" --listen 127.0.0.1:0 --threads "$WORKERS"
+                --access-log "$GW_ACCESS_LOG" --drain-timeout-ms 2000)
+    }
+    DP_ENV=()
 else
     KEY_HASH=$(printf '%s' "$API_KEY" | sha256sum | awk '{print $1}')
     jq -n --arg base "http://127.0.0.1:$MOCK_PORT/v1" --arg hash "$KEY_HASH" '{
@@ -321,22 +330,45 @@ else
       keys: [{id: "key_bench", hash: $hash, status: "active", team: "bench"}]
     }' >"$TMP/snapshot.json"
 
-    LLMGW_BENCH_MOCK_KEY=$UPSTREAM_KEY "$DP_BIN" --snapshot "$TMP/snapshot.json" \
-        --listen 127.0.0.1:0 --threads "$WORKERS" --access-log "$GW_ACCESS_LOG" \
-        --drain-timeout-ms 2000 >"$TMP/llmgw.stdout" 2>"$TMP/llmgw.stderr" &
-    register llmgw $!
-    GW_PORT=$(wait_listening llmgw "$(pid_of llmgw)" "$TMP/llmgw.stdout" "$TMP/llmgw.stderr" 10) \
-        || die "the data plane did not start"
-    log "llmgw data plane (pid $(pid_of llmgw)) on 127.0.0.1:$GW_PORT"
+    dp_cmd() { # NAME
+        DP_CMD=("$DP_BIN" --snapshot "$TMP/snapshot.json" --listen 127.0.0.1:0
+                --threads "$WORKERS" --access-log "$GW_ACCESS_LOG" --drain-timeout-ms 2000)
+    }
+    DP_ENV=("LLMGW_BENCH_MOCK_KEY=$UPSTREAM_KEY")
 fi
+# Starts a data plane (NAME: llmgw or traced, with extra environment) and
+# sets DP_PORT once it serves a snapshot. Not in a subshell: it registers
+# the process for the cleanup.
+start_dp() { # NAME [VAR=VALUE...]
+    local name=$1 n=0
+    shift
+    dp_cmd "$name"
+    env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
+        ${DP_ENV[@]+"${DP_ENV[@]}"} "$@" "${DP_CMD[@]}" >"$TMP/$name.stdout" 2>"$TMP/$name.stderr" &
+    register "$name" $!
+    DP_PORT=$(wait_listening "$name" "$(pid_of "$name")" "$TMP/$name.stdout" "$TMP/$name.stderr" 10) \
+        || return 1
+    until [[ $(http_code "http://127.0.0.1:$DP_PORT/readyz") == 200 ]]; do
+        (( n++ < 100 )) || { log "$name did not become ready"; return 1; }
+        sleep 0.1
+    done
+}
+start_dp llmgw || die "the data plane did not start"
+GW_PORT=$DP_PORT
+log "llmgw data plane (pid $(pid_of llmgw)) on 127.0.0.1:$GW_PORT"
 
 # nginx: a plain keepalive reverse proxy to the mock, everything in $TMP.
 NGX_DIR=$TMP/nginx
 mkdir -p "$NGX_DIR"
 chmod 0755 "$NGX_DIR"
 NGX_VERSION_INFO=$("$NGINX_BIN" -V 2>&1 || true)
-write_nginx_conf() { # PORT
-    local extra_temp="" m
+write_nginx_conf() { # PORT [SINK_PORT]
+    local extra_temp="" m sink=""
+    [[ -n ${2:-} ]] && sink="    server {
+        listen 127.0.0.1:$2;
+        client_max_body_size 64m;
+        location / { return 200; }
+    }"
     for m in fastcgi uwsgi scgi; do
         if ! grep -q -- "--without-http_${m}_module" <<<"$NGX_VERSION_INFO"; then
             extra_temp+="    ${m}_temp_path $NGX_DIR/${m}_temp;"$'\n'
@@ -373,6 +405,7 @@ $extra_temp
             proxy_buffering off;
         }
     }
+$sink
 }
 EOF
 }
@@ -380,7 +413,11 @@ EOF
 NGX_PORT=""
 for (( attempt = 1; attempt <= 5; attempt++ )); do
     port=$(pick_port) || die "no free port found for nginx"
-    write_nginx_conf "$port"
+    SINK_PORT=""
+    if [[ $TRACES == 1 ]]; then
+        SINK_PORT=$(pick_port) || die "no free port found for the trace sink"
+    fi
+    write_nginx_conf "$port" "$SINK_PORT"
     "$NGINX_BIN" -t -q -p "$NGX_DIR/" -c "$NGX_DIR/nginx.conf" -e "$NGX_DIR/error.log" \
         >"$NGX_DIR/configtest.log" 2>&1 \
         || { cat "$NGX_DIR/configtest.log" >&2; die "nginx rejected the generated config"; }
@@ -402,6 +439,20 @@ done
 [[ -n $NGX_PORT ]] || die "nginx did not start"
 NGX_PID=$ngx_pid
 log "nginx (master pid $NGX_PID) on 127.0.0.1:$NGX_PORT -> mock"
+TR_PORT=""
+if [[ $TRACES == 1 ]]; then
+    # The same data plane, exporting every sampled request's spans to the
+    # sink (a batch at most every 200 ms, a queue large enough to drop none
+    # at this rate: the cost measured is the whole export's).
+    tr_env=("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$SINK_PORT"
+            "OTEL_TRACES_SAMPLER=$TRACES_SAMPLER" "OTEL_BSP_SCHEDULE_DELAY=200"
+            "OTEL_BSP_MAX_QUEUE_SIZE=${BENCH_TRACES_QUEUE:-262144}"
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=4096")
+    [[ -n $TRACES_ARG ]] && tr_env+=("OTEL_TRACES_SAMPLER_ARG=$TRACES_ARG")
+    start_dp traced "${tr_env[@]}" || die "the traced data plane did not start"
+    TR_PORT=$DP_PORT
+    log "traced llmgw data plane (pid $(pid_of traced)) on 127.0.0.1:$TR_PORT, spans to the sink on :$SINK_PORT (sampler $TRACES_SAMPLER${TRACES_ARG:+ $TRACES_ARG})"
+fi
 
 declare -A URL=(
     [direct]="http://127.0.0.1:$MOCK_PORT/v1/chat/completions"
@@ -409,10 +460,11 @@ declare -A URL=(
     [llmgw]="http://127.0.0.1:$GW_PORT/v1/chat/completions"
     [xlate]="http://127.0.0.1:$GW_PORT/v1/chat/completions"
 )
+[[ -n $TR_PORT ]] && URL[traced]="http://127.0.0.1:$TR_PORT/v1/chat/completions"
 # Only the gateway resolves routes: direct and nginx get the upstream name.
 body_for() { # TARGET MODE
     local model=mock-gpt
-    [[ $1 == llmgw ]] && model=fast
+    [[ $1 == llmgw || $1 == traced ]] && model=fast
     [[ $1 == xlate ]] && model=xlate
     if [[ $2 == stream ]]; then
         printf '{"model":"%s","messages":[{"role":"user","content":"hello there"}],"stream":true,"stream_options":{"include_usage":true}}' "$model"
@@ -427,6 +479,7 @@ deps_of() {
         direct) echo "mock" ;;
         nginx) echo "mock nginx" ;;
         llmgw|xlate) echo "mock llmgw" ;;
+        traced) echo "mock traced nginx" ;;
     esac
 }
 declare -A DEAD_REPORTED=()
@@ -547,6 +600,7 @@ proxy_pids() { # TARGET: the pids doing the proxy's work (none for direct)
     case $1 in
         nginx) ps -o pid= --ppid "$NGX_PID" 2>/dev/null | tr -d ' ' ;;
         llmgw|xlate) pid_of llmgw ;;
+        traced) pid_of traced ;;
     esac
 }
 now_ns() { date +%s%N; }
@@ -630,6 +684,11 @@ for (( r = 1; r <= ROUNDS; r++ )); do
 done
 
 # ---------------------------------------------------------------- report
+TM=""
+if [[ $TRACES == 1 ]]; then
+    sleep 1 # the last batch's export
+    TM=$(curl -sS --max-time 5 "http://127.0.0.1:$TR_PORT/metrics" 2>/dev/null || true)
+fi
 median() { # numbers...: prints the median, or "-" for none
     (( $# > 0 )) || { echo "-"; return 0; }
     printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
@@ -693,13 +752,14 @@ STAMP=$(date -u '+%Y-%m-%d %H:%M UTC')
 BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null || true)
 TABLE_NOTE="p50/p99: median over rounds of each round's wrk percentile; errors: totals over all rounds; CPU: median over rounds of the process's CPU time / wall time of the run (100% = one core; proxy = the nginx worker or llmgw)."
 SETUP1="mock provider --threads ${MOCK_THREADS} (${MOCK_CHUNKS} chunks per answer, chunk delay 0); llmgw --threads ${WORKERS}; nginx ${NGX_VER} worker_processes ${WORKERS} (upstream keepalive 64, proxy_buffering off, access_log off); llmgw access log: ${GW_ACCESS_LOG}; build ${BUILD_TYPE:-unknown type} in ${BUILD_DIR}"
-SETUP2="wrk ${WRK_VER} -t${WRK_THREADS} -c${CONNS} -d${DURATION}s, ${ROUNDS} rounds, targets interleaved within each round (direct, nginx, llmgw, xlate), ${WARMUP}s warm-up per target and mode"
+SETUP2="wrk ${WRK_VER} -t${WRK_THREADS} -c${CONNS} -d${DURATION}s, ${ROUNDS} rounds, targets interleaved within each round ($(IFS=,; echo "${TARGETS[*]}" | sed 's/,/, /g')), ${WARMUP}s warm-up per target and mode"
 SETUP3="llmgw and nginx get the same number of workers (BENCH_WORKERS); on a 2-core machine wrk, the proxy and the mock share $(nproc) cores, so every ratio is of equally constrained runs."
 # Governed: the ledger rows the control plane stored, counted once the data
 # plane's spool has drained (llmgw stopped first, then the governance side).
 if [[ $GOVERNANCE == 1 ]]; then
     sleep 2
     stop_pid "$(pid_of llmgw)" || true
+    [[ $TRACES == 1 ]] && { stop_pid "$(pid_of traced)" || true; }
     stop_pid "$(pid_of governance)" || true
     ROWS_STORED=$(grep -F '"msg":"ledger"' "$TMP/governance.stdout" 2>/dev/null | tail -1 | jq -r .rows 2>/dev/null || true)
     SETUP3+=" Governed (BENCH_GOVERNANCE=1): snapshot from llmgw-controlplane over gRPC, key auth, a cost budget on the key (leased allowance), ledger rows spooled by the data plane and stored by the control plane in PostgreSQL, which run on the same 2 cores: ${ROWS_STORED:-?} ledger rows stored."
@@ -729,6 +789,24 @@ for m in "${MODES[@]}"; do
     RATIO_LINES+=("$m"$'\t'"$rr"$'\t'"$r50"$'\t'"$r99"$'\t'"$nd"$'\t'"$gd"$'\t'"$verdict")
 done
 
+# Traces: the traced data plane against the same one untraced, and what
+# its exporter did (from its /metrics, read before it stops).
+TRACE_LINES=()
+TRACE_NOTE=""
+cpu_us() { # CPU% RPS: CPU microseconds per request
+    [[ $1 == - || $2 == - ]] && { echo "-"; return 0; }
+    awk -v c="${1%%%}" -v r="$2" 'BEGIN { if (r + 0 == 0) print "-"; else printf "%.1f", c * 10000 / r }'
+}
+if [[ $TRACES == 1 ]]; then
+    for m in "${MODES[@]}"; do
+        pl=$(printf '%s\n' "${ROWS[@]}" | awk -F'\t' -v m="$m" '$1 == "llmgw" && $2 == m { print $10 }')
+        pt=$(printf '%s\n' "${ROWS[@]}" | awk -F'\t' -v m="$m" '$1 == "traced" && $2 == m { print $10 }')
+        TRACE_LINES+=("$m"$'\t'"$(ratio "${MED_RPS[traced|$m]}" "${MED_RPS[llmgw|$m]}")"$'\t'"$(cpu_us "$pl" "${MED_RPS[llmgw|$m]}")"$'\t'"$(cpu_us "$pt" "${MED_RPS[traced|$m]}")")
+    done
+    span_count() { awk -v k="llmgw_otel_spans_total{result=\"$1\"}" '$1 == k { n = $2 } END { printf "%.0f", n }' <<<"$TM"; }
+    TRACE_NOTE="traced: sampler ${TRACES_SAMPLER}${TRACES_ARG:+ ${TRACES_ARG}}, OTLP/HTTP protobuf to a sink on the same machine (nginx 'return 200'); spans exported $(span_count exported), dropped $(span_count dropped), failed $(span_count failed); export requests $(awk '$1 == "llmgw_otel_export_requests_total" { printf "%.0f", $2 }' <<<"$TM")."
+fi
+
 print_text() {
     echo
     echo "llmgw benchmark, ${STAMP}, rev ${GIT_REV}"
@@ -753,6 +831,15 @@ print_text() {
         printf '%-7s %15sx %11sx %11sx %13sx %13sx  %s\n' "$a" "$b" "$c" "$d" "$e" "$f" "$g"
     done
     echo "(latency ratios are llmgw/nginx: above 1 means llmgw is slower)"
+    if [[ $TRACES == 1 ]]; then
+        echo
+        printf '%-7s %18s %22s %22s\n' mode "traced/llmgw rps" "llmgw CPU us/req" "traced CPU us/req"
+        for row in "${TRACE_LINES[@]}"; do
+            IFS=$'\t' read -r a b c d <<<"$row"
+            printf '%-7s %17sx %22s %22s\n' "$a" "$b" "$c" "$d"
+        done
+        echo "${TRACE_NOTE}"
+    fi
 }
 
 print_markdown() {
@@ -778,6 +865,17 @@ print_markdown() {
         IFS=$'\t' read -r a b c d e f g <<<"$row"
         echo "| $a | ${b}x | ${c}x | ${d}x | ${e}x | ${f}x | $g |"
     done
+    if [[ $TRACES == 1 ]]; then
+        echo
+        echo "| mode | traced/llmgw req/s | llmgw CPU µs/request | traced CPU µs/request |"
+        echo "| --- | ---: | ---: | ---: |"
+        for row in "${TRACE_LINES[@]}"; do
+            IFS=$'\t' read -r a b c d <<<"$row"
+            echo "| $a | ${b}x | $c | $d |"
+        done
+        echo
+        echo "${TRACE_NOTE}"
+    fi
 }
 
 print_text
