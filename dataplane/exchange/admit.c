@@ -129,6 +129,14 @@ void x_end(struct dp_exchange *x)
     x_free(x);
 }
 
+void x_refuse(struct dp_exchange *x, int status, const char *param, const char *code,
+              const char *msg)
+{
+    x->final_status = status;
+    x_set_failure(x, "refused", code);
+    dp_reply_fc(x->req, x->fc, x->request_id, status, param, code, msg);
+}
+
 void x_set_failure(struct dp_exchange *x, const char *outcome, const char *cls)
 {
     if (!x->outcome) {
@@ -274,7 +282,7 @@ static int read_route_headers(struct dp_exchange *x, const char *selector)
             char msg[160];
             snprintf(msg, sizeof(msg), "the %s header must be 1 to %d visible ASCII characters",
                      keyed[i], X_MAX_KEY_HEADER);
-            dp_reply_fc(x->req, x->fc, x->request_id, 400, keyed[i], "invalid_header", msg);
+            x_refuse(x, 400, keyed[i], "invalid_header", msg);
             return 1;
         }
         val[i] = v;
@@ -288,7 +296,7 @@ static int read_route_headers(struct dp_exchange *x, const char *selector)
     val[1] = selector;
     size_t total = len[0] + len[1] + len[2] + len[3];
     if (total && !(x->labels = malloc(total + 4))) {
-        dp_reply_fc(x->req, x->fc, x->request_id, 500, NULL, "internal_error", "out of memory");
+        x_refuse(x, 500, NULL, "internal_error", "out of memory");
         return 1;
     }
     const char **dest[] = {&x->session, &x->selector, &x->agent, &x->purpose};
@@ -311,8 +319,7 @@ static int read_route_headers(struct dp_exchange *x, const char *selector)
             snprintf(msg, sizeof(msg),
                      "the x-llmgw-fallback-timeout-ms header must be an integer from 1 to %ld",
                      X_MAX_BUDGET_MS);
-            dp_reply_fc(x->req, x->fc, x->request_id, 400, "x-llmgw-fallback-timeout-ms",
-                        "invalid_header", msg);
+            x_refuse(x, 400, "x-llmgw-fallback-timeout-ms", "invalid_header", msg);
             return 1;
         }
         x->budget_ms = v;

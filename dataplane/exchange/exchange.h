@@ -251,6 +251,10 @@ int x_in_flight(const struct dp_exchange *x); /* XP_ATTEMPT or XP_ANSWER */
 void x_end(struct dp_exchange *x);            /* the request's line, then freed */
 void x_free(struct dp_exchange *x);           /* freed: the line was written, or not wanted */
 void x_set_failure(struct dp_exchange *x, const char *outcome, const char *cls);
+/* A refusal before any attempt (a bad header, no model): the facade's
+ * error answer, its status and class kept for the request's span. */
+void x_refuse(struct dp_exchange *x, int status, const char *param, const char *code,
+              const char *msg);
 
 /* plan.c */
 /* The client's selector (x->selector is its copy for the ledger, cut to

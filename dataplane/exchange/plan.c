@@ -47,9 +47,9 @@ int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n
 {
     x_set_phase(x, XP_PLAN);
     if (!selector || !*selector) {
-        dp_reply_fc(x->req, x->fc, x->request_id, 400, "model", "missing_required_parameter",
-                    "you must provide a model parameter (a route, an alias, a role, or "
-                    "provider/model)");
+        x_refuse(x, 400, "model", "missing_required_parameter",
+                 "you must provide a model parameter (a route, an alias, a role, or "
+                 "provider/model)");
         return 1;
     }
     /* The gateway's own call goes where the operator said, whatever the
@@ -63,14 +63,14 @@ int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n
     struct dp_plan *p = malloc(sizeof(*p));
     if (!p || dp_router_plan(x->snap, selector, n, &ctx, p) != GW_OK) {
         free(p);
-        dp_reply_fc(x->req, x->fc, x->request_id, 500, NULL, "internal_error", "out of memory");
+        x_refuse(x, 500, NULL, "internal_error", "out of memory");
         return 1;
     }
     if (p->ncands > 0) {
         x->plan.cands = malloc(p->ncands * sizeof(p->cands[0]));
         if (!x->plan.cands) {
             free(p);
-            dp_reply_fc(x->req, x->fc, x->request_id, 500, NULL, "internal_error", "out of memory");
+            x_refuse(x, 500, NULL, "internal_error", "out of memory");
             return 1;
         }
         x->plan.route = p->route;
@@ -87,6 +87,8 @@ int x_plan(struct dp_exchange *x, const char *selector, const struct dp_needs *n
     int status = dp_no_route_status(p->cause);
     const char *code = dp_no_route_code(p->cause);
     dp_metrics_no_route(code);
+    x->final_status = status; /* for the request's span */
+    x_set_failure(x, "no_route", code);
     dp_log_simple(x->req, x->request_id, status, code);
     (void)gw_http_add_header(x->req, "x-llmgw-attempts", "0");
     struct gw_buf skips;

@@ -268,8 +268,16 @@ void x_trace_request(struct dp_exchange *x)
     gw_span_str(s, "llmgw.request_id", x->request_id);
     if (x->plan.route)
         gw_span_str(s, "llmgw.route", x->plan.route->name);
-    if (x->selector[0])
+    /* The selector as the client wrote it only when it named a configured
+     * route or alias; an exact target as the logs name it; else nothing (a
+     * model field may hold anything: the logs' rule). */
+    if (x->plan.route && x->selector[0]) {
         gw_span_str(s, "llmgw.selector", x->selector);
+    } else if (x->prov && x->model) {
+        char sel[DP_MAX_MODEL_ID + 160];
+        snprintf(sel, sizeof(sel), "%s/%s", x->prov->name, x->model);
+        gw_span_str(s, "llmgw.selector", sel);
+    }
     gw_span_str(s, "llmgw.outcome", x->outcome ? x->outcome : "ok");
     if (x->error_class)
         gw_span_str(s, "error.type", x->error_class);

@@ -201,6 +201,18 @@ describe('traces from the data plane', () => {
       assert.equal(b.includes(canary), false, 'the prompt canary reached the collector');
       assert.equal(b.includes(answer), false, 'the answer reached the collector');
     }
+    // A model field may hold anything: an unknown selector is not on the span.
+    const t2 = hex(16);
+    const bad = await h.request(gw.port, {
+      headers: { ...h.AUTH, traceparent: `00-${t2}-${hex(8)}-01` }, body: { model: `no-such-${canary}`, messages: [{ role: 'user', content: 'x' }] },
+    });
+    assert.ok(bad.status >= 400 && bad.status < 500, bad.text);
+    const srv2 = server(await spansOf(recv, t2, (s) => server(s), 'the refused request\'s span'));
+    assert.equal(srv2.attrs['http.response.status_code'], bad.status, JSON.stringify(srv2.attrs));
+    assert.equal(srv2.attrs['llmgw.selector'], undefined);
+    assert.equal(srv2.attrs['llmgw.outcome'], 'no_route');
+    assert.equal(srv2.attrs['llmgw.attempts'], 0);
+    for (const b of recv.bodies) assert.equal(b.includes(canary), false, 'the selector canary reached the collector');
     assert.equal(JSON.stringify(recv.spans, (k, v) => (typeof v === 'bigint' ? v.toString() : v)).includes(canary), false);
     assert.deepEqual(recv.errors, []);
     assert.ok(recv.requests.every((q) => q.contentType === 'application/x-protobuf'));
