@@ -80,6 +80,7 @@ void x_free(struct dp_exchange *x)
 {
     x_set_phase(x, XP_DONE);
     x_trace_request(x);
+    free(x->tr.tracestate);
     /* A classifier still asked is given up; a judge's sample goes. */
     x_guard_free(x);
     x_judge_free(x);

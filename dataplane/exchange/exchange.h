@@ -119,7 +119,7 @@ struct xtrace {
     int64_t phase_from;    /* the current phase's start (monotonic us) */
     int64_t last_end;      /* the last attempt span's end */
     long long max_tokens;  /* the client's, kept for the attempts' spans (-1: none) */
-    char tracestate[GW_TRACESTATE_MAX + 1]; /* the caller's, when valid; else "" */
+    char *tracestate;      /* the caller's, when valid (malloc'd); else NULL */
 };
 
 struct dp_exchange {

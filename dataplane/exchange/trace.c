@@ -11,6 +11,7 @@
  * numbers and classes only (the logs' rule).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dp_limits.h"
@@ -46,10 +47,8 @@ void x_trace_start(struct dp_exchange *x)
         memcpy(t->parent_id, parent.span_id, sizeof(t->parent_id));
         const char *ts = gw_http_req_header(x->req, "tracestate");
         size_t at, n = ts ? gw_tracestate_check(ts, strlen(ts), &at) : 0;
-        if (n && n < sizeof(t->tracestate)) {
-            memcpy(t->tracestate, ts + at, n);
-            t->tracestate[n] = '\0';
-        }
+        if (n)
+            t->tracestate = strndup(ts + at, n); /* NULL: not passed on */
     } else {
         gw_trace_ids(&x->l->rng, t->trace_id, sizeof(t->trace_id));
     }
@@ -153,7 +152,7 @@ const char *x_trace_attempt_begin(struct dp_exchange *x)
 
 const char *x_trace_tracestate(const struct dp_exchange *x)
 {
-    return x->tr.on && x->tr.tracestate[0] ? x->tr.tracestate : NULL;
+    return x->tr.tracestate;
 }
 
 static const char *operation(const struct dp_exchange *x)
@@ -257,7 +256,7 @@ void x_trace_request(struct dp_exchange *x)
     snprintf(name, sizeof(name), "POST %s", x->path);
     gw_span_begin(s, t->trace_id, t->span_id, t->has_parent ? t->parent_id : NULL, name,
                   x->internal ? GW_SPAN_INTERNAL : GW_SPAN_SERVER, ns(x, x->t0));
-    if (t->tracestate[0])
+    if (t->tracestate)
         gw_span_tracestate(s, t->tracestate, strlen(t->tracestate));
     gw_span_str(s, "http.request.method", "POST");
     gw_span_str(s, "url.path", x->path);
