@@ -29,6 +29,8 @@ struct cp_ledger;
 struct cp_etcd;
 struct cp_fleet;
 struct cp_jobs;
+struct cp_trace;
+struct gw_otel;
 
 struct cp_ctx {
     struct event_base *base;
@@ -49,6 +51,10 @@ struct cp_ctx {
     /* --lease-grace-s, in ms: how long past its expiry an unsettled budget
      * lease still counts (cp_leases.h). */
     long long lease_grace_ms;
+    /* Tracing (OTEL_* environment): the span exporter (gw_otel.h) and the
+     * control plane's spans (cp_trace.h); both NULL when tracing is off. */
+    struct gw_otel *otel;
+    struct cp_trace *trace;
 };
 
 #endif

@@ -15,6 +15,7 @@
 #include "gw_buf.h"
 #include "gw_error.h"
 #include "gw_metrics.h"
+#include "gw_otel.h"
 #include "gw_time.h"
 
 static const double ADMIN_S[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -43,6 +44,8 @@ struct cp_metrics {
     /* What the Watches were sent (collect: what the counter already has). */
     struct gw_metric *watch_sends;
     struct cp_grpc_stats grpc_seen;
+    /* With tracing on (cp_metrics_otel): push spans not started. */
+    struct gw_metric *push_spans_dropped;
     _Atomic int64_t last_current_ms; /* wall ms; 0: never */
 };
 
@@ -481,4 +484,22 @@ void cp_metrics_fleet_replicas(size_t n)
 {
     if (metrics)
         gw_metric_set(metrics->fleet_replicas, NULL, (double)n);
+}
+
+void cp_metrics_otel(struct gw_otel *o)
+{
+    if (!metrics || !o)
+        return;
+    gw_otel_metrics(metrics->reg, o);
+    metrics->push_spans_dropped = gw_metrics_counter(
+        metrics->reg, "llmgw_cp_push_spans_dropped_total",
+        "Snapshot pushes traced without a span: the table of pushes waiting for their data "
+        "plane's Ack was full.",
+        NULL);
+}
+
+void cp_metrics_push_spans_dropped(unsigned n)
+{
+    if (metrics)
+        gw_metric_inc(metrics->push_spans_dropped, NULL, n);
 }

@@ -42,6 +42,7 @@
 #define CP_METRICS_MAX_TEAM_ROUTES 5000
 
 struct gw_buf;
+struct gw_otel;
 struct cp_ctx;
 
 /* 0 or GW_ENOMEM. Once, at startup; cp_metrics_shutdown frees it. */
@@ -90,5 +91,14 @@ void cp_metrics_ledger_cost(const char *team, const char *route, const char *cur
  * loop. */
 void cp_metrics_fleet_state(const char *provider, const char *model, int state);
 void cp_metrics_fleet_replicas(size_t n);
+
+/* Tracing is on (o: the exporter, gw_otel.h): its series
+ * (llmgw_otel_spans_total, llmgw_otel_queue_spans,
+ * llmgw_otel_export_requests_total, read from it at each scrape) and
+ * llmgw_cp_push_spans_dropped_total. Once, at startup. */
+void cp_metrics_otel(struct gw_otel *o);
+/* Snapshot pushes that got no span (cp_trace.h: the pending table was
+ * full). On the loop. */
+void cp_metrics_push_spans_dropped(unsigned n);
 
 #endif

@@ -17,16 +17,20 @@
  * the snapshot builder hands each good build to it. The fleet thread
  * (cp_etcd.h) keeps this replica's lease, membership and leadership in etcd
  * (without etcd, the replica leads itself); the singleton jobs (cp_jobs.h)
- * run on the loop while it leads. SIGTERM/SIGINT stop accepting, let open
- * admin requests finish (they are short), stop the builder, resign in etcd,
- * cancel the open Watch streams and exit 0.
+ * run on the loop while it leads. With OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT
+ * set, admin writes, snapshot builds and pushes are trace spans
+ * (cp_trace.h, exported by gw_otel.h). SIGTERM/SIGINT stop accepting, let
+ * open admin requests finish (they are short), stop the builder, resign in
+ * etcd, cancel the open Watch streams, send the spans still queued and
+ * exit 0.
  *
  * The parts other modules read (the database connection, the builder, the
  * gRPC server, the ledger writer, the cluster membership, the fleet view,
- * the jobs, and two settings) are in one struct cp_ctx (cp_ctx.h), made
- * here and passed to the admin API, the jobs and the ledger writer's lease
- * handlers; what only this file uses (the admin API, the shutdown tick,
- * the admin port's TLS) is beside it in struct main_ctx.
+ * the jobs, the tracing, and two settings) are in one struct cp_ctx
+ * (cp_ctx.h), made here and passed to the admin API, the jobs and the
+ * ledger writer's lease handlers; what only this file uses (the admin API,
+ * the shutdown tick, the admin port's TLS) is beside it in struct
+ * main_ctx.
  */
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -55,9 +59,11 @@
 #include "cp_rotate.h"
 #include "cp_secrets.h"
 #include "cp_snapshot.h"
+#include "cp_trace.h"
 #include "gw_error.h"
 #include "gw_http.h"
 #include "gw_log.h"
+#include "gw_otel.h"
 #include "gw_time.h"
 #include "gw_tls.h"
 #include "llmgw/v1/control.pb-c.h"
@@ -137,18 +143,36 @@ static char *builder_document(void *arg, int64_t *version, size_t *len)
 
 /* On the main loop: each good build goes out to every data plane: its delta,
  * packed once, to every Watch current at its base; the whole document to
- * the others (a full build: to every Watch). */
+ * the others (a full build: to every Watch). A traced build's pushes are
+ * spans until each data plane acks (cp_trace.h). */
 static void publish(void *arg, const struct cp_snapshot_pub *p)
 {
     struct main_ctx *m = arg;
     if (cp_grpc_publish_version(m->cp.grpc, p->version, p->built_at_ms, p->base_version, p->delta,
-                                p->delta_len) != GW_OK)
+                                p->delta_len) != GW_OK) {
         gw_logf(GW_LOG_ERROR, "cannot publish the snapshot (out of memory)", "{s:I}", "version",
                 (json_int_t)p->version);
-    else
-        gw_logf(GW_LOG_INFO, "snapshot published", "{s:I,s:I,s:i}", "version",
-                (json_int_t)p->version, "base_version", (json_int_t)p->base_version, "delta_bytes",
-                (int)p->delta_len);
+        return;
+    }
+    gw_logf(GW_LOG_INFO, "snapshot published", "{s:I,s:I,s:i}", "version", (json_int_t)p->version,
+            "base_version", (json_int_t)p->base_version, "delta_bytes", (int)p->delta_len);
+    if (p->traced)
+        cp_trace_publish(m->cp.trace, m->cp.grpc, &p->trace, p->version);
+}
+
+/* On the main loop: a data plane serves version now (its push span ends). */
+static void on_ack(void *arg, const char *replica_id, int64_t version)
+{
+    struct main_ctx *m = arg;
+    cp_trace_ack(m->cp.trace, replica_id, version);
+}
+
+/* On the main loop: a data plane's last Watch ended (its push, if any,
+ * was not acknowledged). */
+static void on_disconnect(void *arg, const char *replica_id)
+{
+    struct main_ctx *m = arg;
+    cp_trace_replica_gone(m->cp.trace, replica_id);
 }
 
 static int migrate(struct cp_db *db)
@@ -247,6 +271,13 @@ static int check_config(const struct cp_config *c)
         (check_key("LLMGW_MASTER_KEY", key_id, rotate) != GW_OK ||
          (rotate && check_key("LLMGW_NEW_MASTER_KEY", new_key_id, 1) != GW_OK)))
         return 2;
+    struct gw_otel *otel = NULL;
+    if (c->command == CP_CMD_SERVE &&
+        gw_otel_from_env("llmgw-controlplane", c->replica_id, &otel, msg, sizeof(msg)) != GW_OK) {
+        fprintf(stderr, "llmgw-controlplane: %s\n", msg);
+        return 2;
+    }
+    gw_otel_free(otel);
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:s?,s:s?}", "msg", "config ok", "command", commands[c->command],
                   "replica_id", c->replica_id, "master_key_id", key_id[0] ? key_id : NULL,
@@ -354,15 +385,27 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* Tracing (OTEL_*; off without an endpoint): a value that is set but
+     * wrong stops the daemon here, naming its variable. */
+    struct gw_otel *otel = NULL;
+    if (gw_otel_from_env("llmgw-controlplane", cfg.replica_id, &otel, msg, sizeof(msg)) != GW_OK) {
+        fprintf(stderr, "llmgw-controlplane: %s\n", msg);
+        cp_master_key_clear(&key);
+        cp_db_free(db);
+        return 2;
+    }
+
     if (cp_metrics_init() != GW_OK) {
         gw_log(GW_LOG_ERROR, "out of memory", NULL);
         cp_master_key_clear(&key);
         cp_db_free(db);
         return 1;
     }
+    cp_metrics_otel(otel);
     struct main_ctx m = {.cp = {.db = db,
                                 .fetch_allow = cfg.catalog_fetch_allow,
-                                .lease_grace_ms = cfg.lease_grace_s * 1000}};
+                                .lease_grace_ms = cfg.lease_grace_s * 1000,
+                                .otel = otel}};
     int port = 0;
     int fd = gw_http_listen(cfg.admin.host, cfg.admin.port, 0, &port);
     if (fd < 0) {
@@ -382,6 +425,8 @@ int main(int argc, char **argv)
         gw_tls_log(m.admin_tls, "TLS on the admin port");
     }
     m.cp.base = event_base_new();
+    int trace_failed = 0;
+    m.cp.trace = m.cp.base ? cp_trace_new(otel, m.cp.base, &trace_failed) : NULL;
     /* The admin API seals secret values with the key, the builder opens
      * them: each keeps its own copy. */
     m.api = m.cp.base ? cp_api_new(m.cp.base, fd, &m.cp, cfg.admin_token, have_key ? &key : NULL,
@@ -393,7 +438,7 @@ int main(int argc, char **argv)
     struct event *intr = m.cp.base ? evsignal_new(m.cp.base, SIGINT, on_term, &m) : NULL;
     struct event *hup = m.cp.base ? evsignal_new(m.cp.base, SIGHUP, on_hup, &m) : NULL;
     m.tick = m.cp.base ? event_new(m.cp.base, -1, EV_PERSIST, on_tick, &m) : NULL;
-    if (!m.api || !term || !intr || !hup || !m.tick) {
+    if (!m.api || !term || !intr || !hup || !m.tick || trace_failed) {
         gw_log(GW_LOG_ERROR, "out of memory", NULL);
         return 1;
     }
@@ -407,6 +452,8 @@ int main(int argc, char **argv)
                               .tls_client_ca_file = cfg.grpc_tls_client_ca,
                               .fleet_token = cfg.fleet_token,
                               .on_report = on_report,
+                              .on_ack = on_ack,
+                              .on_disconnect = on_disconnect,
                               .arg = &m,
                               .ledger_batch_max = CP_LEDGER_BATCH_MAX};
     m.cp.grpc = cp_grpc_new(m.cp.base, &go, msg, sizeof(msg));
@@ -443,7 +490,8 @@ int main(int argc, char **argv)
                                   .secret_cache_ttl_ms = cfg.secret_cache_ttl_ms,
                                   .master_key = have_key ? &key : NULL,
                                   .publish = publish,
-                                  .arg = &m};
+                                  .arg = &m,
+                                  .trace = m.cp.trace};
     cp_grpc_set_document(m.cp.grpc, builder_document, &m);
     /* publish runs on this loop, which is not running yet */
     m.cp.builder = cp_snapshot_new(m.cp.base, &so, msg, sizeof(msg));
@@ -512,6 +560,11 @@ int main(int argc, char **argv)
     cp_fleet_free(m.cp.fleet);
     m.cp.fleet = NULL;
     cp_api_free(m.api);
+    /* After the gRPC server (its streams' ends) and the admin API (a
+     * deferred answer's span): the pushes still waiting end, and the
+     * loop's spans go to the exporter, which sends what is queued. */
+    cp_trace_free(m.cp.trace);
+    m.cp.trace = NULL;
     event_free(term);
     event_free(intr);
     event_free(hup);
@@ -520,6 +573,8 @@ int main(int argc, char **argv)
     gw_tls_free(m.admin_tls);
     cp_db_free(db);
     m.cp.db = NULL;
+    gw_otel_free(otel);
+    m.cp.otel = NULL;
     cp_metrics_shutdown();
     curl_global_cleanup();
     gw_log(GW_LOG_INFO, "stopped", NULL);

@@ -19,6 +19,7 @@
 #include "cp_resource.h"
 #include "cp_secrets.h"
 #include "cp_snapshot_api.h"
+#include "cp_trace.h"
 #include "cp_usage.h"
 #include "gw_buf.h"
 #include "gw_crypto.h"
@@ -296,6 +297,36 @@ static const char *path_label(const char *path)
     return admin_label(path + sizeof(ADMIN_PREFIX) - 1);
 }
 
+/* The route template of a path under /v1/admin/ (rest: what follows the
+ * prefix) into out, as docs/openapi.yaml writes it ("/v1/admin/providers",
+ * "/v1/admin/prices/{provider}/{model}"), for a span's name; NULL when the
+ * path is none of the API's. */
+static const char *route_template(const char *rest, char *out, size_t n)
+{
+    const char *label = admin_label(rest);
+    if (strcmp(label, "unknown") == 0)
+        return NULL;
+    const struct cp_resource *r = NULL;
+    for (const struct cp_resource *const *p = cp_resources; *p && !r; p++)
+        if (strcmp((*p)->name, label) == 0)
+            r = *p;
+    const char *slash = strchr(rest, '/');
+    if (!r || !slash || !slash[1]) {
+        /* A fixed path, or a collection: the label is the path (but for
+         * the two whose label is not). */
+        snprintf(out, n, ADMIN_PREFIX "%s",
+                 !strcmp(label, "catalog_import")       ? "catalog/import"
+                 : !strcmp(label, "judgements_summary") ? "judgements/summary"
+                                                        : label);
+        return out;
+    }
+    size_t len = (size_t)snprintf(out, n, ADMIN_PREFIX "%s", r->name);
+    for (size_t i = 0; i < r->nfields && len < n; i++)
+        if (r->fields[i].flags & CP_F_KEY)
+            len += (size_t)snprintf(out + len, n - len, "/{%s}", r->fields[i].name);
+    return out;
+}
+
 /* Routes the request (labelled before authentication: refusals count under
  * their route). */
 static void route(struct cp_api *api, struct cp_call *c)
@@ -374,22 +405,25 @@ static void route(struct cp_api *api, struct cp_call *c)
     cp_resource_handle(c, r, key);
 }
 
-/* What the request's metrics need, kept past its answer. */
+/* What the request's metrics and span need, kept past its answer. */
 struct served {
     int64_t t0;
     char method[16];
     const char *resource; /* a static label */
+    struct cp_trace_admin span;
 };
 
-static void record(const struct served *s, int status)
+static void record(const struct served *s, const struct cp_call *c)
 {
-    cp_metrics_admin_request(s->resource, s->method, status, (double)(gw_now_us() - s->t0) / 1e6);
+    cp_metrics_admin_request(s->resource, s->method, c->status,
+                             (double)(gw_now_us() - s->t0) / 1e6);
+    cp_trace_admin_end(c->tracer, &s->span, c->status, c->audit_id, c->config_version);
 }
 
-/* A deferred call's answer (cp_call_defer): its metrics. */
+/* A deferred call's answer (cp_call_defer): its metrics and span. */
 static void served_done(struct cp_call *c, void *arg)
 {
-    record(arg, c->status);
+    record(arg, c);
 }
 
 static void handle(struct gw_http_req *req, void *arg)
@@ -403,9 +437,18 @@ static void handle(struct gw_http_req *req, void *arg)
      * answered. Every handler answers before returning, except one that
      * defers (cp_call_defer): its answer records the metrics then, from
      * the copy in the pool. */
-    struct served local = {.t0 = gw_http_req_start_us(req),
-                           .resource = path_label(gw_http_req_path(req))};
+    const char *path = gw_http_req_path(req);
+    struct served local = {.t0 = gw_http_req_start_us(req), .resource = path_label(path)};
     snprintf(local.method, sizeof(local.method), "%s", gw_http_req_method(req));
+    /* An admin write's span (cp_trace.h): begun now, ended with the answer. */
+    char tbuf[96];
+    const char *tmpl = api->ctx->trace && strncmp(path, ADMIN_PREFIX, sizeof(ADMIN_PREFIX) - 1) == 0
+                           ? route_template(path + sizeof(ADMIN_PREFIX) - 1, tbuf, sizeof(tbuf))
+                           : NULL;
+    if (cp_trace_admin_begin(api->ctx->trace, &local.span, req, local.resource, tmpl)) {
+        c.tracer = api->ctx->trace;
+        c.span = local.span.ctx;
+    }
     struct served *s = gw_pool_alloc(c.pool, sizeof(*s));
     if (s) {
         *s = local;
@@ -416,7 +459,7 @@ static void handle(struct gw_http_req *req, void *arg)
      * the stack's copies are read. */
     route(api, &c);
     if (!c.deferred)
-        record(&local, c.status);
+        record(&local, &c);
 }
 
 /* The daemon's main connection (admin API, metrics, singleton jobs) is used

@@ -15,11 +15,14 @@
 
 #include <jansson.h>
 
+#include "gw_trace.h"
+
 struct gw_http_req;
 struct gw_pool;
 struct cp_db;
 struct cp_db_err;
 struct cp_master_key;
+struct cp_trace;
 
 struct cp_call {
     struct gw_http_req *req;
@@ -41,6 +44,13 @@ struct cp_call {
     int deferred;
     void (*done)(struct cp_call *c, void *arg);
     void *done_arg;
+    /* An admin write being traced (cp_trace.h; NULL tracer: not one): its
+     * span's context, which cp_resource_record remembers for the version
+     * it makes; and what the write committed, for its span: the audit
+     * row's id and the config version (0: none). */
+    struct cp_trace *tracer;
+    struct gw_trace_ctx span;
+    long long audit_id, config_version;
 };
 
 /* A copy of c in its request's pool, for answering later (from a transfer's

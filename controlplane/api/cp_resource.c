@@ -7,6 +7,7 @@
 
 #include "cp_db.h"
 #include "cp_metrics.h"
+#include "cp_trace.h"
 #include "gw_buf.h"
 #include "gw_codec.h"
 #include "gw_crypto.h"
@@ -346,18 +347,34 @@ int cp_resource_record(struct cp_call *c, const char *resource, const char *acti
     if (!ver)
         return GW_EIO;
     const char *p[] = {c->actor, action, resource, id, ver, dump(c, before), dump(c, after)};
-    if (cp_db_cmd(c->db,
-                  "INSERT INTO audit_log (actor, action, resource, resource_id, config_version, "
-                  "before, after) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb)",
-                  7, p, err))
+    res = cp_db_exec(c->db, c->pool,
+                     "INSERT INTO audit_log (actor, action, resource, resource_id, "
+                     "config_version, before, after) VALUES ($1, $2, $3, $4, $5, $6::jsonb, "
+                     "$7::jsonb) RETURNING id",
+                     7, p, err);
+    const char *audit_id = cp_db_value(res);
+    if (!audit_id)
         return GW_EIO;
     /* Delivered at COMMIT, to every listening replica, or not at all. */
     if (cp_db_cmd(c->db, "SELECT pg_notify('llmgw_config', $1)", 1, p + 4, err))
         return GW_EIO;
     *version = strtoll(ver, NULL, 10);
+    /* The request's span names them; the build that takes the version in
+     * finds the span (before the COMMIT: the builder may hear it first). */
+    c->audit_id = strtoll(audit_id, NULL, 10);
+    c->config_version = *version;
+    if (c->tracer)
+        cp_trace_remember(c->tracer, *version, &c->span);
     gw_logf(GW_LOG_INFO, "admin write", "{s:s,s:s,s:s,s:s,s:I}", "actor", c->actor, "action",
             action, "resource", resource, "id", id, "config_version", (json_int_t)*version);
     return GW_OK;
+}
+
+void cp_resource_rolled_back(struct cp_call *c)
+{
+    if (c->tracer && c->config_version)
+        cp_trace_forget(c->tracer, c->config_version, &c->span);
+    c->audit_id = c->config_version = 0;
 }
 
 /* The end of every write: its audit row, version bump and notification,
@@ -370,6 +387,7 @@ static int record_and_commit(struct cp_call *c, const struct cp_resource *r, con
     if (cp_resource_record(c, r->name, action, key, before, after, &version, &err) ||
         cp_db_commit(c->db, &err)) {
         cp_db_rollback(c->db);
+        cp_resource_rolled_back(c);
         cp_call_db_error(c, &err);
         return 1;
     }

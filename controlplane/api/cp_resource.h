@@ -132,9 +132,14 @@ void cp_resource_handle(struct cp_call *c, const struct cp_resource *r, const ch
 /* The write's bookkeeping, shared with resources that are not a plain
  * table (secrets, keys): bumps config_state.version, inserts the audit
  * row and sends the notification, inside the caller's transaction. before
- * and after may be NULL; *version receives the new config version. */
+ * and after may be NULL; *version receives the new config version. The
+ * audit row's id and the version are also set in c (for its span), and a
+ * traced write's span is remembered for the version (cp_trace.h). */
 int cp_resource_record(struct cp_call *c, const char *resource, const char *action, const char *id,
                        const json_t *before, const json_t *after, long long *version,
                        struct cp_db_err *err) __attribute__((warn_unused_result));
+/* After the rollback of a write cp_resource_record recorded (its COMMIT
+ * failed): the trace forgets the version, c names neither. */
+void cp_resource_rolled_back(struct cp_call *c);
 
 #endif

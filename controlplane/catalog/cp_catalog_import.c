@@ -136,6 +136,7 @@ int cp_catalog_import(struct cp_call *c, const char *source, const char *text, s
     if (cp_resource_record(c, "catalog", "import", source, NULL, after, &version, dberr) ||
         cp_db_commit(c->db, dberr)) {
         cp_db_rollback(c->db);
+        cp_resource_rolled_back(c);
         goto out;
     }
     cp_metrics_audit_rows(1);

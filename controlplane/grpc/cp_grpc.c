@@ -193,8 +193,9 @@ static void stream_maybe_free(struct stream *st)
     if (st->next)
         st->next->prev = st->prev;
     if (st->rep) {
-        if (st->kind == K_WATCH && st->rep->watches > 0)
-            st->rep->watches--;
+        if (st->kind == K_WATCH && st->rep->watches > 0 && --st->rep->watches == 0 &&
+            s->o.on_disconnect)
+            s->o.on_disconnect(s->o.arg, st->rep->id);
         if (st->rep->streams > 0)
             st->rep->streams--;
         st->rep->seen_ms = gw_wall_ms();

@@ -51,6 +51,9 @@ struct cp_grpc_opts {
     const char *fleet_token;
     /* Called for each Ack after the replica table is updated (may be NULL). */
     void (*on_ack)(void *arg, const char *replica_id, int64_t version);
+    /* Called when a replica's last open Watch ends (may be NULL), also as
+     * cp_grpc_free cancels them. */
+    void (*on_disconnect)(void *arg, const char *replica_id);
     /* Called for every Report message, acks included (may be NULL): ledger
      * rows, lease requests and outcome summaries go to the daemon this way.
      * stream_id names the stream for cp_grpc_report_reply; replica_id is

@@ -11,10 +11,12 @@
 #include "cp_db.h"
 #include "cp_metrics.h"
 #include "cp_snapshot_model.h"
+#include "cp_trace.h"
 #include "dp_snapshot.h"
 #include "gw_crypto.h"
 #include "gw_error.h"
 #include "gw_log.h"
+#include "gw_otel.h"
 #include "gw_time.h"
 
 #define CHANNEL "llmgw_config"
@@ -74,6 +76,7 @@ struct cp_snapshot {
     struct cp_secret_backend_config backends;
     void (*publish)(void *, const struct cp_snapshot_pub *);
     void *arg;
+    struct cp_trace *trace;
 
     /* The daemon's loop: the publish callback runs there. */
     struct event *ready_ev;
@@ -122,6 +125,8 @@ struct cp_snapshot {
     int has_pending; /* a build for the daemon's loop: */
     json_t *pending; /* its delta (holds credentials), NULL: whole */
     int64_t pending_version, pending_built_ms;
+    int pending_traced; /* its build's span: pending_trace */
+    struct gw_trace_ctx pending_trace;
     /* Status. */
     int64_t st_version, st_built_ms, st_error_ms, st_config_version;
     long long st_builds, st_failed;
@@ -321,7 +326,10 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&b->lock);
     int have = b->has_pending;
     json_t *delta = b->pending;
-    struct cp_snapshot_pub p = {.version = b->pending_version, .built_at_ms = b->pending_built_ms};
+    struct cp_snapshot_pub p = {.version = b->pending_version,
+                                .built_at_ms = b->pending_built_ms,
+                                .traced = b->pending_traced,
+                                .trace = b->pending_trace};
     b->has_pending = 0;
     b->pending = NULL;
     pthread_mutex_unlock(&b->lock);
@@ -697,11 +705,13 @@ static int connection_lost(struct cp_snapshot *b)
 }
 
 /* Hands a build to the daemon's loop: its delta (taken; NULL for a whole
- * document). A build the loop has not taken yet is merged with it: the
- * later delta's resources replace the earlier's (base_version stays the
- * earlier's); with a whole document on either side, the watchers get a
- * whole one. */
-static void hand_over(struct cp_snapshot *b, json_t *delta, int64_t version, int64_t built)
+ * document) and its span (NULL: none). A build the loop has not taken yet
+ * is merged with it: the later delta's resources replace the earlier's
+ * (base_version stays the earlier's); with a whole document on either
+ * side, the watchers get a whole one. The later build's span is the
+ * publish's. */
+static void hand_over(struct cp_snapshot *b, json_t *delta, int64_t version, int64_t built,
+                      const struct gw_trace_ctx *span)
 {
     pthread_mutex_lock(&b->lock);
     if (b->has_pending && (!b->pending || !delta)) {
@@ -745,6 +755,9 @@ static void hand_over(struct cp_snapshot *b, json_t *delta, int64_t version, int
     b->has_pending = 1;
     b->pending_version = version;
     b->pending_built_ms = built;
+    b->pending_traced = span != NULL;
+    if (span)
+        b->pending_trace = *span;
     pthread_mutex_unlock(&b->lock);
     event_active(b->ready_ev, 0, 0);
 }
@@ -847,10 +860,32 @@ static void status_lists(struct cp_snapshot *b)
     json_decref(s);
 }
 
+/* A published build's span (cp_trace.h): the configuration versions it
+ * took in were (from, b->seen_version]. 1 with *span set, 0 untraced. */
+static int build_span(struct cp_snapshot *b, const json_t *delta, int64_t from, int64_t t0,
+                      struct gw_trace_ctx *span)
+{
+    if (!b->trace)
+        return 0;
+    uint64_t end = gw_otel_now_ns();
+    int64_t took_us = gw_now_us() - t0;
+    struct cp_trace_build tb = {
+        .version = b->model.version,
+        .base_version = delta ? json_integer_value(json_object_get(delta, "base_version")) : 0,
+        .kind = delta ? "delta" : "full",
+        .result = "ok",
+        .from_config = from,
+        .to_config = b->seen_version,
+        .start_ns = end - (uint64_t)(took_us > 0 ? took_us : 0) * 1000u,
+        .end_ns = end};
+    return cp_trace_build(b->trace, &tb, span);
+}
+
 /* A good build: status, metrics, the log line, and the hand-off (delta:
- * serialized, taken; NULL with changed: the whole document). */
+ * serialized, taken; NULL with changed: the whole document). from: the
+ * configuration version the model reflected before it. */
 static void build_done(struct cp_snapshot *b, int incremental, int changed, size_t nchanged,
-                       json_t *delta, int64_t t0)
+                       json_t *delta, int64_t t0, int64_t from)
 {
     int64_t built = gw_wall_ms();
     int64_t version = b->model.version;
@@ -870,7 +905,9 @@ static void build_done(struct cp_snapshot *b, int incremental, int changed, size
     }
     pthread_mutex_unlock(&b->lock);
     if (changed) {
-        hand_over(b, delta, version, built);
+        struct gw_trace_ctx span;
+        int traced = build_span(b, delta, from, t0, &span);
+        hand_over(b, delta, version, built, traced ? &span : NULL);
     } else {
         dp_snapshot_wipe_json(delta);
         json_decref(delta);
@@ -1084,6 +1121,7 @@ static void build_full(struct cp_snapshot *b, const char *why, int check)
         set_snap(b, s);
         s = NULL;
     }
+    int64_t from = b->seen_version;
     b->seen_version = version;
     b->last_full_ms = gw_wall_ms();
     json_decref(b->unresolved);
@@ -1094,7 +1132,7 @@ static void build_full(struct cp_snapshot *b, const char *why, int check)
     b->lists_dirty = 1;
     gw_logf(GW_LOG_DEBUG, "full snapshot build", "{s:s}", "reason", why);
     /* "changed": how many kinds (and the catalog) differ from the model. */
-    build_done(b, 0, changed, had ? (size_t)__builtin_popcount(diff) : 1, NULL, t0);
+    build_done(b, 0, changed, had ? (size_t)__builtin_popcount(diff) : 1, NULL, t0, from);
     goto out;
 
 dbfail:
@@ -1609,12 +1647,13 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
         goto fail;
 
     size_t nchanged = c.nch + (c.catalog_text ? 1 : 0) + (c.rules_text ? 1 : 0);
+    int64_t from_version = b->seen_version;
     if (nchanged == 0) {
         b->seen_version = version;
         /* Nothing the data planes see changed (an admin token, a secret no
          * provider uses): no delta is published. */
         inc_status(b, &c);
-        build_done(b, 1, 0, 0, NULL, t0);
+        build_done(b, 1, 0, 0, NULL, t0, from_version);
         goto out;
     }
     /* The data plane's own validator, on the change only. */
@@ -1679,7 +1718,7 @@ static int build_incremental(struct cp_snapshot *b, int expiry, const char **why
     }
     /* Without a delta (expiry at the same version) the watchers get the
      * whole document. */
-    build_done(b, 1, 1, nchanged, delta, t0);
+    build_done(b, 1, 1, nchanged, delta, t0, from_version);
     goto out;
 
 rollback:
@@ -1957,6 +1996,7 @@ struct cp_snapshot *cp_snapshot_new(struct event_base *base, const struct cp_sna
         cp_secret_backend_config_from_env(&b->backends);
     b->publish = o->publish;
     b->arg = o->arg;
+    b->trace = o->trace;
     b->seen_version = -1;
     pthread_mutex_init(&b->mlock, NULL);
     cp_model_init(&b->model);

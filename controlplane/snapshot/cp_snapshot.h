@@ -60,8 +60,10 @@
 
 #include "cp_secret_ref.h"
 #include "cp_secrets.h"
+#include "gw_trace.h"
 
 struct event_base;
+struct cp_trace;
 
 /* One good build, as the daemon's loop gets it. */
 struct cp_snapshot_pub {
@@ -69,6 +71,10 @@ struct cp_snapshot_pub {
     int64_t base_version; /* 0: a full build; every watcher needs the whole document */
     const char *delta;    /* the delta JSON (serialized), or NULL when base_version is 0 */
     size_t delta_len;
+    /* traced: the span of the build that made this version
+     * (llmgw.snapshot.build, cp_trace.h), whose children its pushes are. */
+    int traced;
+    struct gw_trace_ctx trace;
 };
 
 struct cp_snapshot_opts {
@@ -96,6 +102,10 @@ struct cp_snapshot_opts {
      * version is not past that document's is already in it. */
     void (*publish)(void *arg, const struct cp_snapshot_pub *p);
     void *arg;
+    /* Tracing (not owned; NULL: off): each build that makes a publish
+     * writes its span (cp_trace_build), under the admin writes it took
+     * in. */
+    struct cp_trace *trace;
 };
 
 struct cp_snapshot;
