@@ -1198,6 +1198,8 @@ const CONTROLPLANE_ENV_VARS = ['LLMGW_DATABASE_URL', 'LLMGW_ADMIN_LISTEN', 'LLMG
 function controlPlaneEnv(conninfo, env) {
   const e = { ...process.env };
   for (const k of CONTROLPLANE_ENV_VARS) delete e[k];
+  // Tracing (OTEL_*) only where a test passes it in env.
+  for (const k of Object.keys(e)) if (k.startsWith('OTEL_')) delete e[k];
   return { ...e, LLMGW_DATABASE_URL: conninfo, ...env };
 }
 
