@@ -277,6 +277,7 @@ static int check_config(const struct cp_config *c)
         fprintf(stderr, "llmgw-controlplane: %s\n", msg);
         return 2;
     }
+    int traces = otel != NULL;
     gw_otel_free(otel);
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:s?,s:s?}", "msg", "config ok", "command", commands[c->command],
@@ -303,6 +304,7 @@ static int check_config(const struct cp_config *c)
                          c->admin_token != NULL, "fleet_token", c->fleet_token != NULL));
         json_object_set_new(o, "etcd_tls", json_boolean(c->etcd_ca || c->etcd_cert));
         json_object_set_new(o, "admin_tls", json_boolean(c->admin_tls_cert != NULL));
+        json_object_set_new(o, "traces", json_boolean(traces));
     }
     if (!o)
         return 1;

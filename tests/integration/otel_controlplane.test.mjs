@@ -300,6 +300,17 @@ describe('control plane tracing configuration', () => {
     };
   };
 
+  test('--check-config says whether it would trace', T, async () => {
+    for (const [extra, traces] of [[{}, true], [{ OTEL_SDK_DISABLED: 'true' }, false]]) {
+      const p = new h.ManagedProcess('cp-checkconfig', h.CONTROLPLANE_BIN, ['serve', '--check-config'], { env: env(extra) });
+      p.exitExpected = true;
+      assert.equal((await p.waitExit(h.START_TIMEOUT_MS)).code, 0, p.describe());
+      const line = JSON.parse(p.stdoutText.trim().split('\n').pop());
+      assert.equal(line.msg, 'config ok');
+      assert.equal(line.traces, traces, JSON.stringify(extra));
+    }
+  });
+
   for (const check of [false, true]) {
     test(`a bad OTEL_TRACES_SAMPLER stops the control plane at start${check ? ' (--check-config)' : ''}`, T, async () => {
       const p = new h.ManagedProcess('cp-badsampler', h.CONTROLPLANE_BIN,
