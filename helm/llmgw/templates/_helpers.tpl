@@ -149,6 +149,12 @@ pre-install,pre-upgrade
 {{- if and .Values.dataplane.autoscaling.enabled (lt (int .Values.dataplane.autoscaling.maxReplicas) (int .Values.dataplane.autoscaling.minReplicas)) -}}
 {{- fail "dataplane.autoscaling.maxReplicas must be at least minReplicas" -}}
 {{- end -}}
+{{- if and .Values.tracing.enabled (not .Values.tracing.endpoint) -}}
+{{- fail "tracing.enabled needs tracing.endpoint: the collector's OTLP/HTTP base URL, e.g. http://otel-collector.observability:4318 (helm/README.md, \"Traces\")" -}}
+{{- end -}}
+{{- if and .Values.tracing.enabled (gt (int .Values.tracing.batch.maxExportBatchSize) (int .Values.tracing.batch.maxQueueSize)) -}}
+{{- fail (printf "tracing.batch.maxExportBatchSize (%d) must not exceed tracing.batch.maxQueueSize (%d)" (int .Values.tracing.batch.maxExportBatchSize) (int .Values.tracing.batch.maxQueueSize)) -}}
+{{- end -}}
 {{- $_ := include "llmgw.dp.grace" . -}}
 {{- end -}}
 
@@ -215,4 +221,117 @@ pre-install,pre-upgrade
     - port: {{ .Values.postgres.external.port }}
       protocol: TCP
 {{- end -}}
+{{- end -}}
+
+
+{{/* OpenTelemetry traces: the OTEL_* environment of a daemon, (dict "ctx" $
+     "component" "dataplane"), after LLMGW_REPLICA_ID (k8s.pod.name expands
+     it) and before extraEnv (which may override any of it). Nothing when
+     tracing is off. */}}
+{{- define "llmgw.tracing.env" -}}
+{{- $t := .ctx.Values.tracing -}}
+{{- if $t.enabled }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "llmgw-%s" .component | quote }}
+{{- $attrs := list "k8s.pod.name=$(LLMGW_REPLICA_ID)" (printf "k8s.namespace.name=%s" .ctx.Release.Namespace) (printf "service.namespace=%s" .ctx.Release.Name) }}
+{{- with $t.resourceAttributes }}
+{{- $attrs = append $attrs . }}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $t.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $t.protocol | quote }}
+- name: OTEL_EXPORTER_OTLP_COMPRESSION
+  value: {{ $t.compression | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $t.sampler | quote }}
+{{- if and (hasSuffix "traceidratio" $t.sampler) (ne (toString $t.samplerArg) "") }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ toString $t.samplerArg | quote }}
+{{- end }}
+- name: OTEL_BSP_MAX_QUEUE_SIZE
+  value: {{ int $t.batch.maxQueueSize | quote }}
+- name: OTEL_BSP_SCHEDULE_DELAY
+  value: {{ int $t.batch.scheduleDelayMs | quote }}
+- name: OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+  value: {{ int $t.batch.maxExportBatchSize | quote }}
+{{- with $t.headersSecret }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: headers
+{{- end }}
+{{- if $t.caSecret }}
+- name: OTEL_EXPORTER_OTLP_CERTIFICATE
+  value: /etc/llmgw/otel-ca/ca.crt
+{{- end }}
+{{- if $t.clientTLSSecret }}
+- name: OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE
+  value: /etc/llmgw/otel-client-tls/tls.crt
+- name: OTEL_EXPORTER_OTLP_CLIENT_KEY
+  value: /etc/llmgw/otel-client-tls/tls.key
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The collector's CA and client certificate: a daemon's volumeMounts and
+     its pod's volumes (list items; nothing when not used). */}}
+{{- define "llmgw.tracing.volumeMounts" -}}
+{{- $t := .Values.tracing -}}
+{{- if $t.enabled }}
+{{- if $t.caSecret }}
+- name: otel-ca
+  mountPath: /etc/llmgw/otel-ca
+  readOnly: true
+{{- end }}
+{{- if $t.clientTLSSecret }}
+- name: otel-client-tls
+  mountPath: /etc/llmgw/otel-client-tls
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "llmgw.tracing.volumes" -}}
+{{- $t := .Values.tracing -}}
+{{- if $t.enabled }}
+{{- if $t.caSecret }}
+- name: otel-ca
+  secret:
+    secretName: {{ $t.caSecret }}
+    defaultMode: 0440
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- if $t.clientTLSSecret }}
+- name: otel-client-tls
+  secret:
+    secretName: {{ $t.clientTLSSecret }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Egress from a daemon to the collector (a rule, or nothing). */}}
+{{- define "llmgw.netpol.tracingEgress" -}}
+{{- $t := .Values.tracing -}}
+{{- if $t.enabled }}
+# The OpenTelemetry collector (tracing.networkPolicy{{ if not $t.networkPolicy.egressTo }}: no peers, any destination{{ end }}).
+- ports:
+    - port: {{ $t.networkPolicy.port }}
+      protocol: TCP
+  {{- with $t.networkPolicy.egressTo }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
 {{- end -}}
