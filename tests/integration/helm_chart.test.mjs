@@ -16,6 +16,9 @@
 //   kubelet would, secrets as well-formed stand-ins): the flags the chart
 //   passes are the flags the binaries take, and the ports they would listen
 //   on are the ports the pods declare;
+// - OpenTelemetry traces (tracing.*): both daemons get the OTEL_* variables,
+//   the collector's headers from a Secret and its CA mounted, egress to the
+//   collector; nothing of it with the defaults;
 // - values the schema or the templates must refuse, refused with a message;
 // - the Dockerfiles: bookworm stages, a non-root user, no HEALTHCHECK, the
 //   binary where the chart runs it, and deploy/docker/check-libs.sh (every
@@ -286,6 +289,7 @@ function resolveEnv(w, k) {
     LLMGW_MASTER_KEY: hex(), LLMGW_CACHE_KEY: hex(),
     LLMGW_ADMIN_TOKEN: crypto.randomBytes(24).toString('hex'), PGPASSWORD: 'stand-in',
     LLMGW_FLEET_TOKEN: crypto.randomBytes(24).toString('hex'),
+    OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer%20${crypto.randomBytes(16).toString('hex')},x-scope-orgid=llmgw`,
   };
   const podName = w.kind === 'StatefulSet' ? `${w.metadata.name}-0` : `${w.metadata.name}-5d8c7b9f4d-x7k2q`.slice(0, 63);
   const env = {};
@@ -364,6 +368,10 @@ test('the rendered args and env are accepted by the binaries (--check-config), w
         assert.equal(s.drain_timeout_ms, v.dataplane.drainTimeoutMs, where);
         assert.equal(s.ledger_spool_max_mb, v.dataplane.ledger.spoolMaxMb, where);
       }
+      // The OTEL_* environment passes the daemon's own checks (a wrong value
+      // would stop it at start); a daemon that reports it says traces are on.
+      if ('traces' in s) assert.equal(s.traces, !!valuesOf(c).tracing.enabled, `${where}: traces exactly when tracing.enabled`);
+      else assert.notEqual(k.name, 'dataplane', `${where}: the data plane reports traces`);
     }
   }
   t.diagnostic(`${runs} --check-config runs`);
@@ -413,6 +421,122 @@ test('--check-config refuses what a start would, naming the flag', () => {
   }
 });
 
+// The env entries of a container by name (the last one wins, as in the kubelet).
+const envOf = (k) => Object.fromEntries((k.env || []).map((e) => [e.name, e]));
+const otelNames = (k) => (k.env || []).map((e) => e.name).filter((n) => n.startsWith('OTEL_'));
+const renderOk = (files, set) => {
+  const r = render(files, set);
+  assert.equal(r.status, 0, `helm template ${files.map((f) => path.basename(f)).join(' ')} --set ${set.join(' --set ')}:\n${r.stderr}`);
+  const objs = YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter(Boolean);
+  const problems = objs.flatMap(validate);
+  assert.deepEqual(problems, [], problems.join('\n'));
+  return objs;
+};
+// The egress rules of a NetworkPolicy on a TCP port.
+const egressOn = (np, port) => (np.spec.egress || []).filter((r) => (r.ports || []).some((p) => p.port === port && p.protocol === 'TCP'));
+
+test('tracing off (the default): no OTEL_ variable, no collector volume, no collector egress', () => {
+  for (const c of CASES) {
+    if (valuesOf(c).tracing.enabled) continue;
+    const objs = rendered.get(c.name);
+    for (const { w, pod, c: k } of containersOf(objs)) {
+      assert.deepEqual(otelNames(k), [], `${c.name}: ${id(w)}/${k.name}`);
+      assert.ok(!(pod.spec.volumes || []).some((x) => x.name.startsWith('otel-')), `${c.name}: ${id(w)}`);
+    }
+    for (const np of objs.filter((o) => o.kind === 'NetworkPolicy'))
+      assert.deepEqual(egressOn(np, valuesOf(c).tracing.networkPolicy.port), [], `${c.name}: ${id(np)}`);
+  }
+});
+
+test('tracing: both daemons export to the collector, headers from the Secret, its CA and client certificate mounted', () => {
+  const c = CASES.find((x) => x.name === 'tracing');
+  assert.ok(c, 'helm/llmgw/ci/tracing-values.yaml is in the matrix');
+  const v = valuesOf(c);
+  const t = v.tracing;
+  assert.ok(t.enabled && t.headersSecret && t.caSecret && t.clientTLSSecret && t.resourceAttributes, 'the ci file sets what this checks');
+  const objs = rendered.get(c.name);
+  for (const w of [controlplaneOf(objs), dataplaneOf(objs)]) {
+    const pod = podTemplate(w).spec;
+    const k = pod.containers[0];
+    const where = `${id(w)}/${k.name}`;
+    const env = envOf(k);
+    const names = k.env.map((e) => e.name);
+    const value = (n) => {
+      assert.ok(n in env, `${where}: no ${n}`);
+      assert.ok('value' in env[n], `${where}: ${n} is not a literal`);
+      return env[n].value;
+    };
+    assert.equal(value('OTEL_EXPORTER_OTLP_ENDPOINT'), t.endpoint, where);
+    assert.equal(value('OTEL_SERVICE_NAME'), `llmgw-${k.name}`, where);
+    assert.equal(value('OTEL_EXPORTER_OTLP_PROTOCOL'), t.protocol, where);
+    assert.equal(value('OTEL_EXPORTER_OTLP_COMPRESSION'), t.compression, where);
+    assert.equal(value('OTEL_TRACES_SAMPLER'), t.sampler, where);
+    assert.equal(value('OTEL_TRACES_SAMPLER_ARG'), String(t.samplerArg), where);
+    assert.equal(value('OTEL_BSP_MAX_QUEUE_SIZE'), String(t.batch.maxQueueSize), where);
+    assert.equal(value('OTEL_BSP_SCHEDULE_DELAY'), String(t.batch.scheduleDelayMs), where);
+    assert.equal(value('OTEL_BSP_MAX_EXPORT_BATCH_SIZE'), String(t.batch.maxExportBatchSize), where);
+    // The collector's credentials: a reference to the Secret, never a value.
+    assert.deepEqual(env.OTEL_EXPORTER_OTLP_HEADERS, { name: 'OTEL_EXPORTER_OTLP_HEADERS', valueFrom: { secretKeyRef: { name: t.headersSecret, key: 'headers' } } }, where);
+    // The resource: the pod (expanded from LLMGW_REPLICA_ID, defined
+    // before it), the namespace, the release, then the values'.
+    assert.ok(names.indexOf('LLMGW_REPLICA_ID') < names.indexOf('OTEL_RESOURCE_ATTRIBUTES'), `${where}: $(LLMGW_REPLICA_ID) expands only from an earlier variable`);
+    const resolved = resolveEnv(w, k);
+    assert.equal(resolved.OTEL_RESOURCE_ATTRIBUTES,
+      `k8s.pod.name=${resolved.LLMGW_REPLICA_ID},k8s.namespace.name=${NS},service.namespace=llmgw,${t.resourceAttributes}`, where);
+    // Every file the variables name is on a read-only mount of the right Secret.
+    for (const [n, secret] of [['OTEL_EXPORTER_OTLP_CERTIFICATE', t.caSecret], ['OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE', t.clientTLSSecret], ['OTEL_EXPORTER_OTLP_CLIENT_KEY', t.clientTLSSecret]]) {
+      const file = value(n);
+      const m = (k.volumeMounts || []).find((x) => file.startsWith(`${x.mountPath}/`));
+      assert.ok(m, `${where}: ${n}=${file} is on no mount`);
+      assert.equal(m.readOnly, true, `${where}: ${m.mountPath}`);
+      const vol = pod.volumes.find((x) => x.name === m.name);
+      assert.equal(vol.secret.secretName, secret, `${where}: ${n}`);
+      const rel = file.slice(m.mountPath.length + 1);
+      assert.ok(!vol.secret.items || vol.secret.items.some((i) => i.path === rel), `${where}: ${rel} is not projected`);
+    }
+    assert.equal(pod.volumes.find((x) => x.secret?.secretName === t.caSecret).secret.items.find((i) => i.path === 'ca.crt').key, 'ca.crt');
+    // Both policies let it reach the collector, and only there.
+    const np = one(objs, (o) => o.kind === 'NetworkPolicy' && o.metadata.name === w.metadata.name, `${where}: its NetworkPolicy`);
+    const rules = egressOn(np, t.networkPolicy.port);
+    assert.equal(rules.length, 1, `${id(np)}: egress on ${t.networkPolicy.port}`);
+    assert.deepEqual(rules[0].to, t.networkPolicy.egressTo, id(np));
+  }
+  // Minimal: an endpoint only. No headers, certificates or volumes; the
+  // collector's port open to any destination; defaults for the rest.
+  const endpoint = 'http://otel-collector.observability:4318';
+  const min = renderOk([], ['tracing.enabled=true', `tracing.endpoint=${endpoint}`]);
+  for (const w of [controlplaneOf(min), dataplaneOf(min)]) {
+    const k = podTemplate(w).spec.containers[0];
+    const env = envOf(k);
+    assert.equal(env.OTEL_EXPORTER_OTLP_ENDPOINT.value, endpoint);
+    assert.equal(env.OTEL_TRACES_SAMPLER.value, 'parentbased_traceidratio');
+    assert.equal(env.OTEL_TRACES_SAMPLER_ARG.value, '0.1');
+    assert.equal(resolveEnv(w, k).OTEL_RESOURCE_ATTRIBUTES, `k8s.pod.name=${resolveEnv(w, k).LLMGW_REPLICA_ID},k8s.namespace.name=${NS},service.namespace=llmgw`);
+    for (const n of ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_CERTIFICATE', 'OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE', 'OTEL_EXPORTER_OTLP_CLIENT_KEY'])
+      assert.ok(!(n in env), `${id(w)}: ${n}`);
+    assert.ok(!(podTemplate(w).spec.volumes || []).some((x) => x.name.startsWith('otel-')), id(w));
+    const np = one(min, (o) => o.kind === 'NetworkPolicy' && o.metadata.name === w.metadata.name, `${id(w)}: its NetworkPolicy`);
+    const rules = egressOn(np, 4318);
+    assert.equal(rules.length, 1, id(np));
+    assert.equal(rules[0].to, undefined, `${id(np)}: no peers: any destination`);
+  }
+  // The control plane's volumes exist only when something needs one: with
+  // plaintext gRPC, the collector's CA alone brings them.
+  const insecure = path.join(CHART, 'ci', 'insecure-values.yaml');
+  const bare = controlplaneOf(renderOk([insecure], ['tracing.enabled=true', `tracing.endpoint=${endpoint}`])).spec.template.spec;
+  assert.equal(bare.volumes, undefined);
+  assert.equal(bare.containers[0].volumeMounts, undefined);
+  const ca = controlplaneOf(renderOk([insecure], ['tracing.enabled=true', 'tracing.endpoint=https://otel-collector.observability:4318', 'tracing.caSecret=otel-ca'])).spec.template.spec;
+  assert.deepEqual(ca.containers[0].volumeMounts.map((m) => m.name), ['otel-ca']);
+  assert.deepEqual(ca.volumes.map((x) => [x.name, x.secret.secretName]), [['otel-ca', 'otel-ca']]);
+  assert.ok(envOf(ca.containers[0]).OTEL_EXPORTER_OTLP_CERTIFICATE.value.startsWith(`${ca.containers[0].volumeMounts[0].mountPath}/`));
+  // extraEnv comes after, so it overrides.
+  const over = renderOk([c.files[0]], ['dataplane.extraEnv[0].name=OTEL_SERVICE_NAME', 'dataplane.extraEnv[0].value=llmgw-edge']);
+  const dk = podTemplate(dataplaneOf(over)).spec.containers[0];
+  assert.deepEqual(dk.env.filter((e) => e.name === 'OTEL_SERVICE_NAME').map((e) => e.value), ['llmgw-dataplane', 'llmgw-edge']);
+  assert.equal(resolveEnv(dataplaneOf(over), dk).OTEL_SERVICE_NAME, 'llmgw-edge');
+});
+
 test('bad values fail at install with a message naming them', () => {
   const bad = [
     [['controlplane.replicas=two'], /controlplane\/replicas.*want integer/],
@@ -429,6 +553,14 @@ test('bad values fail at install with a message naming them', () => {
     [['secrets.create=true'], /secrets.create makes keys and tokens only/],
     [['etcd.endpoints=a b'], /etcd\/endpoints/],
     [['dataplane.autoscaling.minReplicas=5', 'dataplane.autoscaling.maxReplicas=3'], /maxReplicas must be at least minReplicas/],
+    [['tracing.enabled=true'], /tracing.enabled needs tracing.endpoint/],
+    [['tracing.endpoint=otel-collector:4318'], /tracing\/endpoint/],
+    [['tracing.protocol=grpc'], /tracing\/protocol/],
+    [['tracing.compression=zstd'], /tracing\/compression/],
+    [['tracing.sampler=ratio'], /tracing\/sampler/],
+    [['tracing.samplerArg=1.5'], /tracing\/samplerArg/],
+    [['tracing.resourceAttributes=team'], /tracing\/resourceAttributes/],
+    [['tracing.enabled=true', 'tracing.endpoint=http://c:4318', 'tracing.batch.maxExportBatchSize=4096'], /maxExportBatchSize \(4096\) must not exceed tracing.batch.maxQueueSize \(2048\)/],
   ];
   for (const [set, msg] of bad) {
     const r = render([], set);
