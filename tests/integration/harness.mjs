@@ -1196,10 +1196,8 @@ const CONTROLPLANE_ENV_VARS = ['LLMGW_DATABASE_URL', 'LLMGW_ADMIN_LISTEN', 'LLMG
   'LLMGW_SNAPSHOT_POLL_MS', 'LLMGW_MASTER_KEY', 'LLMGW_ETCD_ENDPOINTS', 'LLMGW_ETCD_LEASE_TTL_S', 'LLMGW_REPLICA_ID'];
 
 function controlPlaneEnv(conninfo, env) {
-  const e = { ...process.env };
+  const e = withoutOtel(process.env); // tracing only where a test passes it in env
   for (const k of CONTROLPLANE_ENV_VARS) delete e[k];
-  // Tracing (OTEL_*) only where a test passes it in env.
-  for (const k of Object.keys(e)) if (k.startsWith('OTEL_')) delete e[k];
   return { ...e, LLMGW_DATABASE_URL: conninfo, ...env };
 }
 
