@@ -48,6 +48,11 @@ static int reserve(struct gw_buf *b, size_t n)
     return GW_OK;
 }
 
+int gw_buf_reserve(struct gw_buf *b, size_t n)
+{
+    return reserve(b, n);
+}
+
 int gw_buf_append(struct gw_buf *b, const void *p, size_t n)
 {
     int rc = reserve(b, n);

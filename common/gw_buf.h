@@ -21,6 +21,10 @@ void gw_buf_init(struct gw_buf *b, size_t max);
 void gw_buf_free(struct gw_buf *b);
 void gw_buf_reset(struct gw_buf *b); /* len = 0, keeps memory */
 int gw_buf_append(struct gw_buf *b, const void *p, size_t n) __attribute__((warn_unused_result));
+/* Room for n more bytes (and the NUL) at data + len, for a writer that
+ * fills them itself and then sets len (and the NUL): GW_OK, or GW_ENOMEM /
+ * GW_ELIMIT with the buffer as it was. */
+int gw_buf_reserve(struct gw_buf *b, size_t n) __attribute__((warn_unused_result));
 int gw_buf_appends(struct gw_buf *b, const char *s) __attribute__((warn_unused_result));
 /* v in decimal: what "%lld" gives, without the formatter. */
 int gw_buf_append_int(struct gw_buf *b, long long v) __attribute__((warn_unused_result));

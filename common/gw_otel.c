@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -395,25 +396,23 @@ int gw_otel_sampled(const struct gw_otel *o, const struct gw_trace_ctx *parent,
 
 /* ----------------------------------------------------------------- queue */
 
-void gw_otel_submit(struct gw_otel *o, struct gw_buf *entries, size_t nspans)
+/* Queues data (len bytes of nspans spans, malloc'd: taken), or drops and
+ * counts them. */
+static void submit_block(struct gw_otel *o, char *data, size_t len, size_t nspans)
 {
-    if (!entries->len)
-        return;
-    struct block *bl = malloc(sizeof(*bl));
+    struct block *bl = data ? malloc(sizeof(*bl)) : NULL;
     pthread_mutex_lock(&o->mu);
     if (!bl || o->stop || o->queued + nspans > o->max_queue) {
         o->dropped += nspans;
         pthread_mutex_unlock(&o->mu);
         free(bl);
-        gw_buf_reset(entries);
+        free(data);
         return;
     }
     bl->next = NULL;
-    bl->data = entries->data; /* taken: the batch's next append allocates anew */
-    bl->len = entries->len;
+    bl->data = data;
+    bl->len = len;
     bl->nspans = nspans;
-    entries->data = NULL;
-    entries->len = entries->cap = 0;
     *o->tail = bl;
     o->tail = &bl->next;
     size_t before = o->queued;
@@ -421,6 +420,17 @@ void gw_otel_submit(struct gw_otel *o, struct gw_buf *entries, size_t nspans)
     if (before < o->max_batch && o->queued >= o->max_batch)
         pthread_cond_signal(&o->cv);
     pthread_mutex_unlock(&o->mu);
+}
+
+void gw_otel_submit(struct gw_otel *o, struct gw_buf *entries, size_t nspans)
+{
+    if (!entries->len)
+        return;
+    char *data = entries->data; /* taken: the buffer's next append allocates anew */
+    size_t len = entries->len;
+    entries->data = NULL;
+    entries->len = entries->cap = 0;
+    submit_block(o, data, len, nspans);
 }
 
 void gw_otel_stats(struct gw_otel *o, struct gw_otel_stats *s)
@@ -467,12 +477,39 @@ static size_t discard(char *p, size_t size, size_t n, void *arg)
     return size * n; /* a partial success's message is not read */
 }
 
-/* One POST: 0 accepted, 1 retryable, -1 not. */
-static int post(struct gw_otel *o, CURL *c, const struct gw_buf *body, long timeout_ms)
+/* A request body in pieces (the protobuf request's head and the queued
+ * blocks as they are; or one piece), read by libcurl in order. */
+struct body {
+    const struct iovec *piece;
+    size_t npieces, i, off, len;
+};
+
+static size_t read_body(char *dst, size_t size, size_t n, void *arg)
 {
+    struct body *b = arg;
+    size_t room = size * n, got = 0;
+    while (got < room && b->i < b->npieces) {
+        const struct iovec *v = &b->piece[b->i];
+        size_t k = v->iov_len - b->off < room - got ? v->iov_len - b->off : room - got;
+        memcpy(dst + got, (const char *)v->iov_base + b->off, k);
+        got += k;
+        b->off += k;
+        if (b->off == v->iov_len) {
+            b->i++;
+            b->off = 0;
+        }
+    }
+    return got;
+}
+
+/* One POST: 0 accepted, 1 retryable, -1 not. */
+static int post(struct gw_otel *o, CURL *c, struct body *body, long timeout_ms)
+{
+    body->i = body->off = 0; /* from the start: a retry sends it all again */
     curl_easy_setopt(c, CURLOPT_URL, o->url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->data);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, read_body);
+    curl_easy_setopt(c, CURLOPT_READDATA, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, o->headers);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
@@ -506,37 +543,72 @@ static int post(struct gw_otel *o, CURL *c, const struct gw_buf *body, long time
     return retry ? 1 : -1;
 }
 
+/* The body of blocks (n of them): protobuf, as the head and the blocks;
+ * JSON or gzip, made whole in out. GW_OK, or an error (nothing to send). */
+static int make_body(struct gw_otel *o, struct block *bl, size_t n, struct iovec *piece,
+                     struct gw_buf *head, struct gw_buf *out, struct body *b)
+{
+    size_t entries = 0, i = 0;
+    for (struct block *k = bl; k; k = k->next)
+        entries += k->len;
+    int rc = gw_trace_request_head(head, o->resource.data, o->resource.len, o->scope.data,
+                                   o->scope.len, entries);
+    piece[i++] = (struct iovec){head->data, head->len};
+    for (struct block *k = bl; k; k = k->next)
+        piece[i++] = (struct iovec){k->data, k->len};
+    *b = (struct body){.piece = piece, .npieces = n + 1, .len = head->len + entries};
+    if (rc != GW_OK || (!o->json && !o->gzip))
+        return rc;
+    /* JSON is transcoded from the blocks; gzip compresses the whole. */
+    struct gw_buf whole;
+    gw_buf_init(&whole, 0);
+    if (o->json) {
+        const void **ents = malloc(n * sizeof(*ents));
+        size_t *lens = malloc(n * sizeof(*lens));
+        rc = ents && lens ? GW_OK : GW_ENOMEM;
+        i = 0;
+        for (struct block *k = bl; rc == GW_OK && k; k = k->next, i++) {
+            ents[i] = k->data;
+            lens[i] = k->len;
+        }
+        if (rc == GW_OK)
+            rc = gw_trace_json(&whole, o->resource.data, o->resource.len, o->scope.data,
+                               o->scope.len, ents, lens, n);
+        free(ents);
+        free(lens);
+    } else {
+        for (i = 0; rc == GW_OK && i <= n; i++)
+            rc = gw_buf_append(&whole, piece[i].iov_base, piece[i].iov_len);
+    }
+    if (rc == GW_OK && o->gzip)
+        rc = gzip_into(out, whole.data, whole.len);
+    else if (rc == GW_OK) {
+        *out = whole; /* taken */
+        gw_buf_init(&whole, 0);
+    }
+    gw_buf_free(&whole);
+    piece[0] = (struct iovec){out->data, out->len};
+    *b = (struct body){.piece = piece, .npieces = 1, .len = out->len};
+    return rc;
+}
+
 /* Sends blocks (nspans spans); retries while not stopping. */
 static void export_blocks(struct gw_otel *o, CURL *c, struct block *bl, size_t nspans)
 {
     size_t n = 0;
     for (struct block *b = bl; b; b = b->next)
         n++;
-    const void **ents = malloc(n * sizeof(*ents));
-    size_t *lens = malloc(n * sizeof(*lens));
-    struct gw_buf body, zbody;
-    gw_buf_init(&body, 0);
-    gw_buf_init(&zbody, 0);
-    int rc = ents && lens ? GW_OK : GW_ENOMEM;
-    size_t i = 0;
-    for (struct block *b = bl; rc == GW_OK && b; b = b->next, i++) {
-        ents[i] = b->data;
-        lens[i] = b->len;
-    }
-    if (rc == GW_OK)
-        rc = o->json ? gw_trace_json(&body, o->resource.data, o->resource.len, o->scope.data,
-                                     o->scope.len, ents, lens, n)
-                     : gw_trace_request(&body, o->resource.data, o->resource.len, o->scope.data,
-                                        o->scope.len, ents, lens, n);
-    if (rc == GW_OK && o->gzip)
-        rc = gzip_into(&zbody, body.data, body.len);
+    struct iovec *piece = malloc((n + 1) * sizeof(*piece));
+    struct gw_buf head, whole;
+    gw_buf_init(&head, 0);
+    gw_buf_init(&whole, 0);
+    struct body body;
     int r = -1;
-    if (rc == GW_OK) {
-        const struct gw_buf *send = o->gzip ? &zbody : &body;
+    if (piece && make_body(o, bl, n, piece, &head, &whole, &body) == GW_OK) {
         int64_t until = gw_now_us() + o->export_timeout_ms * 1000;
         for (int attempt = 0;; attempt++) {
             int64_t left_ms = (until - gw_now_us()) / 1000;
-            r = post(o, c, send,
+            r = post(o, c, &body,
                      left_ms < o->timeout_ms ? (left_ms > 0 ? left_ms : 1) : o->timeout_ms);
             if (r <= 0 || attempt == MAX_RETRIES)
                 break;
@@ -559,10 +631,9 @@ static void export_blocks(struct gw_otel *o, CURL *c, struct block *bl, size_t n
     else
         o->failed += nspans;
     pthread_mutex_unlock(&o->mu);
-    gw_buf_free(&body);
-    gw_buf_free(&zbody);
-    free(ents);
-    free(lens);
+    gw_buf_free(&head);
+    gw_buf_free(&whole);
+    free(piece);
 }
 
 static void free_blocks(struct block *b)
@@ -748,10 +819,18 @@ void gw_otel_metrics(struct gw_metrics *m, struct gw_otel *o)
 
 /* ----------------------------------------------------------- loop batch */
 
+/* The turn's spans go to the queue as one block of their exact size; the
+ * batch keeps its buffer for the next turn. */
 static void batch_flush(evutil_socket_t fd, short what, void *arg)
 {
     struct gw_otel_batch *b = arg;
-    gw_otel_submit(b->o, &b->spans, b->n);
+    if (!b->n)
+        return;
+    char *data = malloc(b->spans.len);
+    if (data)
+        memcpy(data, b->spans.data, b->spans.len);
+    submit_block(b->o, data, b->spans.len, b->n);
+    gw_buf_reset(&b->spans);
     b->n = 0;
 }
 
@@ -785,8 +864,8 @@ void gw_otel_batch_end(struct gw_otel_batch *b, uint64_t end_ns)
 
 void gw_otel_batch_free(struct gw_otel_batch *b)
 {
-    if (b->o && b->n)
-        gw_otel_submit(b->o, &b->spans, b->n);
+    if (b->o)
+        batch_flush(-1, 0, b);
     if (b->flush)
         event_free(b->flush);
     b->flush = NULL;

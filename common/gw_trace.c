@@ -133,6 +133,10 @@ size_t gw_tracestate_check(const char *s, size_t len, size_t *start)
 
 /* ------------------------------------------------------------- writing */
 
+/* A span's fields are written straight into reserved room: each piece's
+ * size is known first (protobuf's lengths come before what they measure),
+ * room for it is made once, and the bytes go in without further checks. */
+
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
 
 static size_t varint_len(uint64_t v)
@@ -145,42 +149,65 @@ static size_t varint_len(uint64_t v)
     return n;
 }
 
-static int pb_varint(struct gw_buf *b, uint64_t v)
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
-    uint8_t t[10];
-    size_t n = 0;
     while (v >= 0x80) {
-        t[n++] = (uint8_t)(v | 0x80);
+        *p++ = (uint8_t)(v | 0x80);
         v >>= 7;
     }
-    t[n++] = (uint8_t)v;
-    return gw_buf_append(b, t, n);
+    *p++ = (uint8_t)v;
+    return p;
 }
 
-static int pb_tag(struct gw_buf *b, unsigned field, unsigned wt)
+/* Field numbers here are below 16: a tag is one byte. */
+static uint8_t *put_tag(uint8_t *p, unsigned field, unsigned wt)
 {
-    return pb_varint(b, (uint64_t)field << 3 | wt);
+    *p++ = (uint8_t)(field << 3 | wt);
+    return p;
 }
 
-static int pb_len(struct gw_buf *b, unsigned field, size_t n)
+static uint8_t *put_len(uint8_t *p, unsigned field, size_t n)
 {
-    int rc = pb_tag(b, field, WT_LEN);
-    return rc == GW_OK ? pb_varint(b, n) : rc;
+    return put_varint(put_tag(p, field, WT_LEN), n);
 }
 
-int gw_pb_bytes(struct gw_buf *b, unsigned field, const void *p, size_t n)
+static uint8_t *put_bytes(uint8_t *p, unsigned field, const void *d, size_t n)
 {
-    int rc = pb_len(b, field, n);
-    return rc == GW_OK ? gw_buf_append(b, p, n) : rc;
+    p = put_len(p, field, n);
+    if (n)
+        memcpy(p, d, n);
+    return p + n;
 }
 
-static int pb_fixed64(struct gw_buf *b, unsigned field, uint64_t v)
+static uint8_t *put_fixed64(uint8_t *p, unsigned field, uint64_t v)
 {
-    uint8_t t[8];
+    p = put_tag(p, field, WT_I64);
     for (int i = 0; i < 8; i++)
-        t[i] = (uint8_t)(v >> (8 * i));
-    int rc = pb_tag(b, field, WT_I64);
-    return rc == GW_OK ? gw_buf_append(b, t, 8) : rc;
+        *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+
+/* A length-delimited field's whole size, its one-byte tag included. */
+static size_t lenfield(size_t n)
+{
+    return 1 + varint_len(n) + n;
+}
+
+/* Room for n more bytes at b's end (and its NUL): where to write, or NULL
+ * (GW_ENOMEM / GW_ELIMIT in *rc). */
+static uint8_t *room(struct gw_buf *b, size_t n, int *rc)
+{
+    if (*rc != GW_OK)
+        return NULL;
+    if ((*rc = gw_buf_reserve(b, n)) != GW_OK)
+        return NULL;
+    return (uint8_t *)b->data + b->len;
+}
+
+static void wrote(struct gw_buf *b, const uint8_t *end)
+{
+    b->len = (size_t)(end - (const uint8_t *)b->data);
+    b->data[b->len] = '\0';
 }
 
 /* An AnyValue's size (its fields, not its own tag and length). */
@@ -188,7 +215,7 @@ static size_t any_len(const struct gw_attr *a, size_t slen)
 {
     switch (a->type) {
     case GW_ATTR_STR:
-        return 1 + varint_len(slen) + slen;
+        return lenfield(slen);
     case GW_ATTR_INT:
         return 1 + varint_len((uint64_t)a->i);
     default:
@@ -196,38 +223,58 @@ static size_t any_len(const struct gw_attr *a, size_t slen)
     }
 }
 
-static int pb_any(struct gw_buf *b, const struct gw_attr *a, size_t slen)
+static uint8_t *put_any(uint8_t *p, const struct gw_attr *a, size_t slen)
 {
     switch (a->type) {
     case GW_ATTR_STR:
-        return gw_pb_bytes(b, 1, a->s, slen);
-    case GW_ATTR_INT: {
-        int rc = pb_tag(b, 3, WT_VARINT);
-        return rc == GW_OK ? pb_varint(b, (uint64_t)a->i) : rc;
-    }
-    default: {
-        int rc = pb_tag(b, 2, WT_VARINT);
-        return rc == GW_OK ? pb_varint(b, a->i != 0) : rc;
-    }
+        return put_bytes(p, 1, a->s, slen);
+    case GW_ATTR_INT:
+        return put_varint(put_tag(p, 3, WT_VARINT), (uint64_t)a->i);
+    default:
+        return put_varint(put_tag(p, 2, WT_VARINT), a->i != 0);
     }
 }
 
-/* A KeyValue as field `field` of the message being written. */
-static int pb_kv(struct gw_buf *b, unsigned field, const struct gw_attr *a, size_t slen)
+/* A KeyValue's size, its tag and length included. */
+static size_t kv_len(size_t klen, const struct gw_attr *a, size_t slen)
 {
-    size_t kl = strlen(a->key), al = any_len(a, slen);
-    int rc = pb_len(b, field, 1 + varint_len(kl) + kl + 1 + varint_len(al) + al);
-    if (rc == GW_OK)
-        rc = gw_pb_bytes(b, 1, a->key, kl);
-    if (rc == GW_OK)
-        rc = pb_len(b, 2, al);
-    return rc == GW_OK ? pb_any(b, a, slen) : rc;
+    return lenfield(lenfield(klen) + lenfield(any_len(a, slen)));
+}
+
+/* A KeyValue as field `field` of the message being written (room made). */
+static uint8_t *put_kv(uint8_t *p, unsigned field, size_t klen, const struct gw_attr *a,
+                       size_t slen)
+{
+    size_t al = any_len(a, slen);
+    p = put_len(p, field, lenfield(klen) + lenfield(al));
+    p = put_bytes(p, 1, a->key, klen);
+    p = put_len(p, 2, al);
+    return put_any(p, a, slen);
+}
+
+static int kv_into(struct gw_buf *b, unsigned field, size_t klen, const struct gw_attr *a,
+                   size_t slen)
+{
+    int rc = GW_OK;
+    uint8_t *p = room(b, kv_len(klen, a, slen), &rc);
+    if (p)
+        wrote(b, put_kv(p, field, klen, a, slen));
+    return rc;
 }
 
 int gw_pb_kv_str(struct gw_buf *b, unsigned field, const char *key, const char *v, size_t vlen)
 {
     struct gw_attr a = {.key = key, .type = GW_ATTR_STR, .s = v};
-    return pb_kv(b, field, &a, vlen);
+    return kv_into(b, field, strlen(key), &a, vlen);
+}
+
+int gw_pb_bytes(struct gw_buf *b, unsigned field, const void *d, size_t n)
+{
+    int rc = GW_OK;
+    uint8_t *p = room(b, lenfield(n), &rc);
+    if (p)
+        wrote(b, put_bytes(p, field, d, n));
+    return rc;
 }
 
 void gw_span_init(struct gw_span *s)
@@ -257,55 +304,52 @@ enum {
     F_STATUS = 15,
 };
 
-#define SPAN_DO(s, call)                                                                           \
-    do {                                                                                           \
-        if ((s)->rc == GW_OK)                                                                      \
-            (s)->rc = (call);                                                                      \
-    } while (0)
+void gw_span_begin2(struct gw_span *s, const uint8_t *trace_id, const uint8_t *span_id,
+                    const uint8_t *parent_span_id, const char *name, const char *name2,
+                    enum gw_span_kind kind, uint64_t start_ns)
+{
+    gw_buf_reset(&s->b);
+    s->rc = GW_OK;
+    size_t n1 = strlen(name), n2 = name2 ? strlen(name2) : 0;
+    size_t nl = name2 ? n1 + 1 + n2 : n1;
+    size_t need = lenfield(GW_TRACE_ID_LEN) + lenfield(GW_SPAN_ID_LEN) +
+                  (parent_span_id ? lenfield(GW_SPAN_ID_LEN) : 0) + lenfield(nl) + 2 + 9;
+    uint8_t *p = room(&s->b, need, &s->rc);
+    if (!p)
+        return;
+    p = put_bytes(p, F_TRACE_ID, trace_id, GW_TRACE_ID_LEN);
+    p = put_bytes(p, F_SPAN_ID, span_id, GW_SPAN_ID_LEN);
+    if (parent_span_id)
+        p = put_bytes(p, F_PARENT, parent_span_id, GW_SPAN_ID_LEN);
+    p = put_len(p, F_NAME, nl);
+    memcpy(p, name, n1);
+    p += n1;
+    if (name2) {
+        *p++ = ' ';
+        memcpy(p, name2, n2);
+        p += n2;
+    }
+    p = put_varint(put_tag(p, F_KIND, WT_VARINT), (uint64_t)kind);
+    wrote(&s->b, put_fixed64(p, F_START, start_ns));
+}
 
 void gw_span_begin(struct gw_span *s, const uint8_t *trace_id, const uint8_t *span_id,
                    const uint8_t *parent_span_id, const char *name, enum gw_span_kind kind,
                    uint64_t start_ns)
 {
-    gw_buf_reset(&s->b);
-    s->rc = GW_OK;
-    SPAN_DO(s, gw_pb_bytes(&s->b, F_TRACE_ID, trace_id, GW_TRACE_ID_LEN));
-    SPAN_DO(s, gw_pb_bytes(&s->b, F_SPAN_ID, span_id, GW_SPAN_ID_LEN));
-    if (parent_span_id)
-        SPAN_DO(s, gw_pb_bytes(&s->b, F_PARENT, parent_span_id, GW_SPAN_ID_LEN));
-    SPAN_DO(s, gw_pb_bytes(&s->b, F_NAME, name, strlen(name)));
-    SPAN_DO(s, pb_tag(&s->b, F_KIND, WT_VARINT));
-    SPAN_DO(s, pb_varint(&s->b, (uint64_t)kind));
-    SPAN_DO(s, pb_fixed64(&s->b, F_START, start_ns));
+    gw_span_begin2(s, trace_id, span_id, parent_span_id, name, NULL, kind, start_ns);
 }
 
 void gw_span_tracestate(struct gw_span *s, const char *v, size_t len)
 {
-    if (len)
-        SPAN_DO(s, gw_pb_bytes(&s->b, F_TRACE_STATE, v, len));
+    if (len && s->rc == GW_OK)
+        s->rc = gw_pb_bytes(&s->b, F_TRACE_STATE, v, len);
 }
 
-void gw_span_strn(struct gw_span *s, const char *key, const char *v, size_t len)
+void gw_span_kv(struct gw_span *s, size_t klen, const struct gw_attr *a, size_t slen)
 {
-    struct gw_attr a = {.key = key, .type = GW_ATTR_STR, .s = v};
-    SPAN_DO(s, pb_kv(&s->b, F_ATTR, &a, len));
-}
-
-void gw_span_str(struct gw_span *s, const char *key, const char *v)
-{
-    gw_span_strn(s, key, v, strlen(v));
-}
-
-void gw_span_int(struct gw_span *s, const char *key, int64_t v)
-{
-    struct gw_attr a = {.key = key, .type = GW_ATTR_INT, .i = v};
-    SPAN_DO(s, pb_kv(&s->b, F_ATTR, &a, 0));
-}
-
-void gw_span_bool(struct gw_span *s, const char *key, int v)
-{
-    struct gw_attr a = {.key = key, .type = GW_ATTR_BOOL, .i = v};
-    SPAN_DO(s, pb_kv(&s->b, F_ATTR, &a, 0));
+    if (s->rc == GW_OK)
+        s->rc = kv_into(&s->b, F_ATTR, klen, a, slen);
 }
 
 void gw_span_double(struct gw_span *s, const char *key, double v)
@@ -313,101 +357,109 @@ void gw_span_double(struct gw_span *s, const char *key, double v)
     size_t kl = strlen(key);
     uint64_t bits;
     memcpy(&bits, &v, sizeof(bits));
-    SPAN_DO(s, pb_len(&s->b, F_ATTR, 1 + varint_len(kl) + kl + 2 + 9));
-    SPAN_DO(s, gw_pb_bytes(&s->b, 1, key, kl));
-    SPAN_DO(s, pb_len(&s->b, 2, 9));
-    SPAN_DO(s, pb_fixed64(&s->b, 4, bits));
+    uint8_t *p = room(&s->b, lenfield(lenfield(kl) + lenfield(9)), &s->rc);
+    if (!p)
+        return;
+    p = put_len(p, F_ATTR, lenfield(kl) + lenfield(9));
+    p = put_bytes(p, 1, key, kl);
+    p = put_len(p, 2, 9);
+    wrote(&s->b, put_fixed64(p, 4, bits));
 }
 
 void gw_span_strs(struct gw_span *s, const char *key, const char *const *v, size_t n)
 {
     /* KeyValue{key, AnyValue{array_value: ArrayValue{values: AnyValue{string}...}}} */
     size_t arr = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t l = strlen(v[i]), one = 1 + varint_len(l) + l;
-        arr += 1 + varint_len(one) + one;
-    }
-    size_t kl = strlen(key), any = 1 + varint_len(arr) + arr;
-    SPAN_DO(s, pb_len(&s->b, F_ATTR, 1 + varint_len(kl) + kl + 1 + varint_len(any) + any));
-    SPAN_DO(s, gw_pb_bytes(&s->b, 1, key, kl));
-    SPAN_DO(s, pb_len(&s->b, 2, any));
-    SPAN_DO(s, pb_len(&s->b, 5, arr));
+    for (size_t i = 0; i < n; i++)
+        arr += lenfield(lenfield(strlen(v[i])));
+    size_t kl = strlen(key), any = lenfield(arr);
+    uint8_t *p = room(&s->b, lenfield(lenfield(kl) + lenfield(any)), &s->rc);
+    if (!p)
+        return;
+    p = put_len(p, F_ATTR, lenfield(kl) + lenfield(any));
+    p = put_bytes(p, 1, key, kl);
+    p = put_len(p, 2, any);
+    p = put_len(p, 5, arr);
     for (size_t i = 0; i < n; i++) {
         size_t l = strlen(v[i]);
-        SPAN_DO(s, pb_len(&s->b, 1, 1 + varint_len(l) + l));
-        SPAN_DO(s, gw_pb_bytes(&s->b, 1, v[i], l));
+        p = put_len(p, 1, lenfield(l));
+        p = put_bytes(p, 1, v[i], l);
     }
+    wrote(&s->b, p);
 }
 
-/* The size of a KeyValue entry (its tag included) as pb_kv writes it. */
-static size_t kv_entry_len(const struct gw_attr *a)
+static size_t attr_slen(const struct gw_attr *a)
 {
-    size_t kl = strlen(a->key), al = any_len(a, a->type == GW_ATTR_STR ? strlen(a->s) : 0);
-    size_t kv = 1 + varint_len(kl) + kl + 1 + varint_len(al) + al;
-    return 1 + varint_len(kv) + kv;
+    return a->type == GW_ATTR_STR ? strlen(a->s) : 0;
 }
 
 void gw_span_event(struct gw_span *s, const char *name, uint64_t t_ns, const struct gw_attr *a,
                    size_t na)
 {
-    size_t nl = strlen(name), len = 9 + 1 + varint_len(nl) + nl;
+    size_t nl = strlen(name), len = 9 + lenfield(nl);
     for (size_t i = 0; i < na; i++)
-        len += kv_entry_len(&a[i]);
-    SPAN_DO(s, pb_len(&s->b, F_EVENT, len));
-    SPAN_DO(s, pb_fixed64(&s->b, 1, t_ns));
-    SPAN_DO(s, gw_pb_bytes(&s->b, 2, name, nl));
+        len += kv_len(strlen(a[i].key), &a[i], attr_slen(&a[i]));
+    uint8_t *p = room(&s->b, lenfield(len), &s->rc);
+    if (!p)
+        return;
+    p = put_len(p, F_EVENT, len);
+    p = put_fixed64(p, 1, t_ns);
+    p = put_bytes(p, 2, name, nl);
     for (size_t i = 0; i < na; i++)
-        SPAN_DO(s, pb_kv(&s->b, 3, &a[i], a[i].type == GW_ATTR_STR ? strlen(a[i].s) : 0));
+        p = put_kv(p, 3, strlen(a[i].key), &a[i], attr_slen(&a[i]));
+    wrote(&s->b, p);
 }
 
 void gw_span_link(struct gw_span *s, const uint8_t *trace_id, const uint8_t *span_id)
 {
-    SPAN_DO(s, pb_len(&s->b, F_LINK, 2 + GW_TRACE_ID_LEN + 2 + GW_SPAN_ID_LEN));
-    SPAN_DO(s, gw_pb_bytes(&s->b, 1, trace_id, GW_TRACE_ID_LEN));
-    SPAN_DO(s, gw_pb_bytes(&s->b, 2, span_id, GW_SPAN_ID_LEN));
+    size_t len = lenfield(GW_TRACE_ID_LEN) + lenfield(GW_SPAN_ID_LEN);
+    uint8_t *p = room(&s->b, lenfield(len), &s->rc);
+    if (!p)
+        return;
+    p = put_len(p, F_LINK, len);
+    p = put_bytes(p, 1, trace_id, GW_TRACE_ID_LEN);
+    wrote(&s->b, put_bytes(p, 2, span_id, GW_SPAN_ID_LEN));
 }
 
 void gw_span_status(struct gw_span *s, enum gw_span_status code, const char *msg)
 {
     size_t ml = msg ? strlen(msg) : 0;
-    size_t len = (ml ? 1 + varint_len(ml) + ml : 0) + 2;
-    SPAN_DO(s, pb_len(&s->b, F_STATUS, len));
+    size_t len = (ml ? lenfield(ml) : 0) + 2;
+    uint8_t *p = room(&s->b, lenfield(len), &s->rc);
+    if (!p)
+        return;
+    p = put_len(p, F_STATUS, len);
     if (ml)
-        SPAN_DO(s, gw_pb_bytes(&s->b, 2, msg, ml));
-    SPAN_DO(s, pb_tag(&s->b, 3, WT_VARINT));
-    SPAN_DO(s, pb_varint(&s->b, (uint64_t)code));
+        p = put_bytes(p, 2, msg, ml);
+    wrote(&s->b, put_varint(put_tag(p, 3, WT_VARINT), (uint64_t)code));
 }
 
 int gw_span_finish(struct gw_span *s, uint64_t end_ns, struct gw_buf *batch)
 {
-    SPAN_DO(s, pb_fixed64(&s->b, F_END, end_ns));
-    if (s->rc != GW_OK)
+    uint8_t *p = room(&s->b, 9, &s->rc);
+    if (!p)
         return s->rc;
-    size_t at = batch->len;
-    int rc = gw_pb_bytes(batch, 2, s->b.data, s->b.len);
-    if (rc != GW_OK)
-        batch->len = at;
-    return rc;
+    wrote(&s->b, put_fixed64(p, F_END, end_ns));
+    return gw_pb_bytes(batch, 2, s->b.data, s->b.len);
 }
 
-int gw_trace_request(struct gw_buf *out, const void *resource, size_t resource_len,
-                     const void *scope, size_t scope_len, const void *const *entries,
-                     const size_t *lens, size_t n)
+int gw_trace_request_head(struct gw_buf *out, const void *resource, size_t resource_len,
+                          const void *scope, size_t scope_len, size_t entries_len)
 {
-    size_t ss = 1 + varint_len(scope_len) + scope_len;
-    for (size_t i = 0; i < n; i++)
-        ss += lens[i];
-    size_t rs = 1 + varint_len(resource_len) + resource_len + 1 + varint_len(ss) + ss;
-    int rc = pb_len(out, 1, rs); /* ExportTraceServiceRequest.resource_spans */
-    if (rc == GW_OK)
-        rc = gw_pb_bytes(out, 1, resource, resource_len); /* ResourceSpans.resource */
-    if (rc == GW_OK)
-        rc = pb_len(out, 2, ss); /* ResourceSpans.scope_spans */
-    if (rc == GW_OK)
-        rc = gw_pb_bytes(out, 1, scope, scope_len); /* ScopeSpans.scope */
-    for (size_t i = 0; rc == GW_OK && i < n; i++)
-        rc = gw_buf_append(out, entries[i], lens[i]);
-    return rc;
+    size_t ss = lenfield(scope_len) + entries_len;
+    size_t rs = lenfield(resource_len) + 1 + varint_len(ss) + ss;
+    int rc = GW_OK;
+    uint8_t *p = room(
+        out, 1 + varint_len(rs) + lenfield(resource_len) + 1 + varint_len(ss) + lenfield(scope_len),
+        &rc);
+    if (!p)
+        return rc;
+    p = put_len(p, 1, rs);                       /* ExportTraceServiceRequest.resource_spans */
+    p = put_bytes(p, 1, resource, resource_len); /* ResourceSpans.resource */
+    p = put_len(p, 2, ss);                       /* ResourceSpans.scope_spans */
+    p = put_bytes(p, 1, scope, scope_len);       /* ScopeSpans.scope; its spans follow */
+    wrote(out, p);
+    return GW_OK;
 }
 
 /* ------------------------------------------------------------ OTLP/JSON */

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gw_buf.h"
 
@@ -90,11 +91,34 @@ void gw_span_free(struct gw_span *s);
 void gw_span_begin(struct gw_span *s, const uint8_t *trace_id, const uint8_t *span_id,
                    const uint8_t *parent_span_id, const char *name, enum gw_span_kind kind,
                    uint64_t start_ns);
+/* The same, named "<name> <name2>" (a method and a path, an operation and
+ * a model) without a formatter; name2 NULL: name alone. */
+void gw_span_begin2(struct gw_span *s, const uint8_t *trace_id, const uint8_t *span_id,
+                    const uint8_t *parent_span_id, const char *name, const char *name2,
+                    enum gw_span_kind kind, uint64_t start_ns);
 void gw_span_tracestate(struct gw_span *s, const char *v, size_t len);
-void gw_span_str(struct gw_span *s, const char *key, const char *v);
-void gw_span_strn(struct gw_span *s, const char *key, const char *v, size_t len);
-void gw_span_int(struct gw_span *s, const char *key, int64_t v);
-void gw_span_bool(struct gw_span *s, const char *key, int v);
+/* An attribute a (a->key klen bytes; a string's value slen bytes). The
+ * wrappers below measure a literal key at compile time. */
+void gw_span_kv(struct gw_span *s, size_t klen, const struct gw_attr *a, size_t slen);
+static inline void gw_span_strn(struct gw_span *s, const char *key, const char *v, size_t len)
+{
+    struct gw_attr a = {.key = key, .type = GW_ATTR_STR, .s = v};
+    gw_span_kv(s, strlen(key), &a, len);
+}
+static inline void gw_span_str(struct gw_span *s, const char *key, const char *v)
+{
+    gw_span_strn(s, key, v, strlen(v));
+}
+static inline void gw_span_int(struct gw_span *s, const char *key, int64_t v)
+{
+    struct gw_attr a = {.key = key, .type = GW_ATTR_INT, .i = v};
+    gw_span_kv(s, strlen(key), &a, 0);
+}
+static inline void gw_span_bool(struct gw_span *s, const char *key, int v)
+{
+    struct gw_attr a = {.key = key, .type = GW_ATTR_BOOL, .i = v != 0};
+    gw_span_kv(s, strlen(key), &a, 0);
+}
 void gw_span_double(struct gw_span *s, const char *key, double v);
 /* A string array attribute (gen_ai.response.finish_reasons). */
 void gw_span_strs(struct gw_span *s, const char *key, const char *const *v, size_t n);
@@ -108,16 +132,18 @@ void gw_span_status(struct gw_span *s, enum gw_span_status code, const char *msg
 int gw_span_finish(struct gw_span *s, uint64_t end_ns, struct gw_buf *batch)
     __attribute__((warn_unused_result));
 
-/* An ExportTraceServiceRequest of one ResourceSpans: resource (the
- * Resource message's bytes), scope (the InstrumentationScope's), and the
- * entries of one or more batches (each entries[i], lens[i] bytes). */
-int gw_trace_request(struct gw_buf *out, const void *resource, size_t resource_len,
-                     const void *scope, size_t scope_len, const void *const *entries,
-                     const size_t *lens, size_t n) __attribute__((warn_unused_result));
+/* The head of an ExportTraceServiceRequest of one ResourceSpans:
+ * resource (the Resource message's bytes), scope (the
+ * InstrumentationScope's) and the lengths of what follows, entries_len
+ * bytes of gw_span_finish entries, which the request is the head and then
+ * those entries as they are (sent without being copied together). */
+int gw_trace_request_head(struct gw_buf *out, const void *resource, size_t resource_len,
+                          const void *scope, size_t scope_len, size_t entries_len)
+    __attribute__((warn_unused_result));
 
-/* The same request as OTLP/JSON (ids as lowercase hex, 64-bit numbers as
- * strings, enums as numbers). GW_OK, GW_ENOMEM, or GW_EINVAL when the
- * bytes are not what this module writes. */
+/* A whole request of entries (each entries[i], lens[i] bytes) as OTLP/JSON (ids as lowercase hex,
+ * 64-bit numbers as strings, enums as numbers). GW_OK, GW_ENOMEM, or GW_EINVAL when the bytes are
+ * not what this module writes. */
 int gw_trace_json(struct gw_buf *out, const void *resource, size_t resource_len, const void *scope,
                   size_t scope_len, const void *const *entries, const size_t *lens, size_t n)
     __attribute__((warn_unused_result));

@@ -186,9 +186,8 @@ void x_trace_attempt(struct dp_exchange *x, const char *failure_class, int64_t e
         return;
     struct gw_span *s = &b->span;
     const char *op = operation(x);
-    char name[DP_MAX_MODEL_ID + 32];
-    snprintf(name, sizeof(name), "%s %s", op, x->model);
-    gw_span_begin(s, t->trace_id, t->attempt_id, t->span_id, name, GW_SPAN_CLIENT, ns(x, x->ta0));
+    gw_span_begin2(s, t->trace_id, t->attempt_id, t->span_id, op, x->model, GW_SPAN_CLIENT,
+                   ns(x, x->ta0));
     gw_span_str(s, "gen_ai.operation.name", op);
     gw_span_str(s, "gen_ai.provider.name", dp_metrics_genai_provider(x->prov->driver));
     gw_span_str(s, "gen_ai.request.model", x->model);
@@ -252,10 +251,8 @@ void x_trace_request(struct dp_exchange *x)
     if (t->last_end > end)
         end = t->last_end;
     struct gw_span *s = &b->span;
-    char name[80];
-    snprintf(name, sizeof(name), "POST %s", x->path);
-    gw_span_begin(s, t->trace_id, t->span_id, t->has_parent ? t->parent_id : NULL, name,
-                  x->internal ? GW_SPAN_INTERNAL : GW_SPAN_SERVER, ns(x, x->t0));
+    gw_span_begin2(s, t->trace_id, t->span_id, t->has_parent ? t->parent_id : NULL, "POST", x->path,
+                   x->internal ? GW_SPAN_INTERNAL : GW_SPAN_SERVER, ns(x, x->t0));
     if (t->tracestate)
         gw_span_tracestate(s, t->tracestate, strlen(t->tracestate));
     gw_span_str(s, "http.request.method", "POST");

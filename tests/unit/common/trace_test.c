@@ -124,6 +124,21 @@ static void test_span_bytes(void)
     gw_buf_free(&batch);
 }
 
+static void test_request_head(void)
+{
+    /* ExportTraceServiceRequest{resource_spans: ResourceSpans{resource,
+     * scope_spans: ScopeSpans{scope, <10 bytes of entries follow>}}} */
+    struct gw_buf head;
+    gw_buf_init(&head, 0);
+    const char res[] = {0x0a, 0x01, 'r'}, scope[] = {0x0a, 0x01, 's'};
+    CU_ASSERT_EQUAL(gw_trace_request_head(&head, res, 3, scope, 3, 10), GW_OK);
+    /* scope_spans: 2 + 3 + 10 = 15; resource_spans: 2 + 3 + 2 + 15 = 22 */
+    const uint8_t want[] = {0x0a, 22, 0x0a, 3, 0x0a, 0x01, 'r', 0x12, 15, 0x0a, 3, 0x0a, 0x01, 's'};
+    CU_ASSERT_EQUAL(head.len, sizeof(want));
+    CU_ASSERT(head.len == sizeof(want) && memcmp(head.data, want, sizeof(want)) == 0);
+    gw_buf_free(&head);
+}
+
 static void test_json(void)
 {
     struct gw_span s;
@@ -358,6 +373,7 @@ static CU_TestInfo tests[] = {
     {"traceparent: W3C's examples, versions, and what is ignored", test_traceparent},
     {"tracestate: members, limits, and what is dropped", test_tracestate},
     {"a span's protobuf, byte by byte", test_span_bytes},
+    {"the export request's head, byte by byte", test_request_head},
     {"OTLP/JSON: ids in hex, numbers as strings, events, links, status", test_json},
     {"OTEL_* configuration: off, and a wrong value named", test_config},
     {"samplers: parent-based, trace-id ratio, on and off", test_sampler},
