@@ -26,6 +26,9 @@
 
 #define BATCH_FLUSH_BYTES (256u << 10)
 #define MAX_RETRIES 3
+/* At stop, what is queued gets this long at most (or the export timeout,
+ * when shorter): a stopping pod has a grace period to keep. */
+#define STOP_BUDGET_MS 5000
 
 enum sampler { S_ON, S_OFF, S_RATIO };
 
@@ -56,6 +59,7 @@ struct gw_otel {
     struct block *head, **tail;
     size_t queued;
     int stop;
+    int64_t stop_until_us; /* set with stop: the last exports' deadline */
     uint64_t exported, dropped, failed, requests;
     pthread_t thread;
     int started;
@@ -606,7 +610,11 @@ static void export_blocks(struct gw_otel *o, CURL *c, struct block *bl, size_t n
     int r = -1;
     if (piece && make_body(o, bl, n, piece, &head, &whole, &body) == GW_OK) {
         int64_t until = gw_now_us() + o->export_timeout_ms * 1000;
-        for (int attempt = 0;; attempt++) {
+        pthread_mutex_lock(&o->mu);
+        if (o->stop && o->stop_until_us < until)
+            until = o->stop_until_us;
+        pthread_mutex_unlock(&o->mu);
+        for (int attempt = 0; gw_now_us() < until; attempt++) {
             int64_t left_ms = (until - gw_now_us()) / 1000;
             r = post(o, c, &body,
                      left_ms < o->timeout_ms ? (left_ms > 0 ? left_ms : 1) : o->timeout_ms);
@@ -764,6 +772,8 @@ void gw_otel_free(struct gw_otel *o)
         return;
     pthread_mutex_lock(&o->mu);
     o->stop = 1;
+    long budget = o->export_timeout_ms < STOP_BUDGET_MS ? o->export_timeout_ms : STOP_BUDGET_MS;
+    o->stop_until_us = gw_now_us() + (int64_t)budget * 1000;
     pthread_cond_broadcast(&o->cv);
     pthread_mutex_unlock(&o->mu);
     if (o->started)

@@ -27,7 +27,8 @@
  * queued or the schedule delay passes; a retryable failure (a transport
  * error, 429, 502, 503, 504) is tried again after 1, 2 and 4 s, then the
  * spans are counted as failed. Stopping sends what is queued, once each,
- * within the export timeout.
+ * within 5 s (or the export timeout, when shorter); what is left then
+ * counts as failed.
  */
 #ifndef GW_OTEL_H
 #define GW_OTEL_H
