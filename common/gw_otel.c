@@ -398,6 +398,28 @@ int gw_otel_sampled(const struct gw_otel *o, const struct gw_trace_ctx *parent,
     }
 }
 
+void gw_otel_continue(const struct gw_otel *o, uint64_t *rng, const char *traceparent,
+                      const char *tracestate, struct gw_trace_in *in)
+{
+    struct gw_trace_ctx parent;
+    memset(in, 0, sizeof(*in));
+    in->has_parent =
+        traceparent && gw_traceparent_parse(traceparent, strlen(traceparent), &parent) == 0;
+    if (in->has_parent) {
+        memcpy(in->ctx.trace_id, parent.trace_id, GW_TRACE_ID_LEN);
+        memcpy(in->parent, parent.span_id, GW_SPAN_ID_LEN);
+        if (tracestate)
+            in->tracestate_len =
+                gw_tracestate_check(tracestate, strlen(tracestate), &in->tracestate_at);
+    } else {
+        gw_trace_ids(rng, in->ctx.trace_id, GW_TRACE_ID_LEN);
+    }
+    gw_trace_ids(rng, in->ctx.span_id, GW_SPAN_ID_LEN);
+    in->ctx.flags = gw_otel_sampled(o, in->has_parent ? &parent : NULL, in->ctx.trace_id)
+                        ? GW_TRACE_SAMPLED
+                        : 0;
+}
+
 /* ----------------------------------------------------------------- queue */
 
 /* Queues data (len bytes of nspans spans, malloc'd: taken), or drops and

@@ -59,6 +59,21 @@ void gw_otel_free(struct gw_otel *o);
 int gw_otel_sampled(const struct gw_otel *o, const struct gw_trace_ctx *parent,
                     const uint8_t *trace_id);
 
+/* Where a server span starts: the caller's context continued, or a new
+ * trace. */
+struct gw_trace_in {
+    struct gw_trace_ctx ctx; /* the trace, this span's id, flags: sampled or not */
+    uint8_t parent[GW_SPAN_ID_LEN];
+    int has_parent;
+    /* The caller's tracestate, when valid: its place in the header given. */
+    size_t tracestate_at, tracestate_len;
+};
+/* A request's traceparent and tracestate header values (NULL: absent; an
+ * invalid traceparent is ignored, an invalid tracestate dropped) into *in:
+ * the ids drawn from *rng (a gw_rand state), the sampler asked. */
+void gw_otel_continue(const struct gw_otel *o, uint64_t *rng, const char *traceparent,
+                      const char *tracestate, struct gw_trace_in *in);
+
 /* Takes the spans of entries (nspans gw_span_finish entries) into the
  * queue, leaving entries empty (its memory goes with them), or drops and
  * counts them when the queue is full. Any thread. */

@@ -10,6 +10,7 @@
 #include "cp_metrics.h"
 #include "cp_replicas.h"
 #include "gw_buf.h"
+#include "gw_hash.h"
 #include "gw_http.h"
 #include "gw_otel.h"
 #include "gw_rand.h"
@@ -98,26 +99,16 @@ int cp_trace_admin_begin(struct cp_trace *t, struct cp_trace_admin *a,
     /* The request's start: its head's arrival (monotonic), on the wall clock. */
     int64_t waited_us = gw_now_us() - gw_http_req_start_us(req);
     a->start_ns = gw_otel_now_ns() - (uint64_t)(waited_us > 0 ? waited_us : 0) * 1000u;
-    struct gw_trace_ctx parent;
-    const char *tp = gw_http_req_header(req, "traceparent");
-    a->has_parent = tp && gw_traceparent_parse(tp, strlen(tp), &parent) == 0;
-    a->tracestate_len = 0;
-    if (a->has_parent) {
-        memcpy(a->ctx.trace_id, parent.trace_id, GW_TRACE_ID_LEN);
-        memcpy(a->parent, parent.span_id, GW_SPAN_ID_LEN);
-        const char *ts = gw_http_req_header(req, "tracestate");
-        size_t start = 0;
-        size_t n = ts ? gw_tracestate_check(ts, strlen(ts), &start) : 0;
-        if (n && n <= GW_TRACESTATE_MAX) {
-            memcpy(a->tracestate, ts + start, n);
-            a->tracestate_len = n;
-        }
-    } else {
-        gw_trace_ids(&t->rng, a->ctx.trace_id, GW_TRACE_ID_LEN);
-    }
-    gw_trace_ids(&t->rng, a->ctx.span_id, GW_SPAN_ID_LEN);
-    a->recorded = gw_otel_sampled(t->o, a->has_parent ? &parent : NULL, a->ctx.trace_id);
-    a->ctx.flags = a->recorded ? GW_TRACE_SAMPLED : 0;
+    const char *ts = gw_http_req_header(req, "tracestate");
+    struct gw_trace_in in;
+    gw_otel_continue(t->o, &t->rng, gw_http_req_header(req, "traceparent"), ts, &in);
+    a->ctx = in.ctx;
+    a->has_parent = in.has_parent;
+    memcpy(a->parent, in.parent, GW_SPAN_ID_LEN);
+    a->recorded = (in.ctx.flags & GW_TRACE_SAMPLED) != 0;
+    a->tracestate_len = in.tracestate_len;
+    if (in.tracestate_len)
+        memcpy(a->tracestate, ts + in.tracestate_at, in.tracestate_len);
     a->resource = resource;
     snprintf(a->method, sizeof(a->method), "%s", method);
     snprintf(a->route, sizeof(a->route), "%s", route ? route : "");
@@ -238,7 +229,7 @@ int cp_trace_build(struct cp_trace *t, const struct cp_trace_build *b, struct gw
     gw_span_int(&s, "llmgw.snapshot.version", b->version);
     gw_span_int(&s, "llmgw.snapshot.base_version", b->base_version);
     gw_span_str(&s, "llmgw.snapshot.kind", b->kind);
-    gw_span_str(&s, "result", b->result);
+    gw_span_str(&s, "llmgw.snapshot.result", b->result);
     for (size_t i = 0; i < nlinks; i++)
         gw_span_link(&s, links[i].trace_id, links[i].span_id);
     if (gw_span_finish(&s, b->end_ns, &batch) == GW_OK)
@@ -252,10 +243,7 @@ int cp_trace_build(struct cp_trace *t, const struct cp_trace_build *b, struct gw
 
 static size_t bucket(const char *replica)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)replica; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return (size_t)(h % PUSH_BUCKETS);
+    return (size_t)(gw_mix64(gw_fnv1a(GW_FNV1A_INIT, replica, strlen(replica))) % PUSH_BUCKETS);
 }
 
 /* The pending push of replica: the link that points at it, or NULL. */

@@ -20,7 +20,7 @@
  *   llmgw.snapshot.build  INTERNAL: a build that produced a publish.
  *                         llmgw.snapshot.version, llmgw.snapshot.base_version
  *                         (0: a whole document), llmgw.snapshot.kind ("full"
- *                         or "delta"), result ("ok"). Its parent is the
+ *                         or "delta"), llmgw.snapshot.result ("ok"). Its parent is the
  *                         newest admin write it includes (the configuration
  *                         versions it read past the last build's) that this
  *                         process served; the others it includes are its

@@ -39,22 +39,16 @@ void x_trace_start(struct dp_exchange *x)
     if (!x->l->otel)
         return;
     t->on = 1;
-    struct gw_trace_ctx parent = {0};
-    const char *tp = gw_http_req_header(x->req, "traceparent");
-    t->has_parent = tp && gw_traceparent_parse(tp, strlen(tp), &parent) == 0;
-    if (t->has_parent) {
-        memcpy(t->trace_id, parent.trace_id, sizeof(t->trace_id));
-        memcpy(t->parent_id, parent.span_id, sizeof(t->parent_id));
-        const char *ts = gw_http_req_header(x->req, "tracestate");
-        size_t at, n = ts ? gw_tracestate_check(ts, strlen(ts), &at) : 0;
-        if (n)
-            t->tracestate = strndup(ts + at, n); /* NULL: not passed on */
-    } else {
-        gw_trace_ids(&x->l->rng, t->trace_id, sizeof(t->trace_id));
-    }
-    gw_trace_ids(&x->l->rng, t->span_id, sizeof(t->span_id));
-    t->sampled =
-        (uint8_t)gw_otel_sampled(x->l->otel->o, t->has_parent ? &parent : NULL, t->trace_id);
+    const char *ts = gw_http_req_header(x->req, "tracestate");
+    struct gw_trace_in in;
+    gw_otel_continue(x->l->otel->o, &x->l->rng, gw_http_req_header(x->req, "traceparent"), ts, &in);
+    memcpy(t->trace_id, in.ctx.trace_id, sizeof(t->trace_id));
+    memcpy(t->span_id, in.ctx.span_id, sizeof(t->span_id));
+    memcpy(t->parent_id, in.parent, sizeof(t->parent_id));
+    t->has_parent = (uint8_t)in.has_parent;
+    t->sampled = (uint8_t)(in.ctx.flags & GW_TRACE_SAMPLED);
+    if (in.tracestate_len) /* NULL when out of memory: not passed on */
+        t->tracestate = strndup(ts + in.tracestate_at, in.tracestate_len);
     /* Both clocks read now: the request's monotonic times map to the wall. */
     int64_t mono = gw_now_us();
     t->wall_off_ns = (int64_t)gw_otel_now_ns() - mono * 1000;

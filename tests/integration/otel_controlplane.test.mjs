@@ -138,7 +138,7 @@ describe('control plane traces', () => {
     assert.equal(build.attrs['llmgw.snapshot.version'], version);
     assert.equal(build.attrs['llmgw.snapshot.kind'], 'delta');
     assert.equal(build.attrs['llmgw.snapshot.base_version'], version - 1);
-    assert.equal(build.attrs.result, 'ok');
+    assert.equal(build.attrs['llmgw.snapshot.result'], 'ok');
     assert.ok(build.start >= write.start, 'the build starts after the write did');
     assert.ok(build.end >= build.start);
 
