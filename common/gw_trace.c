@@ -553,7 +553,9 @@ static int j_u64(struct gw_buf *o, uint64_t v)
     return gw_buf_append(o, t, (size_t)n);
 }
 
-static int j_any(struct gw_buf *o, const uint8_t *p, size_t n);
+/* Arrays in arrays: this module writes one level; a reader stops at 8. */
+#define J_MAX_DEPTH 8
+static int j_any(struct gw_buf *o, const uint8_t *p, size_t n, int depth);
 
 /* lead "name":[ each field `field` of the message p as a KeyValue ], or
  * nothing when it has none. */
@@ -577,7 +579,7 @@ static int j_kvs(struct gw_buf *o, const char *lead, const char *name, const uin
             if (rc == GW_OK)
                 rc = gw_buf_appends(o, kf.field == 1 ? "\"key\":" : "\"value\":");
             if (rc == GW_OK)
-                rc = kf.field == 1 ? j_str(o, kf.p, kf.n) : j_any(o, kf.p, kf.n);
+                rc = kf.field == 1 ? j_str(o, kf.p, kf.n) : j_any(o, kf.p, kf.n, 0);
         }
         if (rc == GW_OK && kk < 0)
             rc = GW_EINVAL;
@@ -589,8 +591,10 @@ static int j_kvs(struct gw_buf *o, const char *lead, const char *name, const uin
     return rc == GW_OK && count ? gw_buf_appends(o, "]") : rc;
 }
 
-static int j_any(struct gw_buf *o, const uint8_t *p, size_t n)
+static int j_any(struct gw_buf *o, const uint8_t *p, size_t n, int depth)
 {
+    if (depth > J_MAX_DEPTH)
+        return GW_EINVAL;
     struct pbr r = reader(p, n);
     struct pbf f;
     int k = rd_field(&r, &f), rc;
@@ -621,7 +625,7 @@ static int j_any(struct gw_buf *o, const uint8_t *p, size_t n)
             if (i++)
                 rc = gw_buf_appends(o, ",");
             if (rc == GW_OK)
-                rc = j_any(o, af.p, af.n);
+                rc = j_any(o, af.p, af.n, depth + 1);
         }
         if (rc == GW_OK && ak < 0)
             rc = GW_EINVAL;

@@ -403,5 +403,7 @@ int x_attempts_json(const struct dp_exchange *x, struct gw_buf *o);
 void x_add_cost_headers(struct gw_http_req *req, struct dp_exchange *x);
 void x_log_request(struct dp_exchange *x);
 void x_metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t);
+/* The GenAI operation: "chat", "embeddings", or a media one. */
+const char *x_operation(const struct dp_exchange *x);
 
 #endif

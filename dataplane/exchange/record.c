@@ -360,9 +360,14 @@ void x_metrics_target(const struct dp_exchange *x, struct dp_metrics_target *t)
     t->provider = x->prov ? x->prov->name : NULL;
     t->driver = x->prov ? x->prov->driver : NULL;
     t->model = x->prov ? x->mmodel : NULL;
-    t->operation = x->kind == KIND_EMBED   ? "embeddings"
-                   : x->kind == KIND_MEDIA ? x_media_operation(x)
-                                           : "chat";
+    t->operation = x_operation(x);
+}
+
+const char *x_operation(const struct dp_exchange *x)
+{
+    return x->kind == KIND_EMBED   ? "embeddings"
+           : x->kind == KIND_MEDIA ? x_media_operation(x)
+                                   : "chat";
 }
 
 /* The request's metrics; end is its answer's end (docs/observability.md

@@ -11,10 +11,8 @@
  * numbers and classes only (the logs' rule).
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "dp_limits.h"
 #include "dp_metrics.h"
 #include "dp_snapshot.h"
 #include "exchange.h"
@@ -149,13 +147,6 @@ const char *x_trace_tracestate(const struct dp_exchange *x)
     return x->tr.tracestate;
 }
 
-static const char *operation(const struct dp_exchange *x)
-{
-    return x->kind == KIND_EMBED   ? "embeddings"
-           : x->kind == KIND_MEDIA ? x_media_operation(x)
-                                   : "chat";
-}
-
 /* The cost attributes: the picodollars (an integer), the currency, and
  * whether the cost is exact, estimated (usage partly the gateway's) or
  * unknown (no price). */
@@ -179,7 +170,7 @@ void x_trace_attempt(struct dp_exchange *x, const char *failure_class, int64_t e
     if (!b)
         return;
     struct gw_span *s = &b->span;
-    const char *op = operation(x);
+    const char *op = x_operation(x);
     gw_span_begin2(s, t->trace_id, t->attempt_id, t->span_id, op, x->model, GW_SPAN_CLIENT,
                    ns(x, x->ta0));
     gw_span_str(s, "gen_ai.operation.name", op);
@@ -254,7 +245,7 @@ void x_trace_request(struct dp_exchange *x)
     gw_span_str(s, "http.route", x->path);
     if (x->final_status)
         gw_span_int(s, "http.response.status_code", x->final_status);
-    gw_span_str(s, "gen_ai.operation.name", operation(x));
+    gw_span_str(s, "gen_ai.operation.name", x_operation(x));
     gw_span_str(s, "llmgw.request_id", x->request_id);
     if (x->plan.route)
         gw_span_str(s, "llmgw.route", x->plan.route->name);

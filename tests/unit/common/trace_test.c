@@ -223,6 +223,39 @@ static void test_json(void)
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(child, "parentSpanId")),
                            "a1a2a3a4a5a6a7a8");
     json_decref(j);
+    /* Arrays nested past 8 levels are refused (this module writes one). */
+    for (int depth = 8; depth <= 10; depth += 2) {
+        struct gw_buf nest, w;
+        gw_buf_init(&nest, 0);
+        CU_ASSERT_EQUAL(gw_pb_bytes(&nest, 1, "x", 1), GW_OK); /* AnyValue{string_value} */
+        for (int i = 0; i < depth; i++) {
+            gw_buf_init(&w, 0); /* AnyValue{array_value: ArrayValue{values: v}} */
+            struct gw_buf wrap;
+            gw_buf_init(&wrap, 0);
+            CU_ASSERT_EQUAL(gw_pb_bytes(&wrap, 1, nest.data, nest.len), GW_OK);
+            CU_ASSERT_EQUAL(gw_pb_bytes(&w, 5, wrap.data, wrap.len), GW_OK);
+            gw_buf_free(&wrap);
+            gw_buf_free(&nest);
+            nest = w;
+        }
+        struct gw_buf kv, span, entry;
+        gw_buf_init(&kv, 0);
+        gw_buf_init(&span, 0);
+        gw_buf_init(&entry, 0);
+        CU_ASSERT_EQUAL(gw_pb_bytes(&kv, 1, "k", 1), GW_OK);
+        CU_ASSERT_EQUAL(gw_pb_bytes(&kv, 2, nest.data, nest.len), GW_OK);
+        CU_ASSERT_EQUAL(gw_pb_bytes(&span, 9, kv.data, kv.len), GW_OK);
+        CU_ASSERT_EQUAL(gw_pb_bytes(&entry, 2, span.data, span.len), GW_OK);
+        const void *de[] = {entry.data};
+        size_t dl[] = {entry.len};
+        gw_buf_reset(&out);
+        CU_ASSERT_EQUAL(gw_trace_json(&out, res.data, res.len, scope.data, scope.len, de, dl, 1),
+                        depth <= 8 ? GW_OK : GW_EINVAL);
+        gw_buf_free(&nest);
+        gw_buf_free(&kv);
+        gw_buf_free(&span);
+        gw_buf_free(&entry);
+    }
     /* Bytes this module did not write are refused, not read past. */
     const char junk[] = {0x12, 0x7f, 0x01};
     const void *je[] = {junk};
