@@ -66,6 +66,8 @@ after(() => {
     const pid = Number(fs.readFileSync(tour, 'utf8'));
     if (alive(pid)) process.kill(pid, 'SIGTERM');
   }
+  // The state dir too (its logs, keys and pid files): nothing of the run is left behind.
+  if (!process.env.LLMGW_KEEP_TMP) fs.rmSync(run, { recursive: true, force: true });
 });
 
 describe('up.sh, the tour, down.sh', { concurrency: false }, () => {
