@@ -557,9 +557,15 @@ static int j_u64(struct gw_buf *o, uint64_t v)
 #define J_MAX_DEPTH 8
 static int j_any(struct gw_buf *o, const uint8_t *p, size_t n, int depth);
 
-/* lead "name":[ each field `field` of the message p as a KeyValue ], or
- * nothing when it has none. */
-static int j_kvs(struct gw_buf *o, const char *lead, const char *name, const uint8_t *p, size_t n,
+/* The lead of an object's next member: a comma after the first. */
+static const char *lead(int *members)
+{
+    return (*members)++ ? "," : "";
+}
+
+/* "name":[ each field `field` of the message p as a KeyValue ], as the
+ * object's next member (*members counts them), or nothing when it has none. */
+static int j_kvs(struct gw_buf *o, int *members, const char *name, const uint8_t *p, size_t n,
                  unsigned field)
 {
     struct pbr r = reader(p, n);
@@ -568,14 +574,15 @@ static int j_kvs(struct gw_buf *o, const char *lead, const char *name, const uin
     while (rc == GW_OK && (k = rd_field(&r, &f)) == 1) {
         if (f.field != field || f.wt != WT_LEN)
             continue;
-        rc = count++ ? gw_buf_appends(o, ",{") : gw_buf_printf(o, "%s\"%s\":[{", lead, name);
+        rc = count++ ? gw_buf_appends(o, ",{")
+                     : gw_buf_printf(o, "%s\"%s\":[{", lead(members), name);
         struct pbr kr = reader(f.p, f.n);
         struct pbf kf;
-        int kk, members = 0;
+        int kk, kvm = 0;
         while (rc == GW_OK && (kk = rd_field(&kr, &kf)) == 1) {
             if (kf.wt != WT_LEN || (kf.field != 1 && kf.field != 2))
                 continue;
-            rc = gw_buf_appends(o, members++ ? "," : "");
+            rc = gw_buf_appends(o, lead(&kvm));
             if (rc == GW_OK)
                 rc = gw_buf_appends(o, kf.field == 1 ? "\"key\":" : "\"value\":");
             if (rc == GW_OK)
@@ -656,7 +663,7 @@ static int j_scalars(struct gw_buf *o, const uint8_t *p, size_t n, const struct 
         for (size_t i = 0; i < nt && rc == GW_OK; i++) {
             if (t[i].field != f.field || t[i].wt != f.wt)
                 continue;
-            rc = gw_buf_printf(o, "%s\"%s\":", (*members)++ ? "," : "", t[i].name);
+            rc = gw_buf_printf(o, "%s\"%s\":", lead(members), t[i].name);
             if (rc != GW_OK)
                 break;
             switch (t[i].how) {
@@ -678,10 +685,11 @@ static int j_scalars(struct gw_buf *o, const uint8_t *p, size_t n, const struct 
     return rc == GW_OK && k < 0 ? GW_EINVAL : rc;
 }
 
-/* ,"name":[ each field `field` of p as an object of table t's members and
- * its attributes (field attr_field) ] */
-static int j_objects(struct gw_buf *o, const char *name, const uint8_t *p, size_t n, unsigned field,
-                     const struct jfield *t, size_t nt, unsigned attr_field)
+/* "name":[ each field `field` of p as an object of table t's members and
+ * its attributes (field attr_field) ], as the next member (*members), or
+ * nothing when there is none. */
+static int j_objects(struct gw_buf *o, int *members, const char *name, const uint8_t *p, size_t n,
+                     unsigned field, const struct jfield *t, size_t nt, unsigned attr_field)
 {
     struct pbr r = reader(p, n);
     struct pbf f;
@@ -689,12 +697,13 @@ static int j_objects(struct gw_buf *o, const char *name, const uint8_t *p, size_
     while (rc == GW_OK && (k = rd_field(&r, &f)) == 1) {
         if (f.field != field || f.wt != WT_LEN)
             continue;
-        rc = count++ ? gw_buf_appends(o, ",{") : gw_buf_printf(o, ",\"%s\":[{", name);
-        int members = 0;
+        rc = count++ ? gw_buf_appends(o, ",{")
+                     : gw_buf_printf(o, "%s\"%s\":[{", lead(members), name);
+        int om = 0;
         if (rc == GW_OK)
-            rc = j_scalars(o, f.p, f.n, t, nt, &members);
+            rc = j_scalars(o, f.p, f.n, t, nt, &om);
         if (rc == GW_OK && attr_field)
-            rc = j_kvs(o, members ? "," : "", "attributes", f.p, f.n, attr_field);
+            rc = j_kvs(o, &om, "attributes", f.p, f.n, attr_field);
         if (rc == GW_OK)
             rc = gw_buf_appends(o, "}");
     }
@@ -739,11 +748,11 @@ static int j_span(struct gw_buf *o, const uint8_t *p, size_t n)
     if (rc == GW_OK)
         rc = j_scalars(o, p, n, span_fields, NF(span_fields), &members);
     if (rc == GW_OK)
-        rc = j_kvs(o, members ? "," : "", "attributes", p, n, F_ATTR);
+        rc = j_kvs(o, &members, "attributes", p, n, F_ATTR);
     if (rc == GW_OK)
-        rc = j_objects(o, "events", p, n, F_EVENT, event_fields, NF(event_fields), 3);
+        rc = j_objects(o, &members, "events", p, n, F_EVENT, event_fields, NF(event_fields), 3);
     if (rc == GW_OK)
-        rc = j_objects(o, "links", p, n, F_LINK, link_fields, NF(link_fields), 4);
+        rc = j_objects(o, &members, "links", p, n, F_LINK, link_fields, NF(link_fields), 4);
     /* One status: an object, not a list. */
     struct pbr r = reader(p, n);
     struct pbf f;
@@ -752,7 +761,7 @@ static int j_span(struct gw_buf *o, const uint8_t *p, size_t n)
         if (f.field != F_STATUS || f.wt != WT_LEN)
             continue;
         int sm = 0;
-        rc = gw_buf_appends(o, ",\"status\":{");
+        rc = gw_buf_printf(o, "%s\"status\":{", lead(&members));
         if (rc == GW_OK)
             rc = j_scalars(o, f.p, f.n, status_fields, NF(status_fields), &sm);
         if (rc == GW_OK)
@@ -766,7 +775,7 @@ int gw_trace_json(struct gw_buf *out, const void *resource, size_t resource_len,
 {
     int rc = gw_buf_appends(out, "{\"resourceSpans\":[{\"resource\":{");
     if (rc == GW_OK)
-        rc = j_kvs(out, "", "attributes", resource, resource_len, 1);
+        rc = j_kvs(out, &(int){0}, "attributes", resource, resource_len, 1);
     int sm = 0;
     if (rc == GW_OK)
         rc = gw_buf_appends(out, "},\"scopeSpans\":[{\"scope\":{");

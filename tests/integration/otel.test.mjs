@@ -12,10 +12,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import * as h from './harness.mjs';
 import { startReceiver } from './otlp_receiver.mjs';
 import { Config, masterKey } from './cpconfig.mjs';
+import { makeCertSet } from './certs.mjs';
 
 const T = { timeout: 120_000 };
 const FAST = { OTEL_BSP_SCHEDULE_DELAY: '20' };
@@ -385,6 +387,41 @@ describe('the exporter', () => {
     const t0 = Date.now();
     await gw.proc.stop();
     assert.ok(Date.now() - t0 < 8000, `stopped in ${Date.now() - t0} ms`);
+  });
+
+  test('https to the collector: its CA from OTEL_EXPORTER_OTLP_CERTIFICATE, a client certificate for mutual TLS', T, async () => {
+    const dir = h.makeTmpDir();
+    const c = makeCertSet(dir);
+    const pem = (f) => fs.readFileSync(f, 'utf8');
+    const r7 = await startReceiver({ tls: { key: pem(c.srvKey), cert: pem(c.srvCert), ca: pem(c.ca), requestCert: true } });
+    try {
+      const gw = await h.startGateway({
+        mock, threads: 1,
+        env: { ...FAST, OTEL_EXPORTER_OTLP_ENDPOINT: r7.url, OTEL_EXPORTER_OTLP_CERTIFICATE: c.ca,
+          OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: c.cliCert, OTEL_EXPORTER_OTLP_CLIENT_KEY: c.cliKey },
+      });
+      const traceId = hex(16);
+      assert.equal((await h.request(gw.port, { headers: { ...h.AUTH, traceparent: `00-${traceId}-${hex(8)}-01` }, body: chat('over tls') })).status, 200);
+      await spansOf(r7, traceId, (s) => server(s), 'the spans over mutual TLS');
+      assert.equal(r7.requests[0].peerCN, 'dp-tls', 'the data plane presented its client certificate');
+      // Without the CA the collector's certificate is not trusted: nothing is
+      // sent, the spans count as failed, the requests do not notice.
+      const gw2 = await h.startGateway({
+        mock, threads: 1,
+        env: { ...FAST, OTEL_EXPORTER_OTLP_ENDPOINT: r7.url, OTEL_EXPORTER_OTLP_TIMEOUT: '2000', OTEL_BSP_EXPORT_TIMEOUT: '2000' },
+      });
+      const before = r7.spans.length;
+      assert.equal((await h.request(gw2.port, { headers: h.AUTH, body: chat('untrusted') })).status, 200);
+      const failed = await h.waitFor(async () => {
+        const m = await h.request(gw2.port, { method: 'GET', path: '/metrics' });
+        return metric(m.text, 'llmgw_otel_spans_total', '{result="failed"}') > 0 ? m : null;
+      }, { timeoutMs: 15_000, what: 'the untrusted export counted as failed' });
+      assert.ok(failed);
+      assert.equal(r7.spans.length, before);
+      assert.ok(r7.tlsErrors > 0);
+    } finally {
+      await r7.close();
+    }
   });
 
   test('a wrong OTEL_* value stops the start, naming the variable', T, async () => {

@@ -13,6 +13,7 @@
 // It listens on 127.0.0.1 only, port 0, and is closed by close().
 
 import http from 'node:http';
+import https from 'node:https';
 import zlib from 'node:zlib';
 import { createRequire } from 'node:module';
 
@@ -108,14 +109,17 @@ export class OtlpReceiver {
     this.errors = [];        // decode failures (a test asserts none)
   }
 
-  async start() {
-    this.server = http.createServer((req, res) => {
+  /** tls: {key, cert, ca?, requestCert?} (PEM text): an https receiver;
+   * with requestCert, a client certificate is required and verified. */
+  async start({ tls } = {}) {
+    const handler = (req, res) => {
       const chunks = [];
       req.on('data', (c) => chunks.push(c));
       req.on('end', () => {
         let body = Buffer.concat(chunks);
         const rec = {
           path: req.url, contentType: req.headers['content-type'] || '',
+          peerCN: req.socket.getPeerCertificate?.()?.subject?.CN ?? '',
           encoding: req.headers['content-encoding'] || '', bytes: body.length,
           headers: req.headers, status: this.answer,
         };
@@ -145,10 +149,15 @@ export class OtlpReceiver {
           res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(Buffer.from(out));
         }
       });
-    });
+    };
+    this.server = tls
+      ? https.createServer({ key: tls.key, cert: tls.cert, ca: tls.ca, requestCert: !!tls.requestCert, rejectUnauthorized: !!tls.requestCert }, handler)
+      : http.createServer(handler);
+    this.tlsErrors = 0;
+    this.server.on('tlsClientError', () => { this.tlsErrors++; });
     await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
     this.port = this.server.address().port;
-    this.url = `http://127.0.0.1:${this.port}`;
+    this.url = `${tls ? 'https' : 'http'}://127.0.0.1:${this.port}`;
     return this;
   }
 
@@ -165,6 +174,6 @@ export class OtlpReceiver {
   }
 }
 
-export async function startReceiver() {
-  return new OtlpReceiver().start();
+export async function startReceiver(opts) {
+  return new OtlpReceiver().start(opts);
 }
